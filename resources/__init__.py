@@ -1,0 +1,1 @@
+"""Resources: the API client (``resources.api``) and the warehouse writers (``resources.warehouse``)."""

@@ -1,0 +1,6 @@
+"""Shared fixtures live in plugin modules, one per part, so each can evolve alone."""
+
+pytest_plugins = [
+    "tests.fixtures_sandbox",
+    "tests.fixtures_postgres",
+]

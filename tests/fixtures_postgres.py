@@ -1,0 +1,1 @@
+"""Fixtures that start a real Postgres server (owned by the warehouse work)."""
