@@ -56,7 +56,9 @@ class BadRequestError(VisibilityAPIError):
 class AuthenticationError(VisibilityAPIError):
     """401: missing_api_key, invalid_api_key."""
 
-    hint = "Check VISIBILITY_API_KEY: the key is missing, unknown or revoked (create a new one in the dashboard)"
+    hint = (
+        "Check VISIBILITY_API_KEY: the key is missing, unknown or revoked (create a new one in the dashboard)"
+    )
 
 
 class SubscriptionRequiredError(VisibilityAPIError):

@@ -90,10 +90,27 @@ class WriteResult:
     rows_written: int
     rows_deleted: int = 0  # partition replace: old rows removed; snapshot: rows retired
     columns_added: list[str] = field(default_factory=list)
+    #: rows of ``rows`` dropped because a later row had the same key (the last one wins)
+    duplicates_dropped: int = 0
 
 
 class SchemaMismatchError(Exception):
     """An incompatible type change; names the table, the column and both types. Nothing was written."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str | None = None,
+        column: str | None = None,
+        old_type: str | None = None,
+        new_type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.table = table
+        self.column = column
+        self.old_type = old_type
+        self.new_type = new_type
 
 
 class WarehouseLockTimeout(Exception):

@@ -1,0 +1,145 @@
+"""The ``audit_reports`` asset: lands one audit's state, as decided by the audit sensor.
+
+Audits are driven by ``pipelines/sensors/audits.py``, never by a blocking step: the sensor submits and
+polls, then requests one run of this asset per state change (run key ``<audit id>`` for the final
+state, ``<audit id>:requested`` when submitted), with the audit in the run config. The run only
+writes: it makes no API call, so a re-run lands the same row.
+
+Rows are upserted by id (no retirement). A late ``pending`` landing never overwrites a final state
+(``complete`` or ``timed_out``) that is already in the table.
+"""
+
+import datetime as dt
+import json
+from dataclasses import replace
+
+import pyarrow as pa
+from dagster import (
+    AssetExecutionContext,
+    Config,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+    define_asset_job,
+)
+
+from assets.builders import WRITER_POOL
+from assets.tables import AUDIT_REPORTS
+from resources.warehouse import queries
+from resources.warehouse.base import Column, TableSpec
+from resources.warehouse.resource import WarehouseResource
+
+AUDIT_STATUSES = ("pending", "complete", "timed_out")
+FINAL_STATUSES = frozenset({"complete", "timed_out"})
+AUDIT_LANDING_JOB_NAME = "land_audit_report"
+
+#: Run tags, so audits are findable in the UI's run list (filter by tag).
+TAG_AUDIT_ID = "visibility/audit_id"
+TAG_AUDIT_STATUS = "visibility/audit_status"
+TAG_AUDIT_BRAND = "visibility/brand_id"
+
+
+def _with_timed_out_at(spec: TableSpec) -> TableSpec:
+    """The audit table as landed here: the shared spec plus ``timed_out_at`` if it lacks it."""
+    if any(c.name == "timed_out_at" for c in spec.columns):
+        return spec
+    column = Column(
+        "timed_out_at",
+        pa.timestamp("us", tz="UTC"),
+        "When the connector gave up polling the audit (UTC); null unless status is timed_out.",
+    )
+    return replace(spec, columns=(*spec.columns, column))
+
+
+AUDIT_REPORTS_SPEC = _with_timed_out_at(AUDIT_REPORTS)
+
+
+class AuditLandingConfig(Config):
+    """One audit's state, as the sensor saw it (timestamps ISO 8601 UTC)."""
+
+    audit_id: str
+    brand_id: str
+    url: str
+    status: str
+    poll: str
+    requested_at: str
+    completed_at: str | None = None
+    timed_out_at: str | None = None
+    #: The finished report's ``data`` object as JSON text (complete audits only).
+    report_json: str | None = None
+
+
+def _ts(value: str | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    parsed = dt.datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def audit_row_table(config: AuditLandingConfig) -> pa.Table:
+    """The one-row Arrow table of an audit, in the spec's schema."""
+    if config.status not in AUDIT_STATUSES:
+        raise ValueError(f"unknown audit status {config.status!r}; expected one of {AUDIT_STATUSES}")
+    if config.report_json is not None:
+        json.loads(config.report_json)  # refuse a malformed report before writing anything
+    row = {
+        "id": config.audit_id,
+        "brand_id": config.brand_id,
+        "url": config.url,
+        "status": config.status,
+        "poll": config.poll,
+        "requested_at": _ts(config.requested_at),
+        "completed_at": _ts(config.completed_at),
+        "report": config.report_json,
+        "timed_out_at": _ts(config.timed_out_at),
+    }
+    schema = AUDIT_REPORTS_SPEC.arrow_schema
+    return pa.Table.from_pylist([{name: row.get(name) for name in schema.names}], schema=schema)
+
+
+@asset(
+    name="audit_reports",
+    description="URL audits requested by the audit sensor: pending, complete (with the report) or "
+    "timed_out, with requested_at, completed_at and timed_out_at. One run per audit state change.",
+    group_name="audits",
+    pool=WRITER_POOL,
+    tags={"visibility/kind": "audit"},
+)
+def audit_reports(
+    context: AssetExecutionContext, config: AuditLandingConfig, warehouse: WarehouseResource
+) -> MaterializeResult:
+    rows = audit_row_table(config)
+    with warehouse.get_warehouse() as wh:
+        wh.ensure_table(AUDIT_REPORTS_SPEC)
+        landed = queries.audit_status(wh, config.audit_id)
+        if config.status == "pending" and landed in FINAL_STATUSES:
+            context.log.info(f"audit {config.audit_id} is already {landed}; the pending state is not landed")
+            written = 0
+        else:
+            written = wh.upsert_snapshot(AUDIT_REPORTS_SPEC, rows, context.run_id, None).rows_written
+    metadata = {
+        "audit_id": config.audit_id,
+        "brand_id": config.brand_id,
+        "url": MetadataValue.url(config.url),
+        "status": config.status,
+        "requested_at": config.requested_at,
+        "rows_landed": written,
+    }
+    if config.completed_at:
+        metadata["completed_at"] = config.completed_at
+    if config.timed_out_at:
+        metadata["timed_out_at"] = config.timed_out_at
+    if config.status == "timed_out":
+        context.log.warning(
+            f"audit {config.audit_id} of {config.url} timed out: still not complete at {config.timed_out_at}"
+        )
+    return MaterializeResult(metadata=metadata)
+
+
+audit_landing_job = define_asset_job(
+    AUDIT_LANDING_JOB_NAME,
+    selection=[audit_reports],
+    description="Lands one audit's state in audit_reports; launched by the audit sensor only.",
+)
+
+audit_assets = [audit_reports]

@@ -1,0 +1,54 @@
+"""Partitioned row assets with no rollup: prompt mentions and answers (date x 7 engines)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from dagster import AssetsDefinition
+
+from assets import tables as T
+from assets import transforms as X
+from assets.builders import PartitionedAsset, build_partitioned_asset
+from assets.partitions import ENGINE_PARTITIONS, ENGINES
+from assets.planning import Call, plan_answers, plan_mentions
+from resources.api.client import VisibilityClient
+
+
+def fetch_mentions(client: VisibilityClient, call: Call) -> pa.Table:
+    assert call.prompt_id is not None
+    rows = client.list_prompt_mentions(
+        call.prompt_id, engine=call.engine, start=call.window.start, end=call.window.end
+    )
+    return X.mentions_table(list(rows), call.brand_id)
+
+
+def fetch_answers(client: VisibilityClient, call: Call) -> pa.Table:
+    rows = client.list_answers(
+        call.brand_id, engine=call.engine, start=call.window.start, end=call.window.end
+    )
+    return X.answers_table(list(rows), call.brand_id)
+
+
+PROMPT_MENTIONS = PartitionedAsset(
+    spec=T.PROMPT_MENTIONS,
+    partitions_def=ENGINE_PARTITIONS,
+    engine_order=ENGINES,
+    planner=plan_mentions,
+    fetch_one=fetch_mentions,
+    with_rollup=False,
+    needs_prompts=True,
+    upstream="prompts",
+)
+ANSWERS = PartitionedAsset(
+    spec=T.ANSWERS,
+    partitions_def=ENGINE_PARTITIONS,
+    engine_order=ENGINES,
+    planner=plan_answers,
+    fetch_one=fetch_answers,
+    with_rollup=False,
+    upstream="prompts",
+)
+
+prompt_mentions = build_partitioned_asset(PROMPT_MENTIONS)
+answers = build_partitioned_asset(ANSWERS)
+
+fact_assets: list[AssetsDefinition] = [prompt_mentions, answers]

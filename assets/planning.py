@@ -1,0 +1,339 @@
+"""Pure request planning: the partitions of a run -> the fewest API calls, widest windows first.
+
+A run (one partition, a UI backfill, a daily sync with lookback) is a set of *cells* ``(date,
+engine)``, not necessarily contiguous or rectangular. The planner turns it into calls:
+
+* **mentions** (paged, per prompt): one call per prompt and contiguous run of dates, with no engine
+  filter on the dates where the run covers every engine the brand is measured on, else one call per
+  engine. The date runs of each engine are maximal, so a 30-day backfill is one call per prompt.
+* **answers** (paged, per brand): the same rule as mentions, per brand instead of per prompt.
+* **competitor trends** (one response, no paging): one call per brand and engine over the hull of the
+  engine's dates; ``all`` is the call with the engine omitted. Days outside the run are dropped.
+* **citation trends**: one call per brand, target domain (own domain, each tracked competitor's
+  domains) and engine, over the hull.
+* **citation URLs**: aggregated over the request window, so one call per brand, engine and day.
+
+Engines a brand is not measured on are skipped (the service has no data there). Landing writes the
+boxes of :func:`boxes` (contiguous dates x engine set) so each write replaces exactly the run's
+cells. :func:`expected_requests` counts calls; paged endpoints may add pages beyond the first,
+which the client counts and the assets report separately.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+ALL = "all"
+
+Cell = tuple[dt.date, str]
+
+
+class Endpoint(StrEnum):
+    """``METHOD template``: the names the client's ``stats.requests_by_endpoint`` and the sandbox use."""
+
+    BRANDS = "GET /v1/brands"
+    BRAND = "GET /v1/brands/{id}"
+    TOPICS = "GET /v1/brands/{id}/topics"
+    PROMPTS = "GET /v1/brands/{id}/prompts"
+    TRACKED_COMPETITORS = "GET /v1/brands/{id}/tracked-competitors"
+    GENERATIONS = "GET /v1/brands/{id}/generations"
+    MENTIONS = "GET /v1/prompts/{id}/mentions"
+    ANSWERS = "GET /v1/brands/{id}/answers"
+    COMPETITOR_TRENDS = "GET /v1/brands/{id}/competitors/trends"
+    CITATION_TRENDS = "GET /v1/brands/{id}/citations/trends"
+    CITATION_URLS = "GET /v1/brands/{id}/citations/urls"
+
+
+@dataclass(frozen=True, order=True)
+class Window:
+    """Half-open date window ``[start, end)``, the API's ``from``/``to``."""
+
+    start: dt.date
+    end: dt.date
+
+    @property
+    def days(self) -> int:
+        return (self.end - self.start).days
+
+    def dates(self) -> list[dt.date]:
+        return [self.start + dt.timedelta(days=i) for i in range(self.days)]
+
+
+@dataclass(frozen=True, order=True)
+class Box:
+    """A rectangle of cells: one write scope (dates ``[start, end)`` x ``engines``)."""
+
+    window: Window
+    engines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BrandInput:
+    """What the planner needs to know of a brand (read from the API before planning)."""
+
+    brand_id: str
+    engines: frozenset[str]
+    domain: str | None = None
+    prompt_ids: tuple[str, ...] = ()
+    #: Domains of the brand's tracked competitors, trended by citation trends.
+    competitor_domains: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API call (its first page). ``engine=None`` means no engine filter."""
+
+    endpoint: Endpoint
+    brand_id: str
+    window: Window
+    engine: str | None = None
+    prompt_id: str | None = None
+    #: citation trends: the domain trended; None trends the brand's own domain (the API default)
+    domain: str | None = None
+
+    @property
+    def landed_engine(self) -> str | None:
+        """Engine value the rows land under when the response has no per-row engine."""
+        return self.engine if self.engine is not None else ALL
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The calls of one asset's run, and the boxes its rows are written in."""
+
+    cells: frozenset[Cell]
+    calls: tuple[Call, ...]
+    boxes: tuple[Box, ...]
+    #: (brand_id, engine) pairs of the run that were skipped: the brand is not measured there
+    skipped: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def window(self) -> Window | None:
+        """The hull of the run's dates (for metadata)."""
+        if not self.cells:
+            return None
+        days = [d for d, _ in self.cells]
+        return Window(min(days), max(days) + dt.timedelta(days=1))
+
+
+# ---------------------------------------------------------------------------------------------
+# geometry of a set of cells
+
+
+def date_runs(days: Iterable[dt.date]) -> list[Window]:
+    """Maximal runs of consecutive dates, sorted."""
+    ordered = sorted(set(days))
+    runs: list[Window] = []
+    for day in ordered:
+        if runs and runs[-1].end == day:
+            runs[-1] = Window(runs[-1].start, day + dt.timedelta(days=1))
+        else:
+            runs.append(Window(day, day + dt.timedelta(days=1)))
+    return runs
+
+
+def hull(days: Iterable[dt.date]) -> Window | None:
+    ordered = sorted(set(days))
+    if not ordered:
+        return None
+    return Window(ordered[0], ordered[-1] + dt.timedelta(days=1))
+
+
+def boxes(cells: Iterable[Cell], engine_order: Iterable[str] = ()) -> tuple[Box, ...]:
+    """Cover the cells exactly with rectangles: dates grouped by their engine set, then runs.
+
+    A rectangular run (the UI's date range x engine range, a daily sync) gives a single box.
+    """
+    order = {e: i for i, e in enumerate(engine_order)}
+    engines_by_day: dict[dt.date, set[str]] = defaultdict(set)
+    for day, engine in cells:
+        engines_by_day[day].add(engine)
+    days_by_set: dict[tuple[str, ...], list[dt.date]] = defaultdict(list)
+    for day, engines in engines_by_day.items():
+        key = tuple(sorted(engines, key=lambda e: (order.get(e, len(order)), e)))
+        days_by_set[key].append(day)
+    out = [Box(run, engines) for engines, days in days_by_set.items() for run in date_runs(days)]
+    return tuple(sorted(out))
+
+
+def _engines_by_day(cells: Iterable[Cell]) -> dict[dt.date, set[str]]:
+    by_day: dict[dt.date, set[str]] = defaultdict(set)
+    for day, engine in cells:
+        by_day[day].add(engine)
+    return by_day
+
+
+def _brand_cells(cells: frozenset[Cell], brand: BrandInput, *, with_rollup: bool) -> set[Cell]:
+    measured = set(brand.engines)
+    if with_rollup and measured:
+        measured.add(ALL)
+    return {(d, e) for d, e in cells if e in measured}
+
+
+def _skipped(
+    cells: frozenset[Cell], brands: Iterable[BrandInput], *, with_rollup: bool
+) -> list[tuple[str, str]]:
+    requested = {e for _, e in cells}
+    out: list[tuple[str, str]] = []
+    for brand in brands:
+        measured = set(brand.engines) | ({ALL} if with_rollup and brand.engines else set())
+        out.extend((brand.brand_id, e) for e in sorted(requested - measured))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# per-endpoint planners
+
+
+def _paged_calls(
+    endpoint: Endpoint, brand: BrandInput, cells: frozenset[Cell], prompt_id: str | None
+) -> list[Call]:
+    """Unfiltered calls on days covering all the brand's engines, per-engine calls elsewhere."""
+    mine = _brand_cells(cells, brand, with_rollup=False)
+    by_day = _engines_by_day(mine)
+    full_days = [d for d, engines in by_day.items() if brand.engines and engines >= brand.engines]
+    calls = [
+        Call(endpoint, brand.brand_id, run, engine=None, prompt_id=prompt_id) for run in date_runs(full_days)
+    ]
+    full = set(full_days)
+    for engine in sorted(brand.engines):
+        days = [d for d, engines in by_day.items() if d not in full and engine in engines]
+        calls.extend(
+            Call(endpoint, brand.brand_id, run, engine=engine, prompt_id=prompt_id) for run in date_runs(days)
+        )
+    return calls
+
+
+def _plan(
+    cells: Iterable[Cell],
+    brands: Iterable[BrandInput],
+    *,
+    with_rollup: bool,
+    calls: list[Call],
+    engine_order: Iterable[str],
+) -> Plan:
+    frozen = frozenset(cells)
+    return Plan(
+        cells=frozen,
+        calls=tuple(calls),
+        boxes=boxes(frozen, engine_order),
+        skipped=tuple(_skipped(frozen, brands, with_rollup=with_rollup)),
+    )
+
+
+def plan_mentions(
+    cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
+) -> Plan:
+    """Prompt mentions: per prompt, widest runs, engine filter only where the run is partial."""
+    frozen, brand_list = frozenset(cells), list(brands)
+    calls = [
+        call
+        for brand in brand_list
+        for prompt_id in brand.prompt_ids
+        for call in _paged_calls(Endpoint.MENTIONS, brand, frozen, prompt_id)
+    ]
+    return _plan(frozen, brand_list, with_rollup=False, calls=calls, engine_order=engine_order)
+
+
+def plan_answers(
+    cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
+) -> Plan:
+    """Answers: per brand, widest runs, engine filter only where the run is partial."""
+    frozen, brand_list = frozenset(cells), list(brands)
+    calls = [call for brand in brand_list for call in _paged_calls(Endpoint.ANSWERS, brand, frozen, None)]
+    return _plan(frozen, brand_list, with_rollup=False, calls=calls, engine_order=engine_order)
+
+
+def _hull_calls_per_engine(
+    endpoint: Endpoint, brand: BrandInput, cells: frozenset[Cell], domain: str | None = None
+) -> list[Call]:
+    mine = _brand_cells(cells, brand, with_rollup=True)
+    days_by_engine: dict[str, list[dt.date]] = defaultdict(list)
+    for day, engine in mine:
+        days_by_engine[engine].append(day)
+    calls: list[Call] = []
+    for engine in sorted(days_by_engine):
+        window = hull(days_by_engine[engine])
+        assert window is not None
+        calls.append(
+            Call(endpoint, brand.brand_id, window, engine=None if engine == ALL else engine, domain=domain)
+        )
+    return calls
+
+
+def plan_competitor_trends(
+    cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
+) -> Plan:
+    """Competitor trends: one call per brand and engine (``all``: engine omitted) over the hull."""
+    frozen, brand_list = frozenset(cells), list(brands)
+    calls = [c for b in brand_list for c in _hull_calls_per_engine(Endpoint.COMPETITOR_TRENDS, b, frozen)]
+    return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
+
+
+def citation_targets(brand: BrandInput) -> list[str | None]:
+    """``None`` (the brand's own domain, the API default) then each distinct competitor domain."""
+    own = (brand.domain or "").lower()
+    seen: set[str] = set()
+    targets: list[str | None] = [None]
+    for domain in brand.competitor_domains:
+        key = domain.lower()
+        if key and key != own and key not in seen:
+            seen.add(key)
+            targets.append(domain)
+    return targets
+
+
+def plan_citation_trends(
+    cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
+) -> Plan:
+    """Citation trends: one call per brand x target domain x engine (incl. ``all``) over the hull."""
+    frozen, brand_list = frozenset(cells), list(brands)
+    calls = [
+        c
+        for b in brand_list
+        for target in citation_targets(b)
+        for c in _hull_calls_per_engine(Endpoint.CITATION_TRENDS, b, frozen, domain=target)
+    ]
+    return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
+
+
+def plan_citation_urls(
+    cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
+) -> Plan:
+    """Citation URLs: aggregated over the window, so one call per brand x engine x day."""
+    frozen, brand_list = frozenset(cells), list(brands)
+    calls = [
+        Call(
+            Endpoint.CITATION_URLS,
+            b.brand_id,
+            Window(day, day + dt.timedelta(days=1)),
+            engine=None if engine == ALL else engine,
+        )
+        for b in brand_list
+        for day, engine in sorted(_brand_cells(frozen, b, with_rollup=True))
+    ]
+    return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
+
+
+# ---------------------------------------------------------------------------------------------
+# accounting
+
+
+def expected_requests(plan: Plan) -> dict[str, int]:
+    """Calls per endpoint template: the exact count for unpaged endpoints, the minimum for paged ones."""
+    counts: dict[str, int] = defaultdict(int)
+    for call in plan.calls:
+        counts[str(call.endpoint)] += 1
+    return dict(counts)
+
+
+def merge_counts(*counts: Mapping[str, int]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for c in counts:
+        for k, v in c.items():
+            out[k] += v
+    return dict(out)

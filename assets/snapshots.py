@@ -1,0 +1,55 @@
+"""Snapshot assets: brands, topics, prompts, tracked competitors, generations.
+
+Each run lists the whole set; rows that vanish stay in the table with ``is_current = false``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from dagster import AssetsDefinition
+
+from assets import tables as T
+from assets import transforms as X
+from assets.builders import build_snapshot_asset
+from assets.discovery import BrandScope, per_brand
+from resources.api.client import VisibilityClient
+
+
+def _brands(client: VisibilityClient, scope: BrandScope, notes: dict[str, Any]) -> pa.Table:
+    return X.brands_table(scope.brands)
+
+
+def _topics(client: VisibilityClient, scope: BrandScope, notes: dict[str, Any]) -> pa.Table:
+    rows = per_brand(client, scope, lambda b: list(client.list_topics(b)))
+    return X.concat(T.TOPICS, [X.topics_table(r, b) for b, r in rows.items()])
+
+
+def _prompts(client: VisibilityClient, scope: BrandScope, notes: dict[str, Any]) -> pa.Table:
+    rows = per_brand(client, scope, lambda b: list(client.list_prompts(b)))
+    return X.concat(T.PROMPTS, [X.prompts_table(r, b) for b, r in rows.items()])
+
+
+def _competitors(client: VisibilityClient, scope: BrandScope, notes: dict[str, Any]) -> pa.Table:
+    rows = per_brand(client, scope, lambda b: list(client.list_tracked_competitors(b)))
+    return X.concat(T.TRACKED_COMPETITORS, [X.tracked_competitors_table(r, b) for b, r in rows.items()])
+
+
+def _generations(client: VisibilityClient, scope: BrandScope, notes: dict[str, Any]) -> pa.Table:
+    sets = per_brand(client, scope, lambda b: client.list_generations(b))
+    capped = {b: {"rows": len(s.rows), "total_count": s.total_count} for b, s in sets.items() if s.capped}
+    notes["capped"] = capped  # {brand id: {rows, total_count}}: read by the generations_not_capped check
+    notes["capped_responses"] = len(capped)
+    return X.concat(T.GENERATIONS, [X.generations_table(s.rows, b) for b, s in sets.items()])
+
+
+brands = build_snapshot_asset(T.BRANDS, _brands, per_brand=False)
+topics = build_snapshot_asset(T.TOPICS, _topics, per_brand=True, upstream="brands")
+prompts = build_snapshot_asset(T.PROMPTS, _prompts, per_brand=True, upstream="brands")
+tracked_competitors = build_snapshot_asset(
+    T.TRACKED_COMPETITORS, _competitors, per_brand=True, upstream="brands"
+)
+generations = build_snapshot_asset(T.GENERATIONS, _generations, per_brand=True, upstream="brands")
+
+snapshot_assets: list[AssetsDefinition] = [brands, topics, prompts, tracked_competitors, generations]

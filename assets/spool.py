@@ -1,0 +1,113 @@
+"""A disk spool of fetched rows, so a run's memory does not grow with its number of days.
+
+The widest windows mean one mentions call per prompt for the whole run: a day's rows are complete
+only when every prompt's call is done. Fetched rows (already filtered to the run's cells) are
+appended to Arrow IPC files; landing then reads them back one write-scope at a time, batch by
+batch, holding only that scope's rows.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+#: Rows buffered in memory before a batch is written to disk.
+FLUSH_ROWS = 50_000
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
+    """``table`` in ``schema`` (missing columns as nulls), or None when it has new or clashing columns."""
+    if not set(table.column_names) <= set(schema.names):
+        return None
+    columns = [
+        table[f.name] if f.name in table.column_names else pa.nulls(table.num_rows, f.type) for f in schema
+    ]
+    try:
+        return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        return None
+
+
+@dataclass
+class Spool:
+    """Append tables (their extra columns may differ); read back filtered. Picklable once closed."""
+
+    directory: str
+    segments: list[str] = field(default_factory=list)
+    rows: int = 0
+
+    @classmethod
+    def create(cls, prefix: str = "visibility-spool-") -> Spool:
+        return cls(directory=tempfile.mkdtemp(prefix=prefix))
+
+    def __post_init__(self) -> None:
+        self._buffer: list[pa.Table] = []
+        self._buffered = 0
+        self._writer: ipc.RecordBatchFileWriter | None = None
+        self._schema: pa.Schema | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        self.close()
+        return {"directory": self.directory, "segments": list(self.segments), "rows": self.rows}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.__post_init__()
+
+    def append(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        self._buffer.append(table)
+        self._buffered += table.num_rows
+        self.rows += table.num_rows
+        if self._buffered >= FLUSH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        table = pa.concat_tables(self._buffer, promote_options="permissive")
+        self._buffer, self._buffered = [], 0
+        if self._writer is not None and self._schema is not None and not table.schema.equals(self._schema):
+            conformed = _conform(table, self._schema)
+            if conformed is None:
+                self._close_segment()
+            else:
+                table = conformed
+        if self._writer is None:
+            path = str(Path(self.directory) / f"segment-{len(self.segments):05d}.arrow")
+            self._writer = ipc.new_file(path, table.schema)
+            self._schema = table.schema
+            self.segments.append(path)
+        self._writer.write_table(table)
+
+    def _close_segment(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer, self._schema = None, None
+
+    def close(self) -> None:
+        """Flush and close; required before reading (landing happens in another step)."""
+        self._flush()
+        self._close_segment()
+
+    def read(self, predicate: Callable[[pa.Table], pa.Table]) -> Iterator[pa.Table]:
+        """Each stored batch passed through ``predicate`` (a filter); empty results skipped."""
+        self.close()
+        for path in self.segments:
+            with pa.OSFile(path, "rb") as source:
+                reader = ipc.open_file(source)
+                for i in range(reader.num_record_batches):
+                    part = predicate(pa.Table.from_batches([reader.get_batch(i)]))
+                    if part.num_rows:
+                        yield part
+
+    def remove(self) -> None:
+        self._close_segment()
+        shutil.rmtree(self.directory, ignore_errors=True)

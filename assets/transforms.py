@@ -1,0 +1,330 @@
+"""Pure transforms: API rows and responses -> Arrow tables shaped like :mod:`assets.tables`.
+
+Decisions (also in docs/OPERATIONS.md):
+
+* Known columns get the spec's type: ``date`` strings become DATE, ISO date-times TIMESTAMP (UTC),
+  integers stay BIGINT and numbers DOUBLE. A value that does not convert is an error naming the
+  table and column, never a silent NULL.
+* Unknown fields are kept as extra columns after the spec's ones (sorted by name). Scalars keep their
+  inferred Arrow type; objects and lists that are not lists of strings land as JSON text, so a new
+  nested field never breaks the schema of an existing table. A column whose values are all null
+  lands as text.
+* Nested known values that identify a row are flattened (citation trend ``target``); competitor
+  trend window ``totals`` are not landed: they are recomputable from the daily points
+  (docs/OPERATIONS.md), and a run's window is arbitrary.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from assets import tables as T
+from assets.planning import ALL, Box, Cell
+from resources.warehouse.base import TableSpec
+
+Row = Mapping[str, Any]
+
+
+class TransformError(ValueError):
+    """A value of the API could not be converted to its column's type."""
+
+
+def _to_date(value: Any) -> dt.date | None:
+    if value is None or (isinstance(value, dt.date) and not isinstance(value, dt.datetime)):
+        return value
+    if isinstance(value, dt.datetime):
+        return value.date()
+    return dt.date.fromisoformat(str(value)[:10])
+
+
+def _to_timestamp(value: Any) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        parsed = value
+    else:
+        text = str(value)
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        parsed = dt.datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC)
+
+
+def _to_int(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError("boolean where an integer was expected")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise TypeError(f"non-integral number {value}")
+        return int(value)
+    return int(value)
+
+
+def _to_float(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError("boolean where a number was expected")
+    return float(value)
+
+
+def _to_bool(value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise TypeError(f"{type(value).__name__} where a boolean was expected")
+
+
+def _to_strings(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise TypeError(f"{type(value).__name__} where a list of strings was expected")
+    return [str(v) for v in value]
+
+
+def _to_string(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return str(value)
+
+
+def _converter(arrow_type: pa.DataType) -> Any:
+    if pa.types.is_date(arrow_type):
+        return _to_date
+    if pa.types.is_timestamp(arrow_type):
+        return _to_timestamp
+    if pa.types.is_integer(arrow_type):
+        return _to_int
+    if pa.types.is_floating(arrow_type):
+        return _to_float
+    if pa.types.is_boolean(arrow_type):
+        return _to_bool
+    if pa.types.is_list(arrow_type):
+        return _to_strings
+    return _to_string
+
+
+def _is_nested(value: Any) -> bool:
+    if isinstance(value, dict):
+        return True
+    if isinstance(value, list):
+        return not all(isinstance(v, str) for v in value)
+    return False
+
+
+def _extra_array(values: list[Any]) -> pa.Array:
+    """Unknown field: keep its inferred type; JSON text for nested values or mixed types."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return pa.array(values, type=pa.string())
+    if any(_is_nested(v) for v in present):
+        return pa.array(
+            [None if v is None else json.dumps(v, sort_keys=True, default=str) for v in values],
+            type=pa.string(),
+        )
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([_to_string(v) for v in values], type=pa.string())
+
+
+def rows_to_table(spec: TableSpec, rows: Sequence[Row]) -> pa.Table:
+    """Rows (API field names, plus the keys the connector adds) -> the spec's schema plus extras."""
+    known = {c.name for c in spec.columns}
+    arrays: list[pa.Array] = []
+    fields: list[pa.Field] = []
+    for column in spec.columns:
+        convert = _converter(column.type)
+        try:
+            values = [convert(row.get(column.name)) for row in rows]
+        except (TypeError, ValueError) as exc:
+            raise TransformError(f"{spec.name}.{column.name}: cannot read as {column.type}: {exc}") from None
+        if not column.nullable and any(v is None for v in values):
+            raise TransformError(f"{spec.name}.{column.name}: required value missing in an API row")
+        arrays.append(pa.array(values, type=column.type))
+        fields.append(pa.field(column.name, column.type, nullable=column.nullable))
+    extras = sorted({k for row in rows for k in row} - known)
+    for name in extras:
+        array = _extra_array([row.get(name) for row in rows])
+        arrays.append(array)
+        fields.append(pa.field(name, array.type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def concat(spec: TableSpec, parts: Iterable[pa.Table]) -> pa.Table:
+    """Concatenate parts whose extra columns may differ (missing ones become null)."""
+    tables = [t for t in parts if t.num_rows or t.num_columns > len(spec.columns)]
+    if not tables:
+        return spec.arrow_schema.empty_table()
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+# ---------------------------------------------------------------------------------------------
+# snapshots
+
+
+def with_brand(rows: Iterable[Row], brand_id: str) -> list[dict[str, Any]]:
+    """Add the ``brand_id`` key; the API's own ``brand_id`` (generations) wins when present."""
+    return [{"brand_id": brand_id, **row} for row in rows]
+
+
+def brands_table(rows: Sequence[Row]) -> pa.Table:
+    return rows_to_table(T.BRANDS, rows)
+
+
+def topics_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
+    return rows_to_table(T.TOPICS, with_brand(rows, brand_id))
+
+
+def prompts_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
+    return rows_to_table(T.PROMPTS, with_brand(rows, brand_id))
+
+
+def tracked_competitors_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
+    return rows_to_table(T.TRACKED_COMPETITORS, with_brand(rows, brand_id))
+
+
+def generations_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
+    return rows_to_table(T.GENERATIONS, with_brand(rows, brand_id))
+
+
+# ---------------------------------------------------------------------------------------------
+# partitioned facts
+
+
+def mentions_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
+    return rows_to_table(T.PROMPT_MENTIONS, with_brand(rows, brand_id))
+
+
+def answers_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
+    return rows_to_table(T.ANSWERS, with_brand(rows, brand_id))
+
+
+def cited_pages_table(
+    rows: Sequence[Row],
+    *,
+    brand_id: str,
+    day: dt.date,
+    engine: str,
+    total_count: int | None,
+    total_citations: int | None,
+    capped: bool,
+) -> pa.Table:
+    """One day's ranked pages; ``rank`` is the API's order (ranked by citation count)."""
+    shaped = [
+        {
+            **row,
+            "brand_id": brand_id,
+            "date": day,
+            "engine": engine,
+            "rank": i,
+            "total_count": total_count,
+            "total_citations": total_citations,
+            "capped": capped,
+        }
+        for i, row in enumerate(rows, start=1)
+    ]
+    return rows_to_table(T.CITED_PAGES, shaped)
+
+
+def citation_trend_table(data: Row, *, brand_id: str, engine: str) -> pa.Table:
+    """Series points of one target; ``summary`` is recomputable (sum of citations) and not landed."""
+    target = data.get("target") or {}
+    shaped = [
+        {
+            **point,
+            "brand_id": brand_id,
+            "engine": engine,
+            "target_type": target.get("type"),
+            "target_value": target.get("value"),
+            "is_own_domain": target.get("is_own_domain"),
+        }
+        for point in data.get("series") or ()
+    ]
+    return rows_to_table(T.CITATION_TRENDS, shaped)
+
+
+_ENTITY_FIELDS = ("brand_name", "is_your_brand", "domains", "history_from")
+
+
+def competitor_trend_table(data: Row, *, brand_id: str, engine: str) -> pa.Table:
+    """Every entity's series points (the brand, then each tracked competitor); totals not landed."""
+    granularity = data.get("granularity") or "day"
+    entities = [data["brand"], *(data.get("competitors") or ())] if data.get("brand") else []
+    shaped: list[dict[str, Any]] = []
+    for entity in entities:
+        common = {name: entity.get(name) for name in _ENTITY_FIELDS}
+        for point in entity.get("series") or ():
+            shaped.append(
+                {
+                    **point,
+                    **common,
+                    "brand_id": brand_id,
+                    "engine": engine,
+                    "granularity": granularity,
+                    "competitor_id": entity.get("id"),
+                }
+            )
+    return rows_to_table(T.COMPETITOR_TRENDS, shaped)
+
+
+def rollup_engine(engine: str | None) -> str:
+    """The ``engine`` value a response without per-row engines lands under."""
+    return ALL if engine is None else engine
+
+
+# ---------------------------------------------------------------------------------------------
+# splitting by partition
+
+
+def _cell_mask(table: pa.Table, date_column: str, cells: frozenset[Cell] | set[Cell]) -> pa.Array:
+    """Engines that share a date set are tested together: a rectangular run is two ``is_in``."""
+    dates_by_engine: dict[str, set[dt.date]] = {}
+    for day, engine in cells:
+        dates_by_engine.setdefault(engine, set()).add(day)
+    engines_by_dates: dict[frozenset[dt.date], list[str]] = {}
+    for engine, days in dates_by_engine.items():
+        engines_by_dates.setdefault(frozenset(days), []).append(engine)
+    mask = pa.array([False] * table.num_rows, type=pa.bool_())
+    dates, engines = table[date_column], table["engine"]
+    for days, group in engines_by_dates.items():
+        hit = pc.and_(
+            pc.is_in(engines, value_set=pa.array(group, type=pa.string())),
+            pc.is_in(dates, value_set=pa.array(sorted(days), type=pa.date32())),
+        )
+        mask = pc.or_(mask, pc.fill_null(hit, False))
+    return mask
+
+
+def filter_cells(table: pa.Table, date_column: str, cells: frozenset[Cell] | set[Cell]) -> pa.Table:
+    """Keep the rows of the run's ``(date, engine)`` cells (drops hull days and other engines)."""
+    if table.num_rows == 0:
+        return table
+    return table.filter(_cell_mask(table, date_column, cells))
+
+
+def select_box(table: pa.Table, date_column: str, box: Box) -> pa.Table:
+    """Rows inside one write scope."""
+    if table.num_rows == 0:
+        return table
+    dates = table[date_column]
+    mask = pc.and_(
+        pc.and_(
+            pc.greater_equal(dates, pa.scalar(box.window.start, pa.date32())),
+            pc.less(dates, pa.scalar(box.window.end, pa.date32())),
+        ),
+        pc.is_in(table["engine"], value_set=pa.array(list(box.engines), type=pa.string())),
+    )
+    return table.filter(pc.fill_null(mask, False))

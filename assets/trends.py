@@ -1,0 +1,106 @@
+"""Partitioned assets with an all-engine rollup (date x 7 engines + ``all``): cited pages,
+citation trends, competitor trends. The rollup is fetched (engine omitted), never summed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from dagster import AssetsDefinition
+
+from assets import tables as T
+from assets import transforms as X
+from assets.builders import PartitionedAsset, build_partitioned_asset
+from assets.partitions import ENGINES_WITH_ALL, ROLLUP_PARTITIONS
+from assets.planning import Call, plan_citation_trends, plan_citation_urls, plan_competitor_trends
+from assets.spool import Spool
+from resources.api.client import VisibilityClient
+
+#: Most pages the citation URLs endpoint returns (its maximum ``limit``).
+CITATION_URLS_LIMIT = 2000
+
+
+def fetch_cited_pages(client: VisibilityClient, call: Call) -> pa.Table:
+    result = client.citation_urls(
+        call.brand_id,
+        engine=call.engine,
+        start=call.window.start,
+        end=call.window.end,
+        limit=CITATION_URLS_LIMIT,
+    )
+    return X.cited_pages_table(
+        result.rows,
+        brand_id=call.brand_id,
+        day=call.window.start,
+        engine=call.landed_engine or X.rollup_engine(None),
+        total_count=result.total_count,
+        total_citations=result.total_citations,
+        capped=result.capped,
+    )
+
+
+def _unwrap(payload: dict[str, Any]) -> dict[str, Any]:
+    return payload["data"] if "data" in payload and isinstance(payload["data"], dict) else payload
+
+
+def fetch_citation_trends(client: VisibilityClient, call: Call) -> pa.Table:
+    data = client.citation_trends(
+        call.brand_id, domain=call.domain, engine=call.engine, start=call.window.start, end=call.window.end
+    )
+    return X.citation_trend_table(_unwrap(data), brand_id=call.brand_id, engine=X.rollup_engine(call.engine))
+
+
+def fetch_competitor_trends(client: VisibilityClient, call: Call) -> pa.Table:
+    data = client.competitor_trends(
+        call.brand_id, engine=call.engine, start=call.window.start, end=call.window.end, granularity="day"
+    )
+    return X.competitor_trend_table(
+        _unwrap(data), brand_id=call.brand_id, engine=X.rollup_engine(call.engine)
+    )
+
+
+def capped_notes(spool: Spool) -> dict[str, Any]:
+    """How many (brand, day, engine) answers were truncated at the limit: a warning, visible in the UI."""
+    capped: set[tuple[str, str, str]] = set()
+    for part in spool.read(lambda t: t.filter(pc.fill_null(t["capped"], False))):
+        for row in part.select(["brand_id", "date", "engine"]).to_pylist():
+            capped.add((row["brand_id"], row["date"].isoformat(), row["engine"]))
+    return {"capped_responses": len(capped)}
+
+
+CITED_PAGES = PartitionedAsset(
+    spec=T.CITED_PAGES,
+    partitions_def=ROLLUP_PARTITIONS,
+    engine_order=ENGINES_WITH_ALL,
+    planner=plan_citation_urls,
+    fetch_one=fetch_cited_pages,
+    with_rollup=True,
+    upstream="brands",
+    notes=capped_notes,
+)
+CITATION_TRENDS = PartitionedAsset(
+    spec=T.CITATION_TRENDS,
+    partitions_def=ROLLUP_PARTITIONS,
+    engine_order=ENGINES_WITH_ALL,
+    planner=plan_citation_trends,
+    fetch_one=fetch_citation_trends,
+    with_rollup=True,
+    needs_competitors=True,
+    upstream="tracked_competitors",
+)
+COMPETITOR_TRENDS = PartitionedAsset(
+    spec=T.COMPETITOR_TRENDS,
+    partitions_def=ROLLUP_PARTITIONS,
+    engine_order=ENGINES_WITH_ALL,
+    planner=plan_competitor_trends,
+    fetch_one=fetch_competitor_trends,
+    with_rollup=True,
+    upstream="tracked_competitors",
+)
+
+cited_pages = build_partitioned_asset(CITED_PAGES)
+citation_trends = build_partitioned_asset(CITATION_TRENDS)
+competitor_trends = build_partitioned_asset(COMPETITOR_TRENDS)
+
+trend_assets: list[AssetsDefinition] = [cited_pages, citation_trends, competitor_trends]

@@ -1,0 +1,164 @@
+"""Benchmark of the sandbox's large workspace: start-up, memory, and latency of heavy pages.
+
+Run: ``.venv/bin/python bench/bench_sandbox.py [--prompts 60] [--no-write]``. It starts the large
+sandbox (5 brands x 300 prompts x 7 engines, lazily generated) on loopback, measures over real HTTP,
+prints the figures and writes them under ``## Sandbox`` in ``bench/RESULTS.md`` (other sections of
+that file are left as they are).
+
+Figures:
+- start-up: ``run_sandbox`` until the server accepts requests, and the process RSS before/after;
+- 999-row mention pages (``GET /v1/prompts/{id}/mentions``, the 120 days of history, all engines): median and
+  p95 against the 100 ms target, warm (blocks of the window already generated, the steady state of
+  a sync) and cold (the first page of a brand, which generates its window's blocks);
+- competitor trends over 30 days (all-engine rollup, 300 prompts x 7 engines), cold and warm;
+- citation URLs (``limit=2000``) over 30 days;
+- RSS after the run, with every block of the measured windows cached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import re
+import statistics
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from sandbox.config import SandboxConfig
+from sandbox.faults import FaultsConfig
+from sandbox.limits import LimitsConfig
+from sandbox.testing import run_sandbox
+
+TARGET_MS = 100.0
+RESULTS = Path(__file__).with_name("RESULTS.md")
+TODAY = dt.date(2026, 11, 1)
+
+
+def rss_mb() -> float:
+    return psutil.Process(os.getpid()).memory_info().rss / 1e6
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def timed(client: httpx.Client, path: str, params: dict[str, object]) -> tuple[float, httpx.Response]:
+    start = time.perf_counter()
+    response = client.get(path, params=params)
+    elapsed = (time.perf_counter() - start) * 1000
+    response.raise_for_status()
+    return elapsed, response
+
+
+def run(prompts_per_brand: int) -> dict[str, float]:
+    config = SandboxConfig(
+        size="large",
+        today=TODAY,
+        limits=LimitsConfig(
+            rate_per_second=1e6, burst=1_000_000, endpoint_limit=1_000_000, max_concurrent=1000
+        ),
+        faults=FaultsConfig(profile="none"),
+    )
+    before = rss_mb()
+    started = time.perf_counter()
+    with run_sandbox(config) as sb:
+        startup_s = time.perf_counter() - started
+        after_start = rss_mb()
+        headers = {"Authorization": f"Bearer {sb.keys['workspace']}"}
+        brands = [b for b in sb.world.brands if b.workspace_id == sb.world.workspaces["main"].id]
+        window = {"from": config.history_start.isoformat(), "to": TODAY.isoformat(), "limit": 999}
+        cold: list[float] = []
+        warm: list[float] = []
+        trends_cold: list[float] = []
+        trends_warm: list[float] = []
+        urls: list[float] = []
+        with httpx.Client(base_url=sb.url, headers=headers, timeout=60) as client:
+            client.get("/v1/brands").raise_for_status()  # connection and first-request set-up
+            for brand in brands:
+                for i, prompt in enumerate(brand.prompts[:prompts_per_brand]):
+                    elapsed, response = timed(client, f"/v1/prompts/{prompt.id}/mentions", window)
+                    if len(response.json()["data"]) == 999:  # a few rarely answered prompts hold fewer
+                        (cold if i == 0 else warm).append(elapsed)
+                path = f"/v1/brands/{brand.id}/competitors/trends"
+                trends_cold.append(timed(client, path, {})[0])
+                trends_warm.extend(timed(client, path, {})[0] for _ in range(3))
+                urls.append(timed(client, f"/v1/brands/{brand.id}/citations/urls", {"limit": 2000})[0])
+        return {
+            "startup_s": startup_s,
+            "rss_before_mb": before,
+            "rss_after_start_mb": after_start,
+            "rss_after_run_mb": rss_mb(),
+            "pages_warm": len(warm),
+            "warm_median_ms": statistics.median(warm),
+            "warm_p95_ms": p95(warm),
+            "cold_median_ms": statistics.median(cold),
+            "cold_max_ms": max(cold),
+            "trends_cold_median_ms": statistics.median(trends_cold),
+            "trends_warm_median_ms": statistics.median(trends_warm),
+            "urls_median_ms": statistics.median(urls),
+        }
+
+
+def render(f: dict[str, float]) -> str:
+    ratio_median = f["warm_median_ms"] / TARGET_MS
+    ratio_p95 = f["warm_p95_ms"] / TARGET_MS
+    return "\n".join(
+        [
+            "## Sandbox",
+            "",
+            f"Measured by `bench/bench_sandbox.py` on {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC "
+            f"({os.cpu_count()} CPUs), large workspace (5 brands x 300 prompts x 7 engines), "
+            "over HTTP on loopback.",
+            "",
+            "| figure | value | target | ratio |",
+            "|---|---|---|---|",
+            f"| 999-row mention page, warm, median ({int(f['pages_warm'])} pages) "
+            f"| {f['warm_median_ms']:.1f} ms | 100 ms | {ratio_median:.2f} |",
+            f"| 999-row mention page, warm, p95 | {f['warm_p95_ms']:.1f} ms | 100 ms | {ratio_p95:.2f} |",
+            f"| 999-row mention page, cold (first page of a brand: generates 120 days x 7 engines), median "
+            f"| {f['cold_median_ms']:.0f} ms | - | - |",
+            "| competitor trends, 30 days all engines, cold / warm median "
+            f"| {f['trends_cold_median_ms']:.0f} ms / {f['trends_warm_median_ms']:.1f} ms | - | - |",
+            f"| citation URLs, 30 days, limit 2000, median | {f['urls_median_ms']:.1f} ms | - | - |",
+            f"| start-up until serving | {f['startup_s']:.2f} s | - | - |",
+            f"| process RSS: before / after start / after run | {f['rss_before_mb']:.0f} / "
+            f"{f['rss_after_start_mb']:.0f} / {f['rss_after_run_mb']:.0f} MB | - | - |",
+            "",
+            "Warm means the (brand, day, engine) blocks of the window were generated by an earlier request;"
+            " a sync reads many prompts of one brand over the same window, so all but its first page"
+            " are warm.",
+            "",
+        ]
+    )
+
+
+def write_section(section: str) -> None:
+    """Replace (or append) the ``## Sandbox`` section, leaving the other sections untouched."""
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
+    pattern = re.compile(r"^## Sandbox\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    RESULTS.write_text(text.rstrip("\n") + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=60, help="prompts per brand to page through")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
+    args = parser.parse_args()
+    section = render(run(args.prompts))
+    print(section)
+    if not args.no_write:
+        write_section(section)
+        print(f"written to {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

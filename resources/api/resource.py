@@ -1,0 +1,62 @@
+"""The Dagster face of the API client: the only module of ``resources/api`` that imports Dagster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from resources.api.client import VisibilityClient
+from resources.api.config import validate_api_key, validate_base_url
+
+_HIDDEN = "[hidden]"
+
+
+class VisibilityAPIResource(dg.ConfigurableResource):
+    """Settings of the visibility API; ``get_client()`` opens one client per sync.
+
+    Pass the key as ``EnvVar("VISIBILITY_API_KEY")`` so it stays out of code and run config. Dagster
+    shows an ``EnvVar`` by name but holds the resolved value inside a run, so this class masks the
+    key in its own ``repr``/``str`` as well.
+    """
+
+    api_url: str = Field(
+        description="Base URL of the service (VISIBILITY_API_URL); https:// unless the host is loopback."
+    )
+    api_key: str = Field(
+        description="Bearer key (VISIBILITY_API_KEY); pass EnvVar('VISIBILITY_API_KEY'). Never logged."
+    )
+    max_concurrency: int = Field(
+        default=8, description="Most requests in flight; lowered at run time on concurrency_limited."
+    )
+    timeout_seconds: float = Field(default=30.0, description="Timeout of one HTTP exchange.")
+    retry_deadline_seconds: float = Field(
+        default=300.0, description="How long one call keeps retrying 429s, 5xx and transport faults."
+    )
+    backoff_base_seconds: float = Field(
+        default=0.5, description="First backoff step of the jittered exponential backoff."
+    )
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, (_HIDDEN if name == "api_key" else value)
+
+    def validate_settings(self) -> None:
+        """Raise ``ConfigurationError`` naming the setting (VISIBILITY_API_URL/KEY) when it is wrong."""
+        validate_base_url(self.api_url)
+        validate_api_key(self.api_key)
+        if self.max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+
+    def get_client(self) -> VisibilityClient:
+        """A new client (use it in a ``with`` block); settings are validated before any request."""
+        self.validate_settings()
+        return VisibilityClient(
+            self.api_url,
+            self.api_key,
+            max_concurrency=self.max_concurrency,
+            timeout_seconds=self.timeout_seconds,
+            retry_deadline_seconds=self.retry_deadline_seconds,
+            backoff_base_seconds=self.backoff_base_seconds,
+        )

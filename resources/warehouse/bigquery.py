@@ -1,0 +1,715 @@
+"""BigQuery: Arrow -> Parquet -> a staging table, then one transaction (replace) or one MERGE (snapshot).
+
+Why this shape:
+
+* Rows travel as one Parquet load job (free, columnar, typed by an explicit schema), never as
+  streaming inserts or SQL literals.
+* The table change is server-side and atomic: partition replace is a multi-statement transaction
+  (``BEGIN TRANSACTION; DELETE ...; INSERT ... SELECT ... FROM staging; COMMIT``), a snapshot write is
+  one ``MERGE`` (upsert and retire-in-scope in a single statement). A client crash at any point leaves
+  the previous rows; only an orphaned staging table can remain, and it expires by itself.
+* Every value (scope, run id, timestamps, query values) is a query parameter; identifiers are
+  backquoted by :func:`quote_identifier`. Descriptions are set through the API (DDL ``OPTIONS`` take no
+  parameters), so no value is ever string-built into SQL.
+* Table shape changes go through the shared rules of :mod:`resources.warehouse.common`
+  (``plan_load``): new nullable columns are added (``ALTER TABLE ADD COLUMN``, then the schema's
+  descriptions are patched), incompatible types raise ``SchemaMismatchError`` before anything is
+  written.
+
+The SQL and schema builders below are pure functions, tested without BigQuery; the class only does
+I/O. See docs/BIGQUERY.md for what is tested where.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from resources.warehouse.base import (
+    FIRST_SEEN_AT,
+    IS_CURRENT,
+    LAST_SEEN_AT,
+    LOADED_AT,
+    RUN_ID,
+    PartitionScope,
+    SnapshotScope,
+    TableSpec,
+    Warehouse,
+    WriteResult,
+)
+from resources.warehouse.common import (
+    ExistingColumn,
+    LoadPlan,
+    WriteStamp,
+    check_rows_in_scope,
+    check_snapshot_scope,
+    current_view_description,
+    current_view_name,
+    dedupe_by_key,
+    encode_rows,
+    plan_load,
+    system_columns,
+    validate_rows,
+    validate_spec,
+)
+from resources.warehouse.types import (
+    Kind,
+    SqlType,
+    bigquery_type,
+    from_bigquery_type,
+    sql_type_or_default,
+)
+
+if TYPE_CHECKING:
+    from google.cloud import bigquery
+
+#: Orphaned staging tables (a crashed write) delete themselves after this long.
+DEFAULT_STAGING_EXPIRATION = dt.timedelta(hours=6)
+STAGING_PREFIX = "_visibility_staging_"
+#: Script variable holding the partition replace's deleted-row count.
+_DELETED_VAR = "_visibility_rows_deleted"
+#: Column types BigQuery can cluster by (FLOAT64, JSON and arrays cannot).
+_CLUSTERABLE = frozenset(
+    {Kind.BOOLEAN, Kind.BIGINT, Kind.VARCHAR, Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ}
+)
+_MAX_CLUSTER_COLUMNS = 4
+
+# --- names and types (pure) ----------------------------------------------------------------------
+
+
+def quote_identifier(name: str) -> str:
+    """A backquoted BigQuery identifier; backquotes and backslashes inside are escaped."""
+    if not isinstance(name, str) or not name or "\x00" in name or "\n" in name or "\r" in name:
+        raise ValueError(f"invalid BigQuery identifier {name!r}")
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
+
+
+def qualified_name(project: str, dataset: str, table: str) -> str:
+    """``project``.``dataset``.``table``, each part quoted on its own (project ids may hold dashes)."""
+    return ".".join(quote_identifier(p) for p in (project, dataset, table))
+
+
+def type_name(st: SqlType) -> str:
+    """BigQuery's spelling of a logical type: ``INT64``, ``ARRAY<STRING>``, ... (for messages)."""
+    bq = bigquery_type(st)
+    return f"ARRAY<{bq.field_type}>" if bq.mode == "REPEATED" else bq.field_type
+
+
+def _field_type_name(field_type: str, mode: str) -> str:
+    return f"ARRAY<{field_type}>" if (mode or "NULLABLE").upper() == "REPEATED" else field_type
+
+
+def schema_field(name: str, st: SqlType, description: str | None = None) -> bigquery.SchemaField:
+    """A NULLABLE (or REPEATED) field: the writer checks keys, and BigQuery adds only nullable columns."""
+    from google.cloud import bigquery
+
+    bq = bigquery_type(st)
+    return bigquery.SchemaField(name, bq.field_type, mode=bq.mode, description=description)
+
+
+def existing_columns(schema: Sequence[bigquery.SchemaField]) -> list[ExistingColumn]:
+    """A BigQuery table schema in the shared planner's terms (foreign types, e.g. RECORD, map to None)."""
+    return [
+        ExistingColumn(
+            name=f.name,
+            engine_type=_field_type_name(f.field_type, f.mode),
+            type=from_bigquery_type(f.field_type, f.mode or "NULLABLE"),
+            comment=f.description,
+        )
+        for f in schema
+    ]
+
+
+def _column_types(plan: LoadPlan, existing: Sequence[ExistingColumn] | None) -> dict[str, SqlType]:
+    types = {c.name: c.type for c in existing or () if c.type is not None}
+    types |= {c.name: c.type for c in plan.columns}
+    types |= dict(zip(plan.load_columns, plan.load_types, strict=True))
+    return types
+
+
+def table_schema(
+    spec: TableSpec, plan: LoadPlan, existing: Sequence[bigquery.SchemaField] | None
+) -> list[bigquery.SchemaField]:
+    """The table's full schema after ``plan``: existing fields (described), then added ones."""
+    from google.cloud import bigquery
+
+    descriptions = {c.name: c.description for c in spec.columns} | {
+        c.name: c.description for c in system_columns(spec)
+    }
+    descriptions |= {c.name: c.description for c in plan.columns}
+    fields: list[bigquery.SchemaField] = []
+    if existing is None:
+        fields += [schema_field(c.name, c.type, c.description) for c in plan.columns]
+        fields += [
+            schema_field(c.name, sql_type_or_default(c.type), c.description) for c in system_columns(spec)
+        ]
+        return fields
+    names = set()
+    for f in existing:
+        names.add(f.name)
+        want = descriptions.get(f.name, f.description)
+        if want == f.description:
+            fields.append(f)
+        else:
+            info = f.to_api_repr()
+            info["description"] = want
+            fields.append(bigquery.SchemaField.from_api_repr(info))
+    fields += [schema_field(c.name, c.type, c.description) for c in plan.columns if c.name not in names]
+    return fields
+
+
+def staging_schema(plan: LoadPlan) -> list[bigquery.SchemaField]:
+    """The staging table: the rows' columns as loaded from Parquet (JSON travels as STRING text)."""
+    out = []
+    for name, st in zip(plan.load_columns, plan.load_types, strict=True):
+        out.append(schema_field(name, SqlType(Kind.VARCHAR) if st.kind is Kind.JSON else st))
+    return out
+
+
+def clustering_fields(spec: TableSpec, types: Mapping[str, SqlType]) -> list[str] | None:
+    """The columns of ``spec.cluster_by`` the table has, checked against BigQuery's rules.
+
+    ``cluster_by`` defaults to ``("brand_id", "engine")`` for every spec, so columns a table lacks are
+    skipped; a column BigQuery cannot cluster by (FLOAT64, JSON, arrays) is a spec error.
+    """
+    present = [name for name in spec.cluster_by if name in types]
+    if len(present) > _MAX_CLUSTER_COLUMNS:
+        raise ValueError(f"table {spec.name}: BigQuery clusters by at most 4 columns, got {present}")
+    for name in present:
+        st = types[name]
+        if st.is_list or st.kind not in _CLUSTERABLE:
+            raise ValueError(f"table {spec.name}: BigQuery cannot cluster by {name!r} ({type_name(st)})")
+    return present or None
+
+
+# --- SQL (pure) ----------------------------------------------------------------------------------
+
+
+def _source(alias: str, name: str, st: SqlType) -> str:
+    """How a staged column is read: JSON is staged as text and parsed on the way in."""
+    ref = f"{alias}.{quote_identifier(name)}" if alias else quote_identifier(name)
+    return f"PARSE_JSON({ref})" if st.kind is Kind.JSON else ref
+
+
+def scope_predicate(spec: TableSpec) -> str:
+    """Rows of the partition scope; the date bounds let BigQuery prune to the scope's partitions."""
+    assert spec.date_column is not None
+    q = quote_identifier
+    return (
+        f"{q(spec.brand_column)} IN UNNEST(@brands) "
+        f"AND {q(spec.date_column)} >= @start AND {q(spec.date_column)} < @end "
+        f"AND {q(spec.engine_column)} IN UNNEST(@engines)"
+    )
+
+
+def replace_script(
+    target: str, staging: str, spec: TableSpec, plan: LoadPlan, fault_sql: str | None = None
+) -> str:
+    """One multi-statement transaction: count and delete the scope's rows, insert the staged rows.
+
+    The script's result is one row, ``rows_deleted``. A failing statement aborts the transaction, so
+    the DELETE never lands without the INSERT. ``fault_sql`` (tests only) runs between the two.
+    """
+    q = quote_identifier
+    where = scope_predicate(spec)
+    cols = ", ".join(q(c) for c in plan.load_columns)
+    values = ", ".join(_source("", c, t) for c, t in zip(plan.load_columns, plan.load_types, strict=True))
+    lines = [
+        f"DECLARE {_DELETED_VAR} INT64 DEFAULT 0;",
+        "BEGIN TRANSACTION;",
+        f"SET {_DELETED_VAR} = (SELECT COUNT(*) FROM {target} WHERE {where});",
+        f"DELETE FROM {target} WHERE {where};",
+    ]
+    if fault_sql:
+        lines.append(fault_sql.rstrip(";") + ";")
+    lines += [
+        f"INSERT INTO {target} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "
+        f"SELECT {values}, @loaded_at, @run_id FROM {staging};",
+        "COMMIT TRANSACTION;",
+        f"SELECT {_DELETED_VAR} AS rows_deleted;",
+    ]
+    return "\n".join(lines)
+
+
+def merge_statement(
+    target: str, staging: str, spec: TableSpec, plan: LoadPlan, scope: SnapshotScope | None
+) -> str:
+    """Upsert the staged rows by key and, within ``scope``, retire current rows the source lacks.
+
+    One statement, so it is atomic by itself. Every source row touches exactly one target row, so
+    the rows retired are ``num_dml_affected_rows`` minus the staged rows.
+    """
+    q = quote_identifier
+    on = " AND ".join(f"tgt.{q(k)} = src.{q(k)}" for k in spec.key)
+    typed = list(zip(plan.load_columns, plan.load_types, strict=True))
+    sets = [f"{q(c)} = {_source('src', c, t)}" for c, t in typed if c not in spec.key]
+    sets += [f"{q(c)} = NULL" for c in plan.null_columns]
+    sets += [
+        f"{q(LOADED_AT)} = @loaded_at",
+        f"{q(RUN_ID)} = @run_id",
+        f"{q(IS_CURRENT)} = TRUE",
+        f"{q(LAST_SEEN_AT)} = @loaded_at",
+    ]
+    insert_cols = [q(c) for c, _ in typed] + [
+        q(c) for c in (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
+    ]
+    insert_vals = [_source("src", c, t) for c, t in typed] + [
+        "@loaded_at",
+        "@run_id",
+        "TRUE",
+        "@loaded_at",
+        "@loaded_at",
+    ]
+    sql = (
+        f"MERGE {target} AS tgt USING {staging} AS src ON {on}\n"
+        f"WHEN MATCHED THEN UPDATE SET {', '.join(sets)}\n"
+        f"WHEN NOT MATCHED BY TARGET THEN INSERT ({', '.join(insert_cols)}) VALUES ({', '.join(insert_vals)})"
+    )
+    if retires(scope):
+        assert scope is not None
+        condition = f"tgt.{q(IS_CURRENT)}"
+        if scope.column is not None:
+            condition += f" AND tgt.{q(scope.column)} IN UNNEST(@scope_values)"
+        sql += (
+            f"\nWHEN NOT MATCHED BY SOURCE AND {condition} THEN UPDATE SET "
+            f"{q(IS_CURRENT)} = FALSE, {q(LOADED_AT)} = @loaded_at, {q(RUN_ID)} = @run_id"
+        )
+    return sql
+
+
+def retires(scope: SnapshotScope | None) -> bool:
+    """Whether a snapshot write retires anything (a column scope with no values retires nothing)."""
+    return scope is not None and (scope.column is None or bool(scope.values))
+
+
+def current_view_query(target: str) -> str:
+    return f"SELECT * FROM {target} WHERE {quote_identifier(IS_CURRENT)}"
+
+
+# --- parameters (pure) ---------------------------------------------------------------------------
+
+
+def _param_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "BOOL"
+    if isinstance(value, int):
+        return "INT64"
+    if isinstance(value, float):
+        return "FLOAT64"
+    if isinstance(value, str):
+        return "STRING"
+    if isinstance(value, dt.datetime):
+        return "TIMESTAMP" if value.tzinfo is not None else "DATETIME"
+    if isinstance(value, dt.date):
+        return "DATE"
+    if isinstance(value, bytes):
+        return "BYTES"
+    raise TypeError(f"no BigQuery parameter type for {type(value).__name__}")
+
+
+def query_parameter(name: str, value: Any, field_type: str | None = None) -> Any:
+    """A named query parameter; the type comes from ``field_type`` or the Python value.
+
+    Sequences become ARRAY parameters (their item type from the first non-null item, or STRING).
+    """
+    from google.cloud import bigquery
+
+    if isinstance(value, list | tuple):
+        if field_type is None:
+            first = next((v for v in value if v is not None), None)
+            field_type = "STRING" if first is None else _param_type(first)
+        return bigquery.ArrayQueryParameter(name, field_type, list(value))
+    if value is None:
+        return bigquery.ScalarQueryParameter(name, field_type or "STRING", None)
+    return bigquery.ScalarQueryParameter(name, field_type or _param_type(value), value)
+
+
+def _column_param_type(types: Mapping[str, SqlType], column: str) -> str:
+    st = types.get(column)
+    return "STRING" if st is None else bigquery_type(SqlType(st.kind)).field_type
+
+
+def replace_parameters(
+    spec: TableSpec, scope: PartitionScope, stamp: WriteStamp, types: Mapping[str, SqlType]
+) -> list[Any]:
+    return [
+        query_parameter("brands", list(scope.brand_ids), _column_param_type(types, spec.brand_column)),
+        query_parameter("start", scope.start, "DATE"),
+        query_parameter("end", scope.end, "DATE"),
+        query_parameter("engines", list(scope.engines), _column_param_type(types, spec.engine_column)),
+        query_parameter("loaded_at", stamp.loaded_at, "TIMESTAMP"),
+        query_parameter("run_id", stamp.run_id, "STRING"),
+    ]
+
+
+def merge_parameters(
+    scope: SnapshotScope | None, stamp: WriteStamp, types: Mapping[str, SqlType]
+) -> list[Any]:
+    params = [
+        query_parameter("loaded_at", stamp.loaded_at, "TIMESTAMP"),
+        query_parameter("run_id", stamp.run_id, "STRING"),
+    ]
+    if retires(scope) and scope is not None and scope.column is not None:
+        params.append(
+            query_parameter("scope_values", list(scope.values), _column_param_type(types, scope.column))
+        )
+    return params
+
+
+# --- load encoding and retries (pure) ------------------------------------------------------------
+
+
+def drop_null_list_items(data: pa.Table) -> pa.Table:
+    """BigQuery arrays cannot hold NULL (a load would fail): null items are dropped, lists kept.
+
+    Only list columns that actually contain a null item are rebuilt; a NULL list itself stays NULL
+    (BigQuery stores it as an empty array).
+    """
+    for i, f in enumerate(data.schema):
+        if not (pa.types.is_list(f.type) or pa.types.is_large_list(f.type)):
+            continue
+        column = data.column(i)
+        if pc.list_flatten(column).null_count == 0:
+            continue
+        cleaned = [None if v is None else [x for x in v if x is not None] for v in column.to_pylist()]
+        data = data.set_column(i, f, pa.array(cleaned, type=f.type))
+    return data
+
+
+T = TypeVar("T")
+
+#: BigQuery cancels one of two transactions (or DML statements) that change the same table at once.
+_CONCURRENT_MARKERS = ("concurrent update", "could not serialize access")
+
+
+def is_concurrent_update(exc: BaseException) -> bool:
+    """Whether BigQuery refused a statement only because another one changed the table meanwhile."""
+    text = str(exc).lower()
+    return any(marker in text for marker in _CONCURRENT_MARKERS)
+
+
+def retry_concurrent(
+    run: Callable[[], T],
+    *,
+    attempts: int = 5,
+    base_delay: float = 1.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Run ``run`` again (with jittered backoff) while it fails on a concurrent update.
+
+    Safe because each attempt is the whole statement or transaction: a cancelled attempt changed
+    nothing, and a replace or merge of the same staged rows lands the same result.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return run()
+        except Exception as exc:
+            if attempt == attempts or not is_concurrent_update(exc):
+                raise
+            sleep(base_delay * 2 ** (attempt - 1) * (0.5 + random.random()))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# --- Parquet -------------------------------------------------------------------------------------
+
+
+def write_parquet(data: pa.Table, sink: IO[bytes]) -> None:
+    """Parquet BigQuery reads back exactly: microsecond timestamps, standard 3-level lists."""
+    pq.write_table(
+        data,
+        sink,
+        coerce_timestamps="us",
+        allow_truncated_timestamps=True,
+        use_compliant_nested_type=True,
+    )
+
+
+# --- the engine ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _TableState:
+    plan: LoadPlan
+    types: dict[str, SqlType]
+
+
+class BigQueryWarehouse(Warehouse):
+    """Tables in ``project.dataset``; partitioned by ``spec.date_column`` (DAY), clustered by ``cluster_by``.
+
+    ``client`` may be given (tests, custom transports); otherwise one is created on first use from
+    ``credentials`` (default: Application Default Credentials), ``location`` and ``api_endpoint``.
+    """
+
+    def __init__(
+        self,
+        project: str,
+        dataset: str,
+        *,
+        client: bigquery.Client | None = None,
+        credentials: Any = None,
+        location: str | None = None,
+        api_endpoint: str | None = None,
+        staging_expiration: dt.timedelta = DEFAULT_STAGING_EXPIRATION,
+    ) -> None:
+        quote_identifier(project)
+        quote_identifier(dataset)
+        self.project = project
+        self.dataset = dataset
+        self.location = location
+        self._client = client
+        self._credentials = credentials
+        self._api_endpoint = api_endpoint
+        self._staging_expiration = staging_expiration
+        self._dataset_ready = False
+        #: test-only fault hook: one SQL statement run inside the transaction after the DELETE
+        self._between_delete_and_insert_sql: str | None = None
+
+    def __repr__(self) -> str:
+        return f"BigQueryWarehouse(project={self.project!r}, dataset={self.dataset!r})"
+
+    @property
+    def client(self) -> bigquery.Client:
+        if self._client is None:
+            from google.api_core.client_options import ClientOptions
+            from google.cloud import bigquery
+
+            options = ClientOptions(api_endpoint=self._api_endpoint) if self._api_endpoint else None
+            self._client = bigquery.Client(
+                project=self.project,
+                credentials=self._credentials,
+                location=self.location,
+                client_options=options,
+            )
+        return self._client
+
+    def table_ref(self, table: str) -> str:
+        return qualified_name(self.project, self.dataset, table)
+
+    def _table_id(self, table: str) -> str:
+        return f"{self.project}.{self.dataset}.{table}"
+
+    # --- catalog ----------------------------------------------------------------------------------
+
+    def _ensure_dataset(self) -> None:
+        if self._dataset_ready:
+            return
+        from google.api_core.exceptions import NotFound
+        from google.cloud import bigquery
+
+        try:
+            self.client.get_dataset(f"{self.project}.{self.dataset}")
+        except NotFound:
+            ds = bigquery.Dataset(f"{self.project}.{self.dataset}")
+            if self.location:
+                ds.location = self.location
+            self.client.create_dataset(ds, exists_ok=True)
+        self._dataset_ready = True
+
+    def _get_table(self, table: str) -> bigquery.Table | None:
+        from google.api_core.exceptions import NotFound
+
+        try:
+            return self.client.get_table(self._table_id(table))
+        except NotFound:
+            return None
+
+    def _ensure(self, spec: TableSpec, rows_schema: pa.Schema) -> _TableState:
+        """Create or evolve the table (and the snapshot view); raise SchemaMismatchError first."""
+        from google.cloud import bigquery
+
+        self._ensure_dataset()
+        table = self._get_table(spec.name)
+        existing = existing_columns(table.schema) if table is not None else None
+        plan = plan_load(
+            spec,
+            rows_schema,
+            existing,
+            table_label=f"{self.project}.{self.dataset}.{spec.name}",
+            type_name=type_name,
+            table_comment=None
+            if table is not None and table.description == spec.description
+            else spec.description,
+        )
+        types = _column_types(plan, existing)
+        for c in system_columns(spec):
+            types[c.name] = sql_type_or_default(c.type)
+        ref = self.table_ref(spec.name)
+        if table is None:
+            new = bigquery.Table(self._table_id(spec.name), schema=table_schema(spec, plan, None))
+            new.description = spec.description
+            if spec.kind == "partitioned":
+                new.time_partitioning = bigquery.TimePartitioning(
+                    type_=bigquery.TimePartitioningType.DAY, field=spec.date_column
+                )
+            new.clustering_fields = clustering_fields(spec, types)
+            self.client.create_table(new)
+        elif plan.columns or plan.comments:
+            for c in plan.columns:
+                # DDL adds the column (one per statement); the schema patch below then writes the
+                # descriptions, because DDL OPTIONS would need the text spliced into SQL
+                column = f"{quote_identifier(c.name)} {type_name(c.type)}"
+                self.client.query(f"ALTER TABLE {ref} ADD COLUMN IF NOT EXISTS {column}").result()
+            fresh = self.client.get_table(self._table_id(spec.name))
+            fresh.schema = table_schema(spec, plan, table.schema)
+            fresh.description = spec.description
+            self.client.update_table(fresh, ["schema", "description"])
+        if spec.kind == "snapshot":
+            self._ensure_view(spec, refresh=table is None or bool(plan.columns))
+        return _TableState(plan, types)
+
+    def _ensure_view(self, spec: TableSpec, *, refresh: bool) -> None:
+        """``<table>_current``; re-issued when columns change so its schema follows the table."""
+        from google.cloud import bigquery
+
+        view_id = self._table_id(current_view_name(spec))
+        query = current_view_query(self.table_ref(spec.name))
+        description = current_view_description(spec)
+        view = self._get_table(current_view_name(spec))
+        if view is None:
+            new = bigquery.Table(view_id)
+            new.view_query = query
+            new.description = description
+            self.client.create_table(new, exists_ok=True)
+        elif refresh or view.description != description or view.view_query not in (None, query):
+            view.view_query = query
+            view.description = description
+            self.client.update_table(view, ["view_query", "description"])
+
+    # --- staging ----------------------------------------------------------------------------------
+
+    def _stage(self, spec: TableSpec, data: pa.Table, plan: LoadPlan) -> str:
+        """Load ``data`` into a new staging table (one Parquet load job); returns its table id."""
+        from google.cloud import bigquery
+
+        table_id = self._table_id(f"{STAGING_PREFIX}{spec.name}_{uuid.uuid4().hex}")
+        schema = staging_schema(plan)
+        staging = bigquery.Table(table_id, schema=schema)
+        staging.expires = dt.datetime.now(dt.UTC) + self._staging_expiration
+        staging.description = f"Staging for one write to {spec.name}; dropped after the write."
+        self.client.create_table(staging)
+        config = bigquery.LoadJobConfig(
+            source_format=bigquery.SourceFormat.PARQUET,
+            schema=schema,
+            # append into the table just created: keeps its expiration (a truncate may reset it)
+            write_disposition=bigquery.WriteDisposition.WRITE_APPEND,
+            create_disposition=bigquery.CreateDisposition.CREATE_NEVER,
+        )
+        parquet_options = bigquery.ParquetOptions()
+        parquet_options.enable_list_inference = True
+        config.parquet_options = parquet_options
+        with tempfile.TemporaryFile(prefix="visibility-bq-") as f:
+            write_parquet(drop_null_list_items(data), f)
+            f.seek(0)
+            self.client.load_table_from_file(f, table_id, job_config=config, rewind=True).result()
+        return table_id
+
+    def _drop(self, table_id: str) -> None:
+        self.client.delete_table(table_id, not_found_ok=True)
+
+    def _staged_ref(self, table_id: str) -> str:
+        return self.table_ref(table_id.rsplit(".", 1)[1])
+
+    # --- Warehouse --------------------------------------------------------------------------------
+
+    def ensure_table(self, spec: TableSpec) -> list[str]:
+        validate_spec(spec)
+        return self._ensure(spec, spec.arrow_schema).plan.columns_added
+
+    def replace_partitions(
+        self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
+    ) -> WriteResult:
+        from google.cloud import bigquery
+
+        validate_spec(spec)
+        validate_rows(spec, rows)
+        check_rows_in_scope(spec, rows, scope)
+        stamp = WriteStamp.now(run_id)
+        rows, dropped = dedupe_by_key(rows, spec.key)
+        state = self._ensure(spec, rows.schema)
+        data = encode_rows(rows, state.plan)
+        staging = self._stage(spec, data, state.plan)
+        try:
+            script = replace_script(
+                self.table_ref(spec.name),
+                self._staged_ref(staging),
+                spec,
+                state.plan,
+                fault_sql=self._between_delete_and_insert_sql,
+            )
+            params = replace_parameters(spec, scope, stamp, state.types)
+            result = retry_concurrent(
+                lambda: list(
+                    self.client.query(
+                        script, job_config=bigquery.QueryJobConfig(query_parameters=params)
+                    ).result()
+                )
+            )
+        finally:
+            self._drop(staging)
+        deleted = int(result[0]["rows_deleted"] or 0) if result else 0
+        return WriteResult(
+            table=spec.name,
+            rows_written=data.num_rows,
+            rows_deleted=deleted,
+            columns_added=state.plan.columns_added,
+            duplicates_dropped=dropped,
+        )
+
+    def upsert_snapshot(
+        self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
+    ) -> WriteResult:
+        from google.cloud import bigquery
+
+        validate_spec(spec)
+        validate_rows(spec, rows)
+        check_snapshot_scope(spec, scope, [c.name for c in spec.columns] + rows.column_names)
+        stamp = WriteStamp.now(run_id)
+        rows, dropped = dedupe_by_key(rows, spec.key)
+        state = self._ensure(spec, rows.schema)
+        data = encode_rows(rows, state.plan)
+        staging = self._stage(spec, data, state.plan)
+        try:
+            sql = merge_statement(
+                self.table_ref(spec.name), self._staged_ref(staging), spec, state.plan, scope
+            )
+            params = merge_parameters(scope, stamp, state.types)
+
+            def merge() -> int:
+                job = self.client.query(sql, job_config=bigquery.QueryJobConfig(query_parameters=params))
+                job.result()
+                return int(job.num_dml_affected_rows or 0)
+
+            affected = retry_concurrent(merge)
+        finally:
+            self._drop(staging)
+        return WriteResult(
+            table=spec.name,
+            rows_written=data.num_rows,
+            rows_deleted=max(affected - data.num_rows, 0),
+            columns_added=state.plan.columns_added,
+            duplicates_dropped=dropped,
+        )
+
+    def query(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
+        """Run ``sql`` (BigQuery ``@name`` parameters; lists become ARRAY parameters)."""
+        from google.cloud import bigquery
+
+        config = bigquery.QueryJobConfig(
+            query_parameters=[query_parameter(k, v) for k, v in (params or {}).items()]
+        )
+        return self.client.query(sql, job_config=config).to_arrow(create_bqstorage_client=False)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

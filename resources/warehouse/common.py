@@ -1,0 +1,447 @@
+"""Engine-independent write logic: validation, scope checks, schema evolution, load encoding.
+
+Every engine runs the same steps, so the rules live here once and engines only translate them to SQL:
+
+1. :func:`validate_spec`, :func:`validate_rows`, :func:`check_rows_in_scope`: refuse bad input before
+   any I/O.
+2. :func:`dedupe_by_key`: the last row of a key wins (pages can repeat a row when data shifts).
+3. :func:`plan_load`: compare the incoming Arrow schema with the table's existing columns and decide
+   what to create or add; an incompatible type change raises
+   :class:`~resources.warehouse.base.SchemaMismatchError` before anything is written.
+4. :func:`encode_rows`: the Arrow table actually loaded (plan's columns, nested values as JSON text).
+
+``_loaded_at`` and ``_run_id`` (and the snapshot columns) are never materialised in Arrow: engines
+write them as one SQL parameter per statement, which keeps a million-row load free of extra columns.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from resources.warehouse.base import (
+    FIRST_SEEN_AT,
+    IS_CURRENT,
+    LAST_SEEN_AT,
+    LOADED_AT,
+    RUN_ID,
+    Column,
+    PartitionScope,
+    SchemaMismatchError,
+    SnapshotScope,
+    TableSpec,
+)
+from resources.warehouse.types import (
+    SqlType,
+    arrow_type,
+    is_compatible,
+    needs_json_encoding,
+    sql_type,
+    sql_type_or_default,
+)
+
+#: Added to every table.
+LOAD_COLUMNS: tuple[Column, ...] = (
+    Column(LOADED_AT, pa.timestamp("us", tz="UTC"), "When this row was last written (UTC)."),
+    Column(RUN_ID, pa.string(), "The Dagster run that last wrote this row."),
+)
+#: Added to snapshot tables.
+SNAPSHOT_COLUMNS: tuple[Column, ...] = (
+    Column(IS_CURRENT, pa.bool_(), "False once the row is gone from the API; the row is kept as history."),
+    Column(FIRST_SEEN_AT, pa.timestamp("us", tz="UTC"), "When a sync first saw this row (UTC)."),
+    Column(LAST_SEEN_AT, pa.timestamp("us", tz="UTC"), "When a sync last saw this row in the API (UTC)."),
+)
+EVOLVED_COLUMN_DESCRIPTION = "Not in the table spec: a field the API started sending (added automatically)."
+
+
+def system_columns(spec: TableSpec) -> tuple[Column, ...]:
+    return LOAD_COLUMNS + (SNAPSHOT_COLUMNS if spec.kind == "snapshot" else ())
+
+
+def current_view_name(spec: TableSpec) -> str:
+    return f"{spec.name}_current"
+
+
+def current_view_description(spec: TableSpec) -> str:
+    return f"Rows of {spec.name} still present in the API (is_current). {spec.description}"
+
+
+# --- quoting (DuckDB and Postgres share the SQL standard rules) ----------------------------------
+
+
+def quote_identifier(name: str) -> str:
+    """A double-quoted identifier; any name (quotes, unicode, keywords) becomes exactly that name."""
+    if not name or "\x00" in name:
+        raise ValueError(f"invalid SQL identifier {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    """A standard SQL string literal, for DDL that takes no parameters (COMMENT ON)."""
+    if "\x00" in text:
+        raise ValueError("a SQL literal cannot contain NUL")
+    return "'" + text.replace("'", "''") + "'"
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+def _check_names(names: Sequence[str], what: str) -> None:
+    seen: dict[str, str] = {}
+    for n in names:
+        if not isinstance(n, str) or not n or "\x00" in n:
+            raise ValueError(f"{what}: invalid column name {n!r}")
+        folded = n.casefold()
+        if folded in seen:
+            # DuckDB and BigQuery fold case even for quoted names
+            raise ValueError(f"{what}: columns {seen[folded]!r} and {n!r} differ only by case")
+        seen[folded] = n
+
+
+def validate_spec(spec: TableSpec) -> None:
+    """Refuse a spec the writers cannot honour; raised before any I/O."""
+    if not spec.name or "\x00" in spec.name:
+        raise ValueError(f"invalid table name {spec.name!r}")
+    names = [c.name for c in spec.columns]
+    _check_names(names, f"table {spec.name}")
+    reserved = {c.name.casefold() for c in LOAD_COLUMNS + SNAPSHOT_COLUMNS}
+    clash = [n for n in names if n.casefold() in reserved]
+    if clash:
+        raise ValueError(f"table {spec.name}: columns {clash} are reserved for the writer")
+    if not spec.key:
+        raise ValueError(f"table {spec.name}: a key is required")
+    for k in spec.key:
+        if k not in names:
+            raise ValueError(f"table {spec.name}: key column {k!r} is not a column")
+    if spec.kind == "partitioned":
+        for label, col in (
+            ("date_column", spec.date_column),
+            ("brand_column", spec.brand_column),
+            ("engine_column", spec.engine_column),
+        ):
+            if col is None or col not in names:
+                raise ValueError(f"table {spec.name}: {label} {col!r} is not a column")
+        date_type = spec.column(spec.date_column).type  # type: ignore[arg-type]
+        if not pa.types.is_date(date_type):
+            raise ValueError(
+                f"table {spec.name}: date_column {spec.date_column!r} must be a date, not {date_type}"
+            )
+    elif spec.kind != "snapshot":
+        raise ValueError(f"table {spec.name}: unknown kind {spec.kind!r}")
+
+
+def validate_rows(spec: TableSpec, rows: pa.Table) -> None:
+    """Rows must carry the key (non-null) and no writer-owned columns; raised before any I/O."""
+    names = rows.column_names
+    _check_names(names, f"rows for {spec.name}")
+    reserved = {c.name.casefold() for c in system_columns(spec)}
+    clash = [n for n in names if n.casefold() in reserved]
+    if clash:
+        raise ValueError(
+            f"rows for {spec.name}: columns {clash} are written by the warehouse, not the caller"
+        )
+    for k in spec.key:
+        if k not in names:
+            raise ValueError(f"rows for {spec.name}: key column {k!r} is missing")
+        if rows[k].null_count:
+            raise ValueError(f"rows for {spec.name}: key column {k!r} has {rows[k].null_count} null(s)")
+    for f in rows.schema:
+        sql_type(f.type)  # raises UnsupportedTypeError early
+
+
+def _first_outside(column: pa.ChunkedArray, inside: pa.ChunkedArray) -> Any:
+    mask = pc.invert(pc.fill_null(inside, False))
+    return pc.filter(column, mask)[0].as_py()
+
+
+def check_rows_in_scope(spec: TableSpec, rows: pa.Table, scope: PartitionScope) -> None:
+    """Every row must lie in ``scope``: a row outside it could never be replaced by a re-run."""
+    if spec.kind != "partitioned":
+        raise ValueError(f"table {spec.name} is a snapshot table: use upsert_snapshot")
+    if scope.start >= scope.end:
+        raise ValueError(f"empty partition scope: start {scope.start} must be before end {scope.end}")
+    if not scope.brand_ids or not scope.engines:
+        raise ValueError("a partition scope needs at least one brand id and one engine")
+    assert spec.date_column is not None
+    for col in (spec.brand_column, spec.engine_column, spec.date_column):
+        if col not in rows.column_names:
+            raise ValueError(f"rows for {spec.name}: scope column {col!r} is missing")
+    if rows.num_rows == 0:
+        return
+    checks: list[tuple[str, pa.ChunkedArray]] = []
+    brand = rows[spec.brand_column]
+    checks.append((spec.brand_column, pc.is_in(brand, value_set=pa.array(scope.brand_ids, type=brand.type))))
+    engine = rows[spec.engine_column]
+    checks.append((spec.engine_column, pc.is_in(engine, value_set=pa.array(scope.engines, type=engine.type))))
+    day = pc.cast(rows[spec.date_column], pa.date32())
+    in_range = pc.and_(
+        pc.greater_equal(day, pa.scalar(scope.start, pa.date32())),
+        pc.less(day, pa.scalar(scope.end, pa.date32())),
+    )
+    checks.append((spec.date_column, in_range))
+    for col, inside in checks:
+        outside = rows.num_rows - pc.sum(pc.fill_null(inside, False).cast(pa.int64())).as_py()
+        if outside:
+            example = _first_outside(rows[col], inside)
+            raise ValueError(
+                f"{outside} row(s) for {spec.name} fall outside the partition scope: e.g. "
+                f"{col}={example!r} (scope: brands {list(scope.brand_ids)}, "
+                f"[{scope.start}, {scope.end}), engines {list(scope.engines)}); nothing was written"
+            )
+
+
+def check_snapshot_scope(spec: TableSpec, scope: SnapshotScope | None, table_columns: Sequence[str]) -> None:
+    if spec.kind != "snapshot":
+        raise ValueError(f"table {spec.name} is a partitioned table: use replace_partitions")
+    if scope is not None and scope.column is not None and scope.column not in table_columns:
+        raise ValueError(f"snapshot scope column {scope.column!r} is not a column of {spec.name}")
+
+
+def dedupe_by_key(rows: pa.Table, key: Sequence[str]) -> tuple[pa.Table, int]:
+    """Keep the last row of each key, in the original order; return the table and rows dropped."""
+    n = rows.num_rows
+    if n < 2:
+        return rows, 0
+    keyed = rows.select(list(key)).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
+    last = keyed.group_by(list(key), use_threads=False).aggregate([("__row", "max")])
+    if last.num_rows == n:
+        return rows, 0
+    keep = pc.sort_indices(last["__row_max"])
+    return rows.take(pc.take(last["__row_max"], keep)), n - last.num_rows
+
+
+# --- schema evolution ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExistingColumn:
+    """A column as the engine reports it: its name, type name, logical type (None if foreign), comment."""
+
+    name: str
+    engine_type: str
+    type: SqlType | None
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
+class NewColumn:
+    name: str
+    type: SqlType
+    description: str
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """What one write does to the table's shape, decided before anything is written."""
+
+    table: str
+    #: the table does not exist yet: create it with ``columns`` (then the system columns)
+    create: bool
+    #: data columns to create (``create``) or to add with ALTER TABLE (existing table)
+    columns: tuple[NewColumn, ...]
+    #: columns of the rows, in the rows' order: the columns loaded
+    load_columns: tuple[str, ...]
+    #: data columns of the table the rows lack: left NULL by this write
+    null_columns: tuple[str, ...]
+    #: COMMENTs to (re)write: (column or None for the table, text)
+    comments: tuple[tuple[str | None, str], ...]
+    #: every column of the table after this write, in table order
+    table_columns: tuple[str, ...]
+    #: the column type each of ``load_columns`` lands in
+    load_types: tuple[SqlType, ...] = ()
+
+    @property
+    def columns_added(self) -> list[str]:
+        return [] if self.create else [c.name for c in self.columns]
+
+
+def plan_load(
+    spec: TableSpec,
+    rows_schema: pa.Schema,
+    existing: Sequence[ExistingColumn] | None,
+    *,
+    table_label: str,
+    type_name: Callable[[SqlType], str],
+    table_comment: str | None = None,
+) -> LoadPlan:
+    """Decide creation, added columns and comments; raise SchemaMismatchError on an incompatible change.
+
+    ``existing=None`` means the table does not exist. ``type_name`` renders types in the engine's
+    words for the error message; ``table_label`` is the schema-qualified name the error shows.
+    """
+    system = system_columns(spec)
+    system_names = {c.name for c in system}
+    incoming = {f.name: f.type for f in rows_schema}
+    spec_names = {c.name for c in spec.columns}
+
+    def check(column: str, target: SqlType, target_name: str) -> None:
+        t = incoming.get(column)
+        if t is None:
+            return
+        new = sql_type(t)
+        if not is_compatible(target, new):
+            new_name = type_name(new) if new is not None else "NULL"
+            raise SchemaMismatchError(
+                f"incompatible type change in table {table_label}, column {column!r}: "
+                f"existing type {target_name}, new type {new_name} (Arrow {t}); nothing was written",
+                table=table_label,
+                column=column,
+                old_type=target_name,
+                new_type=new_name,
+            )
+
+    def new_column(name: str) -> NewColumn:
+        if name in spec_names:
+            col = spec.column(name)
+            return NewColumn(name, sql_type_or_default(col.type), col.description)
+        return NewColumn(name, sql_type_or_default(incoming[name]), EVOLVED_COLUMN_DESCRIPTION)
+
+    wanted = [c.name for c in spec.columns] + [n for n in rows_schema.names if n not in spec_names]
+
+    if existing is None:
+        columns = tuple(new_column(n) for n in wanted)
+        for c in columns:
+            check(c.name, c.type, type_name(c.type))
+        comments: list[tuple[str | None, str]] = [(None, table_comment or spec.description)]
+        comments += [(c.name, c.description) for c in columns]
+        comments += [(c.name, c.description) for c in system]
+        table_columns = tuple(c.name for c in columns) + tuple(c.name for c in system)
+        types = {c.name: c.type for c in columns}
+        return LoadPlan(
+            table=spec.name,
+            create=True,
+            columns=columns,
+            load_columns=tuple(rows_schema.names),
+            null_columns=(),
+            comments=tuple(comments),
+            table_columns=table_columns,
+            load_types=tuple(types[n] for n in rows_schema.names),
+        )
+
+    by_name = {c.name: c for c in existing}
+    for name, col in by_name.items():
+        if name in incoming:
+            if col.type is None:
+                raise SchemaMismatchError(
+                    f"table {table_label}, column {name!r} has type {col.engine_type}, which the writer "
+                    f"does not manage; new type {type_name(sql_type_or_default(incoming[name]))}; "
+                    "nothing was written",
+                    table=table_label,
+                    column=name,
+                    old_type=col.engine_type,
+                    new_type=type_name(sql_type_or_default(incoming[name])),
+                )
+            check(name, col.type, col.engine_type)
+    missing_system = [c.name for c in system if c.name not in by_name]
+    if missing_system:
+        raise SchemaMismatchError(
+            f"table {table_label} exists but lacks the writer's columns {missing_system}; "
+            "it was not created by this connector; nothing was written",
+            table=table_label,
+        )
+    added = tuple(new_column(n) for n in wanted if n not in by_name)
+    for c in added:
+        check(c.name, c.type, type_name(c.type))
+    comments = []
+    if table_comment is not None:
+        comments.append((None, table_comment))
+    descriptions = {c.name: c.description for c in spec.columns} | {c.name: c.description for c in system}
+    for col in existing:
+        want = descriptions.get(col.name)
+        if want is not None and col.comment != want:
+            comments.append((col.name, want))
+    comments += [(c.name, c.description) for c in added]
+    table_columns = tuple(c.name for c in existing) + tuple(c.name for c in added)
+    null_columns = tuple(n for n in table_columns if n not in incoming and n not in system_names)
+    types = {c.name: c.type for c in added} | {c.name: c.type for c in existing if c.type is not None}
+    return LoadPlan(
+        table=spec.name,
+        create=False,
+        columns=added,
+        load_columns=tuple(rows_schema.names),
+        null_columns=null_columns,
+        comments=tuple(comments),
+        table_columns=table_columns,
+        load_types=tuple(types[n] for n in rows_schema.names),
+    )
+
+
+# --- encoding ------------------------------------------------------------------------------------
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def _plain(value: Any) -> Any:
+    """Arrow's Python form of maps (lists of pairs) -> dicts, recursively."""
+    if isinstance(value, list):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+            return {str(k): _plain(v) for k, v in value}
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def to_json_text(column: pa.ChunkedArray) -> pa.Array:
+    """Nested values (structs, maps, lists of structs) -> JSON text; nulls stay null."""
+    out = [
+        None
+        if v is None
+        else json.dumps(_plain(v), default=_json_default, ensure_ascii=False, separators=(",", ":"))
+        for v in column.to_pylist()
+    ]
+    return pa.array(out, type=pa.string())
+
+
+def encode_rows(rows: pa.Table, plan: LoadPlan) -> pa.Table:
+    """The table to load: the plan's columns, nested values as JSON, all-null columns typed.
+
+    Zero-copy for plain columns: only JSON and ``null``-typed columns are rebuilt.
+    """
+    arrays: list[pa.ChunkedArray | pa.Array] = []
+    for name, target in zip(plan.load_columns, plan.load_types, strict=True):
+        col = rows[name]
+        t = col.type
+        if isinstance(t, pa.BaseExtensionType):
+            col = pa.chunked_array([c.storage for c in col.chunks], type=t.storage_type)
+        elif needs_json_encoding(t):
+            col = to_json_text(col)
+        elif pa.types.is_null(t):
+            col = pa.nulls(len(col), type=arrow_type(target))
+        elif pa.types.is_dictionary(t):
+            col = pc.cast(col, t.value_type)
+        arrays.append(col)
+    return pa.table(arrays, names=list(plan.load_columns))
+
+
+@dataclass(frozen=True)
+class WriteStamp:
+    """The values of the writer-owned columns for one write: one timestamp for every row."""
+
+    run_id: str
+    loaded_at: dt.datetime
+
+    @classmethod
+    def now(cls, run_id: str) -> WriteStamp:
+        if not isinstance(run_id, str) or not run_id:
+            raise ValueError("run_id must be a non-empty string")
+        return cls(run_id, dt.datetime.now(dt.UTC))

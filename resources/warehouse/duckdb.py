@@ -1,0 +1,370 @@
+"""DuckDB, the default warehouse: one file, Arrow in, one writer process at a time.
+
+DuckDB lets one process open a file for writing. The connection is therefore opened per write and
+closed right after it, so the file lock is held only while writing; a second writer waits for the lock
+(retrying with backoff up to ``lock_timeout_seconds``) instead of failing, then raises
+:class:`~resources.warehouse.base.WarehouseLockTimeout`. BI tools open the file read-only
+(:meth:`DuckDBWarehouse.open_read_only`), which also waits while a write is in progress.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from resources.warehouse.base import (
+    FIRST_SEEN_AT,
+    IS_CURRENT,
+    LAST_SEEN_AT,
+    LOADED_AT,
+    RUN_ID,
+    PartitionScope,
+    SnapshotScope,
+    TableSpec,
+    Warehouse,
+    WarehouseLockTimeout,
+    WriteResult,
+)
+from resources.warehouse.common import (
+    ExistingColumn,
+    LoadPlan,
+    WriteStamp,
+    check_rows_in_scope,
+    check_snapshot_scope,
+    current_view_description,
+    current_view_name,
+    dedupe_by_key,
+    encode_rows,
+    plan_load,
+    quote_identifier,
+    quote_literal,
+    system_columns,
+    validate_rows,
+    validate_spec,
+)
+from resources.warehouse.types import duckdb_type, from_duckdb_type, sql_type_or_default
+
+q = quote_identifier
+
+DEFAULT_LOCK_TIMEOUT_SECONDS = 600.0
+
+# One DuckDB database instance per file per process: writes from threads of one process take turns.
+_PROCESS_LOCKS: dict[str, threading.Lock] = {}
+_PROCESS_LOCKS_GUARD = threading.Lock()
+
+
+def _process_lock(path: Path) -> threading.Lock:
+    with _PROCESS_LOCKS_GUARD:
+        return _PROCESS_LOCKS.setdefault(str(path), threading.Lock())
+
+
+def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+    """Execute and drain: DuckDB 2 refuses new work on a connection with an unfinished result."""
+    return con.execute(sql, params).fetchall()
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc)
+    return "Could not set lock" in text or "Conflicting lock" in text
+
+
+def connect_with_lock_wait(path: Path, *, read_only: bool, timeout: float) -> duckdb.DuckDBPyConnection:
+    """Open ``path``, retrying while another process holds the file lock, up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    delay = 0.02
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if not _is_lock_error(exc):
+                raise
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WarehouseLockTimeout(
+                    f"DuckDB file {path} stayed locked by another process for {timeout:g}s "
+                    f"(lock_timeout_seconds); DuckDB said: {exc}"
+                ) from exc
+            time.sleep(min(remaining, delay * (0.5 + random.random())))
+            delay = min(delay * 2, 0.25)
+
+
+class DuckDBWarehouse(Warehouse):
+    """A DuckDB file; every write is one transaction on a connection opened for that write."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        schema: str = "visibility",
+        *,
+        read_only: bool = False,
+        lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
+    ) -> None:
+        path = Path(path)
+        if str(path) in ("", ":memory:"):
+            raise ValueError("DuckDBWarehouse needs a file path (an in-memory database dies with each write)")
+        if lock_timeout_seconds < 0:
+            raise ValueError("lock_timeout_seconds must be >= 0")
+        q(schema)  # validates the name
+        self.path = path.expanduser().resolve()
+        self.schema = schema
+        self.read_only = read_only
+        self.lock_timeout_seconds = lock_timeout_seconds
+        #: test-only fault hook, called inside the transaction after the delete, before the insert
+        self._between_delete_and_insert: Callable[[], None] | None = None
+
+    @classmethod
+    def open_read_only(
+        cls,
+        path: str | Path,
+        schema: str = "visibility",
+        *,
+        lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
+    ) -> DuckDBWarehouse:
+        """A reader (BI tools, checks): never takes the writer lock, waits while a write runs."""
+        return cls(path, schema, read_only=True, lock_timeout_seconds=lock_timeout_seconds)
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.read_only else "read-write"
+        return f"DuckDBWarehouse(path={str(self.path)!r}, schema={self.schema!r}, {mode})"
+
+    # --- connections ------------------------------------------------------------------------------
+
+    @contextmanager
+    def _connect(self, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        if read_only and not self.path.exists():
+            raise FileNotFoundError(f"DuckDB file {self.path} does not exist (nothing landed yet)")
+        if not read_only:
+            if self.read_only:
+                raise PermissionError(f"{self!r} was opened read-only")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock = _process_lock(self.path)
+        if not lock.acquire(timeout=self.lock_timeout_seconds):
+            raise WarehouseLockTimeout(
+                f"DuckDB file {self.path} stayed busy with another write of this process for "
+                f"{self.lock_timeout_seconds:g}s (lock_timeout_seconds)"
+            )
+        try:
+            con = self._open(read_only=read_only)
+            try:
+                yield con
+            finally:
+                con.close()
+        finally:
+            lock.release()
+
+    def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+        try:
+            return connect_with_lock_wait(self.path, read_only=read_only, timeout=self.lock_timeout_seconds)
+        except duckdb.ConnectionException as exc:
+            # this process already holds the file read-write elsewhere (DuckDB shares one instance
+            # per file and process): reading through that instance takes no new lock
+            if not read_only or "different configuration" not in str(exc):
+                raise
+            return connect_with_lock_wait(self.path, read_only=False, timeout=self.lock_timeout_seconds)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._connect(read_only=False) as con:
+            con.begin()
+            try:
+                yield con
+            except BaseException:
+                con.rollback()
+                raise
+            con.commit()
+
+    # --- catalog ----------------------------------------------------------------------------------
+
+    def table_ref(self, table: str) -> str:
+        return f"{q(self.schema)}.{q(table)}"
+
+    def _existing(
+        self, con: duckdb.DuckDBPyConnection, table: str
+    ) -> tuple[list[ExistingColumn] | None, str | None]:
+        found = _exec(
+            con,
+            "SELECT t.comment, c.column_name, c.data_type, c.comment FROM duckdb_tables() t "
+            "JOIN duckdb_columns() c USING (database_name, schema_name, table_name) "
+            "WHERE t.database_name = current_database() AND t.schema_name = $schema "
+            "AND t.table_name = $table ORDER BY c.column_index",
+            {"schema": self.schema, "table": table},
+        )
+        if not found:
+            return None, None
+        existing = [ExistingColumn(n, t, from_duckdb_type(t), c) for _, n, t, c in found]
+        return existing, found[0][0]
+
+    def _ensure(self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
+        """Create or evolve the table inside the caller's transaction; returns the plan."""
+        _exec(con, f"CREATE SCHEMA IF NOT EXISTS {q(self.schema)}")
+        existing, comment = self._existing(con, spec.name)
+        plan = plan_load(
+            spec,
+            rows_schema,
+            existing,
+            table_label=f"{self.schema}.{spec.name}",
+            type_name=duckdb_type,
+            table_comment=None if comment == spec.description else spec.description,
+        )
+        ref = self.table_ref(spec.name)
+        if plan.create:
+            defs = [
+                f"{q(c.name)} {duckdb_type(c.type)}" + (" NOT NULL" if c.name in spec.key else "")
+                for c in plan.columns
+            ]
+            defs += [f"{q(c.name)} {duckdb_type(sql_type_or_default(c.type))}" for c in system_columns(spec)]
+            defs.append(f"PRIMARY KEY ({', '.join(q(k) for k in spec.key)})")
+            _exec(con, f"CREATE TABLE {ref} ({', '.join(defs)})")
+        else:
+            for c in plan.columns:
+                _exec(con, f"ALTER TABLE {ref} ADD COLUMN {q(c.name)} {duckdb_type(c.type)}")
+        for column, text in plan.comments:
+            target = f"TABLE {ref}" if column is None else f"COLUMN {ref}.{q(column)}"
+            _exec(con, f"COMMENT ON {target} IS {quote_literal(text)}")
+        if spec.kind == "snapshot":
+            view = current_view_name(spec)
+            has_view = _exec(
+                con,
+                "SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() "
+                "AND schema_name = $schema AND view_name = $view",
+                {"schema": self.schema, "view": view},
+            )
+            if plan.create or plan.columns or not has_view[0][0]:
+                _exec(
+                    con,
+                    f"CREATE OR REPLACE VIEW {self.table_ref(view)} AS "
+                    f"SELECT * FROM {ref} WHERE {q(IS_CURRENT)}",
+                )
+                comment = quote_literal(current_view_description(spec))
+                _exec(con, f"COMMENT ON VIEW {self.table_ref(view)} IS {comment}")
+        return plan
+
+    # --- Warehouse --------------------------------------------------------------------------------
+
+    def ensure_table(self, spec: TableSpec) -> list[str]:
+        validate_spec(spec)
+        with self._transaction() as con:
+            return self._ensure(con, spec, spec.arrow_schema).columns_added
+
+    @contextmanager
+    def _registered(self, con: duckdb.DuckDBPyConnection, data: pa.Table) -> Iterator[str]:
+        name = f"__visibility_rows_{uuid.uuid4().hex}"
+        con.register(name, data)
+        try:
+            yield q(name)
+        finally:
+            con.unregister(name)
+
+    def replace_partitions(
+        self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
+    ) -> WriteResult:
+        validate_spec(spec)
+        validate_rows(spec, rows)
+        check_rows_in_scope(spec, rows, scope)
+        stamp = WriteStamp.now(run_id)
+        rows, dropped = dedupe_by_key(rows, spec.key)
+        assert spec.date_column is not None
+        with self._transaction() as con:
+            plan = self._ensure(con, spec, rows.schema)
+            data = encode_rows(rows, plan)
+            ref = self.table_ref(spec.name)
+            deleted = _exec(
+                con,
+                f"DELETE FROM {ref} WHERE list_contains($brands, {q(spec.brand_column)}) "
+                f"AND {q(spec.date_column)} >= $start AND {q(spec.date_column)} < $end "
+                f"AND list_contains($engines, {q(spec.engine_column)})",
+                {
+                    "brands": list(scope.brand_ids),
+                    "start": scope.start,
+                    "end": scope.end,
+                    "engines": list(scope.engines),
+                },
+            )
+            if self._between_delete_and_insert is not None:
+                self._between_delete_and_insert()
+            cols = ", ".join(q(c) for c in plan.load_columns)
+            with self._registered(con, data) as source:
+                _exec(
+                    con,
+                    f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "
+                    f"SELECT {cols}, $loaded_at, $run_id FROM {source}",
+                    {"loaded_at": stamp.loaded_at, "run_id": stamp.run_id},
+                )
+        return WriteResult(
+            table=spec.name,
+            rows_written=data.num_rows,
+            rows_deleted=int(deleted[0][0]) if deleted else 0,
+            columns_added=plan.columns_added,
+            duplicates_dropped=dropped,
+        )
+
+    def upsert_snapshot(
+        self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
+    ) -> WriteResult:
+        validate_spec(spec)
+        validate_rows(spec, rows)
+        check_snapshot_scope(spec, scope, [c.name for c in spec.columns] + rows.column_names)
+        stamp = WriteStamp.now(run_id)
+        rows, dropped = dedupe_by_key(rows, spec.key)
+        with self._transaction() as con:
+            plan = self._ensure(con, spec, rows.schema)
+            data = encode_rows(rows, plan)
+            ref = self.table_ref(spec.name)
+            cols = ", ".join(q(c) for c in plan.load_columns)
+            updates = [f"{q(c)} = excluded.{q(c)}" for c in plan.load_columns if c not in spec.key]
+            updates += [f"{q(c)} = NULL" for c in plan.null_columns]
+            updates += [
+                f"{q(LOADED_AT)} = excluded.{q(LOADED_AT)}",
+                f"{q(RUN_ID)} = excluded.{q(RUN_ID)}",
+                f"{q(IS_CURRENT)} = true",
+                f"{q(LAST_SEEN_AT)} = excluded.{q(LAST_SEEN_AT)}",
+            ]
+            params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
+            with self._registered(con, data) as source:
+                _exec(
+                    con,
+                    f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}, {q(IS_CURRENT)}, "
+                    f"{q(FIRST_SEEN_AT)}, {q(LAST_SEEN_AT)}) "
+                    f"SELECT {cols}, $ts, $run_id, true, $ts, $ts FROM {source} "
+                    f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
+                    params,
+                )
+                retired = 0
+                if scope is not None:
+                    match = " AND ".join(f"r.{q(k)} = tgt.{q(k)}" for k in spec.key)
+                    where = f"tgt.{q(IS_CURRENT)} AND NOT EXISTS (SELECT 1 FROM {source} AS r WHERE {match})"
+                    if scope.column is not None:
+                        where += f" AND list_contains($values, tgt.{q(scope.column)})"
+                        params = {**params, "values": list(scope.values)}
+                    if scope.column is None or scope.values:
+                        res = _exec(
+                            con,
+                            f"UPDATE {ref} AS tgt SET {q(IS_CURRENT)} = false, "
+                            f"{q(LOADED_AT)} = $ts, {q(RUN_ID)} = $run_id WHERE {where}",
+                            params,
+                        )
+                        retired = int(res[0][0]) if res else 0
+        return WriteResult(
+            table=spec.name,
+            rows_written=data.num_rows,
+            rows_deleted=retired,
+            columns_added=plan.columns_added,
+            duplicates_dropped=dropped,
+        )
+
+    def query(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
+        """Run ``sql`` on a read-only connection (DuckDB ``$name`` parameters)."""
+        with self._connect(read_only=True) as con:
+            return con.sql(sql, params=params or None).to_arrow_table()
+
+    def close(self) -> None:
+        """Nothing to release: connections live only for one call."""

@@ -1,0 +1,384 @@
+"""Postgres: SQLAlchemy 2 engine on psycopg 3; rows go in with COPY.
+
+Every write is one transaction on one connection: rows are COPYed (CSV written by Arrow, batch by
+batch) into a temporary stage table, then the target's scope is deleted and the stage inserted
+(partitions), or the stage is merged with ``INSERT ... ON CONFLICT`` (snapshots). DDL (create, add
+column, comments, the ``_current`` view) runs in the same transaction under an advisory lock per
+schema, so concurrent writers never race on the catalog; writes that need no DDL take no such lock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import math
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+from psycopg import sql as pgsql
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import URL, Engine, make_url
+
+from resources.warehouse.base import (
+    FIRST_SEEN_AT,
+    IS_CURRENT,
+    LAST_SEEN_AT,
+    LOADED_AT,
+    RUN_ID,
+    PartitionScope,
+    SnapshotScope,
+    TableSpec,
+    Warehouse,
+    WriteResult,
+)
+from resources.warehouse.common import (
+    ExistingColumn,
+    LoadPlan,
+    WriteStamp,
+    check_rows_in_scope,
+    check_snapshot_scope,
+    current_view_description,
+    current_view_name,
+    dedupe_by_key,
+    encode_rows,
+    plan_load,
+    quote_identifier,
+    system_columns,
+    validate_rows,
+    validate_spec,
+)
+from resources.warehouse.types import from_postgres_type, postgres_type, sql_type_or_default
+
+q = quote_identifier
+
+#: Postgres silently truncates longer identifiers, which could merge two columns: refuse them.
+MAX_IDENTIFIER_BYTES = 63
+COPY_BATCH_ROWS = 65_536
+_SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
+
+
+def postgres_sqlalchemy_url(url: str | URL) -> URL:
+    """``postgresql://...`` (or ``postgres://``) -> a SQLAlchemy URL on the psycopg 3 driver.
+
+    Errors never echo the password.
+    """
+    parsed: URL | None
+    try:
+        parsed = make_url(url) if isinstance(url, str) else url
+    except Exception:  # sqlalchemy's error quotes the raw URL (and password): drop it entirely
+        parsed = None
+    if parsed is None:
+        raise ValueError("not a valid Postgres URL (postgresql://user:pass@host:port/db)")
+    if parsed.drivername not in _SCHEMES:
+        raise ValueError(f"unsupported Postgres URL scheme {parsed.drivername!r} (expected postgresql://)")
+    if not parsed.database:
+        raise ValueError(f"Postgres URL {parsed.render_as_string(hide_password=True)} names no database")
+    return parsed.set(drivername="postgresql+psycopg")
+
+
+def check_identifier(name: str, what: str) -> None:
+    if len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
+        raise ValueError(f"{what} {name!r} is longer than Postgres' {MAX_IDENTIFIER_BYTES}-byte limit")
+
+
+def _array_item(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return repr(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, dt.datetime | dt.date):
+        value = value.isoformat()
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def array_literal(values: list[Any] | None) -> str | None:
+    """A Postgres array literal (``{"a","b"}``) for COPY; items quoted and escaped."""
+    if values is None:
+        return None
+    return "{" + ",".join(_array_item(v) for v in values) + "}"
+
+
+def _copy_ready(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Lists -> array literals: Arrow's CSV writer writes every other landed type as Postgres reads it."""
+    if not any(pa.types.is_list(f.type) or pa.types.is_large_list(f.type) for f in batch.schema):
+        return batch
+    arrays = [
+        pa.array([array_literal(v) for v in col.to_pylist()], type=pa.string())
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type)
+        else col
+        for col in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+def copy_arrow(cur: psycopg.Cursor[Any], table_sql: str, data: pa.Table) -> None:
+    """COPY ``data`` into ``table_sql`` as CSV, one Arrow batch at a time (bounded memory)."""
+    cols = ", ".join(q(c) for c in data.column_names)
+    options = pa_csv.WriteOptions(include_header=False)
+    with cur.copy(f"COPY {table_sql} ({cols}) FROM STDIN (FORMAT csv)") as copy:  # type: ignore[arg-type]
+        for batch in data.to_batches(max_chunksize=COPY_BATCH_ROWS):
+            buf = io.BytesIO()
+            pa_csv.write_csv(_copy_ready(batch), buf, options)
+            copy.write(buf.getbuffer())
+
+
+class PostgresWarehouse(Warehouse):
+    """A Postgres schema; each write is one transaction (COPY into a temp stage, then SQL)."""
+
+    def __init__(self, url: str | URL, schema: str = "visibility", *, engine: Engine | None = None) -> None:
+        self._url = postgres_sqlalchemy_url(url)
+        q(schema)
+        check_identifier(schema, "schema name")
+        self.schema = schema
+        self._engine = engine or create_engine(self._url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+        #: test-only fault hook, called inside the transaction after the delete, before the insert
+        self._between_delete_and_insert: Callable[[], None] | None = None
+
+    @property
+    def url(self) -> str:
+        """The server URL with the password masked."""
+        return self._url.render_as_string(hide_password=True)
+
+    def __repr__(self) -> str:
+        return f"PostgresWarehouse(url={self.url!r}, schema={self.schema!r})"
+
+    # --- connections ------------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Cursor[Any]]:
+        """One SQLAlchemy transaction; yields a psycopg cursor on its connection (COPY needs it)."""
+        with self._engine.begin() as conn:
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, psycopg.Connection)
+            with raw.cursor() as cur:
+                yield cur
+
+    # --- catalog ----------------------------------------------------------------------------------
+
+    def table_ref(self, table: str) -> str:
+        return f"{q(self.schema)}.{q(table)}"
+
+    def _existing(
+        self, cur: psycopg.Cursor[Any], table: str
+    ) -> tuple[list[ExistingColumn] | None, str | None]:
+        cur.execute(
+            "SELECT c.oid, obj_description(c.oid, 'pg_class') FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')",
+            (self.schema, table),
+        )
+        found = cur.fetchone()
+        if found is None:
+            return None, None
+        oid, comment = found
+        cur.execute(
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod), col_description(a.attrelid, a.attnum) "
+            "FROM pg_attribute a WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped "
+            "ORDER BY a.attnum",
+            (oid,),
+        )
+        existing = [ExistingColumn(n, t, from_postgres_type(t), c) for n, t, c in cur.fetchall()]
+        return existing, comment
+
+    def _view_exists(self, cur: psycopg.Cursor[Any], view: str) -> bool:
+        cur.execute(
+            "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s AND c.relkind = 'v'",
+            (self.schema, view),
+        )
+        return cur.fetchone() is not None
+
+    def _plan(self, cur: psycopg.Cursor[Any], spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
+        existing, comment = self._existing(cur, spec.name)
+        return plan_load(
+            spec,
+            rows_schema,
+            existing,
+            table_label=f"{self.schema}.{spec.name}",
+            type_name=postgres_type,
+            table_comment=None if comment == spec.description else spec.description,
+        )
+
+    def _ensure(self, cur: psycopg.Cursor[Any], spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
+        """Create or evolve the table inside the caller's transaction; returns the plan."""
+        for name in [spec.name, current_view_name(spec), *rows_schema.names, *(c.name for c in spec.columns)]:
+            check_identifier(name, "identifier")
+        plan = self._plan(cur, spec, rows_schema)
+        view = current_view_name(spec)
+        needs_view = spec.kind == "snapshot" and (
+            plan.create or plan.columns or not self._view_exists(cur, view)
+        )
+        if not (plan.create or plan.columns or plan.comments or needs_view):
+            return plan
+        # DDL: serialise writers of this schema, then decide again on what is now committed
+        cur.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"visibility-ddl:{self.schema}",)
+        )
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {q(self.schema)}")
+        plan = self._plan(cur, spec, rows_schema)
+        ref = self.table_ref(spec.name)
+        if plan.create:
+            defs = [
+                f"{q(c.name)} {postgres_type(c.type)}" + (" NOT NULL" if c.name in spec.key else "")
+                for c in plan.columns
+            ]
+            defs += [
+                f"{q(c.name)} {postgres_type(sql_type_or_default(c.type))}" for c in system_columns(spec)
+            ]
+            defs.append(f"PRIMARY KEY ({', '.join(q(k) for k in spec.key)})")
+            cur.execute(f"CREATE TABLE {ref} ({', '.join(defs)})")  # type: ignore[arg-type]
+        else:
+            for c in plan.columns:
+                cur.execute(f"ALTER TABLE {ref} ADD COLUMN {q(c.name)} {postgres_type(c.type)}")  # type: ignore[arg-type]
+        for column, comment in plan.comments:
+            target = f"TABLE {ref}" if column is None else f"COLUMN {ref}.{q(column)}"
+            cur.execute(pgsql.SQL(f"COMMENT ON {target} IS {{}}").format(pgsql.Literal(comment)))  # type: ignore[arg-type]
+        if spec.kind == "snapshot" and (plan.create or plan.columns or not self._view_exists(cur, view)):
+            view_ref = self.table_ref(view)
+            # DROP first: CREATE OR REPLACE cannot reorder columns of an older view
+            cur.execute(f"DROP VIEW IF EXISTS {view_ref}")  # type: ignore[arg-type]
+            cur.execute(f"CREATE VIEW {view_ref} AS SELECT * FROM {ref} WHERE {q(IS_CURRENT)}")  # type: ignore[arg-type]
+            cur.execute(
+                pgsql.SQL(f"COMMENT ON VIEW {view_ref} IS {{}}").format(  # type: ignore[arg-type]
+                    pgsql.Literal(current_view_description(spec))
+                )
+            )
+        return plan
+
+    def _stage(self, cur: psycopg.Cursor[Any], spec: TableSpec, plan: LoadPlan, data: pa.Table) -> str:
+        """COPY ``data`` into a temp table shaped like the target's load columns; returns its name."""
+        stage = q(f"_visibility_stage_{uuid.uuid4().hex}")
+        cols = ", ".join(q(c) for c in plan.load_columns)
+        cur.execute(
+            f"CREATE TEMP TABLE {stage} ON COMMIT DROP AS "  # type: ignore[arg-type]
+            f"SELECT {cols} FROM {self.table_ref(spec.name)} WITH NO DATA"
+        )
+        copy_arrow(cur, stage, data)
+        return stage
+
+    # --- Warehouse --------------------------------------------------------------------------------
+
+    def ensure_table(self, spec: TableSpec) -> list[str]:
+        validate_spec(spec)
+        with self._transaction() as cur:
+            return self._ensure(cur, spec, spec.arrow_schema).columns_added
+
+    def replace_partitions(
+        self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
+    ) -> WriteResult:
+        validate_spec(spec)
+        validate_rows(spec, rows)
+        check_rows_in_scope(spec, rows, scope)
+        stamp = WriteStamp.now(run_id)
+        rows, dropped = dedupe_by_key(rows, spec.key)
+        assert spec.date_column is not None
+        with self._transaction() as cur:
+            plan = self._ensure(cur, spec, rows.schema)
+            data = encode_rows(rows, plan)
+            stage = self._stage(cur, spec, plan, data)
+            ref = self.table_ref(spec.name)
+            cur.execute(
+                f"DELETE FROM {ref} WHERE {q(spec.brand_column)} = ANY(%(brands)s) "  # type: ignore[arg-type]
+                f"AND {q(spec.date_column)} >= %(start)s AND {q(spec.date_column)} < %(end)s "
+                f"AND {q(spec.engine_column)} = ANY(%(engines)s)",
+                {
+                    "brands": list(scope.brand_ids),
+                    "start": scope.start,
+                    "end": scope.end,
+                    "engines": list(scope.engines),
+                },
+            )
+            deleted = cur.rowcount
+            if self._between_delete_and_insert is not None:
+                self._between_delete_and_insert()
+            cols = ", ".join(q(c) for c in plan.load_columns)
+            cur.execute(
+                f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "  # type: ignore[arg-type]
+                f"SELECT {cols}, %(ts)s, %(run_id)s FROM {stage}",
+                {"ts": stamp.loaded_at, "run_id": stamp.run_id},
+            )
+        return WriteResult(
+            table=spec.name,
+            rows_written=data.num_rows,
+            rows_deleted=max(deleted, 0),
+            columns_added=plan.columns_added,
+            duplicates_dropped=dropped,
+        )
+
+    def upsert_snapshot(
+        self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
+    ) -> WriteResult:
+        validate_spec(spec)
+        validate_rows(spec, rows)
+        check_snapshot_scope(spec, scope, [c.name for c in spec.columns] + rows.column_names)
+        stamp = WriteStamp.now(run_id)
+        rows, dropped = dedupe_by_key(rows, spec.key)
+        with self._transaction() as cur:
+            plan = self._ensure(cur, spec, rows.schema)
+            data = encode_rows(rows, plan)
+            stage = self._stage(cur, spec, plan, data)
+            ref = self.table_ref(spec.name)
+            cols = ", ".join(q(c) for c in plan.load_columns)
+            updates = [f"{q(c)} = EXCLUDED.{q(c)}" for c in plan.load_columns if c not in spec.key]
+            updates += [f"{q(c)} = NULL" for c in plan.null_columns]
+            updates += [
+                f"{q(LOADED_AT)} = EXCLUDED.{q(LOADED_AT)}",
+                f"{q(RUN_ID)} = EXCLUDED.{q(RUN_ID)}",
+                f"{q(IS_CURRENT)} = true",
+                f"{q(LAST_SEEN_AT)} = EXCLUDED.{q(LAST_SEEN_AT)}",
+            ]
+            params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
+            cur.execute(
+                f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}, {q(IS_CURRENT)}, "  # type: ignore[arg-type]
+                f"{q(FIRST_SEEN_AT)}, {q(LAST_SEEN_AT)}) "
+                f"SELECT {cols}, %(ts)s, %(run_id)s, true, %(ts)s, %(ts)s FROM {stage} "
+                f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
+                params,
+            )
+            retired = 0
+            if scope is not None and (scope.column is None or scope.values):
+                match = " AND ".join(f"r.{q(k)} = tgt.{q(k)}" for k in spec.key)
+                where = f"tgt.{q(IS_CURRENT)} AND NOT EXISTS (SELECT 1 FROM {stage} AS r WHERE {match})"
+                if scope.column is not None:
+                    where += f" AND tgt.{q(scope.column)} = ANY(%(values)s)"
+                    params = {**params, "values": list(scope.values)}
+                cur.execute(
+                    f"UPDATE {ref} AS tgt SET {q(IS_CURRENT)} = false, "  # type: ignore[arg-type]
+                    f"{q(LOADED_AT)} = %(ts)s, {q(RUN_ID)} = %(run_id)s WHERE {where}",
+                    params,
+                )
+                retired = max(cur.rowcount, 0)
+        return WriteResult(
+            table=spec.name,
+            rows_written=data.num_rows,
+            rows_deleted=retired,
+            columns_added=plan.columns_added,
+            duplicates_dropped=dropped,
+        )
+
+    def query(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
+        """Run ``sql`` (SQLAlchemy ``:name`` parameters) in a read-only transaction."""
+        with self._engine.connect() as conn:
+            conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+            result = conn.execute(text(sql), params or {})
+            names = list(result.keys())
+            rows = result.fetchall()
+            conn.rollback()
+        arrays = [pa.array([r[i] for r in rows]) for i in range(len(names))]
+        return pa.Table.from_arrays(arrays, names=names)
+
+    def close(self) -> None:
+        self._engine.dispose()

@@ -1,0 +1,291 @@
+"""Read queries of the sensors and asset checks, in one place, portable across the three engines.
+
+Sensors and checks never build SQL: they call these functions with a :class:`Warehouse`. The SQL is
+the common subset of DuckDB, Postgres and BigQuery. Values are never user text: dates are
+``datetime.date`` objects rendered as ``DATE 'YYYY-MM-DD'``, ids are validated UUIDs and numbers are
+numbers, so no value is string-built from outside input; names go through ``table_ref``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from decimal import Decimal
+from dataclasses import dataclass
+from typing import Any
+
+from resources.warehouse.base import Warehouse
+
+
+def _date(value: dt.date) -> str:
+    if not isinstance(value, dt.date):
+        raise TypeError(f"expected a date, got {type(value).__name__}")
+    return f"DATE '{value.isoformat()}'"
+
+
+def _uuid(value: str) -> str:
+    return f"'{uuid.UUID(value)}'"  # raises ValueError on anything that is not a UUID
+
+
+def _number(value: float) -> str:
+    return repr(float(value))
+
+
+def _rows(warehouse: Warehouse, sql: str) -> list[dict[str, Any]]:
+    return warehouse.query(sql).to_pylist()
+
+
+# --- sensors ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CitedPage:
+    brand_id: str
+    url: str
+    first_cited: dt.date
+    citations: int
+
+
+def own_pages_first_cited_since(warehouse: Warehouse, since: dt.date, *, limit: int = 200) -> list[CitedPage]:
+    """The brands' own pages (root domain = the brand's domain) first cited on or after ``since``.
+
+    "First cited" is the earliest date the page appears in ``cited_pages`` for that brand, so a page
+    cited for months is not new again. Most-cited first.
+    """
+    cited = warehouse.table_ref("cited_pages")
+    brands = warehouse.table_ref("brands")
+    sql = f"""
+        SELECT c.brand_id AS brand_id, c.url AS url, MIN(c.date) AS first_cited,
+               SUM(c.citation_count) AS citations
+        FROM {cited} AS c
+        JOIN {brands} AS b ON b.id = c.brand_id
+        WHERE b.is_current AND b.domain IS NOT NULL
+          AND LOWER(c.root_domain) = LOWER(b.domain)
+        GROUP BY c.brand_id, c.url
+        HAVING MIN(c.date) >= {_date(since)}
+        ORDER BY citations DESC, url
+        LIMIT {int(limit)}
+    """
+    return [
+        CitedPage(
+            brand_id=str(r["brand_id"]),
+            url=str(r["url"]),
+            first_cited=r["first_cited"],
+            citations=int(r["citations"] or 0),
+        )
+        for r in _rows(warehouse, sql)
+    ]
+
+
+def brand_domains(warehouse: Warehouse) -> dict[str, str]:
+    """Current brands' ids -> their own domain, to tell which brand a configured URL belongs to."""
+    brands = warehouse.table_ref("brands")
+    sql = f"SELECT id, domain FROM {brands} WHERE is_current AND domain IS NOT NULL ORDER BY id"
+    return {str(r["id"]): str(r["domain"]) for r in _rows(warehouse, sql)}
+
+
+def audit_status(warehouse: Warehouse, audit_id: str) -> str | None:
+    """The landed status of one audit, or None when it has no row yet."""
+    table = warehouse.table_ref("audit_reports")
+    rows = _rows(warehouse, f"SELECT status FROM {table} WHERE id = {_uuid(audit_id)}")
+    return None if not rows else rows[0]["status"]
+
+
+# --- asset checks -------------------------------------------------------------------------------
+
+
+def duplicate_keys(
+    warehouse: Warehouse, table: str, key: tuple[str, ...], *, sample: int = 5
+) -> tuple[int, list]:
+    """How many key values occur more than once, and a few of them."""
+    ref = warehouse.table_ref(table)
+    cols = ", ".join(_ident(c) for c in key)
+    sql = f"""
+        SELECT {cols}, COUNT(*) AS n FROM {ref}
+        GROUP BY {cols} HAVING COUNT(*) > 1
+        ORDER BY n DESC
+    """
+    rows = _rows(warehouse, sql)
+    return len(rows), [{k: _plain(v) for k, v in r.items()} for r in rows[:sample]]
+
+
+def capped_cited_page_days(warehouse: Warehouse, *, sample: int = 5) -> tuple[int, list[dict[str, Any]]]:
+    """Brand x date x engine slices of ``cited_pages`` whose response was truncated (capped)."""
+    ref = warehouse.table_ref("cited_pages")
+    sql = f"""
+        SELECT brand_id, date, engine, MAX(total_count) AS total_count, COUNT(*) AS rows_landed
+        FROM {ref} WHERE capped
+        GROUP BY brand_id, date, engine
+        ORDER BY date DESC, brand_id, engine
+    """
+    rows = _rows(warehouse, sql)
+    return len(rows), [{k: _plain(v) for k, v in r.items()} for r in rows[:sample]]
+
+
+def share_of_voice_off(
+    warehouse: Warehouse, *, tolerance: float, sample: int = 5
+) -> tuple[int, list[dict[str, Any]]]:
+    """Brand x engine x date groups with mentions whose share of voice does not sum to 100.
+
+    Share of voice is over the brand plus its tracked competitors, so every day that has mentions
+    sums to 100 (within rounding); days without mentions are skipped.
+    """
+    ref = warehouse.table_ref("competitor_trends")
+    sql = f"""
+        SELECT brand_id, engine, date, SUM(share_of_voice) AS total, SUM(mention_count) AS mentions
+        FROM {ref}
+        WHERE granularity = 'day'
+        GROUP BY brand_id, engine, date
+        HAVING SUM(mention_count) > 0 AND ABS(SUM(share_of_voice) - 100) > {_number(tolerance)}
+        ORDER BY date DESC, brand_id, engine
+    """
+    rows = _rows(warehouse, sql)
+    return len(rows), [{k: _plain(v) for k, v in r.items()} for r in rows[:sample]]
+
+
+def competitor_series_totals(
+    warehouse: Warehouse, *, brand_id: str, engine: str, start: dt.date, end: dt.date
+) -> dict[str, dict[str, float]]:
+    """Per entity (brand_name): the counts summed over landed daily points in [start, end)."""
+    ref = warehouse.table_ref("competitor_trends")
+    if engine not in _ENGINE_NAMES:
+        raise ValueError(f"unknown engine {engine!r}")
+    sql = f"""
+        SELECT brand_name, SUM(responses_answered) AS responses_answered,
+               SUM(responses_with_brand) AS responses_with_brand,
+               SUM(mention_count) AS mention_count, SUM(citation_count) AS citation_count
+        FROM {ref}
+        WHERE granularity = 'day' AND brand_id = {_uuid(brand_id)} AND engine = '{engine}'
+          AND date >= {_date(start)} AND date < {_date(end)}
+        GROUP BY brand_name
+    """
+    return {
+        str(r["brand_name"]): {k: float(v or 0) for k, v in r.items() if k != "brand_name"}
+        for r in _rows(warehouse, sql)
+    }
+
+
+def audits_timed_out_since(warehouse: Warehouse, since: dt.datetime) -> list[dict[str, Any]]:
+    """Audits landed as timed out whose deadline passed after ``since``."""
+    ref = warehouse.table_ref("audit_reports")
+    stamp = since.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    sql = f"""
+        SELECT id, brand_id, url, requested_at, timed_out_at FROM {ref}
+        WHERE status = 'timed_out' AND timed_out_at >= TIMESTAMP '{stamp}'
+        ORDER BY timed_out_at DESC
+    """
+    return [{k: _plain(v) for k, v in r.items()} for r in _rows(warehouse, sql)]
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+_ENGINE_NAMES = frozenset(
+    {"chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot", "all"}
+)
+
+
+def _engine(value: str) -> str:
+    if value not in _ENGINE_NAMES:
+        raise ValueError(f"unknown engine {value!r}")
+    return value
+
+
+def _ident(name: str) -> str:
+    """Column names come from TableSpecs (code), never users; still refuse anything unusual."""
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"not a plain column name: {name!r}")
+    return name
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly values for check metadata."""
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, Decimal):  # SUM of integers is a DECIMAL/HUGEINT in some engines
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+@dataclass(frozen=True)
+class ExpectedCells:
+    """Where the API reported data for a (brand, engine, date) cell, so ``landed_table`` must have rows.
+
+    ``source_sql`` selects ``brand_id, engine, day`` from ``source_table`` (``{src}`` in it is replaced
+    by the quoted table); both are code constants in :data:`EXPECTED_CELLS`, never user input.
+    """
+
+    landed_table: str
+    landed_date_column: str
+    source_table: str
+    source_sql: str
+
+
+#: Rules of "no partition landed empty when the API reported rows", by landed table.
+EXPECTED_CELLS: dict[str, ExpectedCells] = {
+    # The day's citation trend of the brand's own domain counts every citation in its answers:
+    # a positive brand_total_citations means the citation URL list of that day is not empty.
+    "cited_pages": ExpectedCells(
+        landed_table="cited_pages",
+        landed_date_column="date",
+        source_table="citation_trends",
+        source_sql="SELECT DISTINCT brand_id, engine, date AS day FROM {src} "
+        "WHERE is_own_domain AND brand_total_citations > 0",
+    ),
+    # Mentions of the brand or a tracked competitor that day mean the prompts' mentions are not empty.
+    "prompt_mentions": ExpectedCells(
+        landed_table="prompt_mentions",
+        landed_date_column="checked_on",
+        source_table="competitor_trends",
+        source_sql="SELECT brand_id, engine, date AS day FROM {src} "
+        "WHERE granularity = 'day' AND engine <> 'all' "
+        "GROUP BY brand_id, engine, date HAVING SUM(mention_count) > 0",
+    ),
+    # Answered responses that day mean the answer list is not empty.
+    "answers": ExpectedCells(
+        landed_table="answers",
+        landed_date_column="checked_on",
+        source_table="competitor_trends",
+        source_sql="SELECT DISTINCT brand_id, engine, date AS day FROM {src} "
+        "WHERE granularity = 'day' AND engine <> 'all' AND is_your_brand AND responses_answered > 0",
+    ),
+}
+
+
+Cell = tuple[str, str, dt.date]  # brand_id, engine, day
+
+
+def expected_cells(warehouse: Warehouse, rule: ExpectedCells, *, since: dt.date) -> set[Cell]:
+    """(brand, engine, day) cells from ``since`` where the service reported data (per ``rule``)."""
+    source = rule.source_sql.format(src=warehouse.table_ref(rule.source_table))
+    sql = f"SELECT brand_id, engine, day FROM ({source}) AS e WHERE day >= {_date(since)}"
+    return {(str(r["brand_id"]), str(r["engine"]), r["day"]) for r in _rows(warehouse, sql)}
+
+
+def landed_cells(warehouse: Warehouse, rule: ExpectedCells, *, since: dt.date) -> set[Cell]:
+    """(brand, engine, day) cells from ``since`` that have at least one row in the landed table."""
+    day = _ident(rule.landed_date_column)
+    sql = f"""
+        SELECT DISTINCT brand_id, engine, {day} AS day FROM {warehouse.table_ref(rule.landed_table)}
+        WHERE {day} >= {_date(since)}
+    """
+    return {(str(r["brand_id"]), str(r["engine"]), r["day"]) for r in _rows(warehouse, sql)}
+
+
+def trend_windows(
+    warehouse: Warehouse, *, end_before: dt.date, days: int
+) -> list[tuple[str, dt.date, dt.date]]:
+    """Per brand: the last ``days`` landed days of the ``all`` competitor trend, ending before ``end_before``.
+
+    Returns ``(brand_id, start, end)`` with ``end`` exclusive.
+    """
+    ref = warehouse.table_ref("competitor_trends")
+    sql = f"""
+        SELECT brand_id, MAX(date) AS last_day FROM {ref}
+        WHERE granularity = 'day' AND engine = 'all' AND date < {_date(end_before)}
+        GROUP BY brand_id ORDER BY brand_id
+    """
+    out = []
+    for r in _rows(warehouse, sql):
+        end = r["last_day"] + dt.timedelta(days=1)
+        out.append((str(r["brand_id"]), end - dt.timedelta(days=days), end))
+    return out

@@ -1,0 +1,279 @@
+"""Arrow types -> warehouse column types, and the rules for changing a column's type.
+
+Every engine lands the same small set of logical types (:class:`Kind`), so a table means the same
+thing in DuckDB, Postgres and BigQuery:
+
+========================  ===========  =====================  ====================
+Arrow                     DuckDB       Postgres               BigQuery
+========================  ===========  =====================  ====================
+bool                      BOOLEAN      boolean                BOOL
+int8..int64, uint8..32    BIGINT       bigint                 INT64
+float16..float64          DOUBLE       double precision       FLOAT64
+string, large_string      VARCHAR      text                   STRING
+date32, date64            DATE         date                   DATE
+timestamp (no tz)         TIMESTAMP    timestamp              DATETIME
+timestamp (with tz)       TIMESTAMPTZ  timestamptz            TIMESTAMP
+list<scalar above>        <type>[]     <type>[]               <type>, mode REPEATED
+struct, map, list<nested> JSON         jsonb                  JSON
+pa.json_() extension      JSON         jsonb                  JSON
+null (all-null column)    VARCHAR      text                   STRING
+========================  ===========  =====================  ====================
+
+Type-change rules (an incoming Arrow column against the column already in the table):
+
+* Same logical type: fine. Every integer width lands as BIGINT, so int32 -> int64 is no change.
+* Integer into a DOUBLE column: fine (exact up to 2**53, which covers counts and ids).
+* An all-null (Arrow ``null``) column fits any column.
+* Lists follow the same rules item by item.
+* Anything else is incompatible (DOUBLE into BIGINT, string into BIGINT, string into JSON, naive into
+  tz-aware timestamps, DATE into TIMESTAMP, ...): the writer raises ``SchemaMismatchError`` and writes
+  nothing. Incompatible changes need a deliberate migration, never a silent cast.
+
+uint64, decimal, binary, time and duration are not landed (:class:`UnsupportedTypeError`): the API
+produces none of them, and each would need a lossy or engine-specific choice.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+
+class UnsupportedTypeError(TypeError):
+    """An Arrow type the warehouse does not land (see the module docstring)."""
+
+
+class Kind(enum.StrEnum):
+    BOOLEAN = "BOOLEAN"
+    BIGINT = "BIGINT"
+    DOUBLE = "DOUBLE"
+    VARCHAR = "VARCHAR"
+    DATE = "DATE"
+    TIMESTAMP = "TIMESTAMP"
+    TIMESTAMPTZ = "TIMESTAMPTZ"
+    JSON = "JSON"
+
+
+@dataclass(frozen=True)
+class SqlType:
+    """An engine-independent column type: a scalar kind, or a list of one (never a list of JSON)."""
+
+    kind: Kind
+    is_list: bool = False
+
+    def __post_init__(self) -> None:
+        if self.is_list and self.kind is Kind.JSON:
+            raise ValueError("a list of JSON is landed as JSON, not as a list")
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}[]" if self.is_list else self.kind.value
+
+
+@dataclass(frozen=True)
+class BigQueryType:
+    """A BigQuery field type and mode (lists are ``REPEATED`` fields of the item type)."""
+
+    field_type: str
+    mode: str  # "NULLABLE" or "REPEATED"
+
+
+_SCALAR_ARROW: dict[Kind, pa.DataType] = {
+    Kind.BOOLEAN: pa.bool_(),
+    Kind.BIGINT: pa.int64(),
+    Kind.DOUBLE: pa.float64(),
+    Kind.VARCHAR: pa.string(),
+    Kind.DATE: pa.date32(),
+    Kind.TIMESTAMP: pa.timestamp("us"),
+    Kind.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
+    Kind.JSON: pa.string(),  # JSON travels as its text
+}
+
+_DUCKDB: dict[Kind, str] = {
+    Kind.BOOLEAN: "BOOLEAN",
+    Kind.BIGINT: "BIGINT",
+    Kind.DOUBLE: "DOUBLE",
+    Kind.VARCHAR: "VARCHAR",
+    Kind.DATE: "DATE",
+    Kind.TIMESTAMP: "TIMESTAMP",
+    Kind.TIMESTAMPTZ: "TIMESTAMPTZ",
+    Kind.JSON: "JSON",
+}
+
+_POSTGRES: dict[Kind, str] = {
+    Kind.BOOLEAN: "boolean",
+    Kind.BIGINT: "bigint",
+    Kind.DOUBLE: "double precision",
+    Kind.VARCHAR: "text",
+    Kind.DATE: "date",
+    Kind.TIMESTAMP: "timestamp without time zone",
+    Kind.TIMESTAMPTZ: "timestamp with time zone",
+    Kind.JSON: "jsonb",
+}
+
+_BIGQUERY: dict[Kind, str] = {
+    Kind.BOOLEAN: "BOOL",
+    Kind.BIGINT: "INT64",
+    Kind.DOUBLE: "FLOAT64",
+    Kind.VARCHAR: "STRING",
+    Kind.DATE: "DATE",
+    Kind.TIMESTAMP: "DATETIME",
+    Kind.TIMESTAMPTZ: "TIMESTAMP",
+    Kind.JSON: "JSON",
+}
+
+# Names the engines report back for the types above (and common spellings of them).
+_DUCKDB_NAMES: dict[str, Kind] = {
+    **{v: k for k, v in _DUCKDB.items()},
+    "TIMESTAMP WITH TIME ZONE": Kind.TIMESTAMPTZ,
+    "BOOL": Kind.BOOLEAN,
+    "INT64": Kind.BIGINT,
+    "INT8": Kind.BIGINT,
+    "LONG": Kind.BIGINT,
+    "FLOAT8": Kind.DOUBLE,
+    "TEXT": Kind.VARCHAR,
+    "STRING": Kind.VARCHAR,
+}
+_POSTGRES_NAMES: dict[str, Kind] = {
+    **{v: k for k, v in _POSTGRES.items()},
+    "timestamp": Kind.TIMESTAMP,
+    "timestamptz": Kind.TIMESTAMPTZ,
+    "int8": Kind.BIGINT,
+    "float8": Kind.DOUBLE,
+    "bool": Kind.BOOLEAN,
+}
+_BIGQUERY_NAMES: dict[str, Kind] = {
+    **{v: k for k, v in _BIGQUERY.items()},
+    "BOOLEAN": Kind.BOOLEAN,
+    "INTEGER": Kind.BIGINT,
+    "FLOAT": Kind.DOUBLE,
+}
+
+
+def _scalar_kind(t: pa.DataType) -> Kind | None:
+    """The kind of a non-nested Arrow type; None when it is not a landed scalar."""
+    if pa.types.is_dictionary(t):
+        return _scalar_kind(t.value_type)
+    if pa.types.is_boolean(t):
+        return Kind.BOOLEAN
+    if pa.types.is_signed_integer(t) or t in (pa.uint8(), pa.uint16(), pa.uint32()):
+        return Kind.BIGINT
+    if pa.types.is_floating(t):
+        return Kind.DOUBLE
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return Kind.VARCHAR
+    if pa.types.is_date(t):
+        return Kind.DATE
+    if pa.types.is_timestamp(t):
+        return Kind.TIMESTAMPTZ if t.tz is not None else Kind.TIMESTAMP
+    return None
+
+
+def _is_json_extension(t: pa.DataType) -> bool:
+    return isinstance(t, pa.BaseExtensionType) and t.extension_name == "arrow.json"
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t)
+
+
+def sql_type(t: pa.DataType) -> SqlType | None:
+    """The column type an Arrow type lands as; None for the ``null`` type (fits any column).
+
+    Raises :class:`UnsupportedTypeError` for types the warehouse does not land.
+    """
+    if pa.types.is_null(t):
+        return None
+    kind = _scalar_kind(t)
+    if kind is not None:
+        return SqlType(kind)
+    if _is_json_extension(t) or pa.types.is_struct(t) or pa.types.is_map(t):
+        return SqlType(Kind.JSON)
+    if _is_list(t) or pa.types.is_fixed_size_list(t):
+        item = t.value_type
+        if pa.types.is_null(item):
+            return SqlType(Kind.VARCHAR, is_list=True)
+        item_kind = _scalar_kind(item)
+        return SqlType(item_kind, is_list=True) if item_kind is not None else SqlType(Kind.JSON)
+    raise UnsupportedTypeError(f"Arrow type {t} is not landed (see resources/warehouse/types.py)")
+
+
+def sql_type_or_default(t: pa.DataType) -> SqlType:
+    """Like :func:`sql_type`, but an all-null column becomes VARCHAR (for creating a new column)."""
+    return sql_type(t) or SqlType(Kind.VARCHAR)
+
+
+def needs_json_encoding(t: pa.DataType) -> bool:
+    """Whether values of ``t`` must be serialised to JSON text before loading (structs, maps, ...)."""
+    st = sql_type(t)
+    return (
+        st is not None
+        and st.kind is Kind.JSON
+        and not (_is_json_extension(t) or pa.types.is_string(t) or pa.types.is_large_string(t))
+    )
+
+
+def arrow_type(st: SqlType) -> pa.DataType:
+    """The Arrow type values of ``st`` are loaded as (JSON as text)."""
+    scalar = _SCALAR_ARROW[st.kind]
+    return pa.list_(scalar) if st.is_list else scalar
+
+
+def is_compatible(existing: SqlType, incoming: SqlType | None) -> bool:
+    """Whether values of ``incoming`` can land in a column of ``existing`` without loss."""
+    if incoming is None or incoming == existing:
+        return True
+    if incoming.is_list != existing.is_list:
+        return False
+    return incoming.kind is Kind.BIGINT and existing.kind is Kind.DOUBLE
+
+
+# --- engine type names ---------------------------------------------------------------------------
+
+
+def duckdb_type(st: SqlType) -> str:
+    name = _DUCKDB[st.kind]
+    return f"{name}[]" if st.is_list else name
+
+
+def postgres_type(st: SqlType) -> str:
+    name = _POSTGRES[st.kind]
+    return f"{name}[]" if st.is_list else name
+
+
+def bigquery_type(st: SqlType) -> BigQueryType:
+    return BigQueryType(_BIGQUERY[st.kind], "REPEATED" if st.is_list else "NULLABLE")
+
+
+def _parse(name: str, names: dict[str, Kind], *, upper: bool) -> SqlType | None:
+    n = " ".join(name.strip().split())
+    n = n.upper() if upper else n.lower()
+    is_list = n.endswith("[]")
+    if is_list:
+        n = n[:-2].strip()
+    kind = names.get(n)
+    if kind is None or (is_list and kind is Kind.JSON):
+        return None
+    return SqlType(kind, is_list)
+
+
+def from_duckdb_type(name: str) -> SqlType | None:
+    """The logical type of a DuckDB column type name (``duckdb_columns().data_type``); None if foreign."""
+    return _parse(name, _DUCKDB_NAMES, upper=True)
+
+
+def from_postgres_type(name: str) -> SqlType | None:
+    """The logical type of a Postgres ``format_type()`` name; None if foreign (e.g. ``integer``)."""
+    return _parse(name, _POSTGRES_NAMES, upper=False)
+
+
+def from_bigquery_type(field_type: str, mode: str = "NULLABLE") -> SqlType | None:
+    """The logical type of a BigQuery schema field; None if foreign (e.g. ``NUMERIC``, ``RECORD``)."""
+    kind = _BIGQUERY_NAMES.get(field_type.strip().upper())
+    if kind is None:
+        return None
+    is_list = mode.strip().upper() == "REPEATED"
+    if is_list and kind is Kind.JSON:
+        return None
+    return SqlType(kind, is_list)

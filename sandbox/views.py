@@ -1,0 +1,370 @@
+"""Response payloads read from the world and the state: rows, trends and rankings.
+
+No HTTP here: handlers in ``app.py`` validate the request and call these; everything returned is
+JSON-ready. Daily counts per (brand, day, engine, revision) are cached, so trends over 30 days of a
+brand with 300 prompts on 7 engines read 210 small matrices.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from sandbox import metrics
+from sandbox.params import Window
+from sandbox.state import SandboxState, TopicRecord, Tracking
+from sandbox.world import ENGINES, MAX_CITATIONS, Block, Brand, Generation, World, iso, root_domain
+
+Row = dict[str, Any]
+_CITATION_POSITIONS = np.arange(1, MAX_CITATIONS + 1)
+
+
+@dataclass(frozen=True)
+class Page:
+    """A slice of a longer list, for cursor paging."""
+
+    rows: list[Row]
+    has_more: bool
+    next_offset: int | None
+
+
+class Views:
+    """Payload builders over one world and its state."""
+
+    def __init__(self, world: World, state: SandboxState) -> None:
+        self.world = world
+        self.state = state
+        self._counts = lru_cache(maxsize=32_768)(self._block_counts)
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _engines(self, brand: Brand, engine: str | None) -> list[str]:
+        if engine is None:
+            return [e for e in ENGINES if e in brand.engines]
+        return [engine] if engine in brand.engines else []
+
+    def _blocks(self, brand: Brand, day: dt.date, engines: list[str]) -> list[tuple[str, Block]]:
+        revision = self.state.revision
+        found = []
+        for engine in engines:
+            block = self.world.get_block(brand, day, engine, revision)
+            if block is not None:
+                found.append((engine, block))
+        return found
+
+    def _block_counts(self, brand_index: int, day: dt.date, engine: str, revision: int) -> np.ndarray:
+        brand = self.world.brands[brand_index]
+        block = self.world.get_block(brand, day, engine, revision)
+        assert block is not None
+        counts = metrics.block_counts(block, brand.page_owner)
+        counts.setflags(write=False)
+        return counts
+
+    def daily_counts(self, brand: Brand, day: dt.date, engines: list[str]) -> np.ndarray | None:
+        """Counts of every cast member on one day, summed over engines; ``None`` without a run."""
+        total: np.ndarray | None = None
+        revision = self.state.revision
+        for engine in engines:
+            if self.world.get_block(brand, day, engine, revision) is None:
+                continue
+            effective = self.world.effective_revision(day, revision)
+            counts = self._counts(brand.index, day, engine, effective)
+            total = counts.copy() if total is None else total + counts
+        return total
+
+    # -- simple records ----------------------------------------------------------------------------
+
+    @staticmethod
+    def page(rows: list[Row], offset: int, limit: int) -> Page:
+        chunk = rows[offset : offset + limit]
+        more = offset + limit < len(rows)
+        return Page(chunk, more, offset + limit if more else None)
+
+    def topic_row(self, brand: Brand, record: TopicRecord) -> Row:
+        count = sum(1 for p in brand.prompts if p.topic_id == record.id)
+        return {
+            "id": record.id,
+            "name": record.name,
+            "prompt_count": count,
+            "created_at": iso(record.created_at),
+            "updated_at": iso(record.updated_at),
+        }
+
+    @staticmethod
+    def prompt_rows(brand: Brand) -> list[Row]:
+        return [
+            {"id": p.id, "text": p.text, "topic_id": p.topic_id, "created_at": iso(p.created_at)}
+            for p in brand.prompts
+        ]
+
+    @staticmethod
+    def generation_row(generation: Generation, full: bool) -> Row:
+        row: Row = {
+            "id": generation.id,
+            "brand_id": generation.brand_id,
+            "content_type": generation.content_type,
+            "status": generation.status,
+            "topic": generation.topic,
+            "title": generation.title,
+            "source_recommendation_id": generation.source_recommendation_id,
+            "created_at": iso(generation.created_at),
+            "updated_at": iso(generation.updated_at),
+        }
+        if full:
+            row.update(
+                slug=generation.slug,
+                meta_title=generation.meta_title,
+                meta_description=generation.meta_description,
+                brief_md=generation.brief_md,
+                draft_md=generation.draft_md,
+            )
+        return row
+
+    def tracked_row(self, tracking: Tracking) -> Row:
+        history_from = self.state.history_from(tracking)
+        return {
+            "id": tracking.competitor_id,
+            "brand_name": tracking.member.name,
+            "aliases": list(tracking.member.aliases),
+            "domains": list(tracking.member.domains),
+            "history_from": history_from.isoformat() if history_from else None,
+            "tracked_since": iso(tracking.tracked_since),
+        }
+
+    # -- raw rows ------------------------------------------------------------------------------------
+
+    def mentions(
+        self, brand: Brand, prompt_index: int, window: Window, engine: str | None, offset: int, limit: int
+    ) -> Page:
+        """Every brand named in the prompt's answers: by day, engine order, then position.
+
+        Stops one row past the page: ``has_more`` needs no more, and later days are not generated.
+        """
+        found: list[tuple[dt.date, str, int, int, int]] = []
+        engines = self._engines(brand, engine)
+        wanted = offset + limit + 1
+        for day in self.world.days(window.start, window.end):
+            if len(found) >= wanted:
+                break
+            for eng, block in self._blocks(brand, day, engines):
+                positions = block.position[prompt_index]
+                named = np.flatnonzero(positions)
+                for cast_index in named[np.argsort(positions[named], kind="stable")]:
+                    found.append(
+                        (
+                            day,
+                            eng,
+                            int(cast_index),
+                            int(positions[cast_index]),
+                            int(block.sentiment[prompt_index, cast_index]),
+                        )
+                    )
+        chunk = found[offset : offset + limit]
+        prompt_id = brand.prompts[prompt_index].id
+        rows = []
+        answer_ids: dict[tuple[dt.date, str], str] = {}
+        for day, eng, cast_index, position, sentiment in chunk:
+            answer_id = answer_ids.get((day, eng))
+            if answer_id is None:
+                answer_id = answer_ids[(day, eng)] = self.world.answer_id(brand, prompt_index, day, eng)
+            rows.append(
+                {
+                    "id": self.world.mention_id(answer_id, cast_index),
+                    "response_id": answer_id,
+                    "brand_name": brand.cast[cast_index].name,
+                    "position": position,
+                    "sentiment": sentiment / 100.0,
+                    "prompt_id": prompt_id,
+                    "engine": eng,
+                    "checked_on": day.isoformat(),
+                }
+            )
+        more = offset + limit < len(found)
+        return Page(rows, more, offset + limit if more else None)
+
+    def answers(self, brand: Brand, window: Window, engine: str | None, offset: int, limit: int) -> Page:
+        """Answered responses, by day, engine order, then prompt; only the page's rows are built."""
+        rows: list[Row] = []
+        first = 0  # index, in the whole list, of the first row of the current block
+        engines = self._engines(brand, engine)
+        for day in self.world.days(window.start, window.end):
+            for eng, block in self._blocks(brand, day, engines):
+                answered = np.flatnonzero(block.answered)
+                if answered.size == 0 or first + answered.size <= offset:
+                    first += answered.size
+                    continue
+                for prompt_index in answered[max(0, offset - first) :]:
+                    if len(rows) == limit:
+                        return Page(rows, True, offset + limit)
+                    rows.append(self._answer_row(brand, block, int(prompt_index), day, eng))
+                first += answered.size
+        return Page(rows, False, None)
+
+    def _answer_row(self, brand: Brand, block: Block, prompt_index: int, day: dt.date, engine: str) -> Row:
+        positions = block.position[prompt_index]
+        cited = block.cited_page[prompt_index]
+        own = int(positions[0])
+        return {
+            "id": self.world.answer_id(brand, prompt_index, day, engine),
+            "prompt_id": brand.prompts[prompt_index].id,
+            "engine": engine,
+            "checked_on": day.isoformat(),
+            "brand_mentioned": own > 0,
+            "brand_position": own or None,
+            "mention_count": int(np.count_nonzero(positions)),
+            "citation_count": int(np.count_nonzero(cited >= 0)),
+        }
+
+    # -- competitor trends --------------------------------------------------------------------------
+
+    def competitor_trends(self, brand: Brand, window: Window, engine: str | None, granularity: str) -> Row:
+        """The brand and each tracked competitor; days without a run have no point."""
+        tracked = self.state.tracked_list(brand)
+        rows = [0, *(t.member.index for t in tracked)]
+        pending = [i + 1 for i, t in enumerate(tracked) if self.state.history_from(t) is None]
+        engines = self._engines(brand, engine)
+        daily: list[tuple[dt.date, np.ndarray]] = []
+        for day in self.world.days(window.start, window.end):
+            counts = self.daily_counts(brand, day, engines)
+            if counts is None:
+                continue
+            selected = counts[rows]
+            selected[pending] = 0.0  # no history until the backfill after tracking completes
+            daily.append((day, selected))
+
+        buckets = metrics.group_by_bucket(daily, granularity)
+        series_by_bucket = [(start, metrics.entities_metrics(counts)) for start, counts in buckets]
+        total = sum((c for _, c in daily), np.zeros((len(rows), metrics.N_COUNTS)))
+        totals = metrics.entities_metrics(total)
+
+        def entity(i: int, tracking: Tracking | None) -> Row:
+            if tracking is None:
+                head: Row = {
+                    "id": None,
+                    "brand_name": brand.name,
+                    "is_your_brand": True,
+                    "domains": [brand.domain],
+                    "history_from": self.world.history_start.isoformat(),
+                }
+            else:
+                history_from = self.state.history_from(tracking)
+                head = {
+                    "id": tracking.competitor_id,
+                    "brand_name": tracking.member.name,
+                    "is_your_brand": False,
+                    "domains": list(tracking.member.domains),
+                    "history_from": history_from.isoformat() if history_from else None,
+                }
+            head["totals"] = totals[i]
+            head["series"] = [{"date": start.isoformat(), **points[i]} for start, points in series_by_bucket]
+            return head
+
+        return {
+            "granularity": granularity,
+            "from": window.start.isoformat(),
+            "to": window.end.isoformat(),
+            "engine": engine,
+            "brand": entity(0, None),
+            "competitors": [entity(i + 1, t) for i, t in enumerate(tracked)],
+        }
+
+    # -- citations ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _prompt_mask(brand: Brand, topic_id: str | None) -> np.ndarray | None:
+        if topic_id is None:
+            return None
+        return np.array([p.topic_id == topic_id for p in brand.prompts], dtype=bool)
+
+    def citation_trend(
+        self,
+        brand: Brand,
+        window: Window,
+        engine: str | None,
+        topic_id: str | None,
+        domain: str | None,
+        url: str | None,
+    ) -> Row:
+        """Citations of one page (``url``) or one root domain (``domain``, default: the brand's own)."""
+        if url is not None:
+            target_type, value = "url", url
+            target_root = root_domain(urlsplit(url).hostname or "")
+            match = np.array([p.url == url for p in brand.pages], dtype=bool)
+        else:
+            target_type, value = "domain", root_domain(domain or brand.domain)
+            target_root = value
+            match = brand.page_root == value if brand.pages else np.zeros(0, dtype=bool)
+        mask = self._prompt_mask(brand, topic_id)
+        engines = self._engines(brand, engine)
+        points: list[tuple[dt.date, int, float, int]] = []
+        for day in self.world.days(window.start, window.end):
+            blocks = self._blocks(brand, day, engines)
+            if not blocks:
+                continue  # the brand did not run: no point at all
+            citations, sum_position, total = 0, 0.0, 0
+            for _, block in blocks:
+                cited = block.cited_page if mask is None else block.cited_page[mask]
+                valid = cited >= 0
+                hits = valid & match[np.where(valid, cited, 0)] if match.size else np.zeros_like(valid)
+                citations += int(hits.sum())
+                sum_position += float((hits * _CITATION_POSITIONS[None, :]).sum())
+                total += int(valid.sum())
+            points.append((day, citations, sum_position, total))
+        return {
+            "target": {
+                "type": target_type,
+                "value": value,
+                "is_own_domain": target_root == root_domain(brand.domain),
+            },
+            "series": [metrics.citation_point(*p) for p in points],
+            "summary": metrics.citation_summary(points, window.midpoint),
+        }
+
+    def citation_urls(
+        self, brand: Brand, window: Window, engine: str | None, topic_id: str | None, limit: int
+    ) -> Row:
+        """Most-cited pages over the window, ranked; the envelope carries totals over all pages."""
+        mask = self._prompt_mask(brand, topic_id)
+        engines = self._engines(brand, engine)
+        pages: list[np.ndarray] = []
+        positions: list[np.ndarray] = []
+        for day in self.world.days(window.start, window.end):
+            for _, block in self._blocks(brand, day, engines):
+                cited = block.cited_page if mask is None else block.cited_page[mask]
+                valid = cited >= 0
+                pages.append(cited[valid])
+                positions.append(np.broadcast_to(_CITATION_POSITIONS, cited.shape)[valid])
+        n_pages = len(brand.pages)
+        if pages:
+            all_pages = np.concatenate(pages).astype(np.intp)
+            counts = np.bincount(all_pages, minlength=n_pages)
+            sums = np.bincount(all_pages, weights=np.concatenate(positions), minlength=n_pages)
+        else:
+            counts, sums = np.zeros(n_pages, dtype=np.int64), np.zeros(n_pages)
+        order, total_count, total_citations = metrics.rank_pages(counts, sums, limit)
+        rows = []
+        for i in order:
+            page = brand.pages[i]
+            rows.append(
+                {
+                    "url": page.url,
+                    "domain": page.domain,
+                    "root_domain": page.root_domain,
+                    "citation_count": int(counts[i]),
+                    "avg_position": round(float(sums[i]) / int(counts[i]), 4),
+                    "citation_share": round(int(counts[i]) / total_citations, 6) if total_citations else 0.0,
+                }
+            )
+        return {
+            "data": rows,
+            "has_more": False,
+            "next_cursor": None,
+            "total_count": total_count,
+            "total_citations": total_citations,
+            "capped": total_count > len(rows),
+        }

@@ -1,0 +1,162 @@
+"""Budget arithmetic (pure, on a fake clock) and the blocking budget on real threads."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import pytest
+
+from resources.api.budget import AIMDLimit, BudgetExhausted, RateWindow, RequestBudget
+from resources.api.headers import WindowHeaders
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_unknown_window_never_holds_requests_back() -> None:
+    window = RateWindow()
+    for _ in range(100):
+        assert window.delay(0.0) == 0.0
+        window.take()
+
+
+def test_spent_window_waits_for_reset_then_reopens_with_the_full_limit() -> None:
+    window = RateWindow()
+    window.observe(WindowHeaders(limit=3, remaining=2, reset_seconds=5.0), now=10.0)
+    window.take()
+    window.take()
+    assert window.remaining == 0
+    assert window.delay(11.0) == pytest.approx(4.0)
+    assert window.delay(15.0) == 0.0
+    assert window.remaining == 3
+
+
+def test_requests_still_in_flight_are_taken_off_the_servers_remaining() -> None:
+    window = RateWindow()
+    window.observe(WindowHeaders(limit=10, remaining=4, reset_seconds=1.0), now=0.0, sent_since=3)
+    assert window.remaining == 1
+
+
+def test_refills_reported_by_the_server_are_believed() -> None:
+    window = RateWindow()
+    window.observe(WindowHeaders(limit=10, remaining=0, reset_seconds=1.0), now=0.0)
+    assert window.delay(0.5) > 0
+    window.observe(WindowHeaders(limit=10, remaining=5, reset_seconds=1.0), now=0.5)
+    assert window.delay(0.5) == 0.0
+
+
+def test_spent_window_without_reset_probes_after_a_pause() -> None:
+    window = RateWindow()
+    window.observe(WindowHeaders(limit=None, remaining=0, reset_seconds=None), now=0.0)
+    assert 0 < window.delay(0.0) <= 1.0
+
+
+def test_block_after_429_holds_requests_even_with_budget_left() -> None:
+    window = RateWindow()
+    window.observe(WindowHeaders(limit=10, remaining=9, reset_seconds=1.0), now=0.0)
+    window.block(until=3.0)
+    assert window.delay(1.0) == pytest.approx(2.0)
+    assert window.delay(3.0) == 0.0
+
+
+def test_aimd_halves_once_per_overload_and_grows_back_additively() -> None:
+    limit = AIMDLimit(8)
+    generation = limit.generation
+    assert limit.on_refused(generation) is True
+    assert limit.value == 4.0
+    # Other requests of the same burst were sent before the decrease: they do not halve again.
+    assert limit.on_refused(generation) is False
+    assert limit.slots == 4
+    for _ in range(4):
+        limit.on_success(saturated=True)
+    assert limit.slots == 4 and limit.value > 4.0
+    for _ in range(40):
+        limit.on_success(saturated=True)
+    assert limit.value == 8.0  # never above the configured maximum
+
+
+def test_aimd_does_not_grow_when_slots_are_not_in_use_and_never_drops_below_one() -> None:
+    limit = AIMDLimit(2)
+    limit.on_refused(limit.generation)
+    limit.on_refused(limit.generation)
+    limit.on_refused(limit.generation)
+    assert limit.slots == 1
+    limit.on_success(saturated=False)
+    assert limit.value == 1.0
+
+
+def test_budget_probes_with_one_request_until_the_first_answer() -> None:
+    clock = FakeClock()
+    budget = RequestBudget(4, clock=clock)
+    first = budget.acquire("GET /v1/brands")
+    with pytest.raises(BudgetExhausted):
+        budget.acquire("GET /v1/brands", deadline=clock.now)
+    budget.observe(first, httpx.Headers({"X-RateLimit-Limit": "50", "X-RateLimit-Remaining": "49"}))
+    budget.release(first)
+    permits = [budget.acquire("GET /v1/brands") for _ in range(4)]
+    assert budget.snapshot().in_flight == 4
+    for permit in permits:
+        budget.release(permit)
+
+
+def test_budget_refuses_to_wait_past_the_deadline_for_a_spent_window() -> None:
+    clock = FakeClock()
+    budget = RequestBudget(4, clock=clock)
+    permit = budget.acquire("GET /v1/brands")
+    budget.observe(
+        permit,
+        httpx.Headers({"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "30"}),
+    )
+    budget.release(permit)
+    with pytest.raises(BudgetExhausted) as caught:
+        budget.acquire("GET /v1/brands", deadline=clock.now + 10)
+    assert caught.value.wait_seconds == pytest.approx(30.0)
+    assert caught.value.scope == "global"
+
+
+def test_endpoint_window_holds_only_its_own_endpoint() -> None:
+    clock = FakeClock()
+    budget = RequestBudget(4, clock=clock)
+    permit = budget.acquire("POST /v1/audit-reports")
+    budget.observe(
+        permit,
+        httpx.Headers(
+            {
+                "X-RateLimit-Remaining": "40",
+                "X-Endpoint-Limit": "10",
+                "X-Endpoint-Remaining": "0",
+                "X-Endpoint-Reset": "60",
+            }
+        ),
+    )
+    budget.release(permit)
+    with pytest.raises(BudgetExhausted) as caught:
+        budget.acquire("POST /v1/audit-reports", deadline=clock.now + 1)
+    assert "audit-reports" in caught.value.scope
+    other = budget.acquire("GET /v1/brands", deadline=clock.now + 1)
+    budget.release(other)
+
+
+def test_budget_wakes_waiters_when_a_slot_frees_on_another_thread() -> None:
+    budget = RequestBudget(1)
+    first = budget.acquire("GET /v1/brands")
+    budget.observe(first, httpx.Headers({}))
+    acquired = threading.Event()
+
+    def second() -> None:
+        permit = budget.acquire("GET /v1/brands")
+        acquired.set()
+        budget.release(permit)
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    assert not acquired.wait(0.1)  # the only slot is taken
+    budget.release(first)
+    thread.join(5)
+    assert acquired.is_set()

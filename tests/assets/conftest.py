@@ -1,0 +1,90 @@
+"""Helpers of the asset tests: real Dagster runs against the sandbox into real DuckDB files."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from dagster import AssetsDefinition, DagsterInstance, ExecuteInProcessResult, materialize
+
+from assets.partitions import ENGINES
+from pipelines.schedules import range_tags
+from resources.api.resource import VisibilityAPIResource
+from resources.warehouse.resource import WarehouseResource
+from sandbox.testing import SandboxHandle
+
+SCHEMA = "visibility"
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def days(start: dt.date, n: int) -> list[dt.date]:
+    return [start + dt.timedelta(days=i) for i in range(n)]
+
+
+class Sync:
+    """Materializes assets against one sandbox and key into one DuckDB file."""
+
+    def __init__(self, sandbox: SandboxHandle, db: Path, instance: DagsterInstance, role: str = "workspace"):
+        self.sandbox, self.db, self.instance = sandbox, db, instance
+        self.role = role
+
+    def resources(self, role: str | None = None) -> dict[str, Any]:
+        return {
+            "api": VisibilityAPIResource(
+                api_url=self.sandbox.url, api_key=self.sandbox.keys[role or self.role]
+            ),
+            "warehouse": WarehouseResource(url=f"duckdb:///{self.db}", schema_name=SCHEMA),
+        }
+
+    def run(
+        self,
+        assets: Sequence[AssetsDefinition],
+        first: dt.date | None = None,
+        last: dt.date | None = None,
+        engines: tuple[str, ...] = ENGINES,
+        *,
+        partition_key: str | None = None,
+        role: str | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> ExecuteInProcessResult:
+        run_tags = dict(tags or {})
+        if first is not None and last is not None:
+            run_tags.update(range_tags(first, last, engines))
+        result = materialize(
+            assets,
+            instance=self.instance,
+            resources=self.resources(role),
+            partition_key=partition_key,
+            tags=run_tags,
+            run_config=QUIET,
+        )
+        assert result.success
+        return result
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with duckdb.connect(str(self.db), read_only=True) as con:
+            con.execute(f"SET schema = '{SCHEMA}'")
+            return con.execute(sql, list(params)).fetchall()
+
+
+@pytest.fixture
+def instance() -> Iterator[DagsterInstance]:
+    """In-memory storage: a run's events are stored as a daemon's would be, without sqlite's fsyncs."""
+    with DagsterInstance.ephemeral() as inst:
+        yield inst
+
+
+@pytest.fixture
+def sync(sandbox: SandboxHandle, tmp_path: Path, instance: DagsterInstance) -> Sync:
+    return Sync(sandbox, tmp_path / "wh.duckdb", instance)
+
+
+def metadata(result: ExecuteInProcessResult, asset: str) -> dict[str, Any]:
+    """Metadata of the asset's (first) materialization, values unwrapped."""
+    mats = result.asset_materializations_for_node(asset)
+    assert mats, f"{asset} did not materialize"
+    return {k: getattr(v, "value", v) for k, v in mats[0].metadata.items()}

@@ -1,0 +1,251 @@
+"""The assets for real: Dagster runs in process, the sandbox over loopback HTTP, DuckDB files."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+from dagster import build_schedule_context
+
+from assets.facts import answers, fact_assets, prompt_mentions
+from assets.partitions import ENGINES, partition_key
+from assets.planning import (
+    ALL,
+    BrandInput,
+    Endpoint,
+    expected_requests,
+    plan_answers,
+    plan_citation_trends,
+    plan_competitor_trends,
+    plan_mentions,
+)
+from assets.snapshots import brands, snapshot_assets
+from assets.trends import competitor_trends, trend_assets
+from pipelines.schedules import daily_rollups_sync
+from resources.api.client import VisibilityClient
+from sandbox.testing import SandboxHandle
+from tests.assets.conftest import Sync, days, metadata
+from tests.fixtures_sandbox import SANDBOX_TODAY
+
+D = dt.date(2026, 10, 20)
+
+
+def workspace_inputs(sandbox: SandboxHandle, *, competitors: bool = False) -> list[BrandInput]:
+    """The planner's inputs, read from the API independently of the assets."""
+    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
+        out = []
+        for brand in client.list_brands():
+            domains: tuple[str, ...] = ()
+            if competitors:
+                domains = tuple(
+                    d for c in client.list_tracked_competitors(brand["id"]) for d in c.get("domains") or ()
+                )
+            out.append(
+                BrandInput(
+                    brand["id"],
+                    frozenset(brand["engines"]),
+                    brand["domain"],
+                    tuple(p["id"] for p in client.list_prompts(brand["id"])),
+                    domains,
+                )
+            )
+        return out
+
+
+def served(sandbox: SandboxHandle) -> dict[str, int]:
+    """Requests the sandbox answered, by endpoint (all statuses)."""
+    return {endpoint: sum(by_status.values()) for endpoint, by_status in sandbox.stats().items()}
+
+
+def test_one_partition_lands_exactly_that_days_engine_rows(sync: Sync, sandbox: SandboxHandle) -> None:
+    sync.run([prompt_mentions], partition_key=partition_key(D, "claude"))
+
+    expected: set[str] = set()
+    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
+        for brand in client.list_brands():
+            if "claude" in brand["engines"]:
+                for prompt in client.list_prompts(brand["id"]):
+                    rows = client.list_prompt_mentions(
+                        prompt["id"], engine="claude", start=D, end=D + dt.timedelta(days=1)
+                    )
+                    expected.update(r["id"] for r in rows)
+    landed = sync.query("SELECT id, checked_on, engine FROM prompt_mentions")
+    assert expected, "the sandbox should have claude mentions on that day"
+    assert {r[0] for r in landed} == expected
+    assert {(r[1], r[2]) for r in landed} == {(D, "claude")}
+
+
+def test_a_ui_backfill_is_one_run_with_the_planners_requests(sync: Sync, sandbox: SandboxHandle) -> None:
+    dates, engines = days(D, 3), ("chatgpt", "claude", "perplexity")
+    sandbox.reset_stats()
+    result = sync.run(fact_assets, dates[0], dates[-1], engines, tags={"dagster/backfill": "bf1"})
+
+    counts = served(sandbox)
+    cells = {(d, e) for d in dates for e in engines}
+    inputs = workspace_inputs(sandbox)
+    mentions_plan = plan_mentions(cells, inputs, ENGINES)
+    answers_plan = plan_answers(cells, inputs, ENGINES)
+    # mentions never exceed one page here: the sandbox served exactly the planned calls
+    assert counts[Endpoint.MENTIONS] == expected_requests(mentions_plan)[Endpoint.MENTIONS]
+    # answers page at 100 rows: planned calls plus the pages the asset reports beyond them
+    answers_meta = metadata(result, "answers")
+    beyond = answers_meta["requests_beyond_plan"].get(Endpoint.ANSWERS, 0)
+    assert counts[Endpoint.ANSWERS] == expected_requests(answers_plan)[Endpoint.ANSWERS] + beyond
+    # discovery: one brand listing per asset, one prompt listing per brand for mentions
+    assert counts[Endpoint.BRANDS] == 2
+    assert counts[Endpoint.PROMPTS] == len(inputs)
+    # the client counted what the server served
+    mentions_meta = metadata(result, "prompt_mentions")
+    assert mentions_meta["requests_by_endpoint"][Endpoint.MENTIONS] == counts[Endpoint.MENTIONS]
+    # one fetch step for the whole range, and a materialization for every cell
+    fetch_steps = [
+        e for e in result.all_events if e.is_step_success and e.step_key.startswith("prompt_mentions.fetch")
+    ]
+    assert len(fetch_steps) == 1
+    assert len(result.asset_materializations_for_node("prompt_mentions")) == len(cells)
+    assert mentions_meta["window_start"] == dates[0].isoformat()
+    assert mentions_meta["rows_landed"] == sync.query("SELECT COUNT(*) FROM prompt_mentions")[0][0] > 0
+    assert "dagster/column_schema" in mentions_meta
+    landed_cells = {(r[0], r[1]) for r in sync.query("SELECT DISTINCT checked_on, engine FROM answers")}
+    assert landed_cells <= cells and {e for _, e in landed_cells} == set(engines)
+
+
+def test_rerunning_a_range_gives_the_same_tables(sync: Sync) -> None:
+    dates = days(D, 2)
+    snapshot = "SELECT * EXCLUDE (_loaded_at, _run_id) FROM {} ORDER BY id"
+    sync.run(fact_assets, dates[0], dates[-1], ("gemini", "google_ai_overviews"))
+    first = {t: sync.query(snapshot.format(t)) for t in ("prompt_mentions", "answers")}
+    sync.run(fact_assets, dates[0], dates[-1], ("gemini", "google_ai_overviews"))
+    second = {t: sync.query(snapshot.format(t)) for t in ("prompt_mentions", "answers")}
+    assert first == second
+    assert all(first.values())
+    assert sync.query("SELECT COUNT(DISTINCT _run_id) FROM prompt_mentions")[0][0] == 1
+
+
+def test_the_all_rollup_lands_for_every_rollup_table(sync: Sync, sandbox: SandboxHandle) -> None:
+    dates = days(D, 2)
+    sandbox.reset_stats()
+    sync.run(trend_assets, dates[0], dates[-1], ("copilot", ALL))
+
+    for table in ("cited_pages", "citation_trends", "competitor_trends"):
+        engines = {r[0] for r in sync.query(f"SELECT DISTINCT engine FROM {table}")}
+        assert ALL in engines, table
+        assert engines <= {"copilot", ALL}, table
+    targets = sync.query("SELECT DISTINCT is_own_domain FROM citation_trends WHERE engine = 'all'")
+    assert {r[0] for r in targets} == {True, False}  # own domain and tracked competitors' domains
+    entities = sync.query(
+        "SELECT COUNT(DISTINCT brand_name), BOOL_OR(is_your_brand), BOOL_OR(competitor_id IS NULL) "
+        "FROM competitor_trends WHERE engine = 'all'"
+    )[0]
+    assert entities[0] > 1 and entities[1] and entities[2]
+    # the rollup is fetched with the engine omitted, once per brand over the whole range
+    counts = served(sandbox)
+    cells = {(d, e) for d in dates for e in ("copilot", ALL)}
+    inputs = workspace_inputs(sandbox, competitors=True)
+    assert counts[Endpoint.COMPETITOR_TRENDS] == len(plan_competitor_trends(cells, inputs).calls)
+    assert counts[Endpoint.CITATION_TRENDS] == len(plan_citation_trends(cells, inputs).calls)
+    assert counts[Endpoint.CITATION_URLS] == sum(len(dates) * (1 + ("copilot" in b.engines)) for b in inputs)
+
+
+def test_the_daily_schedule_lookback_corrects_restated_days(
+    sandbox_factory: Callable[..., SandboxHandle], tmp_path, instance
+) -> None:
+    sandbox = sandbox_factory(restate_days=3)
+    sync = Sync(sandbox, tmp_path / "wh.duckdb", instance)
+    first_day = SANDBOX_TODAY - dt.timedelta(days=7)
+    sync.run([competitor_trends], first_day, SANDBOX_TODAY - dt.timedelta(days=1), (ALL,))
+    query = (
+        "SELECT brand_id, brand_name, date, mention_count, share_of_voice, _run_id FROM competitor_trends "
+        "WHERE engine = 'all' ORDER BY ALL"
+    )
+    before = sync.query(query)
+    sandbox.restate()
+
+    context = build_schedule_context(
+        scheduled_execution_time=dt.datetime(
+            SANDBOX_TODAY.year, SANDBOX_TODAY.month, SANDBOX_TODAY.day, 3, tzinfo=dt.UTC
+        )
+    )
+    request = daily_rollups_sync(context)
+    result = materialize_request(sync, request)
+    assert metadata(result, "competitor_trends")["window_start"] == "2026-10-28"
+
+    after = sync.query(query)
+    restated = {SANDBOX_TODAY - dt.timedelta(days=i) for i in (1, 2, 3)}
+    # the days before the lookback are untouched (same run), the lookback days were replaced
+    assert [r for r in after if r[2] < dt.date(2026, 10, 28)] == [
+        r for r in before if r[2] < dt.date(2026, 10, 28)
+    ]
+    old = {r[:3]: r[3:5] for r in before if r[2] in restated}
+    new = {r[:3]: r[3:5] for r in after if r[2] in restated}
+    assert old.keys() == new.keys() and old != new
+    # and they now hold what the service says after the restatement
+    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
+        for brand_id in {r[0] for r in after}:
+            data = client.competitor_trends(brand_id, start=min(restated), end=SANDBOX_TODAY)
+            for entity in [data["brand"], *data["competitors"]]:
+                for point in entity["series"]:
+                    key = (brand_id, entity["brand_name"], dt.date.fromisoformat(point["date"]))
+                    assert new[key] == (point["mention_count"], point["share_of_voice"])
+
+
+def materialize_request(sync: Sync, request) -> object:
+    """Run a schedule's RunRequest the way the daemon would: its tags, the job's assets."""
+    return sync.run([competitor_trends], tags=dict(request.tags))
+
+
+def test_out_of_scope_brands_are_skipped_with_a_warning_and_their_rows_untouched(
+    sync: Sync, sandbox: SandboxHandle, instance
+) -> None:
+    key = partition_key(D, "chatgpt")
+    first = sync.run([prompt_mentions], partition_key=key)
+    world = sandbox.world
+    scoped_key = next(k for k in world.keys.values() if k.role == "scoped")
+    in_scope = [b.id for b in world.brands if b.id in scoped_key.brand_scope]
+    out_of_scope = next(
+        b.id
+        for b in world.brands
+        if b.workspace_id == scoped_key.workspace_id and b.id not in scoped_key.brand_scope
+    )
+    before = dict(sync.query("SELECT brand_id, COUNT(*) FROM prompt_mentions GROUP BY ALL"))
+    assert out_of_scope in before
+
+    second = sync.run(
+        [prompt_mentions],
+        partition_key=key,
+        role="scoped",
+        tags={"visibility/brands": f"{in_scope[0]},{out_of_scope}"},
+    )
+
+    runs = dict(sync.query("SELECT brand_id, ANY_VALUE(_run_id) FROM prompt_mentions GROUP BY ALL"))
+    after = dict(sync.query("SELECT brand_id, COUNT(*) FROM prompt_mentions GROUP BY ALL"))
+    assert runs[out_of_scope] == first.run_id and after[out_of_scope] == before[out_of_scope]
+    assert runs[in_scope[0]] == second.run_id
+    assert metadata(second, "prompt_mentions")["brands_out_of_scope"] == [out_of_scope]
+    warnings = [
+        e.user_message
+        for e in instance.all_logs(second.run_id)
+        if e.level == logging.WARNING and out_of_scope in e.user_message
+    ]
+    assert warnings and "out of this key's scope" in warnings[0]
+
+
+def test_snapshots_land_and_keep_brands_that_leave_the_keys_scope(sync: Sync, sandbox: SandboxHandle) -> None:
+    result = sync.run(snapshot_assets)
+    counts = {t: sync.query(f"SELECT COUNT(*) FROM {t}")[0][0] for t in ("brands", "prompts", "topics")}
+    assert counts["brands"] == 3 and counts["prompts"] == 75 and counts["topics"] > 0
+    assert sync.query("SELECT COUNT(*) FROM tracked_competitors")[0][0] > 0
+    assert sync.query("SELECT COUNT(*) FROM generations")[0][0] > 0
+    assert metadata(result, "generations")["capped_responses"] >= 0
+
+    sync.run([brands], role="scoped")
+    current = dict(sync.query("SELECT id, is_current FROM brands"))
+    assert sorted(current.values()) == [False, True, True]
+    assert len(sync.query("SELECT * FROM brands_current")) == 2
+
+
+def test_answers_of_a_brand_partial_engine_run_are_filtered_by_engine(sync: Sync) -> None:
+    result = sync.run([answers], D, D, ("claude",))
+    assert {r[0] for r in sync.query("SELECT DISTINCT engine FROM answers")} == {"claude"}
+    assert metadata(result, "answers")["partitions"] == 1

@@ -1,0 +1,142 @@
+"""The planner: widest windows per endpoint, engines skipped where a brand is not measured."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from assets.partitions import ENGINES, ENGINES_WITH_ALL
+from assets.planning import (
+    ALL,
+    Box,
+    BrandInput,
+    Endpoint,
+    Window,
+    boxes,
+    citation_targets,
+    date_runs,
+    expected_requests,
+    plan_answers,
+    plan_citation_trends,
+    plan_citation_urls,
+    plan_competitor_trends,
+    plan_mentions,
+)
+
+D0 = dt.date(2024, 3, 1)
+
+
+def days(n: int, start: dt.date = D0) -> list[dt.date]:
+    return [start + dt.timedelta(days=i) for i in range(n)]
+
+
+def cells(dates: list[dt.date], engines: tuple[str, ...] | list[str]) -> set[tuple[dt.date, str]]:
+    return {(d, e) for d in dates for e in engines}
+
+
+FULL = BrandInput(
+    "b1",
+    frozenset(ENGINES),
+    domain="acme.com",
+    prompt_ids=("p1", "p2", "p3"),
+    competitor_domains=("rival.com", "other.io", "rival.com", "ACME.com"),
+)
+TWO = BrandInput("b2", frozenset({"chatgpt", "claude"}), domain="two.com", prompt_ids=("q1",))
+
+
+def test_date_runs_merge_consecutive_days_and_split_at_gaps() -> None:
+    ds = [*days(3), *days(2, D0 + dt.timedelta(days=5))]
+    assert date_runs(ds) == [
+        Window(D0, D0 + dt.timedelta(days=3)),
+        Window(D0 + dt.timedelta(days=5), D0 + dt.timedelta(days=7)),
+    ]
+
+
+def test_a_rectangular_run_is_one_write_box() -> None:
+    run = cells(days(30), ENGINES)
+    assert boxes(run, ENGINES) == (Box(Window(D0, D0 + dt.timedelta(days=30)), ENGINES),)
+
+
+def test_boxes_cover_a_ragged_run_exactly() -> None:
+    run = cells(days(3), ["chatgpt", "claude"]) | cells(days(2, D0 + dt.timedelta(days=3)), ["claude"])
+    covered = {(d, e) for b in boxes(run, ENGINES) for d in b.window.dates() for e in b.engines}
+    assert covered == run
+
+
+def test_mentions_are_one_unfiltered_call_per_prompt_when_the_run_covers_every_engine() -> None:
+    plan = plan_mentions(cells(days(30), ENGINES), [FULL], ENGINES)
+    assert len(plan.calls) == 3
+    assert {c.prompt_id for c in plan.calls} == {"p1", "p2", "p3"}
+    assert all(c.engine is None and c.window == Window(D0, D0 + dt.timedelta(days=30)) for c in plan.calls)
+
+
+def test_mentions_filter_by_engine_when_the_run_covers_only_some_engines() -> None:
+    plan = plan_mentions(cells(days(10), ["chatgpt", "gemini"]), [FULL], ENGINES)
+    assert sorted((c.prompt_id, c.engine) for c in plan.calls) == sorted(
+        (p, e) for p in ("p1", "p2", "p3") for e in ("chatgpt", "gemini")
+    )
+    assert all(c.window.days == 10 for c in plan.calls)
+
+
+def test_a_brand_measured_on_fewer_engines_needs_no_filter_when_all_of_its_engines_are_covered() -> None:
+    plan = plan_mentions(cells(days(5), ["chatgpt", "claude", "gemini"]), [TWO], ENGINES)
+    assert [(c.prompt_id, c.engine) for c in plan.calls] == [("q1", None)]
+    assert ("b2", "gemini") in plan.skipped
+
+
+def test_engines_a_brand_is_not_measured_on_are_skipped() -> None:
+    plan = plan_mentions(cells(days(5), ["perplexity"]), [TWO], ENGINES)
+    assert plan.calls == ()
+    assert plan.skipped == (("b2", "perplexity"),)
+
+
+def test_mentions_of_a_non_contiguous_run_use_one_call_per_date_run() -> None:
+    ds = [*days(2), *days(3, D0 + dt.timedelta(days=10))]
+    plan = plan_mentions(cells(ds, ENGINES), [TWO], ENGINES)
+    assert sorted(c.window.days for c in plan.calls) == [2, 3]
+
+
+def test_answers_are_per_brand_and_per_engine_only_when_partial() -> None:
+    full = plan_answers(cells(days(7), ENGINES), [FULL, TWO], ENGINES)
+    assert sorted((c.brand_id, c.engine) for c in full.calls) == [("b1", None), ("b2", None)]
+    partial = plan_answers(cells(days(7), ["claude"]), [FULL, TWO], ENGINES)
+    assert sorted((c.brand_id, c.engine) for c in partial.calls) == [("b1", "claude"), ("b2", "claude")]
+
+
+def test_competitor_trends_are_one_call_per_brand_and_engine_with_all_as_the_omitted_engine() -> None:
+    plan = plan_competitor_trends(cells(days(30), ENGINES_WITH_ALL), [FULL, TWO], ENGINES_WITH_ALL)
+    assert len(plan.calls) == 8 + 3
+    assert all(c.window.days == 30 for c in plan.calls)
+    assert sum(c.engine is None for c in plan.calls) == 2
+    assert {c.landed_engine for c in plan.calls if c.brand_id == "b2"} == {"chatgpt", "claude", ALL}
+
+
+def test_trend_calls_span_the_hull_of_a_non_contiguous_run() -> None:
+    ds = [D0, D0 + dt.timedelta(days=9)]
+    plan = plan_competitor_trends(cells(ds, [ALL]), [FULL], ENGINES_WITH_ALL)
+    assert [c.window for c in plan.calls] == [Window(D0, D0 + dt.timedelta(days=10))]
+
+
+def test_citation_targets_are_the_own_domain_then_distinct_competitor_domains() -> None:
+    assert citation_targets(FULL) == [None, "rival.com", "other.io"]
+
+
+def test_citation_trends_are_one_call_per_brand_target_and_engine() -> None:
+    plan = plan_citation_trends(cells(days(30), ENGINES_WITH_ALL), [FULL], ENGINES_WITH_ALL)
+    assert len(plan.calls) == 3 * 8
+    assert {c.domain for c in plan.calls} == {None, "rival.com", "other.io"}
+
+
+def test_citation_urls_are_one_call_per_brand_engine_and_day() -> None:
+    plan = plan_citation_urls(cells(days(4), ["chatgpt", ALL, "copilot"]), [FULL, TWO], ENGINES_WITH_ALL)
+    assert expected_requests(plan) == {str(Endpoint.CITATION_URLS): 4 * 3 + 4 * 2}
+    assert all(c.window.days == 1 for c in plan.calls)
+
+
+def test_expected_requests_counts_calls_by_endpoint_template() -> None:
+    plan = plan_mentions(cells(days(3), ENGINES), [FULL, TWO], ENGINES)
+    assert expected_requests(plan) == {"GET /v1/prompts/{id}/mentions": 4}
+
+
+def test_an_empty_run_plans_nothing() -> None:
+    plan = plan_citation_urls(set(), [FULL], ENGINES_WITH_ALL)
+    assert plan.calls == () and plan.boxes == () and plan.window is None

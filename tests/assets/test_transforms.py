@@ -1,0 +1,176 @@
+"""Transforms: API rows to typed Arrow tables, unknown fields kept, rows split by partition."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+from assets import tables as T
+from assets.planning import Box, Window
+from assets.transforms import (
+    TransformError,
+    brands_table,
+    citation_trend_table,
+    cited_pages_table,
+    competitor_trend_table,
+    concat,
+    filter_cells,
+    mentions_table,
+    select_box,
+)
+
+D = dt.date(2024, 3, 1)
+
+
+def mention(i: int, day: str = "2024-03-01", engine: str = "chatgpt", **extra: object) -> dict:
+    return {
+        "id": f"m{i}",
+        "response_id": f"r{i}",
+        "brand_name": "Acme",
+        "position": 1,
+        "sentiment": 0.5,
+        "prompt_id": "p1",
+        "engine": engine,
+        "checked_on": day,
+        **extra,
+    }
+
+
+def test_known_fields_get_the_spec_types() -> None:
+    table = mentions_table([mention(1)], "b1")
+    assert table.schema.field("checked_on").type == pa.date32()
+    assert table.schema.field("position").type == pa.float64()
+    assert table.column("checked_on").to_pylist() == [D]
+    assert table.column("brand_id").to_pylist() == ["b1"]
+
+
+def test_timestamps_are_utc_and_lists_stay_lists() -> None:
+    table = brands_table(
+        [
+            {
+                "id": "b1",
+                "name": "Acme",
+                "aliases": ["A"],
+                "engines": ["claude"],
+                "created_at": "2024-01-02T03:04:05Z",
+            }
+        ]
+    )
+    assert table.column("created_at").to_pylist()[0] == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    assert table.column("aliases").to_pylist() == [["A"]]
+    assert table.schema.field("created_at").type == T.TIMESTAMP
+
+
+def test_unknown_fields_are_kept_scalars_typed_and_nested_as_json() -> None:
+    table = mentions_table([mention(1, score=3, meta={"k": [1]}), mention(2)], "b1")
+    assert table.column_names[-2:] == ["meta", "score"]
+    assert table.column("score").to_pylist() == [3, None]
+    assert table.column("meta").to_pylist() == ['{"k": [1]}', None]
+
+
+def test_a_wrong_type_in_a_known_field_names_table_and_column() -> None:
+    with pytest.raises(TransformError, match=r"prompt_mentions\.checked_on"):
+        mentions_table([mention(1, day="yesterday")], "b1")
+
+
+def test_a_missing_required_value_is_an_error() -> None:
+    row = mention(1)
+    del row["prompt_id"]
+    with pytest.raises(TransformError, match="prompt_id"):
+        mentions_table([row], "b1")
+
+
+def test_cited_pages_are_ranked_in_api_order_with_the_envelope() -> None:
+    rows = [{"url": "https://a/x", "citation_count": 5}, {"url": "https://b/y", "citation_count": 2}]
+    table = cited_pages_table(
+        rows, brand_id="b1", day=D, engine="all", total_count=9, total_citations=20, capped=True
+    )
+    assert table.column("rank").to_pylist() == [1, 2]
+    assert table.column("engine").to_pylist() == ["all", "all"]
+    assert table.column("capped").to_pylist() == [True, True]
+
+
+def test_citation_trend_points_carry_the_flattened_target() -> None:
+    data = {
+        "target": {"type": "domain", "value": "rival.com", "is_own_domain": False},
+        "series": [
+            {
+                "date": "2024-03-01",
+                "citations": 2,
+                "avg_position": 1.5,
+                "brand_total_citations": 10,
+                "share": 20.0,
+            }
+        ],
+        "summary": {"citations": 2},
+    }
+    table = citation_trend_table(data, brand_id="b1", engine="all")
+    assert table.to_pylist()[0] | {} == {
+        "brand_id": "b1",
+        "engine": "all",
+        "target_type": "domain",
+        "target_value": "rival.com",
+        "is_own_domain": False,
+        "date": D,
+        "citations": 2,
+        "avg_position": 1.5,
+        "brand_total_citations": 10,
+        "share": 20.0,
+    }
+
+
+def test_competitor_trends_land_every_entity_series() -> None:
+    point = {"date": "2024-03-01", "responses_answered": 10, "mention_count": 3, "share_of_voice": 60.0}
+    data = {
+        "granularity": "day",
+        "engine": None,
+        "brand": {
+            "id": None,
+            "brand_name": "Acme",
+            "is_your_brand": True,
+            "domains": ["acme.com"],
+            "history_from": None,
+            "totals": {},
+            "series": [point],
+        },
+        "competitors": [
+            {
+                "id": "c1",
+                "brand_name": "Rival",
+                "is_your_brand": False,
+                "domains": [],
+                "history_from": "2024-01-01",
+                "totals": {},
+                "series": [point, point],
+            }
+        ],
+    }
+    table = competitor_trend_table(data, brand_id="b1", engine="all")
+    assert table.column("competitor_id").to_pylist() == [None, "c1", "c1"]
+    assert table.column("granularity").to_pylist() == ["day"] * 3
+    assert "totals" not in table.column_names
+
+
+def test_filter_cells_keeps_only_the_runs_date_engine_cells() -> None:
+    rows = [
+        mention(1, "2024-03-01", "chatgpt"),
+        mention(2, "2024-03-02", "chatgpt"),
+        mention(3, "2024-03-01", "claude"),
+    ]
+    table = filter_cells(mentions_table(rows, "b1"), "checked_on", {(D, "chatgpt")})
+    assert table.column("id").to_pylist() == ["m1"]
+
+
+def test_select_box_is_half_open_in_dates() -> None:
+    rows = [mention(1, "2024-03-01"), mention(2, "2024-03-02"), mention(3, "2024-03-03")]
+    box = Box(Window(D, D + dt.timedelta(days=2)), ("chatgpt",))
+    assert select_box(mentions_table(rows, "b1"), "checked_on", box).column("id").to_pylist() == ["m1", "m2"]
+
+
+def test_concat_tolerates_parts_with_different_extra_columns() -> None:
+    table = concat(
+        T.PROMPT_MENTIONS, [mentions_table([mention(1, x=1)], "b1"), mentions_table([mention(2)], "b1")]
+    )
+    assert table.num_rows == 2 and table.column("x").to_pylist() == [1, None]

@@ -1,0 +1,142 @@
+"""``visibility-sync`` run, check and demo, exit codes included, against the sandbox."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipelines.cli import EXIT_CONFIG, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, main
+from sandbox.testing import SandboxHandle
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, sandbox: SandboxHandle, tmp_path: Path) -> Path:
+    """The sandbox's URL and workspace key, and a fresh DuckDB file; returns the file."""
+    db = tmp_path / "cli.duckdb"
+    for name in list(os.environ):
+        if name.startswith(("VISIBILITY_", "DAGSTER_HOME")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("VISIBILITY_API_URL", sandbox.url)
+    monkeypatch.setenv("VISIBILITY_API_KEY", sandbox.keys["workspace"])
+    monkeypatch.setenv("VISIBILITY_WAREHOUSE", f"duckdb:///{db}")
+    return db
+
+
+def served(sandbox: SandboxHandle) -> int:
+    return sum(sum(by_status.values()) for by_status in sandbox.stats().values())
+
+
+def test_check_passes_with_a_valid_key_in_one_request(env: Path, sandbox: SandboxHandle, capsys) -> None:
+    sandbox.reset_stats()
+    assert main(["check"]) == EXIT_OK
+    assert "OK" in capsys.readouterr().out
+    assert sandbox.stats() == {"GET /v1/brands": {"200": 1}}
+
+
+@pytest.mark.parametrize(
+    ("role", "code"),
+    [
+        ("revoked", "invalid_api_key"),
+        ("past_due", "subscription_required"),
+        ("no_api_plan", "plan_not_eligible"),
+    ],
+)
+def test_check_says_what_is_wrong_with_a_refused_key(
+    role: str, code: str, env: Path, sandbox: SandboxHandle, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.setenv("VISIBILITY_API_KEY", sandbox.keys[role])
+    assert main(["check"]) == EXIT_REFUSED
+    err = capsys.readouterr().err
+    assert code in err
+    assert sandbox.keys[role] not in err
+
+
+def test_wrong_config_fails_before_any_request_naming_the_setting(
+    env: Path, sandbox: SandboxHandle, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    sandbox.reset_stats()
+    monkeypatch.setenv("VISIBILITY_API_URL", "http://visibility.example.com")
+    assert main(["check"]) == EXIT_CONFIG
+    assert "VISIBILITY_API_URL" in capsys.readouterr().err
+    monkeypatch.setenv("VISIBILITY_API_URL", sandbox.url)
+    monkeypatch.setenv("VISIBILITY_WAREHOUSE", "duckdb://no-file")
+    assert main(["run", "--quiet"]) == EXIT_CONFIG
+    assert "VISIBILITY_WAREHOUSE" in capsys.readouterr().err
+    monkeypatch.setenv("VISIBILITY_WAREHOUSE", f"duckdb:///{env}")
+    monkeypatch.delenv("VISIBILITY_API_KEY")
+    assert main(["run", "--quiet"]) == EXIT_CONFIG
+    assert "VISIBILITY_API_KEY" in capsys.readouterr().err
+    assert sandbox.stats() == {}
+
+
+def test_check_reports_an_unreachable_service(env: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("VISIBILITY_API_URL", f"http://127.0.0.1:{port}")
+    assert main(["check"]) == EXIT_UNAVAILABLE
+    assert capsys.readouterr().err
+
+
+def test_run_lands_the_range_and_prints_what_landed(env: Path, capsys) -> None:
+    argv = ["run", "--start", "2026-10-30", "--end", "2026-10-31", "--engine", "chatgpt", "--engine", "all"]
+    assert main([*argv, "--quiet"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "prompt_mentions" in out and "competitor_trends" in out
+    with duckdb.connect(str(env), read_only=True) as con:
+        engines = {
+            r[0] for r in con.execute("SELECT DISTINCT engine FROM visibility.competitor_trends").fetchall()
+        }
+        mentions = con.execute(
+            "SELECT DISTINCT checked_on::VARCHAR, engine FROM visibility.prompt_mentions"
+        ).fetchall()
+        brands = con.execute("SELECT COUNT(*) FROM visibility.brands").fetchone()[0]
+    assert engines == {"chatgpt", "all"}
+    assert mentions == [("2026-10-30", "chatgpt")]
+    assert brands == 3
+
+
+def test_run_with_a_revoked_key_exits_with_the_refused_code(
+    env: Path, sandbox: SandboxHandle, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.setenv("VISIBILITY_API_KEY", sandbox.keys["revoked"])
+    argv = ["run", "--start", "2026-10-30", "--end", "2026-10-31", "--engine", "all", "--quiet"]
+    assert main(argv) == EXIT_REFUSED
+    assert "invalid_api_key" in capsys.readouterr().err
+
+
+def test_demo_syncs_into_duckdb_and_prints_the_table_sizes(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.delenv("VISIBILITY_API_URL")
+    monkeypatch.delenv("VISIBILITY_API_KEY")
+    assert main(["demo", "--days", "1", "--quiet"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "rows in table" in out
+    with duckdb.connect(str(env), read_only=True) as con:
+        assert con.execute("SELECT COUNT(*) FROM visibility.prompt_mentions").fetchone()[0] > 0
+        assert (
+            con.execute("SELECT COUNT(*) FROM visibility.cited_pages WHERE engine = 'all'").fetchone()[0] > 0
+        )
+
+
+def test_the_console_script_exits_with_the_documented_code(env: Path, sandbox: SandboxHandle) -> None:
+    environ = {**os.environ, "VISIBILITY_API_KEY": sandbox.keys["revoked"]}
+    result = subprocess.run(
+        [str(ROOT / ".venv/bin/visibility-sync"), "check"],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert result.returncode == EXIT_REFUSED
+    assert "VISIBILITY_API_KEY" in result.stderr
+    assert sandbox.keys["revoked"] not in result.stdout + result.stderr

@@ -1,0 +1,94 @@
+"""The code location loads: every asset, job, schedule, sensor and check, with pools and schemas."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, Definitions, build_schedule_context
+from dagster._core.definitions.backfill_policy import BackfillPolicyType
+
+from assets.tables import ALL_TABLES
+from pipelines.definitions import all_assets, defs
+from pipelines.jobs import DAILY_JOB, ROLLUP_JOB, SNAPSHOT_JOB
+from pipelines.schedules import daily_rollups_sync, daily_sync, sync_window
+
+ROOT = Path(__file__).resolve().parents[2]
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+
+
+def test_the_definitions_load_with_every_table_job_and_schedule() -> None:
+    Definitions.validate_loadable(defs)
+    keys = {spec.key for spec in defs.resolve_all_asset_specs()}
+    assert {AssetKey(name) for name in ALL_TABLES} <= keys
+    jobs = {job.name for job in defs.resolve_all_job_defs()}
+    assert {SNAPSHOT_JOB, DAILY_JOB, ROLLUP_JOB} <= jobs
+    assert {s.name for s in defs.schedules or []} == {"snapshot_refresh", "daily_sync", "daily_rollups_sync"}
+    assert {s.name for s in defs.sensors or []}  # the sensors module's sensors are included
+    assert defs.asset_checks
+
+
+def test_every_asset_shows_its_column_schema_with_descriptions() -> None:
+    for asset in all_assets:
+        schema = asset.specs_by_key[asset.key].metadata["dagster/column_schema"]
+        spec = ALL_TABLES[asset.key.path[-1]]
+        assert [c.name for c in schema.columns] == [c.name for c in spec.columns]
+        assert all(c.description for c in schema.columns)
+
+
+def test_fetch_steps_use_the_api_pool_and_land_steps_the_writer_pool() -> None:
+    for asset in all_assets:
+        ops = {node.name: node.definition for node in asset.node_def.nodes}
+        name = asset.key.path[-1]
+        assert ops[f"fetch_{name}"].pool == "visibility_api"
+        assert ops[f"land_{name}"].pool == "duckdb_writer"
+
+
+def test_partitioned_assets_backfill_in_a_single_run() -> None:
+    partitioned = [a for a in all_assets if a.partitions_def is not None]
+    assert {a.key.path[-1] for a in partitioned} == {
+        "prompt_mentions",
+        "answers",
+        "cited_pages",
+        "citation_trends",
+        "competitor_trends",
+    }
+    assert all(a.backfill_policy.policy_type == BackfillPolicyType.SINGLE_RUN for a in partitioned)
+
+
+def test_the_sync_window_is_yesterday_and_the_lookback_days() -> None:
+    today = dt.date(2026, 5, 10)
+    assert sync_window(today, 3, dt.date(2026, 1, 1)) == (dt.date(2026, 5, 6), dt.date(2026, 5, 9))
+    assert sync_window(today, 3, dt.date(2026, 5, 8)) == (dt.date(2026, 5, 8), dt.date(2026, 5, 9))
+    assert sync_window(today, 0, dt.date(2026, 5, 10)) is None
+
+
+@pytest.mark.parametrize(("schedule", "last_engine"), [(daily_sync, "copilot"), (daily_rollups_sync, "all")])
+def test_the_daily_schedules_request_one_range_run_over_the_lookback(
+    schedule, last_engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VISIBILITY_LOOKBACK_DAYS", "2")
+    when = dt.datetime.now(dt.UTC).replace(hour=3, minute=0, second=0, microsecond=0) - dt.timedelta(days=5)
+    request = schedule(build_schedule_context(scheduled_execution_time=when))
+    newest = when.date() - dt.timedelta(days=1)
+    assert request.tags[RANGE_START] == f"{newest - dt.timedelta(days=2)}|chatgpt"
+    assert request.tags[RANGE_END] == f"{newest}|{last_engine}"
+
+
+@pytest.mark.skipif(
+    shutil.which("dagster", path=str(ROOT / ".venv/bin")) is None, reason="dagster CLI absent"
+)
+def test_dagster_definitions_validate_accepts_the_workspace() -> None:
+    result = subprocess.run(
+        [str(ROOT / ".venv/bin/dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": str(ROOT / ".venv/bin"), "HOME": str(ROOT), "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,110 @@
+"""The competitor history sensor evaluated for real against the sandbox: a competitor tracked again
+is backfilled by the service, and the sensor requests its trend partitions exactly once."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+
+from dagster import DagsterInstance, PartitionKeyRange, materialize
+
+from assets.discovery import BRANDS_TAG
+from assets.partitions import ENGINES_WITH_ALL, ROLLUP_PARTITIONS
+from assets.snapshots import snapshot_assets
+from assets.trends import trend_assets
+from pipelines.sensors.competitor_history import (
+    TAG_COMPETITORS,
+    TREND_ASSET_KEYS,
+    backfill_request,
+    competitor_history_sensor,
+)
+from pipelines.sensors.history_cursor import HistoryBackfill, ObservedCompetitor
+from resources.api.client import VisibilityClient
+from resources.warehouse.resource import WarehouseResource
+from sandbox.testing import SandboxHandle
+from tests.fixtures_sandbox import SANDBOX_TODAY
+from tests.sensors.conftest import api_resource, evaluate
+
+
+def test_history_backfill_fires_once_per_competitor_from_its_history_date(
+    sandbox_factory: Callable[..., SandboxHandle], instance: DagsterInstance
+) -> None:
+    handle = sandbox_factory(backfill_delay_seconds=3600.0)
+    res = {"api": api_resource(handle)}
+    with VisibilityClient(handle.url, handle.keys["workspace"]) as client:
+        brands = list(client.list_brands())
+        brand = brands[0]
+        tracked = [c for c in client.list_tracked_competitors(brand["id"]) if c["history_from"]][:2]
+        # the world also holds competitors whose backfill is running from the start
+        backfilling_at_start = {
+            (b["id"], c["brand_name"])
+            for b in brands
+            for c in client.list_tracked_competitors(b["id"])
+            if c["history_from"] is None
+        }
+
+        baseline = evaluate(competitor_history_sensor, instance, None, res)
+        assert baseline.run_requests == [] and "baseline" in baseline.skip_reason.skip_message
+
+        for competitor in tracked:  # untrack and track again: the service backfills their history
+            client.untrack_competitor(brand["id"], competitor["id"])
+            handle.track(brand["id"], competitor["brand_name"])
+        assert all(
+            c["history_from"] is None
+            for c in client.list_tracked_competitors(brand["id"])
+            if c["brand_name"] in {t["brand_name"] for t in tracked}
+        )
+
+        backfilling = evaluate(competitor_history_sensor, instance, baseline.cursor, res)
+        assert backfilling.run_requests == []
+
+        handle.configure(backfill_delay_seconds=0)
+        done = {
+            (b["id"], c["brand_name"]): c for b in brands for c in client.list_tracked_competitors(b["id"])
+        }
+    expected = backfilling_at_start | {(brand["id"], t["brand_name"]) for t in tracked}
+    history_from = min(dt.date.fromisoformat(done[k]["history_from"]) for k in expected)
+
+    fired = evaluate(competitor_history_sensor, instance, backfilling.cursor, res)
+    [request] = fired.run_requests
+    assert list(request.asset_selection) == list(TREND_ASSET_KEYS)
+    assert request.tags[BRANDS_TAG].split(",") == sorted({b for b, _ in expected})
+    assert sorted(request.tags[TAG_COMPETITORS].split(",")) == sorted({done[k]["id"] for k in expected})
+    keys = ROLLUP_PARTITIONS.get_partition_keys_in_range(request.partition_key_range)
+    all_keys = ROLLUP_PARTITIONS.get_partition_keys()
+    first_day = max(history_from, dt.date.fromisoformat(all_keys[0].split("|")[0]))
+    assert keys == [k for k in all_keys if k.split("|")[0] >= first_day.isoformat()]
+    assert {k.split("|")[1] for k in keys} == set(ENGINES_WITH_ALL)
+
+    later = evaluate(competitor_history_sensor, instance, fired.cursor, res)
+    again = evaluate(competitor_history_sensor, instance, later.cursor, res)  # e.g. after a restart
+    assert later.run_requests == [] and again.run_requests == []
+    assert isinstance(request.partition_key_range, PartitionKeyRange)
+
+
+def test_history_run_request_refetches_only_that_brand_from_that_date(
+    sandbox: SandboxHandle, instance: DagsterInstance, warehouse: WarehouseResource
+) -> None:
+    """The request launched as a run of the real trend assets: every engine, from the date, one brand."""
+    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
+        brand = next(iter(client.list_brands()))
+    start = SANDBOX_TODAY - dt.timedelta(days=3)
+    competitor = ObservedCompetitor(brand["id"], "c1", start, "2026-10-01T00:00:00Z")
+    request = backfill_request([HistoryBackfill(competitor, start)], ROLLUP_PARTITIONS.get_partition_keys())
+    assert request is not None
+    result = materialize(
+        [*snapshot_assets, *trend_assets],
+        selection=list(request.asset_selection),
+        instance=instance,
+        tags=request.tags,
+        resources={"api": api_resource(sandbox), "warehouse": warehouse},
+    )
+    assert result.success
+    with warehouse.get_warehouse() as wh:
+        for table in ("competitor_trends", "citation_trends"):
+            [landed] = wh.query(
+                f"SELECT MIN(brand_id) AS lo, MAX(brand_id) AS hi, MIN(date) AS first, "
+                f"COUNT(DISTINCT engine) AS engines FROM {wh.table_ref(table)}"
+            ).to_pylist()
+            assert (landed["lo"], landed["hi"], landed["first"]) == (brand["id"], brand["id"], start)
+            assert landed["engines"] == len(brand["engines"]) + 1  # measured engines and the rollup

@@ -1,0 +1,1 @@
+"""Tests of resources/warehouse (DuckDB and Postgres)."""

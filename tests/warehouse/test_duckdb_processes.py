@@ -1,0 +1,107 @@
+"""DuckDB's single-writer file lock, with real processes on a real file."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from resources.warehouse.base import WarehouseLockTimeout
+from resources.warehouse.duckdb import DuckDBWarehouse
+from tests.warehouse import _workers
+from tests.warehouse.helpers import D1, D2, MENTIONS, mention_rows, scope
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+@pytest.fixture
+def hung_writer(tmp_path: Path) -> Iterator[tuple[Path, multiprocessing.process.BaseProcess]]:
+    """A child process stuck inside a write transaction (after its delete); killed afterwards."""
+    path = tmp_path / "wh.duckdb"
+    DuckDBWarehouse(path, "vis").replace_partitions(
+        MENTIONS, mention_rows("b1", [D1], name="Old"), scope(("b1",), D1, D2), "run-old"
+    )
+    marker = tmp_path / "inside"
+    proc = SPAWN.Process(target=_workers.write_and_hang, args=(str(path), str(marker), "New"))
+    proc.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.is_alive(), "the writer died before reaching its transaction"
+            assert time.monotonic() < deadline, "the writer never reached its transaction"
+            time.sleep(0.05)
+        yield path, proc
+    finally:
+        if proc.is_alive():
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.join(30)
+
+
+def test_two_writer_processes_at_once_both_land(tmp_path: Path) -> None:
+    path = tmp_path / "wh.duckdb"
+    barrier = SPAWN.Barrier(3)
+    procs = [
+        SPAWN.Process(target=_workers.write_brand, args=(str(path), brand, barrier, 3, 0.2))
+        for brand in ("b1", "b2")
+    ]
+    for p in procs:
+        p.start()
+    barrier.wait(timeout=60)
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]  # neither failed on the lock
+    reader = DuckDBWarehouse.open_read_only(path, "vis")
+    rows = reader.query(f"SELECT brand_id, brand_name FROM {reader.table_ref('mentions')}").to_pylist()
+    landed = sorted((r["brand_id"], r["brand_name"]) for r in rows)
+    assert landed == [("b1", "b1-2")] * 4 + [("b2", "b2-2")] * 4
+
+
+def test_killed_writer_leaves_the_old_rows(
+    hung_writer: tuple[Path, multiprocessing.process.BaseProcess],
+) -> None:
+    path, proc = hung_writer
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(30)
+    rows = (
+        DuckDBWarehouse.open_read_only(path, "vis")
+        .query('SELECT brand_name FROM "vis"."mentions"')
+        .to_pylist()
+    )
+    assert [r["brand_name"] for r in rows] == ["Old"] * 4
+    # and the file is writable again
+    wh = DuckDBWarehouse(path, "vis", lock_timeout_seconds=30)
+    assert (
+        wh.replace_partitions(
+            MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-2"
+        ).rows_deleted
+        == 4
+    )
+
+
+def test_writer_gives_up_after_the_lock_timeout(
+    hung_writer: tuple[Path, multiprocessing.process.BaseProcess],
+) -> None:
+    path, _ = hung_writer
+    waiting = DuckDBWarehouse(path, "vis", lock_timeout_seconds=0.3)
+    with pytest.raises(WarehouseLockTimeout, match="lock_timeout_seconds"):
+        waiting.replace_partitions(MENTIONS, mention_rows("b2", [D1]), scope(("b2",), D1, D2), "run-b2")
+    with pytest.raises(WarehouseLockTimeout):
+        DuckDBWarehouse.open_read_only(path, "vis", lock_timeout_seconds=0.3).query("SELECT 1")
+
+
+def test_read_only_handle_reads_and_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "wh.duckdb"
+    DuckDBWarehouse(path, "vis").replace_partitions(
+        MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1"
+    )
+    reader = DuckDBWarehouse.open_read_only(path, "vis")
+    assert reader.query('SELECT count(*) AS n FROM "vis"."mentions"').to_pylist() == [{"n": 4}]
+    with pytest.raises(PermissionError):
+        reader.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-2")
+    with pytest.raises(FileNotFoundError):
+        DuckDBWarehouse.open_read_only(tmp_path / "missing.duckdb").query("SELECT 1")
