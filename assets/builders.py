@@ -10,7 +10,6 @@ Resources (keys shared with the sensors): ``api`` (``VisibilityAPIResource``) an
 (``WarehouseResource``).
 """
 
-
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from assets.landing import (
 )
 from assets.partitions import parse_partition_keys
 from assets.planning import BrandInput, Cell, Plan, expected_requests
-from assets.spool import Spool
+from assets.spool import DateSpool
 from resources.api.client import RequestStats, VisibilityClient
 from resources.warehouse.base import SnapshotScope, TableSpec, WriteResult
 
@@ -129,7 +128,7 @@ class PartitionedAsset:
     upstream: str | None = None
     description: str = ""
     #: metadata from the fetched rows beyond the counts (e.g. capped responses)
-    notes: Callable[[Spool], dict[str, Any]] | None = None
+    notes: Callable[[DateSpool], dict[str, Any]] | None = None
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -144,7 +143,10 @@ def fetch_partitioned(
     scope: BrandScope = discover_brands(client, only_brands)
     inputs = brand_inputs(client, scope, prompts=asset.needs_prompts, competitors=asset.needs_competitors)
     plan = asset.planner(cells, inputs, asset.engine_order)
-    spool = Spool.create(prefix=f"visibility-{asset.spec.name}-")
+    assert asset.spec.date_column is not None
+    spool = DateSpool.create(
+        asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, prefix=f"visibility-{asset.spec.name}-"
+    )
     try:
         not_found = fetch_to_spool(client, asset.spec, plan, asset.fetch_one, spool, on_progress)
         scope.drop(not_found)
@@ -186,13 +188,15 @@ def build_partitioned_asset(asset: PartitionedAsset) -> AssetsDefinition:
 
     @op(name=f"land_{name}", pool=WRITER_POOL, required_resource_keys={"warehouse"}, out=Out(DagsterNothing))
     def land_rows(context: OpExecutionContext, outcome: FetchOutcome) -> None:
-        try:
-            with context.resources.warehouse.get_warehouse() as warehouse:
-                results = land(
-                    warehouse, asset.spec, outcome, context.run_id, days_per_write=DEFAULT_DAYS_PER_WRITE
-                )
-        finally:
-            outcome.spool.remove()
+        if not outcome.spool.exists():
+            raise RuntimeError(
+                f"{name}: the fetched rows ({outcome.spool.directory}) are gone (another machine, or "
+                "already landed); re-execute the whole asset, not only its land step"
+            )
+        with context.resources.warehouse.get_warehouse() as warehouse:
+            results = land(warehouse, asset.spec, outcome, context.run_id)
+        # kept on failure, so a retry from the failed step lands the same rows without refetching
+        outcome.spool.remove()
         window = outcome.plan.window
         metadata: dict[str, Any] = {
             **_write_metadata(results),

@@ -8,7 +8,6 @@ previous rows of that chunk in place, and a re-run replaces them again.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assets.planning import ALL, Box, Call, Plan, Window, expected_requests
-from assets.spool import Spool
+from assets.spool import DateSpool, bucket_windows
 from assets.transforms import concat, filter_cells, select_box
 from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
@@ -36,7 +35,7 @@ class FetchOutcome:
 
     table: str
     plan: Plan
-    spool: Spool
+    spool: DateSpool
     #: brand id -> engines its rows land under (measured engines, plus ``all`` for rollups)
     brand_engines: dict[str, tuple[str, ...]]
     out_of_scope: list[str]
@@ -49,7 +48,7 @@ def fetch_to_spool(
     spec: TableSpec,
     plan: Plan,
     fetch_one: FetchOne,
-    spool: Spool,
+    spool: DateSpool,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> set[str]:
     """Run the plan's calls concurrently, spooling the rows of the run's cells.
@@ -77,12 +76,9 @@ def fetch_to_spool(
 
 
 def write_chunks(box: Box, days_per_write: int) -> Iterator[Box]:
-    """Split a box into boxes of at most ``days_per_write`` days."""
-    start = box.window.start
-    while start < box.window.end:
-        end = min(box.window.end, start + dt.timedelta(days=days_per_write))
+    """Split a box at the spool's bucket boundaries (at most ``days_per_write`` days each)."""
+    for start, end in bucket_windows(box.window.start, box.window.end, days_per_write):
         yield Box(Window(start, end), box.engines)
-        start = end
 
 
 def _scopes_of_box(box: Box, brand_engines: dict[str, tuple[str, ...]]) -> list[PartitionScope]:
@@ -93,42 +89,43 @@ def _scopes_of_box(box: Box, brand_engines: dict[str, tuple[str, ...]]) -> list[
         mine = tuple(e for e in box.engines if e in engines)
         if mine:
             groups[mine].append(brand_id)
-    return [
-        PartitionScope(tuple(ids), box.window.start, box.window.end, engines)
-        for engines, ids in groups.items()
-    ]
+    return [PartitionScope(tuple(ids), box.window.start, box.window.end, e) for e, ids in groups.items()]
 
 
-def _in_scope(spec: TableSpec, scope: PartitionScope) -> Callable[[pa.Table], pa.Table]:
-    assert spec.date_column is not None
-    box = Box(Window(scope.start, scope.end), scope.engines)
+def _of_scope(spec: TableSpec, rows: pa.Table, scope: PartitionScope) -> pa.Table:
+    if rows.num_rows == 0:
+        return rows
     brands = pa.array(list(scope.brand_ids), type=pa.string())
-
-    def predicate(table: pa.Table) -> pa.Table:
-        inside = select_box(table, spec.date_column or "", box)
-        if inside.num_rows == 0:
-            return inside
-        return inside.filter(pc.fill_null(pc.is_in(inside[spec.brand_column], value_set=brands), False))
-
-    return predicate
+    engines = pa.array(list(scope.engines), type=pa.string())
+    mask = pc.and_(
+        pc.is_in(rows[spec.brand_column], value_set=brands),
+        pc.is_in(rows[spec.engine_column], value_set=engines),
+    )
+    return rows.filter(pc.fill_null(mask, False))
 
 
-def land(
-    warehouse: Warehouse,
-    spec: TableSpec,
-    outcome: FetchOutcome,
-    run_id: str,
-    *,
-    days_per_write: int = DEFAULT_DAYS_PER_WRITE,
-) -> list[WriteResult]:
-    """Replace every fetched cell's rows, chunk by chunk; cells with no rows are emptied."""
+def land(warehouse: Warehouse, spec: TableSpec, outcome: FetchOutcome, run_id: str) -> list[WriteResult]:
+    """Replace every fetched cell's rows, chunk by chunk; cells with no rows are emptied.
+
+    Each chunk (one spool bucket) is read once, then written per group of brands sharing engines.
+    """
+    assert spec.date_column is not None
+    date_column = spec.date_column
+    spool = outcome.spool
     warehouse.ensure_table(spec)
     results: list[WriteResult] = []
     for box in outcome.plan.boxes:
-        for chunk in write_chunks(box, days_per_write):
+        for chunk in write_chunks(box, spool.days_per_bucket):
+            rows = concat(
+                spec,
+                spool.read(
+                    lambda t, c=chunk: select_box(t, date_column, c), chunk.window.start, chunk.window.end
+                ),
+            )
             for scope in _scopes_of_box(chunk, outcome.brand_engines):
-                rows = concat(spec, outcome.spool.read(_in_scope(spec, scope)))
-                results.append(warehouse.replace_partitions(spec, rows, scope, run_id))
+                results.append(
+                    warehouse.replace_partitions(spec, _of_scope(spec, rows, scope), scope, run_id)
+                )
     return results
 
 

@@ -8,6 +8,7 @@ batch, holding only that scope's rows.
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 #: Rows buffered in memory before a batch is written to disk.
@@ -72,7 +74,8 @@ class Spool:
     def _flush(self) -> None:
         if not self._buffer:
             return
-        table = pa.concat_tables(self._buffer, promote_options="permissive")
+        # one record batch per flush: reading back filters a few large batches, not thousands of calls
+        table = pa.concat_tables(self._buffer, promote_options="permissive").combine_chunks()
         self._buffer, self._buffered = [], 0
         if self._writer is not None and self._schema is not None and not table.schema.equals(self._schema):
             conformed = _conform(table, self._schema)
@@ -108,6 +111,93 @@ class Spool:
                     if part.num_rows:
                         yield part
 
+    def exists(self) -> bool:
+        return all(Path(p).exists() for p in self.segments) and Path(self.directory).exists()
+
     def remove(self) -> None:
         self._close_segment()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_EPOCH = dt.date(1970, 1, 1)
+
+
+def bucket_of(day: dt.date, days_per_bucket: int) -> int:
+    """Buckets are aligned on the epoch, so the same day always falls in the same bucket."""
+    return (day - _EPOCH).days // days_per_bucket
+
+
+def bucket_windows(start: dt.date, end: dt.date, days_per_bucket: int) -> Iterator[tuple[dt.date, dt.date]]:
+    """``[start, end)`` cut at bucket boundaries: each piece lies in exactly one bucket."""
+    while start < end:
+        boundary = _EPOCH + dt.timedelta(days=(bucket_of(start, days_per_bucket) + 1) * days_per_bucket)
+        piece_end = min(end, boundary)
+        yield start, piece_end
+        start = piece_end
+
+
+@dataclass
+class DateSpool:
+    """Rows spooled by date bucket, so landing a bucket reads only that bucket's files.
+
+    Landing a long backfill chunk by chunk then costs one pass over the rows, not one pass per chunk.
+    """
+
+    directory: str
+    date_column: str
+    days_per_bucket: int
+    buckets: dict[int, Spool] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, date_column: str, days_per_bucket: int, prefix: str = "visibility-spool-") -> DateSpool:
+        return cls(tempfile.mkdtemp(prefix=prefix), date_column, days_per_bucket)
+
+    @property
+    def rows(self) -> int:
+        return sum(s.rows for s in self.buckets.values())
+
+    def _bucket(self, key: int) -> Spool:
+        if key not in self.buckets:
+            path = Path(self.directory) / f"bucket-{key}"
+            path.mkdir()
+            self.buckets[key] = Spool(directory=str(path))
+        return self.buckets[key]
+
+    def append(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        days = pc.cast(table[self.date_column], pa.int32())
+        keys = pc.floor(pc.divide(pc.cast(days, pa.float64()), float(self.days_per_bucket)))
+        keys = pc.cast(keys, pa.int64())
+        for key in pc.unique(keys).to_pylist():
+            self._bucket(int(key)).append(table.filter(pc.equal(keys, key)))
+
+    def close(self) -> None:
+        for spool in self.buckets.values():
+            spool.close()
+
+    def read(
+        self,
+        predicate: Callable[[pa.Table], pa.Table],
+        start: dt.date | None = None,
+        end: dt.date | None = None,
+    ) -> Iterator[pa.Table]:
+        """Batches of the buckets that meet ``[start, end)`` (all when no window), filtered."""
+        wanted = set(self.buckets)
+        if start is not None and end is not None:
+            last = end - dt.timedelta(days=1)
+            wanted = {
+                k
+                for k in self.buckets
+                if bucket_of(start, self.days_per_bucket) <= k <= bucket_of(last, self.days_per_bucket)
+            }
+        for key in sorted(wanted):
+            yield from self.buckets[key].read(predicate)
+
+    def exists(self) -> bool:
+        return Path(self.directory).exists() and all(s.exists() for s in self.buckets.values())
+
+    def remove(self) -> None:
+        for spool in self.buckets.values():
+            spool._close_segment()
         shutil.rmtree(self.directory, ignore_errors=True)

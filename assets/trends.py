@@ -14,7 +14,7 @@ from assets import transforms as X
 from assets.builders import PartitionedAsset, build_partitioned_asset
 from assets.partitions import ENGINES_WITH_ALL, ROLLUP_PARTITIONS
 from assets.planning import Call, plan_citation_trends, plan_citation_urls, plan_competitor_trends
-from assets.spool import Spool
+from assets.spool import DateSpool
 from resources.api.client import VisibilityClient
 
 #: Most pages the citation URLs endpoint returns (its maximum ``limit``).
@@ -60,7 +60,7 @@ def fetch_competitor_trends(client: VisibilityClient, call: Call) -> pa.Table:
     )
 
 
-def capped_notes(spool: Spool) -> dict[str, Any]:
+def capped_notes(spool: DateSpool) -> dict[str, Any]:
     """How many (brand, day, engine) answers were truncated at the limit: a warning, visible in the UI."""
     capped: set[tuple[str, str, str]] = set()
     for part in spool.read(lambda t: t.filter(pc.fill_null(t["capped"], False))):

@@ -27,11 +27,15 @@ from pathlib import Path
 
 import httpx
 import psutil
+from starlette.responses import JSONResponse
 
 from sandbox.config import SandboxConfig
 from sandbox.faults import FaultsConfig
+from sandbox.instance import Sandbox
 from sandbox.limits import LimitsConfig
+from sandbox.params import Window
 from sandbox.testing import run_sandbox
+from sandbox.world import Brand
 
 TARGET_MS = 100.0
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -55,6 +59,22 @@ def timed(client: httpx.Client, path: str, params: dict[str, object]) -> tuple[f
     return elapsed, response
 
 
+def page_cpu_ms(sb: Sandbox, brand: Brand, config: SandboxConfig) -> list[float]:
+    """CPU time (this thread only) to build and serialize warm 999-row pages in-process.
+
+    Wall-clock latency on a shared machine includes waiting for a CPU; this is the work itself.
+    """
+    window = Window(config.history_start, TODAY)
+    out = []
+    for prompt in brand.prompts[:60]:
+        start = time.thread_time()
+        page = sb.views.mentions(brand, prompt.index, window, None, 0, 999)
+        JSONResponse({"data": page.rows, "has_more": page.has_more, "next_cursor": None})
+        if len(page.rows) == 999:
+            out.append((time.thread_time() - start) * 1000)
+    return out
+
+
 def run(prompts_per_brand: int) -> dict[str, float]:
     config = SandboxConfig(
         size="large",
@@ -64,6 +84,7 @@ def run(prompts_per_brand: int) -> dict[str, float]:
         ),
         faults=FaultsConfig(profile="none"),
     )
+    load_before = os.getloadavg()[0]
     before = rss_mb()
     started = time.perf_counter()
     with run_sandbox(config) as sb:
@@ -88,7 +109,11 @@ def run(prompts_per_brand: int) -> dict[str, float]:
                 trends_cold.append(timed(client, path, {})[0])
                 trends_warm.extend(timed(client, path, {})[0] for _ in range(3))
                 urls.append(timed(client, f"/v1/brands/{brand.id}/citations/urls", {"limit": 2000})[0])
+        cpu = page_cpu_ms(sb.sandbox, brands[0], config)
         return {
+            "cpu_median_ms": statistics.median(cpu),
+            "cpu_p95_ms": p95(cpu),
+            "load_before": load_before,
             "startup_s": startup_s,
             "rss_before_mb": before,
             "rss_after_start_mb": after_start,
@@ -112,15 +137,19 @@ def render(f: dict[str, float]) -> str:
             "## Sandbox",
             "",
             f"Measured by `bench/bench_sandbox.py` on {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC "
-            f"({os.cpu_count()} CPUs), large workspace (5 brands x 300 prompts x 7 engines), "
-            "over HTTP on loopback.",
+            f"({os.cpu_count()} CPUs, load average {f['load_before']:.1f} at start: other work shares the "
+            "machine), large workspace (5 brands x 300 prompts x 7 engines), over HTTP on loopback.",
             "",
             "| figure | value | target | ratio |",
             "|---|---|---|---|",
             f"| 999-row mention page, warm, median ({int(f['pages_warm'])} pages) "
             f"| {f['warm_median_ms']:.1f} ms | 100 ms | {ratio_median:.2f} |",
             f"| 999-row mention page, warm, p95 | {f['warm_p95_ms']:.1f} ms | 100 ms | {ratio_p95:.2f} |",
-            f"| 999-row mention page, cold (first page of a brand: generates 120 days x 7 engines), median "
+            "| 999-row mention page, CPU time to build and serialize (no HTTP, no CPU wait), median / p95 "
+            f"| {f['cpu_median_ms']:.1f} / {f['cpu_p95_ms']:.1f} ms | 100 ms "
+            f"| {f['cpu_median_ms'] / TARGET_MS:.2f} / {f['cpu_p95_ms'] / TARGET_MS:.2f} |",
+            "| 999-row mention page, cold (first page of a brand: generates the blocks its rows need), "
+            f"median "
             f"| {f['cold_median_ms']:.0f} ms | - | - |",
             "| competitor trends, 30 days all engines, cold / warm median "
             f"| {f['trends_cold_median_ms']:.0f} ms / {f['trends_warm_median_ms']:.1f} ms | - | - |",

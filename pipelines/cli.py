@@ -28,7 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.config import ConfigError, Settings, load_settings, validate_api_url
+from pipelines.config import ConfigError, Settings, is_loopback, load_settings
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1
@@ -401,10 +401,10 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     from sandbox.faults import FaultsConfig
     from sandbox.server import serve_forever
 
-    validate_api_url(f"http://{args.host}:{args.port}", setting="--host")
-    serve_forever(
-        SandboxConfig(seed=args.seed, faults=FaultsConfig(profile=args.faults)), args.host, args.port
-    )
+    if not is_loopback(args.host):
+        raise ConfigError(f"--host {args.host!r} is not a loopback address: the sandbox serves this machine")
+    faults = FaultsConfig(profile=args.faults, seed=args.seed)
+    serve_forever(SandboxConfig(seed=args.seed, size=args.size, faults=faults), args.host, args.port)
     return EXIT_OK
 
 
@@ -446,7 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
     sb.add_argument("--host", default="127.0.0.1")
     sb.add_argument("--port", type=int, default=8765)
     sb.add_argument("--seed", type=int, default=7)
-    sb.add_argument("--faults", default="none", help="none | flaky | hostile")
+    sb.add_argument("--faults", default="none", choices=("none", "flaky", "hostile"), help="fault profile")
+    sb.add_argument("--size", default="demo", choices=("demo", "large"), help="world size")
     sb.set_defaults(handler=cmd_sandbox)
     return parser
 

@@ -24,7 +24,7 @@ class ConfigError(ValueError):
     """A setting is missing or malformed; the message names the environment variable."""
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -38,7 +38,7 @@ def validate_api_url(url: str, *, setting: str = "VISIBILITY_API_URL") -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{setting} must be an http(s) URL such as https://api.example.com, got {url!r}")
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise ConfigError(
             f"{setting} must use https:// (plain http is allowed only for loopback hosts), got {url!r}"
         )

@@ -1,7 +1,8 @@
-"""The sandbox's HTTP application: routes, request validation, and the middleware stack.
+"""The sandbox's ``/v1`` API: request validation and handlers, and ``create_app`` that wires it all.
 
 Endpoint templates and the scope hooks the limits and faults middlewares use are listed in
-``sandbox/routes.py``. The stack, outermost first::
+``sandbox/routes.py``; admin endpoints are in ``admin.py``. The stack (``middleware.py``),
+outermost first::
 
     RequestIdMiddleware   X-Request-Id on every response, hooks in scope["sandbox"]
     StatsMiddleware       counts /v1 requests by template and status
@@ -22,9 +23,9 @@ Decisions where the spec is silent (also in ``sandbox/README.md``):
 
 from __future__ import annotations
 
-import json
+import datetime as dt
+import hashlib
 import logging
-import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,94 +35,32 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sandbox.admin import admin_routes
 from sandbox.auth import Principal, authenticate
 from sandbox.config import SandboxConfig
 from sandbox.errors import ApiError, error_response, not_found
-from sandbox.faults import FaultsMiddleware
-from sandbox.limits import LimitsMiddleware
-from sandbox.openapi import openapi_document
+from sandbox.instance import Sandbox
+from sandbox.middleware import Chain, RequestIdMiddleware, V1Gate
 from sandbox.params import (
-    Cursors,
     is_uuid,
+    json_body,
     parse_choice,
     parse_engine,
     parse_limit,
     parse_uuid_param,
     parse_window,
+    required_string,
 )
 from sandbox.routes import FAIL_HEADER, match_template
-from sandbox.state import SandboxState
-from sandbox.stats import RequestStats
-from sandbox.views import Views
-from sandbox.world import ENGINES, Brand, World, iso
+from sandbox.state import AuditRecord
+from sandbox.world import ENGINES, Brand, iso
 
 logger = logging.getLogger(__name__)
 
 MAX_LIST_LIMIT = 999
 MAX_ANSWERS_LIMIT = 100
 MAX_CITATION_URLS_LIMIT = 2000
-_RUNTIME_DELAYS = ("audit_delay_seconds", "backfill_delay_seconds", "restate_days")
-
-Handler = Callable[[Request, Principal], Response]
-
-
-class Sandbox:
-    """One running sandbox: config, world, state, views and counters, shared by the handlers."""
-
-    def __init__(self, config: SandboxConfig) -> None:
-        self.config = config
-        self.world = World(config)
-        self.state = SandboxState(self.world, config)
-        self.views = Views(self.world, self.state)
-        self.stats = RequestStats()
-        self.cursors = Cursors(f"sandbox-cursor-{config.seed}")
-        self.fail_endpoints: set[str] = set()
-
-    def restate(self) -> int:
-        """The restate hook (``scope["sandbox"]["restate"]``, ``POST /_sandbox/restate``)."""
-        return self.state.restate()
-
-    # -- helpers used by handlers -------------------------------------------------------------------
-
-    def brand_for(self, principal: Principal, brand_id: str) -> Brand:
-        brand = self.state.brand(brand_id) if is_uuid(brand_id) else None
-        if brand is None or not principal.reaches(brand):
-            raise not_found("Brand")
-        return brand
-
-    def page_response(
-        self, request: Request, rows: list[dict[str, Any]], more: bool, next_offset: int | None
-    ) -> Response:
-        cursor = (
-            self.cursors.encode(next_offset, request.url.path, request.query_params) if next_offset else None
-        )
-        return JSONResponse({"data": rows, "has_more": more, "next_cursor": cursor})
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/json":
-        raise ApiError("invalid_request", "Send the body as JSON with 'Content-Type: application/json'.")
-    try:
-        body = json.loads(await request.body())
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError("invalid_request", "The body is not valid JSON.") from None
-    if not isinstance(body, dict):
-        raise ApiError("invalid_request", "The body must be a JSON object.")
-    return body
-
-
-def _required_string(body: dict[str, Any], name: str, max_length: int = 500) -> str:
-    if name not in body or body[name] is None:
-        raise ApiError("missing_parameter", f"'{name}' is required.")
-    value = body[name]
-    if not isinstance(value, str) or not value.strip() or len(value) > max_length:
-        raise ApiError(
-            "invalid_request", f"'{name}' must be a non-empty string of at most {max_length} characters."
-        )
-    return value.strip()
 
 
 def _as_api_error(request: Request, exc: Exception) -> ApiError:
@@ -133,8 +72,8 @@ def _as_api_error(request: Request, exc: Exception) -> ApiError:
     return ApiError("internal_error", f"Internal error; quote X-Request-Id {rid} when reporting it.")
 
 
-def build_routes(sb: Sandbox) -> list[Route]:
-    """The /v1 routes and the admin routes of one sandbox."""
+def v1_routes(sb: Sandbox) -> list[Route]:
+    """The /v1 routes of one sandbox (templates as in ``sandbox/routes.py``)."""
 
     def api(handler: Callable[..., Any], *, is_async: bool = False) -> Callable[[Request], Any]:
         """Authenticate, honour the documented 500 trigger, then run the handler."""
@@ -179,14 +118,14 @@ def build_routes(sb: Sandbox) -> list[Route]:
     async def create_brand(request: Request, who: Principal) -> Response:
         if who.brand_scoped:
             raise ApiError("brand_scope_forbidden", "A brand-scoped key cannot create brands.")
-        body = await _json_body(request)
+        body = await json_body(request)
         fields: dict[str, Any] = {
-            "name": _required_string(body, "name"),
-            "domain": _required_string(body, "domain"),
+            "name": required_string(body, "name"),
+            "domain": required_string(body, "domain"),
         }
         for name in ("category", "country"):
             if name in body:
-                fields[name] = _required_string(body, name)
+                fields[name] = required_string(body, name)
         engines = body.get("engines", ["chatgpt"])
         if not isinstance(engines, list) or not engines:
             raise ApiError("invalid_request", "'engines' must be a non-empty array of engines.")
@@ -216,7 +155,7 @@ def build_routes(sb: Sandbox) -> list[Route]:
 
     async def create_topic(request: Request, who: Principal) -> Response:
         brand = sb.brand_for(who, request.path_params["id"])
-        name = _required_string(await _json_body(request), "name", 200)
+        name = required_string(await json_body(request), "name", 200)
         record = sb.state.create_topic(brand, name)
         return JSONResponse({"data": sb.views.topic_row(brand, record)}, status_code=201)
 
@@ -225,7 +164,7 @@ def build_routes(sb: Sandbox) -> list[Route]:
         topic_id = request.path_params["topicId"]
         if not is_uuid(topic_id):
             raise not_found("Topic")
-        name = _required_string(await _json_body(request), "name", 200)
+        name = required_string(await json_body(request), "name", 200)
         record = sb.state.rename_topic(brand, topic_id, name)
         return JSONResponse({"data": sb.views.topic_row(brand, record)})
 
@@ -351,9 +290,9 @@ def build_routes(sb: Sandbox) -> list[Route]:
     async def create_audit(request: Request, who: Principal) -> Response:
         if who.workspace.subscription == "trialing":
             raise ApiError("forbidden", "Audits are not available during a trial.")
-        body = await _json_body(request)
-        url = _required_string(body, "url", 2000)
-        brand_id = _required_string(body, "brand_id")
+        body = await json_body(request)
+        url = required_string(body, "url", 2000)
+        brand_id = required_string(body, "brand_id")
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ApiError("invalid_request", "'url' must be an absolute http(s) URL.")
@@ -363,7 +302,7 @@ def build_routes(sb: Sandbox) -> list[Route]:
         record = sb.state.create_audit(who.workspace.id, brand, url)
         return JSONResponse({"data": _audit_head(record)}, status_code=202)
 
-    def _audit_head(record: Any) -> dict[str, Any]:
+    def _audit_head(record: AuditRecord) -> dict[str, Any]:
         return {
             "id": record.id,
             "status": "pending",
@@ -386,44 +325,6 @@ def build_routes(sb: Sandbox) -> list[Route]:
             body.update(completed_at=None, score=None, findings=None)
         return JSONResponse({"data": body})
 
-    # -- admin ---------------------------------------------------------------------------------------------
-
-    def admin_stats(request: Request) -> Response:
-        return JSONResponse(sb.stats.snapshot())
-
-    def admin_stats_reset(request: Request) -> Response:
-        sb.stats.reset()
-        return JSONResponse({"reset": True})
-
-    def admin_keys(request: Request) -> Response:
-        return JSONResponse({"keys": sb.world.keys_by_role})
-
-    def admin_restate(request: Request) -> Response:
-        return JSONResponse({"revision": sb.restate(), "restate_days": sb.config.restate_days})
-
-    def admin_config_get(request: Request) -> Response:
-        return JSONResponse(_config_view(sb))
-
-    async def admin_config(request: Request) -> Response:
-        body = await _json_body(request)
-        try:
-            apply_runtime_config(sb, body)
-        except (ValueError, TypeError) as exc:
-            raise ApiError("invalid_request", str(exc)) from None
-        return JSONResponse(_config_view(sb))
-
-    async def admin_track(request: Request) -> Response:
-        body = await _json_body(request)
-        brand_id, name = _required_string(body, "brand_id"), _required_string(body, "brand_name")
-        brand = sb.state.brand(brand_id) if is_uuid(brand_id) else None
-        if brand is None:
-            raise not_found("Brand")
-        tracking = sb.state.track(brand, name)
-        return JSONResponse({"data": sb.views.tracked_row(tracking)}, status_code=201)
-
-    def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document())
-
     return [
         Route("/v1/brands", api(list_brands), methods=["GET"]),
         Route("/v1/brands", api(create_brand, is_async=True), methods=["POST"]),
@@ -443,22 +344,11 @@ def build_routes(sb: Sandbox) -> list[Route]:
         Route("/v1/brands/{id}/competitors/trends", api(competitor_trends), methods=["GET"]),
         Route("/v1/audit-reports", api(create_audit, is_async=True), methods=["POST"]),
         Route("/v1/audit-reports/{id}", api(get_audit), methods=["GET"]),
-        Route("/_sandbox/stats", admin_stats, methods=["GET"]),
-        Route("/_sandbox/stats/reset", admin_stats_reset, methods=["POST"]),
-        Route("/_sandbox/keys", admin_keys, methods=["GET"]),
-        Route("/_sandbox/restate", admin_restate, methods=["POST"]),
-        Route("/_sandbox/config", admin_config_get, methods=["GET"]),
-        Route("/_sandbox/config", admin_config, methods=["POST"]),
-        Route("/_sandbox/track", admin_track, methods=["POST"]),
-        Route("/openapi.json", openapi, methods=["GET"]),
     ]
 
 
-def _audit_report(record: Any, delay: float) -> dict[str, Any]:
+def _audit_report(record: AuditRecord, delay: float) -> dict[str, Any]:
     """The finished report: a score and findings derived from the URL, so they are reproducible."""
-    import datetime as dt
-    import hashlib
-
     digest = hashlib.blake2b(record.url.encode(), digest_size=8).digest()
     score = 40 + digest[0] % 56
     checks = [
@@ -478,104 +368,6 @@ def _audit_report(record: Any, delay: float) -> dict[str, Any]:
         "score": score,
         "findings": findings,
     }
-
-
-def _config_view(sb: Sandbox) -> dict[str, Any]:
-    c = sb.config
-    return {
-        "seed": c.seed,
-        "today": c.today.isoformat(),
-        "history_days": c.history_days,
-        "size": c.size,
-        "audit_delay_seconds": c.audit_delay_seconds,
-        "backfill_delay_seconds": c.backfill_delay_seconds,
-        "restate_days": c.restate_days,
-        "revision": sb.state.revision,
-        "fail_endpoints": sorted(sb.fail_endpoints),
-        "limits": c.limits.to_dict(),
-        "faults": c.faults.to_dict(),
-    }
-
-
-def apply_runtime_config(sb: Sandbox, changes: dict[str, Any]) -> None:
-    """Apply ``POST /_sandbox/config``: delays, ``fail_endpoints``, and ``limits``/``faults`` fields.
-
-    Seed, ``today``, ``history_days`` and ``size`` shape the world and cannot change at runtime.
-    """
-    allowed = {*_RUNTIME_DELAYS, "fail_endpoints", "limits", "faults"}
-    unknown = sorted(set(changes) - allowed)
-    if unknown:
-        raise ValueError(f"cannot change at runtime: {', '.join(unknown)}")
-    for section in ("limits", "faults"):
-        if section in changes and not isinstance(changes[section], dict):
-            raise ValueError(f"'{section}' must be an object of settings")
-    for name in _RUNTIME_DELAYS:
-        if name in changes:
-            value = changes[name]
-            if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"'{name}' must be a number >= 0")
-    if "fail_endpoints" in changes:
-        endpoints = changes["fail_endpoints"]
-        if not isinstance(endpoints, list) or not all(isinstance(e, str) for e in endpoints):
-            raise ValueError("'fail_endpoints' must be an array of 'METHOD /v1/template' strings")
-    if "limits" in changes:
-        sb.config.limits.update(**changes["limits"])
-    if "faults" in changes:
-        sb.config.faults.update(**changes["faults"])
-    for name in _RUNTIME_DELAYS:
-        if name in changes:
-            setattr(sb.config, name, int(changes[name]) if name == "restate_days" else float(changes[name]))
-    if "fail_endpoints" in changes:
-        sb.fail_endpoints = set(changes["fail_endpoints"])
-
-
-# -- middleware ------------------------------------------------------------------------------------
-
-
-class RequestIdMiddleware:
-    """Gives every request an id, sends it as ``X-Request-Id`` on every response, and sets the
-    hooks of ``scope["sandbox"]`` (see ``sandbox/routes.py``)."""
-
-    def __init__(self, app: ASGIApp, sb: Sandbox) -> None:
-        self.app = app
-        self.sb = sb
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = str(uuid.uuid4())
-        scope["sandbox"] = {
-            "restate": self.sb.restate,
-            "stats": self.sb.stats,
-            "request_id": request_id,
-            "template": match_template(scope["method"], scope["path"]),
-        }
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != b"x-request-id"]
-                headers.append((b"x-request-id", request_id.encode()))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, send_with_id)
-
-
-class V1Gate:
-    """Sends ``/v1`` through the limits and faults; admin endpoints are never limited or faulted."""
-
-    def __init__(self, router: ASGIApp, sb: Sandbox) -> None:
-        self.router = router
-        faults = FaultsMiddleware(router, lambda: sb.config.faults)
-        self.v1 = LimitsMiddleware(faults, lambda: sb.config.limits)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] == "http" and (path == "/v1" or path.startswith("/v1/")):
-            await self.v1(scope, receive, send)
-        else:
-            await self.router(scope, receive, send)
 
 
 def create_app(config: SandboxConfig) -> Starlette:
@@ -604,22 +396,12 @@ def create_app(config: SandboxConfig) -> Starlette:
         )
 
     app = Starlette(
-        routes=build_routes(sb),
+        routes=[*v1_routes(sb), *admin_routes(sb)],
         exception_handlers={ApiError: on_api_error, HTTPException: on_http_error, Exception: on_crash},
     )
     app.router.redirect_slashes = False
     app.state.sandbox = sb
     app.add_middleware(
-        _Wrap, wrapper=lambda inner: RequestIdMiddleware(sb.stats.middleware(V1Gate(inner, sb)), sb)
+        Chain, wrapper=lambda inner: RequestIdMiddleware(sb.stats.middleware(V1Gate(inner, sb)), sb)
     )
     return app
-
-
-class _Wrap:
-    """Adapter that lets ``add_middleware`` install a prebuilt chain around the router."""
-
-    def __init__(self, app: ASGIApp, wrapper: Callable[[ASGIApp], ASGIApp]) -> None:
-        self.chain = wrapper(app)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.chain(scope, receive, send)

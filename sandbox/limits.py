@@ -20,15 +20,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
+from types import UnionType
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sandbox.routes import SPENDING_ENDPOINTS
 
-#: Spending endpoints by default, as ``"METHOD /path/{param}"`` (the core's list in ``routes.py``):
-#: an audit crawls and scores a page, and a new brand starts being measured on every engine. Reads
-#: (generation lists, citations, trends) are served from precomputed data and spend nothing.
+#: Spending endpoints by default, as ``"METHOD /path/{param}"``: the core's list in ``routes.py``
+#: (an audit crawls and scores a page). Reads (generation lists, citations, trends) are served from
+#: precomputed data and spend nothing.
 DEFAULT_SPENDING_ENDPOINTS: tuple[str, ...] = tuple(sorted(SPENDING_ENDPOINTS))
 
 _MAX_TRACKED_KEYS = 10_000  # bounds memory when a client (or a fuzzer) sends many distinct keys
@@ -60,11 +61,12 @@ class LimitsConfig:
 
     def validate(self) -> None:
         """Reject values that would make the limiter divide by zero or never admit anything."""
-        for name in ("rate_per_second", "burst", "endpoint_limit", "window_seconds", "max_concurrent"):
-            _require_number(name, getattr(self, name))
-        _require_number("quota_period_seconds", self.quota_period_seconds)
+        for name in ("rate_per_second", "window_seconds", "quota_period_seconds"):
+            _require_number(name, getattr(self, name), int | float)
+        for name in ("burst", "endpoint_limit", "max_concurrent"):
+            _require_number(name, getattr(self, name), int)
         if self.quota is not None:
-            _require_number("quota", self.quota)
+            _require_number("quota", self.quota, int)
         if not self.rate_per_second > 0:
             raise ValueError("rate_per_second must be > 0")
         if self.burst < 1:
@@ -114,9 +116,10 @@ class LimitsConfig:
 _values = operator.attrgetter(*(f.name for f in fields(LimitsConfig)))
 
 
-def _require_number(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+def _require_number(name: str, value: object, kind: type | UnionType) -> None:
+    if isinstance(value, bool) or not isinstance(value, kind):
+        kind_name = "an integer" if kind is int else "a number"
+        raise ValueError(f"{name} must be {kind_name}, got {value!r}")
 
 
 def _compile_endpoint(spec: str) -> tuple[str, re.Pattern[str]]:

@@ -1,14 +1,19 @@
-"""Query-parameter parsing shared by the endpoints, with the spec's 400 codes, and opaque cursors."""
+"""Request parsing shared by the endpoints (query parameters, JSON bodies) with the spec's 400 codes,
+and opaque cursors."""
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import hashlib
+import json
 import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
 
 from sandbox.errors import ApiError
 from sandbox.world import ENGINES
@@ -129,3 +134,29 @@ class Cursors:
         if check != expected or fingerprint != self._fingerprint(path, query) or not offset_text.isdigit():
             raise invalid
         return int(offset_text)
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The body as a JSON object; the spec requires ``Content-Type: application/json``."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise ApiError("invalid_request", "Send the body as JSON with 'Content-Type: application/json'.")
+    try:
+        body = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError("invalid_request", "The body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise ApiError("invalid_request", "The body must be a JSON object.")
+    return body
+
+
+def required_string(body: dict[str, Any], name: str, max_length: int = 500) -> str:
+    """A required non-empty string field: missing is ``missing_parameter``, wrong is ``invalid_request``."""
+    if name not in body or body[name] is None:
+        raise ApiError("missing_parameter", f"'{name}' is required.")
+    value = body[name]
+    if not isinstance(value, str) or not value.strip() or len(value) > max_length:
+        raise ApiError(
+            "invalid_request", f"'{name}' must be a non-empty string of at most {max_length} characters."
+        )
+    return value.strip()

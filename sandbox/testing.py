@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 import uvicorn
 
-from sandbox.app import Sandbox, create_app
+from sandbox.app import create_app
 from sandbox.config import SandboxConfig
+from sandbox.instance import Sandbox
 from sandbox.world import World
 
 _START_TIMEOUT_SECONDS = 30.0

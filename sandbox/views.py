@@ -25,7 +25,7 @@ _CITATION_POSITIONS = np.arange(1, MAX_CITATIONS + 1)
 
 
 @dataclass(frozen=True)
-class Page:
+class RowPage:
     """A slice of a longer list, for cursor paging."""
 
     rows: list[Row]
@@ -80,10 +80,10 @@ class Views:
     # -- simple records ----------------------------------------------------------------------------
 
     @staticmethod
-    def page(rows: list[Row], offset: int, limit: int) -> Page:
+    def page(rows: list[Row], offset: int, limit: int) -> RowPage:
         chunk = rows[offset : offset + limit]
         more = offset + limit < len(rows)
-        return Page(chunk, more, offset + limit if more else None)
+        return RowPage(chunk, more, offset + limit if more else None)
 
     def topic_row(self, brand: Brand, record: TopicRecord) -> Row:
         count = sum(1 for p in brand.prompts if p.topic_id == record.id)
@@ -140,7 +140,7 @@ class Views:
 
     def mentions(
         self, brand: Brand, prompt_index: int, window: Window, engine: str | None, offset: int, limit: int
-    ) -> Page:
+    ) -> RowPage:
         """Every brand named in the prompt's answers: by day, engine order, then position.
 
         Stops one row past the page: ``has_more`` needs no more, and later days are not generated.
@@ -185,9 +185,9 @@ class Views:
                 }
             )
         more = offset + limit < len(found)
-        return Page(rows, more, offset + limit if more else None)
+        return RowPage(rows, more, offset + limit if more else None)
 
-    def answers(self, brand: Brand, window: Window, engine: str | None, offset: int, limit: int) -> Page:
+    def answers(self, brand: Brand, window: Window, engine: str | None, offset: int, limit: int) -> RowPage:
         """Answered responses, by day, engine order, then prompt; only the page's rows are built."""
         rows: list[Row] = []
         first = 0  # index, in the whole list, of the first row of the current block
@@ -200,10 +200,10 @@ class Views:
                     continue
                 for prompt_index in answered[max(0, offset - first) :]:
                     if len(rows) == limit:
-                        return Page(rows, True, offset + limit)
+                        return RowPage(rows, True, offset + limit)
                     rows.append(self._answer_row(brand, block, int(prompt_index), day, eng))
                 first += answered.size
-        return Page(rows, False, None)
+        return RowPage(rows, False, None)
 
     def _answer_row(self, brand: Brand, block: Block, prompt_index: int, day: dt.date, engine: str) -> Row:
         positions = block.position[prompt_index]

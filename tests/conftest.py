@@ -3,4 +3,5 @@
 pytest_plugins = [
     "tests.fixtures_sandbox",
     "tests.fixtures_postgres",
+    "tests.fixtures_bigquery",
 ]

@@ -4,8 +4,8 @@
 
 * ``emulator``: `bqemulator <https://pypi.org/project/bqemulator/>`_ (DuckDB-backed, REST) started in
   a subprocess on 127.0.0.1, once per session (per xdist worker). Run as ``python -m
-  tests.fixtures_bigquery REST_PORT GRPC_PORT``, it applies two gap-fillers before serving, both
-  explained in docs/BIGQUERY.md:
+  tests.fixtures_bigquery REST_PORT GRPC_PORT PARENT_PID`` (it exits when the test process dies), it
+  applies two gap-fillers before serving, both explained in docs/BIGQUERY.md:
 
   1. skip loading DuckDB's ``spatial`` extension, which bqemulator 1.4 downloads at start (offline
      here, and no wheel of it exists for DuckDB 2.0); the tables use no GEOGRAPHY;
@@ -43,6 +43,18 @@ _START_TIMEOUT_S = 60.0
 
 
 # --- the emulator process ------------------------------------------------------------------------
+
+
+def _exit_with_parent(parent: int) -> None:  # pragma: no cover - runs in the subprocess
+    """A killed test run (timeout, ^C) must not leave the emulator running: exit when orphaned."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _serve(rest_port: int, grpc_port: int) -> None:  # pragma: no cover - runs in the subprocess
@@ -130,7 +142,7 @@ def start_emulator(attempts: int = 3) -> EmulatorProcess:
         log = Path(name)
         with os.fdopen(fd, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.fixtures_bigquery", str(rest), str(grpc)],
+                [sys.executable, "-m", "tests.fixtures_bigquery", str(rest), str(grpc), str(os.getpid())],
                 cwd=root,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -240,4 +252,5 @@ def bigquery_target(request: pytest.FixtureRequest) -> Iterator[BigQueryTarget]:
 
 
 if __name__ == "__main__":  # pragma: no cover
+    _exit_with_parent(int(sys.argv[3]))
     _serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -78,12 +78,22 @@ class PendingAudit:
 
 @dataclass(frozen=True)
 class Submission:
-    """A URL sent to the service; ``audit_id`` is None when the service refused it (4xx)."""
+    """A URL sent to the service.
+
+    ``audit_id`` is None when there is no audit to poll: the service refused it (4xx, costs
+    nothing), or the answer was lost (``ambiguous``: it may have been created and charged, so it
+    counts against the budget and is not sent again within the re-audit interval).
+    """
 
     url: str
     brand_id: str
     audit_id: str | None
     submitted_at: dt.datetime
+    ambiguous: bool = False
+
+    @property
+    def charged(self) -> bool:
+        return self.audit_id is not None or self.ambiguous
 
 
 @dataclass(frozen=True)
@@ -149,6 +159,7 @@ def parse_cursor(raw: str | None) -> AuditState:
                 brand_id=s["brand_id"],
                 audit_id=s.get("audit_id"),
                 submitted_at=_parse_ts(s["submitted_at"]) or dt.datetime.min.replace(tzinfo=dt.UTC),
+                ambiguous=bool(s.get("ambiguous", False)),
             )
             for s in doc.get("submissions", [])
         )
@@ -187,6 +198,7 @@ def dump_cursor(state: AuditState) -> str:
                 "brand_id": s.brand_id,
                 "audit_id": s.audit_id,
                 "submitted_at": _ts(s.submitted_at),
+                "ambiguous": s.ambiguous,
             }
             for s in state.submissions
         ],
@@ -263,12 +275,10 @@ def prune(state: AuditState, now: dt.datetime, policy: AuditPolicy) -> AuditStat
 
 
 def submitted_today(state: AuditState, now: dt.datetime) -> Counter[str]:
-    """Accepted submissions per brand on ``now``'s UTC day (refusals cost nothing)."""
+    """Submissions per brand on ``now``'s UTC day that may have cost money (refusals cost nothing)."""
     day = now.astimezone(dt.UTC).date()
     return Counter(
-        s.brand_id
-        for s in state.submissions
-        if s.audit_id is not None and s.submitted_at.astimezone(dt.UTC).date() == day
+        s.brand_id for s in state.submissions if s.charged and s.submitted_at.astimezone(dt.UTC).date() == day
     )
 
 
@@ -328,9 +338,17 @@ def record_submission(
     )
 
 
-def record_rejection(state: AuditState, candidate: Candidate, *, now: dt.datetime) -> AuditState:
-    """Remember a URL the service refused, so it is not sent again within the re-audit interval."""
-    submission = Submission(url=candidate.url, brand_id=candidate.brand_id, audit_id=None, submitted_at=now)
+def record_rejection(
+    state: AuditState, candidate: Candidate, *, now: dt.datetime, ambiguous: bool = False
+) -> AuditState:
+    """Remember a URL that got no audit to poll, so it is not sent again within the re-audit interval.
+
+    ``ambiguous``: the request failed without an answer (5xx, timeout) and may have created an audit:
+    sending it again could pay twice, so it is not retried before the interval either.
+    """
+    submission = Submission(
+        url=candidate.url, brand_id=candidate.brand_id, audit_id=None, submitted_at=now, ambiguous=ambiguous
+    )
     return replace(state, submissions=(*state.submissions, submission))
 
 

@@ -64,7 +64,10 @@ from resources.api.errors import (
     BadRequestError,
     NotFoundError,
     PermissionDeniedError,
+    QuotaExceededError,
     RateLimitError,
+    ServerError,
+    TransportError,
     VisibilityAPIError,
 )
 from resources.api.resource import VisibilityAPIResource
@@ -82,6 +85,10 @@ AUDIT_ASSET_KEY = AssetKey("audit_reports")
 DEFAULT_ENDPOINT_BACKOFF = dt.timedelta(minutes=5)
 #: After 403 (e.g. a trialing workspace may not order audits): try again this much later.
 FORBIDDEN_BACKOFF = dt.timedelta(hours=1)
+#: No answer after the client's retries within the tick's deadline (the request may have gone through).
+SERVICE_UNAVAILABLE = (ServerError, TransportError)
+#: Errors that make every further poll of this tick fail or wait too: stop polling until next tick.
+POLLING_STOPPERS = (RateLimitError, QuotaExceededError, *SERVICE_UNAVAILABLE)
 
 
 class AuditSensorSettings(ConfigurableResource):
@@ -220,7 +227,11 @@ def poll_pending(
         try:
             report = client.poll_audit(audit.poll)
             status = str(report.get("status")) if isinstance(report, Mapping) else None
-        except VisibilityAPIError as exc:
+        except POLLING_STOPPERS as exc:
+            # The service is limiting or failing: every further poll would wait out the deadline too.
+            log.lines.append(f"polling stopped for this tick: {_error_text(exc)}")
+            break
+        except VisibilityAPIError as exc:  # this audit's poll failed (404, bad shape): keep going
             error = _error_text(exc)
         state, decision = apply_poll(
             state, audit.id, status=status, now=now, policy=policy, report=report, error=error
@@ -313,6 +324,11 @@ def submit(
             state = record_rejection(state, candidate, now=now)
             log.lines.append(f"audit of {candidate.url} refused: {_error_text(exc)}")
             continue
+        except SERVICE_UNAVAILABLE as exc:
+            # No answer: the audit may exist (and be charged). Never pay twice: do not resend it.
+            state = record_rejection(state, candidate, now=now, ambiguous=True)
+            log.lines.append(f"audit of {candidate.url} unconfirmed ({_error_text(exc)}); not resent")
+            break
         state, pending = record_submission(
             state, candidate, audit_id=str(created["id"]), poll=str(created["poll"]), now=now
         )

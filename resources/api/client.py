@@ -195,6 +195,9 @@ class VisibilityClient:
         self._budget = RequestBudget(max_concurrency)
         self._counters = _Counters()
         self._closed = False
+        #: Set by the first quota_exceeded: from then on nothing is sent (the quota will not recover
+        #: within a sync, and every further request would be refused too).
+        self._quota_error: QuotaExceededError | None = None
         install_log_guard()
         # httpx masks the Authorization value in its Headers repr; it never logs request headers.
         self._http = httpx.Client(
@@ -297,6 +300,8 @@ class VisibilityClient:
         """Send until a success, a typed failure, or the retry deadline; return (body, request id)."""
         if self._closed:
             raise VisibilityAPIError("the client is closed", endpoint=endpoint.key)
+        if self._quota_error is not None:
+            raise self._quota_stop(endpoint)
         deadline = time.monotonic() + self._retry_deadline
         attempt = 0
         last: _Failure | None = None
@@ -308,6 +313,9 @@ class VisibilityClient:
                 raise self._give_up(endpoint, last, attempt, extra=str(exc)) from None
             self._counters.wait("pacing", permit.waited_for_rate)
             self._counters.wait("concurrency", permit.waited_for_slot)
+            if self._quota_error is not None:
+                self._budget.release(permit, success=False)
+                raise self._quota_stop(endpoint)
             self._counters.request(endpoint.key)
             success = False
             try:
@@ -382,13 +390,15 @@ class VisibilityClient:
                 )
             return answer.body
         if action is Action.QUOTA:
-            raise QuotaExceededError(
+            error = QuotaExceededError(
                 message or "the quota is used up",
                 endpoint=endpoint.key,
                 status=answer.status,
                 code=code,
                 request_id=answer.request_id,
             )
+            self._quota_error = self._quota_error or error
+            raise error
         if action is Action.FAIL:
             error_type = ERROR_BY_STATUS.get(answer.status, VisibilityAPIError)
             raise error_type(
@@ -419,6 +429,17 @@ class VisibilityClient:
             delay = retry_after if retry_after is not None else self._backoff(attempt)
             return failure, delay
         raise self._not_repeated(endpoint, failure)
+
+    def _quota_stop(self, endpoint: ep.Endpoint) -> QuotaExceededError:
+        first = self._quota_error
+        assert first is not None
+        return QuotaExceededError(
+            f"not sent: the quota was already used up (first refused at {first.endpoint})",
+            endpoint=endpoint.key,
+            status=first.status,
+            code=first.code,
+            request_id=first.request_id,
+        )
 
     def _give_up(
         self, endpoint: ep.Endpoint, last: _Failure, attempts: int, extra: str = ""
@@ -694,10 +715,20 @@ class VisibilityClient:
             while pending:
                 head = pending[0]
                 if not head.done():
-                    wait_futures([f for f in pending if not f.done()], return_when=FIRST_COMPLETED)
-                    feed()
+                    done, _ = wait_futures([f for f in pending if not f.done()], return_when=FIRST_COMPLETED)
+                    if any(not f.cancelled() and f.exception() is not None for f in done):
+                        # A call failed: start nothing new, let the running calls end, then yield
+                        # what precedes the failure and raise the first error in input order.
+                        exhausted = True
+                        for future in pending:
+                            future.cancel()
+                        wait_futures(pending)
+                    else:
+                        feed()
                     continue
                 pending.popleft()
+                if head.cancelled():
+                    continue
                 error = head.exception()
                 if error is not None:
                     for future in pending:

@@ -7,7 +7,8 @@ Why this shape:
 * The table change is server-side and atomic: partition replace is a multi-statement transaction
   (``BEGIN TRANSACTION; DELETE ...; INSERT ... SELECT ... FROM staging; COMMIT``), a snapshot write is
   one ``MERGE`` (upsert and retire-in-scope in a single statement). A client crash at any point leaves
-  the previous rows; only an orphaned staging table can remain, and it expires by itself.
+  the previous rows; only an orphaned staging table can remain, and it expires by itself. BigQuery
+  cancels one of two jobs changing a table at once; that step is retried (:func:`retry_concurrent`).
 * Every value (scope, run id, timestamps, query values) is a query parameter; identifiers are
   backquoted by :func:`quote_identifier`. Descriptions are set through the API (DDL ``OPTIONS`` take no
   parameters), so no value is ever string-built into SQL.
@@ -552,7 +553,8 @@ class BigQueryWarehouse(Warehouse):
                     type_=bigquery.TimePartitioningType.DAY, field=spec.date_column
                 )
             new.clustering_fields = clustering_fields(spec, types)
-            self.client.create_table(new)
+            # a concurrent first write may create it meanwhile: from the same spec, so the same table
+            self.client.create_table(new, exists_ok=True)
         elif plan.columns or plan.comments:
             for c in plan.columns:
                 # DDL adds the column (one per statement); the schema patch below then writes the

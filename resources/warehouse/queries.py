@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from decimal import Decimal
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from resources.warehouse.base import Warehouse

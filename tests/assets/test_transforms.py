@@ -174,3 +174,15 @@ def test_concat_tolerates_parts_with_different_extra_columns() -> None:
         T.PROMPT_MENTIONS, [mentions_table([mention(1, x=1)], "b1"), mentions_table([mention(2)], "b1")]
     )
     assert table.num_rows == 2 and table.column("x").to_pylist() == [1, None]
+
+
+def test_filter_cells_handles_engines_with_different_dates() -> None:
+    rows = [
+        mention(1, "2024-03-01", "chatgpt"),
+        mention(2, "2024-03-02", "chatgpt"),
+        mention(3, "2024-03-01", "claude"),
+        mention(4, "2024-03-02", "claude"),
+    ]
+    cells = {(D, "chatgpt"), (D, "claude"), (D + dt.timedelta(days=1), "claude")}
+    table = filter_cells(mentions_table(rows, "b1"), "checked_on", cells)
+    assert sorted(table.column("id").to_pylist()) == ["m1", "m3", "m4"]

@@ -193,12 +193,8 @@ def test_concurrent_requests_get_the_same_faults_as_sequential_ones(
         sequential = {t: outcome(http, t) for t in targets}
     set_faults(faulty, "flaky", seed=5, overrides={**FAST, "throttle": 0.2, "server_error": 0.2})
 
-    def one(target: str) -> tuple[str, tuple[Any, ...]]:
-        with client(faulty) as http:
-            return target, outcome(http, target)
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        concurrent = dict(pool.map(one, reversed(targets)))
+    with client(faulty) as http, ThreadPoolExecutor(max_workers=8) as pool:  # httpx.Client is thread-safe
+        concurrent = dict(pool.map(lambda target: (target, outcome(http, target)), reversed(targets)))
     assert concurrent == sequential
 
 

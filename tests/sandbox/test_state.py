@@ -246,3 +246,29 @@ def test_keys_endpoint_lists_every_role(sandbox: SandboxHandle) -> None:
 def test_openapi_document_is_served(sandbox: SandboxHandle) -> None:
     document = httpx.get(f"{sandbox.url}/openapi.json").json()
     assert document["openapi"].startswith("3.") and "/v1/brands" in document["paths"]
+
+
+def test_faults_configured_at_runtime_hit_v1_only_and_are_counted(
+    sandbox_factory: Callable[..., SandboxHandle],
+) -> None:
+    sb = sandbox_factory()
+    sb.configure(faults={"overrides": {"server_error": 1.0}})
+    with client(sb) as api:
+        faulted = api.get("/v1/brands")
+        assert faulted.status_code in (500, 502, 503)
+        assert faulted.headers.get("x-request-id")
+        assert httpx.get(f"{sb.url}/_sandbox/keys").status_code == 200
+        sb.configure(faults={"overrides": {}})
+        assert api.get("/v1/brands").status_code == 200
+    assert sb.stats()["GET /v1/brands"] == {str(faulted.status_code): 1, "200": 1}
+
+
+def test_the_restate_fault_bumps_the_revision_through_the_scope_hook(
+    sandbox_factory: Callable[..., SandboxHandle],
+) -> None:
+    sb = sandbox_factory()
+    assert httpx.get(f"{sb.url}/_sandbox/config").json()["revision"] == 0
+    sb.configure(faults={"overrides": {"restate": 1.0}})
+    with client(sb) as api:
+        assert api.get("/v1/brands").status_code == 200
+    assert httpx.get(f"{sb.url}/_sandbox/config").json()["revision"] >= 1

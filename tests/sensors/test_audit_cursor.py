@@ -213,3 +213,11 @@ def test_policy_rejects_nonsense() -> None:
         AuditPolicy(deadline=dt.timedelta(0))
     with pytest.raises(ValueError):
         AuditPolicy(max_polls_per_tick=0)
+
+
+def test_unanswered_submission_counts_against_the_budget_and_is_not_resent() -> None:
+    state = record_rejection(AuditState(), cand("https://a.example/lost"), now=T0, ambiguous=True)
+    state = submitted(state, "https://a.example/1", "a1", T0)  # budget of 2 now spent
+    wanted = [cand("https://a.example/lost"), cand("https://a.example/2")]
+    assert choose_submissions(state, wanted, now=T0, policy=POLICY) == []
+    assert parse_cursor(dump_cursor(state)) == state

@@ -48,7 +48,7 @@ def world(
 ) -> tuple[SandboxHandle, list[dict[str, Any]]]:
     """Audits stay pending (until a test shortens the delay), fresh limits and counters; brands landed."""
     handle, brands = audit_sandbox
-    handle.configure(audit_delay_seconds=3600.0, limits=asdict(loose_limits()))
+    handle.configure(audit_delay_seconds=3600.0, limits=asdict(loose_limits()), fail_endpoints=[])
     handle.reset_stats()
     seed_brands(warehouse, brands)
     return handle, brands
@@ -242,3 +242,26 @@ def test_configured_url_on_no_brand_domain_is_reported_not_submitted(
     assert result.run_requests == []
     assert "on no brand's domain" in result.skip_reason.skip_message
     assert count(handle.stats(), POST) == 0
+
+
+def test_unanswered_submission_is_never_resent_and_a_failing_poll_waits_for_the_next_tick(
+    world: tuple[SandboxHandle, list[dict[str, Any]]], warehouse: WarehouseResource, instance: DagsterInstance
+) -> None:
+    handle, brands = world
+    first_url, second_url = (f"https://{brands[0]['domain']}/{p}" for p in ("one", "two"))
+    res = resources(handle, warehouse, urls=[first_url], tick_request_deadline_seconds=1.0)
+    first = evaluate(audit_sensor, instance, None, res)
+    audit_id = first.run_requests[0].tags[TAG_AUDIT_ID]
+
+    handle.configure(fail_endpoints=[POST, POLL])  # the service answers 500 to both
+    res = resources(handle, warehouse, urls=[first_url, second_url], tick_request_deadline_seconds=1.0)
+    failing = evaluate(audit_sensor, instance, first.cursor, res)
+    assert failing.run_requests == []
+    state = parse_cursor(failing.cursor)
+    assert [p.id for p in state.pending] == [audit_id]  # still pending, polled again next tick
+    assert [(s.url, s.ambiguous) for s in state.submissions if s.audit_id is None] == [(second_url, True)]
+
+    handle.configure(fail_endpoints=[], audit_delay_seconds=0)
+    recovered = evaluate(audit_sensor, instance, failing.cursor, res)
+    assert [r.run_key for r in recovered.run_requests] == [audit_id]
+    assert handle.stats()[POST] == {"202": 1, "500": 1}  # the unanswered one was not sent again

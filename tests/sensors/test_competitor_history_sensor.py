@@ -1,17 +1,13 @@
 """The competitor history sensor evaluated for real against the sandbox: a competitor tracked again
 is backfilled by the service, and the sensor requests its trend partitions exactly once."""
 
-from __future__ import annotations
-
 import datetime as dt
 from collections.abc import Callable
 
-from dagster import DagsterInstance, PartitionKeyRange, materialize
+from dagster import AssetExecutionContext, DagsterInstance, PartitionKeyRange, asset, materialize
 
 from assets.discovery import BRANDS_TAG
 from assets.partitions import ENGINES_WITH_ALL, ROLLUP_PARTITIONS
-from assets.snapshots import snapshot_assets
-from assets.trends import trend_assets
 from pipelines.sensors.competitor_history import (
     TAG_COMPETITORS,
     TREND_ASSET_KEYS,
@@ -20,9 +16,7 @@ from pipelines.sensors.competitor_history import (
 )
 from pipelines.sensors.history_cursor import HistoryBackfill, ObservedCompetitor
 from resources.api.client import VisibilityClient
-from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
-from tests.fixtures_sandbox import SANDBOX_TODAY
 from tests.sensors.conftest import api_resource, evaluate
 
 
@@ -82,29 +76,29 @@ def test_history_backfill_fires_once_per_competitor_from_its_history_date(
     assert isinstance(request.partition_key_range, PartitionKeyRange)
 
 
-def test_history_run_request_refetches_only_that_brand_from_that_date(
-    sandbox: SandboxHandle, instance: DagsterInstance, warehouse: WarehouseResource
+def test_history_run_request_launches_one_run_over_every_engine_from_the_date(
+    instance: DagsterInstance,
 ) -> None:
-    """The request launched as a run of the real trend assets: every engine, from the date, one brand."""
-    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
-        brand = next(iter(client.list_brands()))
-    start = SANDBOX_TODAY - dt.timedelta(days=3)
-    competitor = ObservedCompetitor(brand["id"], "c1", start, "2026-10-01T00:00:00Z")
-    request = backfill_request([HistoryBackfill(competitor, start)], ROLLUP_PARTITIONS.get_partition_keys())
+    """Launched as Dagster launches it, the request's range is every (date, engine) from the date on."""
+    seen: dict[str, object] = {}
+
+    @asset(name="competitor_trends", partitions_def=ROLLUP_PARTITIONS)
+    def stand_in(context: AssetExecutionContext) -> None:
+        seen["keys"] = list(context.partition_keys)
+        seen["brands"] = context.run.tags[BRANDS_TAG]
+
+    keys = ROLLUP_PARTITIONS.get_partition_keys()
+    start = dt.date.fromisoformat(keys[-8 * 5].split("|")[0])  # five days before the newest partition
+    due = [
+        HistoryBackfill(
+            ObservedCompetitor("brand-b", "c2", start + dt.timedelta(days=2), "t"),
+            start + dt.timedelta(days=2),
+        ),
+        HistoryBackfill(ObservedCompetitor("brand-a", "c1", start, "t"), start),
+    ]
+    request = backfill_request(due, keys)
     assert request is not None
-    result = materialize(
-        [*snapshot_assets, *trend_assets],
-        selection=list(request.asset_selection),
-        instance=instance,
-        tags=request.tags,
-        resources={"api": api_resource(sandbox), "warehouse": warehouse},
-    )
+    result = materialize([stand_in], instance=instance, tags=request.tags)
     assert result.success
-    with warehouse.get_warehouse() as wh:
-        for table in ("competitor_trends", "citation_trends"):
-            [landed] = wh.query(
-                f"SELECT MIN(brand_id) AS lo, MAX(brand_id) AS hi, MIN(date) AS first, "
-                f"COUNT(DISTINCT engine) AS engines FROM {wh.table_ref(table)}"
-            ).to_pylist()
-            assert (landed["lo"], landed["hi"], landed["first"]) == (brand["id"], brand["id"], start)
-            assert landed["engines"] == len(brand["engines"]) + 1  # measured engines and the rollup
+    assert seen["keys"] == keys[-8 * 5 :]
+    assert seen["brands"] == "brand-a,brand-b"

@@ -94,7 +94,8 @@ class Case:
             "SELECT a.attname AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
             "JOIN pg_namespace n ON n.oid = c.relnamespace "
             "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey) "
-            f"WHERE i.indisprimary AND n.nspname = {self._esc(self.schema)} AND c.relname = {self._esc(table)} "
+            f"WHERE i.indisprimary AND n.nspname = {self._esc(self.schema)} "
+            f"AND c.relname = {self._esc(table)} "
             "ORDER BY array_position(i.indkey::int2[], a.attnum)"
         ).to_pylist()
         return [r["name"] for r in rows]

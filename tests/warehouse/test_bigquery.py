@@ -62,7 +62,9 @@ class BQ:
         }
 
     def staging_tables(self) -> list[str]:
-        return [n for n in self.target.table_names() if n.startswith(STAGING_PREFIX)]
+        """This test's staging tables (a shared live dataset may hold other runs' ones)."""
+        names = self.target.table_names()
+        return [n for n in names if n.startswith(STAGING_PREFIX) and self.target.prefix in n]
 
 
 @pytest.fixture
@@ -128,6 +130,20 @@ def test_snapshot_table_gets_history_columns_and_described_current_view(bq: BQ) 
     assert view.view_query is None or "is_current" in view.view_query  # the emulator omits the query
     assert view.description and spec.description in view.description
     assert bq.rows(f"{spec.name}_current") == []
+
+
+def test_changed_descriptions_are_rewritten_on_the_existing_table(bq: BQ) -> None:
+    spec = bq.spec(MENTIONS)
+    bq.wh.ensure_table(spec)
+    columns = tuple(
+        dataclasses.replace(c, description=f"{c.description} (v2)") if c.name == "engine" else c
+        for c in spec.columns
+    )
+    changed = dataclasses.replace(spec, description="Mentions, v2.", columns=columns)
+    assert bq.wh.ensure_table(changed) == []
+    assert bq.table(spec.name).description == "Mentions, v2."
+    assert bq.fields(spec.name)["engine"][2] == "Answer engine. (v2)"
+    assert bq.fields(spec.name)["brand_id"][2] == spec.column("brand_id").description
 
 
 # --- partition replace ----------------------------------------------------------------------------

@@ -127,8 +127,11 @@ def test_encode_rows_turns_nested_values_into_json_and_types_null_columns() -> N
     rows = mention_rows("b1", [D1], per_cell=1, engines=("chatgpt",))
     rows = rows.append_column("later", pa.nulls(1))
     rows = rows.append_column(
-        "when", pa.array([{"at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "m": [("k", 1)]}], 
-                         pa.struct([("at", pa.timestamp("us", tz="UTC")), ("m", pa.map_(pa.string(), pa.int64()))]))
+        "when",
+        pa.array(
+            [{"at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "m": [("k", 1)]}],
+            pa.struct([("at", pa.timestamp("us", tz="UTC")), ("m", pa.map_(pa.string(), pa.int64()))]),
+        ),
     )
     plan = _plan(rows, None)
     out = encode_rows(rows, plan)

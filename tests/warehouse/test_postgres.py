@@ -22,7 +22,9 @@ def test_concurrent_first_writes_to_a_new_table_both_land(postgres_url: str, pg_
         wh = PostgresWarehouse(postgres_url, pg_schema)
         try:
             barrier.wait(30)
-            wh.replace_partitions(MENTIONS, mention_rows(brand, [D1]), scope((brand,), D1, D2), f"run-{brand}")
+            wh.replace_partitions(
+                MENTIONS, mention_rows(brand, [D1]), scope((brand,), D1, D2), f"run-{brand}"
+            )
         except BaseException as exc:
             errors.append(exc)
         finally:
@@ -36,7 +38,8 @@ def test_concurrent_first_writes_to_a_new_table_both_land(postgres_url: str, pg_
     assert errors == []
     with PostgresWarehouse(postgres_url, pg_schema) as wh:
         counts = wh.query(
-            f"SELECT brand_id, count(*) AS n FROM {wh.table_ref('mentions')} GROUP BY brand_id ORDER BY brand_id"
+            f"SELECT brand_id, count(*) AS n FROM {wh.table_ref('mentions')} "
+            "GROUP BY brand_id ORDER BY brand_id"
         ).to_pylist()
     assert counts == [{"brand_id": "b1", "n": 4}, {"brand_id": "b2", "n": 4}]
 

@@ -44,7 +44,9 @@ def test_duckdb_urls_follow_sqlalchemy_slashes(tmp_path: Path) -> None:
         ("postgresql://u@h:5432/db", "a" * 64, "VISIBILITY_SCHEMA"),
     ],
 )
-def test_bad_settings_are_refused_before_any_io_naming_the_setting(url: str, schema: str, setting: str) -> None:
+def test_bad_settings_are_refused_before_any_io_naming_the_setting(
+    url: str, schema: str, setting: str
+) -> None:
     with pytest.raises(WarehouseConfigError, match=setting):
         warehouse_from_url(url, schema)
 
@@ -86,7 +88,9 @@ def test_redact_url_masks_only_the_password() -> None:
 
 def test_resource_builds_the_configured_warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VISIBILITY_WAREHOUSE", f"duckdb:///{tmp_path}/r.duckdb")
-    resource = WarehouseResource(url=EnvVar("VISIBILITY_WAREHOUSE"), schema_name="land", lock_timeout_seconds=5)
+    resource = WarehouseResource(
+        url=EnvVar("VISIBILITY_WAREHOUSE"), schema_name="land", lock_timeout_seconds=5
+    )
     initialized = resource.process_config_and_initialize()  # what Dagster does: resolves the EnvVar
     with initialized.get_warehouse() as wh:
         assert isinstance(wh, DuckDBWarehouse)

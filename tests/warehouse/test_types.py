@@ -55,7 +55,9 @@ def test_arrow_types_map_to_one_logical_type(arrow: pa.DataType, expected: SqlTy
     assert sql_type(arrow) == expected
 
 
-@pytest.mark.parametrize("arrow", [pa.uint64(), pa.decimal128(10, 2), pa.binary(), pa.time64("us"), pa.duration("s")])
+@pytest.mark.parametrize(
+    "arrow", [pa.uint64(), pa.decimal128(10, 2), pa.binary(), pa.time64("us"), pa.duration("s")]
+)
 def test_types_without_a_lossless_landing_are_refused(arrow: pa.DataType) -> None:
     with pytest.raises(UnsupportedTypeError, match=re.escape(str(arrow))):
         sql_type(arrow)

@@ -1,0 +1,58 @@
+"""The disk spool: rows survive the hand-over between steps and are read back filtered."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from assets import spool as spool_module
+from assets.spool import Spool
+
+
+def part(ids: list[int], **extra: list[object]) -> pa.Table:
+    return pa.table({"id": ids, **extra})
+
+
+def test_rows_come_back_filtered_after_a_pickle_round_trip(monkeypatch) -> None:
+    monkeypatch.setattr(spool_module, "FLUSH_ROWS", 3)
+    spool = Spool.create()
+    try:
+        for start in range(0, 10, 2):
+            spool.append(part([start, start + 1]))
+        handed_over = pickle.loads(pickle.dumps(spool))
+        even = pa.concat_tables(
+            handed_over.read(lambda t: t.filter(pc.equal(pc.bit_wise_and(t["id"], 1), 0)))
+        )
+        assert sorted(even.column("id").to_pylist()) == [0, 2, 4, 6, 8]
+        assert handed_over.rows == 10
+    finally:
+        spool.remove()
+
+
+def test_parts_with_new_or_missing_extra_columns_are_all_kept(monkeypatch) -> None:
+    monkeypatch.setattr(spool_module, "FLUSH_ROWS", 1)
+    spool = Spool.create()
+    try:
+        spool.append(part([1], x=["a"]))
+        spool.append(part([2]))  # x missing: conformed with a null
+        spool.append(part([3], y=[1.5]))  # y new: a new segment
+        rows = pa.concat_tables(list(spool.read(lambda t: t)), promote_options="permissive").to_pylist()
+        assert sorted(rows, key=lambda r: r["id"]) == [
+            {"id": 1, "x": "a", "y": None},
+            {"id": 2, "x": None, "y": None},
+            {"id": 3, "x": None, "y": 1.5},
+        ]
+        assert len(spool.segments) == 2
+    finally:
+        spool.remove()
+
+
+def test_remove_deletes_the_spooled_files() -> None:
+    spool = Spool.create()
+    spool.append(part([1]))
+    spool.close()
+    spool.remove()
+    assert not Path(spool.directory).exists()

@@ -1,0 +1,71 @@
+"""Pure parts of the command line: default window, engine spans, exit codes."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from assets.partitions import ENGINES_WITH_ALL
+from pipelines.cli import (
+    EXIT_CONFIG,
+    EXIT_PARTIAL,
+    EXIT_REFUSED,
+    EXIT_UNAVAILABLE,
+    default_window,
+    engine_groups,
+    exit_code_for,
+    main,
+)
+from pipelines.config import ConfigError, load_settings
+from resources.api import errors as E
+
+
+def test_the_default_window_is_yesterday_and_the_lookback_days() -> None:
+    assert default_window(dt.date(2026, 5, 10), 3) == (dt.date(2026, 5, 6), dt.date(2026, 5, 10))
+
+
+def test_engines_become_contiguous_spans_of_the_partition_order() -> None:
+    assert engine_groups(["chatgpt", "claude", "all"], ENGINES_WITH_ALL) == [
+        ("chatgpt", "claude"),
+        ("all", "all"),
+    ]
+    assert engine_groups(list(ENGINES_WITH_ALL), ENGINES_WITH_ALL) == [("chatgpt", "all")]
+    assert engine_groups(["all"], ENGINES_WITH_ALL[:-1]) == []
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (ConfigError("x"), EXIT_CONFIG),
+        (E.AuthenticationError("x", status=401), EXIT_REFUSED),
+        (E.SubscriptionRequiredError("x", status=402), EXIT_REFUSED),
+        (E.QuotaExceededError("x", status=429), EXIT_UNAVAILABLE),
+        (E.TransportError("x"), EXIT_UNAVAILABLE),
+        (RuntimeError("x"), EXIT_PARTIAL),
+    ],
+)
+def test_errors_map_to_the_documented_exit_codes(error: BaseException, code: int) -> None:
+    assert exit_code_for(error) == code
+
+
+def test_settings_errors_name_the_variable() -> None:
+    with pytest.raises(ConfigError, match="VISIBILITY_LOOKBACK_DAYS"):
+        load_settings({"VISIBILITY_LOOKBACK_DAYS": "-1"})
+    with pytest.raises(ConfigError, match="VISIBILITY_START_DATE"):
+        load_settings({"VISIBILITY_START_DATE": "01/02/2026"})
+    with pytest.raises(ConfigError, match="VISIBILITY_API_URL"):
+        load_settings({"VISIBILITY_API_URL": "ftp://x"})
+
+
+def test_the_key_never_shows_in_the_settings_repr() -> None:
+    settings = load_settings(
+        {"VISIBILITY_API_URL": "https://api.example.com", "VISIBILITY_API_KEY": "sekret-123"}
+    )
+    assert "sekret-123" not in repr(settings)
+
+
+def test_usage_errors_exit_with_the_config_code() -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--start", "yesterday"])
+    assert exc.value.code == EXIT_CONFIG

@@ -1,0 +1,55 @@
+"""The audit sensor's configuration: environment parsing and which brand a configured URL belongs to."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from pipelines.sensors import sensor_resources
+from pipelines.sensors.audits import AuditSensorSettings, configured_candidates
+
+DOMAINS = {"b-acme": "acme.com", "b-www": "www.zeta.io"}
+
+
+def test_settings_come_from_the_environment_with_defaults() -> None:
+    settings = AuditSensorSettings.from_env(
+        {
+            "VISIBILITY_AUDIT_URLS": "https://acme.com/a, https://acme.com/b\nhttps://zeta.io/",
+            "VISIBILITY_AUDITS_PER_DAY": "3",
+            "VISIBILITY_AUDIT_DEADLINE_MINUTES": "45",
+        }
+    )
+    assert settings.urls == ["https://acme.com/a", "https://acme.com/b", "https://zeta.io/"]
+    policy = settings.policy()
+    assert (policy.audits_per_day, policy.deadline) == (3, dt.timedelta(minutes=45))
+    assert policy.reaudit_interval == dt.timedelta(days=30)  # default
+
+
+def test_malformed_setting_names_the_variable() -> None:
+    with pytest.raises(ValueError, match="VISIBILITY_AUDITS_PER_DAY"):
+        AuditSensorSettings.from_env({"VISIBILITY_AUDITS_PER_DAY": "ten"})
+
+
+def test_sensor_resources_provide_the_audit_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VISIBILITY_AUDIT_URLS", "https://acme.com/x")
+    assert sensor_resources()["audit_settings"].urls == ["https://acme.com/x"]
+
+
+def test_configured_url_belongs_to_the_brand_whose_domain_hosts_it() -> None:
+    found, orphans = configured_candidates(
+        [
+            "https://acme.com/pricing",
+            "https://blog.acme.com/post",
+            "https://zeta.io/",  # the brand's domain is given with www.
+            "https://notacme.com/x",  # a suffix is not a subdomain
+            "https://other.example/",
+        ],
+        DOMAINS,
+    )
+    assert [(c.url, c.brand_id, c.reason) for c in found] == [
+        ("https://acme.com/pricing", "b-acme", "configured"),
+        ("https://blog.acme.com/post", "b-acme", "configured"),
+        ("https://zeta.io/", "b-www", "configured"),
+    ]
+    assert orphans == ["https://notacme.com/x", "https://other.example/"]
