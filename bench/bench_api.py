@@ -272,7 +272,9 @@ def render(outcomes: list[Outcome], quick: bool) -> str:
         "`concurrency_limited` 429s into ~10% of requests at random, whatever the client does; those "
         "are counted in its 429 column. The 2% claim is about the rate limiter, measured by the "
         "`hostile, limiter only` row (hostile without injected 429s). `quota_exceeded` is switched "
-        "off in both hostile rows because it stops a sync on purpose.",
+        "off in both hostile rows because it stops a sync on purpose. The full hostile row is slow by "
+        "design: an injected `rate_limited` with a Retry-After of up to 2 s holds back every request of "
+        "the key (one shared budget), which is what a real `rate_limited` asks for.",
         "",
     ]
     return "\n".join(lines)

@@ -152,26 +152,22 @@ class Views:
             if len(found) >= wanted:
                 break
             for eng, block in self._blocks(brand, day, engines):
-                positions = block.position[prompt_index]
-                named = np.flatnonzero(positions)
-                for cast_index in named[np.argsort(positions[named], kind="stable")]:
-                    found.append(
-                        (
-                            day,
-                            eng,
-                            int(cast_index),
-                            int(positions[cast_index]),
-                            int(block.sentiment[prompt_index, cast_index]),
-                        )
-                    )
+                positions = block.position[prompt_index].tolist()
+                named = sorted((position, cast) for cast, position in enumerate(positions) if position)
+                if named:
+                    sentiments = block.sentiment[prompt_index].tolist()
+                    found.extend((day, eng, cast, position, sentiments[cast]) for position, cast in named)
         chunk = found[offset : offset + limit]
         prompt_id = brand.prompts[prompt_index].id
         rows = []
-        answer_ids: dict[tuple[dt.date, str], str] = {}
+        answer_ids: dict[tuple[dt.date, str], tuple[str, str]] = {}
         for day, eng, cast_index, position, sentiment in chunk:
-            answer_id = answer_ids.get((day, eng))
-            if answer_id is None:
-                answer_id = answer_ids[(day, eng)] = self.world.answer_id(brand, prompt_index, day, eng)
+            known = answer_ids.get((day, eng))
+            if known is None:
+                day_iso = day.isoformat()
+                answer_id = self.world.answer_id(brand, prompt_index, day, eng)
+                known = answer_ids[(day, eng)] = (answer_id, day_iso)
+            answer_id, checked_on = known
             rows.append(
                 {
                     "id": self.world.mention_id(answer_id, cast_index),
@@ -181,7 +177,7 @@ class Views:
                     "sentiment": sentiment / 100.0,
                     "prompt_id": prompt_id,
                     "engine": eng,
-                    "checked_on": day.isoformat(),
+                    "checked_on": checked_on,
                 }
             )
         more = offset + limit < len(found)
@@ -294,7 +290,9 @@ class Views:
         if url is not None:
             target_type, value = "url", url
             target_root = root_domain(urlsplit(url).hostname or "")
-            match = np.array([p.url == url for p in brand.pages], dtype=bool)
+            match = np.zeros(len(brand.pages), dtype=bool)
+            if url in brand.page_by_url:
+                match[brand.page_by_url[url]] = True
         else:
             target_type, value = "domain", root_domain(domain or brand.domain)
             target_root = value

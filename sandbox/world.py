@@ -344,6 +344,7 @@ class World:
         self.prompt_owner: dict[str, Brand] = {p.id: b for b in self.brands for p in b.prompts}
         self.keys_by_role = {k.role: k.value for k in self.keys.values()}
         self.block = lru_cache(maxsize=16_384)(self._generate_block)
+        self._ran: dict[tuple[int, int], bool] = {}  # (brand, day ordinal): at most brands x history days
 
     # -- ids -----------------------------------------------------------------------------------
 
@@ -374,7 +375,7 @@ class World:
         large = self.config.size == "large"
 
         specs = [
-            # workspace id key, name, subscription, plan, api access, key roles
+            # key, name, subscription, plan, API access
             ("main", "Main workspace", "active", "growth", True),
             ("other", "Other workspace", "active", "growth", True),
             ("trial", "Trial workspace", "trialing", "growth", True),
@@ -568,9 +569,12 @@ class World:
         """Whether the brand's scheduled run happened that day (some days have no run at all)."""
         if not self.has_data(day) or not brand.prompts:
             return False
-        return (
-            stable_int(self.seed, "run", brand.index, day.isoformat()) % 10_000 >= NO_RUN_PROBABILITY * 10_000
-        )
+        key = (brand.index, day.toordinal())
+        ran = self._ran.get(key)
+        if ran is None:
+            draw = stable_int(self.seed, "run", brand.index, day.isoformat()) % 10_000
+            ran = self._ran[key] = draw >= NO_RUN_PROBABILITY * 10_000
+        return ran
 
     def effective_revision(self, day: dt.date, revision: int) -> int:
         """The revision that seeds a day: only the last ``restate_days`` days are restated."""

@@ -28,6 +28,8 @@ from resources.api.headers import (
 UNKNOWN_RESET_SECONDS = 1.0
 #: Sleep slices while waiting, so a window that reopens early (a new answer) is noticed.
 MAX_WAIT_SLICE_SECONDS = 0.25
+
+
 #: Requests sent this close together may reach the service in either order (threads, connections),
 #: so an answer's ``remaining`` may not yet count a request sent just *before* it.
 REORDER_SECONDS = 0.02
@@ -36,10 +38,13 @@ REORDER_SECONDS = 0.02
 class RateWindow:
     """The client's estimate of one rate-limit window (global, or one endpoint's).
 
-    ``remaining`` counts down locally on every send, because the headers of answers lag behind the
-    requests still in flight; the headers correct the estimate when they arrive. When it is spent,
-    requests wait for ``reset_at``: the end of a fixed window, or the time a token bucket is full
-    again (either way the whole ``limit`` is available then).
+    ``remaining`` counts down on every send, because the headers of answers lag behind the requests
+    still in flight; each answer then corrects it: the service's ``remaining`` less our requests it
+    cannot have counted yet. The service's figure wins over the local count because it also sees
+    refills (a token bucket grows between answers) and other clients spending the same key; answers
+    older than the one the estimate rests on are ignored. When it is spent, requests wait for
+    ``reset_at``: the end of a fixed window, or the time a token bucket is full again (either way
+    the whole ``limit`` is available then).
     """
 
     def __init__(self) -> None:
@@ -47,15 +52,15 @@ class RateWindow:
         self.remaining: int | None = None
         self.reset_at: float | None = None
         self.blocked_until: float = 0.0
-        #: Send order (``Permit.seq``) and send time of the request whose answer the estimate rests on.
+        #: Send number and send time of the request whose answer the estimate rests on.
         self.newest_seq = 0
         self.newest_sent_at = 0.0
 
     def delay(self, now: float, *, unanswered_since_newest: int = 0) -> float:
         """Seconds until one more request may be sent (0 when it may go now).
 
-        ``unanswered_since_newest`` counts requests sent after the answer the estimate rests on and
-        still unanswered: they spent budget the reopened window will not have.
+        ``unanswered_since_newest`` counts requests the answer behind the estimate did not see and
+        that are still unanswered: they spend budget the reopened window will not have.
         """
         if now < self.blocked_until:
             return self.blocked_until - now
@@ -74,24 +79,20 @@ class RateWindow:
             self.remaining -= 1
 
     def observe(
-        self, window: WindowHeaders, now: float, *, seq: int = 0, sent_at: float = 0.0, sent_since: int = 0
+        self, window: WindowHeaders, now: float, *, seq: int = 0, sent_at: float = 0.0, unseen: int = 0
     ) -> None:
         """Correct the estimate from the headers of the answer to request number ``seq``.
 
-        Answers arrive out of order; one older than the answer the estimate already rests on is
-        stale and ignored. ``sent_since`` counts our requests sent after this one and still
-        unanswered (or sent just before it, see ``REORDER_SECONDS``): the service may not have
-        counted them when it wrote ``remaining``, so they are taken off. The server's figure
-        otherwise wins over the local count, because it also sees refills (a token bucket grows
-        between answers) and other clients spending the same key.
+        ``unseen`` counts our unanswered requests the service may not have counted when it wrote
+        ``remaining``: those sent after this one, and those sent at most ``REORDER_SECONDS`` before.
         """
         if window.limit is not None:
             self.limit = window.limit
         if seq and seq < self.newest_seq:
-            return
+            return  # a late answer describes the budget before later requests were counted
         self.newest_seq, self.newest_sent_at = seq, sent_at
         if window.remaining is not None:
-            self.remaining = window.remaining - sent_since
+            self.remaining = window.remaining - unseen
         if window.reset_seconds is not None:
             self.reset_at = now + window.reset_seconds
         elif self.remaining is not None and self.remaining <= 0 and self.reset_at is None:
@@ -142,7 +143,11 @@ class BudgetExhausted(Exception):
     def __init__(self, wait_seconds: float, scope: str) -> None:
         self.wait_seconds = wait_seconds
         self.scope = scope
-        super().__init__(f"the {scope} rate-limit window reopens in {wait_seconds:.1f}s")
+        if scope == "concurrency":
+            text = "no request slot freed up before the retry deadline"
+        else:
+            text = f"the {scope} rate-limit window reopens in {wait_seconds:.1f}s, after the retry deadline"
+        super().__init__(text)
 
 
 @dataclass
@@ -183,7 +188,7 @@ class RequestBudget:
         self._global = RateWindow()
         self._endpoints: dict[str, RateWindow] = {}
         self._aimd = AIMDLimit(max_concurrency)
-        #: Requests sent and not yet answered: seq -> (endpoint, send time).
+        #: Requests sent and not yet answered: send number -> (endpoint, send time).
         self._in_flight: dict[int, tuple[str, float]] = {}
         self._seq = 0
         self._answered = False
@@ -194,8 +199,8 @@ class RequestBudget:
             window = self._endpoints[endpoint] = RateWindow()
         return window
 
-    def _unanswered_after(self, seq: int, sent_at: float, endpoint: str | None = None) -> int:
-        """Unanswered requests the service may not have counted when it answered request ``seq``.
+    def _unseen_by(self, seq: int, sent_at: float, endpoint: str | None = None) -> int:
+        """Unanswered requests the answer to request ``seq`` may not have counted.
 
         Those sent after it, and those sent at most ``REORDER_SECONDS`` before it (to ``endpoint``
         only, if given).
@@ -235,13 +240,13 @@ class RequestBudget:
                 endpoint_window = self._endpoint(endpoint)
                 global_delay = self._global.delay(
                     now,
-                    unanswered_since_newest=self._unanswered_after(
+                    unanswered_since_newest=self._unseen_by(
                         self._global.newest_seq, self._global.newest_sent_at
                     ),
                 )
                 endpoint_delay = endpoint_window.delay(
                     now,
-                    unanswered_since_newest=self._unanswered_after(
+                    unanswered_since_newest=self._unseen_by(
                         endpoint_window.newest_seq, endpoint_window.newest_sent_at, endpoint
                     ),
                 )
@@ -273,14 +278,14 @@ class RequestBudget:
         with self._cond:
             self._answered = True
             if global_headers.present:
-                sent_since = self._unanswered_after(permit.seq, permit.sent_at)
+                unseen = self._unseen_by(permit.seq, permit.sent_at)
                 self._global.observe(
-                    global_headers, now, seq=permit.seq, sent_at=permit.sent_at, sent_since=sent_since
+                    global_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
                 )
             if endpoint_headers.present:
-                sent_since = self._unanswered_after(permit.seq, permit.sent_at, permit.endpoint)
+                unseen = self._unseen_by(permit.seq, permit.sent_at, permit.endpoint)
                 self._endpoint(permit.endpoint).observe(
-                    endpoint_headers, now, seq=permit.seq, sent_at=permit.sent_at, sent_since=sent_since
+                    endpoint_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
                 )
             self._cond.notify_all()
 

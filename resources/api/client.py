@@ -134,6 +134,23 @@ class _Counters:
             return copy.deepcopy(self._stats)
 
 
+class _Secret:
+    """Holds the key so that no repr, ``vars()`` dump or traceback local shows it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self._value, "[redacted]") if self._value in text else text
+
+    def __repr__(self) -> str:
+        return "_Secret('[hidden]')"
+
+    __str__ = __repr__
+
+
 @dataclass
 class _Failure:
     """The last thing that went wrong in a retry loop; quoted when the loop gives up."""
@@ -187,7 +204,7 @@ class VisibilityClient:
             raise ValueError("timeout_seconds and retry_deadline_seconds must be positive")
         self._base_url = validate_base_url(base_url)
         key = validate_api_key(api_key)
-        self._secret = key  # used only to scrub texts quoted from the service; never formatted
+        self._secret = _Secret(key)  # only to scrub texts quoted from the service
         self._max_concurrency = max_concurrency
         self._retry_deadline = retry_deadline_seconds
         self._backoff_base = backoff_base_seconds
@@ -249,9 +266,7 @@ class VisibilityClient:
 
     def _scrub(self, text: str) -> str:
         """Texts quoted from the service go into exceptions: never let them carry the key."""
-        if self._secret and self._secret in text:
-            text = text.replace(self._secret, "[redacted]")
-        return text[:_MAX_MESSAGE_CHARS]
+        return self._secret.scrub(text)[:_MAX_MESSAGE_CHARS]
 
     def _backoff(self, attempt: int) -> float:
         return full_jitter(attempt, base_seconds=self._backoff_base, cap_seconds=self._backoff_max)
@@ -270,7 +285,9 @@ class VisibilityClient:
             return None, _Failure("connection_dropped", type(exc).__name__)
         except httpx.ConnectError as exc:
             return None, _Failure("connect_error", type(exc).__name__)
-        except httpx.TransportError as exc:
+        except httpx.DecodingError as exc:  # a compressed body cut short
+            return None, _Failure("invalid_body", type(exc).__name__)
+        except httpx.RequestError as exc:  # read/write errors, and anything else on the wire
             return None, _Failure("connection_dropped", type(exc).__name__)
         request_id = response.headers.get("x-request-id")
         decoded: Any = None
@@ -330,7 +347,7 @@ class VisibilityClient:
                     failure, delay = outcome
                 else:
                     assert failure is not None
-                    if failure.cause in ("timeout", "connection_dropped") and not (
+                    if failure.cause in ("timeout", "connection_dropped", "invalid_body") and not (
                         may_retry_after_ambiguous_failure(endpoint.method)
                     ):
                         raise self._not_repeated(endpoint, failure)
@@ -390,15 +407,15 @@ class VisibilityClient:
                 )
             return answer.body
         if action is Action.QUOTA:
-            error = QuotaExceededError(
+            quota = QuotaExceededError(
                 message or "the quota is used up",
                 endpoint=endpoint.key,
                 status=answer.status,
                 code=code,
                 request_id=answer.request_id,
             )
-            self._quota_error = self._quota_error or error
-            raise error
+            self._quota_error = self._quota_error or quota
+            raise quota
         if action is Action.FAIL:
             error_type = ERROR_BY_STATUS.get(answer.status, VisibilityAPIError)
             raise error_type(

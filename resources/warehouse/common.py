@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -206,6 +207,16 @@ def check_snapshot_scope(spec: TableSpec, scope: SnapshotScope | None, table_col
         raise ValueError(f"snapshot scope column {scope.column!r} is not a column of {spec.name}")
 
 
+def _release_if_large(n: int) -> None:
+    """Hand the hash table's memory back to the OS before the engine allocates for the load.
+
+    Arrow's allocator keeps freed memory cached; without this a million-row write would hold the
+    dedupe's memory and the engine's at the same time.
+    """
+    if n >= 100_000:
+        pa.default_memory_pool().release_unused()
+
+
 def dedupe_by_key(rows: pa.Table, key: Sequence[str]) -> tuple[pa.Table, int]:
     """Keep the last row of each key, in the original order; return the table and rows dropped."""
     n = rows.num_rows
@@ -214,9 +225,13 @@ def dedupe_by_key(rows: pa.Table, key: Sequence[str]) -> tuple[pa.Table, int]:
     keyed = rows.select(list(key)).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
     last = keyed.group_by(list(key), use_threads=False).aggregate([("__row", "max")])
     if last.num_rows == n:
+        del keyed, last
+        _release_if_large(n)
         return rows, 0
     keep = pc.sort_indices(last["__row_max"])
-    return rows.take(pc.take(last["__row_max"], keep)), n - last.num_rows
+    out = rows.take(pc.take(last["__row_max"], keep)), n - last.num_rows
+    _release_if_large(n)
+    return out
 
 
 # --- schema evolution ----------------------------------------------------------------------------
@@ -442,6 +457,18 @@ class WriteStamp:
 
     @classmethod
     def now(cls, run_id: str) -> WriteStamp:
+        """A stamp strictly later than every earlier stamp of this process (engines may use it to
+        tell the rows of this write from older ones)."""
+        global _last_stamp
         if not isinstance(run_id, str) or not run_id:
             raise ValueError("run_id must be a non-empty string")
-        return cls(run_id, dt.datetime.now(dt.UTC))
+        with _stamp_lock:
+            now = dt.datetime.now(dt.UTC)
+            if _last_stamp is not None and now <= _last_stamp:
+                now = _last_stamp + dt.timedelta(microseconds=1)
+            _last_stamp = now
+        return cls(run_id, now)
+
+
+_stamp_lock = threading.Lock()
+_last_stamp: dt.datetime | None = None

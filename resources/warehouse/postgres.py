@@ -305,11 +305,19 @@ class PostgresWarehouse(Warehouse):
             if self._between_delete_and_insert is not None:
                 self._between_delete_and_insert()
             cols = ", ".join(q(c) for c in plan.load_columns)
-            cur.execute(
-                f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "  # type: ignore[arg-type]
-                f"SELECT {cols}, %(ts)s, %(run_id)s FROM {stage}",
-                {"ts": stamp.loaded_at, "run_id": stamp.run_id},
-            )
+            try:
+                cur.execute(
+                    f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "  # type: ignore[arg-type]
+                    f"SELECT {cols}, %(ts)s, %(run_id)s FROM {stage}",
+                    {"ts": stamp.loaded_at, "run_id": stamp.run_id},
+                )
+            except psycopg.errors.UniqueViolation as exc:  # the transaction rolls back
+                detail = exc.diag.message_detail or ""
+                raise ValueError(
+                    f"row(s) for {spec.name} have keys {list(spec.key)} that already exist outside the "
+                    "partition scope (another brand, date or engine); a partition write never touches "
+                    f"rows outside its scope, so nothing was written. {detail}"
+                ) from exc
         return WriteResult(
             table=spec.name,
             rows_written=data.num_rows,

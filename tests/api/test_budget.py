@@ -37,18 +37,49 @@ def test_spent_window_waits_for_reset_then_reopens_with_the_full_limit() -> None
     assert window.remaining == 3
 
 
-def test_requests_still_in_flight_are_taken_off_the_servers_remaining() -> None:
+def test_requests_the_answer_cannot_have_counted_are_taken_off_the_servers_remaining() -> None:
     window = RateWindow()
-    window.observe(WindowHeaders(limit=10, remaining=4, reset_seconds=1.0), now=0.0, sent_since=3)
+    window.observe(WindowHeaders(limit=10, remaining=4, reset_seconds=1.0), now=0.0, seq=1, unseen=3)
     assert window.remaining == 1
 
 
-def test_refills_reported_by_the_server_are_believed() -> None:
+def test_refills_reported_by_a_newer_answer_are_believed() -> None:
     window = RateWindow()
-    window.observe(WindowHeaders(limit=10, remaining=0, reset_seconds=1.0), now=0.0)
+    window.observe(WindowHeaders(limit=10, remaining=0, reset_seconds=1.0), now=0.0, seq=1)
     assert window.delay(0.5) > 0
-    window.observe(WindowHeaders(limit=10, remaining=5, reset_seconds=1.0), now=0.5)
+    window.observe(WindowHeaders(limit=10, remaining=5, reset_seconds=1.0), now=0.5, seq=2)
     assert window.delay(0.5) == 0.0
+
+
+def test_a_late_answer_to_an_older_request_is_ignored() -> None:
+    window = RateWindow()
+    window.observe(WindowHeaders(limit=10, remaining=3, reset_seconds=1.0), now=0.0, seq=5)
+    window.observe(WindowHeaders(limit=10, remaining=6, reset_seconds=1.0), now=0.1, seq=4)
+    assert window.remaining == 3
+
+
+def test_in_flight_requests_spend_the_reopened_window() -> None:
+    window = RateWindow()
+    window.observe(WindowHeaders(limit=10, remaining=0, reset_seconds=1.0), now=0.0, seq=3)
+    assert window.delay(1.0, unanswered_since_newest=2) == 0.0
+    assert window.remaining == 8
+
+
+def test_budget_counts_requests_sent_just_before_an_answer_as_unseen() -> None:
+    clock = FakeClock()
+    budget = RequestBudget(8, clock=clock)
+    probe = budget.acquire("GET /v1/brands")
+    budget.observe(probe, httpx.Headers({"X-RateLimit-Limit": "50", "X-RateLimit-Remaining": "40"}))
+    budget.release(probe)
+    early = budget.acquire("GET /v1/brands")  # may reach the service after `answered`
+    clock.now += 0.005
+    answered = budget.acquire("GET /v1/brands")
+    clock.now += 1.0
+    late = budget.acquire("GET /v1/brands")  # surely after `answered`
+    budget.observe(answered, httpx.Headers({"X-RateLimit-Remaining": "30"}))
+    assert budget.snapshot().remaining == 30 - 2  # `early` and `late` taken off
+    for permit in (early, answered, late):
+        budget.release(permit)
 
 
 def test_spent_window_without_reset_probes_after_a_pause() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
 import pickle
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assets import spool as spool_module
-from assets.spool import Spool
+from assets.spool import DateSpool, Spool, bucket_of, bucket_windows
 
 
 def part(ids: list[int], **extra: list[object]) -> pa.Table:
@@ -56,3 +58,26 @@ def test_remove_deletes_the_spooled_files() -> None:
     spool.close()
     spool.remove()
     assert not Path(spool.directory).exists()
+
+
+def test_bucket_windows_cut_a_range_at_bucket_boundaries_only() -> None:
+    start, end = dt.date(2026, 10, 1), dt.date(2026, 10, 31)
+    pieces = list(bucket_windows(start, end, 7))
+    assert pieces[0][0] == start and pieces[-1][1] == end
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+    assert all(
+        (e - s).days <= 7 and bucket_of(s, 7) == bucket_of(e - dt.timedelta(days=1), 7) for s, e in pieces
+    )
+
+
+def test_a_date_spool_reads_only_the_buckets_of_a_window() -> None:
+    spool = DateSpool.create("day", 7)
+    try:
+        days = [dt.date(2026, 10, 1) + dt.timedelta(days=i) for i in range(30)]
+        spool.append(pa.table({"day": pa.array(days, pa.date32()), "n": list(range(30))}))
+        first, end = next(bucket_windows(days[0], days[-1] + dt.timedelta(days=1), 7))
+        got = pa.concat_tables(list(spool.read(lambda t: t, first, end))).column("day").to_pylist()
+        assert got == [d for d in days if first <= d < end]
+        assert spool.rows == 30 and len(spool.buckets) >= 5
+    finally:
+        spool.remove()

@@ -10,7 +10,7 @@ from sandbox.testing import SandboxHandle
 
 
 def client(handle: SandboxHandle, role: str = "workspace") -> httpx.Client:
-    """A client of the sandbox with the key of ``role`` (``None``-role clients send no key)."""
+    """A client of the sandbox with the key of ``role`` (an empty role sends no key)."""
     headers = {"Authorization": f"Bearer {handle.keys[role]}"} if role else {}
     return httpx.Client(base_url=handle.url, headers=headers, timeout=30.0)
 

@@ -431,3 +431,24 @@ def test_unknown_path_is_404_not_found_envelope(api: httpx.Client) -> None:
 def test_every_v1_response_carries_rate_limit_headers(api: httpx.Client, brand: Brand) -> None:
     for response in (api.get("/v1/brands"), api.get("/v1/brands/not-a-uuid"), api.put("/v1/brands")):
         assert {"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"} <= set(response.headers)
+
+
+def test_answer_pages_cover_the_whole_list_exactly_once_across_engines(
+    api: httpx.Client, brand: Brand
+) -> None:
+    path = f"/v1/brands/{brand.id}/answers"
+    day = {"from": "2026-10-20", "to": "2026-10-22"}
+    by_100 = [r for chunk in pages(api, path, limit=100, **day) for r in chunk]
+    by_7 = [r for chunk in pages(api, path, limit=7, **day) for r in chunk]
+    assert by_7 == by_100 and len({r["id"] for r in by_7}) == len(by_7) > 100
+    assert {r["engine"] for r in by_7} == set(brand.engines)
+    order = [(r["checked_on"], ENGINES.index(r["engine"])) for r in by_7]
+    assert order == sorted(order)
+
+
+@pytest.mark.parametrize("resource", ["topics", "tracked-competitors", "prompts"])
+def test_brand_lists_page_with_cursors(api: httpx.Client, brand: Brand, resource: str) -> None:
+    path = f"/v1/brands/{brand.id}/{resource}"
+    whole = data(api.get(path, params={"limit": 999}))
+    paged = [r for chunk in pages(api, path, limit=1) for r in chunk]
+    assert len(whole) > 1 and paged == whole

@@ -174,6 +174,16 @@ def test_rows_outside_the_scope_are_refused_and_nothing_is_written(case: Case) -
     assert case.rows("mentions", drop_meta=False) == before
 
 
+def test_keys_landed_outside_the_scope_are_refused_not_moved(case: Case) -> None:
+    wh = case.warehouse
+    wh.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1")
+    before = case.rows("mentions", drop_meta=False)
+    same_ids = mention_rows("b1", [D1]).set_column(1, "brand_id", pa.array(["b2"] * 4))
+    with pytest.raises(ValueError, match="already exist outside the partition scope"):
+        wh.replace_partitions(MENTIONS, same_ids, scope(("b2",), D1, D2), "run-2")
+    assert case.rows("mentions", drop_meta=False) == before
+
+
 def test_duplicate_keys_keep_the_last_row(case: Case) -> None:
     rows = mention_rows("b1", [D1], engines=("chatgpt",), per_cell=1)
     later = mention_rows("b1", [D1], engines=("chatgpt",), per_cell=1, name="Later")
