@@ -2,30 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pyarrow as pa
 from dagster import AssetsDefinition
 
 from assets import tables as T
 from assets import transforms as X
 from assets.builders import PartitionedAsset, build_partitioned_asset
+from assets.landing import slices
 from assets.partitions import ENGINE_PARTITIONS, ENGINES
 from assets.planning import Call, plan_answers, plan_mentions
 from resources.api.client import VisibilityClient
 
 
-def fetch_mentions(client: VisibilityClient, call: Call) -> pa.Table:
+def fetch_mentions(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
     assert call.prompt_id is not None
     rows = client.list_prompt_mentions(
         call.prompt_id, engine=call.engine, start=call.window.start, end=call.window.end
     )
-    return X.mentions_table(list(rows), call.brand_id)
+    for batch in slices(rows):
+        yield X.mentions_table(batch, call.brand_id)
 
 
-def fetch_answers(client: VisibilityClient, call: Call) -> pa.Table:
+def fetch_answers(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
     rows = client.list_answers(
         call.brand_id, engine=call.engine, start=call.window.start, end=call.window.end
     )
-    return X.answers_table(list(rows), call.brand_id)
+    for batch in slices(rows):
+        yield X.answers_table(batch, call.brand_id)
 
 
 PROMPT_MENTIONS = PartitionedAsset(

@@ -8,8 +8,9 @@ previous rows of that chunk in place, and a re-run replaces them again.
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,10 +24,13 @@ from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
 from resources.warehouse.base import PartitionScope, TableSpec, Warehouse, WriteResult
 
+#: Rows of a paged call transformed at a time.
+SLICE_ROWS = 5_000
 #: Longest date span of one write: bounds memory (rows of one chunk) whatever the run's length.
 DEFAULT_DAYS_PER_WRITE = 7
 
-FetchOne = Callable[[VisibilityClient, Call], pa.Table]
+#: One call's rows as Arrow tables, yielded in slices so a long paged call never sits in memory whole.
+FetchOne = Callable[[VisibilityClient, Call], Iterator[pa.Table]]
 
 
 @dataclass
@@ -51,28 +55,45 @@ def fetch_to_spool(
     spool: DateSpool,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> set[str]:
-    """Run the plan's calls concurrently, spooling the rows of the run's cells.
+    """Run the plan's calls concurrently, spooling the rows of the run's cells as they arrive.
 
-    Returns the brands whose calls answered 404 (their rows are dropped, never written).
+    Returns the brands whose calls answered 404: their rows (even those spooled before the 404) are
+    never written, because landing only writes the brands that stayed in scope.
     """
     assert spec.date_column is not None
-    not_found: set[str] = set()
+    date_column = spec.date_column
+    lock = threading.Lock()
 
-    def work(call: Call) -> tuple[Call, pa.Table | None]:
+    def work(call: Call) -> tuple[Call, bool]:
         try:
-            return call, fetch_one(client, call)
+            for table in fetch_one(client, call):
+                part = filter_cells(table, date_column, plan.cells)
+                with lock:
+                    spool.append(part)
         except NotFoundError:
-            return call, None
+            return call, False
+        return call, True
 
+    not_found: set[str] = set()
     total = len(plan.calls)
-    for done, (call, table) in enumerate(client.map_concurrent(work, plan.calls), start=1):
-        if table is None:
+    for done, (call, found) in enumerate(client.map_concurrent(work, plan.calls), start=1):
+        if not found:
             not_found.add(call.brand_id)
-        else:
-            spool.append(filter_cells(table, spec.date_column, plan.cells))
         if on_progress is not None:
             on_progress(done, total)
     return not_found
+
+
+def slices(rows: Iterable[dict[str, Any]], size: int = SLICE_ROWS) -> Iterator[list[dict[str, Any]]]:
+    """A paged iterator's rows in lists of at most ``size`` (the last may be shorter, never empty)."""
+    batch: list[dict[str, Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def write_chunks(box: Box, days_per_write: int) -> Iterator[Box]:

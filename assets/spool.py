@@ -71,6 +71,14 @@ class Spool:
         if self._buffered >= FLUSH_ROWS:
             self._flush()
 
+    @property
+    def buffered(self) -> int:
+        """Rows held in memory, not yet on disk."""
+        return self._buffered
+
+    def flush(self) -> None:
+        self._flush()
+
     def _flush(self) -> None:
         if not self._buffer:
             return
@@ -171,6 +179,10 @@ class DateSpool:
         keys = pc.cast(keys, pa.int64())
         for key in pc.unique(keys).to_pylist():
             self._bucket(int(key)).append(table.filter(pc.equal(keys, key)))
+        # the memory bound is for the whole spool, however many buckets a long run has
+        if sum(s.buffered for s in self.buckets.values()) >= FLUSH_ROWS:
+            for spool in self.buckets.values():
+                spool.flush()
 
     def close(self) -> None:
         for spool in self.buckets.values():

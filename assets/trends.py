@@ -3,6 +3,7 @@ citation trends, competitor trends. The rollup is fetched (engine omitted), neve
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -21,7 +22,7 @@ from resources.api.client import VisibilityClient
 CITATION_URLS_LIMIT = 2000
 
 
-def fetch_cited_pages(client: VisibilityClient, call: Call) -> pa.Table:
+def fetch_cited_pages(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
     result = client.citation_urls(
         call.brand_id,
         engine=call.engine,
@@ -29,7 +30,7 @@ def fetch_cited_pages(client: VisibilityClient, call: Call) -> pa.Table:
         end=call.window.end,
         limit=CITATION_URLS_LIMIT,
     )
-    return X.cited_pages_table(
+    yield X.cited_pages_table(
         result.rows,
         brand_id=call.brand_id,
         day=call.window.start,
@@ -44,20 +45,18 @@ def _unwrap(payload: dict[str, Any]) -> dict[str, Any]:
     return payload["data"] if "data" in payload and isinstance(payload["data"], dict) else payload
 
 
-def fetch_citation_trends(client: VisibilityClient, call: Call) -> pa.Table:
+def fetch_citation_trends(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
     data = client.citation_trends(
         call.brand_id, domain=call.domain, engine=call.engine, start=call.window.start, end=call.window.end
     )
-    return X.citation_trend_table(_unwrap(data), brand_id=call.brand_id, engine=X.rollup_engine(call.engine))
+    yield X.citation_trend_table(_unwrap(data), brand_id=call.brand_id, engine=X.rollup_engine(call.engine))
 
 
-def fetch_competitor_trends(client: VisibilityClient, call: Call) -> pa.Table:
+def fetch_competitor_trends(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
     data = client.competitor_trends(
         call.brand_id, engine=call.engine, start=call.window.start, end=call.window.end, granularity="day"
     )
-    return X.competitor_trend_table(
-        _unwrap(data), brand_id=call.brand_id, engine=X.rollup_engine(call.engine)
-    )
+    yield X.competitor_trend_table(_unwrap(data), brand_id=call.brand_id, engine=X.rollup_engine(call.engine))
 
 
 def capped_notes(spool: DateSpool) -> dict[str, Any]:

@@ -35,6 +35,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,33 @@ def _extra_pages(db: Path) -> dict[str, int]:
     }
 
 
+class RssSampler:
+    """Samples this process's RSS every 50 ms, to attribute the peak to fetch or land steps."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._process = psutil.Process()
+        self._samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self._samples.append((time.time(), self._process.memory_info().rss))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def peak_mb(self, intervals: list[tuple[float, float]]) -> float:
+        inside = [rss for t, rss in self._samples if any(a <= t <= b for a, b in intervals)]
+        return round(max(inside, default=0) / 2**20, 1)
+
+
 def scenario(url: str, key: str, first: dt.date, days: int, db: Path) -> dict[str, Any]:
     from dagster import DagsterInstance, materialize
 
@@ -116,6 +144,9 @@ def scenario(url: str, key: str, first: dt.date, days: int, db: Path) -> dict[st
     rows = 0
     waited = 0.0
     step_seconds: dict[str, float] = {}
+    sampler = RssSampler()
+    sampler.start()
+    intervals: list[tuple[str, float, float]] = []  # (step key, start, end) in epoch seconds
     started = time.monotonic()
     with DagsterInstance.ephemeral() as instance:
         for assets, engines in ((fact_assets, ENGINES), (trend_assets, ENGINES_WITH_ALL)):
@@ -144,7 +175,17 @@ def scenario(url: str, key: str, first: dt.date, days: int, db: Path) -> dict[st
             for event in result.all_events:
                 if event.is_step_success:
                     step_seconds[event.step_key] = round(event.event_specific_data.duration_ms / 1000, 2)
+            begun: dict[str, float] = {}
+            for entry in instance.all_logs(result.run_id):
+                event = entry.dagster_event
+                if event is None or event.step_key is None:
+                    continue
+                if event.event_type_value == "STEP_START":
+                    begun[event.step_key] = entry.timestamp
+                elif event.event_type_value == "STEP_SUCCESS":
+                    intervals.append((event.step_key, begun[event.step_key], entry.timestamp))
     wall = time.monotonic() - started
+    sampler.stop()
     minimum = dict(planned)
     for endpoint, extra in _extra_pages(db).items():
         minimum[endpoint] = minimum.get(endpoint, 0) + extra
@@ -164,6 +205,8 @@ def scenario(url: str, key: str, first: dt.date, days: int, db: Path) -> dict[st
         "client_requests": sum(made_by_client.values()),
         "client_wait_seconds": round(waited, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_fetch_mb": sampler.peak_mb([(a, b) for k, a, b in intervals if ".fetch_" in k]),
+        "peak_rss_land_mb": sampler.peak_mb([(a, b) for k, a, b in intervals if ".land_" in k]),
     }
 
 
@@ -228,6 +271,7 @@ def measure(url: str, key: str, rate: float, first: dt.date, days: int, label: s
     result["rate_bound_seconds"] = round(result["requests_made"] / rate, 2)
     result["requests_vs_minimum"] = round(result["requests_made"] / result["minimum_requests"], 3)
     result["wall_vs_rate_bound"] = round(result["wall_seconds"] / result["rate_bound_seconds"], 3)
+    result["fetch_vs_rate_bound"] = round(result["fetch_seconds"] / result["rate_bound_seconds"], 3)
     result["label"] = label
     print(json.dumps(result), flush=True)
     return result
@@ -245,8 +289,8 @@ def write_results(rate: float, results: list[dict[str, Any]]) -> None:
         "DuckDB file, in a fresh process.",
         "",
         "| scenario | rows landed | planned calls | planner minimum (pages) | requests made | made / minimum "
-        "| 429s | wall s | fetch s | land s | requests / rate s | wall / rate bound | client waited s "
-        "| peak RSS MB |",
+        "| 429s | wall s | fetch s | land s | requests / rate s | fetch / rate bound | wall / rate bound "
+        "| peak RSS MB (fetch steps / land steps / process) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:

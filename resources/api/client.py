@@ -197,7 +197,9 @@ class VisibilityClient:
         backoff_base_seconds: float = 0.5,
         backoff_max_seconds: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        budget: RequestBudget | None = None,
     ) -> None:
+        """``budget``: share one budget between clients of the same key (the resource does)."""
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         if timeout_seconds <= 0 or retry_deadline_seconds <= 0:
@@ -209,7 +211,7 @@ class VisibilityClient:
         self._retry_deadline = retry_deadline_seconds
         self._backoff_base = backoff_base_seconds
         self._backoff_max = backoff_max_seconds
-        self._budget = RequestBudget(max_concurrency)
+        self._budget = budget if budget is not None else RequestBudget(max_concurrency)
         self._counters = _Counters()
         self._closed = False
         #: Set by the first quota_exceeded: from then on nothing is sent (the quota will not recover

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
+from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
 from resources.api.config import validate_api_key, validate_base_url
 
@@ -14,11 +16,13 @@ _HIDDEN = "[hidden]"
 
 
 class VisibilityAPIResource(dg.ConfigurableResource):
-    """Settings of the visibility API; ``get_client()`` opens one client per sync.
+    """Settings of the visibility API; ``get_client()`` opens a client for one asset or sync.
 
-    Pass the key as ``EnvVar("VISIBILITY_API_KEY")`` so it stays out of code and run config. Dagster
-    shows an ``EnvVar`` by name but holds the resolved value inside a run, so this class masks the
-    key in its own ``repr``/``str`` as well.
+    Every client of one resource instance (one per run, per process) shares one request budget, so
+    what one asset learnt about the limits holds for the next. Counters stay per client, so each
+    asset reports its own requests. Pass the key as ``EnvVar("VISIBILITY_API_KEY")`` so it stays
+    out of code and run config; Dagster shows an ``EnvVar`` by name but holds the resolved value
+    inside a run, so this class also masks the key in its own ``repr``/``str``.
     """
 
     api_url: str = Field(
@@ -38,6 +42,9 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         default=0.5, description="First backoff step of the jittered exponential backoff."
     )
 
+    _budget: RequestBudget | None = PrivateAttr(default=None)
+    _budget_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
             yield name, (_HIDDEN if name == "api_key" else value)
@@ -52,6 +59,9 @@ class VisibilityAPIResource(dg.ConfigurableResource):
     def get_client(self) -> VisibilityClient:
         """A new client (use it in a ``with`` block); settings are validated before any request."""
         self.validate_settings()
+        with self._budget_lock:
+            if self._budget is None:
+                self._budget = RequestBudget(self.max_concurrency)
         return VisibilityClient(
             self.api_url,
             self.api_key,
@@ -59,4 +69,5 @@ class VisibilityAPIResource(dg.ConfigurableResource):
             timeout_seconds=self.timeout_seconds,
             retry_deadline_seconds=self.retry_deadline_seconds,
             backoff_base_seconds=self.backoff_base_seconds,
+            budget=self._budget,
         )

@@ -9,6 +9,7 @@ closed right after it, so the file lock is held only while writing; a second wri
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -56,6 +57,8 @@ from resources.warehouse.types import duckdb_type, from_duckdb_type, sql_type_or
 q = quote_identifier
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 600.0
+#: rows per ON CONFLICT statement (DuckDB's row-group size)
+UPSERT_BATCH_ROWS = 122_880
 
 # One DuckDB database instance per file per process: writes from threads of one process take turns.
 _PROCESS_LOCKS: dict[str, threading.Lock] = {}
@@ -163,13 +166,15 @@ class DuckDBWarehouse(Warehouse):
 
     def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
         try:
-            return connect_with_lock_wait(self.path, read_only=read_only, timeout=self.lock_timeout_seconds)
+            con = connect_with_lock_wait(self.path, read_only=read_only, timeout=self.lock_timeout_seconds)
         except duckdb.ConnectionException as exc:
             # this process already holds the file read-write elsewhere (DuckDB shares one instance
             # per file and process): reading through that instance takes no new lock
             if not read_only or "different configuration" not in str(exc):
                 raise
-            return connect_with_lock_wait(self.path, read_only=False, timeout=self.lock_timeout_seconds)
+            con = connect_with_lock_wait(self.path, read_only=False, timeout=self.lock_timeout_seconds)
+        _exec(con, "SET enable_progress_bar = false")  # no progress bars in run logs
+        return con
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -178,7 +183,8 @@ class DuckDBWarehouse(Warehouse):
             try:
                 yield con
             except BaseException:
-                con.rollback()
+                with contextlib.suppress(duckdb.Error):  # keep the original error
+                    con.rollback()
                 raise
             con.commit()
 
@@ -262,7 +268,8 @@ class DuckDBWarehouse(Warehouse):
         try:
             yield q(name)
         finally:
-            con.unregister(name)
+            with contextlib.suppress(duckdb.Error):  # an aborted transaction refuses it; harmless
+                con.unregister(name)
 
     def replace_partitions(
         self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
@@ -302,18 +309,24 @@ class DuckDBWarehouse(Warehouse):
 
             total_before, scope_before = counts()
             n = data.num_rows
-            if n:
-                with self._registered(con, data) as source:
-                    self._upsert(con, spec, plan, source, stamp, is_snapshot=False)
-                    total_after, scope_after = counts()
-                    matched_in_scope = scope_before + n - scope_after
-                    moved = total_before + n - total_after - matched_in_scope
-                    if moved:  # raising rolls the upsert back
-                        raise ValueError(
-                            f"{moved} row(s) for {spec.name} have keys {list(spec.key)} that already exist "
-                            "outside the partition scope (another brand, date or engine); a partition "
-                            "write never touches rows outside its scope, so nothing was written"
-                        )
+            outside = (
+                f"row(s) for {spec.name} have keys {list(spec.key)} that already exist outside the "
+                "partition scope (another brand, date or engine); a partition write never touches rows "
+                "outside its scope, so nothing was written"
+            )
+            if n and scope_before == 0:
+                # nothing to replace (a new partition): a plain INSERT, lighter than an upsert
+                try:
+                    self._insert(con, spec, plan, data, stamp)
+                except duckdb.ConstraintException as exc:
+                    raise ValueError(f"some {outside}: {exc}") from exc
+            elif n:
+                self._upsert(con, spec, plan, data, stamp, is_snapshot=False)
+                total_after, scope_after = counts()
+                matched_in_scope = scope_before + n - scope_after
+                moved = total_before + n - total_after - matched_in_scope
+                if moved:  # raising rolls the upsert back
+                    raise ValueError(f"{moved} {outside}")
             if self._between_delete_and_insert is not None:
                 self._between_delete_and_insert()
             _exec(
@@ -330,17 +343,39 @@ class DuckDBWarehouse(Warehouse):
             duplicates_dropped=dropped,
         )
 
+    def _insert(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        spec: TableSpec,
+        plan: LoadPlan,
+        data: pa.Table,
+        stamp: WriteStamp,
+    ) -> None:
+        cols = ", ".join(q(c) for c in plan.load_columns)
+        with self._registered(con, data) as source:
+            _exec(
+                con,
+                f"INSERT INTO {self.table_ref(spec.name)} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "
+                f"SELECT {cols}, $ts, $run_id FROM {source}",
+                {"ts": stamp.loaded_at, "run_id": stamp.run_id},
+            )
+
     def _upsert(
         self,
         con: duckdb.DuckDBPyConnection,
         spec: TableSpec,
         plan: LoadPlan,
-        source: str,
+        data: pa.Table,
         stamp: WriteStamp,
         *,
         is_snapshot: bool,
     ) -> None:
-        """INSERT ... ON CONFLICT (key) DO UPDATE: every column takes this write's value (or NULL)."""
+        """INSERT ... ON CONFLICT (key) DO UPDATE: every column takes this write's value (or NULL).
+
+        In slices: DuckDB holds a whole ON CONFLICT input in memory (about 4x its Arrow size for a
+        million rows); slices of :data:`UPSERT_BATCH_ROWS` keep that bounded. Keys are unique across
+        slices (deduplicated before), so slicing changes nothing else.
+        """
         ref = self.table_ref(spec.name)
         cols = ", ".join(q(c) for c in plan.load_columns)
         updates = [f"{q(c)} = excluded.{q(c)}" for c in plan.load_columns if c not in spec.key]
@@ -352,12 +387,14 @@ class DuckDBWarehouse(Warehouse):
             insert_cols += f", {q(IS_CURRENT)}, {q(FIRST_SEEN_AT)}, {q(LAST_SEEN_AT)}"
             values += ", true, $ts, $ts"
             updates += [f"{q(IS_CURRENT)} = true", f"{q(LAST_SEEN_AT)} = excluded.{q(LAST_SEEN_AT)}"]
-        _exec(
-            con,
-            f"INSERT INTO {ref} ({insert_cols}) SELECT {values} FROM {source} "
-            f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
-            {"ts": stamp.loaded_at, "run_id": stamp.run_id},
-        )
+        for offset in range(0, data.num_rows, UPSERT_BATCH_ROWS):
+            with self._registered(con, data.slice(offset, UPSERT_BATCH_ROWS)) as source:
+                _exec(
+                    con,
+                    f"INSERT INTO {ref} ({insert_cols}) SELECT {values} FROM {source} "
+                    f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
+                    {"ts": stamp.loaded_at, "run_id": stamp.run_id},
+                )
 
     def upsert_snapshot(
         self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
@@ -373,26 +410,25 @@ class DuckDBWarehouse(Warehouse):
             data = encode_rows(rows, plan)
             ref = self.table_ref(spec.name)
             retired = 0
-            with self._registered(con, data) as source:
-                if data.num_rows:
-                    self._upsert(con, spec, plan, source, stamp, is_snapshot=True)
-                if scope is not None and (scope.column is None or scope.values):
-                    params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
-                    # rows this write did not send carry an older stamp
-                    where = (
-                        f"tgt.{q(IS_CURRENT)} AND (tgt.{q(LOADED_AT)} IS DISTINCT FROM $ts "
-                        f"OR tgt.{q(RUN_ID)} IS DISTINCT FROM $run_id)"
-                    )
-                    if scope.column is not None:
-                        where += f" AND list_contains($values, tgt.{q(scope.column)})"
-                        params["values"] = list(scope.values)
-                    res = _exec(
-                        con,
-                        f"UPDATE {ref} AS tgt SET {q(IS_CURRENT)} = false, "
-                        f"{q(LOADED_AT)} = $ts, {q(RUN_ID)} = $run_id WHERE {where}",
-                        params,
-                    )
-                    retired = int(res[0][0]) if res else 0
+            if data.num_rows:
+                self._upsert(con, spec, plan, data, stamp, is_snapshot=True)
+            if scope is not None and (scope.column is None or scope.values):
+                params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
+                # rows this write did not send carry an older stamp
+                where = (
+                    f"tgt.{q(IS_CURRENT)} AND (tgt.{q(LOADED_AT)} IS DISTINCT FROM $ts "
+                    f"OR tgt.{q(RUN_ID)} IS DISTINCT FROM $run_id)"
+                )
+                if scope.column is not None:
+                    where += f" AND list_contains($values, tgt.{q(scope.column)})"
+                    params["values"] = list(scope.values)
+                res = _exec(
+                    con,
+                    f"UPDATE {ref} AS tgt SET {q(IS_CURRENT)} = false, "
+                    f"{q(LOADED_AT)} = $ts, {q(RUN_ID)} = $run_id WHERE {where}",
+                    params,
+                )
+                retired = int(res[0][0]) if res else 0
         return WriteResult(
             table=spec.name,
             rows_written=data.num_rows,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from resources.warehouse.base import WarehouseLockTimeout
+from resources.warehouse import duckdb as duckdb_module
 from resources.warehouse.duckdb import DuckDBWarehouse
 from tests.warehouse import _workers
 from tests.warehouse.helpers import D1, D2, MENTIONS, mention_rows, scope
@@ -105,3 +106,16 @@ def test_read_only_handle_reads_and_refuses_writes(tmp_path: Path) -> None:
         reader.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-2")
     with pytest.raises(FileNotFoundError):
         DuckDBWarehouse.open_read_only(tmp_path / "missing.duckdb").query("SELECT 1")
+
+
+def test_upserts_in_slices_give_the_same_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-run (the upsert path) and a snapshot larger than one slice land every row once."""
+    monkeypatch.setattr(duckdb_module, "UPSERT_BATCH_ROWS", 3)
+    wh = DuckDBWarehouse(tmp_path / "wh.duckdb", "vis")
+    rows = mention_rows("b1", [D1], per_cell=5)
+    wh.replace_partitions(MENTIONS, rows, scope(("b1",), D1, D2), "run-1")
+    renamed = mention_rows("b1", [D1], per_cell=4, name="Again")
+    result = wh.replace_partitions(MENTIONS, renamed, scope(("b1",), D1, D2), "run-2")
+    assert (result.rows_written, result.rows_deleted) == (8, 10)
+    landed = wh.query('SELECT id, brand_name FROM "vis"."mentions" ORDER BY id').to_pylist()
+    assert landed == sorted(({"id": i, "brand_name": "Again"} for i in renamed["id"].to_pylist()), key=str)

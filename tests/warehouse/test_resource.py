@@ -109,3 +109,13 @@ def test_bigquery_is_imported_only_for_bigquery_urls(tmp_path: Path) -> None:
         "assert 'google.cloud.bigquery' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+def test_bigquery_urls_name_project_and_dataset() -> None:
+    from resources.warehouse.bigquery import BigQueryWarehouse
+
+    wh = warehouse_from_url("bigquery://my-project/my_dataset")
+    assert isinstance(wh, BigQueryWarehouse)
+    assert (wh.project, wh.dataset) == ("my-project", "my_dataset")
+    with pytest.raises(WarehouseConfigError, match="VISIBILITY_WAREHOUSE"):
+        warehouse_from_url("bigquery://my-project/a/b")
