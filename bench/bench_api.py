@@ -278,7 +278,9 @@ def render(outcomes: list[Outcome], quick: bool, base_ms: float) -> str:
         "bound leaves out the sandbox's own time per request, measured in the same run at "
         f"{base_ms:.1f} ms (one page at a time, no added latency; the machine is shared, so this "
         "figure moves with its load). Elapsed includes the client's start: its first request goes "
-        "alone, to learn the limits before any burst (one round trip, 2.5% of the latency-bound run).",
+        "alone, to learn the limits before any burst (one round trip, 2.5% of the latency-bound run). "
+        "A rate-bound run can finish under N/R because the bucket starts full: its first R requests "
+        "need no refill.",
         "",
         "| scenario | profile | R (req/s) | L | c | N | bound | elapsed | ratio | failed | requests | 429s "
         "| 429 share after 1st window | client retries |",

@@ -28,6 +28,7 @@ from resources.api.budget import BudgetExhausted, Permit, RequestBudget
 from resources.api.config import validate_api_key, validate_base_url
 from resources.api.errors import (
     ERROR_BY_STATUS,
+    NotFoundError,
     QuotaExceededError,
     RateLimitError,
     ResponseShapeError,
@@ -46,6 +47,9 @@ R = TypeVar("R")
 Row = dict[str, Any]
 
 logger = logging.getLogger(__name__)
+
+#: Failures after which the request may or may not have been applied.
+_AMBIGUOUS_CAUSES = frozenset({"timeout", "connection_dropped", "invalid_body", "server_error"})
 
 #: Longest service-provided error message quoted in an exception.
 _MAX_MESSAGE_CHARS = 300
@@ -324,6 +328,7 @@ class VisibilityClient:
         deadline = time.monotonic() + self._retry_deadline
         attempt = 0
         last: _Failure | None = None
+        ambiguous = False  # an earlier attempt ended without telling whether it was applied
         while True:
             try:
                 permit = self._budget.acquire(endpoint.key, deadline=deadline)
@@ -342,21 +347,34 @@ class VisibilityClient:
                 if answer is not None:
                     self._budget.observe(permit, answer.headers)
                     self._counters.response(answer.status, _error_code(answer.body))
-                    outcome = self._judge(endpoint, answer, permit, attempt)
+                    try:
+                        outcome = self._judge(endpoint, answer, permit, attempt)
+                    except NotFoundError as exc:
+                        if ambiguous and endpoint.method == "DELETE":
+                            raise NotFoundError(
+                                f"{exc.detail}; an earlier attempt ended without an answer and has "
+                                "probably applied this DELETE already",
+                                endpoint=exc.endpoint,
+                                status=exc.status,
+                                code=exc.code,
+                                request_id=exc.request_id,
+                            ) from exc
+                        raise
                     if isinstance(outcome, dict):
                         success = True
                         return outcome, answer.request_id
                     failure, delay = outcome
                 else:
                     assert failure is not None
-                    if failure.cause in ("timeout", "connection_dropped", "invalid_body") and not (
-                        may_retry_after_ambiguous_failure(endpoint.method)
+                    if failure.cause in _AMBIGUOUS_CAUSES and not may_retry_after_ambiguous_failure(
+                        endpoint.method
                     ):
                         raise self._not_repeated(endpoint, failure)
                     delay = self._backoff(attempt)
             finally:
                 self._budget.release(permit, success=success)
             last = failure
+            ambiguous = ambiguous or failure.cause in _AMBIGUOUS_CAUSES
             attempt += 1
             if time.monotonic() + delay > deadline:
                 raise self._give_up(endpoint, last, attempt)

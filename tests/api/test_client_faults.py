@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from resources.api.client import VisibilityClient
-from resources.api.errors import ServerError, TransportError
-from sandbox.faults import FaultsConfig
+from resources.api.errors import NotFoundError, ServerError, TransportError
+from sandbox.faults import FaultRates, FaultsConfig, decide
 from sandbox.testing import SandboxHandle
 from tests.api.conftest import make_client, sandbox_total
 from tests.fixtures_sandbox import SANDBOX_TODAY, test_sandbox_config
@@ -179,3 +179,56 @@ def test_post_after_a_dropped_connection_is_not_repeated(
         api.create_topic(brand_id, "Maybe created")
     assert "not retried" in str(caught.value)
     assert sandbox_total(handle.stats()) == 1
+
+
+def test_posts_under_hostile_faults_succeed_or_say_they_were_not_repeated_and_never_duplicate(
+    sandbox_factory: Callable[..., SandboxHandle],
+) -> None:
+    handle = sandbox_factory()
+    brand_id = handle.world.brands[0].id
+    faults = {"profile": "hostile", "seed": 8, "overrides": {"quota": 0.0, "retry_after_max_s": 1}}
+    handle.configure(faults=faults)
+    names = [f"Hostile topic {n}" for n in range(12)]
+    created: list[str] = []
+    refused: list[str] = []
+    with make_client(handle) as api:
+        for name in names:
+            try:
+                created.append(api.create_topic(brand_id, name)["name"])
+            except (ServerError, TransportError) as exc:
+                assert "not retried" in str(exc)
+                refused.append(name)
+        listed = [t["name"] for t in api.list_topics(brand_id) if t["name"].startswith("Hostile topic")]
+    assert created and refused  # seed 8 refuses some POSTs ambiguously and lets others through
+    assert sorted(created + refused) == sorted(names)
+    assert len(listed) == len(set(listed))  # no topic was created twice by a retry
+    assert set(created) <= set(listed)
+
+
+def test_delete_repeated_after_a_dropped_answer_says_it_was_probably_applied(
+    sandbox_factory: Callable[..., SandboxHandle],
+) -> None:
+    handle = sandbox_factory()
+    brand_id = handle.world.brands[0].id
+    with make_client(handle) as api:
+        competitor_id = next(iter(api.list_tracked_competitors(brand_id)))["id"]
+    path = f"/v1/brands/{brand_id}/tracked-competitors/{competitor_id}"
+    rates = FaultRates(drop=0.5)
+    # The sandbox's faults are a pure function of the seed: pick one that drops the first DELETE only.
+    seed = next(
+        s
+        for s in range(1000)
+        if decide(rates, s, "DELETE", path, 0).kind == "drop"
+        and decide(rates, s, "DELETE", path, 1).kind is None
+    )
+    handle.configure(faults={"profile": "none", "seed": seed, "overrides": {"drop": 0.5}})
+    with make_client(handle) as api, pytest.raises(NotFoundError) as caught:
+        api.untrack_competitor(brand_id, competitor_id)
+    assert "probably applied" in str(caught.value)
+    assert handle.stats()["DELETE /v1/brands/{id}/tracked-competitors/{competitorId}"] == {
+        "dropped": 1,
+        "404": 1,
+    }
+    handle.configure(faults={"profile": "none", "overrides": {}})
+    with make_client(handle) as api:
+        assert competitor_id not in {row["id"] for row in api.list_tracked_competitors(brand_id)}

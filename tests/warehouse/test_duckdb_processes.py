@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from resources.warehouse.base import WarehouseLockTimeout
 from resources.warehouse import duckdb as duckdb_module
+from resources.warehouse.base import WarehouseLockTimeout
 from resources.warehouse.duckdb import DuckDBWarehouse
 from tests.warehouse import _workers
 from tests.warehouse.helpers import D1, D2, MENTIONS, mention_rows, scope
@@ -118,4 +118,4 @@ def test_upserts_in_slices_give_the_same_table(tmp_path: Path, monkeypatch: pyte
     result = wh.replace_partitions(MENTIONS, renamed, scope(("b1",), D1, D2), "run-2")
     assert (result.rows_written, result.rows_deleted) == (8, 10)
     landed = wh.query('SELECT id, brand_name FROM "vis"."mentions" ORDER BY id').to_pylist()
-    assert landed == sorted(({"id": i, "brand_name": "Again"} for i in renamed["id"].to_pylist()), key=str)
+    assert landed == [{"id": i, "brand_name": "Again"} for i in sorted(renamed["id"].to_pylist())]

@@ -180,7 +180,13 @@ def test_keys_landed_outside_the_scope_are_refused_not_moved(case: Case) -> None
     before = case.rows("mentions", drop_meta=False)
     same_ids = mention_rows("b1", [D1]).set_column(1, "brand_id", pa.array(["b2"] * 4))
     with pytest.raises(ValueError, match="already exist outside the partition scope"):
-        wh.replace_partitions(MENTIONS, same_ids, scope(("b2",), D1, D2), "run-2")
+        wh.replace_partitions(MENTIONS, same_ids, scope(("b2",), D1, D2), "run-2")  # new partition
+    assert case.rows("mentions", drop_meta=False) == before
+    wh.replace_partitions(MENTIONS, mention_rows("b2", [D1]), scope(("b2",), D1, D2), "run-3")
+    before = case.rows("mentions", drop_meta=False)
+    mixed = pa.concat_tables([mention_rows("b2", [D1]), same_ids.slice(0, 1).cast(MENTIONS.arrow_schema)])
+    with pytest.raises(ValueError, match="already exist outside the partition scope"):
+        wh.replace_partitions(MENTIONS, mixed, scope(("b2",), D1, D2), "run-4")  # re-run of a partition
     assert case.rows("mentions", drop_meta=False) == before
 
 
@@ -435,7 +441,7 @@ def test_hostile_names_and_values_round_trip(case: Case) -> None:
     more = rows.append_column('new "col"; --', pa.array(HOSTILE_VALUES))
     assert wh.replace_partitions(HOSTILE_SPEC, more, sc, "run-3").columns_added == ['new "col"; --']
     snap = TableSpec(
-        name="group",
+        name="group \"by\" 'x'",
         description="keyword table",
         columns=(Column("user", pa.string(), "k", nullable=False), Column("where", pa.string(), "v")),
         key=("user",),
@@ -447,7 +453,7 @@ def test_hostile_names_and_values_round_trip(case: Case) -> None:
         wh.upsert_snapshot(snap, kept, "r2", SnapshotScope("where", tuple(HOSTILE_VALUES[1:3]))).rows_deleted
         == 2
     )
-    assert len(case.rows("group_current")) == n - 2
+    assert len(case.rows("group \"by\" 'x'_current")) == n - 2
 
 
 def test_typed_lists_round_trip(case: Case) -> None:
