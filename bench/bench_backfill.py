@@ -76,20 +76,24 @@ def _serve(rate: float, ready: Any, stop: Any) -> None:
 # one scenario (child process)
 
 
-def _extra_pages(db: Path) -> dict[str, int]:
-    """Pages beyond the first that the paged calls needed, from the rows landed.
+def _extra_pages(db: Path, first: dt.date, last: dt.date) -> dict[str, int]:
+    """Pages beyond the first that the paged calls needed, from the rows landed in ``[first, last]``.
 
     Valid for rectangular runs over every engine: one mentions call per prompt and one answers call
-    per brand cover the whole range, so the rows landed per prompt (brand) are the rows that call
-    returned. Calls that returned no rows still cost their one planned request.
+    per brand cover the whole range, so the rows landed per prompt (brand) in the range are the rows
+    that call returned. Calls that returned no rows still cost their one planned request.
     """
     import duckdb
 
+    window = "checked_on BETWEEN ? AND ?"
     with duckdb.connect(str(db), read_only=True) as con:
         per_prompt = con.execute(
-            "SELECT COUNT(*) FROM visibility.prompt_mentions GROUP BY prompt_id"
+            f"SELECT COUNT(*) FROM visibility.prompt_mentions WHERE {window} GROUP BY prompt_id",
+            [first, last],
         ).fetchall()
-        per_brand = con.execute("SELECT COUNT(*) FROM visibility.answers GROUP BY brand_id").fetchall()
+        per_brand = con.execute(
+            f"SELECT COUNT(*) FROM visibility.answers WHERE {window} GROUP BY brand_id", [first, last]
+        ).fetchall()
     return {
         "GET /v1/prompts/{id}/mentions": sum(max(0, math.ceil(n / 999) - 1) for (n,) in per_prompt),
         "GET /v1/brands/{id}/answers": sum(max(0, math.ceil(n / 100) - 1) for (n,) in per_brand),
@@ -200,7 +204,7 @@ def scenario(
     wall = time.monotonic() - started
     sampler.stop()
     minimum = dict(planned)
-    for endpoint, extra in _extra_pages(db).items():
+    for endpoint, extra in _extra_pages(db, first, last).items():
         minimum[endpoint] = minimum.get(endpoint, 0) + extra
     for endpoint, n in discovery.items():
         minimum[endpoint] = minimum.get(endpoint, 0) + n
@@ -227,10 +231,18 @@ def scenario(
 # driver
 
 
-def run_child(url: str, key: str, first: dt.date, days: int, label: str, together: bool) -> dict[str, Any]:
-    db = OUT / f"backfill-{label.replace(' ', '-').replace(',', '')}.duckdb"
+def db_path(label: str) -> Path:
+    return OUT / f"backfill-{label.replace(' ', '-').replace(',', '')}.duckdb"
+
+
+def run_child(
+    url: str, key: str, first: dt.date, days: int, label: str, together: bool, seed: Path | None
+) -> dict[str, Any]:
+    db = db_path(label)
     for path in (db, Path(f"{db}.wal")):
         path.unlink(missing_ok=True)
+    if seed is not None:  # start from tables that already hold another run's rows
+        shutil.copyfile(seed, db)
     cmd = [
         sys.executable,
         __file__,
@@ -278,10 +290,17 @@ def reset(url: str) -> None:
 
 
 def measure(
-    url: str, key: str, rate: float, first: dt.date, days: int, label: str, together: bool = False
+    url: str,
+    key: str,
+    rate: float,
+    first: dt.date,
+    days: int,
+    label: str,
+    together: bool = False,
+    seed: Path | None = None,
 ) -> dict[str, Any]:
     reset(url)
-    result = run_child(url, key, first, days, label, together)
+    result = run_child(url, key, first, days, label, together, seed)
     result["requests_made"] = served(url)
     result["responses_429"] = throttled(url)
     result["rate_bound_seconds"] = round(result["requests_made"] / rate, 2)
@@ -359,6 +378,22 @@ def write_results(rate: float, results: list[dict[str, Any]]) -> None:
         "when the rate limit binds; peak memory flat in the number of days. "
         f"{long_['label']} / {short['label']} peak RSS: fetch steps {ratio('peak_rss_fetch_mb')}, land steps "
         f"{ratio('peak_rss_land_mb')}, process {ratio('peak_rss_mb')}.",
+        *[
+            f"{r['label']}: peak RSS fetch {r['peak_rss_fetch_mb']} MB, land {r['peak_rss_land_mb']} MB. The "
+            f"same {r['days']} days written into bigger tables move the land-step peak from "
+            f"{short['peak_rss_land_mb']} to {r['peak_rss_land_mb']} MB (30 days into fresh tables: "
+            f"{long_['peak_rss_land_mb']} MB): the land step's memory follows mostly the size of the DuckDB "
+            "tables written into; the fetch step's is flat."
+            for r in results
+            if "tables" in r["label"]
+        ],
+        *[
+            f"{r['label']}: wall / rate bound {r['wall_vs_rate_bound']} (the daemon runs a UI backfill's "
+            "two runs together; each run's land steps then overlap the other's fetch steps, which share the "
+            "key's rate limit)."
+            for r in results
+            if "at once" in r["label"]
+        ],
         "",
         "Minimum by endpoint (first scenario): "
         + ", ".join(f"`{k}` {v:,}" for k, v in sorted(long_["minimum_by_endpoint"].items())),
@@ -366,7 +401,10 @@ def write_results(rate: float, results: list[dict[str, Any]]) -> None:
         "How: the planner asks each endpoint for its widest window (mentions: one call per prompt for the "
         "whole range, no engine filter; answers: one paged call per brand; trends: one call per brand, "
         "target and engine; citation URLs: one per brand, engine and day, as the endpoint aggregates over "
-        "its window). Paged calls are transformed 5,000 rows at a time into an on-disk spool bucketed by "
+        "its window). Fetch steps stay within a few percent of requests / rate limit; what the wall "
+        "time adds is landing: one DuckDB transaction per 7-day chunk and group of brands sharing an "
+        "engine set (about 125 for the 30-day run, ~0.25 s each on this machine).",
+        "Paged calls are transformed 5,000 rows at a time into an on-disk spool bucketed by "
         "7 days, and landing writes one bucket at a time, so memory is bounded by a bucket, not the run.",
         f"The incremental day ({by_label.get('incremental 1 day', {}).get('requests_made', '-')} requests) "
         "is dominated by one mentions call per prompt, as many as a 30-day backfill makes.",
@@ -430,6 +468,15 @@ def main() -> int:
                 args.days,
                 f"backfill {args.days} days, both runs at once",
                 together=True,
+            ),
+            measure(
+                url,
+                key,
+                args.rate,
+                newest - dt.timedelta(days=args.short_days - 1),
+                args.short_days,
+                f"backfill {args.short_days} days into the {args.days}-day tables",
+                seed=db_path(f"backfill {args.days} days"),
             ),
         ]
     finally:

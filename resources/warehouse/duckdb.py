@@ -100,6 +100,10 @@ def connect_with_lock_wait(path: Path, *, read_only: bool, timeout: float) -> du
             delay = min(delay * 2, 0.25)
 
 
+class _KeyConflict(Exception):
+    """A plain INSERT hit the primary key: retry after removing duplicate keys from the rows."""
+
+
 class DuckDBWarehouse(Warehouse):
     """A DuckDB file; every write is one transaction on a connection opened for that write."""
 
@@ -190,8 +194,17 @@ class DuckDBWarehouse(Warehouse):
 
     # --- catalog ----------------------------------------------------------------------------------
 
+    @property
+    def catalog(self) -> str:
+        """DuckDB names a file's catalog after its stem (``data/visibility.duckdb`` -> ``visibility``).
+
+        Names are qualified with it, or a schema named like the file (the default: ``visibility``
+        in ``visibility.duckdb``) would be an ambiguous reference.
+        """
+        return self.path.name.split(".", 1)[0]
+
     def table_ref(self, table: str) -> str:
-        return f"{q(self.schema)}.{q(table)}"
+        return f"{q(self.catalog)}.{q(self.schema)}.{q(table)}"
 
     def _existing(
         self, con: duckdb.DuckDBPyConnection, table: str
@@ -211,7 +224,7 @@ class DuckDBWarehouse(Warehouse):
 
     def _ensure(self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
         """Create or evolve the table inside the caller's transaction; returns the plan."""
-        _exec(con, f"CREATE SCHEMA IF NOT EXISTS {q(self.schema)}")
+        _exec(con, f"CREATE SCHEMA IF NOT EXISTS {q(self.catalog)}.{q(self.schema)}")
         existing, comment = self._existing(con, spec.name)
         plan = plan_load(
             spec,
@@ -247,8 +260,10 @@ class DuckDBWarehouse(Warehouse):
             if plan.create or plan.columns or not has_view[0][0]:
                 _exec(
                     con,
+                    # the body names the table schema-relative: DuckDB 2.0 refuses a catalog-qualified
+                    # name there when the schema and the file share a name (it is stored relative anyway)
                     f"CREATE OR REPLACE VIEW {self.table_ref(view)} AS "
-                    f"SELECT * FROM {ref} WHERE {q(IS_CURRENT)}",
+                    f"SELECT * FROM {q(self.schema)}.{q(spec.name)} WHERE {q(IS_CURRENT)}",
                 )
                 comment = quote_literal(current_view_description(spec))
                 _exec(con, f"COMMENT ON VIEW {self.table_ref(view)} IS {comment}")
@@ -274,18 +289,37 @@ class DuckDBWarehouse(Warehouse):
     def replace_partitions(
         self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
     ) -> WriteResult:
-        """Upsert the rows by key, then delete the scope's rows this write did not send.
+        """Replace the scope's rows: a plain INSERT for a new partition, else upsert + stale delete.
 
         Same result as delete-then-insert, but DuckDB's primary-key index handles a key deleted and
         re-inserted in one transaction very slowly (a million-row re-run took a minute), while an
-        upsert updates in place. Row counts before and after prove that no key outside the scope
-        was touched; the fault hook runs between the two statements.
+        upsert updates in place; rows of the scope this write did not send (an older stamp) are then
+        deleted. Row counts before and after prove that no key outside the scope was touched. The
+        fault hook runs between the two statements.
+
+        Duplicate keys: the plain INSERT lets the primary key find them (no hashing of the rows in
+        the common case); on a key conflict the write is retried once with the last row of each key.
         """
         validate_spec(spec)
         validate_rows(spec, rows)
         check_rows_in_scope(spec, rows, scope)
         WriteStamp.now(run_id)  # validates run_id before any I/O
-        rows, dropped = dedupe_by_key(rows, spec.key)
+        try:
+            return self._replace(spec, rows, scope, run_id, deduplicated=False)
+        except _KeyConflict:
+            deduped, dropped = dedupe_by_key(rows, spec.key)
+        return self._replace(spec, deduped, scope, run_id, deduplicated=True, dropped=dropped)
+
+    def _replace(
+        self,
+        spec: TableSpec,
+        rows: pa.Table,
+        scope: PartitionScope,
+        run_id: str,
+        *,
+        deduplicated: bool,
+        dropped: int = 0,
+    ) -> WriteResult:
         assert spec.date_column is not None
         in_scope = (
             f"list_contains($brands, {q(spec.brand_column)}) AND {q(spec.date_column)} >= $start "
@@ -297,10 +331,14 @@ class DuckDBWarehouse(Warehouse):
             "end": scope.end,
             "engines": list(scope.engines),
         }
+        outside = (
+            f"row(s) for {spec.name} have keys {list(spec.key)} that already exist outside the "
+            "partition scope (another brand, date or engine); a partition write never touches rows "
+            "outside its scope, so nothing was written"
+        )
         with self._transaction() as con:
             stamp = WriteStamp.now(run_id)  # taken under the file lock: later than any landed row
             plan = self._ensure(con, spec, rows.schema)
-            data = encode_rows(rows, plan)
             ref = self.table_ref(spec.name)
 
             def counts() -> tuple[int, int]:
@@ -308,17 +346,19 @@ class DuckDBWarehouse(Warehouse):
                 return int(found[0][0]), int(found[0][1])
 
             total_before, scope_before = counts()
+            if scope_before and not deduplicated:
+                # an upsert would silently keep one of two rows with the same key: dedupe first
+                rows, dropped = dedupe_by_key(rows, spec.key)
+                deduplicated = True
+            data = encode_rows(rows, plan)
             n = data.num_rows
-            outside = (
-                f"row(s) for {spec.name} have keys {list(spec.key)} that already exist outside the "
-                "partition scope (another brand, date or engine); a partition write never touches rows "
-                "outside its scope, so nothing was written"
-            )
-            if n and scope_before == 0:
+            if n and not scope_before:
                 # nothing to replace (a new partition): a plain INSERT, lighter than an upsert
                 try:
                     self._insert(con, spec, plan, data, stamp)
                 except duckdb.ConstraintException as exc:
+                    if not deduplicated:
+                        raise _KeyConflict from exc  # duplicates in the rows, or a key outside
                     raise ValueError(f"some {outside}: {exc}") from exc
             elif n:
                 self._upsert(con, spec, plan, data, stamp, is_snapshot=False)
@@ -329,12 +369,13 @@ class DuckDBWarehouse(Warehouse):
                     raise ValueError(f"{moved} {outside}")
             if self._between_delete_and_insert is not None:
                 self._between_delete_and_insert()
-            _exec(
-                con,
-                f"DELETE FROM {ref} WHERE {in_scope} AND ({q(LOADED_AT)} IS DISTINCT FROM $loaded_at "
-                f"OR {q(RUN_ID)} IS DISTINCT FROM $run_id)",
-                {**scope_params, "loaded_at": stamp.loaded_at, "run_id": stamp.run_id},
-            )
+            if scope_before:
+                _exec(
+                    con,
+                    f"DELETE FROM {ref} WHERE {in_scope} AND ({q(LOADED_AT)} IS DISTINCT FROM $loaded_at "
+                    f"OR {q(RUN_ID)} IS DISTINCT FROM $run_id)",
+                    {**scope_params, "loaded_at": stamp.loaded_at, "run_id": stamp.run_id},
+                )
         return WriteResult(
             table=spec.name,
             rows_written=n,

@@ -6,7 +6,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from dagster import build_schedule_context
+from dagster import ExecuteInProcessResult, RunRequest, build_schedule_context
 
 from assets.facts import answers, fact_assets, prompt_mentions
 from assets.partitions import ENGINES, partition_key
@@ -56,6 +56,11 @@ def workspace_inputs(sandbox: SandboxHandle, *, competitors: bool = False) -> li
 def served(sandbox: SandboxHandle) -> dict[str, int]:
     """Requests the sandbox answered, by endpoint (all statuses)."""
     return {endpoint: sum(by_status.values()) for endpoint, by_status in sandbox.stats().items()}
+
+
+def materialize_request(sync: Sync, request: RunRequest) -> ExecuteInProcessResult:
+    """Run a schedule's RunRequest the way the daemon would: its tags, the job's assets."""
+    return sync.run([competitor_trends], tags=dict(request.tags))
 
 
 def test_one_partition_lands_exactly_that_days_engine_rows(sync: Sync, sandbox: SandboxHandle) -> None:
@@ -188,11 +193,6 @@ def test_the_daily_schedule_lookback_corrects_restated_days(
                 for point in entity["series"]:
                     key = (brand_id, entity["brand_name"], dt.date.fromisoformat(point["date"]))
                     assert new[key] == (point["mention_count"], point["share_of_voice"])
-
-
-def materialize_request(sync: Sync, request) -> object:
-    """Run a schedule's RunRequest the way the daemon would: its tags, the job's assets."""
-    return sync.run([competitor_trends], tags=dict(request.tags))
 
 
 def test_out_of_scope_brands_are_skipped_with_a_warning_and_their_rows_untouched(

@@ -107,7 +107,7 @@ def test_citation_trend_points_carry_the_flattened_target() -> None:
         "summary": {"citations": 2},
     }
     table = citation_trend_table(data, brand_id="b1", engine="all")
-    assert table.to_pylist()[0] | {} == {
+    assert table.to_pylist()[0] == {
         "brand_id": "b1",
         "engine": "all",
         "target_type": "domain",

@@ -119,3 +119,27 @@ def test_upserts_in_slices_give_the_same_table(tmp_path: Path, monkeypatch: pyte
     assert (result.rows_written, result.rows_deleted) == (8, 10)
     landed = wh.query('SELECT id, brand_name FROM "vis"."mentions" ORDER BY id').to_pylist()
     assert landed == [{"id": i, "brand_name": "Again"} for i in sorted(renamed["id"].to_pylist())]
+
+
+def test_a_schema_named_like_the_file_is_not_ambiguous(tmp_path: Path) -> None:
+    """The default set-up: schema ``visibility`` in ``visibility.duckdb`` (whose catalog is ``visibility``)."""
+    path = tmp_path / "visibility.duckdb"
+    warehouse = DuckDBWarehouse(path, "visibility")
+    warehouse.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1")
+    warehouse.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-2")
+    counted = warehouse.query(f"SELECT count(*) AS n FROM {warehouse.table_ref('mentions')}")
+    assert counted.to_pylist() == [{"n": 4}]
+
+
+def test_the_current_view_works_when_the_schema_is_named_like_the_file(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from tests.warehouse.helpers import COMPETITORS
+
+    rows = pa.Table.from_pylist(
+        [{"brand_id": "b1", "id": "x", "name": "X", "domain": "x.com"}], schema=COMPETITORS.arrow_schema
+    )
+    warehouse = DuckDBWarehouse(tmp_path / "visibility.duckdb", "visibility")
+    warehouse.upsert_snapshot(COMPETITORS, rows, "run-1", None)
+    view = warehouse.table_ref("competitors_current")
+    assert warehouse.query(f"SELECT id FROM {view}").to_pylist() == [{"id": "x"}]
