@@ -92,6 +92,14 @@ def _write_metadata(results: Sequence[WriteResult]) -> dict[str, Any]:
     }
 
 
+def _skipped_engines(plan: Plan) -> dict[str, list[str]]:
+    """Engines of the run each brand is not measured on (nothing to fetch there)."""
+    out: dict[str, list[str]] = {}
+    for brand_id, engine in plan.skipped:
+        out.setdefault(brand_id, []).append(engine)
+    return out
+
+
 def _notes_metadata(notes: dict[str, Any]) -> dict[str, Any]:
     return {k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v for k, v in notes.items()}
 
@@ -144,9 +152,7 @@ def fetch_partitioned(
     inputs = brand_inputs(client, scope, prompts=asset.needs_prompts, competitors=asset.needs_competitors)
     plan = asset.planner(cells, inputs, asset.engine_order)
     assert asset.spec.date_column is not None
-    spool = DateSpool.create(
-        asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, prefix=f"visibility-{asset.spec.name}-"
-    )
+    spool = DateSpool.create(asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name)
     try:
         not_found = fetch_to_spool(client, asset.spec, plan, asset.fetch_one, spool, on_progress)
         scope.drop(not_found)
@@ -180,6 +186,9 @@ def build_partitioned_asset(asset: PartitionedAsset) -> AssetsDefinition:
             context.log.warning(
                 f"{name}: brand {brand_id} is out of this key's scope (404); skipped, its rows untouched"
             )
+        skipped = _skipped_engines(outcome.plan)
+        if skipped:
+            context.log.info(f"{name}: not fetched, brand not measured on the engine: {skipped}")
         context.log.info(
             f"{name}: {len(outcome.plan.calls)} calls planned, {outcome.stats.total_requests} requests made, "
             f"{outcome.spool.rows} rows fetched"
@@ -208,6 +217,7 @@ def build_partitioned_asset(asset: PartitionedAsset) -> AssetsDefinition:
             "partitions": len(outcome.plan.cells),
             "brands_landed": MetadataValue.json(sorted(outcome.brand_engines)),
             "brands_out_of_scope": MetadataValue.json(sorted(outcome.out_of_scope)),
+            "engines_not_measured": MetadataValue.json(_skipped_engines(outcome.plan)),
             "dagster/column_schema": column_schema(asset.spec),
             **_notes_metadata(outcome.notes),
         }

@@ -19,16 +19,8 @@ from dagster import (
 )
 
 from pipelines.config import start_date_from_env
+from resources.api.endpoints import ENGINES
 
-ENGINES: tuple[str, ...] = (
-    "chatgpt",
-    "claude",
-    "perplexity",
-    "gemini",
-    "google_ai_overviews",
-    "google_ai_mode",
-    "copilot",
-)
 ALL_ENGINES = "all"
 ENGINES_WITH_ALL: tuple[str, ...] = (*ENGINES, ALL_ENGINES)
 

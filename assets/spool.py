@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+#: Temp-directory prefix of every spool, so stale ones can be found and swept.
+SPOOL_PREFIX = "visibility-spool-"
+#: A spool kept for a retry (its land step failed) is swept after this long.
+STALE_SECONDS = 24 * 3600
+
 #: Rows buffered in memory before a batch is written to disk.
 FLUSH_ROWS = 50_000
+
+
+def sweep_stale(now: float | None = None) -> list[str]:
+    """Remove spools left by land steps that failed (or processes killed) more than a day ago."""
+    now = time.time() if now is None else now
+    removed: list[str] = []
+    for path in Path(tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*"):
+        try:
+            if path.is_dir() and now - path.stat().st_mtime > STALE_SECONDS:
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(str(path))
+        except OSError:
+            continue
+    return removed
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
@@ -45,7 +65,7 @@ class Spool:
     rows: int = 0
 
     @classmethod
-    def create(cls, prefix: str = "visibility-spool-") -> Spool:
+    def create(cls, prefix: str = SPOOL_PREFIX) -> Spool:
         return cls(directory=tempfile.mkdtemp(prefix=prefix))
 
     def __post_init__(self) -> None:
@@ -157,8 +177,9 @@ class DateSpool:
     buckets: dict[int, Spool] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, date_column: str, days_per_bucket: int, prefix: str = "visibility-spool-") -> DateSpool:
-        return cls(tempfile.mkdtemp(prefix=prefix), date_column, days_per_bucket)
+    def create(cls, date_column: str, days_per_bucket: int, name: str = "rows") -> DateSpool:
+        sweep_stale()
+        return cls(tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{name}-"), date_column, days_per_bucket)
 
     @property
     def rows(self) -> int:

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -392,7 +393,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print_summary(summary, settings, start, end)
     if summary.exit_code == EXIT_OK:
         path = warehouse.removeprefix("duckdb:///")
-        console.print(f"Done. Query it: duckdb -readonly {path}  (schema {settings.schema_name})")
+        catalog = Path(path).name.split(".", 1)[0]  # DuckDB names the catalog after the file
+        table = f"{catalog}.{settings.schema_name}.prompt_mentions"
+        console.print(
+            f"Done. Query it read-only (catalog {catalog}, schema {settings.schema_name}):\n"
+            f"  python -c \"import duckdb; duckdb.connect('{path}', read_only=True)"
+            f".sql('SELECT engine, count(*) FROM {table} GROUP BY ALL').show()\"",
+            soft_wrap=True,
+        )
     return summary.exit_code
 
 

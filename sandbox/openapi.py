@@ -17,18 +17,10 @@ from functools import cache
 from typing import Any
 
 from sandbox.routes import SPENDING_ENDPOINTS
+from sandbox.world import ENGINES
 
 Schema = dict[str, Any]
 
-ENGINES: tuple[str, ...] = (
-    "chatgpt",
-    "claude",
-    "perplexity",
-    "gemini",
-    "google_ai_overviews",
-    "google_ai_mode",
-    "copilot",
-)
 
 #: Error codes by HTTP status, from the spec's Errors table.
 ERROR_CODES: dict[int, tuple[str, ...]] = {

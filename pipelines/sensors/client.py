@@ -10,12 +10,4 @@ from resources.api.resource import VisibilityAPIResource
 
 
 def sensor_client(api: VisibilityAPIResource, deadline_seconds: float) -> VisibilityClient:
-    api.validate_settings()
-    return VisibilityClient(
-        api.api_url,
-        api.api_key,
-        max_concurrency=api.max_concurrency,
-        timeout_seconds=min(api.timeout_seconds, deadline_seconds),
-        retry_deadline_seconds=deadline_seconds,
-        backoff_base_seconds=api.backoff_base_seconds,
-    )
+    return api.get_client(retry_deadline_seconds=deadline_seconds)

@@ -20,6 +20,17 @@ from resources.api.errors import ResponseShapeError
 
 Kind = Literal["string", "integer", "number", "boolean", "array", "object"]
 
+#: The spec's Engine enumeration: stable public identifiers, in the spec's order.
+ENGINES: tuple[str, ...] = (
+    "chatgpt",
+    "claude",
+    "perplexity",
+    "gemini",
+    "google_ai_overviews",
+    "google_ai_mode",
+    "copilot",
+)
+
 #: Page size bounds per the spec's Limits section (and DESIGN.md for the assumed answer list).
 MAX_LIMIT_PAGING = 999
 MAX_LIMIT_ANSWERS = 100

@@ -56,9 +56,14 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         if self.max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
 
-    def get_client(self) -> VisibilityClient:
-        """A new client (use it in a ``with`` block); settings are validated before any request."""
+    def get_client(self, *, retry_deadline_seconds: float | None = None) -> VisibilityClient:
+        """A new client (use it in a ``with`` block); settings are validated before any request.
+
+        ``retry_deadline_seconds`` shortens the retry deadline (and the timeout with it) for callers
+        that must stay short, such as sensor ticks.
+        """
         self.validate_settings()
+        deadline = self.retry_deadline_seconds if retry_deadline_seconds is None else retry_deadline_seconds
         with self._budget_lock:
             if self._budget is None:
                 self._budget = RequestBudget(self.max_concurrency)
@@ -66,8 +71,8 @@ class VisibilityAPIResource(dg.ConfigurableResource):
             self.api_url,
             self.api_key,
             max_concurrency=self.max_concurrency,
-            timeout_seconds=self.timeout_seconds,
-            retry_deadline_seconds=self.retry_deadline_seconds,
+            timeout_seconds=min(self.timeout_seconds, deadline),
+            retry_deadline_seconds=deadline,
             backoff_base_seconds=self.backoff_base_seconds,
             budget=self._budget,
         )

@@ -248,4 +248,10 @@ def test_snapshots_land_and_keep_brands_that_leave_the_keys_scope(sync: Sync, sa
 def test_answers_of_a_brand_partial_engine_run_are_filtered_by_engine(sync: Sync) -> None:
     result = sync.run([answers], D, D, ("claude",))
     assert {r[0] for r in sync.query("SELECT DISTINCT engine FROM answers")} == {"claude"}
-    assert metadata(result, "answers")["partitions"] == 1
+    meta = metadata(result, "answers")
+    assert meta["partitions"] == 1
+    workspace = sync.sandbox.world.keys[sync.sandbox.keys["workspace"]].workspace_id
+    unmeasured = {
+        b.id for b in sync.sandbox.world.brands if b.workspace_id == workspace and "claude" not in b.engines
+    }
+    assert unmeasured and meta["engines_not_measured"] == {b: ["claude"] for b in unmeasured}

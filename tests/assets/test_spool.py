@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import os
 import pickle
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -81,3 +83,17 @@ def test_a_date_spool_reads_only_the_buckets_of_a_window() -> None:
         assert spool.rows == 30 and len(spool.buckets) >= 5
     finally:
         spool.remove()
+
+
+def test_spools_left_by_failed_lands_are_swept_after_a_day(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(spool_module.tempfile, "gettempdir", lambda: str(tmp_path))
+    old = tmp_path / f"{spool_module.SPOOL_PREFIX}answers-old"
+    fresh = tmp_path / f"{spool_module.SPOOL_PREFIX}answers-fresh"
+    other = tmp_path / "visibility-something-else"
+    for path in (old, fresh, other):
+        path.mkdir()
+    day_ago = time.time() - spool_module.STALE_SECONDS - 60
+    os.utime(old, (day_ago, day_ago))
+    os.utime(other, (day_ago, day_ago))
+    assert spool_module.sweep_stale() == [str(old)]
+    assert fresh.exists() and other.exists() and not old.exists()

@@ -122,7 +122,7 @@ def test_upserts_in_slices_give_the_same_table(tmp_path: Path, monkeypatch: pyte
 
 
 def test_a_schema_named_like_the_file_is_not_ambiguous(tmp_path: Path) -> None:
-    """The default set-up: schema ``visibility`` in ``visibility.duckdb`` (whose catalog is ``visibility``)."""
+    """The default set-up: schema ``visibility`` in ``visibility.duckdb``, whose catalog is ``visibility``."""
     path = tmp_path / "visibility.duckdb"
     warehouse = DuckDBWarehouse(path, "visibility")
     warehouse.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1")
