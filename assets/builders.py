@@ -314,7 +314,7 @@ def build_snapshot_asset(
 
     @op(name=f"land_{name}", pool=WRITER_POOL, required_resource_keys={"warehouse"}, out=Out(DagsterNothing))
     def land_rows(context: OpExecutionContext, outcome: SnapshotOutcome) -> None:
-        with context.resources.warehouse.get_warehouse() as warehouse:
+        with context.resources.warehouse.get_warehouse() as warehouse, warehouse.session():
             warehouse.ensure_table(spec)
             result = warehouse.upsert_snapshot(spec, outcome.table, context.run_id, outcome.scope)
         context.add_output_metadata(

@@ -259,17 +259,11 @@ def sync(
 def _table_counts(settings: Settings) -> dict[str, int | None]:
     """Rows per landed table, read back from the warehouse (None: table absent)."""
     from assets.tables import ALL_TABLES
+    from resources.warehouse.queries import row_count
     from resources.warehouse.resource import warehouse_from_url
 
-    counts: dict[str, int | None] = {}
     with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse:
-        for name in ALL_TABLES:
-            try:
-                table = warehouse.query(f"SELECT COUNT(*) AS n FROM {warehouse.table_ref(name)}")
-                counts[name] = int(table.column("n")[0].as_py())
-            except Exception:
-                counts[name] = None
-    return counts
+        return {name: row_count(warehouse, name) for name in ALL_TABLES}
 
 
 def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: dt.date) -> None:

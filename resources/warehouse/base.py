@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -153,6 +155,15 @@ class Warehouse(ABC):
     @abstractmethod
     def table_ref(self, table: str) -> str:
         """The quoted, schema-qualified name of ``table`` for use in :meth:`query`."""
+
+    @contextmanager
+    def session(self) -> Iterator[Warehouse]:
+        """Several writes in a row share one connection; each write is still its own transaction.
+
+        For steps that write many chunks (landing a backfill): engines whose connection setup or
+        catalog lookups cost per write amortise them here. Sessions nest. The default does nothing.
+        """
+        yield self
 
     @abstractmethod
     def close(self) -> None: ...

@@ -5,6 +5,11 @@ closed right after it, so the file lock is held only while writing; a second wri
 (retrying with backoff up to ``lock_timeout_seconds``) instead of failing, then raises
 :class:`~resources.warehouse.base.WarehouseLockTimeout`. BI tools open the file read-only
 (:meth:`DuckDBWarehouse.open_read_only`), which also waits while a write is in progress.
+
+:meth:`DuckDBWarehouse.session` keeps one connection open across several writes (opening, closing
+and the checkpoint on close cost more than a typical chunk's write) and caches the catalog lookups
+meanwhile. The file lock is then held for the whole session: meant for the landing step, which runs
+in the single-slot writer pool, not for long-lived handles.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +67,14 @@ DEFAULT_LOCK_TIMEOUT_SECONDS = 600.0
 UPSERT_BATCH_ROWS = 122_880
 
 # One DuckDB database instance per file per process: writes from threads of one process take turns.
-_PROCESS_LOCKS: dict[str, threading.Lock] = {}
+# Reentrant: a thread holding a session may still write through another handle on the same file.
+_PROCESS_LOCKS: dict[str, threading.RLock] = {}
 _PROCESS_LOCKS_GUARD = threading.Lock()
 
 
-def _process_lock(path: Path) -> threading.Lock:
+def _process_lock(path: Path) -> threading.RLock:
     with _PROCESS_LOCKS_GUARD:
-        return _PROCESS_LOCKS.setdefault(str(path), threading.Lock())
+        return _PROCESS_LOCKS.setdefault(str(path), threading.RLock())
 
 
 def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
@@ -104,6 +111,33 @@ class _KeyConflict(Exception):
     """A plain INSERT hit the primary key: retry after removing duplicate keys from the rows."""
 
 
+#: ``_existing``'s answer: the table's columns (None: no such table) and its comment.
+_Existing = tuple[list[ExistingColumn] | None, str | None]
+
+
+@dataclass
+class _Session:
+    """One thread's open session: its connection, and catalog facts read under its file lock.
+
+    Nobody else can change the catalog while the lock is held, so the facts stay true until this
+    writer changes them: DDL drops the table's entries, a rollback drops everything.
+    """
+
+    con: duckdb.DuckDBPyConnection
+    depth: int = 1
+    schema_ready: bool = False
+    tables: dict[str, _Existing] = field(default_factory=dict)
+    views: set[str] = field(default_factory=set)
+
+    def forget(self, table: str | None = None) -> None:
+        if table is None:
+            self.schema_ready = False
+            self.tables.clear()
+            self.views.clear()
+        else:
+            self.tables.pop(table, None)
+
+
 class DuckDBWarehouse(Warehouse):
     """A DuckDB file; every write is one transaction on a connection opened for that write."""
 
@@ -127,6 +161,7 @@ class DuckDBWarehouse(Warehouse):
         self.lock_timeout_seconds = lock_timeout_seconds
         #: test-only fault hook, called inside the transaction after the delete, before the insert
         self._between_delete_and_insert: Callable[[], None] | None = None
+        self._local = threading.local()  # .session: this thread's open _Session, if any
 
     @classmethod
     def open_read_only(
@@ -145,8 +180,41 @@ class DuckDBWarehouse(Warehouse):
 
     # --- connections ------------------------------------------------------------------------------
 
+    def _session(self) -> _Session | None:
+        return getattr(self._local, "session", None)
+
+    @contextmanager
+    def session(self) -> Iterator[DuckDBWarehouse]:
+        """Writes (and queries) of this thread share one connection until the block ends.
+
+        Each write is still its own transaction. Opening waits for the file lock like a write does
+        (:class:`WarehouseLockTimeout` after ``lock_timeout_seconds``); the lock is then held until
+        the block ends, so other processes wait that long. Sessions nest; other threads of this
+        process wait for the session like for a write.
+        """
+        current = self._session()
+        if current is not None:
+            current.depth += 1
+            try:
+                yield self
+            finally:
+                current.depth -= 1
+            return
+        with self._connect(read_only=self.read_only) as con:
+            self._local.session = _Session(con)
+            try:
+                yield self
+            finally:
+                self._local.session = None
+
     @contextmanager
     def _connect(self, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        session = self._session()
+        if session is not None:
+            if not read_only and self.read_only:
+                raise PermissionError(f"{self!r} was opened read-only")
+            yield session.con
+            return
         if read_only and not self.path.exists():
             raise FileNotFoundError(f"DuckDB file {self.path} does not exist (nothing landed yet)")
         if not read_only:
@@ -186,11 +254,14 @@ class DuckDBWarehouse(Warehouse):
             con.begin()
             try:
                 yield con
+                con.commit()
             except BaseException:
+                session = self._session()
+                if session is not None:
+                    session.forget()  # the rollback may undo DDL whose effects were cached
                 with contextlib.suppress(duckdb.Error):  # keep the original error
                     con.rollback()
                 raise
-            con.commit()
 
     # --- catalog ----------------------------------------------------------------------------------
 
@@ -206,9 +277,10 @@ class DuckDBWarehouse(Warehouse):
     def table_ref(self, table: str) -> str:
         return f"{q(self.catalog)}.{q(self.schema)}.{q(table)}"
 
-    def _existing(
-        self, con: duckdb.DuckDBPyConnection, table: str
-    ) -> tuple[list[ExistingColumn] | None, str | None]:
+    def _existing(self, con: duckdb.DuckDBPyConnection, table: str) -> _Existing:
+        session = self._session()
+        if session is not None and table in session.tables:
+            return session.tables[table]
         found = _exec(
             con,
             "SELECT t.comment, c.column_name, c.data_type, c.comment FROM duckdb_tables() t "
@@ -217,14 +289,23 @@ class DuckDBWarehouse(Warehouse):
             "AND t.table_name = $table ORDER BY c.column_index",
             {"schema": self.schema, "table": table},
         )
-        if not found:
-            return None, None
-        existing = [ExistingColumn(n, t, from_duckdb_type(t), c) for _, n, t, c in found]
-        return existing, found[0][0]
+        answer: _Existing = (None, None)
+        if found:
+            answer = ([ExistingColumn(n, t, from_duckdb_type(t), c) for _, n, t, c in found], found[0][0])
+        if session is not None:
+            session.tables[table] = answer
+        return answer
 
     def _ensure(self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
-        """Create or evolve the table inside the caller's transaction; returns the plan."""
-        _exec(con, f"CREATE SCHEMA IF NOT EXISTS {q(self.catalog)}.{q(self.schema)}")
+        """Create or evolve the table inside the caller's transaction; returns the plan.
+
+        In a session, a table that needs no change costs no catalog query after the first write.
+        """
+        session = self._session()
+        if session is None or not session.schema_ready:
+            _exec(con, f"CREATE SCHEMA IF NOT EXISTS {q(self.catalog)}.{q(self.schema)}")
+            if session is not None:
+                session.schema_ready = True
         existing, comment = self._existing(con, spec.name)
         plan = plan_load(
             spec,
@@ -235,6 +316,8 @@ class DuckDBWarehouse(Warehouse):
             table_comment=None if comment == spec.description else spec.description,
         )
         ref = self.table_ref(spec.name)
+        if session is not None and (plan.create or plan.columns or plan.comments):
+            session.forget(spec.name)  # read again by the next write, which sees this DDL
         if plan.create:
             defs = [
                 f"{q(c.name)} {duckdb_type(c.type)}" + (" NOT NULL" if c.name in spec.key else "")
@@ -251,12 +334,16 @@ class DuckDBWarehouse(Warehouse):
             _exec(con, f"COMMENT ON {target} IS {quote_literal(text)}")
         if spec.kind == "snapshot":
             view = current_view_name(spec)
+            if session is not None and view in session.views and not (plan.create or plan.columns):
+                return plan
             has_view = _exec(
                 con,
                 "SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() "
                 "AND schema_name = $schema AND view_name = $view",
                 {"schema": self.schema, "view": view},
             )
+            if session is not None:
+                session.views.add(view)
             if plan.create or plan.columns or not has_view[0][0]:
                 _exec(
                     con,
@@ -345,7 +432,9 @@ class DuckDBWarehouse(Warehouse):
                 found = _exec(con, f"SELECT count(*), count(*) FILTER ({in_scope}) FROM {ref}", scope_params)
                 return int(found[0][0]), int(found[0][1])
 
-            total_before, scope_before = counts()
+            # a WHERE (not a FILTER) lets DuckDB skip row groups by the date column's min/max: a new
+            # partition costs no scan of the table
+            scope_before = int(_exec(con, f"SELECT count(*) FROM {ref} WHERE {in_scope}", scope_params)[0][0])
             if scope_before and not deduplicated:
                 # an upsert would silently keep one of two rows with the same key: dedupe first
                 rows, dropped = dedupe_by_key(rows, spec.key)
@@ -361,6 +450,7 @@ class DuckDBWarehouse(Warehouse):
                         raise _KeyConflict from exc  # duplicates in the rows, or a key outside
                     raise ValueError(f"some {outside}: {exc}") from exc
             elif n:
+                total_before = int(_exec(con, f"SELECT count(*) FROM {ref}")[0][0])
                 self._upsert(con, spec, plan, data, stamp, is_snapshot=False)
                 total_after, scope_after = counts()
                 matched_in_scope = scope_before + n - scope_after
@@ -484,4 +574,4 @@ class DuckDBWarehouse(Warehouse):
             return con.sql(sql, params=params or None).to_arrow_table()
 
     def close(self) -> None:
-        """Nothing to release: connections live only for one call."""
+        """Nothing to release: connections live only for one call or one :meth:`session`."""

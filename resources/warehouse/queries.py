@@ -84,6 +84,15 @@ def brand_domains(warehouse: Warehouse) -> dict[str, str]:
     return {str(r["id"]): str(r["domain"]) for r in _rows(warehouse, sql)}
 
 
+def row_count(warehouse: Warehouse, table: str) -> int | None:
+    """Rows in ``table``, or None when it does not exist yet (the CLI's summary)."""
+    try:
+        rows = _rows(warehouse, f"SELECT COUNT(*) AS n FROM {warehouse.table_ref(table)}")
+    except Exception:  # absent table or file: each engine raises its own error class
+        return None
+    return int(rows[0]["n"])
+
+
 def audit_status(warehouse: Warehouse, audit_id: str) -> str | None:
     """The landed status of one audit, or None when it has no row yet."""
     table = warehouse.table_ref("audit_reports")
