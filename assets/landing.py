@@ -8,6 +8,7 @@ previous rows of that chunk in place, and a re-run replaces them again.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -23,6 +24,8 @@ from assets.transforms import concat, filter_cells, select_box
 from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
 from resources.warehouse.base import PartitionScope, TableSpec, Warehouse, WriteResult
+
+_log = logging.getLogger(__name__)
 
 #: Rows of a paged call transformed at a time.
 SLICE_ROWS = 5_000
@@ -54,11 +57,16 @@ def fetch_to_spool(
     fetch_one: FetchOne,
     spool: DateSpool,
     on_progress: Callable[[int, int], None] | None = None,
+    prompts_not_found: set[str] | None = None,
 ) -> set[str]:
     """Run the plan's calls concurrently, spooling the rows of the run's cells as they arrive.
 
     Returns the brands whose calls answered 404: their rows (even those spooled before the 404) are
-    never written, because landing only writes the brands that stayed in scope.
+    never written, because landing only writes the brands that stayed in scope. A 404 on a
+    prompt-level call (a prompt deleted between listing and fetching) skips only that prompt: its id
+    goes to ``prompts_not_found`` (when given) and a warning is logged. The brand then leaves the
+    scope only if the brand itself answers 404 too (one extra request per such brand), so a brand
+    removed mid-run never has its cells emptied.
     """
     assert spec.date_column is not None
     date_column = spec.date_column
@@ -75,12 +83,34 @@ def fetch_to_spool(
         return call, True
 
     not_found: set[str] = set()
+    prompt_misses: dict[str, set[str]] = defaultdict(set)
     total = len(plan.calls)
     for done, (call, found) in enumerate(client.map_concurrent(work, plan.calls), start=1):
         if not found:
-            not_found.add(call.brand_id)
+            if call.prompt_id is None:
+                not_found.add(call.brand_id)
+            else:
+                prompt_misses[call.brand_id].add(call.prompt_id)
         if on_progress is not None:
             on_progress(done, total)
+    for brand_id, prompt_ids in sorted(prompt_misses.items()):
+        if brand_id in not_found:
+            continue
+        try:
+            client.get_brand(brand_id)
+        except NotFoundError:
+            not_found.add(brand_id)
+            continue
+        for prompt_id in sorted(prompt_ids):
+            _log.warning(
+                "%s: prompt %s of brand %s answered 404 (deleted during the run?); skipped, "
+                "the brand's other prompts land",
+                spec.name,
+                prompt_id,
+                brand_id,
+            )
+        if prompts_not_found is not None:
+            prompts_not_found.update(prompt_ids)
     return not_found
 
 

@@ -92,3 +92,16 @@ def test_dagster_definitions_validate_accepts_the_workspace() -> None:
         env={"PATH": str(ROOT / ".venv/bin"), "HOME": str(ROOT), "PYTHONPATH": str(ROOT)},
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_projects_dagster_yaml_frees_slots_of_dead_runs(tmp_path: Path) -> None:
+    """A killed run must not hold its pool slot forever (the default launcher has no health checks)."""
+
+    from dagster import DagsterInstance
+
+    shutil.copy(Path(__file__).resolve().parents[2] / "dagster.yaml", tmp_path / "dagster.yaml")
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert 0 < instance.run_monitoring_max_runtime_seconds <= 24 * 3600
+        assert instance.run_monitoring_enabled
+        assert instance.run_retries_enabled
+        assert not instance.run_retries_retry_on_asset_or_op_failure
