@@ -11,7 +11,7 @@ Resources (keys shared with the sensors): ``api`` (``VisibilityAPIResource``) an
 """
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,15 @@ WRITER_POOL = "duckdb_writer"
 RESOURCE_KEYS = frozenset({"api", "warehouse"})
 
 Planner = Callable[[set[Cell], list[BrandInput], Sequence[str]], Plan]
+
+#: Run tag ``"true"``: the run is never re-executed from failure (the CLI's in-process runs), so a
+#: failed land step removes its spool at once instead of keeping it for a retry (swept after a day).
+NO_RETRY_TAG = "visibility/no_retry_from_failure"
+
+
+def no_retry_from_failure(tags: Mapping[str, str] | Any) -> bool:
+    """Whether the run's tags promise no re-execution from failure (so nothing is kept for it)."""
+    return str(tags.get(NO_RETRY_TAG, "") or "").strip().lower() == "true"
 
 
 def column_schema(spec: TableSpec) -> TableSchema:
@@ -153,8 +162,11 @@ def fetch_partitioned(
     plan = asset.planner(cells, inputs, asset.engine_order)
     assert asset.spec.date_column is not None
     spool = DateSpool.create(asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name)
+    prompts_not_found: set[str] = set()
     try:
-        not_found = fetch_to_spool(client, asset.spec, plan, asset.fetch_one, spool, on_progress)
+        not_found = fetch_to_spool(
+            client, asset.spec, plan, asset.fetch_one, spool, on_progress, prompts_not_found
+        )
         scope.drop(not_found)
         spool.close()
     except BaseException:
@@ -170,6 +182,8 @@ def fetch_partitioned(
     )
     if asset.notes is not None:
         outcome.notes = asset.notes(spool)
+    if prompts_not_found:
+        outcome.notes["prompts_not_found"] = sorted(prompts_not_found)
     return outcome
 
 
@@ -185,6 +199,11 @@ def build_partitioned_asset(asset: PartitionedAsset) -> AssetsDefinition:
         for brand_id in outcome.out_of_scope:
             context.log.warning(
                 f"{name}: brand {brand_id} is out of this key's scope (404); skipped, its rows untouched"
+            )
+        for prompt_id in outcome.notes.get("prompts_not_found", []):
+            context.log.warning(
+                f"{name}: prompt {prompt_id} answered 404 (deleted during the run?); skipped, "
+                "its brand's other prompts land"
             )
         skipped = _skipped_engines(outcome.plan)
         if skipped:
@@ -202,9 +221,15 @@ def build_partitioned_asset(asset: PartitionedAsset) -> AssetsDefinition:
                 f"{name}: the fetched rows ({outcome.spool.directory}) are gone (another machine, or "
                 "already landed); re-execute the whole asset, not only its land step"
             )
-        with context.resources.warehouse.get_warehouse() as warehouse:
-            results = land(warehouse, asset.spec, outcome, context.run_id)
-        # kept on failure, so a retry from the failed step lands the same rows without refetching
+        try:
+            with context.resources.warehouse.get_warehouse() as warehouse:
+                results = land(warehouse, asset.spec, outcome, context.run_id)
+        except BaseException:
+            # kept on failure, so a retry from the failed step lands the same rows without refetching,
+            # unless the run says it will never be retried (the CLI's in-process runs)
+            if no_retry_from_failure(context.run.tags):
+                outcome.spool.remove()
+            raise
         outcome.spool.remove()
         window = outcome.plan.window
         metadata: dict[str, Any] = {
@@ -276,7 +301,10 @@ class SnapshotOutcome:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-SnapshotFetch = Callable[[VisibilityClient, BrandScope, dict[str, Any]], pa.Table]
+#: ``(client, scope, notes, run tags) -> rows``. A per-brand fetch whose listing of a brand was
+#: truncated records it in ``notes["capped"]`` ({brand id: {rows, total_count}}): the rows absent from
+#: a truncated listing may still exist, so those brands are upserted but never retired.
+SnapshotFetch = Callable[[VisibilityClient, BrandScope, dict[str, Any], Mapping[str, str]], pa.Table]
 
 
 def build_snapshot_asset(
@@ -301,13 +329,21 @@ def build_snapshot_asset(
         notes: dict[str, Any] = {}
         with context.resources.api.get_client() as client:
             scope = discover_brands(client, only)
-            table = fetch_rows(client, scope, notes)
+            table = fetch_rows(client, scope, notes, context.run.tags)
             stats = client.stats
         for brand_id in scope.out_of_scope:
             context.log.warning(f"{name}: brand {brand_id} is out of this key's scope (404); skipped")
         retire: SnapshotScope | None
         if per_brand:
-            retire = SnapshotScope(spec.brand_column, tuple(scope.brand_ids))
+            capped = set(notes.get("capped") or {})
+            retired = tuple(b for b in scope.brand_ids if b not in capped)
+            if capped:
+                notes["brands_not_retired"] = sorted(capped & set(scope.brand_ids))
+                context.log.warning(
+                    f"{name}: listing truncated (capped) for brands {sorted(capped)}; their rows are "
+                    "upserted only, none retired"
+                )
+            retire = SnapshotScope(spec.brand_column, retired) if retired else None
         else:
             retire = None if only else SnapshotScope(None)
         return SnapshotOutcome(table, retire, list(scope.out_of_scope), stats, notes)

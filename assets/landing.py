@@ -8,7 +8,6 @@ previous rows of that chunk in place, and a re-run replaces them again.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -24,8 +23,6 @@ from assets.transforms import concat, filter_cells, select_box
 from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
 from resources.warehouse.base import PartitionScope, TableSpec, Warehouse, WriteResult
-
-_log = logging.getLogger(__name__)
 
 #: Rows of a paged call transformed at a time.
 SLICE_ROWS = 5_000
@@ -64,7 +61,7 @@ def fetch_to_spool(
     Returns the brands whose calls answered 404: their rows (even those spooled before the 404) are
     never written, because landing only writes the brands that stayed in scope. A 404 on a
     prompt-level call (a prompt deleted between listing and fetching) skips only that prompt: its id
-    goes to ``prompts_not_found`` (when given) and a warning is logged. The brand then leaves the
+    goes to ``prompts_not_found`` (when given; the caller warns). The brand then leaves the
     scope only if the brand itself answers 404 too (one extra request per such brand), so a brand
     removed mid-run never has its cells emptied.
     """
@@ -101,14 +98,6 @@ def fetch_to_spool(
         except NotFoundError:
             not_found.add(brand_id)
             continue
-        for prompt_id in sorted(prompt_ids):
-            _log.warning(
-                "%s: prompt %s of brand %s answered 404 (deleted during the run?); skipped, "
-                "the brand's other prompts land",
-                spec.name,
-                prompt_id,
-                brand_id,
-            )
         if prompts_not_found is not None:
             prompts_not_found.update(prompt_ids)
     return not_found

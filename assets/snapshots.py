@@ -5,6 +5,7 @@ Each run lists the whole set; rows that vanish stay in the table with ``is_curre
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -16,28 +17,57 @@ from assets.builders import build_snapshot_asset
 from assets.discovery import BrandScope, per_brand
 from resources.api.client import VisibilityClient
 
+#: Run tag: the ``limit`` of the generations listing (default and maximum: the API's 999). Lower
+#: values exist for tests and for trimming a slow first sync; a brand with more generations than
+#: the limit is then capped, and its older rows are kept (never retired).
+GENERATIONS_LIMIT_TAG = "visibility/generations_limit"
+GENERATIONS_LIMIT = 999
 
-def _brands(client: VisibilityClient, scope: BrandScope, notes: dict[str, Any]) -> pa.Table:
+
+def generations_limit(tags: Mapping[str, str]) -> int:
+    """The run's generations ``limit`` tag, clamped to ``1..999`` (the default when absent)."""
+    raw = str(tags.get(GENERATIONS_LIMIT_TAG, "") or "").strip()
+    if not raw:
+        return GENERATIONS_LIMIT
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"run tag {GENERATIONS_LIMIT_TAG} must be an integer, got {raw!r}") from None
+    return max(1, min(GENERATIONS_LIMIT, value))
+
+
+def _brands(
+    client: VisibilityClient, scope: BrandScope, notes: dict[str, Any], tags: Mapping[str, str]
+) -> pa.Table:
     return X.brands_table(scope.brands)
 
 
-def _topics(client: VisibilityClient, scope: BrandScope, notes: dict[str, Any]) -> pa.Table:
+def _topics(
+    client: VisibilityClient, scope: BrandScope, notes: dict[str, Any], tags: Mapping[str, str]
+) -> pa.Table:
     rows = per_brand(client, scope, lambda b: list(client.list_topics(b)))
     return X.concat(T.TOPICS, [X.topics_table(r, b) for b, r in rows.items()])
 
 
-def _prompts(client: VisibilityClient, scope: BrandScope, notes: dict[str, Any]) -> pa.Table:
+def _prompts(
+    client: VisibilityClient, scope: BrandScope, notes: dict[str, Any], tags: Mapping[str, str]
+) -> pa.Table:
     rows = per_brand(client, scope, lambda b: list(client.list_prompts(b)))
     return X.concat(T.PROMPTS, [X.prompts_table(r, b) for b, r in rows.items()])
 
 
-def _competitors(client: VisibilityClient, scope: BrandScope, notes: dict[str, Any]) -> pa.Table:
+def _competitors(
+    client: VisibilityClient, scope: BrandScope, notes: dict[str, Any], tags: Mapping[str, str]
+) -> pa.Table:
     rows = per_brand(client, scope, lambda b: list(client.list_tracked_competitors(b)))
     return X.concat(T.TRACKED_COMPETITORS, [X.tracked_competitors_table(r, b) for b, r in rows.items()])
 
 
-def _generations(client: VisibilityClient, scope: BrandScope, notes: dict[str, Any]) -> pa.Table:
-    sets = per_brand(client, scope, lambda b: client.list_generations(b))
+def _generations(
+    client: VisibilityClient, scope: BrandScope, notes: dict[str, Any], tags: Mapping[str, str]
+) -> pa.Table:
+    limit = generations_limit(tags)
+    sets = per_brand(client, scope, lambda b: client.list_generations(b, limit=limit))
     capped = {b: {"rows": len(s.rows), "total_count": s.total_count} for b, s in sets.items() if s.capped}
     notes["capped"] = capped  # {brand id: {rows, total_count}}: read by the generations_not_capped check
     notes["capped_responses"] = len(capped)

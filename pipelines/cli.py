@@ -160,29 +160,61 @@ def _progress(enabled: bool) -> Iterator[Any]:
 
 
 def _collect(result: Any, summary: RunSummary, label: str) -> None:
-    """Rows and requests from the run's materializations; failures with their exit codes."""
+    """Rows and requests from the run's materializations; failures with their exit codes.
+
+    A single-run range emits one event per partition with the same metadata, so within a run each
+    asset counts once (the max); a sync split into several runs (non-adjacent engines) adds them up.
+    """
+    rows: dict[str, int] = {}
+    requests: dict[str, int] = {}
     for event in result.all_events:
         if event.event_type_value == "ASSET_MATERIALIZATION":
             mat = event.event_specific_data.materialization
             name = mat.asset_key.to_user_string()
             meta = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
-            # a single-run range emits one event per partition with the same metadata: count once
-            summary.rows[name] = max(summary.rows.get(name, 0), int(meta.get("rows_landed", 0) or 0))
-            summary.requests[name] = max(
-                summary.requests.get(name, 0), int(meta.get("requests_total", 0) or 0)
-            )
+            rows[name] = max(rows.get(name, 0), int(meta.get("rows_landed", 0) or 0))
+            requests[name] = max(requests.get(name, 0), int(meta.get("requests_total", 0) or 0))
             summary.out_of_scope.update(meta.get("brands_out_of_scope") or [])
+    for name, count in rows.items():
+        summary.rows[name] = summary.rows.get(name, 0) + count
+    for name, count in requests.items():
+        summary.requests[name] = summary.requests.get(name, 0) + count
     if result.success:
         return
     for event in result.all_events:
         if event.event_type_value == "STEP_FAILURE":
             data = event.event_specific_data
             error = getattr(data, "error", None)
-            message = error.message.strip().splitlines()[-1] if error is not None else "step failed"
+            message = _innermost_message(error) if error is not None else "step failed"
             code = _failure_code(error)
             summary.failures.append((f"{label}: {event.step_key}", message, code))
     if not summary.failures:
         summary.failures.append((label, "run failed", EXIT_PARTIAL))
+
+
+def _innermost_message(error: Any) -> str:
+    """The message of the error at the end of a serialized cause chain.
+
+    Dagster wraps what an op raised ("Error occurred while executing op ..."); the API error inside
+    says what went wrong, with its code and X-Request-Id.
+    """
+    seen: set[int] = set()
+    while id(error) not in seen:
+        seen.add(id(error))
+        inner = error.cause or getattr(error, "context", None)
+        if inner is None:
+            break
+        error = inner
+    text = (error.message or "").strip() or "step failed"
+    qualified, sep, rest = text.partition(": ")
+    if sep and qualified.endswith(error.cls_name or "\0"):  # module path -> class name
+        return f"{error.cls_name}: {rest}"
+    return text
+
+
+def _stops_the_sync(code: int) -> bool:
+    """A refused key or a configuration error fails every later run the same way: start no more."""
+    return code in (EXIT_CONFIG, EXIT_REFUSED)
 
 
 def _failure_code(error: Any) -> int:
@@ -217,20 +249,30 @@ def sync(
     brands: Sequence[str] = (),
     *,
     show_progress: bool = True,
+    verbose: bool = False,
 ) -> RunSummary:
-    """Snapshots, then the daily and rollup assets over ``[start, end)`` x engines, in process."""
+    """Snapshots, then the daily and rollup assets over ``[start, end)`` x engines, in process.
+
+    Stops after a run fails on a refused key or a configuration error. Dagster's console log (with
+    its stack traces) shows only when ``verbose``; the summary prints each failure's own message.
+    """
     from dagster import DagsterInstance, materialize
 
+    from assets.builders import NO_RETRY_TAG
     from assets.facts import fact_assets
     from assets.partitions import ENGINES, ENGINES_WITH_ALL
     from assets.snapshots import snapshot_assets
     from assets.trends import trend_assets
-    from pipelines.definitions import build_resources
+    from pipelines.resources import build_resources  # not the code location: no sensor settings
     from pipelines.schedules import range_tags
 
     resources = build_resources(settings)
-    base_tags = {"visibility/brands": ",".join(brands)} if brands else {}
-    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    # in process, a failed run is never re-executed from failure: its spools go at once, not in a day
+    base_tags = {NO_RETRY_TAG: "true"}
+    if brands:
+        base_tags["visibility/brands"] = ",".join(brands)
+    log_level = "INFO" if verbose else "CRITICAL"  # step failures log at ERROR with stack traces
+    quiet = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     last = end - dt.timedelta(days=1)
     summary = RunSummary()
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
@@ -253,7 +295,31 @@ def sync(
                 raise_on_error=False,
             )
             _collect(result, summary, label)
+            if any(_stops_the_sync(code) for _, _, code in summary.failures):
+                break
     return summary
+
+
+def check_warehouse(settings: Settings) -> None:
+    """Prove the warehouse takes writes before the first request spends the API's rate budget."""
+    from urllib.parse import urlsplit
+
+    from resources.warehouse.resource import redact_url, warehouse_from_url
+
+    try:
+        with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse:
+            warehouse.check_connection()
+    except ConfigError:
+        raise
+    except Exception as exc:
+        detail = (str(exc).strip().splitlines() or [""])[0]
+        password = urlsplit(settings.warehouse_url).password
+        if password:
+            detail = detail.replace(password, "***")
+        raise ConfigError(
+            f"VISIBILITY_WAREHOUSE {redact_url(settings.warehouse_url)} cannot be reached or written "
+            f"({type(exc).__name__}: {detail}); nothing was requested from the API"
+        ) from None
 
 
 def _table_counts(settings: Settings) -> dict[str, int | None]:
@@ -296,14 +362,10 @@ def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: 
 
 
 def _redact(url: str) -> str:
-    """A warehouse URL without its password."""
-    from urllib.parse import urlsplit, urlunsplit
+    """A warehouse URL without its password (the warehouse module's rule, percent-encoding included)."""
+    from resources.warehouse.resource import redact_url
 
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
+    return redact_url(url)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -330,7 +392,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     unknown = sorted(set(engines) - set(ENGINES_WITH_ALL))
     if unknown:
         raise ConfigError(f"--engine {', '.join(unknown)} unknown; use {', '.join(ENGINES_WITH_ALL)}")
-    summary = sync(settings, start, end, engines, args.brand or (), show_progress=not args.quiet)
+    check_warehouse(settings)
+    summary = sync(
+        settings, start, end, engines, args.brand or (), show_progress=not args.quiet, verbose=args.verbose
+    )
     print_summary(summary, settings, start, end)
     return summary.exit_code
 
@@ -383,7 +448,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         console.print(f"Sandbox at {sandbox.url}; syncing {start} .. {end} (end exclusive) into {warehouse}")
         from assets.partitions import ENGINES_WITH_ALL
 
-        summary = sync(settings, start, end, ENGINES_WITH_ALL, show_progress=not args.quiet)
+        check_warehouse(settings)
+        summary = sync(
+            settings, start, end, ENGINES_WITH_ALL, show_progress=not args.quiet, verbose=args.verbose
+        )
         print_summary(summary, settings, start, end)
     if summary.exit_code == EXIT_OK:
         path = warehouse.removeprefix("duckdb:///")
@@ -433,12 +501,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--brand", action="append", metavar="ID", help="only this brand id (repeatable)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--verbose", action="store_true", help="Dagster's own log, stack traces included")
     run.set_defaults(handler=cmd_run)
 
     demo = sub.add_parser("demo", help="start the sandbox, sync two weeks into data/visibility.duckdb")
     demo.add_argument("--days", type=int, default=DEMO_DAYS, help="days to sync (default 14)")
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.add_argument("--verbose", action="store_true", help="Dagster's own log, stack traces included")
     demo.set_defaults(handler=cmd_demo)
 
     chk = sub.add_parser("check", help="validate URL, key and subscription with one GET /v1/brands")

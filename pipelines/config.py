@@ -33,14 +33,24 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _redacted(url: str | None) -> str | None:
+    """``url`` without its password: the one redaction rule of the warehouse module, for messages."""
+    from resources.warehouse.resource import redact_url
+
+    return None if url is None else redact_url(url)
+
+
 def validate_api_url(url: str, *, setting: str = "VISIBILITY_API_URL") -> str:
     """``https://`` is required unless the host is loopback (the sandbox)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{setting} must be an http(s) URL such as https://api.example.com, got {url!r}")
+        raise ConfigError(
+            f"{setting} must be an http(s) URL such as https://api.example.com, got {_redacted(url)!r}"
+        )
     if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise ConfigError(
-            f"{setting} must use https:// (plain http is allowed only for loopback hosts), got {url!r}"
+            f"{setting} must use https:// (plain http is allowed only for loopback hosts), "
+            f"got {_redacted(url)!r}"
         )
     return url.rstrip("/")
 
@@ -86,9 +96,9 @@ def lookback_days_from_env(env: Mapping[str, str] | None = None) -> int:
     return _parse_int(raw, "VISIBILITY_LOOKBACK_DAYS", 0) if raw else DEFAULT_LOOKBACK_DAYS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Settings:
-    """Validated settings. ``api_key`` never appears in ``repr``."""
+    """Validated settings. ``repr`` shows neither the key nor a password in a URL."""
 
     api_url: str | None
     api_key: str | None = field(repr=False)
@@ -96,6 +106,14 @@ class Settings:
     schema_name: str
     start_date: dt.date
     lookback_days: int
+
+    def __repr__(self) -> str:
+        return (
+            f"Settings(api_url={_redacted(self.api_url)!r}, "
+            f"api_key={'<set>' if self.api_key else None!r}, "
+            f"warehouse_url={_redacted(self.warehouse_url)!r}, schema_name={self.schema_name!r}, "
+            f"start_date={self.start_date!r}, lookback_days={self.lookback_days!r})"
+        )
 
     def require_api(self) -> tuple[str, str]:
         """The URL and key, or a ConfigError naming the missing variable."""

@@ -16,6 +16,7 @@ The decisions are pure functions in :mod:`pipelines.sensors.audit_cursor`; this 
 
 import datetime as dt
 import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from assets.audits import (
     AuditLandingConfig,
     audit_landing_job,
 )
+from pipelines.config import ConfigError
 from pipelines.sensors.audit_cursor import (
     AuditPolicy,
     AuditState,
@@ -119,24 +121,34 @@ class AuditSensorSettings(ConfigurableResource):
         """Settings from ``VISIBILITY_AUDIT_*`` variables (defaults where unset)."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
-        for var, name, kind in _ENV_SETTINGS:
+        for var, name, kind, minimum in _ENV_SETTINGS:
             raw = env.get(var, "").strip()
             if raw:
-                try:
-                    values[name] = kind(raw)
-                except ValueError:
-                    raise ValueError(f"{var} must be a number, got {raw!r}") from None
+                values[name] = _parse_number(var, raw, kind, minimum)
         urls = env.get("VISIBILITY_AUDIT_URLS", "")
         values["urls"] = [u for u in urls.replace(",", " ").split() if u]
         return cls(**values)
 
 
-_ENV_SETTINGS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
-    ("VISIBILITY_AUDITS_PER_DAY", "audits_per_day", int),
-    ("VISIBILITY_AUDIT_REAUDIT_DAYS", "reaudit_interval_days", float),
-    ("VISIBILITY_AUDIT_DEADLINE_MINUTES", "deadline_minutes", float),
-    ("VISIBILITY_AUDIT_NEW_PAGE_DAYS", "new_page_window_days", int),
+#: (variable, field, type, smallest allowed value); a deadline of 0 would time every audit out at once
+_ENV_SETTINGS: tuple[tuple[str, str, type[int] | type[float], float], ...] = (
+    ("VISIBILITY_AUDITS_PER_DAY", "audits_per_day", int, 0),
+    ("VISIBILITY_AUDIT_REAUDIT_DAYS", "reaudit_interval_days", float, 0),
+    ("VISIBILITY_AUDIT_DEADLINE_MINUTES", "deadline_minutes", float, 1),
+    ("VISIBILITY_AUDIT_NEW_PAGE_DAYS", "new_page_window_days", int, 0),
 )
+
+
+def _parse_number(var: str, raw: str, kind: type[int] | type[float], minimum: float) -> int | float:
+    """``raw`` as ``kind``, at least ``minimum``; a ConfigError naming ``var`` otherwise."""
+    what = "a whole number" if kind is int else "a number"
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(f"{var} must be {what} (at least {minimum:g}), got {raw!r}") from None
+    if not math.isfinite(value) or value < minimum:
+        raise ConfigError(f"{var} must be {what} of at least {minimum:g}, got {raw!r}")
+    return value
 
 
 @dataclass

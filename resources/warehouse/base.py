@@ -165,6 +165,12 @@ class Warehouse(ABC):
         """
         yield self
 
+    def check_connection(self) -> None:
+        """Raise if the warehouse cannot be reached (or written); called before a sync spends the
+        API's rate budget. The default runs ``SELECT 1``; engines override it when a query proves
+        less (or more) than a write would need."""
+        self.query("SELECT 1")
+
     @abstractmethod
     def close(self) -> None: ...
 

@@ -575,3 +575,19 @@ class DuckDBWarehouse(Warehouse):
 
     def close(self) -> None:
         """Nothing to release: connections live only for one call or one :meth:`session`."""
+
+    def check_connection(self) -> None:
+        """The file's folder can be created and written (the file itself appears with the first write).
+
+        Opening the file would take the writer lock another process may hold, so a scratch file is
+        written next to it instead. A reader needs the file itself: :meth:`Warehouse.check_connection`.
+        """
+        if self.read_only:
+            super().check_connection()
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists() and not self.path.is_file():
+            raise IsADirectoryError(f"DuckDB file {self.path} is not a file")
+        probe = self.path.parent / f".{self.path.name}.{uuid.uuid4().hex}.write-check"
+        probe.write_bytes(b"")
+        probe.unlink()

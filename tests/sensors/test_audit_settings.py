@@ -53,3 +53,29 @@ def test_configured_url_belongs_to_the_brand_whose_domain_hosts_it() -> None:
         ("https://zeta.io/", "b-www", "configured"),
     ]
     assert orphans == ["https://notacme.com/x", "https://other.example/"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("VISIBILITY_AUDITS_PER_DAY", "ten"),
+        ("VISIBILITY_AUDITS_PER_DAY", "-5"),
+        ("VISIBILITY_AUDITS_PER_DAY", "2.5"),
+        ("VISIBILITY_AUDIT_DEADLINE_MINUTES", "-1"),
+        ("VISIBILITY_AUDIT_DEADLINE_MINUTES", "0"),
+        ("VISIBILITY_AUDIT_DEADLINE_MINUTES", "nan"),
+        ("VISIBILITY_AUDIT_REAUDIT_DAYS", "-0.5"),
+        ("VISIBILITY_AUDIT_NEW_PAGE_DAYS", "-1"),
+    ],
+)
+def test_a_malformed_or_negative_setting_is_a_config_error_naming_the_variable(
+    variable: str, value: str
+) -> None:
+    from pipelines.config import ConfigError
+
+    with pytest.raises(ConfigError, match=variable):
+        AuditSensorSettings.from_env({variable: value})
+
+
+def test_zero_audits_per_day_is_allowed_and_turns_submissions_off() -> None:
+    assert AuditSensorSettings.from_env({"VISIBILITY_AUDITS_PER_DAY": "0"}).policy().audits_per_day == 0

@@ -1,0 +1,167 @@
+"""Partial answers of the service: truncated listings, prompts deleted mid-run, failed lands.
+
+Real Dagster runs and real HTTP against the sandbox on loopback, real DuckDB files.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+import pyarrow.compute as pc
+import pytest
+from dagster import DagsterInstance, materialize
+
+from assets import tables as T
+from assets.builders import NO_RETRY_TAG
+from assets.facts import fetch_mentions, prompt_mentions
+from assets.landing import DEFAULT_DAYS_PER_WRITE, fetch_to_spool
+from assets.partitions import ENGINES, partition_key
+from assets.planning import BrandInput, plan_mentions
+from assets.snapshots import GENERATIONS_LIMIT_TAG, generations
+from assets.spool import SPOOL_PREFIX, DateSpool
+from resources.api.client import VisibilityClient
+from sandbox.testing import SandboxHandle
+from tests.assets.conftest import QUIET, SCHEMA, Sync, metadata
+from tests.assets.test_assets_sandbox import D, workspace_inputs
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temp directory of this test alone, so spools of parallel tests do not count."""
+    path = tmp_path / "tmp"
+    path.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(path))
+    return path
+
+
+def spools_in(directory: Path) -> list[Path]:
+    return sorted(directory.glob(f"{SPOOL_PREFIX}*"))
+
+
+def test_a_capped_generations_listing_keeps_the_older_generations_current(sync: Sync) -> None:
+    sync.run([generations])
+    total = sync.query("SELECT COUNT(*) FROM generations WHERE is_current")[0][0]
+    per_brand = dict(sync.query("SELECT brand_id, COUNT(*) FROM generations GROUP BY ALL"))
+    assert all(n > 2 for n in per_brand.values())
+
+    capped = sync.run([generations], tags={GENERATIONS_LIMIT_TAG: "2"})
+
+    assert sync.query("SELECT COUNT(*) FROM generations WHERE is_current")[0][0] == total
+    meta = metadata(capped, "generations")
+    assert meta["rows_retired"] == 0
+    assert meta["capped_responses"] == len(per_brand)
+    assert meta["brands_not_retired"] == sorted(per_brand)
+    fresh = sync.query(
+        "SELECT brand_id, COUNT(*) FROM generations WHERE _run_id = ? GROUP BY ALL", [capped.run_id]
+    )
+    assert dict(fresh) == dict.fromkeys(per_brand, 2)
+
+
+def test_a_full_generations_listing_still_retires_vanished_generations(sync: Sync) -> None:
+    """Control of the test above: uncapped brands keep retiring (a row the listing lacks)."""
+    sync.run([generations])
+    with duckdb.connect(str(sync.db)) as con:
+        con.execute(
+            f"INSERT INTO {SCHEMA}.generations SELECT * REPLACE ('gone-' || id AS id) "
+            f"FROM {SCHEMA}.generations LIMIT 1"
+        )
+    result = sync.run([generations])
+    assert metadata(result, "generations")["rows_retired"] == 1
+    assert sync.query("SELECT is_current FROM generations WHERE id LIKE 'gone-%'") == [(False,)]
+
+
+@pytest.fixture
+def spool(private_tmp: Path) -> Iterator[DateSpool]:
+    assert T.PROMPT_MENTIONS.date_column is not None
+    made = DateSpool.create(T.PROMPT_MENTIONS.date_column, DEFAULT_DAYS_PER_WRITE, name="test")
+    yield made
+    made.remove()
+
+
+def _brand_rows(spool: DateSpool, brand_id: str) -> int:
+    spool.close()
+    return sum(part.num_rows for part in spool.read(lambda t: t.filter(pc.equal(t["brand_id"], brand_id))))
+
+
+def test_a_404_on_one_prompt_skips_that_prompt_not_its_brand(
+    sandbox: SandboxHandle, spool: DateSpool, private_tmp: Path
+) -> None:
+    inputs = workspace_inputs(sandbox)
+    target = inputs[0]
+    cells = {(D, e) for e in ENGINES}
+    assert T.PROMPT_MENTIONS.date_column is not None
+    baseline = DateSpool.create(T.PROMPT_MENTIONS.date_column, DEFAULT_DAYS_PER_WRITE, name="baseline")
+    deleted = str(uuid.uuid4())
+    with_deleted = [replace(target, prompt_ids=(*target.prompt_ids, deleted)), *inputs[1:]]
+    plan = plan_mentions(cells, with_deleted, ENGINES)
+    assert any(c.prompt_id == deleted for c in plan.calls)
+    skipped: set[str] = set()
+
+    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
+        fetch_to_spool(
+            client, T.PROMPT_MENTIONS, plan_mentions(cells, inputs, ENGINES), fetch_mentions, baseline
+        )
+        not_found = fetch_to_spool(
+            client, T.PROMPT_MENTIONS, plan, fetch_mentions, spool, prompts_not_found=skipped
+        )
+
+    assert not_found == set()
+    assert skipped == {deleted}
+    expected = _brand_rows(baseline, target.brand_id)
+    baseline.remove()
+    assert expected > 0
+    assert _brand_rows(spool, target.brand_id) == expected
+
+
+def test_prompt_404s_of_a_brand_that_is_gone_drop_the_brand(sandbox: SandboxHandle, spool: DateSpool) -> None:
+    """A removed brand's prompts all answer 404: the brand leaves the scope, its cells are not emptied."""
+    inputs = workspace_inputs(sandbox)
+    gone = BrandInput(str(uuid.uuid4()), frozenset(ENGINES), None, (str(uuid.uuid4()),))
+    plan = plan_mentions({(D, "chatgpt")}, [*inputs, gone], ENGINES)
+    skipped: set[str] = set()
+
+    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
+        not_found = fetch_to_spool(
+            client, T.PROMPT_MENTIONS, plan, fetch_mentions, spool, prompts_not_found=skipped
+        )
+
+    assert not_found == {gone.brand_id}
+    assert skipped == set()
+
+
+def _break_the_mentions_table(db: Path) -> None:
+    """An incompatible column type: the land step fails after the fetch step spooled its rows."""
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE SCHEMA {SCHEMA}")
+        con.execute(f"CREATE TABLE {SCHEMA}.prompt_mentions (id BOOLEAN PRIMARY KEY)")
+
+
+def test_a_failed_land_keeps_its_spool_for_a_retry_unless_the_run_is_never_retried(
+    sync: Sync, instance: DagsterInstance, private_tmp: Path
+) -> None:
+    _break_the_mentions_table(sync.db)
+    key = partition_key(D, "chatgpt")
+
+    def run(tags: dict[str, str]) -> bool:
+        result = materialize(
+            [prompt_mentions],
+            instance=instance,
+            resources=sync.resources(),
+            partition_key=key,
+            tags=tags,
+            run_config=QUIET,
+            raise_on_error=False,
+        )
+        return result.success
+
+    assert not run({})
+    kept = spools_in(private_tmp)
+    assert len(kept) == 1  # the retry-from-failure path needs it
+
+    assert not run({NO_RETRY_TAG: "true"})
+    assert spools_in(private_tmp) == kept

@@ -1,0 +1,56 @@
+"""``visibility-sync run`` split into several Dagster runs: what it reports, and what it leaves in /tmp."""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from assets.spool import SPOOL_PREFIX
+from pipelines.cli import engine_groups, sync
+from pipelines.config import load_settings
+from tests.pipelines.test_cli import env  # noqa: F401  (the fixture)
+
+START, END = dt.date(2026, 10, 30), dt.date(2026, 10, 31)
+#: claude sits between them in the partition order: two runs per partitioned group
+SPLIT_ENGINES = ("chatgpt", "perplexity")
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temp directory of this test alone, so spools of parallel tests do not count."""
+    path = tmp_path / "tmp"
+    path.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(path))
+    return path
+
+
+def test_rows_landed_add_up_over_the_runs_of_a_split_sync(env: Path) -> None:  # noqa: F811
+    from assets.partitions import ENGINES
+
+    assert len(engine_groups(SPLIT_ENGINES, ENGINES)) == 2
+    summary = sync(load_settings(), START, END, SPLIT_ENGINES, show_progress=False)
+
+    assert not summary.failures
+    with duckdb.connect(str(env), read_only=True) as con:
+        for table in ("prompt_mentions", "answers"):
+            per_engine = dict(
+                con.execute(f"SELECT engine, COUNT(*) FROM visibility.{table} GROUP BY ALL").fetchall()
+            )
+            assert set(per_engine) == set(SPLIT_ENGINES) and min(per_engine.values()) > 0
+            assert summary.rows[table] == sum(per_engine.values())
+
+
+def test_a_failed_sync_leaves_no_spool_behind(env: Path, private_tmp: Path) -> None:  # noqa: F811
+    with duckdb.connect(str(env)) as con:  # an incompatible column: landing prompt_mentions fails
+        con.execute("CREATE SCHEMA visibility")
+        con.execute("CREATE TABLE visibility.prompt_mentions (id BOOLEAN PRIMARY KEY)")
+
+    summary = sync(load_settings(), START, END, ("chatgpt",), show_progress=False)
+
+    assert any("land_prompt_mentions" in where for where, _, _ in summary.failures)
+    assert summary.rows.get("answers", 0) > 0  # the other assets landed, and removed their spools
+    assert sorted(private_tmp.glob(f"{SPOOL_PREFIX}*")) == []
