@@ -52,15 +52,14 @@ from resources.warehouse.common import (
     ExistingColumn,
     LoadPlan,
     WriteStamp,
-    check_rows_in_scope,
-    check_snapshot_scope,
+    check_partition_write,
+    check_snapshot_write,
     current_view_description,
     current_view_name,
     dedupe_by_key,
     encode_rows,
     plan_load,
     system_columns,
-    validate_rows,
     validate_spec,
 )
 from resources.warehouse.types import (
@@ -632,10 +631,7 @@ class BigQueryWarehouse(Warehouse):
     ) -> WriteResult:
         from google.cloud import bigquery
 
-        validate_spec(spec)
-        validate_rows(spec, rows)
-        check_rows_in_scope(spec, rows, scope)
-        stamp = WriteStamp.now(run_id)
+        stamp = check_partition_write(spec, rows, scope, run_id)
         rows, dropped = dedupe_by_key(rows, spec.key)
         state = self._ensure(spec, rows.schema)
         data = encode_rows(rows, state.plan)
@@ -672,10 +668,7 @@ class BigQueryWarehouse(Warehouse):
     ) -> WriteResult:
         from google.cloud import bigquery
 
-        validate_spec(spec)
-        validate_rows(spec, rows)
-        check_snapshot_scope(spec, scope, [c.name for c in spec.columns] + rows.column_names)
-        stamp = WriteStamp.now(run_id)
+        stamp = check_snapshot_write(spec, rows, scope, run_id)
         rows, dropped = dedupe_by_key(rows, spec.key)
         state = self._ensure(spec, rows.schema)
         data = encode_rows(rows, state.plan)

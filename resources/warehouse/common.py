@@ -472,3 +472,21 @@ class WriteStamp:
 
 _stamp_lock = threading.Lock()
 _last_stamp: dt.datetime | None = None
+
+
+def check_partition_write(spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str) -> WriteStamp:
+    """Every check of a partition replace that needs no I/O; returns the write's stamp."""
+    validate_spec(spec)
+    validate_rows(spec, rows)
+    check_rows_in_scope(spec, rows, scope)
+    return WriteStamp.now(run_id)
+
+
+def check_snapshot_write(
+    spec: TableSpec, rows: pa.Table, scope: SnapshotScope | None, run_id: str
+) -> WriteStamp:
+    """Every check of a snapshot upsert that needs no I/O; returns the write's stamp."""
+    validate_spec(spec)
+    validate_rows(spec, rows)
+    check_snapshot_scope(spec, scope, [c.name for c in spec.columns] + rows.column_names)
+    return WriteStamp.now(run_id)

@@ -45,8 +45,8 @@ from resources.warehouse.common import (
     ExistingColumn,
     LoadPlan,
     WriteStamp,
-    check_rows_in_scope,
-    check_snapshot_scope,
+    check_partition_write,
+    check_snapshot_write,
     current_view_description,
     current_view_name,
     dedupe_by_key,
@@ -55,7 +55,6 @@ from resources.warehouse.common import (
     quote_identifier,
     quote_literal,
     system_columns,
-    validate_rows,
     validate_spec,
 )
 from resources.warehouse.types import duckdb_type, from_duckdb_type, sql_type_or_default
@@ -387,10 +386,7 @@ class DuckDBWarehouse(Warehouse):
         Duplicate keys: the plain INSERT lets the primary key find them (no hashing of the rows in
         the common case); on a key conflict the write is retried once with the last row of each key.
         """
-        validate_spec(spec)
-        validate_rows(spec, rows)
-        check_rows_in_scope(spec, rows, scope)
-        WriteStamp.now(run_id)  # validates run_id before any I/O
+        check_partition_write(spec, rows, scope, run_id)  # the stamp is taken inside the transaction
         try:
             return self._replace(spec, rows, scope, run_id, deduplicated=False)
         except _KeyConflict:
@@ -530,10 +526,7 @@ class DuckDBWarehouse(Warehouse):
     def upsert_snapshot(
         self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
     ) -> WriteResult:
-        validate_spec(spec)
-        validate_rows(spec, rows)
-        check_snapshot_scope(spec, scope, [c.name for c in spec.columns] + rows.column_names)
-        WriteStamp.now(run_id)  # validates run_id before any I/O
+        check_snapshot_write(spec, rows, scope, run_id)  # the stamp is taken inside the transaction
         rows, dropped = dedupe_by_key(rows, spec.key)
         with self._transaction() as con:
             stamp = WriteStamp.now(run_id)

@@ -41,9 +41,8 @@ from resources.warehouse.base import (
 from resources.warehouse.common import (
     ExistingColumn,
     LoadPlan,
-    WriteStamp,
-    check_rows_in_scope,
-    check_snapshot_scope,
+    check_partition_write,
+    check_snapshot_write,
     current_view_description,
     current_view_name,
     dedupe_by_key,
@@ -51,7 +50,6 @@ from resources.warehouse.common import (
     plan_load,
     quote_identifier,
     system_columns,
-    validate_rows,
     validate_spec,
 )
 from resources.warehouse.types import from_postgres_type, postgres_type, sql_type_or_default
@@ -290,10 +288,7 @@ class PostgresWarehouse(Warehouse):
     def replace_partitions(
         self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
     ) -> WriteResult:
-        validate_spec(spec)
-        validate_rows(spec, rows)
-        check_rows_in_scope(spec, rows, scope)
-        stamp = WriteStamp.now(run_id)
+        stamp = check_partition_write(spec, rows, scope, run_id)
         rows, dropped = dedupe_by_key(rows, spec.key)
         assert spec.date_column is not None
         with self._transaction() as cur:
@@ -341,10 +336,7 @@ class PostgresWarehouse(Warehouse):
     def upsert_snapshot(
         self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
     ) -> WriteResult:
-        validate_spec(spec)
-        validate_rows(spec, rows)
-        check_snapshot_scope(spec, scope, [c.name for c in spec.columns] + rows.column_names)
-        stamp = WriteStamp.now(run_id)
+        stamp = check_snapshot_write(spec, rows, scope, run_id)
         rows, dropped = dedupe_by_key(rows, spec.key)
         with self._transaction() as cur:
             self._lock_table(cur, spec.name)
