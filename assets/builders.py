@@ -1,26 +1,35 @@
-"""Asset factories: every table is a two-step graph asset, fetch then land.
+"""Asset factories.
 
-The fetch step runs in the ``visibility_api`` pool (it spends the API's rate limit), the land step in
-the ``duckdb_writer`` pool (DuckDB has a single writer per file), so a long fetch never holds the
-writer and two writes never fight for the file. The steps hand over a small picklable outcome: the
-rows themselves wait on disk in a spool (partitioned assets) or travel as an Arrow table (snapshots,
-which are small).
+* Snapshots: every table is a two-step graph asset, ``fetch_<table>`` in the ``visibility_api`` pool
+  (it spends the API's rate limit), then ``land_<table>`` in the ``duckdb_writer`` pool (DuckDB has a
+  single writer per file), handing over the rows as a small Arrow table.
+* Partitioned tables: one step per partitions definition (``sync_daily``, ``sync_rollups``) in the
+  ``visibility_api`` pool, computing one asset per table. It fetches the tables back to back in a
+  background thread and lands each (from its on-disk spool) while the next is fetched: a backfill is
+  rate-bound, and step hand-offs (landing, Dagster's pool re-polls, step process starts) would leave
+  the rate budget idle. Its writes wait on DuckDB's file lock, not on the writer pool.
 
 Resources (keys shared with the sensors): ``api`` (``VisibilityAPIResource``) and ``warehouse``
 (``WarehouseResource``).
 """
 
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from dagster import (
+    AssetExecutionContext,
     AssetIn,
+    AssetKey,
     AssetsDefinition,
+    AssetSpec,
     BackfillPolicy,
     In,
+    MaterializeResult,
     MetadataValue,
     OpDefinition,
     OpExecutionContext,
@@ -29,6 +38,7 @@ from dagster import (
     TableColumn,
     TableSchema,
     graph_asset,
+    multi_asset,
     op,
 )
 from dagster import Nothing as DagsterNothing
@@ -46,6 +56,7 @@ from assets.landing import (
 )
 from assets.partitions import parse_partition_keys
 from assets.planning import BrandInput, Cell, Plan, expected_requests
+from assets.prefetch import StopSignal, fetch_ahead
 from assets.spool import DateSpool
 from resources.api.client import RequestStats, VisibilityClient
 from resources.warehouse.base import SnapshotScope, TableSpec, WriteResult
@@ -55,15 +66,6 @@ WRITER_POOL = "duckdb_writer"
 RESOURCE_KEYS = frozenset({"api", "warehouse"})
 
 Planner = Callable[[set[Cell], list[BrandInput], Sequence[str]], Plan]
-
-#: Run tag ``"true"``: the run is never re-executed from failure (the CLI's in-process runs), so a
-#: failed land step removes its spool at once instead of keeping it for a retry (swept after a day).
-NO_RETRY_TAG = "visibility/no_retry_from_failure"
-
-
-def no_retry_from_failure(tags: Mapping[str, str] | Any) -> bool:
-    """Whether the run's tags promise no re-execution from failure (so nothing is kept for it)."""
-    return str(tags.get(NO_RETRY_TAG, "") or "").strip().lower() == "true"
 
 
 def column_schema(spec: TableSpec) -> TableSchema:
@@ -113,7 +115,9 @@ def _notes_metadata(notes: dict[str, Any]) -> dict[str, Any]:
     return {k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v for k, v in notes.items()}
 
 
-def _log_progress(context: OpExecutionContext, name: str) -> Callable[[int, int], None]:
+def _log_progress(
+    context: OpExecutionContext | AssetExecutionContext, name: str
+) -> Callable[[int, int], None]:
     step = {"next": 0.1}
 
     def on_progress(done: int, total: int) -> None:
@@ -155,8 +159,10 @@ def fetch_partitioned(
     cells: set[Cell],
     only_brands: Sequence[str],
     on_progress: Callable[[int, int], None] | None = None,
+    stop: StopSignal | None = None,
 ) -> FetchOutcome:
     """Discover the brands, plan the run, and spool its rows (no Dagster: reusable in benchmarks)."""
+    started = time.monotonic()
     scope: BrandScope = discover_brands(client, only_brands)
     inputs = brand_inputs(client, scope, prompts=asset.needs_prompts, competitors=asset.needs_competitors)
     plan = asset.planner(cells, inputs, asset.engine_order)
@@ -165,7 +171,7 @@ def fetch_partitioned(
     prompts_not_found: set[str] = set()
     try:
         not_found = fetch_to_spool(
-            client, asset.spec, plan, asset.fetch_one, spool, on_progress, prompts_not_found
+            client, asset.spec, plan, asset.fetch_one, spool, on_progress, prompts_not_found, stop
         )
         scope.drop(not_found)
         spool.close()
@@ -179,6 +185,7 @@ def fetch_partitioned(
         brand_engines=brand_engines(scope.brands, with_rollup=asset.with_rollup),
         out_of_scope=list(scope.out_of_scope),
         stats=client.stats,
+        fetch_seconds=time.monotonic() - started,
     )
     if asset.notes is not None:
         outcome.notes = asset.notes(spool)
@@ -187,80 +194,135 @@ def fetch_partitioned(
     return outcome
 
 
-def build_partitioned_asset(asset: PartitionedAsset) -> AssetsDefinition:
-    name = asset.spec.name
+def _log_fetch(context: AssetExecutionContext, name: str, outcome: FetchOutcome) -> None:
+    for brand_id in outcome.out_of_scope:
+        context.log.warning(
+            f"{name}: brand {brand_id} is out of this key's scope (404); skipped, its rows untouched"
+        )
+    for prompt_id in outcome.notes.get("prompts_not_found", []):
+        context.log.warning(
+            f"{name}: prompt {prompt_id} answered 404 (deleted during the run?); skipped, "
+            "its brand's other prompts land"
+        )
+    skipped = _skipped_engines(outcome.plan)
+    if skipped:
+        context.log.info(f"{name}: not fetched, brand not measured on the engine: {skipped}")
+    context.log.info(
+        f"{name}: {len(outcome.plan.calls)} calls planned, {outcome.stats.total_requests} requests made, "
+        f"{outcome.spool.rows} rows fetched"
+    )
 
-    @op(name=f"fetch_{name}", pool=API_POOL, required_resource_keys={"api"}, ins=_lineage_in(asset.upstream))
-    def fetch(context: OpExecutionContext) -> FetchOutcome:
+
+def _landed_metadata(
+    asset: PartitionedAsset, outcome: FetchOutcome, results: list[WriteResult], land_seconds: float
+) -> dict[str, Any]:
+    window = outcome.plan.window
+    return {
+        "fetch_seconds": round(outcome.fetch_seconds, 2),
+        "land_seconds": round(land_seconds, 2),
+        **_write_metadata(results),
+        **_request_metadata(outcome.stats),
+        "calls_planned": MetadataValue.json(expected_requests(outcome.plan)),
+        "requests_beyond_plan": MetadataValue.json(requests_beyond_plan(outcome.plan, outcome.stats)),
+        "window_start": window.start.isoformat() if window else "",
+        "window_end_exclusive": window.end.isoformat() if window else "",
+        "partitions": len(outcome.plan.cells),
+        "brands_landed": MetadataValue.json(sorted(outcome.brand_engines)),
+        "brands_out_of_scope": MetadataValue.json(sorted(outcome.out_of_scope)),
+        "engines_not_measured": MetadataValue.json(_skipped_engines(outcome.plan)),
+        "dagster/column_schema": column_schema(asset.spec),
+        **_notes_metadata(outcome.notes),
+    }
+
+
+class LandingFailed(Exception):
+    """Tables of the step whose rows could not be landed (the others landed and are reported)."""
+
+    def __init__(self, failures: Mapping[str, BaseException]) -> None:
+        self.failures = dict(failures)
+        detail = "; ".join(f"{table}: {type(exc).__name__}: {exc}" for table, exc in self.failures.items())
+        super().__init__(f"landing failed for {', '.join(self.failures)} ({detail})")
+
+
+def build_partitioned_assets(
+    name: str,
+    assets: Sequence[PartitionedAsset],
+    *,
+    group_name: str,
+    description: str,
+) -> AssetsDefinition:
+    """One step syncing several tables of a partitions definition: fetch one while landing another.
+
+    Tables are fetched one after the other (one client budget, so the rate limit is spent
+    back to back) in the order given, in a background thread, while this step's thread lands the
+    table fetched before and stores its per-partition events. Only the last table's landing is not
+    hidden behind a fetch, so list the table with the longest fetch last. Each table is its own asset
+    (``can_subset``: the UI and the CLI may select any of them); a table whose landing fails does
+    not stop the others from landing, and the step then fails naming it.
+    """
+    partitions_def = assets[0].partitions_def
+    assert all(a.partitions_def == partitions_def for a in assets), "one partitions definition per step"
+    by_key = {AssetKey(a.spec.name): a for a in assets}
+    specs = [
+        AssetSpec(
+            key=a.spec.name,
+            deps=[a.upstream] if a.upstream else [],
+            description=a.description or a.spec.description,
+            metadata=definition_metadata(a.spec),
+            group_name=group_name,
+            tags={"visibility/kind": "partitioned", **a.tags},
+            kinds={"duckdb", "python"},
+        )
+        for a in assets
+    ]
+
+    @multi_asset(
+        name=name,
+        specs=specs,
+        partitions_def=partitions_def,
+        backfill_policy=BackfillPolicy.single_run(),
+        can_subset=True,
+        pool=API_POOL,
+        required_resource_keys=set(RESOURCE_KEYS),
+        description=description,
+    )
+    def sync(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
+        selected = [a for key, a in by_key.items() if key in context.selected_asset_keys]
         cells = parse_partition_keys(context.partition_keys)
         only = brand_filter(context.run.tags)
-        with context.resources.api.get_client() as client:
-            outcome = fetch_partitioned(client, asset, cells, only, _log_progress(context, name))
-        for brand_id in outcome.out_of_scope:
-            context.log.warning(
-                f"{name}: brand {brand_id} is out of this key's scope (404); skipped, its rows untouched"
-            )
-        for prompt_id in outcome.notes.get("prompts_not_found", []):
-            context.log.warning(
-                f"{name}: prompt {prompt_id} answered 404 (deleted during the run?); skipped, "
-                "its brand's other prompts land"
-            )
-        skipped = _skipped_engines(outcome.plan)
-        if skipped:
-            context.log.info(f"{name}: not fetched, brand not measured on the engine: {skipped}")
-        context.log.info(
-            f"{name}: {len(outcome.plan.calls)} calls planned, {outcome.stats.total_requests} requests made, "
-            f"{outcome.spool.rows} rows fetched"
-        )
-        return outcome
+        api = context.resources.api
 
-    @op(name=f"land_{name}", pool=WRITER_POOL, required_resource_keys={"warehouse"}, out=Out(DagsterNothing))
-    def land_rows(context: OpExecutionContext, outcome: FetchOutcome) -> None:
-        if not outcome.spool.exists():
-            raise RuntimeError(
-                f"{name}: the fetched rows ({outcome.spool.directory}) are gone (another machine, or "
-                "already landed); re-execute the whole asset, not only its land step"
-            )
-        try:
-            with context.resources.warehouse.get_warehouse() as warehouse:
-                results = land(warehouse, asset.spec, outcome, context.run_id)
-        except BaseException:
-            # kept on failure, so a retry from the failed step lands the same rows without refetching,
-            # unless the run says it will never be retried (the CLI's in-process runs)
-            if no_retry_from_failure(context.run.tags):
-                outcome.spool.remove()
-            raise
-        outcome.spool.remove()
-        window = outcome.plan.window
-        metadata: dict[str, Any] = {
-            **_write_metadata(results),
-            **_request_metadata(outcome.stats),
-            "calls_planned": MetadataValue.json(expected_requests(outcome.plan)),
-            "requests_beyond_plan": MetadataValue.json(requests_beyond_plan(outcome.plan, outcome.stats)),
-            "window_start": window.start.isoformat() if window else "",
-            "window_end_exclusive": window.end.isoformat() if window else "",
-            "partitions": len(outcome.plan.cells),
-            "brands_landed": MetadataValue.json(sorted(outcome.brand_engines)),
-            "brands_out_of_scope": MetadataValue.json(sorted(outcome.out_of_scope)),
-            "engines_not_measured": MetadataValue.json(_skipped_engines(outcome.plan)),
-            "dagster/column_schema": column_schema(asset.spec),
-            **_notes_metadata(outcome.notes),
-        }
-        context.add_output_metadata(metadata)
+        def fetch(asset: PartitionedAsset, stop: StopSignal) -> FetchOutcome:
+            table = asset.spec.name
+            with api.get_client() as client:  # own counters; the rate budget is the resource's
+                outcome = fetch_partitioned(client, asset, cells, only, _log_progress(context, table), stop)
+            _log_fetch(context, table, outcome)
+            return outcome
 
-    return _graph_asset(
-        name,
-        fetch,
-        land_rows,
-        asset.upstream,
-        partitions_def=asset.partitions_def,
-        backfill_policy=BackfillPolicy.single_run(),
-        description=asset.description or asset.spec.description,
-        metadata=definition_metadata(asset.spec),
-        group_name="visibility_daily",
-        tags={"visibility/kind": "partitioned", **asset.tags},
-        kinds={"duckdb", "python"},
-    )
+        failures: dict[str, BaseException] = {}
+        with closing(fetch_ahead(selected, fetch, discard=lambda o: o.spool.remove())) as fetched:
+            for asset, outcome in fetched:
+                table = asset.spec.name
+                started = time.monotonic()
+                try:
+                    with context.resources.warehouse.get_warehouse() as warehouse:
+                        results = land(warehouse, asset.spec, outcome, context.run_id)
+                except Exception as exc:  # the other tables still land; the step fails at the end
+                    context.log.error(f"{table}: landing failed, its rows are as they were: {exc}")
+                    failures[table] = exc
+                    continue
+                finally:
+                    outcome.spool.remove()
+                landed = time.monotonic() - started
+                yield MaterializeResult(
+                    asset_key=table, metadata=_landed_metadata(asset, outcome, results, landed)
+                )
+        if len(failures) == 1:
+            raise next(iter(failures.values()))
+        if failures:
+            raise LandingFailed(failures)
+
+    return sync
 
 
 def _lineage_in(upstream: str | None) -> dict[str, In]:

@@ -9,7 +9,7 @@ from dagster import AssetsDefinition
 
 from assets import tables as T
 from assets import transforms as X
-from assets.builders import PartitionedAsset, build_partitioned_asset
+from assets.builders import PartitionedAsset, build_partitioned_assets
 from assets.landing import slices
 from assets.partitions import ENGINE_PARTITIONS, ENGINES
 from assets.planning import Call, plan_answers, plan_mentions
@@ -53,7 +53,14 @@ ANSWERS = PartitionedAsset(
     upstream="prompts",
 )
 
-prompt_mentions = build_partitioned_asset(PROMPT_MENTIONS)
-answers = build_partitioned_asset(ANSWERS)
+#: answers last: its fetch (paged per brand over the whole range) is the longer one, and hides the
+#: landing of the mentions fetched before it
+sync_daily = build_partitioned_assets(
+    "sync_daily",
+    [PROMPT_MENTIONS, ANSWERS],
+    group_name="visibility_daily",
+    description="Prompt mentions and answers (date x 7 engines): fetched back to back, each landed "
+    "while the next is fetched.",
+)
 
-fact_assets: list[AssetsDefinition] = [prompt_mentions, answers]
+fact_assets: list[AssetsDefinition] = [sync_daily]

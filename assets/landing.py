@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assets.planning import ALL, Box, Call, Plan, Window, expected_requests
+from assets.prefetch import StopSignal
 from assets.spool import DateSpool, bucket_windows
 from assets.transforms import concat, filter_cells, select_box
 from resources.api.client import RequestStats, VisibilityClient
@@ -45,6 +46,8 @@ class FetchOutcome:
     out_of_scope: list[str]
     stats: RequestStats
     notes: dict[str, Any] = field(default_factory=dict)
+    #: how long discovery, planning and fetching took
+    fetch_seconds: float = 0.0
 
 
 def fetch_to_spool(
@@ -55,6 +58,7 @@ def fetch_to_spool(
     spool: DateSpool,
     on_progress: Callable[[int, int], None] | None = None,
     prompts_not_found: set[str] | None = None,
+    stop: StopSignal | None = None,
 ) -> set[str]:
     """Run the plan's calls concurrently, spooling the rows of the run's cells as they arrive.
 
@@ -63,13 +67,16 @@ def fetch_to_spool(
     prompt-level call (a prompt deleted between listing and fetching) skips only that prompt: its id
     goes to ``prompts_not_found`` (when given; the caller warns). The brand then leaves the
     scope only if the brand itself answers 404 too (one extra request per such brand), so a brand
-    removed mid-run never has its cells emptied.
+    removed mid-run never has its cells emptied. ``stop`` (set when the run stops) ends the fetch early
+    with ``FetchCancelled``.
     """
     assert spec.date_column is not None
     date_column = spec.date_column
     lock = threading.Lock()
 
     def work(call: Call) -> tuple[Call, bool]:
+        if stop is not None:  # the run stopped: start no further call (the running ones end)
+            stop.raise_if_set()
         try:
             for table in fetch_one(client, call):
                 part = filter_cells(table, date_column, plan.cells)

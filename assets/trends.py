@@ -12,7 +12,7 @@ from dagster import AssetsDefinition
 
 from assets import tables as T
 from assets import transforms as X
-from assets.builders import PartitionedAsset, build_partitioned_asset
+from assets.builders import PartitionedAsset, build_partitioned_assets
 from assets.partitions import ENGINES_WITH_ALL, ROLLUP_PARTITIONS
 from assets.planning import Call, plan_citation_trends, plan_citation_urls, plan_competitor_trends
 from assets.spool import DateSpool
@@ -98,8 +98,14 @@ COMPETITOR_TRENDS = PartitionedAsset(
     upstream="tracked_competitors",
 )
 
-cited_pages = build_partitioned_asset(CITED_PAGES)
-citation_trends = build_partitioned_asset(CITATION_TRENDS)
-competitor_trends = build_partitioned_asset(COMPETITOR_TRENDS)
+#: cited pages last: one call per brand, engine and day makes its fetch the longest, hiding the
+#: landing of the two trend tables (one call per brand and engine each) fetched before it
+sync_rollups = build_partitioned_assets(
+    "sync_rollups",
+    [COMPETITOR_TRENDS, CITATION_TRENDS, CITED_PAGES],
+    group_name="visibility_daily",
+    description="Cited pages, citation trends and competitor trends (date x 7 engines + `all`): "
+    "fetched back to back, each landed while the next is fetched.",
+)
 
-trend_assets: list[AssetsDefinition] = [cited_pages, citation_trends, competitor_trends]
+trend_assets: list[AssetsDefinition] = [sync_rollups]

@@ -45,7 +45,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +163,7 @@ def _bench_job(name: str) -> Any:
 
     from assets.facts import fact_assets
     from assets.trends import trend_assets
+    from pipelines.jobs import DEFAULT_EXECUTOR
     from resources.api.resource import VisibilityAPIResource
     from resources.warehouse.resource import WarehouseResource
 
@@ -174,7 +174,7 @@ def _bench_job(name: str) -> Any:
         ),
         "warehouse": WarehouseResource(url=f"duckdb:///{os.environ['BENCH_DB']}"),
     }
-    job = define_asset_job(name, selection=[a.key for a in assets])
+    job = define_asset_job(name, selection=[k for a in assets for k in a.keys], executor_def=DEFAULT_EXECUTOR)
     return Definitions(assets=assets, resources=resources, jobs=[job]).resolve_job_def(name)
 
 
@@ -186,14 +186,29 @@ def bench_trends_job() -> Any:
     return _bench_job("bench_trends")
 
 
-def scenario(
-    url: str, key: str, first: dt.date, days: int, db: Path, max_concurrent: int = 0
-) -> dict[str, Any]:
-    """One backfill; ``max_concurrent`` 0 runs it sequentially (in-process executor, ephemeral
-    instance), otherwise as the daemon does (both runs at once, multiprocess, pools enforced)."""
+def _daemon_run(job_name: str, tags: dict[str, str]) -> tuple[str, int]:
+    """One run in its own process, as the daemon's run launcher starts it: (run id, pid)."""
+    from dagster import DagsterInstance, execute_job, reconstructable
+
+    job = bench_facts_job if job_name == "bench_facts" else bench_trends_job
+    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    with DagsterInstance.get() as instance:  # the project's dagster.yaml: its pools hold across runs
+        result = execute_job(reconstructable(job), instance, run_config=quiet, tags=tags)
+        assert result.success
+        return result.run_id, os.getpid()
+
+
+def scenario(url: str, key: str, first: dt.date, days: int, db: Path, layout: str) -> dict[str, Any]:
+    """One backfill of both partition sets.
+
+    ``sequential``: one run after the other in this process (in-process executor, ephemeral
+    instance), as ``visibility-sync run`` does. ``daemon``: both runs at once, each in its own
+    process, on a real instance holding the project's ``dagster.yaml`` (its pools hold across the
+    runs) with the project's executor, as the daemon launches a UI backfill's runs.
+    """
     import tempfile
 
-    from dagster import DagsterInstance, execute_job, materialize, reconstructable
+    from dagster import DagsterInstance, materialize
 
     from assets.facts import fact_assets
     from assets.partitions import ENGINES, ENGINES_WITH_ALL
@@ -208,123 +223,107 @@ def scenario(
     }
     last = first + dt.timedelta(days=days - 1)
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    planned: dict[str, int] = {}
-    discovery: dict[str, int] = {}
-    made_by_client: dict[str, int] = {}
-    rows = 0
-    waited = 0.0
-    step_seconds: dict[str, float] = {}
     sampler = RssSampler()
     sampler.start()
-    intervals: list[tuple[str, float, float]] = []  # (step key, start, end) in epoch seconds
-    step_pids: dict[str, int] = {}  # step key -> its subprocess (multiprocess executor)
     home = Path(tempfile.mkdtemp(prefix="bench-dagster-home-"))
     shutil.copyfile(ROOT / "dagster.yaml", home / "dagster.yaml")  # the project's pools
     os.environ.update({"DAGSTER_HOME": str(home), "BENCH_API_URL": url, "BENCH_DB": str(db)})
     started = time.monotonic()
     started_at = time.time()
-
-    def sequential_run(assets: list[Any], engines: tuple[str, ...]) -> tuple[Any, list[Any]]:
-        with DagsterInstance.ephemeral() as instance:
-            result = materialize(
-                assets,
-                instance=instance,
-                resources=resources,
-                tags=range_tags(first, last, engines),
-                run_config=quiet,
-            )
-            assert result.success
-            return result, list(instance.all_logs(result.run_id))
-
-    def overlapping_run(job: Any, engines: tuple[str, ...]) -> tuple[Any, list[Any]]:
-        multiprocess: dict[str, Any] = {"max_concurrent": max_concurrent}
-        if os.environ.get("BENCH_START_METHOD") == "forkserver":  # steps fork from a warm server
-            preload = ["dagster", "assets.facts", "assets.trends", "resources.warehouse.resource"]
-            multiprocess["start_method"] = {"forkserver": {"preload_modules": preload}}
-        config = {**quiet, "execution": {"config": {"multiprocess": multiprocess}}}
+    runs = [("bench_facts", fact_assets, ENGINES), ("bench_trends", trend_assets, ENGINES_WITH_ALL)]
+    logs_by_run: list[list[Any]] = []
+    run_pids: list[int] = []
+    if layout == "daemon":
+        with DagsterInstance.get() as instance:  # create the storage once, as the daemon has it
+            instance.get_runs(limit=1)
+            instance.event_log_storage.get_pool_limits()
+            instance.get_asset_keys()
+        ctx = mp.get_context("spawn")
+        with ctx.Pool(2) as pool:
+            launched = [
+                pool.apply_async(_daemon_run, (name, range_tags(first, last, engines)))
+                for name, _, engines in runs
+            ]
+            done = [r.get(timeout=1800) for r in launched]
         with DagsterInstance.get() as instance:
-            result = execute_job(
-                reconstructable(job), instance, run_config=config, tags=range_tags(first, last, engines)
-            )
-            assert result.success
-            return result, list(instance.all_logs(result.run_id))
-
-    runs = [(fact_assets, ENGINES), (trend_assets, ENGINES_WITH_ALL)]
-    if max_concurrent:  # as the daemon runs the backfill's two runs: at once, pools shared
-        jobs = [(bench_facts_job, ENGINES), (bench_trends_job, ENGINES_WITH_ALL)]
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            outcomes = list(pool.map(lambda r: overlapping_run(*r), jobs))
+            logs_by_run = [list(instance.all_logs(run_id)) for run_id, _ in done]
+        run_pids = [pid for _, pid in done]
     else:
-        outcomes = [sequential_run(*r) for r in runs]
+        for _, assets, engines in runs:
+            with DagsterInstance.ephemeral() as instance:
+                result = materialize(
+                    assets,
+                    instance=instance,
+                    resources=resources,
+                    tags=range_tags(first, last, engines),
+                    run_config=quiet,
+                )
+                assert result.success
+                logs_by_run.append(list(instance.all_logs(result.run_id)))
     wall = time.monotonic() - started
-    for (assets, _), (result, logs) in zip(runs, outcomes, strict=True):
-        for asset in assets:
-            name = asset.key.path[-1]
-            meta = {
-                k: getattr(v, "value", v)
-                for k, v in result.asset_materializations_for_node(name)[0].metadata.items()
-            }
+    sampler.stop()
+    shutil.rmtree(home, ignore_errors=True)
+
+    planned: dict[str, int] = {}
+    discovery: dict[str, int] = {}
+    made_by_client: dict[str, int] = {}
+    rows = 0
+    waited = 0.0
+    table_seconds: dict[str, dict[str, float]] = {}
+    intervals: list[tuple[str, float, float]] = []  # (step key, start, end) in epoch seconds
+    for logs in logs_by_run:
+        first_event: dict[str, Any] = {}
+        begun: dict[str, float] = {}
+        for entry in logs:
+            event = entry.dagster_event
+            if event is None:
+                continue
+            if event.event_type_value == "ASSET_MATERIALIZATION":
+                materialization = event.event_specific_data.materialization
+                first_event.setdefault(materialization.asset_key.path[-1], materialization)
+            elif event.event_type_value == "STEP_START":
+                begun[event.step_key] = entry.timestamp
+            elif event.event_type_value == "STEP_SUCCESS":
+                intervals.append((event.step_key, begun[event.step_key], entry.timestamp))
+        for name, materialization in first_event.items():
+            meta = {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
             rows += int(meta["rows_landed"])
             waited += float(meta["wait_seconds"])
+            table_seconds[name] = {"fetch": meta["fetch_seconds"], "land": meta["land_seconds"]}
             for endpoint, n in meta["calls_planned"].items():
                 planned[endpoint] = planned.get(endpoint, 0) + n
             for endpoint, n in meta["requests_by_endpoint"].items():
                 made_by_client[endpoint] = made_by_client.get(endpoint, 0) + n
                 if endpoint not in meta["calls_planned"]:
                     discovery[endpoint] = discovery.get(endpoint, 0) + n
-        for event in result.all_events:
-            if event.is_step_success:
-                step_seconds[event.step_key] = round(event.event_specific_data.duration_ms / 1000, 2)
-        begun: dict[str, float] = {}
-        for entry in logs:
-            event = entry.dagster_event
-            if event is None or event.step_key is None:
-                continue
-            if event.event_type_value == "STEP_START":
-                begun[event.step_key] = entry.timestamp
-            elif event.event_type_value == "STEP_SUCCESS":
-                intervals.append((event.step_key, begun[event.step_key], entry.timestamp))
-            elif event.event_type_value == "ENGINE_EVENT" and entry.user_message.startswith("Executing step"):
-                pid = (event.engine_event_data.metadata or {}).get("pid")
-                if pid is not None:  # the multiprocess executor's step subprocess
-                    step_pids[event.step_key] = int(pid.value)
-    sampler.stop()
-    shutil.rmtree(home, ignore_errors=True)
+    assert len(table_seconds) == 5, sorted(table_seconds)
     minimum = dict(planned)
     for endpoint, extra in _extra_pages(db, first, last).items():
         minimum[endpoint] = minimum.get(endpoint, 0) + extra
     for endpoint, n in discovery.items():
         minimum[endpoint] = minimum.get(endpoint, 0) + n
-    fetch = sum(v for k, v in step_seconds.items() if ".fetch_" in k)
-    land = sum(v for k, v in step_seconds.items() if ".land_" in k)
-    if step_pids:
-        peak_fetch = sampler.peak_of_mb({p for k, p in step_pids.items() if ".fetch_" in k})
-        peak_land = sampler.peak_of_mb({p for k, p in step_pids.items() if ".land_" in k})
-    else:
-        peak_fetch = sampler.peak_mb([(a, b) for k, a, b in intervals if ".fetch_" in k])
-        peak_land = sampler.peak_mb([(a, b) for k, a, b in intervals if ".land_" in k])
-    fetch_span = _span([(a, b) for k, a, b in intervals if ".fetch_" in k])
     return {
+        "layout": layout,
         "days": days,
         "wall_seconds": round(wall, 2),
-        "fetch_seconds": round(fetch, 2),
-        "land_seconds": round(land, 2),
+        "fetch_seconds": round(sum(t["fetch"] for t in table_seconds.values()), 2),
+        "land_seconds": round(sum(t["land"] for t in table_seconds.values()), 2),
         "rows_landed": rows,
         "planned_calls": sum(planned.values()),
         "minimum_requests": sum(minimum.values()),
         "minimum_by_endpoint": minimum,
         "client_requests": sum(made_by_client.values()),
         "client_wait_seconds": round(waited, 2),
-        "fetch_busy_seconds": round(fetch_span, 2),
+        "table_seconds": table_seconds,
         "timeline": [  # each step's (key, start, end), seconds since the backfill began
-            (k.split(".", 1)[-1], round(a - started_at, 1), round(b - started_at, 1))
+            (k, round(a - started_at, 1), round(b - started_at, 1))
             for k, a, b in sorted(intervals, key=lambda i: i[1])
         ],
+        # the largest process running a sync: this one (sequential) or a run process (daemon)
+        "peak_rss_run_mb": sampler.peak_of_mb(set(run_pids)) if run_pids else sampler.peak_tree_mb(),
         "peak_rss_mb": max(
             sampler.peak_tree_mb(), round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         ),
-        "peak_rss_fetch_mb": peak_fetch,
-        "peak_rss_land_mb": peak_land,
     }
 
 
@@ -352,9 +351,8 @@ def run_child(
     first: dt.date,
     days: int,
     label: str,
-    max_concurrent: int,
+    layout: str,
     seed: Path | None,
-    start_method: str,
 ) -> dict[str, Any]:
     db = db_path(label)
     for path in (db, Path(f"{db}.wal")):
@@ -373,16 +371,31 @@ def run_child(
         str(days),
         "--db",
         str(db),
-        "--max-concurrent",
-        str(max_concurrent),
+        "--layout",
+        layout,
     ]
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "VISIBILITY_API_KEY": key,
         "VISIBILITY_START_DATE": "2026-07-01",
-        "BENCH_START_METHOD": start_method,
     }
+    profile = os.environ.get("BENCH_PROFILE")  # py-spy's flame graph of the scenario (every thread)
+    if profile:
+        cmd = [
+            "py-spy",
+            "record",
+            "--subprocesses",
+            "--threads",
+            "--rate",
+            "50",
+            "--format",
+            "raw",
+            "-o",
+            profile,
+            "--",
+            *cmd,
+        ]
     # a step process that dies at start-up keeps its pool slot and hangs both runs: fail instead
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=1800)
     if proc.returncode != 0:
@@ -417,12 +430,11 @@ def measure(
     first: dt.date,
     days: int,
     label: str,
-    max_concurrent: int = 2,
+    layout: str = "daemon",
     seed: Path | None = None,
-    start_method: str = "spawn",
 ) -> dict[str, Any]:
     reset(url)
-    result = run_child(url, key, first, days, label, max_concurrent, seed, start_method)
+    result = run_child(url, key, first, days, label, layout, seed)
     result["requests_made"] = served(url)
     result["responses_429"] = throttled(url)
     result["rate_bound_seconds"] = round(result["requests_made"] / rate, 2)
@@ -577,12 +589,14 @@ def main() -> int:
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--first", type=dt.date.fromisoformat, help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--max-concurrent", type=int, default=2, help=argparse.SUPPRESS)
+    parser.add_argument("--layout", default="daemon", help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true", help="run one overlapping day, write nothing")
+    parser.add_argument("--only", action="append", help="run only the scenario with this label (repeatable)")
+    parser.add_argument("--no-write", action="store_true", help="print the figures, leave RESULTS.md alone")
     args = parser.parse_args()
     if args.child:
         key = os.environ["VISIBILITY_API_KEY"]
-        print(json.dumps(scenario(args.url, key, args.first, args.days, args.db, args.max_concurrent)))
+        print(json.dumps(scenario(args.url, key, args.first, args.days, args.db, args.layout)))
         return 0
 
     OUT.mkdir(parents=True, exist_ok=True)
@@ -597,58 +611,32 @@ def main() -> int:
         if args.smoke:  # the wiring only: one overlapping day, nothing written to RESULTS.md
             measure(url, key, args.rate, newest, 1, "smoke 1 day")
             return 0
-        results = [
-            measure(
-                url,
-                key,
-                args.rate,
-                newest - dt.timedelta(days=args.days - 1),
-                args.days,
-                f"backfill {args.days} days",
-            ),
-            measure(
-                url,
-                key,
-                args.rate,
-                newest - dt.timedelta(days=args.short_days - 1),
-                args.short_days,
-                f"backfill {args.short_days} days",
-            ),
-            measure(url, key, args.rate, newest, 1, "incremental 1 day"),
-            measure(
-                url,
-                key,
-                args.rate,
-                newest - dt.timedelta(days=args.days - 1),
-                args.days,
-                f"backfill {args.days} days, sequential",
-                max_concurrent=0,
-            ),
-            measure(
-                url,
-                key,
-                args.rate,
-                newest - dt.timedelta(days=args.days - 1),
-                args.days,
-                f"backfill {args.days} days, forkserver",
-                start_method="forkserver",
-            ),
-            measure(
-                url,
-                key,
-                args.rate,
-                newest - dt.timedelta(days=args.short_days - 1),
-                args.short_days,
+        long_first = newest - dt.timedelta(days=args.days - 1)
+        short_first = newest - dt.timedelta(days=args.short_days - 1)
+        scenarios: list[tuple[str, dt.date, int, dict[str, Any]]] = [
+            (f"backfill {args.days} days", long_first, args.days, {}),
+            (f"backfill {args.short_days} days", short_first, args.short_days, {}),
+            ("incremental 1 day", newest, 1, {}),
+            (f"backfill {args.days} days, sequential", long_first, args.days, {"layout": "sequential"}),
+            (
                 f"backfill {args.short_days} days into the {args.days}-day tables",
-                seed=db_path(f"backfill {args.days} days"),
+                short_first,
+                args.short_days,
+                {"seed": db_path(f"backfill {args.days} days")},
             ),
+        ]
+        results = [
+            measure(url, key, args.rate, first, days, label, **extra)
+            for label, first, days, extra in scenarios
+            if not args.only or label in args.only
         ]
     finally:
         stop.set()
         server.join(timeout=15)
         if server.is_alive():
             server.terminate()
-    write_results(args.rate, results)
+    if not args.no_write:
+        write_results(args.rate, results)
     shutil.rmtree(OUT / "spool", ignore_errors=True)
     return 0
 

@@ -20,7 +20,8 @@ import argparse
 import datetime as dt
 import os
 import sys
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +95,19 @@ class RunSummary:
     requests: dict[str, int] = field(default_factory=dict)
     out_of_scope: set[str] = field(default_factory=set)
     failures: list[tuple[str, str, int]] = field(default_factory=list)  # (asset/run, message, code)
+
+    @property
+    def stops(self) -> bool:
+        """A failure that later runs would only repeat (refused key, configuration error)."""
+        return any(_stops_the_sync(code) for _, _, code in self.failures)
+
+    def merge(self, other: RunSummary) -> None:
+        for name, count in other.rows.items():
+            self.rows[name] = self.rows.get(name, 0) + count
+        for name, count in other.requests.items():
+            self.requests[name] = self.requests.get(name, 0) + count
+        self.out_of_scope |= other.out_of_scope
+        self.failures.extend(other.failures)
 
     @property
     def exit_code(self) -> int:
@@ -253,39 +267,36 @@ def sync(
 ) -> RunSummary:
     """Snapshots, then the daily and rollup assets over ``[start, end)`` x engines, in process.
 
-    Stops after a run fails on a refused key or a configuration error. Dagster's console log (with
-    its stack traces) shows only when ``verbose``; the summary prints each failure's own message.
+    The daily and rollup runs go side by side (one thread each) and share one request budget, so the
+    key's rate limit is spent back to back while one run lands or starts; runs of one kind (a split
+    engine selection) go one after the other, and so does everything when ``DAGSTER_HOME`` records
+    the runs (see below). Stops starting runs after one fails on a refused key
+    or a configuration error. Dagster's console log (with its stack traces) shows only when
+    ``verbose``; the summary prints each failure's own message.
     """
     from dagster import DagsterInstance, materialize
 
-    from assets.builders import NO_RETRY_TAG
     from assets.facts import fact_assets
     from assets.partitions import ENGINES, ENGINES_WITH_ALL
     from assets.snapshots import snapshot_assets
     from assets.trends import trend_assets
     from pipelines.resources import build_resources  # not the code location: no sensor settings
     from pipelines.schedules import range_tags
+    from resources.api.resource import shared_budget
 
+    api_url, api_key = settings.require_api()
     resources = build_resources(settings)
-    # in process, a failed run is never re-executed from failure: its spools go at once, not in a day
-    base_tags = {NO_RETRY_TAG: "true"}
+    base_tags: dict[str, str] = {}
     if brands:
         base_tags["visibility/brands"] = ",".join(brands)
     log_level = "INFO" if verbose else "CRITICAL"  # step failures log at ERROR with stack traces
     quiet = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     last = end - dt.timedelta(days=1)
-    summary = RunSummary()
-    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
-    with instance, _progress(show_progress):
-        runs: list[tuple[str, list[Any], dict[str, str]]] = [("snapshots", list(snapshot_assets), {})]
-        for label, assets, order in (
-            ("daily", fact_assets, ENGINES),
-            ("rollups", trend_assets, ENGINES_WITH_ALL),
-        ):
-            for first_engine, last_engine in engine_groups(engines, order):
-                tags = range_tags(start, last, (first_engine, last_engine))
-                runs.append((f"{label} {first_engine}..{last_engine}", list(assets), tags))
-        for label, assets, tags in runs:
+    recorded = bool(os.environ.get("DAGSTER_HOME"))  # runs recorded where the UI shows them
+
+    def run(label: str, assets: list[Any], tags: dict[str, str], into: RunSummary) -> None:
+        # an ephemeral instance per run: in-memory storage is not shared across threads
+        with DagsterInstance.get() if recorded else DagsterInstance.ephemeral() as instance:
             result = materialize(
                 assets,
                 instance=instance,
@@ -294,10 +305,70 @@ def sync(
                 run_config=quiet,
                 raise_on_error=False,
             )
-            _collect(result, summary, label)
-            if any(_stops_the_sync(code) for _, _, code in summary.failures):
-                break
+        _collect(result, into, label)
+
+    summary = RunSummary()
+    with _progress(show_progress), shared_budget(api_url, api_key):
+        run("snapshots", list(snapshot_assets), {}, summary)
+        if summary.stops:
+            return summary
+        lanes: list[Lane] = []
+        for label, assets, order in (
+            ("daily", fact_assets, ENGINES),
+            ("rollups", trend_assets, ENGINES_WITH_ALL),
+        ):
+            lanes.append(
+                [
+                    (f"{label} {first}..{final}", list(assets), range_tags(start, last, (first, final)))
+                    for first, final in engine_groups(engines, order)
+                ]
+            )
+        if recorded:
+            # a recorded run captures its step output by redirecting the process's stdout and
+            # stderr to files; two runs at once would tangle the redirections: one after the other
+            lanes = [[r for lane in lanes for r in lane]]
+        for lane_summary in run_lanes(lanes, run):
+            summary.merge(lane_summary)
     return summary
+
+
+Lane = list[tuple[str, list[Any], dict[str, str]]]
+
+
+def run_lanes(
+    lanes: Sequence[Lane], run: Callable[[str, list[Any], dict[str, str], RunSummary], None]
+) -> list[RunSummary]:
+    """Each lane's runs one after the other, the lanes side by side; one summary per lane, in order.
+
+    After a run that stops the sync (a refused key, a configuration error), no lane starts another.
+    The threads are daemons: on Ctrl+C the command exits at once, and a run cut short leaves each
+    write as it was (every write is one transaction).
+    """
+    stop = threading.Event()
+    summaries = [RunSummary() for _ in lanes]
+
+    def drive(lane: Lane, into: RunSummary) -> None:
+        for label, assets, tags in lane:
+            if stop.is_set():
+                return
+            try:
+                run(label, assets, tags, into)
+            except Exception as exc:  # not a step failure (those are in the result): the run itself
+                into.failures.append((label, f"{type(exc).__name__}: {exc}", exit_code_for(exc)))
+            if into.stops:
+                stop.set()
+
+    threads = [
+        threading.Thread(target=drive, args=(lane, into), daemon=True, name=f"visibility-lane-{i}")
+        for i, (lane, into) in enumerate(zip(lanes, summaries, strict=True))
+        if lane
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():  # a timed join, so Ctrl+C reaches this thread
+            thread.join(timeout=0.5)
+    return summaries
 
 
 def check_warehouse(settings: Settings) -> None:

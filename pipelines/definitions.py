@@ -15,7 +15,7 @@ from assets.facts import fact_assets
 from assets.snapshots import snapshot_assets
 from assets.trends import trend_assets
 from pipelines.config import Settings, load_settings
-from pipelines.jobs import all_jobs
+from pipelines.jobs import DEFAULT_EXECUTOR, all_jobs
 from pipelines.resources import build_resources
 from pipelines.schedules import all_schedules
 from pipelines.sensors import all_sensors, sensor_resources
@@ -35,6 +35,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
         schedules=all_schedules,
         sensors=all_sensors,
         resources={**build_resources(settings), **sensor_resources()},
+        executor=DEFAULT_EXECUTOR,
     )
 
 

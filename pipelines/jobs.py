@@ -7,7 +7,13 @@
 
 from __future__ import annotations
 
-from dagster import AssetSelection, define_asset_job
+from dagster import AssetSelection, define_asset_job, in_process_executor
+
+#: Every run (the UI's backfills included) executes its steps in its run process. A partitioned run
+#: is one step anyway (``sync_daily`` / ``sync_rollups``); a step process per step would only add
+#: its start-up (seconds on a small machine) while the key's rate budget waits. Pools still hold:
+#: the in-process executor claims pool slots like the multiprocess one.
+DEFAULT_EXECUTOR = in_process_executor
 
 SNAPSHOT_JOB = "visibility_snapshots"
 DAILY_JOB = "visibility_daily"

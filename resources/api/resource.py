@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
@@ -14,12 +17,41 @@ from resources.api.config import validate_api_key, validate_base_url
 
 _HIDDEN = "[hidden]"
 
+#: Budgets shared by every resource of one (URL, key) while ``shared_budget`` is active.
+_SHARED_BUDGETS: dict[tuple[str, str], RequestBudget] = {}
+_SHARED_GUARD = threading.Lock()
+
+
+def _identity(api_url: str, api_key: str) -> tuple[str, str]:
+    return api_url.rstrip("/"), hashlib.sha256(api_key.encode()).hexdigest()
+
+
+@contextmanager
+def shared_budget(api_url: str, api_key: str, max_concurrency: int = 8) -> Iterator[RequestBudget]:
+    """One request budget for every run of this process using the key, while the block lasts.
+
+    Dagster gives each run its own copy of a resource, so two runs at once (the command line syncs
+    the daily and rollup assets side by side) would otherwise pace separately and trade 429s over the
+    key's one rate limit. Nested blocks for the same key reuse the outer budget.
+    """
+    ident = _identity(api_url, api_key)
+    with _SHARED_GUARD:
+        outer = _SHARED_BUDGETS.get(ident)
+        budget = outer or _SHARED_BUDGETS.setdefault(ident, RequestBudget(max_concurrency))
+    try:
+        yield budget
+    finally:
+        if outer is None:
+            with _SHARED_GUARD:
+                _SHARED_BUDGETS.pop(ident, None)
+
 
 class VisibilityAPIResource(dg.ConfigurableResource):
     """Settings of the visibility API; ``get_client()`` opens a client for one asset or sync.
 
     Every client of one resource instance (one per run, per process) shares one request budget, so
-    what one asset learnt about the limits holds for the next. Counters stay per client, so each
+    what one asset learnt about the limits holds for the next; inside ``shared_budget`` every run of
+    the process using the same key shares one. Counters stay per client, so each
     asset reports its own requests. Pass the key as ``EnvVar("VISIBILITY_API_KEY")`` so it stays
     out of code and run config; Dagster shows an ``EnvVar`` by name but holds the resolved value
     inside a run, so this class also masks the key in its own ``repr``/``str``.
@@ -66,7 +98,9 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         deadline = self.retry_deadline_seconds if retry_deadline_seconds is None else retry_deadline_seconds
         with self._budget_lock:
             if self._budget is None:
-                self._budget = RequestBudget(self.max_concurrency)
+                with _SHARED_GUARD:
+                    shared = _SHARED_BUDGETS.get(_identity(self.api_url, self.api_key))
+                self._budget = shared or RequestBudget(self.max_concurrency)
         return VisibilityClient(
             self.api_url,
             self.api_key,

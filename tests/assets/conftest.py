@@ -9,9 +9,11 @@ from typing import Any
 
 import duckdb
 import pytest
-from dagster import AssetsDefinition, DagsterInstance, ExecuteInProcessResult, materialize
+from dagster import AssetKey, AssetsDefinition, DagsterInstance, ExecuteInProcessResult, materialize
 
+from assets.facts import fact_assets
 from assets.partitions import ENGINES
+from assets.trends import trend_assets
 from pipelines.schedules import range_tags
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.resource import WarehouseResource
@@ -42,7 +44,7 @@ class Sync:
 
     def run(
         self,
-        assets: Sequence[AssetsDefinition],
+        assets: Sequence[AssetsDefinition | str],
         first: dt.date | None = None,
         last: dt.date | None = None,
         engines: tuple[str, ...] = ENGINES,
@@ -54,8 +56,10 @@ class Sync:
         run_tags = dict(tags or {})
         if first is not None and last is not None:
             run_tags.update(range_tags(first, last, engines))
+        defs, selection = selecting(assets)
         result = materialize(
-            assets,
+            defs,
+            selection=selection,
             instance=self.instance,
             resources=self.resources(role),
             partition_key=partition_key,
@@ -78,6 +82,16 @@ def instance() -> Iterator[DagsterInstance]:
         yield inst
 
 
+def selecting(assets: Sequence[AssetsDefinition | str]) -> tuple[list[AssetsDefinition], list[AssetKey]]:
+    """``materialize``'s assets and selection: a name picks that table out of its sync step."""
+    defs = [a for a in assets if isinstance(a, AssetsDefinition)]
+    names = [a for a in assets if isinstance(a, str)]
+    if names:
+        defs = [*defs, *fact_assets, *trend_assets]
+    selection = [AssetKey(n) for n in names] + [k for a in assets if not isinstance(a, str) for k in a.keys]
+    return defs, selection
+
+
 @pytest.fixture
 def sync(sandbox: SandboxHandle, tmp_path: Path, instance: DagsterInstance) -> Sync:
     return Sync(sandbox, tmp_path / "wh.duckdb", instance)
@@ -85,6 +99,10 @@ def sync(sandbox: SandboxHandle, tmp_path: Path, instance: DagsterInstance) -> S
 
 def metadata(result: ExecuteInProcessResult, asset: str) -> dict[str, Any]:
     """Metadata of the asset's (first) materialization, values unwrapped."""
-    mats = result.asset_materializations_for_node(asset)
+    mats = [
+        e.event_specific_data.materialization
+        for e in result.get_asset_materialization_events()
+        if e.asset_key == AssetKey(asset)
+    ]
     assert mats, f"{asset} did not materialize"
     return {k: getattr(v, "value", v) for k, v in mats[0].metadata.items()}

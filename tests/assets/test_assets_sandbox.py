@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from dagster import ExecuteInProcessResult, RunRequest, build_schedule_context
 
-from assets.facts import answers, fact_assets, prompt_mentions
+from assets.facts import fact_assets
 from assets.partitions import ENGINES, partition_key
 from assets.planning import (
     ALL,
@@ -21,7 +21,7 @@ from assets.planning import (
     plan_mentions,
 )
 from assets.snapshots import brands, snapshot_assets
-from assets.trends import competitor_trends, trend_assets
+from assets.trends import trend_assets
 from pipelines.schedules import daily_rollups_sync
 from resources.api.client import VisibilityClient
 from sandbox.testing import SandboxHandle
@@ -60,11 +60,11 @@ def served(sandbox: SandboxHandle) -> dict[str, int]:
 
 def materialize_request(sync: Sync, request: RunRequest) -> ExecuteInProcessResult:
     """Run a schedule's RunRequest the way the daemon would: its tags, the job's assets."""
-    return sync.run([competitor_trends], tags=dict(request.tags))
+    return sync.run(["competitor_trends"], tags=dict(request.tags))
 
 
 def test_one_partition_lands_exactly_that_days_engine_rows(sync: Sync, sandbox: SandboxHandle) -> None:
-    sync.run([prompt_mentions], partition_key=partition_key(D, "claude"))
+    sync.run(["prompt_mentions"], partition_key=partition_key(D, "claude"))
 
     expected: set[str] = set()
     with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
@@ -104,11 +104,9 @@ def test_a_ui_backfill_is_one_run_with_the_planners_requests(sync: Sync, sandbox
     mentions_meta = metadata(result, "prompt_mentions")
     assert mentions_meta["requests_by_endpoint"][Endpoint.MENTIONS] == counts[Endpoint.MENTIONS]
     # one fetch step for the whole range, and a materialization for every cell
-    fetch_steps = [
-        e for e in result.all_events if e.is_step_success and e.step_key.startswith("prompt_mentions.fetch")
-    ]
-    assert len(fetch_steps) == 1
-    assert len(result.asset_materializations_for_node("prompt_mentions")) == len(cells)
+    assert [e.step_key for e in result.all_events if e.is_step_success] == ["sync_daily"]
+    events = result.get_asset_materialization_events()
+    assert len([e for e in events if e.asset_key.path == ["prompt_mentions"]]) == len(cells)
     assert mentions_meta["window_start"] == dates[0].isoformat()
     assert mentions_meta["rows_landed"] == sync.query("SELECT COUNT(*) FROM prompt_mentions")[0][0] > 0
     assert "dagster/column_schema" in mentions_meta
@@ -159,7 +157,7 @@ def test_the_daily_schedule_lookback_corrects_restated_days(
     sandbox = sandbox_factory(restate_days=3)
     sync = Sync(sandbox, tmp_path / "wh.duckdb", instance)
     first_day = SANDBOX_TODAY - dt.timedelta(days=7)
-    sync.run([competitor_trends], first_day, SANDBOX_TODAY - dt.timedelta(days=1), (ALL,))
+    sync.run(["competitor_trends"], first_day, SANDBOX_TODAY - dt.timedelta(days=1), (ALL,))
     query = (
         "SELECT brand_id, brand_name, date, mention_count, share_of_voice, _run_id FROM competitor_trends "
         "WHERE engine = 'all' ORDER BY ALL"
@@ -199,7 +197,7 @@ def test_out_of_scope_brands_are_skipped_with_a_warning_and_their_rows_untouched
     sync: Sync, sandbox: SandboxHandle, instance
 ) -> None:
     key = partition_key(D, "chatgpt")
-    first = sync.run([prompt_mentions], partition_key=key)
+    first = sync.run(["prompt_mentions"], partition_key=key)
     world = sandbox.world
     scoped_key = next(k for k in world.keys.values() if k.role == "scoped")
     in_scope = [b.id for b in world.brands if b.id in scoped_key.brand_scope]
@@ -212,7 +210,7 @@ def test_out_of_scope_brands_are_skipped_with_a_warning_and_their_rows_untouched
     assert out_of_scope in before
 
     second = sync.run(
-        [prompt_mentions],
+        ["prompt_mentions"],
         partition_key=key,
         role="scoped",
         tags={"visibility/brands": f"{in_scope[0]},{out_of_scope}"},
@@ -246,7 +244,7 @@ def test_snapshots_land_and_keep_brands_that_leave_the_keys_scope(sync: Sync, sa
 
 
 def test_answers_of_a_brand_partial_engine_run_are_filtered_by_engine(sync: Sync) -> None:
-    result = sync.run([answers], D, D, ("claude",))
+    result = sync.run(["answers"], D, D, ("claude",))
     assert {r[0] for r in sync.query("SELECT DISTINCT engine FROM answers")} == {"claude"}
     meta = metadata(result, "answers")
     assert meta["partitions"] == 1

@@ -17,8 +17,7 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from assets import tables as T
-from assets.builders import NO_RETRY_TAG
-from assets.facts import fetch_mentions, prompt_mentions
+from assets.facts import fact_assets, fetch_mentions
 from assets.landing import DEFAULT_DAYS_PER_WRITE, fetch_to_spool
 from assets.partitions import ENGINES, partition_key
 from assets.planning import BrandInput, plan_mentions
@@ -141,27 +140,24 @@ def _break_the_mentions_table(db: Path) -> None:
         con.execute(f"CREATE TABLE {SCHEMA}.prompt_mentions (id BOOLEAN PRIMARY KEY)")
 
 
-def test_a_failed_land_keeps_its_spool_for_a_retry_unless_the_run_is_never_retried(
+def test_a_failed_land_leaves_no_spool_and_the_other_table_still_lands(
     sync: Sync, instance: DagsterInstance, private_tmp: Path
 ) -> None:
     _break_the_mentions_table(sync.db)
-    key = partition_key(D, "chatgpt")
 
-    def run(tags: dict[str, str]) -> bool:
-        result = materialize(
-            [prompt_mentions],
-            instance=instance,
-            resources=sync.resources(),
-            partition_key=key,
-            tags=tags,
-            run_config=QUIET,
-            raise_on_error=False,
-        )
-        return result.success
+    result = materialize(
+        fact_assets,
+        instance=instance,
+        resources=sync.resources(),
+        partition_key=partition_key(D, "chatgpt"),
+        run_config=QUIET,
+        raise_on_error=False,
+    )
 
-    assert not run({})
-    kept = spools_in(private_tmp)
-    assert len(kept) == 1  # the retry-from-failure path needs it
-
-    assert not run({NO_RETRY_TAG: "true"})
-    assert spools_in(private_tmp) == kept
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "prompt_mentions" in str(failure.event_specific_data.error)
+    landed = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert landed == {"answers"}
+    assert sync.query("SELECT COUNT(*) FROM answers")[0][0] > 0
+    assert spools_in(private_tmp) == []  # a re-run fetches again: nothing is kept for it

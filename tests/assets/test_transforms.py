@@ -11,6 +11,8 @@ from assets import tables as T
 from assets.planning import Box, Window
 from assets.transforms import (
     TransformError,
+    _converter,
+    _fast_array,
     brands_table,
     citation_trend_table,
     cited_pages_table,
@@ -18,8 +20,10 @@ from assets.transforms import (
     concat,
     filter_cells,
     mentions_table,
+    rows_to_table,
     select_box,
 )
+from resources.warehouse.base import Column, TableSpec
 
 D = dt.date(2024, 3, 1)
 
@@ -186,3 +190,48 @@ def test_filter_cells_handles_engines_with_different_dates() -> None:
     cells = {(D, "chatgpt"), (D, "claude"), (D + dt.timedelta(days=1), "claude")}
     table = filter_cells(mentions_table(rows, "b1"), "checked_on", cells)
     assert sorted(table.column("id").to_pylist()) == ["m1", "m3", "m4"]
+
+
+def one_column(arrow_type: pa.DataType) -> TableSpec:
+    return TableSpec(
+        name="t", description="t", columns=(Column("c", arrow_type, "c"),), key=("c",), kind="snapshot"
+    )
+
+
+@pytest.mark.parametrize(
+    ("arrow_type", "values"),
+    [
+        (pa.date32(), ["2024-03-01", None, "2024-03-02T10:00:00Z", dt.date(2024, 3, 3)]),
+        (T.TIMESTAMP, ["2024-03-01T10:00:00Z", "2024-03-01T10:00:00+02:00", "2024-03-01T10:00:00", None]),
+        (pa.int64(), [1, None, 2.0, 3]),
+        (pa.float64(), [1, 2.5, None]),
+        (pa.bool_(), [True, None, False]),
+        (pa.string(), ["a", None, 3, {"k": [1]}]),
+        (pa.list_(pa.string()), [["a"], None, [1, "b"]]),
+    ],
+)
+def test_arrows_fast_conversion_gives_the_python_converters_values(
+    arrow_type: pa.DataType, values: list[object]
+) -> None:
+    expected = pa.array([_converter(arrow_type)(v) for v in values], type=arrow_type)
+    # each value alone (the fast path takes it or leaves it to the converters), then all together
+    for value in values:
+        fast = _fast_array([value], arrow_type)
+        if fast is not None:
+            assert fast.to_pylist() == pa.array([_converter(arrow_type)(value)], type=arrow_type).to_pylist()
+    spec = one_column(arrow_type)
+    assert (
+        rows_to_table(spec, [{"c": v} for v in values])["c"].combine_chunks().to_pylist()
+        == expected.to_pylist()
+    )
+
+
+@pytest.mark.parametrize(
+    ("arrow_type", "value"), [(pa.int64(), True), (pa.int64(), 2.5), (pa.float64(), False)]
+)
+def test_a_value_arrow_would_coerce_silently_is_still_an_error(
+    arrow_type: pa.DataType, value: object
+) -> None:
+    spec = one_column(arrow_type)
+    with pytest.raises(TransformError, match=r"t\.c"):
+        rows_to_table(spec, [{"c": 1}, {"c": value}])

@@ -51,6 +51,6 @@ def test_a_failed_sync_leaves_no_spool_behind(env: Path, private_tmp: Path) -> N
 
     summary = sync(load_settings(), START, END, ("chatgpt",), show_progress=False)
 
-    assert any("land_prompt_mentions" in where for where, _, _ in summary.failures)
+    assert any("prompt_mentions" in message for _, message, _ in summary.failures)
     assert summary.rows.get("answers", 0) > 0  # the other assets landed, and removed their spools
     assert sorted(private_tmp.glob(f"{SPOOL_PREFIX}*")) == []

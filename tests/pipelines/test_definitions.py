@@ -33,24 +33,31 @@ def test_the_definitions_load_with_every_table_job_and_schedule() -> None:
 
 
 def test_every_asset_shows_its_column_schema_with_descriptions() -> None:
-    for asset in all_assets:
-        schema = asset.specs_by_key[asset.key].metadata["dagster/column_schema"]
-        spec = ALL_TABLES[asset.key.path[-1]]
+    specs = [spec for asset in all_assets for spec in asset.specs]
+    assert {s.key.path[-1] for s in specs} == set(ALL_TABLES) - {"audit_reports"}
+    for asset_spec in specs:
+        schema = asset_spec.metadata["dagster/column_schema"]
+        spec = ALL_TABLES[asset_spec.key.path[-1]]
         assert [c.name for c in schema.columns] == [c.name for c in spec.columns]
         assert all(c.description for c in schema.columns)
 
 
-def test_fetch_steps_use_the_api_pool_and_land_steps_the_writer_pool() -> None:
+def test_snapshot_steps_use_the_api_and_writer_pools_and_sync_steps_the_api_pool() -> None:
     for asset in all_assets:
-        ops = {node.name: node.definition for node in asset.node_def.nodes}
-        name = asset.key.path[-1]
-        assert ops[f"fetch_{name}"].pool == "visibility_api"
-        assert ops[f"land_{name}"].pool == "duckdb_writer"
+        if asset.partitions_def is None:  # a snapshot: fetch, then land
+            ops = {node.name: node.definition for node in asset.node_def.nodes}
+            name = asset.key.path[-1]
+            assert ops[f"fetch_{name}"].pool == "visibility_api"
+            assert ops[f"land_{name}"].pool == "duckdb_writer"
+        else:  # partitioned tables: one step fetches them back to back and lands while fetching
+            assert asset.node_def.name.startswith("sync_")
+            assert asset.op.pool == "visibility_api"
+            assert asset.can_subset
 
 
 def test_partitioned_assets_backfill_in_a_single_run() -> None:
     partitioned = [a for a in all_assets if a.partitions_def is not None]
-    assert {a.key.path[-1] for a in partitioned} == {
+    assert {k.path[-1] for a in partitioned for k in a.keys} == {
         "prompt_mentions",
         "answers",
         "cited_pages",
