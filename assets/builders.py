@@ -308,7 +308,10 @@ def build_partitioned_assets(
                     with context.resources.warehouse.get_warehouse() as warehouse:
                         results = land(warehouse, asset.spec, outcome, context.run_id)
                 except Exception as exc:  # the other tables still land; the step fails at the end
-                    context.log.error(f"{table}: landing failed, its rows are as they were: {exc}")
+                    context.log.error(
+                        f"{table}: landing failed ({exc}); chunks not yet written keep their old rows, "
+                        "a re-run of the range converges"
+                    )
                     failures[table] = exc
                     continue
                 finally:

@@ -1,21 +1,22 @@
-"""Backfill benchmark: a UI-style single-run backfill of the large sandbox workspace.
+"""Backfill benchmark: a single-run backfill of the large sandbox workspace.
 
-    .venv/bin/python bench/bench_backfill.py [--rate 50] [--days 30] [--short-days 10]
+    .venv/bin/python bench/bench_backfill.py [--rate 50] [--days 30] [--short-days 10] [--only LABEL]
 
 What it measures, each scenario in a fresh process (so peak memory is that scenario's own):
 
 * ``backfill N days``: the five partitioned assets over N days x every engine (``all`` included for
   the rollups), one single-run range per partitions definition as the UI launches it
-  (``dagster/asset_partition_range_*`` tags);
+  (``dagster/asset_partition_range_*`` tags): two runs, ``sync_daily`` and ``sync_rollups``;
 * ``backfill short``: the same over fewer days, to compare peak memory;
-* ``incremental 1 day``: one day x every engine (what a daily sync without lookback costs).
+* ``incremental 1 day``: one day x every engine (what a daily sync without lookback costs);
+* ``command line``: the long backfill as ``visibility-sync run`` runs it;
+* ``API pool 2``: the long backfill with two ``visibility_api`` slots;
+* ``short into the long tables``: memory against the size of the tables written into.
 
-Execution, as the daemon runs a UI backfill: both runs at once, each with the multiprocess executor
-(``max_concurrent`` 2), on a real instance (a temporary ``DAGSTER_HOME`` holding the project's
-``dagster.yaml``), so the op-granularity pools hold: one ``visibility_api`` step and one
-``duckdb_writer`` step at a time across both runs, and one asset's land step overlaps another's
-fetch step. Rows marked ``sequential`` run the same with the in-process executor on an ephemeral
-instance (every step one after the other), for comparison.
+Layouts: ``daemon`` (default) runs both runs at once, each in its own process as the daemon's run
+launcher starts them, with the project's executor, on a real instance (a temporary ``DAGSTER_HOME``
+holding the project's ``dagster.yaml``, SQLite storage), so the ``visibility_api`` pool holds across
+the runs. ``cli`` runs both side by side in one process on one shared request budget.
 
 Targets (issue 5): requests made <= 1.05 x the planner's minimum; wall time <= 1.2 x (requests /
 rate limit) when the sandbox's rate limit binds; peak memory that does not grow with the days.
@@ -27,7 +28,8 @@ makes (brands, prompts, tracked competitors). Requests made are counted by the s
 status, so 429s and retries count against us).
 
 The sandbox runs in its own process (the GIL is not shared with the sync). Results go to
-``bench/RESULTS.md`` under ``## Backfill``.
+``bench/RESULTS.md`` under ``## Backfill``. ``BENCH_PROFILE=path`` records each scenario with py-spy
+(if installed) in its raw format.
 """
 
 from __future__ import annotations
@@ -198,13 +200,15 @@ def _daemon_run(job_name: str, tags: dict[str, str]) -> tuple[str, int]:
         return result.run_id, os.getpid()
 
 
-def scenario(url: str, key: str, first: dt.date, days: int, db: Path, layout: str) -> dict[str, Any]:
+def scenario(
+    url: str, key: str, first: dt.date, days: int, db: Path, layout: str, api_pool: int = 0
+) -> dict[str, Any]:
     """One backfill of both partition sets.
 
-    ``sequential``: one run after the other in this process (in-process executor, ephemeral
-    instance), as ``visibility-sync run`` does. ``daemon``: both runs at once, each in its own
-    process, on a real instance holding the project's ``dagster.yaml`` (its pools hold across the
-    runs) with the project's executor, as the daemon launches a UI backfill's runs.
+    ``cli``: both runs side by side in this process, sharing one request budget (in-process
+    executor, ephemeral instances), as ``visibility-sync run`` does. ``daemon``: both runs at once,
+    each in its own process, on a real instance holding the project's ``dagster.yaml`` (its pools
+    hold across the runs) with the project's executor, as the daemon launches a UI backfill's runs.
     """
     import tempfile
 
@@ -238,6 +242,8 @@ def scenario(url: str, key: str, first: dt.date, days: int, db: Path, layout: st
             instance.get_runs(limit=1)
             instance.event_log_storage.get_pool_limits()
             instance.get_asset_keys()
+            if api_pool:  # what `dagster instance concurrency set visibility_api N` does
+                instance.event_log_storage.set_concurrency_slots("visibility_api", api_pool)
         ctx = mp.get_context("spawn")
         with ctx.Pool(2) as pool:
             launched = [
@@ -248,18 +254,24 @@ def scenario(url: str, key: str, first: dt.date, days: int, db: Path, layout: st
         with DagsterInstance.get() as instance:
             logs_by_run = [list(instance.all_logs(run_id)) for run_id, _ in done]
         run_pids = [pid for _, pid in done]
-    else:
-        for _, assets, engines in runs:
+    else:  # as `visibility-sync run` does: the two runs side by side, one request budget
+        from pipelines.cli import RunSummary, run_lanes
+        from resources.api.resource import shared_budget
+
+        logs_of: dict[str, list[Any]] = {}
+
+        def run(label: str, assets: list[Any], tags: dict[str, str], into: RunSummary) -> None:
             with DagsterInstance.ephemeral() as instance:
                 result = materialize(
-                    assets,
-                    instance=instance,
-                    resources=resources,
-                    tags=range_tags(first, last, engines),
-                    run_config=quiet,
+                    assets, instance=instance, resources=resources, tags=tags, run_config=quiet
                 )
                 assert result.success
-                logs_by_run.append(list(instance.all_logs(result.run_id)))
+                logs_of[label] = list(instance.all_logs(result.run_id))
+
+        lanes = [[(name, assets, range_tags(first, last, engines))] for name, assets, engines in runs]
+        with shared_budget(url, key):
+            run_lanes(lanes, run)
+        logs_by_run = [logs_of[name] for name, _, _ in runs]
     wall = time.monotonic() - started
     sampler.stop()
     shutil.rmtree(home, ignore_errors=True)
@@ -303,7 +315,7 @@ def scenario(url: str, key: str, first: dt.date, days: int, db: Path, layout: st
     for endpoint, n in discovery.items():
         minimum[endpoint] = minimum.get(endpoint, 0) + n
     return {
-        "layout": layout,
+        "layout": layout + (f", visibility_api pool {api_pool}" if api_pool else ""),
         "days": days,
         "wall_seconds": round(wall, 2),
         "fetch_seconds": round(sum(t["fetch"] for t in table_seconds.values()), 2),
@@ -353,6 +365,7 @@ def run_child(
     label: str,
     layout: str,
     seed: Path | None,
+    api_pool: int = 0,
 ) -> dict[str, Any]:
     db = db_path(label)
     for path in (db, Path(f"{db}.wal")):
@@ -373,6 +386,8 @@ def run_child(
         str(db),
         "--layout",
         layout,
+        "--api-pool",
+        str(api_pool),
     ]
     env = {
         **os.environ,
@@ -432,9 +447,10 @@ def measure(
     label: str,
     layout: str = "daemon",
     seed: Path | None = None,
+    api_pool: int = 0,
 ) -> dict[str, Any]:
     reset(url)
-    result = run_child(url, key, first, days, label, layout, seed)
+    result = run_child(url, key, first, days, label, layout, seed, api_pool)
     result["requests_made"] = served(url)
     result["responses_429"] = throttled(url)
     result["rate_bound_seconds"] = round(result["requests_made"] / rate, 2)
@@ -446,44 +462,27 @@ def measure(
     return result
 
 
+def _tail(r: dict[str, Any]) -> str:
+    """When each run's step started and ended, and how long the run's tables fetched and landed."""
+    steps = ", ".join(f"{k} {a}-{b} s" for k, a, b in r["timeline"])
+    tables = ", ".join(f"{t} {v['fetch']}/{v['land']}" for t, v in r["table_seconds"].items())
+    return f"steps {steps}; fetch/land seconds by table: {tables}"
+
+
 def write_results(rate: float, results: list[dict[str, Any]]) -> None:
-    header = [
-        "scenario",
-        "rows landed",
-        "planned calls",
-        "planner minimum (pages)",
-        "requests made",
-        "made / minimum",
-        "429s",
-        "wall s",
-        "fetch steps s",
-        "fetch busy s",
-        "land steps s",
-        "requests / rate s",
-        "fetch / rate bound",
-        "wall / rate bound",
-        "peak RSS MB: fetch steps",
-        "land steps",
-        "process",
-    ]
-    keys = [
-        "label",
-        "rows_landed",
-        "planned_calls",
-        "minimum_requests",
-        "requests_made",
-        "requests_vs_minimum",
-        "responses_429",
-        "wall_seconds",
-        "fetch_seconds",
-        "fetch_busy_seconds",
-        "land_seconds",
-        "rate_bound_seconds",
-        "fetch_vs_rate_bound",
-        "wall_vs_rate_bound",
-        "peak_rss_fetch_mb",
-        "peak_rss_land_mb",
-        "peak_rss_mb",
+    columns = [
+        ("scenario", "label"),
+        ("layout", "layout"),
+        ("rows landed", "rows_landed"),
+        ("planner minimum (pages)", "minimum_requests"),
+        ("requests made", "requests_made"),
+        ("made / minimum", "requests_vs_minimum"),
+        ("429s", "responses_429"),
+        ("wall s", "wall_seconds"),
+        ("requests / rate s", "rate_bound_seconds"),
+        ("**wall / (requests / rate)**", "wall_vs_rate_bound"),
+        ("peak RSS MB: run process", "peak_rss_run_mb"),
+        ("all processes", "peak_rss_mb"),
     ]
     lines = [
         SECTION,
@@ -491,84 +490,39 @@ def write_results(rate: float, results: list[dict[str, Any]]) -> None:
         f"`bench/bench_backfill.py`, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, on this machine "
         f"({os.cpu_count()} cores shared with other work, load average {os.getloadavg()[0]:.1f} at the end). "
         f"Large sandbox workspace (5 brands x 300 prompts x 7 engines), rate limit {rate:g} requests/s, no "
-        "faults, sandbox in its own process. Each scenario runs the five partitioned assets as a UI "
-        "backfill (one single-run range per partitions definition, every engine, `all` for the rollups) "
-        "into a fresh DuckDB file, in a fresh process, as the daemon runs it: both runs at once, each "
-        "with the default multiprocess executor (`max_concurrent` 2, `spawn`), on a real instance holding "
-        "the project's `dagster.yaml`, whose op-granularity pools let one `visibility_api` step and one "
-        "`duckdb_writer` step run at a time across both runs (so one asset's land step overlaps another's "
-        "fetch step). The `sequential` row runs the in-process executor on an ephemeral instance (every "
-        "step one after the other); the `forkserver` row starts step processes from a preloaded server. "
-        "Peak RSS of fetch/land steps is the largest step process (this process itself when "
-        "sequential); `process` is the summed RSS of the scenario's process tree (shared pages counted "
-        "more than once).",
+        "faults, sandbox in its own process. Each scenario backfills the five partitioned assets (one "
+        "single-run range per partitions definition, every engine, `all` for the rollups: two runs, "
+        "`sync_daily` and `sync_rollups`) into a fresh DuckDB file, in a fresh process. Layouts: "
+        "`daemon` as the daemon runs a UI backfill: both runs at once, each in its own process with the "
+        "project's executor (in-process), on a real instance (SQLite storage) holding the project's "
+        "`dagster.yaml`, whose `visibility_api` pool lets one sync step call the API at a time; `cli` as "
+        "`visibility-sync run` does: both runs side by side in one process, on one shared request "
+        "budget. Requests are counted by the sandbox (every status). Peak RSS: the largest run process "
+        "(daemon) or the one process (cli); `all processes` sums the scenario's process tree.",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
+        "| " + " | ".join(h for h, _ in columns) + " |",
+        "|" + "---|" * len(columns),
     ]
     for r in results:
-        cells = [f"{r[k]:,}" if isinstance(r[k], int) and k != "responses_429" else str(r[k]) for k in keys]
+        cells = [
+            f"{r[k]:,}" if isinstance(r[k], int) and k != "responses_429" else str(r[k]) for _, k in columns
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     by_label = {r["label"]: r for r in results}
     long_, short = results[0], results[1]
-    sequential = next((r for r in results if "sequential" in r["label"]), long_)
-    fetches = [(a, b) for k, a, b in long_["timeline"] if k.startswith("fetch_")]
-    startup = round(min(a for a, _ in fetches), 1)
-    handoffs = round(max(b for _, b in fetches) - startup - long_["fetch_busy_seconds"], 1)
-    tail = round(long_["wall_seconds"] - max(b for _, b in fetches), 1)
-
-    def ratio(key: str) -> float:
-        return round(long_[key] / short[key], 3) if short[key] else float("nan")
-
     lines += [
         "",
-        "Targets: requests made <= 1.05 x the planner's minimum; wall time <= 1.2 x requests / rate limit "
-        "when the rate limit binds; peak memory flat in the number of days. "
-        f"{long_['label']} / {short['label']} peak RSS: fetch steps {ratio('peak_rss_fetch_mb')}, land steps "
-        f"{ratio('peak_rss_land_mb')}, process {ratio('peak_rss_mb')}.",
-        *[
-            f"{r['label']}: peak RSS fetch {r['peak_rss_fetch_mb']} MB, land {r['peak_rss_land_mb']} MB. The "
-            f"same {r['days']} days written into bigger tables move the land-step peak from "
-            f"{short['peak_rss_land_mb']} to {r['peak_rss_land_mb']} MB (30 days into fresh tables: "
-            f"{long_['peak_rss_land_mb']} MB): the land step's memory follows mostly the size of the DuckDB "
-            "tables written into; the fetch step's is flat."
-            for r in results
-            if "tables" in r["label"]
-        ],
+        "Targets (issue 5): requests made <= 1.05 x the planner's minimum; wall time <= 1.2 x requests / "
+        "rate limit when the rate limit binds; peak memory flat in the number of days. "
+        f"Peak RSS of the run process, {long_['label']} / {short['label']}: "
+        f"{round(long_['peak_rss_run_mb'] / short['peak_rss_run_mb'], 3)}.",
         "",
-        f"Where the wall time goes ({long_['label']}, {long_['wall_seconds']} s against requests / rate "
-        f"{long_['rate_bound_seconds']} s): the first step starts after {startup} s (two run processes and "
-        f"a spawned step process importing Dagster and the project on 2 cores); fetch steps are busy "
-        f"{long_['fetch_busy_seconds']} s; the `visibility_api` slot sits idle {handoffs} s between fetch "
-        f"steps; the last land step ends {tail} s after the last fetch step. The idle hand-offs are "
-        "Dagster's: a step blocked on a pool re-polls its claim with a backoff (1 s growing by 1.1x per "
-        "attempt, up to 15 s, hard-coded in `dagster/_core/execution/plan/instance_concurrency_context.py`), "
-        "so after waiting a minute it notices the freed slot seconds late, then spawns its process, while "
-        f"the key's rate budget idles. Land steps also take {long_['land_seconds']} s in all against "
-        f"{sequential['land_seconds']} s sequential: on 2 cores they share the CPU with a fetch step and "
-        "two run processes. Step timeline (s since start): "
-        + ", ".join(f"{k} {a}-{b}" for k, a, b in long_["timeline"])
-        + ".",
-        *[
-            f"{r['label']}: wall {r['wall_seconds']} s = fetch steps {r['fetch_seconds']} s + land steps "
-            f"{r['land_seconds']} s + Dagster's own time, one step after the other; wall / rate bound "
-            f"{r['wall_vs_rate_bound']}."
-            for r in results
-            if "sequential" in r["label"]
-        ],
+        "Timelines (seconds since the backfill began):",
+        "",
+        *[f"- {r['label']}: {_tail(r)}." for r in results],
         "",
         "Minimum by endpoint (first scenario): "
         + ", ".join(f"`{k}` {v:,}" for k, v in sorted(long_["minimum_by_endpoint"].items())),
-        "",
-        "How: the planner asks each endpoint for its widest window (mentions: one call per prompt for the "
-        "whole range, no engine filter; answers: one paged call per brand; trends: one call per brand, "
-        "target and engine; citation URLs: one per brand, engine and day, as the endpoint aggregates over "
-        "its window). Fetch steps stay within a few percent of requests / rate limit; what the wall "
-        "time adds is landing (one DuckDB transaction per 7-day chunk and group of brands sharing an "
-        f"engine set; {sequential['land_seconds']} s "
-        "of land steps in all for the 30-day run) and, when steps overlap, Dagster's pool hand-offs.",
-        "Paged calls are transformed 5,000 rows at a time into an on-disk spool bucketed by "
-        "7 days, and landing writes one bucket at a time, so memory is bounded by a bucket, not the run.",
         f"The incremental day ({by_label.get('incremental 1 day', {}).get('requests_made', '-')} requests) "
         "is dominated by one mentions call per prompt, as many as a 30-day backfill makes.",
         "",
@@ -590,13 +544,14 @@ def main() -> int:
     parser.add_argument("--first", type=dt.date.fromisoformat, help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--layout", default="daemon", help=argparse.SUPPRESS)
+    parser.add_argument("--api-pool", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true", help="run one overlapping day, write nothing")
     parser.add_argument("--only", action="append", help="run only the scenario with this label (repeatable)")
     parser.add_argument("--no-write", action="store_true", help="print the figures, leave RESULTS.md alone")
     args = parser.parse_args()
     if args.child:
         key = os.environ["VISIBILITY_API_KEY"]
-        print(json.dumps(scenario(args.url, key, args.first, args.days, args.db, args.layout)))
+        print(json.dumps(scenario(args.url, key, args.first, args.days, args.db, args.layout, args.api_pool)))
         return 0
 
     OUT.mkdir(parents=True, exist_ok=True)
@@ -617,7 +572,8 @@ def main() -> int:
             (f"backfill {args.days} days", long_first, args.days, {}),
             (f"backfill {args.short_days} days", short_first, args.short_days, {}),
             ("incremental 1 day", newest, 1, {}),
-            (f"backfill {args.days} days, sequential", long_first, args.days, {"layout": "sequential"}),
+            (f"backfill {args.days} days, command line", long_first, args.days, {"layout": "cli"}),
+            (f"backfill {args.days} days, API pool 2", long_first, args.days, {"api_pool": 2}),
             (
                 f"backfill {args.short_days} days into the {args.days}-day tables",
                 short_first,

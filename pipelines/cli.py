@@ -344,19 +344,16 @@ def run_lanes(
     The threads are daemons: on Ctrl+C the command exits at once, and a run cut short leaves each
     write as it was (every write is one transaction).
     """
-    stop = threading.Event()
     summaries = [RunSummary() for _ in lanes]
 
     def drive(lane: Lane, into: RunSummary) -> None:
         for label, assets, tags in lane:
-            if stop.is_set():
+            if any(s.stops for s in summaries):
                 return
             try:
                 run(label, assets, tags, into)
             except Exception as exc:  # not a step failure (those are in the result): the run itself
                 into.failures.append((label, f"{type(exc).__name__}: {exc}", exit_code_for(exc)))
-            if into.stops:
-                stop.set()
 
     threads = [
         threading.Thread(target=drive, args=(lane, into), daemon=True, name=f"visibility-lane-{i}")

@@ -73,3 +73,31 @@ def test_loopback_http_is_accepted_for_the_sandbox(sandbox: SandboxHandle) -> No
     with resource.get_client() as client:
         assert client.base_url == sandbox.url
         assert client.budget.snapshot().concurrency_limit == 3
+
+
+def test_runs_share_one_budget_inside_shared_budget_and_only_there(sandbox: SandboxHandle) -> None:
+    from resources.api.resource import shared_budget
+
+    key = sandbox.keys["workspace"]
+    budgets: list[object] = []
+
+    @dg.asset
+    def budget_seen(api: VisibilityAPIResource) -> None:
+        with api.get_client() as client:
+            budgets.append(client.budget)
+
+    resource = VisibilityAPIResource(api_url=sandbox.url, api_key=key)
+
+    def run() -> None:
+        assert dg.materialize([budget_seen], resources={"api": resource}).success
+
+    with shared_budget(sandbox.url, key) as shared:
+        run()
+        run()
+        with shared_budget(sandbox.url, key) as nested:  # nested blocks reuse the outer budget
+            assert nested is shared
+        run()
+    run()  # outside the block: each run paces alone again
+
+    assert budgets[:3] == [shared, shared, shared]
+    assert budgets[3] is not shared

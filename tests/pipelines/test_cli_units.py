@@ -69,3 +69,52 @@ def test_usage_errors_exit_with_the_config_code() -> None:
     with pytest.raises(SystemExit) as exc:
         main(["run", "--start", "yesterday"])
     assert exc.value.code == EXIT_CONFIG
+
+
+def test_lanes_run_side_by_side_and_each_lanes_runs_in_order() -> None:
+    import threading
+
+    from pipelines.cli import RunSummary, run_lanes
+
+    rollups_started = threading.Event()
+    order: list[str] = []
+
+    def run(label: str, assets: list, tags: dict, into: RunSummary) -> None:
+        if label == "rollups":
+            rollups_started.set()
+        if label == "daily 1":  # would wait forever if the lanes ran one after the other
+            assert rollups_started.wait(10)
+        order.append(label)
+        into.rows[label] = 1
+
+    summaries = run_lanes([[("daily 1", [], {}), ("daily 2", [], {})], [("rollups", [], {})]], run)
+
+    assert order.index("daily 1") < order.index("daily 2")
+    assert [sorted(s.rows) for s in summaries] == [["daily 1", "daily 2"], ["rollups"]]
+
+
+def test_no_lane_starts_a_run_after_one_was_refused() -> None:
+    import threading
+
+    from pipelines.cli import RunSummary, run_lanes
+
+    refused = threading.Event()
+    rollups_started = threading.Event()
+    started: list[str] = []
+
+    def run(label: str, assets: list, tags: dict, into: RunSummary) -> None:
+        started.append(label)
+        if label == "daily 1":  # refused while the other lane's first run goes on
+            assert rollups_started.wait(10)
+            into.failures.append((label, "AuthenticationError: revoked", EXIT_REFUSED))
+            refused.set()
+        else:
+            rollups_started.set()
+            assert refused.wait(10)
+
+    summaries = run_lanes(
+        [[("daily 1", [], {}), ("daily 2", [], {})], [("rollups 1", [], {}), ("rollups 2", [], {})]], run
+    )
+
+    assert sorted(started) == ["daily 1", "rollups 1"]
+    assert summaries[0].stops and not summaries[1].failures
