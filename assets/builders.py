@@ -45,13 +45,13 @@ from dagster import Nothing as DagsterNothing
 
 from assets import progress
 from assets.discovery import BrandScope, brand_filter, brand_inputs, discover_brands
+from assets.lander import Lander
 from assets.landing import (
     DEFAULT_DAYS_PER_WRITE,
     FetchOne,
     FetchOutcome,
     brand_engines,
     fetch_to_spool,
-    land,
     requests_beyond_plan,
 )
 from assets.partitions import parse_partition_keys
@@ -300,13 +300,14 @@ def build_partitioned_assets(
             return outcome
 
         failures: dict[str, BaseException] = {}
-        with closing(fetch_ahead(selected, fetch, discard=lambda o: o.spool.remove())) as fetched:
+        lander = Lander(context.resources.warehouse.settings())
+        fetched = fetch_ahead(selected, fetch, discard=lambda o: o.spool.remove())
+        with lander, closing(fetched):
             for asset, outcome in fetched:
                 table = asset.spec.name
                 started = time.monotonic()
                 try:
-                    with context.resources.warehouse.get_warehouse() as warehouse:
-                        results = land(warehouse, asset.spec, outcome, context.run_id)
+                    results = lander.land(table, outcome, context.run_id)
                 except Exception as exc:  # the other tables still land; the step fails at the end
                     context.log.error(
                         f"{table}: landing failed ({exc}); chunks not yet written keep their old rows, "

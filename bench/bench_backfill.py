@@ -10,7 +10,7 @@ What it measures, each scenario in a fresh process (so peak memory is that scena
 * ``backfill short``: the same over fewer days, to compare peak memory;
 * ``incremental 1 day``: one day x every engine (what a daily sync without lookback costs);
 * ``command line``: the long backfill as ``visibility-sync run`` runs it;
-* ``API pool 2``: the long backfill with two ``visibility_api`` slots;
+* ``API pool 1``: the long backfill with one ``visibility_api`` slot (the two runs fetch in turn);
 * ``short into the long tables``: memory against the size of the tables written into.
 
 Layouts: ``daemon`` (default) runs both runs at once, each in its own process as the daemon's run
@@ -155,6 +155,11 @@ class RssSampler:
         """Peak RSS of any of ``pids`` (the step subprocesses of the multiprocess executor)."""
         return round(max((rss for _, pid, rss in self._samples if pid in pids), default=0) / 2**20, 1)
 
+    def peak_excluding_mb(self, pids: set[int]) -> float:
+        """Peak RSS of any other process of the tree (the sync steps' landing workers)."""
+        skip = pids | {self._process.pid}
+        return round(max((rss for _, pid, rss in self._samples if pid not in skip), default=0) / 2**20, 1)
+
     def peak_tree_mb(self) -> float:
         return round(max(self._tree, default=0) / 2**20, 1)
 
@@ -188,8 +193,8 @@ def bench_trends_job() -> Any:
     return _bench_job("bench_trends")
 
 
-def _daemon_run(job_name: str, tags: dict[str, str]) -> tuple[str, int]:
-    """One run in its own process, as the daemon's run launcher starts it: (run id, pid)."""
+def _daemon_run(job_name: str, tags: dict[str, str], send: Any) -> None:
+    """One run in its own process, as the daemon's run launcher starts it; sends (run id, pid)."""
     from dagster import DagsterInstance, execute_job, reconstructable
 
     job = bench_facts_job if job_name == "bench_facts" else bench_trends_job
@@ -197,7 +202,7 @@ def _daemon_run(job_name: str, tags: dict[str, str]) -> tuple[str, int]:
     with DagsterInstance.get() as instance:  # the project's dagster.yaml: its pools hold across runs
         result = execute_job(reconstructable(job), instance, run_config=quiet, tags=tags)
         assert result.success
-        return result.run_id, os.getpid()
+        send.send((result.run_id, os.getpid()))
 
 
 def scenario(
@@ -245,12 +250,17 @@ def scenario(
             if api_pool:  # what `dagster instance concurrency set visibility_api N` does
                 instance.event_log_storage.set_concurrency_slots("visibility_api", api_pool)
         ctx = mp.get_context("spawn")
-        with ctx.Pool(2) as pool:
-            launched = [
-                pool.apply_async(_daemon_run, (name, range_tags(first, last, engines)))
-                for name, _, engines in runs
-            ]
-            done = [r.get(timeout=1800) for r in launched]
+        launched = []
+        for name, _, engines in runs:  # not daemonic, like the launcher's run processes
+            receive, send = ctx.Pipe(duplex=False)
+            process = ctx.Process(target=_daemon_run, args=(name, range_tags(first, last, engines), send))
+            process.start()
+            launched.append((process, receive))
+        done = []
+        for process, receive in launched:
+            process.join(timeout=1800)
+            assert process.exitcode == 0, f"run process failed ({process.exitcode})"
+            done.append(receive.recv())
         with DagsterInstance.get() as instance:
             logs_by_run = [list(instance.all_logs(run_id)) for run_id, _ in done]
         run_pids = [pid for _, pid in done]
@@ -274,6 +284,10 @@ def scenario(
         logs_by_run = [logs_of[name] for name, _, _ in runs]
     wall = time.monotonic() - started
     sampler.stop()
+    if os.environ.get("BENCH_RSS_TRACE"):  # every sample, to see when memory grows
+        with open(os.environ["BENCH_RSS_TRACE"], "w") as trace:
+            for t, pid, rss in sampler._samples:
+                trace.write(f"{t - started_at:.2f} {pid} {rss >> 20}\n")
     shutil.rmtree(home, ignore_errors=True)
 
     planned: dict[str, int] = {}
@@ -332,7 +346,10 @@ def scenario(
             for k, a, b in sorted(intervals, key=lambda i: i[1])
         ],
         # the largest process running a sync: this one (sequential) or a run process (daemon)
-        "peak_rss_run_mb": sampler.peak_of_mb(set(run_pids)) if run_pids else sampler.peak_tree_mb(),
+        "peak_rss_run_mb": sampler.peak_of_mb(set(run_pids))
+        if run_pids
+        else sampler.peak_of_mb({os.getpid()}),
+        "peak_rss_lander_mb": sampler.peak_excluding_mb(set(run_pids)),
         "peak_rss_mb": max(
             sampler.peak_tree_mb(), round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         ),
@@ -482,6 +499,7 @@ def write_results(rate: float, results: list[dict[str, Any]]) -> None:
         ("requests / rate s", "rate_bound_seconds"),
         ("**wall / (requests / rate)**", "wall_vs_rate_bound"),
         ("peak RSS MB: run process", "peak_rss_run_mb"),
+        ("landing worker", "peak_rss_lander_mb"),
         ("all processes", "peak_rss_mb"),
     ]
     lines = [
@@ -514,8 +532,9 @@ def write_results(rate: float, results: list[dict[str, Any]]) -> None:
         "",
         "Targets (issue 5): requests made <= 1.05 x the planner's minimum; wall time <= 1.2 x requests / "
         "rate limit when the rate limit binds; peak memory flat in the number of days. "
-        f"Peak RSS of the run process, {long_['label']} / {short['label']}: "
-        f"{round(long_['peak_rss_run_mb'] / short['peak_rss_run_mb'], 3)}.",
+        f"Peak RSS, {long_['label']} / {short['label']}: run process "
+        f"{round(long_['peak_rss_run_mb'] / short['peak_rss_run_mb'], 3)}, landing worker "
+        f"{round(long_['peak_rss_lander_mb'] / short['peak_rss_lander_mb'], 3)}.",
         "",
         "Timelines (seconds since the backfill began):",
         "",
@@ -573,7 +592,7 @@ def main() -> int:
             (f"backfill {args.short_days} days", short_first, args.short_days, {}),
             ("incremental 1 day", newest, 1, {}),
             (f"backfill {args.days} days, command line", long_first, args.days, {"layout": "cli"}),
-            (f"backfill {args.days} days, API pool 2", long_first, args.days, {"api_pool": 2}),
+            (f"backfill {args.days} days, API pool 1", long_first, args.days, {"api_pool": 1}),
             (
                 f"backfill {args.short_days} days into the {args.days}-day tables",
                 short_first,

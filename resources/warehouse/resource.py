@@ -125,6 +125,15 @@ class WarehouseResource(ConfigurableResource):
         description="DuckDB only: how long a writer waits for another process's write lock.",
     )
 
+    def settings(self) -> dict[str, Any]:
+        """The resolved settings, to rebuild this resource in another process (they hold the URL,
+        so a password: never log them)."""
+        return {
+            "url": self.url,
+            "schema_name": self.schema_name,
+            "lock_timeout_seconds": self.lock_timeout_seconds,
+        }
+
     def get_warehouse(self) -> Warehouse:
         """A new warehouse handle; close it (or use it as a context manager) when done."""
         options: dict[str, Any] = {}
