@@ -36,7 +36,7 @@ FetchOne = Callable[[VisibilityClient, Call], Iterator[pa.Table]]
 
 @dataclass
 class FetchOutcome:
-    """What a fetch step hands the landing step (picklable: it crosses process boundaries)."""
+    """What a fetch hands its landing (picklable: it crosses to the landing worker process)."""
 
     table: str
     plan: Plan

@@ -22,7 +22,7 @@ import pyarrow.ipc as ipc
 
 #: Temp-directory prefix of every spool, so stale ones can be found and swept.
 SPOOL_PREFIX = "visibility-spool-"
-#: A spool kept for a retry (its land step failed) is swept after this long.
+#: A spool left behind (its process was killed before removing it) is swept after this long.
 STALE_SECONDS = 24 * 3600
 
 #: Rows buffered in memory before a batch is written to disk.
@@ -30,7 +30,7 @@ FLUSH_ROWS = 50_000
 
 
 def sweep_stale(now: float | None = None) -> list[str]:
-    """Remove spools left by land steps that failed (or processes killed) more than a day ago."""
+    """Remove spools left by processes killed more than a day ago."""
     now = time.time() if now is None else now
     removed: list[str] = []
     for path in Path(tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*"):
@@ -124,7 +124,7 @@ class Spool:
             self._writer, self._schema = None, None
 
     def close(self) -> None:
-        """Flush and close; required before reading (landing happens in another step)."""
+        """Flush and close; required before reading (landing happens in another process)."""
         self._flush()
         self._close_segment()
 
