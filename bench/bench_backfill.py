@@ -110,8 +110,8 @@ def _extra_pages(db: Path, first: dt.date, last: dt.date) -> dict[str, int]:
 
 
 class RssSampler:
-    """Samples the RSS of this process and its step subprocesses every 50 ms, per pid, to attribute
-    the peak to fetch or land steps."""
+    """Samples the RSS of this process and its descendants every 50 ms, per pid, to attribute the
+    peak to run processes and landing workers."""
 
     def __init__(self) -> None:
         import psutil
@@ -142,14 +142,6 @@ class RssSampler:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-
-    def peak_mb(self, intervals: list[tuple[float, float]]) -> float:
-        """Peak RSS of this process while inside ``intervals`` (in-process executor)."""
-        own = self._process.pid
-        inside = [
-            rss for t, pid, rss in self._samples if pid == own and any(a <= t <= b for a, b in intervals)
-        ]
-        return round(max(inside, default=0) / 2**20, 1)
 
     def peak_of_mb(self, pids: set[int]) -> float:
         """Peak RSS of any of ``pids`` (the step subprocesses of the multiprocess executor)."""
@@ -354,20 +346,6 @@ def scenario(
             sampler.peak_tree_mb(), round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         ),
     }
-
-
-def _span(intervals: list[tuple[float, float]]) -> float:
-    """Seconds covered by the union of ``intervals``: how long some fetch step was running."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
-
-
-# ---------------------------------------------------------------------------------------------
-# driver
 
 
 def db_path(label: str) -> Path:

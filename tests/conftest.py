@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.fixtures_sandbox",
     "tests.fixtures_postgres",
     "tests.fixtures_bigquery",
+    "tests.fixtures_spool",
 ]

@@ -5,7 +5,6 @@ Real Dagster runs and real HTTP against the sandbox on loopback, real DuckDB fil
 
 from __future__ import annotations
 
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -27,15 +26,6 @@ from resources.api.client import VisibilityClient
 from sandbox.testing import SandboxHandle
 from tests.assets.conftest import QUIET, SCHEMA, Sync, metadata
 from tests.assets.test_assets_sandbox import D, workspace_inputs
-
-
-@pytest.fixture
-def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A temp directory of this test alone, so spools of parallel tests do not count."""
-    path = tmp_path / "tmp"
-    path.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(path))
-    return path
 
 
 def spools_in(directory: Path) -> list[Path]:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-import tempfile
 from pathlib import Path
 
 import duckdb
-import pytest
 
 from assets.spool import SPOOL_PREFIX
 from pipelines.cli import engine_groups, sync
@@ -17,15 +15,6 @@ from tests.pipelines.test_cli import env  # noqa: F401  (the fixture)
 START, END = dt.date(2026, 10, 30), dt.date(2026, 10, 31)
 #: claude sits between them in the partition order: two runs per partitioned group
 SPLIT_ENGINES = ("chatgpt", "perplexity")
-
-
-@pytest.fixture
-def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A temp directory of this test alone, so spools of parallel tests do not count."""
-    path = tmp_path / "tmp"
-    path.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(path))
-    return path
 
 
 def test_rows_landed_add_up_over_the_runs_of_a_split_sync(env: Path) -> None:  # noqa: F811
