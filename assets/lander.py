@@ -1,9 +1,8 @@
 """Landing in a child process, so the run process that fetches keeps a flat memory (Dagster-free).
 
 A sync step lands one table while it fetches the next. Landing a table holds a chunk of its rows in
-Arrow, and the warehouse's own buffers (DuckDB's write buffers and primary-key index grow with the
-table); in the fetching process that memory would add to the fetch's and grow with a backfill's
-days. A single spawned worker lands the tables one after the other instead: the run process only
+Arrow, and the warehouse's own buffers; in the fetching process that memory would add to the
+fetch's. A single spawned worker lands the tables one after the other instead: the run process only
 waits for it, leaving the GIL to the fetch, and the worker's memory is freed when the step ends.
 """
 

@@ -155,26 +155,29 @@ def land(warehouse: Warehouse, spec: TableSpec, outcome: FetchOutcome, run_id: s
     """Replace every fetched cell's rows, chunk by chunk; cells with no rows are emptied.
 
     Each chunk (one spool bucket) is read once, then written per group of brands sharing engines.
-    The writes share one warehouse session (one connection; each write still its own transaction).
+    A chunk's writes share one warehouse session (each write still its own transaction); a new
+    session per chunk lets DuckDB hand back the memory of the previous one, so a long backfill's
+    landing does not grow with its days.
     """
     assert spec.date_column is not None
     date_column = spec.date_column
     spool = outcome.spool
     results: list[WriteResult] = []
-    with warehouse.session():
-        warehouse.ensure_table(spec)
-        for box in outcome.plan.boxes:
-            for chunk in write_chunks(box, spool.days_per_bucket):
-                rows = concat(
-                    spec,
-                    spool.read(
-                        lambda t, c=chunk: select_box(t, date_column, c), chunk.window.start, chunk.window.end
-                    ),
-                )
+    warehouse.ensure_table(spec)
+    for box in outcome.plan.boxes:
+        for chunk in write_chunks(box, spool.days_per_bucket):
+            rows = concat(
+                spec,
+                spool.read(
+                    lambda t, c=chunk: select_box(t, date_column, c), chunk.window.start, chunk.window.end
+                ),
+            )
+            with warehouse.session():
                 for scope in _scopes_of_box(chunk, outcome.brand_engines):
                     results.append(
                         warehouse.replace_partitions(spec, _of_scope(spec, rows, scope), scope, run_id)
                     )
+            del rows
     return results
 
 

@@ -10,6 +10,14 @@ closed right after it, so the file lock is held only while writing; a second wri
 and the checkpoint on close cost more than a typical chunk's write) and caches the catalog lookups
 meanwhile. The file lock is then held for the whole session: meant for the landing step, which runs
 in the single-slot writer pool, not for long-lived handles.
+
+Partitioned tables carry no primary-key index; snapshot tables do (their upserts need it). The key
+index (an ART) lives in memory as the table grows: a 30-day backfill's landing process held twice
+what a 10-day one did. Without it, a partition replace is a delete plus an insert, and keys stay
+unique because every write is deduplicated and refuses a key that exists outside its scope (the
+``keys_unique`` asset checks verify it too). Partitioned tables created with the index by earlier
+versions keep it and the upsert path; to drop it, recreate the table
+(``CREATE OR REPLACE TABLE t AS SELECT * FROM t`` keeps the rows and drops the constraint).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import pyarrow as pa
@@ -110,8 +118,14 @@ class _KeyConflict(Exception):
     """A plain INSERT hit the primary key: retry after removing duplicate keys from the rows."""
 
 
-#: ``_existing``'s answer: the table's columns (None: no such table) and its comment.
-_Existing = tuple[list[ExistingColumn] | None, str | None]
+class _Existing(NamedTuple):
+    """A table as the catalog shows it."""
+
+    #: None: no such table
+    columns: list[ExistingColumn] | None
+    comment: str | None
+    #: it carries a primary-key index (snapshot tables, and partitioned tables of earlier versions)
+    keyed: bool
 
 
 @dataclass
@@ -135,6 +149,50 @@ class _Session:
             self.views.clear()
         else:
             self.tables.pop(table, None)
+
+
+def _key_holds_the_scope(spec: TableSpec) -> bool:
+    """Every key names its brand, date and engine: a row in a scope shares no key with one outside."""
+    return {spec.brand_column, spec.engine_column, spec.date_column} <= set(spec.key)
+
+
+@dataclass(frozen=True)
+class _ScopedWrite:
+    """One partition replace under way: its connection, table, scope filter and stamp."""
+
+    con: duckdb.DuckDBPyConnection
+    ref: str
+    spec: TableSpec
+    scope: PartitionScope
+    plan: LoadPlan
+    stamp: WriteStamp
+
+    @property
+    def in_scope(self) -> str:
+        spec = self.spec
+        assert spec.date_column is not None
+        return (
+            f"list_contains($brands, {q(spec.brand_column)}) AND {q(spec.date_column)} >= $start "
+            f"AND {q(spec.date_column)} < $end AND list_contains($engines, {q(spec.engine_column)})"
+        )
+
+    @property
+    def params(self) -> dict[str, Any]:
+        scope = self.scope
+        return {
+            "brands": list(scope.brand_ids),
+            "start": scope.start,
+            "end": scope.end,
+            "engines": list(scope.engines),
+        }
+
+    @property
+    def outside_message(self) -> str:
+        return (
+            f"row(s) for {self.spec.name} have keys {list(self.spec.key)} that already exist outside the "
+            "partition scope (another brand, date or engine); a partition write never touches rows "
+            "outside its scope, so nothing was written"
+        )
 
 
 class DuckDBWarehouse(Warehouse):
@@ -282,15 +340,19 @@ class DuckDBWarehouse(Warehouse):
             return session.tables[table]
         found = _exec(
             con,
-            "SELECT t.comment, c.column_name, c.data_type, c.comment FROM duckdb_tables() t "
-            "JOIN duckdb_columns() c USING (database_name, schema_name, table_name) "
+            "SELECT t.comment, c.column_name, c.data_type, c.comment, "
+            "EXISTS (SELECT 1 FROM duckdb_constraints() k WHERE k.database_name = t.database_name "
+            "AND k.schema_name = t.schema_name "
+            "AND k.table_name = t.table_name AND k.constraint_type = 'PRIMARY KEY') "
+            "FROM duckdb_tables() t JOIN duckdb_columns() c USING (database_name, schema_name, table_name) "
             "WHERE t.database_name = current_database() AND t.schema_name = $schema "
             "AND t.table_name = $table ORDER BY c.column_index",
             {"schema": self.schema, "table": table},
         )
-        answer: _Existing = (None, None)
+        answer = _Existing(None, None, keyed=False)
         if found:
-            answer = ([ExistingColumn(n, t, from_duckdb_type(t), c) for _, n, t, c in found], found[0][0])
+            columns = [ExistingColumn(n, t, from_duckdb_type(t), c) for _, n, t, c, _ in found]
+            answer = _Existing(columns, found[0][0], keyed=bool(found[0][4]))
         if session is not None:
             session.tables[table] = answer
         return answer
@@ -305,7 +367,7 @@ class DuckDBWarehouse(Warehouse):
             _exec(con, f"CREATE SCHEMA IF NOT EXISTS {q(self.catalog)}.{q(self.schema)}")
             if session is not None:
                 session.schema_ready = True
-        existing, comment = self._existing(con, spec.name)
+        existing, comment, _ = self._existing(con, spec.name)
         plan = plan_load(
             spec,
             rows_schema,
@@ -323,7 +385,8 @@ class DuckDBWarehouse(Warehouse):
                 for c in plan.columns
             ]
             defs += [f"{q(c.name)} {duckdb_type(sql_type_or_default(c.type))}" for c in system_columns(spec)]
-            defs.append(f"PRIMARY KEY ({', '.join(q(k) for k in spec.key)})")
+            if spec.kind == "snapshot":  # upserts need the index; partitioned tables do without (module doc)
+                defs.append(f"PRIMARY KEY ({', '.join(q(k) for k in spec.key)})")
             _exec(con, f"CREATE TABLE {ref} ({', '.join(defs)})")
         else:
             for c in plan.columns:
@@ -375,16 +438,13 @@ class DuckDBWarehouse(Warehouse):
     def replace_partitions(
         self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
     ) -> WriteResult:
-        """Replace the scope's rows: a plain INSERT for a new partition, else upsert + stale delete.
+        """Replace the scope's rows in one transaction.
 
-        Same result as delete-then-insert, but DuckDB's primary-key index handles a key deleted and
-        re-inserted in one transaction very slowly (a million-row re-run took a minute), while an
-        upsert updates in place; rows of the scope this write did not send (an older stamp) are then
-        deleted. Row counts before and after prove that no key outside the scope was touched. The
-        fault hook runs between the two statements.
-
-        Duplicate keys: the plain INSERT lets the primary key find them (no hashing of the rows in
-        the common case); on a key conflict the write is retried once with the last row of each key.
+        Tables this writer creates carry no key index: the scope is deleted, then the rows
+        (deduplicated by key) are inserted; a key that already exists outside the scope fails the
+        write (checked only where the key does not contain the brand, date and engine: otherwise a
+        row in the scope cannot share its key with one outside). Tables created with a primary key
+        (by earlier versions) keep the upsert path of :meth:`_replace_indexed`.
         """
         check_partition_write(spec, rows, scope, run_id)  # the stamp is taken inside the transaction
         try:
@@ -403,65 +463,104 @@ class DuckDBWarehouse(Warehouse):
         deduplicated: bool,
         dropped: int = 0,
     ) -> WriteResult:
-        assert spec.date_column is not None
-        in_scope = (
-            f"list_contains($brands, {q(spec.brand_column)}) AND {q(spec.date_column)} >= $start "
-            f"AND {q(spec.date_column)} < $end AND list_contains($engines, {q(spec.engine_column)})"
-        )
-        scope_params = {
-            "brands": list(scope.brand_ids),
-            "start": scope.start,
-            "end": scope.end,
-            "engines": list(scope.engines),
-        }
-        outside = (
-            f"row(s) for {spec.name} have keys {list(spec.key)} that already exist outside the "
-            "partition scope (another brand, date or engine); a partition write never touches rows "
-            "outside its scope, so nothing was written"
-        )
         with self._transaction() as con:
             stamp = WriteStamp.now(run_id)  # taken under the file lock: later than any landed row
             plan = self._ensure(con, spec, rows.schema)
-            ref = self.table_ref(spec.name)
-
-            def counts() -> tuple[int, int]:
-                found = _exec(con, f"SELECT count(*), count(*) FILTER ({in_scope}) FROM {ref}", scope_params)
-                return int(found[0][0]), int(found[0][1])
-
-            # a WHERE (not a FILTER) lets DuckDB skip row groups by the date column's min/max: a new
-            # partition costs no scan of the table
-            scope_before = int(_exec(con, f"SELECT count(*) FROM {ref} WHERE {in_scope}", scope_params)[0][0])
-            if scope_before and not deduplicated:
-                # an upsert would silently keep one of two rows with the same key: dedupe first
-                rows, dropped = dedupe_by_key(rows, spec.key)
-                deduplicated = True
+            write = _ScopedWrite(con, self.table_ref(spec.name), spec, scope, plan, stamp)
+            if self._existing(con, spec.name).keyed:
+                return self._replace_indexed(write, rows, deduplicated=deduplicated, dropped=dropped)
             data = encode_rows(rows, plan)
-            n = data.num_rows
-            if n and not scope_before:
-                # nothing to replace (a new partition): a plain INSERT, lighter than an upsert
-                try:
-                    self._insert(con, spec, plan, data, stamp)
-                except duckdb.ConstraintException as exc:
-                    if not deduplicated:
-                        raise _KeyConflict from exc  # duplicates in the rows, or a key outside
-                    raise ValueError(f"some {outside}: {exc}") from exc
-            elif n:
-                total_before = int(_exec(con, f"SELECT count(*) FROM {ref}")[0][0])
-                self._upsert(con, spec, plan, data, stamp, is_snapshot=False)
-                total_after, scope_after = counts()
-                matched_in_scope = scope_before + n - scope_after
-                moved = total_before + n - total_after - matched_in_scope
-                if moved:  # raising rolls the upsert back
-                    raise ValueError(f"{moved} {outside}")
+            if not deduplicated and self._repeats_a_key(con, spec, data):
+                data, dropped = dedupe_by_key(data, spec.key)
+            deleted = int(_exec(con, f"DELETE FROM {write.ref} WHERE {write.in_scope}", write.params)[0][0])
             if self._between_delete_and_insert is not None:
                 self._between_delete_and_insert()
-            if scope_before:
-                _exec(
-                    con,
-                    f"DELETE FROM {ref} WHERE {in_scope} AND ({q(LOADED_AT)} IS DISTINCT FROM $loaded_at "
-                    f"OR {q(RUN_ID)} IS DISTINCT FROM $run_id)",
-                    {**scope_params, "loaded_at": stamp.loaded_at, "run_id": stamp.run_id},
-                )
+            if data.num_rows and not _key_holds_the_scope(spec):
+                # after the delete, any row left with one of these keys lies outside the scope
+                with self._registered(con, data.select(list(spec.key))) as keys:
+                    on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in spec.key)
+                    clash = int(_exec(con, f"SELECT count(*) FROM {write.ref} t JOIN {keys} s ON {on}")[0][0])
+                if clash:  # raising rolls the delete back
+                    raise ValueError(f"{clash} {write.outside_message}")
+            if data.num_rows:
+                self._insert(con, spec, plan, data, stamp)
+        return WriteResult(
+            table=spec.name,
+            rows_written=data.num_rows,
+            rows_deleted=deleted,
+            columns_added=plan.columns_added,
+            duplicates_dropped=dropped,
+        )
+
+    def _repeats_a_key(self, con: duckdb.DuckDBPyConnection, spec: TableSpec, data: pa.Table) -> bool:
+        """Whether two rows share a key: DuckDB counts on every core, several times faster than
+        Arrow's single-threaded hash (the rows are then deduplicated, which is rare)."""
+        if data.num_rows < 2:
+            return False
+        keys = ", ".join(q(k) for k in spec.key)
+        with self._registered(con, data.select(list(spec.key))) as source:
+            found = _exec(
+                con, f"SELECT count(*) FROM (SELECT 1 FROM {source} GROUP BY {keys} HAVING count(*) > 1)"
+            )
+        return bool(found[0][0])
+
+    def _replace_indexed(
+        self, write: _ScopedWrite, rows: pa.Table, *, deduplicated: bool, dropped: int
+    ) -> WriteResult:
+        """The scope's replace on a table with a primary-key index: a plain INSERT for a new
+        partition, else upsert + stale delete.
+
+        DuckDB's key index handles a key deleted and re-inserted in one transaction very slowly (a
+        million-row re-run took a minute), while an upsert updates in place; rows of the scope this
+        write did not send (an older stamp) are then deleted. Row counts before and after prove
+        that no key outside the scope was touched. The fault hook runs between the two statements.
+        Duplicate keys: the plain INSERT lets the index find them (no hashing of the rows in the
+        common case); on a key conflict the write is retried once with the last row of each key.
+        """
+        con, ref, spec, plan, stamp = write.con, write.ref, write.spec, write.plan, write.stamp
+
+        def counts() -> tuple[int, int]:
+            found = _exec(
+                con, f"SELECT count(*), count(*) FILTER ({write.in_scope}) FROM {ref}", write.params
+            )
+            return int(found[0][0]), int(found[0][1])
+
+        # a WHERE (not a FILTER) lets DuckDB skip row groups by the date column's min/max: a new
+        # partition costs no scan of the table
+        scope_before = int(
+            _exec(con, f"SELECT count(*) FROM {ref} WHERE {write.in_scope}", write.params)[0][0]
+        )
+        if scope_before and not deduplicated:
+            # an upsert would silently keep one of two rows with the same key: dedupe first
+            rows, dropped = dedupe_by_key(rows, spec.key)
+            deduplicated = True
+        data = encode_rows(rows, plan)
+        n = data.num_rows
+        if n and not scope_before:
+            # nothing to replace (a new partition): a plain INSERT, lighter than an upsert
+            try:
+                self._insert(con, spec, plan, data, stamp)
+            except duckdb.ConstraintException as exc:
+                if not deduplicated:
+                    raise _KeyConflict from exc  # duplicates in the rows, or a key outside
+                raise ValueError(f"some {write.outside_message}: {exc}") from exc
+        elif n:
+            total_before = int(_exec(con, f"SELECT count(*) FROM {ref}")[0][0])
+            self._upsert(con, spec, plan, data, stamp, is_snapshot=False)
+            total_after, scope_after = counts()
+            matched_in_scope = scope_before + n - scope_after
+            moved = total_before + n - total_after - matched_in_scope
+            if moved:  # raising rolls the upsert back
+                raise ValueError(f"{moved} {write.outside_message}")
+        if self._between_delete_and_insert is not None:
+            self._between_delete_and_insert()
+        if scope_before:
+            _exec(
+                con,
+                f"DELETE FROM {ref} WHERE {write.in_scope} AND ({q(LOADED_AT)} IS DISTINCT FROM $loaded_at "
+                f"OR {q(RUN_ID)} IS DISTINCT FROM $run_id)",
+                {**write.params, "loaded_at": stamp.loaded_at, "run_id": stamp.run_id},
+            )
         return WriteResult(
             table=spec.name,
             rows_written=n,

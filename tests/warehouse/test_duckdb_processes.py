@@ -16,6 +16,7 @@ from resources.warehouse.base import WarehouseLockTimeout
 from resources.warehouse.duckdb import DuckDBWarehouse
 from tests.warehouse import _workers
 from tests.warehouse.helpers import D1, D2, MENTIONS, mention_rows, scope
+from tests.warehouse.legacy import KeyedDuckDBWarehouse
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -109,9 +110,9 @@ def test_read_only_handle_reads_and_refuses_writes(tmp_path: Path) -> None:
 
 
 def test_upserts_in_slices_give_the_same_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A re-run (the upsert path) and a snapshot larger than one slice land every row once."""
+    """A re-run on a table with a key index (the upsert path) lands every row once."""
     monkeypatch.setattr(duckdb_module, "UPSERT_BATCH_ROWS", 3)
-    wh = DuckDBWarehouse(tmp_path / "wh.duckdb", "vis")
+    wh = KeyedDuckDBWarehouse(tmp_path / "wh.duckdb", "vis")
     rows = mention_rows("b1", [D1], per_cell=5)
     wh.replace_partitions(MENTIONS, rows, scope(("b1",), D1, D2), "run-1")
     renamed = mention_rows("b1", [D1], per_cell=4, name="Again")

@@ -64,7 +64,9 @@ def test_ensure_table_creates_typed_columns_key_and_comments(case: Case) -> None
     }[case.engine]
     assert {k: types[k] for k in expected} == expected
     assert IS_CURRENT not in types  # snapshot-only columns
-    assert case.primary_key("mentions") == ["id"]
+    # DuckDB partitioned tables do without the key index (its memory grows with the table);
+    # the writer keeps keys unique there (test_keys_landed_outside_the_scope_are_refused_not_moved)
+    assert case.primary_key("mentions") == (["id"] if case.keyed_partitions else [])
     comments = case.comments("mentions")
     assert comments[None] == MENTIONS.description
     for col in MENTIONS.columns:
