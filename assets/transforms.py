@@ -203,11 +203,22 @@ def rows_to_table(spec: TableSpec, rows: Sequence[Row]) -> pa.Table:
 
 
 def concat(spec: TableSpec, parts: Iterable[pa.Table]) -> pa.Table:
-    """Concatenate parts whose extra columns may differ (missing ones become null)."""
+    """Concatenate parts whose extra columns may differ (missing ones become null), contiguously.
+
+    A spool's rows come back as thousands of small batches, and engines load a fragmented table
+    poorly: DuckDB needed 177 MB more to insert a week of mentions (28 MB of Arrow) in 1,500 pieces,
+    78 MB in one. One copy of the rows costs less.
+    """
     tables = [t for t in parts if t.num_rows or t.num_columns > len(spec.columns)]
     if not tables:
         return spec.arrow_schema.empty_table()
-    return pa.concat_tables(tables, promote_options="permissive")
+    table = pa.concat_tables(tables, promote_options="permissive")
+    if len(tables) == 1:
+        return table
+    try:
+        return table.combine_chunks()
+    except pa.ArrowInvalid:  # a string column past Arrow's 2 GiB offsets: keep the pieces
+        return table
 
 
 # ---------------------------------------------------------------------------------------------

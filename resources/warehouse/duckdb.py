@@ -479,7 +479,9 @@ class DuckDBWarehouse(Warehouse):
                 # after the delete, any row left with one of these keys lies outside the scope
                 with self._registered(con, data.select(list(spec.key))) as keys:
                     on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in spec.key)
-                    clash = int(_exec(con, f"SELECT count(*) FROM {write.ref} t JOIN {keys} s ON {on}")[0][0])
+                    clash = int(
+                        _exec(con, f"SELECT count(*) FROM {write.ref} t SEMI JOIN {keys} s ON {on}")[0][0]
+                    )
                 if clash:  # raising rolls the delete back
                     raise ValueError(f"{clash} {write.outside_message}")
             if data.num_rows:

@@ -180,6 +180,13 @@ def test_concat_tolerates_parts_with_different_extra_columns() -> None:
     assert table.num_rows == 2 and table.column("x").to_pylist() == [1, None]
 
 
+def test_concat_lands_the_parts_in_one_contiguous_piece_in_order() -> None:
+    parts = [mentions_table([mention(i)], "b1") for i in range(50)]
+    table = concat(T.PROMPT_MENTIONS, parts)
+    assert {table.column(name).num_chunks for name in table.column_names} == {1}
+    assert table.column("id").to_pylist() == pa.concat_tables(parts).column("id").to_pylist()
+
+
 def test_filter_cells_handles_engines_with_different_dates() -> None:
     rows = [
         mention(1, "2024-03-01", "chatgpt"),
