@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from resources.warehouse import duckdb as duckdb_module
@@ -144,3 +145,28 @@ def test_the_current_view_works_when_the_schema_is_named_like_the_file(tmp_path:
     warehouse.upsert_snapshot(COMPETITORS, rows, "run-1", None)
     view = warehouse.table_ref("competitors_current")
     assert warehouse.query(f"SELECT id FROM {view}").to_pylist() == [{"id": "x"}]
+
+
+def test_a_keyed_table_of_an_earlier_version_moves_over_as_operations_md_says(tmp_path: Path) -> None:
+    """docs/OPERATIONS.md: recreating the table drops the key index; later writes take the
+    delete + insert path and the rows stay as they were."""
+    path = tmp_path / "wh.duckdb"
+    KeyedDuckDBWarehouse(path, "vis").replace_partitions(
+        MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1"
+    )
+    wh = DuckDBWarehouse(path, "vis")
+    before = wh.query('SELECT * FROM "vis"."mentions" ORDER BY id').to_pylist()
+    with duckdb.connect(str(path)) as con:
+        con.execute('CREATE OR REPLACE TABLE "vis"."mentions" AS SELECT * FROM "vis"."mentions"').fetchall()
+    assert wh.query('SELECT * FROM "vis"."mentions" ORDER BY id').to_pylist() == before
+    result = wh.replace_partitions(
+        MENTIONS, mention_rows("b1", [D1], name="Again"), scope(("b1",), D1, D2), "run-2"
+    )
+    assert (result.rows_written, result.rows_deleted) == (4, 4)
+    keys = wh.query(
+        "SELECT count(*) AS n FROM duckdb_constraints() WHERE table_name = 'mentions' "
+        "AND constraint_type = 'PRIMARY KEY'"
+    ).to_pylist()
+    assert keys == [{"n": 0}]
+    landed = wh.query('SELECT DISTINCT brand_name FROM "vis"."mentions"').to_pylist()
+    assert landed == [{"brand_name": "Again"}]
