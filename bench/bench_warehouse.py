@@ -30,6 +30,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -401,6 +402,8 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "RESULTS.md")
     parser.add_argument("--no-write", action="store_true", help="print the figures only")
     args = parser.parse_args()
+    # a stopped benchmark (kill, timeout) still stops the Postgres server it started
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     arrow_bytes = mention_rows(args.rows).nbytes
     print(f"{args.rows:,} rows, Arrow size {_mb(arrow_bytes)}")
