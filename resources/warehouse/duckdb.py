@@ -12,7 +12,7 @@ meanwhile. The file lock is then held for the whole session: meant for the landi
 in the single-slot writer pool, not for long-lived handles.
 
 Partitioned tables carry no primary-key index; snapshot tables do (their upserts need it). The key
-index (an ART) lives in memory as the table grows: a 30-day backfill's landing process held twice
+index (an ART) lives in memory as the table grows: a 30-day backfill's landing process held 1.66x
 what a 10-day one did. Without it, a partition replace is a delete plus an insert, and keys stay
 unique because every write is deduplicated and refuses a key that exists outside its scope (the
 ``keys_unique`` asset checks verify it too). Partitioned tables created with the index by earlier
