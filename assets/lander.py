@@ -36,7 +36,7 @@ def _land_in_worker(
     from resources.warehouse.resource import WarehouseResource
 
     try:
-        with WarehouseResource(**warehouse_config).get_warehouse() as warehouse:
+        with WarehouseResource(**warehouse_config).get_warehouse(landing=True) as warehouse:
             return land(warehouse, ALL_TABLES[table], outcome, run_id)
     except Exception as exc:
         try:

@@ -18,12 +18,21 @@ unique because every write is deduplicated and refuses a key that exists outside
 ``keys_unique`` asset checks verify it too). Partitioned tables created with the index by earlier
 versions keep it and the upsert path; to drop it, recreate the table
 (``CREATE OR REPLACE TABLE t AS SELECT * FROM t`` keeps the rows and drops the constraint).
+
+``memory_limit`` gives a handle's connections a DuckDB memory budget (the landing worker's:
+:class:`~resources.warehouse.resource.WarehouseResource`). DuckDB otherwise keeps what it reads
+cached up to 80% of RAM until the connection closes, and the checkpoint that ends each write merges
+the table's partial row groups: both grew with the table, so a landing process took more memory
+the longer the backfill. Within a budget DuckDB evicts and spills instead. A write that does not fit
+the budget is retried once without it, and so is the checkpoint.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
+import re
 import threading
 import time
 import uuid
@@ -70,6 +79,13 @@ from resources.warehouse.types import duckdb_type, from_duckdb_type, sql_type_or
 q = quote_identifier
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 600.0
+#: the smallest ``memory_limit`` accepted: below it DuckDB fails ordinary chunk writes
+MIN_MEMORY_LIMIT_BYTES = 32 * 1000**2
+_MEMORY_UNITS = {"kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
+_MEMORY_UNITS |= {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b)\s*$", re.IGNORECASE)
+
+log = logging.getLogger(__name__)
 #: rows per ON CONFLICT statement (DuckDB's row-group size)
 UPSERT_BATCH_ROWS = 122_880
 
@@ -87,6 +103,19 @@ def _process_lock(path: Path) -> threading.RLock:
 def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
     """Execute and drain: DuckDB 2 refuses new work on a connection with an unfinished result."""
     return con.execute(sql, params).fetchall()
+
+
+def parse_memory_limit(value: str) -> int:
+    """Bytes of a DuckDB memory size (``64MB``, ``1GiB``); ``ValueError`` if unreadable or too small."""
+    match = _MEMORY_RE.match(value)
+    if match is None:
+        raise ValueError(
+            f"{value!r} is not a memory size such as 64MB or 1GiB (units: KB, MB, GB, TB, KiB ... TiB)"
+        )
+    size = int(float(match[1]) * _MEMORY_UNITS[match[2].lower()])
+    if size < MIN_MEMORY_LIMIT_BYTES:
+        raise ValueError(f"{value!r} is below the smallest DuckDB budget a write needs (32MB)")
+    return size
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -205,6 +234,7 @@ class DuckDBWarehouse(Warehouse):
         *,
         read_only: bool = False,
         lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
+        memory_limit: str | None = None,
     ) -> None:
         path = Path(path)
         if str(path) in ("", ":memory:"):
@@ -216,6 +246,10 @@ class DuckDBWarehouse(Warehouse):
         self.schema = schema
         self.read_only = read_only
         self.lock_timeout_seconds = lock_timeout_seconds
+        if memory_limit is not None:
+            parse_memory_limit(memory_limit)
+        #: DuckDB's memory budget for this handle's connections (module doc); None: DuckDB's default
+        self.memory_limit = memory_limit
         #: test-only fault hook, called inside the transaction after the delete, before the insert
         self._between_delete_and_insert: Callable[[], None] | None = None
         self._local = threading.local()  # .session: this thread's open _Session, if any
@@ -233,7 +267,8 @@ class DuckDBWarehouse(Warehouse):
 
     def __repr__(self) -> str:
         mode = "read-only" if self.read_only else "read-write"
-        return f"DuckDBWarehouse(path={str(self.path)!r}, schema={self.schema!r}, {mode})"
+        budget = f", memory_limit={self.memory_limit!r}" if self.memory_limit else ""
+        return f"DuckDBWarehouse(path={str(self.path)!r}, schema={self.schema!r}, {mode}{budget})"
 
     # --- connections ------------------------------------------------------------------------------
 
@@ -288,6 +323,8 @@ class DuckDBWarehouse(Warehouse):
             con = self._open(read_only=read_only)
             try:
                 yield con
+                if self._budgeted and not read_only:
+                    self._checkpoint(con)
             finally:
                 con.close()
         finally:
@@ -303,7 +340,43 @@ class DuckDBWarehouse(Warehouse):
                 raise
             con = connect_with_lock_wait(self.path, read_only=False, timeout=self.lock_timeout_seconds)
         _exec(con, "SET enable_progress_bar = false")  # no progress bars in run logs
+        if self._budgeted:
+            _exec(con, f"SET memory_limit = {quote_literal(str(self.memory_limit))}")
         return con
+
+    @property
+    def _budgeted(self) -> bool:
+        """Whether this thread's connections run within ``memory_limit`` now."""
+        return self.memory_limit is not None and not getattr(self._local, "unbudgeted", False)
+
+    @contextmanager
+    def _without_budget(self) -> Iterator[None]:
+        """This thread's connections (an open session's too) use DuckDB's default memory limit."""
+        session = self._session()
+        self._local.unbudgeted = True
+        if session is not None:
+            _exec(session.con, "RESET memory_limit")
+        try:
+            yield
+        finally:
+            self._local.unbudgeted = False
+            if session is not None and self.memory_limit is not None:
+                # DuckDB refuses a limit below what it holds now: the session then goes on without
+                with contextlib.suppress(duckdb.OutOfMemoryException):
+                    _exec(session.con, f"SET memory_limit = {quote_literal(self.memory_limit)}")
+
+    def _checkpoint(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Checkpoint before closing, within the budget if it can (closing would, without one)."""
+        try:
+            _exec(con, "CHECKPOINT")
+        except duckdb.OutOfMemoryException:
+            log.warning(
+                "DuckDB checkpoint of %s exceeded memory_limit=%s; retried without it",
+                self.path,
+                self.memory_limit,
+            )
+            _exec(con, "RESET memory_limit")
+            _exec(con, "CHECKPOINT")
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -447,6 +520,23 @@ class DuckDBWarehouse(Warehouse):
         (by earlier versions) keep the upsert path of :meth:`_replace_indexed`.
         """
         check_partition_write(spec, rows, scope, run_id)  # the stamp is taken inside the transaction
+        if not self._budgeted:
+            return self._replace_deduplicating(spec, rows, scope, run_id)
+        try:
+            return self._replace_deduplicating(spec, rows, scope, run_id)
+        except duckdb.OutOfMemoryException:  # rolled back: nothing was written
+            log.warning(
+                "DuckDB write of %d rows into %s exceeded memory_limit=%s; retried without it",
+                rows.num_rows,
+                spec.name,
+                self.memory_limit,
+            )
+        with self._without_budget():
+            return self._replace_deduplicating(spec, rows, scope, run_id)
+
+    def _replace_deduplicating(
+        self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
+    ) -> WriteResult:
         try:
             return self._replace(spec, rows, scope, run_id, deduplicated=False)
         except _KeyConflict:

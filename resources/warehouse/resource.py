@@ -22,6 +22,8 @@ WAREHOUSE_SETTING = "VISIBILITY_WAREHOUSE"
 SCHEMA_SETTING = "VISIBILITY_SCHEMA"
 DEFAULT_WAREHOUSE_URL = "duckdb:///data/visibility.duckdb"
 DEFAULT_SCHEMA = "visibility"
+#: measured in bench/: flat landing memory for any table size, about 10% slower chunk writes
+DEFAULT_LANDING_MEMORY_LIMIT = "64MB"
 _EXPECTED = "duckdb:///path/file.duckdb, postgresql://user:pass@host:port/db or bigquery://project/dataset"
 _SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -124,22 +126,55 @@ class WarehouseResource(ConfigurableResource):
         default=600.0,
         description="DuckDB only: how long a writer waits for another process's write lock.",
     )
+    duckdb_landing_memory_limit: str = Field(
+        default=DEFAULT_LANDING_MEMORY_LIMIT,
+        description="DuckDB only: memory budget of the connections that land partitioned tables "
+        "(DuckDB's memory_limit, e.g. 64MB or 1GiB; at least 32MB). It keeps the landing process's "
+        "memory flat however large the tables grow; a write that does not fit is retried without "
+        "it. Empty: DuckDB's default (80% of RAM).",
+    )
 
     def settings(self) -> dict[str, Any]:
         """The resolved settings, to rebuild this resource in another process (they hold the URL,
         so a password: never log them)."""
+        if self._is_duckdb:
+            self._landing_memory_limit()  # a bad value fails here, at the start of a step
         return {
             "url": self.url,
             "schema_name": self.schema_name,
             "lock_timeout_seconds": self.lock_timeout_seconds,
+            "duckdb_landing_memory_limit": self.duckdb_landing_memory_limit,
         }
 
-    def get_warehouse(self) -> Warehouse:
-        """A new warehouse handle; close it (or use it as a context manager) when done."""
+    def get_warehouse(self, *, landing: bool = False) -> Warehouse:
+        """A new warehouse handle; close it (or use it as a context manager) when done.
+
+        ``landing``: the handle lands partitioned tables in the landing worker, so DuckDB's
+        connections get ``duckdb_landing_memory_limit``. Other handles keep DuckDB's default: a
+        snapshot upsert maintains a key index, which needs memory in proportion to its rows.
+        """
         options: dict[str, Any] = {}
-        if self.url.strip().lower().startswith("duckdb:"):
+        if self._is_duckdb:
             options["lock_timeout_seconds"] = self.lock_timeout_seconds
+            if landing:
+                options["memory_limit"] = self._landing_memory_limit()
         return warehouse_from_url(self.url, self.schema_name, **options)
+
+    @property
+    def _is_duckdb(self) -> bool:
+        return self.url.strip().lower().startswith("duckdb:")
+
+    def _landing_memory_limit(self) -> str | None:
+        from resources.warehouse.duckdb import parse_memory_limit
+
+        value = self.duckdb_landing_memory_limit.strip()
+        if not value:
+            return None
+        try:
+            parse_memory_limit(value)
+        except ValueError as exc:
+            raise WarehouseConfigError(f"duckdb_landing_memory_limit: {exc}") from None
+        return value
 
     def __repr__(self) -> str:
         return f"WarehouseResource(url={redact_url(self.url)!r}, schema_name={self.schema_name!r})"
