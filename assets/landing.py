@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from assets.planning import ALL, Box, Call, Plan, Window, expected_requests
 from assets.prefetch import StopSignal
 from assets.spool import DateSpool, bucket_windows
-from assets.transforms import concat, filter_cells, select_box
+from assets.transforms import concat, filter_cells, keep_rows, select_box
 from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
 from resources.warehouse.base import PartitionScope, TableSpec, Warehouse, WriteResult
@@ -148,7 +148,7 @@ def _of_scope(spec: TableSpec, rows: pa.Table, scope: PartitionScope) -> pa.Tabl
         pc.is_in(rows[spec.brand_column], value_set=brands),
         pc.is_in(rows[spec.engine_column], value_set=engines),
     )
-    return rows.filter(pc.fill_null(mask, False))
+    return keep_rows(rows, mask)
 
 
 def land(warehouse: Warehouse, spec: TableSpec, outcome: FetchOutcome, run_id: str) -> list[WriteResult]:

@@ -339,6 +339,15 @@ def rollup_engine(engine: str | None) -> str:
 # splitting by partition
 
 
+def keep_rows(table: pa.Table, mask: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """``table.filter(mask)`` (null counts as false), but the table itself when every row is kept:
+    Arrow's filter copies the rows even then, and landing filters each chunk twice."""
+    mask = pc.fill_null(mask, False)
+    if pc.all(mask).as_py() is not False:
+        return table
+    return table.filter(mask)
+
+
 def _cell_mask(table: pa.Table, date_column: str, cells: frozenset[Cell] | set[Cell]) -> pa.Array:
     """Engines that share a date set are tested together: a rectangular run is two ``is_in``."""
     dates_by_engine: dict[str, set[dt.date]] = {}
@@ -362,7 +371,7 @@ def filter_cells(table: pa.Table, date_column: str, cells: frozenset[Cell] | set
     """Keep the rows of the run's ``(date, engine)`` cells (drops hull days and other engines)."""
     if table.num_rows == 0:
         return table
-    return table.filter(_cell_mask(table, date_column, cells))
+    return keep_rows(table, _cell_mask(table, date_column, cells))
 
 
 def select_box(table: pa.Table, date_column: str, box: Box) -> pa.Table:
@@ -377,4 +386,4 @@ def select_box(table: pa.Table, date_column: str, box: Box) -> pa.Table:
         ),
         pc.is_in(table["engine"], value_set=pa.array(list(box.engines), type=pa.string())),
     )
-    return table.filter(pc.fill_null(mask, False))
+    return keep_rows(table, mask)

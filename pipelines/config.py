@@ -90,6 +90,22 @@ def start_date_from_env(env: Mapping[str, str] | None = None, *, today: dt.date 
     return (today or dt.date.today()) - dt.timedelta(days=DEFAULT_HISTORY_DAYS)
 
 
+def duckdb_memory_limit_from_env(env: Mapping[str, str] | None = None) -> str:
+    """The DuckDB memory budget of the landing worker's connections (``64MB``, ``1GiB``)."""
+    from resources.warehouse.duckdb import parse_memory_limit
+    from resources.warehouse.resource import DEFAULT_LANDING_MEMORY_LIMIT
+
+    env = os.environ if env is None else env
+    raw = env.get("VISIBILITY_DUCKDB_MEMORY_LIMIT", "").strip()
+    if not raw:
+        return DEFAULT_LANDING_MEMORY_LIMIT
+    try:
+        parse_memory_limit(raw)
+    except ValueError as exc:
+        raise ConfigError(f"VISIBILITY_DUCKDB_MEMORY_LIMIT: {exc}") from None
+    return raw
+
+
 def lookback_days_from_env(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     raw = env.get("VISIBILITY_LOOKBACK_DAYS", "").strip()
@@ -106,13 +122,15 @@ class Settings:
     schema_name: str
     start_date: dt.date
     lookback_days: int
+    duckdb_memory_limit: str
 
     def __repr__(self) -> str:
         return (
             f"Settings(api_url={_redacted(self.api_url)!r}, "
             f"api_key={'<set>' if self.api_key else None!r}, "
             f"warehouse_url={_redacted(self.warehouse_url)!r}, schema_name={self.schema_name!r}, "
-            f"start_date={self.start_date!r}, lookback_days={self.lookback_days!r})"
+            f"start_date={self.start_date!r}, lookback_days={self.lookback_days!r}, "
+            f"duckdb_memory_limit={self.duckdb_memory_limit!r})"
         )
 
     def require_api(self) -> tuple[str, str]:
@@ -164,6 +182,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, today: dt.date | None
     _validated_warehouse(warehouse_url, schema_name)
     start_date = start_date_from_env(env, today=today)
     lookback_days = lookback_days_from_env(env)
+    duckdb_memory_limit = duckdb_memory_limit_from_env(env)
     return Settings(
         api_url=api_url,
         api_key=api_key,
@@ -171,4 +190,5 @@ def load_settings(env: Mapping[str, str] | None = None, *, today: dt.date | None
         schema_name=schema_name,
         start_date=start_date,
         lookback_days=lookback_days,
+        duckdb_memory_limit=duckdb_memory_limit,
     )

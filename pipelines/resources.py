@@ -31,6 +31,8 @@ def build_resources(settings: Settings) -> dict[str, Any]:
             api_key=EnvVar("VISIBILITY_API_KEY"),
         ),
         "warehouse": WarehouseResource(
-            url=_from_env("VISIBILITY_WAREHOUSE", settings.warehouse_url), schema_name=settings.schema_name
+            url=_from_env("VISIBILITY_WAREHOUSE", settings.warehouse_url),
+            schema_name=settings.schema_name,
+            duckdb_landing_memory_limit=settings.duckdb_memory_limit,
         ),
     }

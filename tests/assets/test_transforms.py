@@ -19,6 +19,7 @@ from assets.transforms import (
     competitor_trend_table,
     concat,
     filter_cells,
+    keep_rows,
     mentions_table,
     rows_to_table,
     select_box,
@@ -185,6 +186,15 @@ def test_concat_lands_the_parts_in_one_contiguous_piece_in_order() -> None:
     table = concat(T.PROMPT_MENTIONS, parts)
     assert {table.column(name).num_chunks for name in table.column_names} == {1}
     assert table.column("id").to_pylist() == pa.concat_tables(parts).column("id").to_pylist()
+
+
+def test_keep_rows_returns_the_table_itself_when_every_row_is_kept() -> None:
+    table = mentions_table([mention(1), mention(2)], "b1")
+    assert keep_rows(table, pa.array([True, True])) is table  # no copy of the rows
+    assert keep_rows(table, pa.array([True, None])).column("id").to_pylist() == ["m1"]  # null drops
+    assert keep_rows(table, pa.array([False, True])).column("id").to_pylist() == ["m2"]
+    empty = table.slice(0, 0)
+    assert keep_rows(empty, pa.array([], pa.bool_())) is empty
 
 
 def test_filter_cells_handles_engines_with_different_dates() -> None:

@@ -56,6 +56,16 @@ def test_settings_errors_name_the_variable() -> None:
         load_settings({"VISIBILITY_START_DATE": "01/02/2026"})
     with pytest.raises(ConfigError, match="VISIBILITY_API_URL"):
         load_settings({"VISIBILITY_API_URL": "ftp://x"})
+    with pytest.raises(ConfigError, match="VISIBILITY_DUCKDB_MEMORY_LIMIT: '64'"):
+        load_settings({"VISIBILITY_DUCKDB_MEMORY_LIMIT": "64"})
+
+
+def test_the_duckdb_memory_budget_reaches_the_warehouse_resource() -> None:
+    from pipelines.resources import build_resources
+
+    assert load_settings({}).duckdb_memory_limit == "64MB"
+    settings = load_settings({"VISIBILITY_DUCKDB_MEMORY_LIMIT": "1GiB"})
+    assert build_resources(settings)["warehouse"].duckdb_landing_memory_limit == "1GiB"
 
 
 def test_the_key_never_shows_in_the_settings_repr() -> None:
