@@ -92,18 +92,20 @@ def start_date_from_env(env: Mapping[str, str] | None = None, *, today: dt.date 
 
 def duckdb_memory_limit_from_env(env: Mapping[str, str] | None = None) -> str:
     """The DuckDB memory budget of the landing worker's connections (``64MB``, ``1GiB``)."""
-    from resources.warehouse.duckdb import parse_memory_limit
-    from resources.warehouse.resource import DEFAULT_LANDING_MEMORY_LIMIT
+    from resources.warehouse.resource import (
+        DEFAULT_LANDING_MEMORY_LIMIT,
+        WarehouseConfigError,
+        validate_memory_limit,
+    )
 
     env = os.environ if env is None else env
-    raw = env.get("VISIBILITY_DUCKDB_MEMORY_LIMIT", "").strip()
-    if not raw:
-        return DEFAULT_LANDING_MEMORY_LIMIT
     try:
-        parse_memory_limit(raw)
-    except ValueError as exc:
-        raise ConfigError(f"VISIBILITY_DUCKDB_MEMORY_LIMIT: {exc}") from None
-    return raw
+        value = validate_memory_limit(
+            env.get("VISIBILITY_DUCKDB_MEMORY_LIMIT", ""), "VISIBILITY_DUCKDB_MEMORY_LIMIT"
+        )
+    except WarehouseConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    return value or DEFAULT_LANDING_MEMORY_LIMIT
 
 
 def lookback_days_from_env(env: Mapping[str, str] | None = None) -> int:

@@ -76,6 +76,20 @@ def bigquery_target(url: str) -> tuple[str, str]:
     return parts.netloc, dataset
 
 
+def validate_memory_limit(value: str, setting: str) -> str | None:
+    """A DuckDB memory size (``64MB``, ``1GiB``), stripped; None when empty; errors name ``setting``."""
+    from resources.warehouse.duckdb import parse_memory_limit
+
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        parse_memory_limit(value)
+    except ValueError as exc:
+        raise WarehouseConfigError(f"{setting}: {exc}") from None
+    return value
+
+
 def warehouse_from_url(url: str, schema: str = DEFAULT_SCHEMA, **options: Any) -> Warehouse:
     """The warehouse a URL names. Validates everything first; opens no connection.
 
@@ -165,16 +179,7 @@ class WarehouseResource(ConfigurableResource):
         return self.url.strip().lower().startswith("duckdb:")
 
     def _landing_memory_limit(self) -> str | None:
-        from resources.warehouse.duckdb import parse_memory_limit
-
-        value = self.duckdb_landing_memory_limit.strip()
-        if not value:
-            return None
-        try:
-            parse_memory_limit(value)
-        except ValueError as exc:
-            raise WarehouseConfigError(f"duckdb_landing_memory_limit: {exc}") from None
-        return value
+        return validate_memory_limit(self.duckdb_landing_memory_limit, "duckdb_landing_memory_limit")
 
     def __repr__(self) -> str:
         return f"WarehouseResource(url={redact_url(self.url)!r}, schema_name={self.schema_name!r})"
