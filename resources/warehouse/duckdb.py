@@ -24,7 +24,10 @@ versions keep it and the upsert path; to drop it, recreate the table
 cached up to 80% of RAM until the connection closes, and the checkpoint that ends each write merges
 the table's partial row groups: both grew with the table, so a landing process took more memory
 the longer the backfill. Within a budget DuckDB evicts and spills instead. A write that does not fit
-the budget is retried once without it, and so is the checkpoint.
+the budget is retried once without it. The checkpoint when a connection closes runs within the
+budget too; one that does not fit leaves the committed writes in the WAL file (every reader sees
+them) for the next checkpoint to fold in. (An explicit ``CHECKPOINT`` would fail the same way with
+a fatal error that ends the database instance: closing is the safe place.)
 """
 
 from __future__ import annotations
@@ -85,9 +88,10 @@ _MEMORY_UNITS = {"kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
 _MEMORY_UNITS |= {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 _MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b)\s*$", re.IGNORECASE)
 
-log = logging.getLogger(__name__)
 #: rows per ON CONFLICT statement (DuckDB's row-group size)
 UPSERT_BATCH_ROWS = 122_880
+
+log = logging.getLogger(__name__)
 
 # One DuckDB database instance per file per process: writes from threads of one process take turns.
 # Reentrant: a thread holding a session may still write through another handle on the same file.
@@ -323,8 +327,6 @@ class DuckDBWarehouse(Warehouse):
             con = self._open(read_only=read_only)
             try:
                 yield con
-                if self._budgeted and not read_only:
-                    self._checkpoint(con)
             finally:
                 con.close()
         finally:
@@ -364,19 +366,6 @@ class DuckDBWarehouse(Warehouse):
                 # DuckDB refuses a limit below what it holds now: the session then goes on without
                 with contextlib.suppress(duckdb.OutOfMemoryException):
                     _exec(session.con, f"SET memory_limit = {quote_literal(self.memory_limit)}")
-
-    def _checkpoint(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Checkpoint before closing, within the budget if it can (closing would, without one)."""
-        try:
-            _exec(con, "CHECKPOINT")
-        except duckdb.OutOfMemoryException:
-            log.warning(
-                "DuckDB checkpoint of %s exceeded memory_limit=%s; retried without it",
-                self.path,
-                self.memory_limit,
-            )
-            _exec(con, "RESET memory_limit")
-            _exec(con, "CHECKPOINT")
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from resources.warehouse.duckdb import DuckDBWarehouse, parse_memory_limit
@@ -86,3 +87,26 @@ def test_a_bad_budget_fails_when_the_step_starts_naming_the_setting(tmp_path: Pa
     # a DuckDB-only setting: other warehouses ignore it
     postgres = WarehouseResource(url="postgresql://u@h:5432/db", duckdb_landing_memory_limit="lots")
     assert postgres.settings()["url"] == "postgresql://u@h:5432/db"
+
+
+def test_a_checkpoint_beyond_the_budget_loses_no_committed_write(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    warehouse = DuckDBWarehouse(path, memory_limit="32MB")
+    rows = mention_rows("b1", [D1, D2], per_cell=50)
+    with warehouse.session():
+        warehouse.replace_partitions(MENTIONS, rows, scope(("b1",), D1, D3), "run-1")
+        session = warehouse._session()
+        assert session is not None
+        try:  # too small to checkpoint in
+            _ = session.con.execute("SET memory_limit = '1MB'").fetchall()
+        except duckdb.OutOfMemoryException:
+            pytest.skip("this DuckDB holds more than 1MB after the write: no way to starve its checkpoint")
+    if not path.with_name("w.duckdb.wal").exists():
+        pytest.skip("this DuckDB checkpointed within 1MB: nothing to prove")
+    reader = DuckDBWarehouse.open_read_only(path)
+    count = f"SELECT count(*) AS n FROM {reader.table_ref('mentions')}"
+    assert reader.query(count).column("n")[0].as_py() == rows.num_rows
+    more = mention_rows("b2", [D1], per_cell=10)
+    warehouse.replace_partitions(MENTIONS, more, scope(("b2",), D1, D2), "run-2")
+    assert not path.with_name("w.duckdb.wal").exists()  # folded in by the next checkpoint
+    assert reader.query(count).column("n")[0].as_py() == rows.num_rows + more.num_rows
