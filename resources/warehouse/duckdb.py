@@ -343,8 +343,12 @@ class DuckDBWarehouse(Warehouse):
             con = connect_with_lock_wait(self.path, read_only=False, timeout=self.lock_timeout_seconds)
         _exec(con, "SET enable_progress_bar = false")  # no progress bars in run logs
         if self._budgeted:
-            _exec(con, f"SET memory_limit = {quote_literal(str(self.memory_limit))}")
+            self._apply_budget(con)
         return con
+
+    def _apply_budget(self, con: duckdb.DuckDBPyConnection) -> None:
+        assert self.memory_limit is not None
+        _exec(con, f"SET memory_limit = {quote_literal(self.memory_limit)}")
 
     @property
     def _budgeted(self) -> bool:
@@ -365,7 +369,7 @@ class DuckDBWarehouse(Warehouse):
             if session is not None and self.memory_limit is not None:
                 # DuckDB refuses a limit below what it holds now: the session then goes on without
                 with contextlib.suppress(duckdb.OutOfMemoryException):
-                    _exec(session.con, f"SET memory_limit = {quote_literal(self.memory_limit)}")
+                    self._apply_budget(session.con)
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -509,11 +513,11 @@ class DuckDBWarehouse(Warehouse):
         (by earlier versions) keep the upsert path of :meth:`_replace_indexed`.
         """
         check_partition_write(spec, rows, scope, run_id)  # the stamp is taken inside the transaction
-        if not self._budgeted:
-            return self._replace_deduplicating(spec, rows, scope, run_id)
         try:
             return self._replace_deduplicating(spec, rows, scope, run_id)
         except duckdb.OutOfMemoryException:  # rolled back: nothing was written
+            if not self._budgeted:
+                raise
             log.warning(
                 "DuckDB write of %d rows into %s exceeded memory_limit=%s; retried without it",
                 rows.num_rows,
