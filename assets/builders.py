@@ -1,50 +1,48 @@
-"""Asset factories.
+"""Asset factories: one step per kind of table, so a sync is two steps, not one per table.
 
-* Snapshots: every table is a two-step graph asset, ``fetch_<table>`` in the ``visibility_api`` pool
-  (it spends the API's rate limit), then ``land_<table>`` in the ``duckdb_writer`` pool (DuckDB has a
-  single writer per file), handing over the rows as a small Arrow table.
-* Partitioned tables: one step per partitions definition (``sync_daily``, ``sync_rollups``) in the
-  ``visibility_api`` pool, computing one asset per table. It fetches the tables back to back in a
-  background thread and lands each (from its on-disk spool) while the next is fetched: a backfill is
-  rate-bound, and step hand-offs (landing, Dagster's pool re-polls, step process starts) would leave
-  the rate budget idle. Its writes wait on DuckDB's file lock, not on the writer pool.
+* Snapshots (``sync_snapshots``): brands, topics, prompts, tracked competitors and generations in
+  one step of the ``visibility_api`` pool. The brand listing, prompts and competitors are listed
+  once per sync (:class:`assets.discovery.Discovery`) and reused by the partitioned step.
+* Partitioned tables (``sync_daily``): every date x engine table in one step of the
+  ``visibility_api`` pool. It fetches the tables back to back in a background thread and lands each
+  (from its on-disk spool, in a worker process) while the next is fetched: a backfill is rate-bound,
+  and step hand-offs would leave the rate budget idle. The runs a UI backfill is split into share
+  one fetch per table (:mod:`assets.shared_fetch`), so a backfill costs the planner's requests once.
 
 Resources (keys shared with the sensors): ``api`` (``VisibilityAPIResource``) and ``warehouse``
 (``WarehouseResource``).
 """
 
+import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
     AssetExecutionContext,
-    AssetIn,
     AssetKey,
     AssetsDefinition,
     AssetSpec,
     BackfillPolicy,
-    In,
     MaterializeResult,
     MetadataValue,
-    OpDefinition,
-    OpExecutionContext,
-    Out,
     PartitionsDefinition,
     TableColumn,
     TableSchema,
-    graph_asset,
     multi_asset,
-    op,
 )
-from dagster import Nothing as DagsterNothing
+from dagster._core.storage.tags import BACKFILL_ID_TAG
 
 from assets import progress
-from assets.discovery import BrandScope, brand_filter, brand_inputs, discover_brands
+from assets.checks import CheckInputs, TableCheck, checks_of
+from assets.discovery import BrandScope, Discovery, brand_filter, brand_inputs, discovery_for, sync_id
 from assets.lander import Lander
 from assets.landing import (
     DEFAULT_DAYS_PER_WRITE,
@@ -57,6 +55,7 @@ from assets.landing import (
 from assets.partitions import parse_partition_keys
 from assets.planning import BrandInput, Cell, Plan, expected_requests
 from assets.prefetch import StopSignal, fetch_ahead
+from assets.shared_fetch import SharedFetches
 from assets.spool import DateSpool
 from resources.api.client import RequestStats, VisibilityClient
 from resources.warehouse.base import SnapshotScope, TableSpec, WriteResult
@@ -64,6 +63,8 @@ from resources.warehouse.base import SnapshotScope, TableSpec, WriteResult
 API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
 RESOURCE_KEYS = frozenset({"api", "warehouse"})
+#: Under the instance's storage directory: the fetches shared by the runs of a backfill.
+SHARED_FETCH_DIR = "visibility_shared_fetch"
 
 Planner = Callable[[set[Cell], list[BrandInput], Sequence[str]], Plan]
 
@@ -90,6 +91,8 @@ def _request_metadata(stats: RequestStats) -> dict[str, Any]:
         "retries": stats.total_retries,
         "retries_by_cause": MetadataValue.json(dict(sorted(stats.retries_by_cause.items()))),
         "wait_seconds": round(stats.wait_seconds, 3),
+        "errors_by_code": MetadataValue.json(stats.to_metadata()["errors_by_code"]),
+        "unknown_engine_rows": MetadataValue.json(dict(sorted(stats.unknown_engine_rows.items()))),
     }
 
 
@@ -115,9 +118,7 @@ def _notes_metadata(notes: dict[str, Any]) -> dict[str, Any]:
     return {k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v for k, v in notes.items()}
 
 
-def _log_progress(
-    context: OpExecutionContext | AssetExecutionContext, name: str
-) -> Callable[[int, int], None]:
+def _log_progress(context: AssetExecutionContext, name: str) -> Callable[[int, int], None]:
     step = {"next": 0.1}
 
     def on_progress(done: int, total: int) -> None:
@@ -127,6 +128,63 @@ def _log_progress(
             step["next"] = done / total + 0.1
 
     return on_progress
+
+
+class StepFailed(Exception):
+    """Tables of a step that could not be synced (the others were, and are reported)."""
+
+    def __init__(self, failures: Mapping[str, BaseException]) -> None:
+        self.failures = dict(failures)
+        detail = "; ".join(f"{table}: {type(exc).__name__}: {exc}" for table, exc in self.failures.items())
+        super().__init__(f"sync failed for {', '.join(self.failures)} ({detail})")
+
+
+#: Kept for callers of the earlier name.
+LandingFailed = StepFailed
+
+
+def _run_checks(
+    context: AssetExecutionContext, checks: Sequence[TableCheck], metadata: Mapping[str, Any] | None = None
+) -> Iterator[AssetCheckResult]:
+    """Evaluate the selected ``checks`` (of a table that just landed, or of a run of checks alone).
+
+    A check that cannot run (its query failed, the API did not answer) is a failed check, not a
+    failed step: the table it checks has landed either way.
+    """
+    from resources.api.errors import SyncCancelled
+
+    wanted = [c for c in checks if c.key in context.selected_asset_check_keys]
+    if not wanted:
+        return
+    with context.resources.warehouse.get_warehouse() as warehouse:
+        inputs = CheckInputs(warehouse, context.instance, context.run.tags, context.resources.api, metadata)
+        for check in wanted:
+            try:
+                result = check.run(inputs)
+            except SyncCancelled:
+                raise
+            except Exception as exc:
+                context.log.warning(f"{check.table}: check {check.name} could not run ({exc})")
+                result = AssetCheckResult(
+                    asset_key=check.key.asset_key,
+                    check_name=check.name,
+                    passed=False,
+                    severity=AssetCheckSeverity.ERROR,
+                    description=f"the check could not run: {type(exc).__name__}: {exc}",
+                )
+            yield result
+
+
+def _checks_alone(context: AssetExecutionContext, tables: Sequence[str]) -> list[TableCheck]:
+    """Selected checks whose table is not selected: a run of checks alone (the UI's "Execute checks")."""
+    return [c for c in checks_of(tables) if c.key.asset_key not in context.selected_asset_keys]
+
+
+def _raise_failures(failures: Mapping[str, BaseException]) -> None:
+    if len(failures) == 1:
+        raise next(iter(failures.values()))
+    if failures:
+        raise StepFailed(failures)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,17 +215,24 @@ def fetch_partitioned(
     client: VisibilityClient,
     asset: PartitionedAsset,
     cells: set[Cell],
-    only_brands: Sequence[str],
+    only: Sequence[str],
     on_progress: Callable[[int, int], None] | None = None,
     stop: StopSignal | None = None,
+    discovery: Discovery | None = None,
+    spool_parent: Path | None = None,
 ) -> FetchOutcome:
     """Discover the brands, plan the run, and spool its rows (no Dagster: reusable in benchmarks)."""
     started = time.monotonic()
-    scope: BrandScope = discover_brands(client, only_brands)
-    inputs = brand_inputs(client, scope, prompts=asset.needs_prompts, competitors=asset.needs_competitors)
+    listings = discovery or Discovery()
+    scope: BrandScope = listings.scope(client, only)
+    inputs = brand_inputs(
+        client, scope, prompts=asset.needs_prompts, competitors=asset.needs_competitors, discovery=listings
+    )
     plan = asset.planner(cells, inputs, asset.engine_order)
     assert asset.spec.date_column is not None
-    spool = DateSpool.create(asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name)
+    spool = DateSpool.create(
+        asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name, parent=spool_parent
+    )
     prompts_not_found: set[str] = set()
     try:
         not_found = fetch_to_spool(
@@ -235,13 +300,52 @@ def _landed_metadata(
     }
 
 
-class LandingFailed(Exception):
-    """Tables of the step whose rows could not be landed (the others landed and are reported)."""
+@dataclass
+class _Fetched:
+    """A fetch ready to land, and what to do with its spool once landed (or discarded)."""
 
-    def __init__(self, failures: Mapping[str, BaseException]) -> None:
-        self.failures = dict(failures)
-        detail = "; ".join(f"{table}: {type(exc).__name__}: {exc}" for table, exc in self.failures.items())
-        super().__init__(f"landing failed for {', '.join(self.failures)} ({detail})")
+    outcome: FetchOutcome
+    release: Callable[[bool], None]
+
+
+def backfill_targets(context: AssetExecutionContext, tables: Sequence[str]) -> dict[str, set[Cell]] | None:
+    """The cells of each table that the run's backfill targets, across all its runs (None: no backfill).
+
+    An asset backfill stores its target subset; a job backfill its partition names (every asset of
+    the job). Anything unreadable means no sharing: the run then fetches its own cells.
+    """
+    backfill_id = context.run.tags.get(BACKFILL_ID_TAG)
+    if not backfill_id:
+        return None
+    try:
+        backfill = context.instance.get_backfill(backfill_id)
+        if backfill is None:
+            return None
+        if backfill.is_asset_backfill:
+            data = backfill.get_asset_backfill_data(context.repository_def.asset_graph)
+            subset = data.target_subset
+            return {
+                table: parse_partition_keys(
+                    subset.get_partitions_subset(AssetKey(table)).get_partition_keys()
+                )
+                for table in tables
+                if AssetKey(table) in subset.asset_keys
+            }
+        if backfill.partition_names:
+            cells = parse_partition_keys(list(backfill.partition_names))
+            return dict.fromkeys(tables, cells)
+    except Exception as exc:  # never fail a run over an optimisation
+        context.log.warning(
+            f"backfill {backfill_id}: its target could not be read ({exc}); fetching own cells"
+        )
+    return None
+
+
+def shared_fetches(context: AssetExecutionContext) -> SharedFetches | None:
+    backfill_id = context.run.tags.get(BACKFILL_ID_TAG)
+    if not backfill_id:
+        return None
+    return SharedFetches(Path(context.instance.storage_directory()) / SHARED_FETCH_DIR, backfill_id)
 
 
 def build_partitioned_assets(
@@ -251,14 +355,17 @@ def build_partitioned_assets(
     group_name: str,
     description: str,
 ) -> AssetsDefinition:
-    """One step syncing several tables of a partitions definition: fetch one while landing another.
+    """One step syncing the tables of a partitions definition: fetch one while landing another.
 
-    Tables are fetched one after the other (one client budget, so the rate limit is spent
-    back to back) in the order given, in a background thread, while this step's thread lands the
-    table fetched before and stores its per-partition events. Only the last table's landing is not
-    hidden behind a fetch, so list the table with the longest fetch last. Each table is its own asset
-    (``can_subset``: the UI and the CLI may select any of them); a table whose landing fails does
-    not stop the others from landing, and the step then fails naming it.
+    Tables are fetched one after the other (one client budget, so the rate limit is spent back to
+    back) in the order given, in a background thread, while this step's thread lands the table
+    fetched before and stores its per-partition events. Only the last table's landing is not hidden
+    behind a fetch, so list the table with the longest fetch last. Each table is its own asset
+    (``can_subset``: the UI and the CLI may select any of them); a table whose landing fails does not
+    stop the others from landing, and the step then fails naming it.
+
+    In a run of a backfill, each table's fetch covers the whole backfill's cells and is shared with
+    the backfill's other runs (:mod:`assets.shared_fetch`); the run lands its own cells only.
     """
     partitions_def = assets[0].partitions_def
     assert all(a.partitions_def == partitions_def for a in assets), "one partitions definition per step"
@@ -279,6 +386,7 @@ def build_partitioned_assets(
     @multi_asset(
         name=name,
         specs=specs,
+        check_specs=[c.spec for c in checks_of(a.spec.name for a in assets)],
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.single_run(),
         can_subset=True,
@@ -286,160 +394,234 @@ def build_partitioned_assets(
         required_resource_keys=set(RESOURCE_KEYS),
         description=description,
     )
-    def sync(context: AssetExecutionContext) -> Iterator[MaterializeResult]:
+    def sync(context: AssetExecutionContext) -> Iterator[MaterializeResult | AssetCheckResult]:
+        yield from _run_checks(context, _checks_alone(context, [a.spec.name for a in assets]))
         selected = [a for key, a in by_key.items() if key in context.selected_asset_keys]
+        if not selected:
+            return
         cells = parse_partition_keys(context.partition_keys)
         only = brand_filter(context.run.tags)
         api = context.resources.api
+        discovery = discovery_for(sync_id(context.run_id, context.run.tags))
+        shared = shared_fetches(context)
+        targets = backfill_targets(context, [a.spec.name for a in selected]) if shared else None
 
-        def fetch(asset: PartitionedAsset, stop: StopSignal) -> FetchOutcome:
+        clients: list[VisibilityClient] = []
+
+        def cancel_fetch() -> None:
+            """The step is stopping (an interrupt) while a fetch runs: wake its waits now."""
+            for client in clients:
+                client.budget.cancel()
+
+        def fetch_own(
+            asset: PartitionedAsset, stop: StopSignal, spool_parent: Path | None = None
+        ) -> FetchOutcome:
             table = asset.spec.name
             with api.get_client() as client:  # own counters; the rate budget is the resource's
-                outcome = fetch_partitioned(client, asset, cells, only, _log_progress(context, table), stop)
+                clients[:] = [client]
+                outcome = fetch_partitioned(
+                    client,
+                    asset,
+                    cells_to_fetch(asset),
+                    only,
+                    _log_progress(context, table),
+                    stop,
+                    discovery,
+                    spool_parent,
+                )
             _log_fetch(context, table, outcome)
             return outcome
 
+        def cells_to_fetch(asset: PartitionedAsset) -> set[Cell]:
+            target = (targets or {}).get(asset.spec.name)
+            return cells | target if target else cells
+
+        def fetch(asset: PartitionedAsset, stop: StopSignal) -> _Fetched:
+            table = asset.spec.name
+            if shared is None or not (targets or {}).get(table):
+                outcome = fetch_own(asset, stop)
+                return _Fetched(outcome, lambda landed: outcome.spool.remove())
+            target = cells_to_fetch(asset)
+            with shared.claim(table, stop) as claim:
+                if claim.outcome is None or not cells <= claim.outcome.plan.cells:
+                    published = fetch_own(asset, stop, claim.directory)
+                    published.notes["fetched_by_run"] = context.run_id
+                    claim.publish(published)
+                    stats = published.stats
+                else:
+                    published = claim.outcome
+                    stats = RequestStats()
+                    context.log.info(
+                        f"{table}: landing {len(cells)} of the backfill's {len(published.plan.cells)} "
+                        f"partitions from the fetch of run {published.notes.get('fetched_by_run')}"
+                    )
+            own = dataclasses.replace(
+                published,
+                plan=published.plan.restricted_to(cells, asset.engine_order),
+                stats=stats,
+                notes=dict(published.notes),
+            )
+            return _Fetched(
+                own,
+                lambda landed: shared.landed(table, context.run_id, cells, target) if landed else None,
+            )
+
         failures: dict[str, BaseException] = {}
         lander = Lander(context.resources.warehouse.settings())
-        fetched = fetch_ahead(selected, fetch, discard=lambda o: o.spool.remove())
+        fetched = fetch_ahead(selected, fetch, discard=lambda f: f.release(False), on_stop=cancel_fetch)
         with lander, closing(fetched):
-            for asset, outcome in fetched:
-                table = asset.spec.name
+            for asset, item in fetched:
+                table, outcome = asset.spec.name, item.outcome
                 started = time.monotonic()
                 try:
                     results = lander.land(table, outcome, context.run_id)
                 except Exception as exc:  # the other tables still land; the step fails at the end
-                    context.log.error(
-                        f"{table}: landing failed ({exc}); chunks not yet written keep their old rows, "
-                        "a re-run of the range converges"
-                    )
+                    context.log.error(f"{table}: landing failed ({exc}); the table keeps its previous rows")
                     failures[table] = exc
+                    item.release(False)
                     continue
-                finally:
-                    outcome.spool.remove()
+                item.release(True)
                 landed = time.monotonic() - started
                 yield MaterializeResult(
                     asset_key=table, metadata=_landed_metadata(asset, outcome, results, landed)
                 )
-        if len(failures) == 1:
-            raise next(iter(failures.values()))
-        if failures:
-            raise LandingFailed(failures)
+                # while the next table is fetched
+                yield from _run_checks(context, checks_of([table]))
+        _raise_failures(failures)
 
     return sync
-
-
-def _lineage_in(upstream: str | None) -> dict[str, In]:
-    return {"upstream": In(DagsterNothing)} if upstream else {}
-
-
-def _graph_asset(
-    name: str, fetch: OpDefinition, land_rows: OpDefinition, upstream: str | None, **kwargs: Any
-) -> AssetsDefinition:
-    """fetch -> land as one asset; ``upstream`` (if any) is a lineage-only dependency."""
-    if upstream is None:
-
-        @graph_asset(name=name, **kwargs)
-        def without_upstream() -> Any:
-            return land_rows(fetch())
-
-        return without_upstream
-
-    @graph_asset(name=name, ins={"upstream": AssetIn(key=upstream, dagster_type=DagsterNothing)}, **kwargs)
-    def with_upstream(upstream: Any) -> Any:
-        return land_rows(fetch(upstream))
-
-    return with_upstream
 
 
 # ---------------------------------------------------------------------------------------------
 # snapshot assets
 
 
-@dataclass
-class SnapshotOutcome:
-    """Rows of a snapshot fetch and how far they may retire absent rows."""
-
-    table: pa.Table
-    scope: SnapshotScope | None
-    out_of_scope: list[str]
-    stats: RequestStats
-    notes: dict[str, Any] = field(default_factory=dict)
+#: ``(client, scope, notes, run tags, discovery) -> rows``. A per-brand fetch whose listing of a brand
+#: was truncated records it in ``notes["capped"]`` ({brand id: {rows, total_count}}): the rows absent
+#: from a truncated listing may still exist, so those brands are upserted but never retired.
+SnapshotFetch = Callable[
+    [VisibilityClient, BrandScope, dict[str, Any], Mapping[str, str], Discovery], pa.Table
+]
 
 
-#: ``(client, scope, notes, run tags) -> rows``. A per-brand fetch whose listing of a brand was
-#: truncated records it in ``notes["capped"]`` ({brand id: {rows, total_count}}): the rows absent from
-#: a truncated listing may still exist, so those brands are upserted but never retired.
-SnapshotFetch = Callable[[VisibilityClient, BrandScope, dict[str, Any], Mapping[str, str]], pa.Table]
+@dataclass(frozen=True)
+class SnapshotTable:
+    """How one snapshot table is listed.
 
-
-def build_snapshot_asset(
-    spec: TableSpec,
-    fetch_rows: SnapshotFetch,
-    *,
-    per_brand: bool,
-    upstream: str | None = None,
-    description: str = "",
-) -> AssetsDefinition:
-    """A snapshot: list everything, upsert by key, retire rows of the fetched brands that vanished.
-
-    ``per_brand``: rows belong to brands (retire within the fetched brands only); otherwise the
-    listing is the whole table (``brands``), retiring anything absent unless the run was restricted
-    to some brands.
+    ``per_brand``: rows belong to brands, and rows of the listed brands that vanished are retired.
+    Otherwise (``brands``) nothing is retired: a brand absent from the listing may be deleted or
+    merely outside a brand-scoped key's reach (the service answers 404 for both), and a key must
+    never touch brands it cannot see; ``last_seen_at`` says when a brand was last listed.
     """
-    name = spec.name
 
-    @op(name=f"fetch_{name}", pool=API_POOL, required_resource_keys={"api"}, ins=_lineage_in(upstream))
-    def fetch(context: OpExecutionContext) -> SnapshotOutcome:
-        only = brand_filter(context.run.tags)
-        notes: dict[str, Any] = {}
-        with context.resources.api.get_client() as client:
-            scope = discover_brands(client, only)
-            table = fetch_rows(client, scope, notes, context.run.tags)
-            stats = client.stats
-        for brand_id in scope.out_of_scope:
-            context.log.warning(f"{name}: brand {brand_id} is out of this key's scope (404); skipped")
-        retire: SnapshotScope | None
-        if per_brand:
-            capped = set(notes.get("capped") or {})
-            retired = tuple(b for b in scope.brand_ids if b not in capped)
-            if capped:
-                notes["brands_not_retired"] = sorted(capped & set(scope.brand_ids))
-                context.log.warning(
-                    f"{name}: listing truncated (capped) for brands {sorted(capped)}; their rows are "
-                    "upserted only, none retired"
-                )
-            retire = SnapshotScope(spec.brand_column, retired) if retired else None
-        else:
-            retire = None if only else SnapshotScope(None)
-        return SnapshotOutcome(table, retire, list(scope.out_of_scope), stats, notes)
+    spec: TableSpec
+    fetch_rows: SnapshotFetch
+    per_brand: bool
+    upstream: str | None = None
+    description: str = ""
 
-    @op(name=f"land_{name}", pool=WRITER_POOL, required_resource_keys={"warehouse"}, out=Out(DagsterNothing))
-    def land_rows(context: OpExecutionContext, outcome: SnapshotOutcome) -> None:
-        with context.resources.warehouse.get_warehouse() as warehouse, warehouse.session():
-            warehouse.ensure_table(spec)
-            result = warehouse.upsert_snapshot(spec, outcome.table, context.run_id, outcome.scope)
-        context.add_output_metadata(
-            {
-                **_write_metadata([result]),
-                "rows_retired": result.rows_deleted,
-                **_request_metadata(outcome.stats),
-                "snapshot_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                "brands_out_of_scope": MetadataValue.json(sorted(outcome.out_of_scope)),
-                "dagster/column_schema": column_schema(spec),
-                "dagster/row_count": outcome.table.num_rows,
-                **_notes_metadata(outcome.notes),
-            }
+
+def _retire_scope(
+    table: SnapshotTable, scope: BrandScope, notes: dict[str, Any], context: AssetExecutionContext
+) -> SnapshotScope | None:
+    if not table.per_brand:
+        return None
+    capped = set(notes.get("capped") or {})
+    retired = tuple(b for b in scope.brand_ids if b not in capped)
+    if capped:
+        notes["brands_not_retired"] = sorted(capped & set(scope.brand_ids))
+        context.log.warning(
+            f"{table.spec.name}: listing truncated (capped) for brands {sorted(capped)}; their rows are "
+            "upserted only, none retired"
         )
+    return SnapshotScope(table.spec.brand_column, retired) if retired else None
 
-    return _graph_asset(
-        name,
-        fetch,
-        land_rows,
-        upstream,
-        description=description or spec.description,
-        metadata=definition_metadata(spec),
-        group_name="visibility_snapshots",
-        tags={"visibility/kind": "snapshot"},
-        kinds={"duckdb", "python"},
+
+def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_name: str) -> AssetsDefinition:
+    """One step listing every selected snapshot table and upserting it (tables are small)."""
+    by_key = {AssetKey(t.spec.name): t for t in tables}
+    specs = [
+        AssetSpec(
+            key=t.spec.name,
+            deps=[t.upstream] if t.upstream else [],
+            description=t.description or t.spec.description,
+            metadata=definition_metadata(t.spec),
+            group_name=group_name,
+            tags={"visibility/kind": "snapshot"},
+            kinds={"duckdb", "python"},
+        )
+        for t in tables
+    ]
+
+    @multi_asset(
+        name=name,
+        specs=specs,
+        check_specs=[c.spec for c in checks_of(t.spec.name for t in tables)],
+        can_subset=True,
+        pool=API_POOL,
+        required_resource_keys=set(RESOURCE_KEYS),
+        description="Snapshot tables: each listed whole and upserted; rows gone from the API stay "
+        "with is_current = false.",
+    )
+    def sync(context: AssetExecutionContext) -> Iterator[MaterializeResult | AssetCheckResult]:
+        yield from _run_checks(context, _checks_alone(context, [t.spec.name for t in tables]))
+        selected = [t for key, t in by_key.items() if key in context.selected_asset_keys]
+        only = brand_filter(context.run.tags)
+        discovery = discovery_for(sync_id(context.run_id, context.run.tags))
+        failures: dict[str, BaseException] = {}
+        with context.resources.warehouse.get_warehouse() as warehouse:
+            for table in selected:
+                spec = table.spec
+                notes: dict[str, Any] = {}
+                try:
+                    with context.resources.api.get_client() as client:
+                        scope = discovery.scope(client, only)
+                        rows = table.fetch_rows(client, scope, notes, context.run.tags, discovery)
+                        stats = client.stats
+                    for brand_id in scope.out_of_scope:
+                        context.log.warning(
+                            f"{spec.name}: brand {brand_id} is out of this key's scope (404); skipped"
+                        )
+                    retire = _retire_scope(table, scope, notes, context)
+                    with warehouse.session():
+                        warehouse.ensure_table(spec)
+                        result = warehouse.upsert_snapshot(spec, rows, context.run_id, retire)
+                except Exception as exc:
+                    context.log.error(f"{spec.name}: sync failed ({exc}); the table keeps its previous rows")
+                    failures[spec.name] = exc
+                    if _stops_everything(exc):
+                        break
+                    continue
+                yield MaterializeResult(
+                    asset_key=spec.name,
+                    metadata={
+                        **_write_metadata([result]),
+                        "rows_retired": result.rows_deleted,
+                        **_request_metadata(stats),
+                        "snapshot_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                        "brands_out_of_scope": MetadataValue.json(sorted(scope.out_of_scope)),
+                        "dagster/column_schema": column_schema(spec),
+                        "dagster/row_count": rows.num_rows,
+                        **_notes_metadata(notes),
+                    },
+                )
+                yield from _run_checks(context, checks_of([spec.name]), notes)
+        _raise_failures(failures)
+
+    return sync
+
+
+def _stops_everything(exc: BaseException) -> bool:
+    """A refused key, an unreachable service or a stop request fails every later table the same way."""
+    from resources.api import errors as E
+
+    return isinstance(
+        exc,
+        (
+            E.AuthenticationError,
+            E.SubscriptionRequiredError,
+            E.PermissionDeniedError,
+            E.TransportError,
+            E.QuotaExceededError,
+        ),
     )

@@ -10,38 +10,51 @@ with metadata that says what broke and where (counts plus a few sample rows):
   within ``SOV_TOLERANCE`` percentage points (ERROR).
 * ``window_totals_match_series`` on ``competitor_trends``: the service's window ``totals`` (counts)
   equal the sums of the daily points landed, for each brand's last ``TOTALS_WINDOW_DAYS`` settled days
-  of the ``all`` rollup (one API call per brand) (ERROR).
+  of the ``all`` rollup (one API call per brand, only in runs that land the ``all`` rollup) (ERROR).
 * ``no_empty_partitions`` on ``cited_pages``, ``prompt_mentions``, ``answers``: no (brand, engine,
   day) cell of a materialized partition is empty where the trends the service reported (landed in
-  ``citation_trends`` / ``competitor_trends``) say it had data (ERROR).
+  ``citation_trends`` / ``competitor_trends``) say it had data (ERROR); passes with a note while that
+  evidence table has not landed.
 * ``no_timed_out_audits`` on ``audit_reports``: audits that timed out in the last week (WARN).
+
+The checks of the synced tables are :class:`TableCheck`\\ s, declared on the sync steps
+(``check_specs``) and evaluated by them right after each table lands, while the next table is
+fetched: a check is then no step of its own (its start-up and events would add to every sync), and
+a run of checks alone (the UI's "Execute checks") runs the step with no table selected. The audit
+checks stay ``@asset_check``\\ s of the audit asset.
 
 ``DAILY_FRESHNESS`` is attached to every daily asset by :func:`with_freshness_policies`.
 """
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from dagster import (
-    AssetCheckExecutionContext,
+    AssetCheckKey,
     AssetCheckResult,
     AssetChecksDefinition,
     AssetCheckSeverity,
+    AssetCheckSpec,
     AssetKey,
     AssetsDefinition,
     AssetSpec,
+    DagsterInstance,
     FreshnessPolicy,
     apply_freshness_policy,
     asset_check,
     map_asset_specs,
 )
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG
 
+from assets.partitions import ALL_ENGINES
 from assets.tables import ALL_TABLES
 from pipelines.config import lookback_days_from_env
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse import queries
-from resources.warehouse.base import TableSpec
+from resources.warehouse.base import TableSpec, Warehouse
 from resources.warehouse.resource import WarehouseResource
 
 #: Share of voice is rounded per entity by the service; allow that much drift on the sum.
@@ -66,6 +79,46 @@ def _key(table: str) -> AssetKey:
     return AssetKey(table)
 
 
+@dataclass(frozen=True)
+class CheckInputs:
+    """What a table's checks read: the warehouse, Dagster's records, the run, the API."""
+
+    warehouse: Warehouse
+    instance: DagsterInstance
+    run_tags: Mapping[str, str] = field(default_factory=dict)
+    api: VisibilityAPIResource | None = None
+    #: metadata of the table's materialization in this step; None: read its latest from the instance
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class TableCheck:
+    """One check of a synced table: declared on its sync step, evaluated after the table lands."""
+
+    table: str
+    name: str
+    description: str
+    evaluate: Callable[[CheckInputs], AssetCheckResult]
+    #: tables the check reads besides its own (lineage in the UI)
+    reads: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> AssetCheckKey:
+        return AssetCheckKey(_key(self.table), self.name)
+
+    @property
+    def spec(self) -> AssetCheckSpec:
+        return AssetCheckSpec(
+            self.name,
+            asset=self.table,
+            description=self.description,
+            additional_deps=[_key(t) for t in self.reads],
+        )
+
+    def run(self, inputs: CheckInputs) -> AssetCheckResult:
+        return self.evaluate(inputs)._replace(asset_key=self.key.asset_key, check_name=self.name)
+
+
 # --- keys unique --------------------------------------------------------------------------------
 
 
@@ -80,32 +133,16 @@ def keys_unique_result(count: int, sample: list[Any], spec: TableSpec) -> AssetC
     )
 
 
-def _keys_unique_check(spec: TableSpec) -> AssetChecksDefinition:
-    @asset_check(
-        asset=_key(spec.name),
-        name="keys_unique",
-        description=f"No two rows of {spec.name} share a key ({', '.join(spec.key)}).",
-    )
-    def _check(warehouse: WarehouseResource) -> AssetCheckResult:
-        with warehouse.get_warehouse() as wh:
-            count, sample = queries.duplicate_keys(wh, spec.name, spec.key)
-        return keys_unique_result(count, sample, spec)
-
-    return _check
+def keys_unique(spec: TableSpec, inputs: CheckInputs) -> AssetCheckResult:
+    count, sample = queries.duplicate_keys(inputs.warehouse, spec.name, spec.key)
+    return keys_unique_result(count, sample, spec)
 
 
 # --- capped ---------------------------------------------------------------------------------------
 
 
-@asset_check(
-    asset=_key("cited_pages"),
-    name="cited_pages_not_capped",
-    description="Warns when a day's citation URL list was truncated (capped: more pages matched than "
-    "the limit returned); the rows landed are then the top N, not the complete set.",
-)
-def cited_pages_not_capped(warehouse: WarehouseResource) -> AssetCheckResult:
-    with warehouse.get_warehouse() as wh:
-        count, sample = queries.capped_cited_page_days(wh)
+def cited_pages_not_capped(inputs: CheckInputs) -> AssetCheckResult:
+    count, sample = queries.capped_cited_page_days(inputs.warehouse)
     return AssetCheckResult(
         passed=count == 0,
         severity=AssetCheckSeverity.WARN,
@@ -126,7 +163,7 @@ def capped_generations_result(capped: dict[str, dict[str, int]]) -> AssetCheckRe
     )
 
 
-def _capped_from_metadata(metadata: dict[str, Any]) -> dict[str, dict[str, int]]:
+def _capped_from_metadata(metadata: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     """The generations asset records ``capped`` as {brand id: {total_count, rows}} (JSON metadata)."""
     raw = metadata.get("capped")
     value = getattr(raw, "value", raw) if raw is not None else None
@@ -135,32 +172,22 @@ def _capped_from_metadata(metadata: dict[str, Any]) -> dict[str, dict[str, int]]
     return {}
 
 
-@asset_check(
-    asset=_key("generations"),
-    name="generations_not_capped",
-    description="Warns when a brand's generations list was truncated (capped) at the last sync, with "
-    "total_count and rows landed (read from the materialization's `capped` metadata).",
-)
-def generations_not_capped(context: AssetCheckExecutionContext) -> AssetCheckResult:
-    event = context.instance.get_latest_materialization_event(_key("generations"))
-    materialization = event.asset_materialization if event is not None else None
-    if materialization is None:
-        return AssetCheckResult(passed=True, description="generations not materialized yet")
-    return capped_generations_result(_capped_from_metadata(dict(materialization.metadata)))
+def generations_not_capped(inputs: CheckInputs) -> AssetCheckResult:
+    metadata = inputs.metadata
+    if metadata is None:
+        event = inputs.instance.get_latest_materialization_event(_key("generations"))
+        materialization = event.asset_materialization if event is not None else None
+        if materialization is None:
+            return AssetCheckResult(passed=True, description="generations not materialized yet")
+        metadata = dict(materialization.metadata)
+    return capped_generations_result(_capped_from_metadata(metadata))
 
 
 # --- share of voice -----------------------------------------------------------------------------
 
 
-@asset_check(
-    asset=_key("competitor_trends"),
-    name="share_of_voice_sums_to_100",
-    description=f"Per brand, engine and day with mentions, share of voice over the brand and its "
-    f"tracked competitors sums to 100 (within {SOV_TOLERANCE} points).",
-)
-def share_of_voice_sums_to_100(warehouse: WarehouseResource) -> AssetCheckResult:
-    with warehouse.get_warehouse() as wh:
-        count, sample = queries.share_of_voice_off(wh, tolerance=SOV_TOLERANCE)
+def share_of_voice_sums_to_100(inputs: CheckInputs) -> AssetCheckResult:
+    count, sample = queries.share_of_voice_off(inputs.warehouse, tolerance=SOV_TOLERANCE)
     return AssetCheckResult(
         passed=count == 0,
         severity=AssetCheckSeverity.ERROR,
@@ -198,22 +225,35 @@ def settled_end(today: dt.date, lookback_days: int) -> dt.date:
     return today - dt.timedelta(days=lookback_days)
 
 
-@asset_check(
-    asset=_key("competitor_trends"),
-    name="window_totals_match_series",
-    description=f"For each brand's last {TOTALS_WINDOW_DAYS} settled days of the all-engine trend, the "
-    "service's window totals (responses, mentions, citations) equal the sums of the landed daily points.",
-)
-def window_totals_match_series(warehouse: WarehouseResource, api: VisibilityAPIResource) -> AssetCheckResult:
+def run_lands_rollup(tags: Mapping[str, str]) -> bool:
+    """Whether a run's partitions include the ``all`` engine (a range ending there, or such a key).
+
+    Ranges are rectangles in Dagster's order, where ``all`` is the last engine; a run with no
+    partition tags (a run of checks alone) counts as landing it.
+    """
+    keys = [tags.get(t) for t in (ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG) if tags.get(t)]
+    return not keys or any(str(k).rpartition("|")[2] == ALL_ENGINES for k in keys)
+
+
+def window_totals_match_series(inputs: CheckInputs) -> AssetCheckResult:
+    if not run_lands_rollup(inputs.run_tags):
+        # each run of a backfill split per engine would otherwise ask the API the same questions
+        return AssetCheckResult(
+            passed=True,
+            description="this run landed no `all` partition: the all-engine totals were not compared",
+            metadata={"brands_checked": 0},
+        )
+    assert inputs.api is not None, "window_totals_match_series reads the API"
     end_before = settled_end(_today(), lookback_days_from_env())
-    with warehouse.get_warehouse() as wh:
-        windows = queries.trend_windows(wh, end_before=end_before, days=TOTALS_WINDOW_DAYS)
-        landed = {
-            brand: queries.competitor_series_totals(wh, brand_id=brand, engine="all", start=start, end=end)
-            for brand, start, end in windows
-        }
+    windows = queries.trend_windows(inputs.warehouse, end_before=end_before, days=TOTALS_WINDOW_DAYS)
+    landed = {
+        brand: queries.competitor_series_totals(
+            inputs.warehouse, brand_id=brand, engine="all", start=start, end=end
+        )
+        for brand, start, end in windows
+    }
     mismatches: list[dict[str, Any]] = []
-    with api.get_client() as client:
+    with inputs.api.get_client() as client:
         for brand, start, end in windows:
             data = client.competitor_trends(brand, engine=None, start=start, end=end, granularity="day")
             entities = [data.get("brand") or {}, *(data.get("competitors") or [])]
@@ -245,51 +285,124 @@ def empty_cells(
     )
 
 
-def _materialized(context: AssetCheckExecutionContext, key: AssetKey, since: dt.date) -> set[tuple[str, str]]:
+def _materialized(instance: DagsterInstance, key: AssetKey, since: dt.date) -> set[tuple[str, str]]:
     """(day, engine) partitions of ``key`` that Dagster recorded as materialized, from ``since``."""
     out: set[tuple[str, str]] = set()
-    for partition in context.instance.get_materialized_partitions(key):
+    for partition in instance.get_materialized_partitions(key):
         day, _, engine = str(partition).partition("|")
         if day >= since.isoformat():
             out.add((day, engine))
     return out
 
 
-def _no_empty_partitions_check(table: str) -> AssetChecksDefinition:
+def no_empty_partitions(table: str, inputs: CheckInputs) -> AssetCheckResult:
     rule = queries.EXPECTED_CELLS[table]
-
-    @asset_check(
-        asset=_key(table),
-        name="no_empty_partitions",
-        description=f"No materialized brand/engine/day of {table} is empty where {rule.source_table} "
-        f"shows the service had data (last {EMPTY_CHECK_DAYS} days).",
-        additional_deps=[_key(rule.source_table)],
-    )
-    def _check(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
-        since = _today() - dt.timedelta(days=EMPTY_CHECK_DAYS)
-        materialized = _materialized(context, _key(table), since)
-        with warehouse.get_warehouse() as wh:
-            expected = queries.expected_cells(wh, rule, since=since)
-            landed = queries.landed_cells(wh, rule, since=since) if expected else set()
-        empty = empty_cells(expected, landed, materialized)
+    since = _today() - dt.timedelta(days=EMPTY_CHECK_DAYS)
+    if not queries.table_exists(inputs.warehouse, rule.source_table):
         return AssetCheckResult(
-            passed=not empty,
-            severity=AssetCheckSeverity.ERROR,
-            description=f"{len(empty)} cell(s) of {table} landed empty while the service reported data"
-            if empty
-            else None,
-            metadata={
-                "empty_cells": len(empty),
-                "partitions_checked": len(materialized),
-                "evidence_table": rule.source_table,
-                "sample": [{"brand_id": b, "engine": e, "day": d.isoformat()} for b, e, d in empty[:5]],
-            },
+            passed=True,
+            description=f"{rule.source_table} has not landed yet: no evidence to check against",
+            metadata={"evidence_table": rule.source_table, "partitions_checked": 0},
         )
+    materialized = _materialized(inputs.instance, _key(table), since)
+    expected = queries.expected_cells(inputs.warehouse, rule, since=since)
+    landed = queries.landed_cells(inputs.warehouse, rule, since=since) if expected else set()
+    empty = empty_cells(expected, landed, materialized)
+    return AssetCheckResult(
+        passed=not empty,
+        severity=AssetCheckSeverity.ERROR,
+        description=f"{len(empty)} cell(s) of {table} landed empty while the service reported data"
+        if empty
+        else None,
+        metadata={
+            "empty_cells": len(empty),
+            "partitions_checked": len(materialized),
+            "evidence_table": rule.source_table,
+            "sample": [{"brand_id": b, "engine": e, "day": d.isoformat()} for b, e, d in empty[:5]],
+        },
+    )
 
-    return _check
+
+# --- the checks of the synced tables --------------------------------------------------------------
+
+TABLE_CHECKS: tuple[TableCheck, ...] = (
+    *(
+        TableCheck(
+            name,
+            "keys_unique",
+            f"No two rows of {name} share a key ({', '.join(spec.key)}).",
+            partial(keys_unique, spec),
+        )
+        for name, spec in ALL_TABLES.items()
+        if name != "audit_reports"
+    ),
+    TableCheck(
+        "cited_pages",
+        "cited_pages_not_capped",
+        "Warns when a day's citation URL list was truncated (capped: more pages matched than the limit "
+        "returned); the rows landed are then the top N, not the complete set.",
+        cited_pages_not_capped,
+    ),
+    TableCheck(
+        "generations",
+        "generations_not_capped",
+        "Warns when a brand's generations list was truncated (capped) at the last sync, with "
+        "total_count and rows landed (from the materialization's `capped` metadata).",
+        generations_not_capped,
+    ),
+    TableCheck(
+        "competitor_trends",
+        "share_of_voice_sums_to_100",
+        f"Per brand, engine and day with mentions, share of voice over the brand and its tracked "
+        f"competitors sums to 100 (within {SOV_TOLERANCE} points).",
+        share_of_voice_sums_to_100,
+    ),
+    TableCheck(
+        "competitor_trends",
+        "window_totals_match_series",
+        f"For each brand's last {TOTALS_WINDOW_DAYS} settled days of the all-engine trend, the service's "
+        "window totals (responses, mentions, citations) equal the sums of the landed daily points.",
+        window_totals_match_series,
+    ),
+    *(
+        TableCheck(
+            table,
+            "no_empty_partitions",
+            f"No materialized brand/engine/day of {table} is empty where {rule.source_table} shows the "
+            f"service had data (last {EMPTY_CHECK_DAYS} days).",
+            partial(no_empty_partitions, table),
+            reads=(rule.source_table,),
+        )
+        for table, rule in queries.EXPECTED_CELLS.items()
+    ),
+)
+
+
+def checks_of(tables: Iterable[str]) -> list[TableCheck]:
+    """The checks of ``tables``, in declaration order."""
+    wanted = set(tables)
+    return [check for check in TABLE_CHECKS if check.table in wanted]
+
+
+def check_by_key(key: AssetCheckKey) -> TableCheck:
+    return next(check for check in TABLE_CHECKS if check.key == key)
 
 
 # --- audits -------------------------------------------------------------------------------------
+
+
+def _keys_unique_check(spec: TableSpec) -> AssetChecksDefinition:
+    @asset_check(
+        asset=_key(spec.name),
+        name="keys_unique",
+        description=f"No two rows of {spec.name} share a key ({', '.join(spec.key)}).",
+    )
+    def _check(warehouse: WarehouseResource) -> AssetCheckResult:
+        with warehouse.get_warehouse() as wh:
+            count, sample = queries.duplicate_keys(wh, spec.name, spec.key)
+        return keys_unique_result(count, sample, spec)
+
+    return _check
 
 
 @asset_check(
@@ -307,6 +420,13 @@ def no_timed_out_audits(warehouse: WarehouseResource) -> AssetCheckResult:
         description=f"{len(timed_out)} audit(s) timed out in the last 7 days" if timed_out else None,
         metadata={"timed_out": len(timed_out), "sample": timed_out[:5]},
     )
+
+
+#: Checks of the audit sensor's table.
+audit_checks: list[AssetChecksDefinition] = [
+    _keys_unique_check(ALL_TABLES["audit_reports"]),
+    no_timed_out_audits,
+]
 
 
 # --- freshness ----------------------------------------------------------------------------------
@@ -333,23 +453,3 @@ def with_freshness_policies(
         return apply_freshness_policy(spec, policy, overwrite_existing=False) if spec.key in wanted else spec
 
     return list(map_asset_specs(attach, assets))
-
-
-# --- registry -----------------------------------------------------------------------------------
-
-keys_unique_checks: dict[str, AssetChecksDefinition] = {
-    name: _keys_unique_check(spec) for name, spec in ALL_TABLES.items()
-}
-no_empty_partitions_checks: dict[str, AssetChecksDefinition] = {
-    table: _no_empty_partitions_check(table) for table in queries.EXPECTED_CELLS
-}
-
-all_checks: list[AssetChecksDefinition] = [
-    *keys_unique_checks.values(),
-    cited_pages_not_capped,
-    generations_not_capped,
-    share_of_voice_sums_to_100,
-    window_totals_match_series,
-    *no_empty_partitions_checks.values(),
-    no_timed_out_audits,
-]

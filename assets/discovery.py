@@ -7,6 +7,8 @@ raised: the run goes on for the other brands and never touches that brand's rows
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -19,6 +21,8 @@ T = TypeVar("T")
 
 #: Run tag that restricts a run to some brands: comma-separated brand ids (empty: every brand).
 BRANDS_TAG = "visibility/brands"
+#: Run tag naming the sync a run belongs to (the command line's runs share one); default: the run id.
+SYNC_TAG = "visibility/sync"
 
 
 def brand_filter(tags: dict[str, str] | Any) -> tuple[str, ...]:
@@ -77,20 +81,97 @@ def per_brand(client: VisibilityClient, scope: BrandScope, fetch: Callable[[str]
     return {b: r for b, r in zip(ids, results, strict=True) if r is not None}
 
 
+class Discovery:
+    """What a sync lists once and every step of it reuses: brands, prompts, tracked competitors.
+
+    A sync (a scheduled run, a command-line sync, one run of a backfill) would otherwise list the
+    brands once per table and the prompts and competitors once per table that needs them: requests
+    that cost rate budget and add a round trip before each table's first call. A brand that answered
+    404 once is out of scope for the rest of the sync. Thread-safe; each caller gets its own
+    ``BrandScope`` (scopes are narrowed as brands answer 404).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._scopes: dict[tuple[str, ...], BrandScope] = {}
+        self._listings: dict[str, dict[str, list[Row] | None]] = {}
+
+    def scope(self, client: VisibilityClient, only: Sequence[str] = ()) -> BrandScope:
+        key = tuple(only)
+        with self._lock:
+            if key not in self._scopes:
+                self._scopes[key] = discover_brands(client, only)
+            cached = self._scopes[key]
+            gone = {b for listing in self._listings.values() for b, rows in listing.items() if rows is None}
+            scope = BrandScope(brands=list(cached.brands), out_of_scope=list(cached.out_of_scope))
+        scope.drop(gone & set(scope.brand_ids))
+        return scope
+
+    def listing(
+        self, name: str, client: VisibilityClient, scope: BrandScope, fetch: Callable[[str], list[Row]]
+    ) -> dict[str, list[Row]]:
+        """``fetch(brand_id)`` per brand in scope, once per sync and listing; 404s leave the scope."""
+        with self._lock:
+            known = self._listings.setdefault(name, {})
+            missing = [b for b in scope.brand_ids if b not in known]
+            if missing:
+                fetched = list(client.map_concurrent(lambda b: _or_not_found(lambda: fetch(b)), missing))
+                known.update(zip(missing, fetched, strict=True))
+            rows = {b: known[b] for b in scope.brand_ids}
+        scope.drop({b for b, r in rows.items() if r is None})
+        return {b: r for b, r in rows.items() if r is not None}
+
+    def prompts(self, client: VisibilityClient, scope: BrandScope) -> dict[str, list[Row]]:
+        return self.listing("prompts", client, scope, lambda b: list(client.list_prompts(b)))
+
+    def competitors(self, client: VisibilityClient, scope: BrandScope) -> dict[str, list[Row]]:
+        return self.listing(
+            "tracked_competitors", client, scope, lambda b: list(client.list_tracked_competitors(b))
+        )
+
+
+_SYNCS: OrderedDict[str, Discovery] = OrderedDict()
+_SYNCS_LOCK = threading.Lock()
+#: Syncs whose listings a process keeps (a command line's runs, a run's steps); the oldest goes first.
+_SYNCS_KEPT = 4
+
+
+def discovery_for(sync_id: str) -> Discovery:
+    """The listings of one sync (runs tagged with the same ``visibility/sync``, else one run)."""
+    with _SYNCS_LOCK:
+        if sync_id not in _SYNCS:
+            _SYNCS[sync_id] = Discovery()
+            while len(_SYNCS) > _SYNCS_KEPT:
+                _SYNCS.popitem(last=False)
+        _SYNCS.move_to_end(sync_id)
+        return _SYNCS[sync_id]
+
+
+def sync_id(run_id: str, tags: dict[str, str] | Any) -> str:
+    return str(tags.get(SYNC_TAG) or run_id)
+
+
 def brand_inputs(
-    client: VisibilityClient, scope: BrandScope, *, prompts: bool = False, competitors: bool = False
+    client: VisibilityClient,
+    scope: BrandScope,
+    *,
+    prompts: bool = False,
+    competitors: bool = False,
+    discovery: Discovery | None = None,
 ) -> list[BrandInput]:
     """The planner's view of each brand, reading prompts and/or tracked competitors when needed."""
+    listings = discovery or Discovery()
     prompt_ids: dict[str, tuple[str, ...]] = {}
     domains: dict[str, tuple[str, ...]] = {}
     if prompts:
-        prompt_ids = per_brand(client, scope, lambda b: tuple(str(p["id"]) for p in client.list_prompts(b)))
+        prompt_ids = {
+            b: tuple(str(p["id"]) for p in rows) for b, rows in listings.prompts(client, scope).items()
+        }
     if competitors:
-        domains = per_brand(
-            client,
-            scope,
-            lambda b: tuple(d for c in client.list_tracked_competitors(b) for d in (c.get("domains") or ())),
-        )
+        domains = {
+            b: tuple(d for c in rows for d in (c.get("domains") or ()))
+            for b, rows in listings.competitors(client, scope).items()
+        }
     return [
         BrandInput(
             brand_id=str(brand["id"]),

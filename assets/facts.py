@@ -1,17 +1,16 @@
-"""Partitioned row assets with no rollup: prompt mentions and answers (date x 7 engines)."""
+"""Partitioned row tables with no rollup: prompt mentions and answers (their ``all`` cells stay empty)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pyarrow as pa
-from dagster import AssetsDefinition
 
 from assets import tables as T
 from assets import transforms as X
-from assets.builders import PartitionedAsset, build_partitioned_assets
+from assets.builders import PartitionedAsset
 from assets.landing import slices
-from assets.partitions import ENGINE_PARTITIONS, ENGINES
+from assets.partitions import DAILY_PARTITIONS, ENGINES_WITH_ALL
 from assets.planning import Call, plan_answers, plan_mentions
 from resources.api.client import VisibilityClient
 
@@ -35,8 +34,8 @@ def fetch_answers(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
 
 PROMPT_MENTIONS = PartitionedAsset(
     spec=T.PROMPT_MENTIONS,
-    partitions_def=ENGINE_PARTITIONS,
-    engine_order=ENGINES,
+    partitions_def=DAILY_PARTITIONS,
+    engine_order=ENGINES_WITH_ALL,
     planner=plan_mentions,
     fetch_one=fetch_mentions,
     with_rollup=False,
@@ -45,22 +44,10 @@ PROMPT_MENTIONS = PartitionedAsset(
 )
 ANSWERS = PartitionedAsset(
     spec=T.ANSWERS,
-    partitions_def=ENGINE_PARTITIONS,
-    engine_order=ENGINES,
+    partitions_def=DAILY_PARTITIONS,
+    engine_order=ENGINES_WITH_ALL,
     planner=plan_answers,
     fetch_one=fetch_answers,
     with_rollup=False,
     upstream="prompts",
 )
-
-#: answers last: its fetch (paged per brand over the whole range) is the longer one, and hides the
-#: landing of the mentions fetched before it
-sync_daily = build_partitioned_assets(
-    "sync_daily",
-    [PROMPT_MENTIONS, ANSWERS],
-    group_name="visibility_daily",
-    description="Prompt mentions and answers (date x 7 engines): fetched back to back, each landed "
-    "while the next is fetched.",
-)
-
-fact_assets: list[AssetsDefinition] = [sync_daily]

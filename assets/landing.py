@@ -2,8 +2,9 @@
 
 Writes replace one box of cells at a time (contiguous dates x engines, for the brands that were
 fetched and are measured on those engines), chunked into at most ``days_per_write`` days so that
-memory stays flat for long backfills. Each write is one warehouse transaction: a failure leaves the
-previous rows of that chunk in place, and a re-run replaces them again.
+memory stays flat for long backfills. Every write of one table's landing is in ONE warehouse
+transaction (:meth:`~resources.warehouse.base.Warehouse.replace_partitions_together`): a failure in
+any chunk leaves the whole table as it was, and a re-run replaces it again.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from assets.spool import DateSpool, bucket_windows
 from assets.transforms import concat, filter_cells, keep_rows, select_box
 from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
-from resources.warehouse.base import PartitionScope, TableSpec, Warehouse, WriteResult
+from resources.warehouse.base import PartitionScope, PartitionWrite, TableSpec, Warehouse, WriteResult
 
 #: Rows of a paged call transformed at a time.
 SLICE_ROWS = 5_000
@@ -151,34 +152,45 @@ def _of_scope(spec: TableSpec, rows: pa.Table, scope: PartitionScope) -> pa.Tabl
     return keep_rows(rows, mask)
 
 
-def land(warehouse: Warehouse, spec: TableSpec, outcome: FetchOutcome, run_id: str) -> list[WriteResult]:
-    """Replace every fetched cell's rows, chunk by chunk; cells with no rows are emptied.
+@dataclass(frozen=True)
+class SpooledWrites:
+    """The writes of one table's landing, read from its spool one chunk (spool bucket) at a time.
 
-    Each chunk (one spool bucket) is read once, then written per group of brands sharing engines.
-    A chunk's writes share one warehouse session (each write still its own transaction); a new
-    session per chunk lets DuckDB hand back the memory of the previous one, so a long backfill's
-    landing does not grow with its days.
+    Each chunk is read once, then yielded as one write per group of brands sharing engines, so a
+    landing holds one chunk's rows whatever the length of the backfill. Iterating again starts over
+    from the spool: an engine that retries a whole landing (DuckDB beyond its memory budget) can.
+    """
+
+    spec: TableSpec
+    outcome: FetchOutcome
+
+    def __iter__(self) -> Iterator[PartitionWrite]:
+        spec, spool = self.spec, self.outcome.spool
+        assert spec.date_column is not None
+        date_column = spec.date_column
+        for box in self.outcome.plan.boxes:
+            for chunk in write_chunks(box, spool.days_per_bucket):
+                rows = concat(
+                    spec,
+                    spool.read(
+                        lambda t, c=chunk: select_box(t, date_column, c), chunk.window.start, chunk.window.end
+                    ),
+                )
+                for scope in _scopes_of_box(chunk, self.outcome.brand_engines):
+                    yield PartitionWrite(_of_scope(spec, rows, scope), scope)
+                del rows  # before the next chunk is read
+
+
+def land(warehouse: Warehouse, spec: TableSpec, outcome: FetchOutcome, run_id: str) -> list[WriteResult]:
+    """Replace every fetched cell's rows, all in one transaction; cells with no rows are emptied.
+
+    The writes (one per chunk and group of brands sharing engines) stream from the spool
+    (:class:`SpooledWrites`) into one :meth:`~resources.warehouse.base.Warehouse.replace_partitions_together`:
+    the table's landing commits whole or not at all, and holds one chunk's rows at a time.
     """
     assert spec.date_column is not None
-    date_column = spec.date_column
-    spool = outcome.spool
-    results: list[WriteResult] = []
     warehouse.ensure_table(spec)
-    for box in outcome.plan.boxes:
-        for chunk in write_chunks(box, spool.days_per_bucket):
-            rows = concat(
-                spec,
-                spool.read(
-                    lambda t, c=chunk: select_box(t, date_column, c), chunk.window.start, chunk.window.end
-                ),
-            )
-            with warehouse.session():
-                for scope in _scopes_of_box(chunk, outcome.brand_engines):
-                    results.append(
-                        warehouse.replace_partitions(spec, _of_scope(spec, rows, scope), scope, run_id)
-                    )
-            del rows
-    return results
+    return warehouse.replace_partitions_together(spec, SpooledWrites(spec, outcome), run_id)
 
 
 def brand_engines(brands: list[dict[str, Any]], *, with_rollup: bool) -> dict[str, tuple[str, ...]]:

@@ -1,8 +1,11 @@
-"""Partitions: daily ``date`` x static ``engine``.
+"""Partitions: daily ``date`` x static ``engine``, one definition for every partitioned table.
 
-Two engine dimensions: the seven engines (mentions, answers: the service has no all-engine rollup
-of rows), and the seven plus ``all`` for the endpoints with a rollup (competitor trends, citation
-trends, citation URLs), because rollup rates are not sums of per-engine rates.
+The engine dimension holds the seven engines plus ``all``, the all-engine rollup of the endpoints
+that have one (competitor trends, citation trends, citation URLs: rollup rates are not sums of
+per-engine rates). Prompt mentions and answers have no rollup, so their ``all`` partitions are empty
+by definition (nothing is fetched or written there). They share the definition anyway, because
+Dagster lets the UI pick a date range for a group only when every asset at its root has the same
+partitions definition: one backfill dialog then covers every daily table.
 
 Multi-partition keys read ``<date>|<engine>`` (Dagster orders dimensions by name).
 """
@@ -33,21 +36,14 @@ def daily_partitions(start: dt.date | None = None) -> DailyPartitionsDefinition:
     return DailyPartitionsDefinition(start_date=(start or start_date_from_env()).isoformat())
 
 
-def engine_partitions(start: dt.date | None = None) -> MultiPartitionsDefinition:
-    return MultiPartitionsDefinition(
-        {DATE_DIM: daily_partitions(start), ENGINE_DIM: StaticPartitionsDefinition(list(ENGINES))}
-    )
-
-
-def rollup_partitions(start: dt.date | None = None) -> MultiPartitionsDefinition:
+def date_engine_partitions(start: dt.date | None = None) -> MultiPartitionsDefinition:
     return MultiPartitionsDefinition(
         {DATE_DIM: daily_partitions(start), ENGINE_DIM: StaticPartitionsDefinition(list(ENGINES_WITH_ALL))}
     )
 
 
 #: Built once at import from the environment, as Dagster needs a fixed definition per code location.
-ENGINE_PARTITIONS = engine_partitions()
-ROLLUP_PARTITIONS = rollup_partitions()
+DAILY_PARTITIONS = date_engine_partitions()
 
 
 def partition_key(day: dt.date, engine: str) -> str:

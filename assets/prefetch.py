@@ -46,13 +46,16 @@ def fetch_ahead(
     items: Sequence[T],
     fetch: Callable[[T, StopSignal], R],
     discard: Callable[[R], None],
+    on_stop: Callable[[], None] | None = None,
 ) -> Iterator[tuple[T, R]]:
     """``(item, fetch(item))`` in order, the fetches running ahead in one background thread.
 
     A fetch error is raised here, at that item's turn, after the items before it were yielded; no
     later item is fetched. When the caller stops early (an error, or closing the generator), the
     running fetch is asked to stop (``StopSignal``), and every result fetched but not yielded goes to
-    ``discard`` (its spool is removed), so nothing is left behind.
+    ``discard`` (its spool is removed), so nothing is left behind. ``on_stop`` is called when the
+    caller stops while a fetch still runs, before waiting for it: a fetch sleeping in a retry or a
+    rate-limit wait checks no stop signal, so the caller cancels it there (an interrupted run).
     """
     fetched: queue.Queue[_Fetched[T, R]] = queue.Queue()
     stop = threading.Event()
@@ -79,6 +82,8 @@ def fetch_ahead(
             yield entry.item, entry.result
     finally:
         stop.set()
+        if on_stop is not None and thread.is_alive():
+            on_stop()
         thread.join()
         while not fetched.empty():
             left = fetched.get_nowait()

@@ -13,8 +13,8 @@ from dagster import AssetsDefinition
 
 from assets import tables as T
 from assets import transforms as X
-from assets.builders import build_snapshot_asset
-from assets.discovery import BrandScope, per_brand
+from assets.builders import SnapshotTable, build_snapshot_assets
+from assets.discovery import BrandScope, Discovery, per_brand
 from resources.api.client import VisibilityClient
 
 #: Run tag: the ``limit`` of the generations listing (default and maximum: the API's 999). Lower
@@ -37,34 +37,54 @@ def generations_limit(tags: Mapping[str, str]) -> int:
 
 
 def _brands(
-    client: VisibilityClient, scope: BrandScope, notes: dict[str, Any], tags: Mapping[str, str]
+    client: VisibilityClient,
+    scope: BrandScope,
+    notes: dict[str, Any],
+    tags: Mapping[str, str],
+    discovery: Discovery,
 ) -> pa.Table:
     return X.brands_table(scope.brands)
 
 
 def _topics(
-    client: VisibilityClient, scope: BrandScope, notes: dict[str, Any], tags: Mapping[str, str]
+    client: VisibilityClient,
+    scope: BrandScope,
+    notes: dict[str, Any],
+    tags: Mapping[str, str],
+    discovery: Discovery,
 ) -> pa.Table:
     rows = per_brand(client, scope, lambda b: list(client.list_topics(b)))
     return X.concat(T.TOPICS, [X.topics_table(r, b) for b, r in rows.items()])
 
 
 def _prompts(
-    client: VisibilityClient, scope: BrandScope, notes: dict[str, Any], tags: Mapping[str, str]
+    client: VisibilityClient,
+    scope: BrandScope,
+    notes: dict[str, Any],
+    tags: Mapping[str, str],
+    discovery: Discovery,
 ) -> pa.Table:
-    rows = per_brand(client, scope, lambda b: list(client.list_prompts(b)))
+    rows = discovery.prompts(client, scope)
     return X.concat(T.PROMPTS, [X.prompts_table(r, b) for b, r in rows.items()])
 
 
 def _competitors(
-    client: VisibilityClient, scope: BrandScope, notes: dict[str, Any], tags: Mapping[str, str]
+    client: VisibilityClient,
+    scope: BrandScope,
+    notes: dict[str, Any],
+    tags: Mapping[str, str],
+    discovery: Discovery,
 ) -> pa.Table:
-    rows = per_brand(client, scope, lambda b: list(client.list_tracked_competitors(b)))
+    rows = discovery.competitors(client, scope)
     return X.concat(T.TRACKED_COMPETITORS, [X.tracked_competitors_table(r, b) for b, r in rows.items()])
 
 
 def _generations(
-    client: VisibilityClient, scope: BrandScope, notes: dict[str, Any], tags: Mapping[str, str]
+    client: VisibilityClient,
+    scope: BrandScope,
+    notes: dict[str, Any],
+    tags: Mapping[str, str],
+    discovery: Discovery,
 ) -> pa.Table:
     limit = generations_limit(tags)
     sets = per_brand(client, scope, lambda b: client.list_generations(b, limit=limit))
@@ -74,12 +94,15 @@ def _generations(
     return X.concat(T.GENERATIONS, [X.generations_table(s.rows, b) for b, s in sets.items()])
 
 
-brands = build_snapshot_asset(T.BRANDS, _brands, per_brand=False)
-topics = build_snapshot_asset(T.TOPICS, _topics, per_brand=True, upstream="brands")
-prompts = build_snapshot_asset(T.PROMPTS, _prompts, per_brand=True, upstream="brands")
-tracked_competitors = build_snapshot_asset(
-    T.TRACKED_COMPETITORS, _competitors, per_brand=True, upstream="brands"
+#: Listed in this order in one step: brands first (every other table is per brand).
+SNAPSHOT_TABLES = (
+    SnapshotTable(T.BRANDS, _brands, per_brand=False),
+    SnapshotTable(T.TOPICS, _topics, per_brand=True, upstream="brands"),
+    SnapshotTable(T.PROMPTS, _prompts, per_brand=True, upstream="brands"),
+    SnapshotTable(T.TRACKED_COMPETITORS, _competitors, per_brand=True, upstream="brands"),
+    SnapshotTable(T.GENERATIONS, _generations, per_brand=True, upstream="brands"),
 )
-generations = build_snapshot_asset(T.GENERATIONS, _generations, per_brand=True, upstream="brands")
 
-snapshot_assets: list[AssetsDefinition] = [brands, topics, prompts, tracked_competitors, generations]
+sync_snapshots = build_snapshot_assets("sync_snapshots", SNAPSHOT_TABLES, group_name="visibility_snapshots")
+
+snapshot_assets: list[AssetsDefinition] = [sync_snapshots]

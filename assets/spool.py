@@ -177,9 +177,13 @@ class DateSpool:
     buckets: dict[int, Spool] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, date_column: str, days_per_bucket: int, name: str = "rows") -> DateSpool:
+    def create(
+        cls, date_column: str, days_per_bucket: int, name: str = "rows", parent: str | Path | None = None
+    ) -> DateSpool:
+        """A new spool in the temp directory, or in ``parent`` (a backfill's shared fetch)."""
         sweep_stale()
-        return cls(tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{name}-"), date_column, days_per_bucket)
+        directory = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{name}-", dir=parent)
+        return cls(directory, date_column, days_per_bucket)
 
     @property
     def rows(self) -> int:

@@ -12,12 +12,19 @@ Decisions kept here (see docs/OPERATIONS.md):
   ``target_type``, ``target_value``, ``is_own_domain``); lists of strings stay lists.
 * ``cited_pages`` repeats the envelope of the day's response (``total_count``, ``total_citations``,
   ``capped``) on each row, so truncation is visible in SQL, not only in run metadata.
+* Every field the spec types is a declared column with its real type, so a value of another type
+  (a count sent as ``"3"``) is an error naming the table, the column and the endpoint, never a
+  column of another type that every later correct run would then fail on. The answer list's shape is
+  assumed (DESIGN.md); the fields the sandbox serves beyond it (``brand_mentioned``,
+  ``brand_position``, ``mention_count``, ``citation_count``) are declared for the same reason, with
+  the types earlier versions inferred for them.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
+from resources.api import endpoints as ep
 from resources.warehouse.base import Column, TableSpec
 
 STRING = pa.string()
@@ -202,6 +209,14 @@ ANSWERS = TableSpec(
         Column("prompt_id", STRING, "Prompt (uuid) the answer responds to."),
         _ENGINE,
         Column("checked_on", DATE, "Day the prompt was run on the engine.", nullable=False),
+        Column("brand_mentioned", BOOL, "True when the answer names the brand itself (assumed field)."),
+        Column(
+            "brand_position",
+            INT,
+            "Position of the brand in the answer; null when it is not named (assumed field).",
+        ),
+        Column("mention_count", INT, "Brands named in the answer, the brand included (assumed field)."),
+        Column("citation_count", INT, "Pages cited in the answer (assumed field)."),
     ),
     key=("id",),
     kind="partitioned",
@@ -317,3 +332,18 @@ PARTITIONED_TABLES: tuple[TableSpec, ...] = (
     COMPETITOR_TRENDS,
 )
 ALL_TABLES: dict[str, TableSpec] = {t.name: t for t in (*SNAPSHOT_TABLES, AUDIT_REPORTS, *PARTITIONED_TABLES)}
+
+#: The endpoint whose rows each table lands (named in the transforms' errors).
+SOURCE_ENDPOINTS: dict[str, str] = {
+    BRANDS.name: ep.LIST_BRANDS.key,
+    TOPICS.name: ep.LIST_TOPICS.key,
+    PROMPTS.name: ep.LIST_PROMPTS.key,
+    TRACKED_COMPETITORS.name: ep.LIST_TRACKED_COMPETITORS.key,
+    GENERATIONS.name: ep.LIST_GENERATIONS.key,
+    AUDIT_REPORTS.name: ep.POLL_AUDIT.key,
+    PROMPT_MENTIONS.name: ep.LIST_PROMPT_MENTIONS.key,
+    ANSWERS.name: ep.LIST_ANSWERS.key,
+    CITED_PAGES.name: ep.CITATION_URLS.key,
+    CITATION_TRENDS.name: ep.CITATION_TRENDS.key,
+    COMPETITOR_TRENDS.name: ep.COMPETITOR_TRENDS.key,
+}

@@ -3,12 +3,14 @@
 Decisions (also in docs/OPERATIONS.md):
 
 * Known columns get the spec's type: ``date`` strings become DATE, ISO date-times TIMESTAMP (UTC),
-  integers stay BIGINT and numbers DOUBLE. A value that does not convert is an error naming the
-  table and column, never a silent NULL.
+  integers stay BIGINT and numbers DOUBLE. A value of another JSON type (a count sent as ``"3"``, a
+  number where a string belongs, a list of numbers where a list of strings belongs) or out of range
+  (an integer beyond 64 bits) is a ``TransformError`` naming the table, the column and the endpoint,
+  never a silent conversion, a NULL or a column of another type: nothing of the batch is written.
 * Unknown fields are kept as extra columns after the spec's ones (sorted by name). Scalars keep their
   inferred Arrow type; objects and lists that are not lists of strings land as JSON text, so a new
   nested field never breaks the schema of an existing table. A column whose values are all null
-  lands as text.
+  lands as text. An unknown integer beyond 64 bits is a ``TransformError`` naming the field.
 * Nested known values that identify a row are flattened (citation trend ``target``); competitor
   trend window ``totals`` are not landed: they are recomputable from the daily points
   (docs/OPERATIONS.md), and a run's window is arbitrary.
@@ -26,13 +28,64 @@ import pyarrow.compute as pc
 
 from assets import tables as T
 from assets.planning import ALL, Box, Cell
+from resources.api.errors import ResponseShapeError
+from resources.api.redaction import excerpt, sanitize
 from resources.warehouse.base import TableSpec
 
 Row = Mapping[str, Any]
 
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
 
-class TransformError(ValueError):
-    """A value of the API could not be converted to its column's type."""
+
+class TransformError(ResponseShapeError, ValueError):
+    """A value of the API does not fit its column's declared type; names table, column, endpoint.
+
+    A ``ResponseShapeError`` (so a ``VisibilityAPIError``: the CLI maps it like any invalid answer)
+    and, as before, a ``ValueError``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str | None = None,
+        column: str | None = None,
+        endpoint: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self.table = table
+        self.column = column
+        super().__init__(message, field=column, endpoint=endpoint, request_id=request_id)
+
+
+def _quote(value: Any) -> str:
+    """A short, safe excerpt of a server-provided value for an error message."""
+    return excerpt(value)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _wrong(value: Any, expected: str) -> TypeError:
+    return TypeError(f"{_kind(value)} {_quote(value)} where {expected} was expected")
+
+
+def _parse_timestamp(text: str) -> dt.datetime:
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    return dt.datetime.fromisoformat(text)
 
 
 def _to_date(value: Any) -> dt.date | None:
@@ -40,7 +93,14 @@ def _to_date(value: Any) -> dt.date | None:
         return value
     if isinstance(value, dt.datetime):
         return value.date()
-    return dt.date.fromisoformat(str(value)[:10])
+    if not isinstance(value, str):
+        raise _wrong(value, "a date (YYYY-MM-DD)")
+    try:
+        if len(value) > 10:  # a date-time where a date belongs: its own date, if it is one
+            _parse_timestamp(value)
+        return dt.date.fromisoformat(value[:10])
+    except ValueError:
+        raise ValueError(f"{_quote(value)} is not a date (YYYY-MM-DD)") from None
 
 
 def _to_timestamp(value: Any) -> dt.datetime | None:
@@ -48,11 +108,15 @@ def _to_timestamp(value: Any) -> dt.datetime | None:
         return None
     if isinstance(value, dt.datetime):
         parsed = value
+    elif isinstance(value, dt.date):
+        parsed = dt.datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            parsed = _parse_timestamp(value)
+        except ValueError:
+            raise ValueError(f"{_quote(value)} is not an ISO 8601 date-time") from None
     else:
-        text = str(value)
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        parsed = dt.datetime.fromisoformat(text)
+        raise _wrong(value, "an ISO 8601 date-time")
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
     return parsed.astimezone(dt.UTC)
@@ -61,38 +125,51 @@ def _to_timestamp(value: Any) -> dt.datetime | None:
 def _to_int(value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise TypeError("boolean where an integer was expected")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _wrong(value, "an integer")
     if isinstance(value, float):
         if not value.is_integer():
-            raise TypeError(f"non-integral number {value}")
-        return int(value)
-    return int(value)
+            raise TypeError(f"non-integral number {_quote(value)} where an integer was expected")
+        value = int(value)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise TypeError(f"integer {sanitize(value, 40)} is outside the 64-bit range")
+    return value
 
 
 def _to_float(value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise TypeError("boolean where a number was expected")
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _wrong(value, "a number")
+    try:
+        return float(value)
+    except OverflowError:
+        raise TypeError(f"integer {sanitize(value, 40)} is too large for a 64-bit float") from None
 
 
 def _to_bool(value: Any) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
-    raise TypeError(f"{type(value).__name__} where a boolean was expected")
+    raise _wrong(value, "a boolean")
 
 
 def _to_strings(value: Any) -> list[str] | None:
     if value is None:
         return None
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise TypeError(f"{type(value).__name__} where a list of strings was expected")
-    return [str(v) for v in value]
+    if not isinstance(value, list | tuple) or not all(v is None or isinstance(v, str) for v in value):
+        raise _wrong(value, "an array of strings")
+    return list(value)
+
+
+def _to_text(value: Any) -> str | None:
+    """A declared string column: strings only (a number or an object is another type)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise _wrong(value, "a string")
 
 
 def _to_string(value: Any) -> str | None:
+    """An unknown field of mixed types: everything as text."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, (dict, list)):
@@ -113,7 +190,7 @@ def _converter(arrow_type: pa.DataType) -> Any:
         return _to_bool
     if pa.types.is_list(arrow_type):
         return _to_strings
-    return _to_string
+    return _to_text
 
 
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
@@ -158,7 +235,7 @@ def _is_nested(value: Any) -> bool:
     return False
 
 
-def _extra_array(values: list[Any]) -> pa.Array:
+def _extra_array(values: list[Any], *, table: str, name: str) -> pa.Array:
     """Unknown field: keep its inferred type; JSON text for nested values or mixed types."""
     present = [v for v in values if v is not None]
     if not present:
@@ -170,13 +247,26 @@ def _extra_array(values: list[Any]) -> pa.Array:
         )
     try:
         return pa.array(values)
+    except OverflowError:
+        raise TransformError(
+            f"{table}.{name}: an integer of the unknown field '{name}' is outside the 64-bit range; "
+            "nothing was written",
+            table=table,
+            column=name,
+            endpoint=T.SOURCE_ENDPOINTS.get(table),
+        ) from None
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return pa.array([_to_string(v) for v in values], type=pa.string())
 
 
 def rows_to_table(spec: TableSpec, rows: Sequence[Row]) -> pa.Table:
-    """Rows (API field names, plus the keys the connector adds) -> the spec's schema plus extras."""
+    """Rows (API field names, plus the keys the connector adds) -> the spec's schema plus extras.
+
+    Raises ``TransformError`` (naming table, column and endpoint) for a value that does not fit its
+    declared column; nothing is returned, so nothing of the batch can be written.
+    """
     known = {c.name for c in spec.columns}
+    endpoint = T.SOURCE_ENDPOINTS.get(spec.name)
     arrays: list[pa.Array] = []
     fields: list[pa.Field] = []
     for column in spec.columns:
@@ -186,17 +276,26 @@ def rows_to_table(spec: TableSpec, rows: Sequence[Row]) -> pa.Table:
             convert = _converter(column.type)
             try:
                 values = [convert(v) for v in raw]
-            except (TypeError, ValueError) as exc:
-                message = f"{spec.name}.{column.name}: cannot read as {column.type}: {exc}"
-                raise TransformError(message) from None
-            array = pa.array(values, type=column.type)
+                array = pa.array(values, type=column.type)
+            except (TypeError, ValueError, OverflowError, pa.ArrowException) as exc:
+                message = (
+                    f"{spec.name}.{column.name}: cannot read as {column.type}: {exc}; nothing was written"
+                )
+                raise TransformError(
+                    message, table=spec.name, column=column.name, endpoint=endpoint
+                ) from None
         if not column.nullable and array.null_count:
-            raise TransformError(f"{spec.name}.{column.name}: required value missing in an API row")
+            raise TransformError(
+                f"{spec.name}.{column.name}: required value missing in an API row",
+                table=spec.name,
+                column=column.name,
+                endpoint=endpoint,
+            )
         arrays.append(array)
         fields.append(pa.field(column.name, column.type, nullable=column.nullable))
     extras = sorted(set().union(*rows) - known)
     for name in extras:
-        array = _extra_array([row.get(name) for row in rows])
+        array = _extra_array([row.get(name) for row in rows], table=spec.name, name=name)
         arrays.append(array)
         fields.append(pa.field(name, array.type))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

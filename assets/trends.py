@@ -8,12 +8,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from dagster import AssetsDefinition
 
 from assets import tables as T
 from assets import transforms as X
-from assets.builders import PartitionedAsset, build_partitioned_assets
-from assets.partitions import ENGINES_WITH_ALL, ROLLUP_PARTITIONS
+from assets.builders import PartitionedAsset
+from assets.partitions import DAILY_PARTITIONS, ENGINES_WITH_ALL
 from assets.planning import Call, plan_citation_trends, plan_citation_urls, plan_competitor_trends
 from assets.spool import DateSpool
 from resources.api.client import VisibilityClient
@@ -70,7 +69,7 @@ def capped_notes(spool: DateSpool) -> dict[str, Any]:
 
 CITED_PAGES = PartitionedAsset(
     spec=T.CITED_PAGES,
-    partitions_def=ROLLUP_PARTITIONS,
+    partitions_def=DAILY_PARTITIONS,
     engine_order=ENGINES_WITH_ALL,
     planner=plan_citation_urls,
     fetch_one=fetch_cited_pages,
@@ -80,7 +79,7 @@ CITED_PAGES = PartitionedAsset(
 )
 CITATION_TRENDS = PartitionedAsset(
     spec=T.CITATION_TRENDS,
-    partitions_def=ROLLUP_PARTITIONS,
+    partitions_def=DAILY_PARTITIONS,
     engine_order=ENGINES_WITH_ALL,
     planner=plan_citation_trends,
     fetch_one=fetch_citation_trends,
@@ -90,22 +89,10 @@ CITATION_TRENDS = PartitionedAsset(
 )
 COMPETITOR_TRENDS = PartitionedAsset(
     spec=T.COMPETITOR_TRENDS,
-    partitions_def=ROLLUP_PARTITIONS,
+    partitions_def=DAILY_PARTITIONS,
     engine_order=ENGINES_WITH_ALL,
     planner=plan_competitor_trends,
     fetch_one=fetch_competitor_trends,
     with_rollup=True,
     upstream="tracked_competitors",
 )
-
-#: cited pages last: one call per brand, engine and day makes its fetch the longest, hiding the
-#: landing of the two trend tables (one call per brand and engine each) fetched before it
-sync_rollups = build_partitioned_assets(
-    "sync_rollups",
-    [COMPETITOR_TRENDS, CITATION_TRENDS, CITED_PAGES],
-    group_name="visibility_daily",
-    description="Cited pages, citation trends and competitor trends (date x 7 engines + `all`): "
-    "fetched back to back, each landed while the next is fetched.",
-)
-
-trend_assets: list[AssetsDefinition] = [sync_rollups]

@@ -1,7 +1,10 @@
 """Run every benchmark in turn; each writes its own section of ``bench/RESULTS.md``.
 
 Usage: ``.venv/bin/python bench/run_all.py [name ...]`` with names among sandbox, api, warehouse,
-backfill (default: all, about 15 minutes on 2 cores). Each benchmark runs in its own process.
+backfill (default: all; on 2 cores about 15 minutes without the backfill benchmark, which launches
+its backfills through a real webserver and daemon and takes most of an hour on the large workspace),
+or ``backfill-quick`` (the backfill benchmark's ``--quick``: demo workspace, 3 days, a few scenarios,
+about 10 minutes, RESULTS.md left alone). Each benchmark runs in its own process.
 """
 
 from __future__ import annotations
@@ -12,18 +15,22 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 BENCHMARKS = ("sandbox", "api", "warehouse", "backfill")
+#: other ways to run a benchmark: name -> (benchmark, its arguments)
+VARIANTS = {"backfill-quick": ("backfill", ["--quick"])}
 
 
 def main(argv: list[str]) -> int:
     names = argv or list(BENCHMARKS)
-    unknown = sorted(set(names) - set(BENCHMARKS))
+    unknown = sorted(set(names) - set(BENCHMARKS) - set(VARIANTS))
     if unknown:
-        print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+        known = ", ".join([*BENCHMARKS, *VARIANTS])
+        print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {known}")
         return 2
     failed = []
     for name in names:
-        print(f"== bench_{name}.py", flush=True)
-        done = subprocess.run([sys.executable, str(BENCH_DIR / f"bench_{name}.py")], check=False)
+        bench, extra = VARIANTS.get(name, (name, []))
+        print(f"== bench_{bench}.py {' '.join(extra)}".rstrip(), flush=True)
+        done = subprocess.run([sys.executable, str(BENCH_DIR / f"bench_{bench}.py"), *extra], check=False)
         if done.returncode != 0:
             failed.append(name)
     if failed:

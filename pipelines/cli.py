@@ -21,7 +21,7 @@ import datetime as dt
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,32 +51,68 @@ err = Console(stderr=True, highlight=False)
 # errors -> exit codes
 
 
+def exit_codes() -> list[tuple[type[BaseException], int]]:
+    """The one map from exception types to exit codes, first match wins (subclasses first).
+
+    Used for live exceptions and, by class name, for the serialized errors of a Dagster step.
+    """
+    from dagster._core.errors import DagsterExecutionInterruptedError
+
+    from resources.api import errors as E
+    from resources.warehouse.base import WarehouseConfigError
+
+    return [
+        (ConfigError, EXIT_CONFIG),
+        (E.ConfigurationError, EXIT_CONFIG),
+        (WarehouseConfigError, EXIT_CONFIG),
+        (E.AuthenticationError, EXIT_REFUSED),
+        (E.SubscriptionRequiredError, EXIT_REFUSED),
+        (E.PermissionDeniedError, EXIT_REFUSED),
+        (E.ServerError, EXIT_UNAVAILABLE),
+        (E.TransportError, EXIT_UNAVAILABLE),
+        (E.RateLimitError, EXIT_UNAVAILABLE),
+        (E.QuotaExceededError, EXIT_UNAVAILABLE),
+        (E.PagingError, EXIT_UNAVAILABLE),
+        (E.ResponseShapeError, EXIT_UNAVAILABLE),
+        (E.SyncCancelled, EXIT_INTERRUPTED),
+        (DagsterExecutionInterruptedError, EXIT_INTERRUPTED),
+        (KeyboardInterrupt, EXIT_INTERRUPTED),
+    ]
+
+
 def exit_code_for(exc: BaseException) -> int:
     """The documented exit code of an exception raised by a sync or a check."""
-    from resources.api import errors as E
-    from resources.warehouse.resource import WarehouseConfigError
+    for kind, code in exit_codes():
+        if isinstance(exc, kind):
+            return code
+    return EXIT_PARTIAL
 
-    if isinstance(exc, (ConfigError, E.ConfigurationError, WarehouseConfigError)):
-        return EXIT_CONFIG
-    if isinstance(exc, (E.AuthenticationError, E.SubscriptionRequiredError, E.PermissionDeniedError)):
-        return EXIT_REFUSED
-    if isinstance(
-        exc, (E.ServerError, E.TransportError, E.RateLimitError, E.QuotaExceededError, E.PagingError)
-    ):
-        return EXIT_UNAVAILABLE
-    if isinstance(exc, KeyboardInterrupt):
-        return EXIT_INTERRUPTED
+
+def exit_code_by_name(class_names: Sequence[str]) -> int:
+    """The exit code of a serialized error chain (class names, outermost first)."""
+    by_name: dict[str, int] = {}
+
+    def name_all(kind: type[BaseException], code: int) -> None:
+        by_name.setdefault(kind.__name__, code)
+        for sub in kind.__subclasses__():
+            name_all(sub, code)
+
+    for kind, code in exit_codes():
+        name_all(kind, code)
+    for name in class_names:
+        if name in by_name:
+            return by_name[name]
     return EXIT_PARTIAL
 
 
 def _root_cause(exc: BaseException) -> BaseException:
     """The API error behind a Dagster step failure, when there is one."""
-    from resources.api.errors import VisibilityAPIError
+    from resources.api.errors import SyncCancelled, VisibilityAPIError
 
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, (VisibilityAPIError, ConfigError)):
+        if isinstance(current, (VisibilityAPIError, ConfigError, SyncCancelled)):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
@@ -95,19 +131,12 @@ class RunSummary:
     requests: dict[str, int] = field(default_factory=dict)
     out_of_scope: set[str] = field(default_factory=set)
     failures: list[tuple[str, str, int]] = field(default_factory=list)  # (asset/run, message, code)
+    skipped: list[str] = field(default_factory=list)  # steps not run because an earlier one failed
 
     @property
     def stops(self) -> bool:
         """A failure that later runs would only repeat (refused key, configuration error)."""
         return any(_stops_the_sync(code) for _, _, code in self.failures)
-
-    def merge(self, other: RunSummary) -> None:
-        for name, count in other.rows.items():
-            self.rows[name] = self.rows.get(name, 0) + count
-        for name, count in other.requests.items():
-            self.requests[name] = self.requests.get(name, 0) + count
-        self.out_of_scope |= other.out_of_scope
-        self.failures.extend(other.failures)
 
     @property
     def exit_code(self) -> int:
@@ -195,6 +224,11 @@ def _collect(result: Any, summary: RunSummary, label: str) -> None:
         summary.requests[name] = summary.requests.get(name, 0) + count
     if result.success:
         return
+    started = {e.step_key for e in result.all_events if e.event_type_value == "STEP_START"}
+    # Dagster records nothing for a step whose upstream step failed: it simply never starts
+    summary.skipped.extend(
+        f"{label}: {node.name}" for node in result.job_def.nodes if node.name not in started
+    )
     for event in result.all_events:
         if event.event_type_value == "STEP_FAILURE":
             data = event.event_specific_data
@@ -232,27 +266,14 @@ def _stops_the_sync(code: int) -> bool:
 
 
 def _failure_code(error: Any) -> int:
-    """Map a serialized step error back to an exit code by its class name (the chain is serialized)."""
+    """Map a serialized step error back to an exit code by its class names (the chain is serialized)."""
     names: list[str] = []
-    while error is not None:
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
         names.append(error.cls_name or "")
         error = error.cause or getattr(error, "context", None)
-    table = {
-        "ConfigurationError": EXIT_CONFIG,
-        "ConfigError": EXIT_CONFIG,
-        "WarehouseConfigError": EXIT_CONFIG,
-        "AuthenticationError": EXIT_REFUSED,
-        "SubscriptionRequiredError": EXIT_REFUSED,
-        "PermissionDeniedError": EXIT_REFUSED,
-        "ServerError": EXIT_UNAVAILABLE,
-        "TransportError": EXIT_UNAVAILABLE,
-        "RateLimitError": EXIT_UNAVAILABLE,
-        "QuotaExceededError": EXIT_UNAVAILABLE,
-    }
-    for name in names:
-        if name in table:
-            return table[name]
-    return EXIT_PARTIAL
+    return exit_code_by_name(names)
 
 
 def sync(
@@ -265,120 +286,110 @@ def sync(
     show_progress: bool = True,
     verbose: bool = False,
 ) -> RunSummary:
-    """Snapshots, then the daily and rollup assets over ``[start, end)`` x engines, in process.
+    """Run the ``visibility_sync`` job over ``[start, end)`` x engines, in this process.
 
-    The daily and rollup runs go side by side (one thread each) and share one request budget, so the
-    key's rate limit is spent back to back while one run lands or starts; runs of one kind (a split
-    engine selection) go one after the other, and so does everything when ``DAGSTER_HOME`` records
-    the runs (see below). Stops starting runs after one fails on a refused key
-    or a configuration error. Dagster's console log (with its stack traces) shows only when
-    ``verbose``; the summary prints each failure's own message.
+    The very job the daily schedule launches (same steps, metadata and asset checks), with the same
+    range tags; with ``DAGSTER_HOME`` set its runs are recorded where the UI shows them. An engine
+    selection that is not one contiguous range of Dagster's engine order needs one run per range: the
+    first is the whole sync, the others re-run only the date x engine tables (``visibility_daily``).
+    The runs share one request budget and one set of brand, prompt and competitor listings
+    (``visibility/sync`` tag). Stops starting runs after one fails on a refused key or a
+    configuration error. Dagster's console log (with its stack traces) shows only when ``verbose``;
+    the summary prints each failure's own message.
     """
-    from dagster import DagsterInstance, materialize
+    import uuid
 
-    from assets.facts import fact_assets
-    from assets.partitions import ENGINES, ENGINES_WITH_ALL
-    from assets.snapshots import snapshot_assets
-    from assets.trends import trend_assets
-    from pipelines.resources import build_resources  # not the code location: no sensor settings
+    from dagster import DagsterInstance
+
+    from assets.discovery import BRANDS_TAG, SYNC_TAG
+    from assets.partitions import ENGINES_WITH_ALL
+    from pipelines.jobs import DAILY_JOB, SYNC_JOB
     from pipelines.schedules import range_tags
+    from pipelines.syncs import sync_definitions
     from resources.api.resource import shared_budget
 
     api_url, api_key = settings.require_api()
-    resources = build_resources(settings)
-    base_tags: dict[str, str] = {}
+    definitions = sync_definitions(settings)
+    base_tags = {SYNC_TAG: uuid.uuid4().hex, "visibility/launched_by": "visibility-sync"}
     if brands:
-        base_tags["visibility/brands"] = ",".join(brands)
+        base_tags[BRANDS_TAG] = ",".join(brands)
     log_level = "INFO" if verbose else "CRITICAL"  # step failures log at ERROR with stack traces
     quiet = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     last = end - dt.timedelta(days=1)
     recorded = bool(os.environ.get("DAGSTER_HOME"))  # runs recorded where the UI shows them
+    spans = engine_groups(engines, ENGINES_WITH_ALL)
 
-    def run(label: str, assets: list[Any], tags: dict[str, str], into: RunSummary) -> None:
-        # an ephemeral instance per run: in-memory storage is not shared across threads
-        with DagsterInstance.get() if recorded else DagsterInstance.ephemeral() as instance:
-            result = materialize(
-                assets,
+    summary = RunSummary()
+    with (
+        _progress(show_progress) as bar,
+        shared_budget(api_url, api_key, retry_deadline_seconds=settings.retry_deadline_seconds) as budget,
+        _status_lines(budget, bar),
+        DagsterInstance.get() if recorded else DagsterInstance.ephemeral() as instance,
+    ):
+        for index, (first, final) in enumerate(spans):
+            job_name = SYNC_JOB if index == 0 else DAILY_JOB
+            label = f"{job_name} {first}..{final}"
+            result = definitions.resolve_job_def(job_name).execute_in_process(
                 instance=instance,
-                resources=resources,
-                tags={**base_tags, **tags},
+                tags={**base_tags, **range_tags(start, last, (first, final))},
                 run_config=quiet,
                 raise_on_error=False,
             )
-        _collect(result, into, label)
-
-    summary = RunSummary()
-    with _progress(show_progress), shared_budget(api_url, api_key):
-        run("snapshots", list(snapshot_assets), {}, summary)
-        if summary.stops:
-            return summary
-        lanes: list[Lane] = []
-        for label, assets, order in (
-            ("daily", fact_assets, ENGINES),
-            ("rollups", trend_assets, ENGINES_WITH_ALL),
-        ):
-            lanes.append(
-                [
-                    (f"{label} {first}..{final}", list(assets), range_tags(start, last, (first, final)))
-                    for first, final in engine_groups(engines, order)
-                ]
-            )
-        if recorded:
-            # a recorded run captures its step output by redirecting the process's stdout and
-            # stderr to files; two runs at once would tangle the redirections: one after the other
-            lanes = [[r for lane in lanes for r in lane]]
-        for lane_summary in run_lanes(lanes, run):
-            summary.merge(lane_summary)
+            _collect(result, summary, label)
+            if summary.stops or budget.cancelled:
+                break
     return summary
 
 
-Lane = list[tuple[str, list[Any], dict[str, str]]]
+@contextmanager
+def _status_lines(budget: Any, bar: Any) -> Iterator[None]:
+    """Say what the sync waits for, as it waits: the rate limit, Retry-After, an unreachable service,
+    the DuckDB file lock (the client's ``on_wait`` hook and the ``visibility.*`` loggers' warnings)."""
+    import logging
+    import time
 
+    target = bar.console if bar is not None else err
+    last: dict[str, float] = {}
 
-def run_lanes(
-    lanes: Sequence[Lane], run: Callable[[str, list[Any], dict[str, str], RunSummary], None]
-) -> list[RunSummary]:
-    """Each lane's runs one after the other, the lanes side by side; one summary per lane, in order.
+    def say(cause: str, message: str) -> None:
+        now = time.monotonic()
+        if now - last.get(cause, -1e9) >= 5.0:  # one line per cause every few seconds
+            last[cause] = now
+            target.print(f"[yellow]waiting:[/yellow] {message}", soft_wrap=True, highlight=False)
 
-    After a run that stops the sync (a refused key, a configuration error), no lane starts another.
-    The threads are daemons: on Ctrl+C the command exits at once, and a run cut short leaves each
-    write as it was (every write is one transaction).
-    """
-    summaries = [RunSummary() for _ in lanes]
+    class Handler(logging.Handler):
+        """The warehouse's waits become status lines; the API's come through ``on_wait``."""
 
-    def drive(lane: Lane, into: RunSummary) -> None:
-        for label, assets, tags in lane:
-            if any(s.stops for s in summaries):
-                return
-            try:
-                run(label, assets, tags, into)
-            except Exception as exc:  # not a step failure (those are in the result): the run itself
-                into.failures.append((label, f"{type(exc).__name__}: {exc}", exit_code_for(exc)))
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.name.startswith("visibility.warehouse"):
+                say(record.name, record.getMessage())
 
-    threads = [
-        threading.Thread(target=drive, args=(lane, into), daemon=True, name=f"visibility-lane-{i}")
-        for i, (lane, into) in enumerate(zip(lanes, summaries, strict=True))
-        if lane
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        while thread.is_alive():  # a timed join, so Ctrl+C reaches this thread
-            thread.join(timeout=0.5)
-    return summaries
+    handler = Handler(level=logging.WARNING)
+    loggers = [logging.getLogger("visibility.warehouse"), logging.getLogger("visibility.api")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    previous = budget.on_wait
+    budget.on_wait = lambda cause, seconds, message: say(cause, message)
+    try:
+        yield
+    finally:
+        budget.on_wait = previous
+        for logger in loggers:
+            logger.removeHandler(handler)
 
 
 def check_warehouse(settings: Settings) -> None:
     """Prove the warehouse takes writes before the first request spends the API's rate budget."""
     from urllib.parse import urlsplit
 
+    from resources.warehouse.base import WarehouseConfigError
     from resources.warehouse.resource import redact_url, warehouse_from_url
 
     try:
         with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse:
             warehouse.check_connection()
-    except ConfigError:
-        raise
+    except (ConfigError, WarehouseConfigError):
+        raise  # already names the setting
     except Exception as exc:
         detail = (str(exc).strip().splitlines() or [""])[0]
         password = urlsplit(settings.warehouse_url).password
@@ -401,7 +412,16 @@ def _table_counts(settings: Settings) -> dict[str, int | None]:
 
 
 def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: dt.date) -> None:
-    table = Table(title=f"Landed {start} .. {end} (end exclusive) into {_redact(settings.warehouse_url)}")
+    """What landed, read back from the warehouse; on failure, what failed and what was kept."""
+    where = f"{start} .. {end} (end exclusive) into {_redact(settings.warehouse_url)}"
+    if summary.failures:
+        title = (
+            f"Sync FAILED for {where}: tables with a count in 'rows landed this run' were synced, "
+            "every other table keeps the rows it had"
+        )
+    else:
+        title = f"Landed {where}"
+    table = Table(title=title)
     table.add_column("table")
     table.add_column("rows landed this run", justify="right")
     table.add_column("rows in table", justify="right")
@@ -425,8 +445,10 @@ def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: 
             f"[yellow]warning:[/yellow] brand {brand} is out of this key's scope (404): "
             "skipped, its rows untouched"
         )
-    for where, message, code in summary.failures:
-        err.print(f"[red]failed[/red] {where}: {message} (exit {code})")
+    for step, message, code in summary.failures:
+        err.print(f"[red]failed[/red] {step}: {message} (exit {code})")
+    for step in summary.skipped:
+        err.print(f"[yellow]skipped[/yellow] {step}: not run, because an earlier step of the sync failed")
 
 
 def _redact(url: str) -> str:
@@ -464,6 +486,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary = sync(
         settings, start, end, engines, args.brand or (), show_progress=not args.quiet, verbose=args.verbose
     )
+    if summary.exit_code == EXIT_INTERRUPTED:
+        raise KeyboardInterrupt
     print_summary(summary, settings, start, end)
     return summary.exit_code
 
@@ -483,9 +507,14 @@ def check(settings: Settings) -> str:
     )
     with resource.get_client() as client:
         first = next(iter(client.list_brands(limit=999)), None)
+    check_warehouse(settings)
+    landing = f"; the warehouse {_redact(settings.warehouse_url)} takes writes"
     if first is None:
-        return f"OK: {url} accepted the key and the subscription is active, but the key reaches no brand"
-    return f"OK: {url} accepted the key; the subscription is active and brands are reachable"
+        return (
+            f"OK: {url} accepted the key and the subscription is active, but the key reaches no brand"
+            + landing
+        )
+    return f"OK: {url} accepted the key; the subscription is active and brands are reachable" + landing
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -592,12 +621,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import signal
+
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)  # a stop from a supervisor is a Ctrl+C
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:
-        err.print("interrupted")
+        err.print(
+            "interrupted: the sync stopped; every table keeps its previous rows where its landing "
+            "had not committed (re-run to complete)"
+        )
         return EXIT_INTERRUPTED
     except Exception as exc:
         cause = _root_cause(exc)

@@ -17,6 +17,8 @@ DEFAULT_WAREHOUSE = "duckdb:///data/visibility.duckdb"
 DEFAULT_SCHEMA = "visibility"
 DEFAULT_HISTORY_DAYS = 90
 DEFAULT_LOOKBACK_DAYS = 3
+#: Bounds of VISIBILITY_LOOKBACK_DAYS: the service restates recent days, not years.
+MAX_LOOKBACK_DAYS = 365
 WAREHOUSE_SCHEMES = ("duckdb", "postgresql", "postgres", "postgresql+psycopg", "bigquery")
 
 
@@ -71,13 +73,14 @@ def _parse_date(value: str, setting: str) -> dt.date:
         raise ConfigError(f"{setting} must be a date YYYY-MM-DD, got {value!r}") from None
 
 
-def _parse_int(value: str, setting: str, minimum: int) -> int:
+def _parse_int(value: str, setting: str, minimum: int, maximum: int | None = None) -> int:
     try:
         number = int(value)
     except ValueError:
-        raise ConfigError(f"{setting} must be an integer, got {value!r}") from None
-    if number < minimum:
-        raise ConfigError(f"{setting} must be at least {minimum}, got {number}")
+        raise ConfigError(f"{setting} must be an integer, got {value[:40]!r}") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        bounds = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+        raise ConfigError(f"{setting} must be {bounds}, got {value[:40]!r}")
     return number
 
 
@@ -109,9 +112,25 @@ def duckdb_memory_limit_from_env(env: Mapping[str, str] | None = None) -> str:
 
 
 def lookback_days_from_env(env: Mapping[str, str] | None = None) -> int:
+    """``VISIBILITY_LOOKBACK_DAYS``: 0 to 365 (a larger value would only overflow the date range)."""
     env = os.environ if env is None else env
     raw = env.get("VISIBILITY_LOOKBACK_DAYS", "").strip()
-    return _parse_int(raw, "VISIBILITY_LOOKBACK_DAYS", 0) if raw else DEFAULT_LOOKBACK_DAYS
+    if not raw:
+        return DEFAULT_LOOKBACK_DAYS
+    return _parse_int(raw, "VISIBILITY_LOOKBACK_DAYS", 0, MAX_LOOKBACK_DAYS)
+
+
+def retry_deadline_from_env(env: Mapping[str, str] | None = None) -> float:
+    """``VISIBILITY_RETRY_DEADLINE_SECONDS``: how long a sync retries an unreachable service (1..86400,
+    default 300), counted once for the whole sync."""
+    from resources.api.config import validate_retry_deadline
+    from resources.api.errors import ConfigurationError
+
+    env = os.environ if env is None else env
+    try:
+        return validate_retry_deadline(env.get("VISIBILITY_RETRY_DEADLINE_SECONDS", ""))
+    except ConfigurationError as exc:
+        raise ConfigError(exc.detail) from None
 
 
 @dataclass(frozen=True, repr=False)
@@ -125,6 +144,7 @@ class Settings:
     start_date: dt.date
     lookback_days: int
     duckdb_memory_limit: str
+    retry_deadline_seconds: float = 300.0
 
     def __repr__(self) -> str:
         return (
@@ -132,7 +152,8 @@ class Settings:
             f"api_key={'<set>' if self.api_key else None!r}, "
             f"warehouse_url={_redacted(self.warehouse_url)!r}, schema_name={self.schema_name!r}, "
             f"start_date={self.start_date!r}, lookback_days={self.lookback_days!r}, "
-            f"duckdb_memory_limit={self.duckdb_memory_limit!r})"
+            f"duckdb_memory_limit={self.duckdb_memory_limit!r}, "
+            f"retry_deadline_seconds={self.retry_deadline_seconds!r})"
         )
 
     def require_api(self) -> tuple[str, str]:
@@ -185,6 +206,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, today: dt.date | None
     start_date = start_date_from_env(env, today=today)
     lookback_days = lookback_days_from_env(env)
     duckdb_memory_limit = duckdb_memory_limit_from_env(env)
+    retry_deadline_seconds = retry_deadline_from_env(env)
     return Settings(
         api_url=api_url,
         api_key=api_key,
@@ -193,4 +215,5 @@ def load_settings(env: Mapping[str, str] | None = None, *, today: dt.date | None
         start_date=start_date,
         lookback_days=lookback_days,
         duckdb_memory_limit=duckdb_memory_limit,
+        retry_deadline_seconds=retry_deadline_seconds,
     )

@@ -10,32 +10,28 @@ from __future__ import annotations
 from dagster import Definitions
 
 from assets.audits import audit_assets, audit_landing_job
-from assets.checks import all_checks, with_freshness_policies
-from assets.facts import fact_assets
-from assets.snapshots import snapshot_assets
-from assets.trends import trend_assets
+from assets.checks import audit_checks
 from pipelines.config import Settings, load_settings
-from pipelines.jobs import DEFAULT_EXECUTOR, all_jobs
-from pipelines.resources import build_resources
 from pipelines.schedules import all_schedules
 from pipelines.sensors import all_sensors, sensor_resources
+from pipelines.syncs import all_assets, sync_definitions
 
-all_assets = [*snapshot_assets, *fact_assets, *trend_assets]
-
-__all__ = ["all_assets", "build_definitions", "build_resources", "defs"]
+__all__ = ["all_assets", "build_definitions", "defs"]
 
 
 def build_definitions(settings: Settings | None = None) -> Definitions:
     """Everything ``dagster dev`` loads; a bad setting (``VISIBILITY_AUDIT_*`` too) fails the load."""
     settings = settings or load_settings()
-    return Definitions(
-        assets=[*with_freshness_policies(all_assets), *audit_assets],
-        asset_checks=all_checks,
-        jobs=[*all_jobs, audit_landing_job],
-        schedules=all_schedules,
-        sensors=all_sensors,
-        resources={**build_resources(settings), **sensor_resources()},
-        executor=DEFAULT_EXECUTOR,
+    return Definitions.merge(
+        sync_definitions(settings),
+        Definitions(
+            assets=audit_assets,
+            asset_checks=audit_checks,
+            jobs=[audit_landing_job],
+            schedules=all_schedules,
+            sensors=all_sensors,
+            resources=sensor_resources(),
+        ),
     )
 
 

@@ -1,42 +1,48 @@
-"""Jobs: one per partitions definition, because a run targets one partition set.
+"""Jobs, selected by asset group so a new table is in its jobs without a list to keep.
 
-* ``visibility_snapshots``: brands, topics, prompts, tracked competitors, generations (unpartitioned).
-* ``visibility_daily``: prompt mentions and answers (date x 7 engines).
-* ``visibility_rollups``: cited pages, citation trends, competitor trends (date x 7 engines + ``all``).
+* ``visibility_sync``: everything a sync lands: the snapshot tables, then every date x engine table
+  for a range of partitions. The daily schedule and ``visibility-sync run`` launch this job, with the
+  same range tags, so a sync is the same run (same steps, metadata and asset checks) whoever starts it.
+* ``visibility_snapshots``: the snapshot tables alone (unpartitioned).
+* ``visibility_daily``: the date x engine tables alone (what a backfill of a range re-fetches).
 """
 
 from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job, in_process_executor
 
-#: Every run (the UI's backfills included) executes its steps in its run process. A partitioned run
-#: is one step anyway (``sync_daily`` / ``sync_rollups``); a step process per step would only add
-#: its start-up (seconds on a small machine) while the key's rate budget waits. Pools still hold:
-#: the in-process executor claims pool slots like the multiprocess one.
+from assets.daily import DAILY_GROUP
+from assets.partitions import DAILY_PARTITIONS
+
+#: Every run (the UI's backfills included) executes its steps in its run process. A sync is two steps
+#: (``sync_snapshots``, ``sync_daily``) plus its checks; a step process per step would only add its
+#: start-up (seconds on a small machine) while the key's rate budget waits. Pools still hold: the
+#: in-process executor claims pool slots like the multiprocess one.
 DEFAULT_EXECUTOR = in_process_executor
 
+SYNC_JOB = "visibility_sync"
 SNAPSHOT_JOB = "visibility_snapshots"
 DAILY_JOB = "visibility_daily"
-ROLLUP_JOB = "visibility_rollups"
+SNAPSHOT_GROUP = "visibility_snapshots"
 
-SNAPSHOT_ASSETS = ("brands", "topics", "prompts", "tracked_competitors", "generations")
-DAILY_ASSETS = ("prompt_mentions", "answers")
-ROLLUP_ASSETS = ("cited_pages", "citation_trends", "competitor_trends")
-
+sync_job = define_asset_job(
+    SYNC_JOB,
+    selection=AssetSelection.groups(SNAPSHOT_GROUP, DAILY_GROUP),
+    partitions_def=DAILY_PARTITIONS,
+    description="A whole sync: refresh the snapshot tables, then land every date x engine table for "
+    "a range (one run, widest API windows). The daily schedule and `visibility-sync run` launch it.",
+)
 snapshot_job = define_asset_job(
     SNAPSHOT_JOB,
-    selection=AssetSelection.assets(*SNAPSHOT_ASSETS),
+    selection=AssetSelection.groups(SNAPSHOT_GROUP),
     description="Refresh the snapshot tables; rows gone from the API stay with is_current = false.",
 )
 daily_job = define_asset_job(
     DAILY_JOB,
-    selection=AssetSelection.assets(*DAILY_ASSETS),
-    description="Prompt mentions and answers for a date x engine range (one run, widest API windows).",
-)
-rollup_job = define_asset_job(
-    ROLLUP_JOB,
-    selection=AssetSelection.assets(*ROLLUP_ASSETS),
-    description="Cited pages, citation trends and competitor trends, per engine and the `all` rollup.",
+    selection=AssetSelection.groups(DAILY_GROUP),
+    partitions_def=DAILY_PARTITIONS,
+    description="Every date x engine table for a range: mentions, answers, cited pages, citation and "
+    "competitor trends (engines plus the `all` rollup).",
 )
 
-all_jobs = [snapshot_job, daily_job, rollup_job]
+all_jobs = [sync_job, snapshot_job, daily_job]

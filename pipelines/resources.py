@@ -29,6 +29,7 @@ def build_resources(settings: Settings) -> dict[str, Any]:
         "api": VisibilityAPIResource(
             api_url=_from_env("VISIBILITY_API_URL", settings.api_url),
             api_key=EnvVar("VISIBILITY_API_KEY"),
+            retry_deadline_seconds=settings.retry_deadline_seconds,
         ),
         "warehouse": WarehouseResource(
             url=_from_env("VISIBILITY_WAREHOUSE", settings.warehouse_url),

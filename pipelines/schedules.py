@@ -1,22 +1,22 @@
-"""Schedules: snapshots first, then the daily sync of yesterday plus the lookback days.
+"""The daily schedule: one ``visibility_sync`` run of yesterday plus the lookback days.
 
-The service restates recent days, so each daily run re-fetches the newest partition and the
-``VISIBILITY_LOOKBACK_DAYS`` before it, as ONE single-run range (the widest API windows), which
-replaces those days' rows. Times are UTC.
+The service restates recent days, so each daily run refreshes the snapshot tables, then re-fetches
+the newest partition and the ``VISIBILITY_LOOKBACK_DAYS`` before it for every engine and the ``all``
+rollup, as ONE single-run range (the widest API windows), which replaces those days' rows. It is the
+run ``visibility-sync run`` makes. Times are UTC.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from dagster import RunRequest, ScheduleDefinition, ScheduleEvaluationContext, SkipReason, schedule
+from dagster import RunRequest, ScheduleEvaluationContext, SkipReason, schedule
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from assets.partitions import ENGINES, ENGINES_WITH_ALL, partition_key
+from assets.partitions import ENGINES_WITH_ALL, partition_key
 from pipelines.config import lookback_days_from_env, start_date_from_env
-from pipelines.jobs import daily_job, rollup_job, snapshot_job
+from pipelines.jobs import sync_job
 
-SNAPSHOT_CRON = "30 2 * * *"
 DAILY_CRON = "0 3 * * *"
 
 
@@ -35,9 +35,11 @@ def range_tags(first: dt.date, last: dt.date, engines: tuple[str, ...]) -> dict[
     }
 
 
-def _daily_request(context: ScheduleEvaluationContext, engines: tuple[str, ...]) -> RunRequest | SkipReason:
-    today = context.scheduled_execution_time.date()
-    window = sync_window(today, lookback_days_from_env(), start_date_from_env())
+def sync_request(
+    today: dt.date, lookback_days: int, first_day: dt.date, engines: tuple[str, ...] = ENGINES_WITH_ALL
+) -> RunRequest | SkipReason:
+    """The run of a daily sync on ``today``: the window's range tags (every engine, ``all`` included)."""
+    window = sync_window(today, lookback_days, first_day)
     if window is None:
         return SkipReason("no partition yet: VISIBILITY_START_DATE is today or later")
     first, last = window
@@ -47,24 +49,11 @@ def _daily_request(context: ScheduleEvaluationContext, engines: tuple[str, ...])
     )
 
 
-@schedule(job=daily_job, cron_schedule=DAILY_CRON, execution_timezone="UTC", name="daily_sync")
+@schedule(job=sync_job, cron_schedule=DAILY_CRON, execution_timezone="UTC", name="daily_sync")
 def daily_sync(context: ScheduleEvaluationContext) -> RunRequest | SkipReason:
-    """Mentions and answers of yesterday plus the lookback days."""
-    return _daily_request(context, ENGINES)
+    """Snapshots, then every date x engine table of yesterday plus the lookback days."""
+    today = context.scheduled_execution_time.date()
+    return sync_request(today, lookback_days_from_env(), start_date_from_env())
 
 
-@schedule(job=rollup_job, cron_schedule=DAILY_CRON, execution_timezone="UTC", name="daily_rollups_sync")
-def daily_rollups_sync(context: ScheduleEvaluationContext) -> RunRequest | SkipReason:
-    """Cited pages, citation and competitor trends of yesterday plus the lookback days, `all` included."""
-    return _daily_request(context, ENGINES_WITH_ALL)
-
-
-snapshot_refresh = ScheduleDefinition(
-    name="snapshot_refresh",
-    job=snapshot_job,
-    cron_schedule=SNAPSHOT_CRON,
-    execution_timezone="UTC",
-    description="Brands, topics, prompts, tracked competitors and generations, before the daily sync.",
-)
-
-all_schedules = [snapshot_refresh, daily_sync, daily_rollups_sync]
+all_schedules = [daily_sync]

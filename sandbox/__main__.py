@@ -7,7 +7,7 @@ import datetime as dt
 
 from sandbox.config import SandboxConfig
 from sandbox.faults import PROFILES, FaultsConfig
-from sandbox.server import serve_forever
+from sandbox.server import PortUnavailableError, serve_forever
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,7 +26,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     if args.today is not None:
         config.today = args.today
-    serve_forever(config, host=args.host, port=args.port)
+    try:
+        serve_forever(config, host=args.host, port=args.port)
+    except PortUnavailableError as exc:  # before anything was printed: one line, usage error
+        parser.exit(2, f"{parser.prog}: {exc}\n")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ from resources.api.errors import (
     QuotaExceededError,
     RateLimitError,
     ServerError,
+    ServiceUnreachableError,
     TransportError,
     VisibilityAPIError,
 )
@@ -336,6 +337,10 @@ def submit(
             state = record_rejection(state, candidate, now=now)
             log.lines.append(f"audit of {candidate.url} refused: {_error_text(exc)}")
             continue
+        except ServiceUnreachableError as exc:
+            # never sent (the service was already past the retry deadline): safe to try next tick
+            log.lines.append(f"audit of {candidate.url} not sent ({_error_text(exc)}); submitting next tick")
+            break
         except SERVICE_UNAVAILABLE as exc:
             # No answer: the audit may exist (and be charged). Never pay twice: do not resend it.
             state = record_rejection(state, candidate, now=now, ambiguous=True)

@@ -24,7 +24,7 @@ from dagster import (
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from assets.discovery import BRANDS_TAG
-from assets.partitions import ROLLUP_PARTITIONS
+from assets.partitions import DAILY_PARTITIONS
 from pipelines.sensors.client import sensor_client
 from pipelines.sensors.history_cursor import (
     HistoryBackfill,
@@ -124,7 +124,7 @@ def competitor_history_sensor(context: SensorEvaluationContext, api: VisibilityA
     if not due:
         reason = "baseline taken" if first_tick else "no competitor finished its history backfill"
         return SensorResult(skip_reason=f"{reason} ({len(observed)} tracked competitors)", cursor=cursor)
-    request = backfill_request(due, ROLLUP_PARTITIONS.get_partition_keys())
+    request = backfill_request(due, DAILY_PARTITIONS.get_partition_keys())
     context.log.info(f"history backfilled for {_describe(due)}")
     if request is None:
         return SensorResult(

@@ -8,26 +8,56 @@ everyone, not just the request that was refused.
 
 The arithmetic (``RateWindow``, ``AIMDLimit``) is pure and takes the time as an argument, so it is
 tested without sleeping; ``RequestBudget`` adds the locking and the waiting.
+
+A budget is also what the clients of one sync share beyond the rate limit (one budget per sync:
+``VisibilityAPIResource`` hands the same one to every client it opens, ``shared_budget`` to every run
+of the process):
+
+* **the outage clock**: the first transport failure or 5xx starts it, any answer below 500 stops it;
+  once the outage is older than the sync's retry deadline (``retry_deadline_seconds`` of the budget,
+  else of each client) every client gives up, and from then on fails at once, so a dead service costs
+  a sync one deadline, not one per call;
+* **cancellation**: ``cancel()`` (or setting the ``cancel_event`` given to the constructor) wakes
+  every wait at once (pacing, slots, backoff, Retry-After) and makes every call raise
+  ``SyncCancelled``;
+* **announcements**: every wait of a second or more, and every wait for an unreachable service, is
+  logged on ``visibility.api`` (INFO; WARNING when unreachable; at most one line per cause every
+  ``ANNOUNCE_EVERY_SECONDS``) and passed to the optional ``on_wait(cause, seconds, message)`` hook.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from resources.api.errors import SyncCancelled
 from resources.api.headers import (
     ENDPOINT_LIMIT_PREFIX,
     RATE_LIMIT_PREFIX,
     WindowHeaders,
     parse_window,
 )
+from resources.api.redaction import API_LOGGER
+
+logger = logging.getLogger(API_LOGGER)
+
+#: ``on_wait(cause, seconds, message)``: called when a wait starts. Causes: ``rate_limit`` (the
+#: global window, X-RateLimit-Reset or Retry-After), ``endpoint_rate_limit``, ``backoff`` (before a
+#: retry), ``unreachable`` (transport failures or 5xx: the outage clock runs).
+WaitCallback = Callable[[str, float, str], None]
 
 #: When a window is spent and the service gave no reset time, wait this long before trying again.
 UNKNOWN_RESET_SECONDS = 1.0
-#: Sleep slices while waiting, so a window that reopens early (a new answer) is noticed.
-MAX_WAIT_SLICE_SECONDS = 0.25
+#: Sleep slices while waiting, so a window that reopens early (a new answer) or a cancel event set
+#: from outside is noticed.
+MAX_WAIT_SLICE_SECONDS = 0.1
+#: Waits this long or longer are announced (log line, ``on_wait``); shorter ones are routine pacing.
+ANNOUNCE_MIN_SECONDS = 1.0
+#: At most one log line per cause this often (``on_wait`` is called for every announced wait).
+ANNOUNCE_EVERY_SECONDS = 5.0
 
 
 #: Requests sent this close together may reach the service in either order (threads, connections),
@@ -47,11 +77,15 @@ class RateWindow:
     the whole ``limit`` is available then).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, reset_header: str = "X-RateLimit-Reset") -> None:
         self.limit: int | None = None
         self.remaining: int | None = None
         self.reset_at: float | None = None
         self.blocked_until: float = 0.0
+        #: What announcements name as the cause of a wait.
+        self.reset_header = reset_header
+        self.reset_from_header = False
+        self.block_reason = "Retry-After"
         #: Send number and send time of the request whose answer the estimate rests on.
         self.newest_seq = 0
         self.newest_sent_at = 0.0
@@ -72,7 +106,14 @@ class RateWindow:
         if self.reset_at is None:
             # Spent, and no idea when it reopens: wait a little, then let one request probe.
             self.reset_at = now + UNKNOWN_RESET_SECONDS
+            self.reset_from_header = False
         return max(0.0, self.reset_at - now)
+
+    def reason(self, now: float) -> str:
+        """Why ``delay`` holds requests back, in the words of the headers (for announcements)."""
+        if now < self.blocked_until:
+            return self.block_reason
+        return self.reset_header if self.reset_from_header else "window spent, no reset header"
 
     def take(self) -> None:
         if self.remaining is not None:
@@ -95,12 +136,16 @@ class RateWindow:
             self.remaining = window.remaining - unseen
         if window.reset_seconds is not None:
             self.reset_at = now + window.reset_seconds
+            self.reset_from_header = True
         elif self.remaining is not None and self.remaining <= 0 and self.reset_at is None:
             self.reset_at = now + UNKNOWN_RESET_SECONDS
+            self.reset_from_header = False
 
-    def block(self, until: float) -> None:
+    def block(self, until: float, reason: str = "Retry-After") -> None:
         """Hold every request back until ``until`` (after a 429 for this window)."""
-        self.blocked_until = max(self.blocked_until, until)
+        if until >= self.blocked_until:
+            self.blocked_until = until
+            self.block_reason = reason
 
 
 class AIMDLimit:
@@ -174,30 +219,147 @@ class BudgetSnapshot:
     endpoint_remaining: dict[str, int | None]
 
 
+@dataclass(frozen=True)
+class Outage:
+    """The service has failed every attempt (transport errors, 5xx) since ``since`` (a clock value)."""
+
+    since: float
+    cause: str
+
+
 class RequestBudget:
-    """Shared by every thread of one client: blocks ``acquire`` until a request may be sent."""
+    """Shared by every client of one sync: blocks ``acquire`` until a request may be sent.
+
+    ``on_wait``: optional ``WaitCallback`` told about every announced wait (a CLI status line);
+    settable later as the ``on_wait`` attribute. ``cancel_event``: an event that cancels the sync when
+    set (``cancel()`` sets it too); a private one when not given. ``retry_deadline_seconds``: how long
+    the sync's clients keep retrying once the service is unreachable, counted from the outage's start
+    (``None``: each client's own ``retry_deadline_seconds``); a client's own, shorter deadline still
+    bounds each of its calls (a sensor tick's).
+    """
 
     def __init__(
         self,
         max_concurrency: int,
         *,
         clock: Callable[[], float] = time.monotonic,
+        on_wait: WaitCallback | None = None,
+        cancel_event: threading.Event | None = None,
+        retry_deadline_seconds: float | None = None,
     ) -> None:
+        if retry_deadline_seconds is not None and not retry_deadline_seconds > 0:
+            raise ValueError("retry_deadline_seconds must be positive")
         self._clock = clock
+        self.retry_deadline_seconds = retry_deadline_seconds
         self._cond = threading.Condition()
-        self._global = RateWindow()
+        self._global = RateWindow("X-RateLimit-Reset")
         self._endpoints: dict[str, RateWindow] = {}
         self._aimd = AIMDLimit(max_concurrency)
         #: Requests sent and not yet answered: send number -> (endpoint, send time).
         self._in_flight: dict[int, tuple[str, float]] = {}
         self._seq = 0
         self._answered = False
+        self.on_wait: WaitCallback | None = on_wait
+        self._cancel = cancel_event if cancel_event is not None else threading.Event()
+        self._outage: Outage | None = None
+        self._announce_lock = threading.Lock()
+        self._announced_at: dict[str, float] = {}
 
     def _endpoint(self, endpoint: str) -> RateWindow:
         window = self._endpoints.get(endpoint)
         if window is None:
-            window = self._endpoints[endpoint] = RateWindow()
+            window = self._endpoints[endpoint] = RateWindow("X-Endpoint-Reset")
         return window
+
+    # -- cancellation ---------------------------------------------------------------------------
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        """The event that cancels the sync (set it from a signal handler, or call ``cancel()``)."""
+        return self._cancel
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def cancel(self) -> None:
+        """Cancel the sync: every wait wakes now, every call of every client raises ``SyncCancelled``.
+
+        Thread-safe, idempotent and safe in a signal handler (it never blocks: if the budget's lock is
+        busy, the waiters see the event within ``MAX_WAIT_SLICE_SECONDS``). A request already on the
+        wire is not cut: it ends within the client's ``timeout_seconds`` and its caller then stops.
+        """
+        self._cancel.set()
+        if self._cond.acquire(blocking=False):
+            try:
+                self._cond.notify_all()
+            finally:
+                self._cond.release()
+
+    def check_cancelled(self, endpoint: str | None = None) -> None:
+        """Raise ``SyncCancelled`` when the sync was cancelled."""
+        if self._cancel.is_set():
+            raise SyncCancelled(endpoint=endpoint)
+
+    def sleep(self, seconds: float, *, endpoint: str | None = None) -> None:
+        """Sleep ``seconds`` unless the sync is cancelled first (then raise ``SyncCancelled`` at once)."""
+        if seconds > 0 and self._cancel.wait(seconds):
+            raise SyncCancelled(endpoint=endpoint)
+        self.check_cancelled(endpoint)
+
+    # -- the outage clock -----------------------------------------------------------------------
+
+    def note_unreachable(self, cause: str) -> Outage:
+        """An attempt failed without a usable answer (transport failure, 5xx): start or continue
+        the outage clock; return the outage (its start is shared by every client of the budget)."""
+        with self._cond:
+            since = self._outage.since if self._outage is not None else self._clock()
+            self._outage = Outage(since, cause)
+            return self._outage
+
+    def note_reachable(self) -> None:
+        """An answer below 500 arrived: the service is reachable, the outage clock stops."""
+        if self._outage is not None:  # unlocked read: the common case costs nothing
+            with self._cond:
+                self._outage = None
+
+    reset_outage = note_reachable
+
+    @property
+    def outage(self) -> Outage | None:
+        """The current outage (``None`` while the service answers)."""
+        return self._outage
+
+    def now(self) -> float:
+        """The budget's clock (the one ``Outage.since`` and deadlines are read on)."""
+        return self._clock()
+
+    # -- announcements --------------------------------------------------------------------------
+
+    def announce(self, cause: str, seconds: float, message: str, *, warning: bool = False) -> None:
+        """Say what a wait waits for: a log line (throttled per cause) and the ``on_wait`` hook.
+
+        Waits shorter than ``ANNOUNCE_MIN_SECONDS`` are not announced, unless ``warning`` (the service
+        is unreachable: every such wait matters).
+        """
+        if seconds < ANNOUNCE_MIN_SECONDS and not warning:
+            return
+        now = time.monotonic()
+        with self._announce_lock:
+            last = self._announced_at.get(cause)
+            log_it = last is None or now - last >= ANNOUNCE_EVERY_SECONDS
+            if log_it:
+                self._announced_at[cause] = now
+        if log_it:
+            logger.log(logging.WARNING if warning else logging.INFO, "%s", message)
+        callback = self.on_wait
+        if callback is not None:
+            try:
+                callback(cause, seconds, message)
+            except Exception:  # a broken status line must not break the sync
+                logger.debug("on_wait callback failed", exc_info=True)
+
+    # -- the budget -----------------------------------------------------------------------------
 
     def _unseen_by(self, seq: int, sent_at: float, endpoint: str | None = None) -> int:
         """Unanswered requests the answer to request ``seq`` may not have counted.
@@ -221,12 +383,21 @@ class RequestBudget:
     def acquire(self, endpoint: str, *, deadline: float | None = None) -> Permit:
         """Block until a slot is free and both the global and the endpoint window allow a request.
 
-        Raises ``BudgetExhausted`` instead of waiting past ``deadline`` (a ``clock()`` value).
+        Raises ``BudgetExhausted`` instead of waiting past ``deadline`` (a ``clock()`` value), and
+        ``SyncCancelled`` as soon as the sync is cancelled. A wait for a rate-limit window of
+        ``ANNOUNCE_MIN_SECONDS`` or more is announced once per call.
         """
         waited_rate = 0.0
         waited_slot = 0.0
-        with self._cond:
-            while True:
+        announced = False
+        announcement: tuple[str, float, str] | None = None
+        while True:
+            if announcement is not None:  # outside the lock: handlers and hooks may be slow
+                self.announce(*announcement)
+                announcement = None
+            with self._cond:
+                if self._cancel.is_set():
+                    raise SyncCancelled(endpoint=endpoint)
                 now = self._clock()
                 if len(self._in_flight) >= self._slots():
                     wait = MAX_WAIT_SLICE_SECONDS
@@ -267,6 +438,19 @@ class RequestBudget:
                 if deadline is not None and now + delay > deadline:
                     scope = "global" if global_delay >= endpoint_delay else f"endpoint {endpoint}"
                     raise BudgetExhausted(delay, scope)
+                if not announced and delay >= ANNOUNCE_MIN_SECONDS:
+                    announced = True
+                    if global_delay >= endpoint_delay:
+                        reason = self._global.reason(now)
+                        announcement = ("rate_limit", delay, f"rate limit: waiting {delay:.1f} s ({reason})")
+                    else:
+                        reason = endpoint_window.reason(now)
+                        announcement = (
+                            "endpoint_rate_limit",
+                            delay,
+                            f"rate limit of {endpoint}: waiting {delay:.1f} s ({reason})",
+                        )
+                    continue
                 self._cond.wait(min(delay, MAX_WAIT_SLICE_SECONDS))
                 waited_rate += self._clock() - now
 
@@ -308,12 +492,13 @@ class RequestBudget:
             self._cond.notify_all()
             return changed
 
-    def block(self, seconds: float, endpoint: str | None = None) -> None:
-        """After a 429: hold back every request (or every request to ``endpoint``) for ``seconds``."""
+    def block(self, seconds: float, endpoint: str | None = None, *, reason: str = "Retry-After") -> None:
+        """After a 429: hold back every request (or every request to ``endpoint``) for ``seconds``;
+        ``reason`` is what announcements of the wait name (``Retry-After``, a backoff)."""
         with self._cond:
             until = self._clock() + seconds
             window = self._global if endpoint is None else self._endpoint(endpoint)
-            window.block(until)
+            window.block(until, reason)
             self._cond.notify_all()
 
     def snapshot(self) -> BudgetSnapshot:

@@ -1,9 +1,11 @@
 """The Dagster-free HTTP client of the visibility API (public surface; see docs/ARCHITECTURE.md).
 
-One client per sync: a pooled ``httpx.Client``, one shared ``RequestBudget`` that every thread
-passes through, typed methods for every endpoint, and counters the assets put in their metadata.
-The policy pieces live in sibling modules: ``budget`` (pacing, AIMD), ``retry`` (what each answer
-means), ``paging`` (cursor walks), ``endpoints`` (shapes and required fields), ``headers``.
+One client per asset or step, one budget per sync: a pooled ``httpx.Client``, the shared
+``RequestBudget`` that every thread and every client of the sync passes through, typed methods for
+every endpoint, and counters the assets put in their metadata. The policy pieces live in sibling
+modules: ``budget`` (pacing, AIMD, the outage clock, cancellation, wait announcements), ``retry``
+(what each answer means), ``paging`` (bounded cursor walks), ``endpoints`` (shapes and types),
+``headers``, ``redaction`` (the key out of every text).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import Any, TypeVar
 import httpx
 
 from resources.api import endpoints as ep
-from resources.api.budget import BudgetExhausted, Permit, RequestBudget
-from resources.api.config import validate_api_key, validate_base_url
+from resources.api.budget import BudgetExhausted, Permit, RequestBudget, WaitCallback
+from resources.api.config import origin, validate_api_key, validate_base_url
 from resources.api.errors import (
     ERROR_BY_STATUS,
     NotFoundError,
@@ -33,11 +35,21 @@ from resources.api.errors import (
     RateLimitError,
     ResponseShapeError,
     ServerError,
+    ServiceUnreachableError,
     TransportError,
     VisibilityAPIError,
 )
 from resources.api.headers import parse_retry_after
-from resources.api.paging import complete_set_fields, iterate_pages
+from resources.api.paging import DEFAULT_MAX_PAGES, complete_set_fields, iterate_pages
+from resources.api.redaction import (
+    API_LOGGER,
+    MAX_TEXT_CHARS,
+    MAX_TOKEN_CHARS,
+    excerpt,
+    register_secret,
+    sanitize,
+    sanitize_optional,
+)
 from resources.api.redaction import install as install_log_guard
 from resources.api.retry import Action, classify, full_jitter, may_retry_after_ambiguous_failure
 
@@ -46,13 +58,19 @@ R = TypeVar("R")
 
 Row = dict[str, Any]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(API_LOGGER)
 
 #: Failures after which the request may or may not have been applied.
 _AMBIGUOUS_CAUSES = frozenset({"timeout", "connection_dropped", "invalid_body", "server_error"})
 
-#: Longest service-provided error message quoted in an exception.
-_MAX_MESSAGE_CHARS = 300
+#: Longest service-provided error message quoted in an exception (kept for imports).
+_MAX_MESSAGE_CHARS = MAX_TEXT_CHARS
+#: Longest service-provided error code kept (codes are also metadata keys).
+_MAX_CODE_CHARS = 64
+#: A backoff that would pass the deadline is cut to end at it (one last try) if this much time is left.
+_LAST_TRY_MIN_SECONDS = 0.05
+#: At most one warning about rows with an unknown engine per endpoint this often (per client).
+_UNKNOWN_ENGINE_WARN_EVERY_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -76,8 +94,10 @@ class RequestStats:
     #: ``wait_seconds`` split by why: ``pacing`` (a spent window), ``concurrency`` (no free slot),
     #: ``backoff`` (sleeping before a retry).
     wait_seconds_by_cause: dict[str, float] = field(default_factory=dict)
-    #: Error answers by the service's ``code`` (``rate_limited``, ``internal_error``...).
+    #: Error answers by the service's ``code`` (``rate_limited``, ``internal_error``...), sanitized.
     errors_by_code: dict[str, int] = field(default_factory=dict)
+    #: Rows dropped because their ``engine`` is outside the spec's seven, by endpoint template.
+    unknown_engine_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_requests(self) -> int:
@@ -87,8 +107,12 @@ class RequestStats:
     def total_retries(self) -> int:
         return sum(self.retries_by_cause.values())
 
+    @property
+    def total_unknown_engine_rows(self) -> int:
+        return sum(self.unknown_engine_rows.values())
+
     def to_metadata(self) -> dict[str, Any]:
-        """A JSON-ready view with string keys, for Dagster metadata."""
+        """A JSON-ready view with string keys, for Dagster metadata (server texts sanitized)."""
         return {
             "total_requests": self.total_requests,
             "requests_by_endpoint": dict(sorted(self.requests_by_endpoint.items())),
@@ -96,7 +120,10 @@ class RequestStats:
             "retries_by_cause": dict(sorted(self.retries_by_cause.items())),
             "wait_seconds": round(self.wait_seconds, 3),
             "wait_seconds_by_cause": {k: round(v, 3) for k, v in sorted(self.wait_seconds_by_cause.items())},
-            "errors_by_code": dict(sorted(self.errors_by_code.items())),
+            "errors_by_code": {
+                sanitize(k, _MAX_CODE_CHARS): v for k, v in sorted(self.errors_by_code.items())
+            },
+            "unknown_engine_rows": dict(sorted(self.unknown_engine_rows.items())),
         }
 
 
@@ -133,26 +160,16 @@ class _Counters:
             by_cause = self._stats.wait_seconds_by_cause
             by_cause[cause] = by_cause.get(cause, 0.0) + seconds
 
+    def unknown_engine(self, endpoint: str, rows: int) -> int:
+        """Count dropped rows; return the endpoint's total so far."""
+        with self._lock:
+            counts = self._stats.unknown_engine_rows
+            counts[endpoint] = counts.get(endpoint, 0) + rows
+            return counts[endpoint]
+
     def snapshot(self) -> RequestStats:
         with self._lock:
             return copy.deepcopy(self._stats)
-
-
-class _Secret:
-    """Holds the key so that no repr, ``vars()`` dump or traceback local shows it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def scrub(self, text: str) -> str:
-        return text.replace(self._value, "[redacted]") if self._value in text else text
-
-    def __repr__(self) -> str:
-        return "_Secret('[hidden]')"
-
-    __str__ = __repr__
 
 
 @dataclass
@@ -164,6 +181,16 @@ class _Failure:
     status: int | None = None
     code: str | None = None
     request_id: str | None = None
+
+    @property
+    def unreachable(self) -> bool:
+        """A transport failure or a 5xx: what runs the budget's outage clock."""
+        return self.status is None or self.status >= 500
+
+    def outage_cause(self) -> str:
+        if self.status is None:
+            return self.cause
+        return f"HTTP {self.status}" + (f" {self.code}" if self.code else "")
 
 
 @dataclass(frozen=True)
@@ -184,7 +211,8 @@ def _params(**values: Any) -> dict[str, Any]:
 
 
 class VisibilityClient:
-    """One client per sync: a pooled httpx.Client, one shared request budget, typed methods.
+    """One client per asset or step; its budget (and with it the retry deadline's outage clock, the
+    cancel switch and the wait hook) is shared by every client of the sync.
 
     Thread-safe: ``map_concurrent`` and any caller thread may share one instance.
     """
@@ -202,22 +230,42 @@ class VisibilityClient:
         backoff_max_seconds: float = 30.0,
         transport: httpx.BaseTransport | None = None,
         budget: RequestBudget | None = None,
+        on_wait: WaitCallback | None = None,
+        cancel_event: threading.Event | None = None,
+        max_pages: int = DEFAULT_MAX_PAGES,
     ) -> None:
-        """``budget``: share one budget between clients of the same key (the resource does)."""
+        """``budget``: the sync's shared budget (the resource passes it); without one the client
+        makes its own, with ``on_wait`` and ``cancel_event`` (which otherwise belong to the budget).
+
+        ``retry_deadline_seconds``: how long the client keeps retrying, counted per call for 429s and
+        from the start of the outage (shared by the budget's clients) for transport failures and
+        5xx. ``max_pages``: the most pages one paging walk reads (``paging``).
+        """
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         if timeout_seconds <= 0 or retry_deadline_seconds <= 0:
             raise ValueError("timeout_seconds and retry_deadline_seconds must be positive")
+        if budget is not None and (on_wait is not None or cancel_event is not None):
+            raise ValueError(
+                "on_wait and cancel_event belong to the shared budget: give them to RequestBudget"
+            )
         self._base_url = validate_base_url(base_url)
         key = validate_api_key(api_key)
-        self._secret = _Secret(key)  # only to scrub texts quoted from the service
+        register_secret(key)  # every text quoted from the service is scrubbed of it
+        self._origin = origin(self._base_url)
         self._max_concurrency = max_concurrency
         self._retry_deadline = retry_deadline_seconds
         self._backoff_base = backoff_base_seconds
         self._backoff_max = backoff_max_seconds
-        self._budget = budget if budget is not None else RequestBudget(max_concurrency)
+        self._max_pages = max_pages
+        self._budget = (
+            budget
+            if budget is not None
+            else RequestBudget(max_concurrency, on_wait=on_wait, cancel_event=cancel_event)
+        )
         self._counters = _Counters()
         self._closed = False
+        self._engine_warned_at: dict[str, float] = {}
         #: Set by the first quota_exceeded: from then on nothing is sent (the quota will not recover
         #: within a sync, and every further request would be refused too).
         self._quota_error: QuotaExceededError | None = None
@@ -257,6 +305,15 @@ class VisibilityClient:
         return self._base_url
 
     @property
+    def origin(self) -> str:
+        """``scheme://host:port`` of the service: what messages name (never a key or user info)."""
+        return self._origin
+
+    @property
+    def retry_deadline_seconds(self) -> float:
+        return self._retry_deadline
+
+    @property
     def stats(self) -> RequestStats:
         """A consistent copy of the counters (later requests do not change it)."""
         return self._counters.snapshot()
@@ -266,13 +323,17 @@ class VisibilityClient:
         """The shared budget (read ``budget.snapshot()`` to see the current limits)."""
         return self._budget
 
+    def cancel(self) -> None:
+        """Cancel the sync: this client and every client sharing its budget raise ``SyncCancelled``."""
+        self._budget.cancel()
+
     # ------------------------------------------------------------------------------------------
     # The one request path
     # ------------------------------------------------------------------------------------------
 
     def _scrub(self, text: str) -> str:
         """Texts quoted from the service go into exceptions: never let them carry the key."""
-        return self._secret.scrub(text)[:_MAX_MESSAGE_CHARS]
+        return sanitize(text, MAX_TEXT_CHARS)
 
     def _backoff(self, attempt: int) -> float:
         return full_jitter(attempt, base_seconds=self._backoff_base, cap_seconds=self._backoff_max)
@@ -295,12 +356,13 @@ class VisibilityClient:
             return None, _Failure("invalid_body", type(exc).__name__)
         except httpx.RequestError as exc:  # read/write errors, and anything else on the wire
             return None, _Failure("connection_dropped", type(exc).__name__)
-        request_id = response.headers.get("x-request-id")
+        # Whatever the server (or a proxy) put in the header is quoted in messages and logs.
+        request_id = sanitize_optional(response.headers.get("x-request-id"), MAX_TOKEN_CHARS)
         decoded: Any = None
         if response.content:
             try:
                 decoded = json.loads(response.content)
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, RecursionError):
                 decoded = None
         logger.debug(
             "%s %s -> %s in %.3fs [X-Request-Id %s]",
@@ -312,6 +374,34 @@ class VisibilityClient:
         )
         return _Answer(response.status_code, decoded, request_id, response.headers), None
 
+    def _sync_deadline(self) -> float:
+        """Seconds the sync retries an unreachable service: the budget's, else this client's."""
+        shared = self._budget.retry_deadline_seconds
+        return shared if shared is not None else self._retry_deadline
+
+    def _call_deadline(self, call_deadline: float) -> float:
+        """The call's own deadline, or the sync's if an outage started earlier (whichever is first)."""
+        outage = self._budget.outage
+        if outage is None:
+            return call_deadline
+        return min(call_deadline, outage.since + self._sync_deadline())
+
+    def _fail_fast(self, endpoint: ep.Endpoint) -> None:
+        """Once the sync's outage outlived the retry deadline, fail at once instead of retrying again."""
+        outage = self._budget.outage
+        if outage is None:
+            return
+        elapsed = self._budget.now() - outage.since
+        deadline = self._sync_deadline()
+        if elapsed < deadline:
+            return
+        raise ServiceUnreachableError(
+            f"not sent: the service at {self._origin} has failed every attempt for {elapsed:.0f}s "
+            f"(last: {outage.cause}), past the {deadline:g}s retry deadline the calls of this sync "
+            "share; check that the service is up and reachable, then run again",
+            endpoint=endpoint.key,
+        )
+
     def _request(
         self,
         endpoint: ep.Endpoint,
@@ -321,32 +411,41 @@ class VisibilityClient:
         body: Any = None,
     ) -> tuple[dict[str, Any], str | None]:
         """Send until a success, a typed failure, or the retry deadline; return (body, request id)."""
+        budget = self._budget
         if self._closed:
             raise VisibilityAPIError("the client is closed", endpoint=endpoint.key)
+        budget.check_cancelled(endpoint.key)
         if self._quota_error is not None:
             raise self._quota_stop(endpoint)
-        deadline = time.monotonic() + self._retry_deadline
+        self._fail_fast(endpoint)
+        started = budget.now()
+        call_deadline = started + self._retry_deadline
         attempt = 0
         last: _Failure | None = None
         ambiguous = False  # an earlier attempt ended without telling whether it was applied
         while True:
             try:
-                permit = self._budget.acquire(endpoint.key, deadline=deadline)
+                permit = budget.acquire(endpoint.key, deadline=self._call_deadline(call_deadline))
             except BudgetExhausted as exc:
                 last = last or _Failure("rate_limited", str(exc))
-                raise self._give_up(endpoint, last, attempt, extra=str(exc)) from None
+                raise self._give_up(endpoint, last, attempt, started, extra=str(exc)) from None
             self._counters.wait("pacing", permit.waited_for_rate)
             self._counters.wait("concurrency", permit.waited_for_slot)
             if self._quota_error is not None:
-                self._budget.release(permit, success=False)
+                budget.release(permit, success=False)
                 raise self._quota_stop(endpoint)
             self._counters.request(endpoint.key)
             success = False
             try:
                 answer, failure = self._send_once(endpoint, path, params, body)
                 if answer is not None:
-                    self._budget.observe(permit, answer.headers)
-                    self._counters.response(answer.status, _error_code(answer.body))
+                    budget.observe(permit, answer.headers)
+                    code = _error_code(answer.body)
+                    if answer.status >= 500:
+                        budget.note_unreachable(f"HTTP {answer.status}" + (f" {code}" if code else ""))
+                    else:
+                        budget.note_reachable()
+                    self._counters.response(answer.status, code)
                     try:
                         outcome = self._judge(endpoint, answer, permit, attempt)
                     except NotFoundError as exc:
@@ -366,20 +465,25 @@ class VisibilityClient:
                     failure, delay = outcome
                 else:
                     assert failure is not None
+                    budget.note_unreachable(failure.cause)
                     if failure.cause in _AMBIGUOUS_CAUSES and not may_retry_after_ambiguous_failure(
                         endpoint.method
                     ):
                         raise self._not_repeated(endpoint, failure)
                     delay = self._backoff(attempt)
             finally:
-                self._budget.release(permit, success=success)
+                budget.release(permit, success=success)
             last = failure
             ambiguous = ambiguous or failure.cause in _AMBIGUOUS_CAUSES
             attempt += 1
-            if time.monotonic() + delay > deadline:
-                raise self._give_up(endpoint, last, attempt)
+            now = budget.now()
+            deadline = self._call_deadline(call_deadline)
+            if now + delay > deadline and failure.unreachable and deadline - now >= _LAST_TRY_MIN_SECONDS:
+                delay = deadline - now  # one last try at the deadline: retry for all of it, not less
+            if now + delay > deadline:
+                raise self._give_up(endpoint, last, attempt, started)
             self._counters.retry(failure.cause)
-            logger.info(
+            logger.debug(
                 "retrying %s after %s (attempt %d) in %.2fs%s",
                 endpoint.key,
                 failure.cause,
@@ -387,9 +491,28 @@ class VisibilityClient:
                 delay,
                 f" [X-Request-Id {failure.request_id}]" if failure.request_id else "",
             )
+            self._announce_retry(endpoint, failure, delay, deadline - now)
             if delay > 0:
-                time.sleep(delay)
+                budget.sleep(delay, endpoint=endpoint.key)
                 self._counters.wait("backoff", delay)
+
+    def _announce_retry(self, endpoint: ep.Endpoint, failure: _Failure, delay: float, left: float) -> None:
+        """Say what the coming backoff waits for (the budget throttles the log lines)."""
+        if failure.unreachable and self._budget.outage is not None:
+            what = "unreachable" if failure.status is None else "failing"
+            self._budget.announce(
+                "unreachable",
+                delay,
+                f"service {what} at {self._origin} ({failure.outage_cause()}), "
+                f"retrying for {max(0.0, left):.0f} more s",
+                warning=True,
+            )
+        elif delay > 0:
+            self._budget.announce(
+                "backoff",
+                delay,
+                f"backoff: waiting {delay:.1f} s before retrying {endpoint.key} after {failure.cause}",
+            )
 
     def _judge(
         self, endpoint: ep.Endpoint, answer: _Answer, permit: Permit, attempt: int
@@ -421,6 +544,7 @@ class VisibilityClient:
             if "data" not in answer.body:
                 raise ResponseShapeError(
                     "the success body has no 'data' member",
+                    field="data",
                     endpoint=endpoint.key,
                     status=answer.status,
                     request_id=answer.request_id,
@@ -447,11 +571,11 @@ class VisibilityClient:
             )
         if action is Action.WAIT_GLOBAL:
             delay = retry_after if retry_after is not None else self._backoff(attempt)
-            self._budget.block(delay)
+            self._budget.block(delay, reason=_block_reason(retry_after, code))
             return failure, 0.0  # the budget holds everyone back; acquire() does the waiting
         if action is Action.WAIT_ENDPOINT:
             delay = retry_after if retry_after is not None else self._backoff(attempt)
-            self._budget.block(delay, endpoint.key)
+            self._budget.block(delay, endpoint.key, reason=_block_reason(retry_after, code))
             return failure, 0.0
         if action is Action.SHED_CONCURRENCY:
             changed = self._budget.concurrency_refused(permit)
@@ -479,7 +603,7 @@ class VisibilityClient:
         )
 
     def _give_up(
-        self, endpoint: ep.Endpoint, last: _Failure, attempts: int, extra: str = ""
+        self, endpoint: ep.Endpoint, last: _Failure, attempts: int, started: float, extra: str = ""
     ) -> VisibilityAPIError:
         error_type: type[VisibilityAPIError]
         if last.status == 429 or last.cause.endswith("rate_limited"):
@@ -488,10 +612,22 @@ class VisibilityClient:
             error_type = ServerError
         else:
             error_type = TransportError
-        detail = (
-            f"gave up after {attempts} attempt(s) within the {self._retry_deadline:g}s retry deadline; "
-            f"last failure: {last.cause} ({last.detail})"
-        )
+        now = self._budget.now()
+        outage = self._budget.outage
+        if last.unreachable and outage is not None:
+            # Name the service and how long it has been failing: the clock is the sync's, not the call's.
+            retried = now - min(outage.since, started)
+            detail = (
+                f"gave up after {attempts} attempt(s): the service at {self._origin} failed every attempt "
+                f"for {retried:.1f}s (retry deadline {min(self._retry_deadline, self._sync_deadline()):g}s, "
+                f"counted from the first failure for every call of this sync); last failure: "
+                f"{last.cause} ({last.detail})"
+            )
+        else:
+            detail = (
+                f"gave up after {attempts} attempt(s) within the {self._retry_deadline:g}s retry deadline "
+                f"({now - started:.1f}s); last failure at {self._origin}: {last.cause} ({last.detail})"
+            )
         if extra:
             detail += f"; {extra}"
         return error_type(
@@ -505,13 +641,47 @@ class VisibilityClient:
     def _not_repeated(self, endpoint: ep.Endpoint, failure: _Failure) -> VisibilityAPIError:
         error_type = ServerError if failure.status is not None and failure.status >= 500 else TransportError
         return error_type(
-            f"{failure.cause} ({failure.detail}); not retried because a {endpoint.method} may already "
-            "have been applied and the service offers no idempotency key: check the result before "
-            "repeating it",
+            f"{failure.cause} ({failure.detail}) at {self._origin}; not retried because a "
+            f"{endpoint.method} may already have been applied and the service offers no idempotency "
+            "key: check the result before repeating it",
             endpoint=endpoint.key,
             status=failure.status,
             code=failure.code,
             request_id=failure.request_id,
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # Rows: types and engines
+    # ------------------------------------------------------------------------------------------
+
+    def _page_rows(self, endpoint: ep.Endpoint, rows: list[Any], request_id: str | None) -> list[Row]:
+        """A page's rows validated (with the page's request id) and rid of unknown engines."""
+        checked = [endpoint.validate(row, request_id=request_id) for row in rows]
+        if not endpoint.engine_rows:
+            return checked
+        known = [row for row in checked if row.get("engine") in ep.ENGINE_SET]
+        if len(known) != len(checked):
+            self._drop_unknown_engines(endpoint, checked, len(checked) - len(known), request_id)
+        return known
+
+    def _drop_unknown_engines(
+        self, endpoint: ep.Endpoint, rows: list[Row], dropped: int, request_id: str | None
+    ) -> None:
+        """Rows of an engine the spec does not list cannot land in any partition: count and warn."""
+        total = self._counters.unknown_engine(endpoint.key, dropped)
+        now = time.monotonic()
+        last = self._engine_warned_at.get(endpoint.key)
+        if last is not None and now - last < _UNKNOWN_ENGINE_WARN_EVERY_SECONDS:
+            return
+        self._engine_warned_at[endpoint.key] = now
+        values = sorted({str(row.get("engine")) for row in rows if row.get("engine") not in ep.ENGINE_SET})
+        logger.warning(
+            "%s: dropped %d row(s) with an engine outside the spec's seven (%s); %d so far in this client%s",
+            endpoint.key,
+            dropped,
+            ", ".join(sanitize(v, 40) for v in values[:5]),
+            total,
+            f" [X-Request-Id {request_id}]" if request_id else "",
         )
 
     # ------------------------------------------------------------------------------------------
@@ -536,7 +706,14 @@ class VisibilityClient:
                 query["cursor"] = cursor
             return self._request(endpoint, path, params=query)
 
-        return iterate_pages(endpoint.key, fetch, endpoint.validate)
+        limit = params.get("limit")
+        return iterate_pages(
+            endpoint.key,
+            fetch,
+            on_page=lambda rows, request_id: self._page_rows(endpoint, rows, request_id),
+            limit=limit if isinstance(limit, int) else None,
+            max_pages=self._max_pages,
+        )
 
     def _complete(
         self,
@@ -551,7 +728,7 @@ class VisibilityClient:
             payload, endpoint.key, request_id=request_id, with_citations=with_citations
         )
         return CompleteSet(
-            rows=[endpoint.validate(row, request_id=request_id) for row in rows],
+            rows=self._page_rows(endpoint, rows, request_id),
             total_count=total_count,
             capped=capped,
             total_citations=total_citations,
@@ -683,7 +860,10 @@ class VisibilityClient:
     def wait_for_audit(
         self, poll_path: str, *, timeout_seconds: float = 300.0, interval_seconds: float = 2.0
     ) -> Row:
-        """Poll until ``status`` is ``complete``; raise ``TimeoutError`` after ``timeout_seconds``."""
+        """Poll until ``status`` is ``complete``; raise ``TimeoutError`` after ``timeout_seconds``.
+
+        The waits between polls end at once when the sync is cancelled (``SyncCancelled``).
+        """
         give_up_at = time.monotonic() + timeout_seconds
         while True:
             report = self.poll_audit(poll_path)
@@ -691,9 +871,10 @@ class VisibilityClient:
                 return report
             if time.monotonic() + interval_seconds > give_up_at:
                 raise TimeoutError(
-                    f"audit {report.get('id')} still {report.get('status')!r} after {timeout_seconds:g}s"
+                    f"audit {sanitize(report.get('id'), 64)} still "
+                    f"{excerpt(report.get('status'))} after {timeout_seconds:g}s"
                 )
-            time.sleep(interval_seconds)
+            self._budget.sleep(interval_seconds, endpoint=ep.POLL_AUDIT.key)
             self._counters.wait("audit_poll", interval_seconds)
 
     def _same_origin_path(self, poll_path: str) -> str:
@@ -713,7 +894,7 @@ class VisibilityClient:
             return path + (f"?{target.query.decode()}" if target.query else "")
         if not poll_path.startswith("/") or poll_path.startswith("//"):
             raise ResponseShapeError(
-                f"the audit 'poll' path must start with '/', got {poll_path[:80]!r}",
+                f"the audit 'poll' path must start with '/', got {excerpt(poll_path, 80)}",
                 endpoint=ep.POLL_AUDIT.key,
             )
         return poll_path
@@ -784,7 +965,14 @@ def _error_code(body: Any) -> str | None:
     """The service's stable ``error.code``, when the body is the spec's error envelope."""
     error = body.get("error") if isinstance(body, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, str) else None
+    return sanitize(code, _MAX_CODE_CHARS) if isinstance(code, str) else None
+
+
+def _block_reason(retry_after: float | None, code: str | None) -> str:
+    """What an announcement of a 429's wait names."""
+    if retry_after is not None:
+        return "Retry-After"
+    return f"backoff after 429 {code or 'rate_limited'}, no Retry-After"
 
 
 def _ids(answer: _Answer) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Validation of the client's settings, before any request is sent.
 
-Errors name the setting a user edits (``VISIBILITY_API_URL``, ``VISIBILITY_API_KEY``), and never
-echo the key itself.
+Errors name the setting a user edits (``VISIBILITY_API_URL``, ``VISIBILITY_API_KEY``,
+``VISIBILITY_RETRY_DEADLINE_SECONDS``), and never echo the key itself.
 """
 
 from __future__ import annotations
@@ -14,6 +14,11 @@ from resources.api.errors import ConfigurationError
 
 URL_SETTING = "VISIBILITY_API_URL"
 KEY_SETTING = "VISIBILITY_API_KEY"
+RETRY_DEADLINE_SETTING = "VISIBILITY_RETRY_DEADLINE_SECONDS"
+#: Default and bounds of the retry deadline one sync shares (seconds).
+DEFAULT_RETRY_DEADLINE_SECONDS = 300.0
+MIN_RETRY_DEADLINE_SECONDS = 1.0
+MAX_RETRY_DEADLINE_SECONDS = 86_400.0
 
 
 def is_loopback_host(host: str) -> bool:
@@ -72,4 +77,38 @@ def validate_api_key(key: str | None) -> str:
         raise ConfigurationError(f"{KEY_SETTING} must be the key alone, without the 'Bearer ' prefix")
     if any(ch.isspace() or not ch.isprintable() for ch in text):
         raise ConfigurationError(f"{KEY_SETTING} contains blanks or control characters; paste the key alone")
+    if not text.isascii():
+        # An HTTP header carries ASCII only: httpx would fail later with a UnicodeEncodeError that
+        # names neither the setting nor the cause (and the key is not echoed here either).
+        raise ConfigurationError(
+            f"{KEY_SETTING} contains non-ASCII characters (a key is plain ASCII); copy it again from "
+            "the dashboard, without typographic quotes or look-alike letters"
+        )
     return text
+
+
+def origin(url: str) -> str:
+    """``scheme://host:port`` of a URL (never its user info, path or query): what messages quote."""
+    parsed = httpx.URL(url)
+    scheme = parsed.scheme.lower()
+    port = parsed.port or {"http": 80, "https": 443}.get(scheme)
+    host = parsed.host
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}" if port else f"{scheme}://{host}"
+
+
+def validate_retry_deadline(value: float | str | None, *, setting: str = RETRY_DEADLINE_SETTING) -> float:
+    """Seconds (a number between 1 and 86400) a sync keeps retrying an unreachable service."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return DEFAULT_RETRY_DEADLINE_SECONDS
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"{setting} must be a number of seconds, got {str(value)[:40]!r}") from None
+    if not (MIN_RETRY_DEADLINE_SECONDS <= seconds <= MAX_RETRY_DEADLINE_SECONDS):  # NaN fails too
+        raise ConfigurationError(
+            f"{setting} must be between {MIN_RETRY_DEADLINE_SECONDS:g} and "
+            f"{MAX_RETRY_DEADLINE_SECONDS:g} seconds, got {str(value)[:40]!r}"
+        )
+    return seconds

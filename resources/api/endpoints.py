@@ -4,21 +4,25 @@ The spec leaves some endpoints and fields out (DESIGN.md, "Assumptions where the
 the prompt, topic and answer lists, the audit poll, the topic filter's name. Their assumed shapes
 live here and nowhere else, so that when the service documents them, one module changes.
 
-Validation is deliberately narrow: only the fields the project keys on or partitions by are
-required (present, non-null, of the right JSON type). Every other field may be missing or null,
-and unknown fields are kept, so the service can add fields without breaking a sync.
+Validation has two tiers. ``required`` fields are the ones the project keys on or partitions by:
+present, non-null, of the right JSON type. ``typed`` fields are every other field the spec (or
+DESIGN.md's assumption) gives a type: they may be missing or null, but when present they must be of
+that type, so a string count (``"3"``) or a 2**70 integer stops the sync with the endpoint, the field
+and the request id named, before anything is written, instead of landing as a column of another type.
+Unknown fields are kept unchecked, so the service can add fields without breaking a sync.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import quote
 
 from resources.api.errors import ResponseShapeError
+from resources.api.redaction import excerpt, sanitize
 
-Kind = Literal["string", "integer", "number", "boolean", "array", "object"]
+Kind = Literal["string", "integer", "number", "boolean", "array", "object", "strings"]
 
 #: The spec's Engine enumeration: stable public identifiers, in the spec's order.
 ENGINES: tuple[str, ...] = (
@@ -30,6 +34,7 @@ ENGINES: tuple[str, ...] = (
     "google_ai_mode",
     "copilot",
 )
+ENGINE_SET: frozenset[str] = frozenset(ENGINES)
 
 #: Page size bounds per the spec's Limits section (and DESIGN.md for the assumed answer list).
 MAX_LIMIT_PAGING = 999
@@ -39,19 +44,44 @@ MAX_LIMIT_CITATION_URLS = 2000
 #: The citation endpoints' topic filter (the spec does not name it; DESIGN.md assumes ``topic_id``).
 TOPIC_FILTER_PARAM = "topic_id"
 
+#: The range of the warehouse's BIGINT: an integer outside it is refused with its field named.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+#: The largest magnitude a DOUBLE holds.
+_FLOAT_MAX = 1.7976931348623157e308
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    return _is_integer(value) and -_FLOAT_MAX <= value <= _FLOAT_MAX
+
+
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_int64(value: Any) -> bool:
+    return _is_integer(value) and INT64_MIN <= value <= INT64_MAX
+
+
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": _is_int64,
+    "number": _is_number,
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "strings": _is_strings,
+}
+
 
 def _is_kind(value: Any, kind: Kind) -> bool:
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "array":
-        return isinstance(value, list)
-    return isinstance(value, dict)
+    return _CHECKS[kind](value)
 
 
 def _json_kind(value: Any) -> str:
@@ -70,9 +100,29 @@ def _json_kind(value: Any) -> str:
     return type(value).__name__
 
 
+def _wrong(
+    name: str, kind: Kind, value: Any, endpoint: str, request_id: str | None, row: Any = None
+) -> ResponseShapeError:
+    """The error for a present value of another type (or out of range); quotes a short excerpt."""
+    if kind == "integer" and _is_integer(value):
+        what = f"is {sanitize(value, 40)}, outside the 64-bit integer range"
+    elif kind == "number" and _is_integer(value):
+        what = "is too large for a 64-bit float"
+    else:
+        what = f"must be {kind}, got {_json_kind(value)} {excerpt(value)}"
+    row_id = row.get("id") if isinstance(row, dict) else None
+    where = f" (row id {sanitize(row_id, 64)!r})" if isinstance(row_id, str) else ""
+    return ResponseShapeError(
+        f"field '{name}' {what}{where}; nothing was written",
+        field=name,
+        endpoint=endpoint,
+        request_id=request_id,
+    )
+
+
 @dataclass(frozen=True)
 class Endpoint:
-    """One endpoint: method, path template, and the fields required in each row (or the object)."""
+    """One endpoint: method, path template, and the fields checked in each row (or the object)."""
 
     method: str
     template: str
@@ -80,6 +130,24 @@ class Endpoint:
     required: Mapping[str, Kind] = field(default_factory=dict)
     #: True when ``data`` is an array of rows (paging and complete sets), False for one object.
     rows: bool = False
+    #: Optional fields with a declared type (same path syntax): missing or null is fine, another
+    #: type is a ``ResponseShapeError``.
+    typed: Mapping[str, Kind] = field(default_factory=dict)
+    #: True when each row carries an ``engine``: rows with a value outside ``ENGINES`` are dropped
+    #: (counted and warned about by the client).
+    engine_rows: bool = False
+
+    def __post_init__(self) -> None:
+        flat: list[tuple[str, Kind, bool]] = []
+        nested: list[tuple[list[str], Kind, bool]] = []
+        for paths, is_required in ((self.required, True), (self.typed, False)):
+            for path, kind in paths.items():
+                if "." in path or "[]" in path:
+                    nested.append((path.replace("[]", ".[]").split("."), kind, is_required))
+                else:
+                    flat.append((path, kind, is_required))
+        object.__setattr__(self, "_flat", tuple((n, k, _CHECKS[k], r) for n, k, r in flat))
+        object.__setattr__(self, "_nested", tuple(nested))
 
     @property
     def key(self) -> str:
@@ -92,67 +160,183 @@ class Endpoint:
 
     def validate(self, obj: Any, *, request_id: str | None = None) -> dict[str, Any]:
         """Return ``obj`` unchanged, or raise ``ResponseShapeError`` naming the endpoint and field."""
-        what = "row" if self.rows else "object 'data'"
         if not isinstance(obj, dict):
+            what = "row" if self.rows else "object 'data'"
             raise ResponseShapeError(
                 f"{what} must be an object, got {_json_kind(obj)}",
                 endpoint=self.key,
                 request_id=request_id,
             )
-        for path, kind in self.required.items():
-            _check_path(obj, path.replace("[]", ".[]").split("."), kind, "", self.key, request_id)
+        for name, kind, check, is_required in self._flat:  # type: ignore[attr-defined]
+            value = obj.get(name)
+            if value is None:
+                if is_required:
+                    raise ResponseShapeError(
+                        f"required field '{name}' is missing or null (expected {kind})",
+                        field=name,
+                        endpoint=self.key,
+                        request_id=request_id,
+                    )
+                continue
+            if not check(value):
+                raise _wrong(name, kind, value, self.key, request_id, obj)
+        for parts, kind, is_required in self._nested:  # type: ignore[attr-defined]
+            _check_path(obj, parts, kind, "", self.key, request_id, required=is_required)
         return obj
 
 
 def _check_path(
-    value: Any, parts: list[str], kind: Kind, where: str, endpoint: str, request_id: str | None
+    value: Any,
+    parts: list[str],
+    kind: Kind,
+    where: str,
+    endpoint: str,
+    request_id: str | None,
+    *,
+    required: bool = True,
 ) -> None:
     head, rest = parts[0], parts[1:]
     if head == "[]":
         if not isinstance(value, list):
             return  # the array itself is validated by its own entry
         for index, item in enumerate(value):
-            _check_path(item, rest, kind, f"{where}[{index}]", endpoint, request_id)
+            _check_path(item, rest, kind, f"{where}[{index}]", endpoint, request_id, required=required)
         return
     if not isinstance(value, dict):
         raise ResponseShapeError(
             f"field '{where}' must be an object, got {_json_kind(value)}",
+            field=where,
             endpoint=endpoint,
             request_id=request_id,
         )
     name = f"{where}.{head}" if where else head
     if head not in value or value[head] is None:
-        if not rest:
+        if not rest and required:
             raise ResponseShapeError(
                 f"required field '{name}' is missing or null (expected {kind})",
+                field=name,
                 endpoint=endpoint,
                 request_id=request_id,
             )
-        return  # the parent's own entry reports it
+        return  # optional, or the parent's own entry reports it
     if not rest:
         if not _is_kind(value[head], kind):
-            raise ResponseShapeError(
-                f"required field '{name}' must be {kind}, got {_json_kind(value[head])}",
-                endpoint=endpoint,
-                request_id=request_id,
-            )
+            raise _wrong(name, kind, value[head], endpoint, request_id)
         return
-    _check_path(value[head], rest, kind, name, endpoint, request_id)
+    _check_path(value[head], rest, kind, name, endpoint, request_id, required=required)
+
+
+# --- Types the spec declares (SERVICE_SPEC.md, "Resources and their fields") ---------------------
+
+_BRAND_TYPED: dict[str, Kind] = {
+    "domain": "string",
+    "category": "string",
+    "aliases": "strings",
+    "engines": "strings",
+    "country": "string",
+    "created_at": "string",
+}
+_TOPIC_TYPED: dict[str, Kind] = {"prompt_count": "integer", "created_at": "string", "updated_at": "string"}
+_MENTION_TYPED: dict[str, Kind] = {
+    "response_id": "string",
+    "brand_name": "string",
+    "position": "number",
+    "sentiment": "number",
+    "prompt_id": "string",
+}
+_GENERATION_TYPED: dict[str, Kind] = {
+    name: "string"
+    for name in (
+        "brand_id",
+        "content_type",
+        "status",
+        "topic",
+        "title",
+        "slug",
+        "meta_title",
+        "meta_description",
+        "brief_md",
+        "draft_md",
+        "source_recommendation_id",
+        "created_at",
+        "updated_at",
+    )
+}
+_CITED_PAGE_TYPED: dict[str, Kind] = {
+    "domain": "string",
+    "root_domain": "string",
+    "avg_position": "number",
+    "citation_share": "number",
+}
+_TRACKED_TYPED: dict[str, Kind] = {
+    "aliases": "strings",
+    "domains": "strings",
+    "history_from": "string",
+    "tracked_since": "string",
+}
+#: CompetitorTrendMetrics (the fields of every series point, besides its ``date``).
+_METRICS: dict[str, Kind] = {
+    "responses_answered": "integer",
+    "responses_with_brand": "integer",
+    "mention_count": "integer",
+    "citation_count": "integer",
+    "detection_rate": "number",
+    "visibility_score": "number",
+    "avg_position": "number",
+    "avg_sentiment": "number",
+    "top3_visibility": "number",
+    "win_rate": "number",
+    "share_of_voice": "number",
+}
+
+
+def _entity_typed(prefix: str) -> dict[str, Kind]:
+    """A CompetitorTrendEntity's typed fields under ``prefix`` (``brand`` or ``competitors[]``)."""
+    typed: dict[str, Kind] = {
+        f"{prefix}.id": "string",
+        f"{prefix}.is_your_brand": "boolean",
+        f"{prefix}.domains": "strings",
+        f"{prefix}.history_from": "string",
+    }
+    typed.update({f"{prefix}.series[].{name}": kind for name, kind in _METRICS.items()})
+    return typed
+
+
+# --- Assumed types (DESIGN.md, "Assumptions where the spec is silent"; the sandbox's rows) -----
+
+_PROMPT_TYPED: dict[str, Kind] = {"text": "string", "topic_id": "string", "created_at": "string"}
+#: The answer rows' fields beyond DESIGN.md's ``{id, prompt_id, engine, checked_on}``, as the
+#: sandbox serves them; declared so a wrong type stops the sync instead of poisoning the table.
+_ANSWER_TYPED: dict[str, Kind] = {
+    "prompt_id": "string",
+    "brand_mentioned": "boolean",
+    "brand_position": "integer",
+    "mention_count": "integer",
+    "citation_count": "integer",
+}
 
 
 # --- Documented endpoints (SERVICE_SPEC.md, "Endpoint table") -----------------------------------
 
-LIST_BRANDS = Endpoint("GET", "/v1/brands", {"id": "string", "name": "string"}, rows=True)
-GET_BRAND = Endpoint("GET", "/v1/brands/{id}", {"id": "string", "name": "string"})
-CREATE_TOPIC = Endpoint("POST", "/v1/brands/{id}/topics", {"id": "string", "name": "string"})
-RENAME_TOPIC = Endpoint("PATCH", "/v1/brands/{id}/topics/{topicId}", {"id": "string", "name": "string"})
+LIST_BRANDS = Endpoint("GET", "/v1/brands", {"id": "string", "name": "string"}, rows=True, typed=_BRAND_TYPED)
+GET_BRAND = Endpoint("GET", "/v1/brands/{id}", {"id": "string", "name": "string"}, typed=_BRAND_TYPED)
+CREATE_TOPIC = Endpoint(
+    "POST", "/v1/brands/{id}/topics", {"id": "string", "name": "string"}, typed=_TOPIC_TYPED
+)
+RENAME_TOPIC = Endpoint(
+    "PATCH", "/v1/brands/{id}/topics/{topicId}", {"id": "string", "name": "string"}, typed=_TOPIC_TYPED
+)
 LIST_PROMPT_MENTIONS = Endpoint(
     "GET",
     "/v1/prompts/{id}/mentions",
     {"id": "string", "engine": "string", "checked_on": "string"},
     rows=True,
+    typed=_MENTION_TYPED,
+    engine_rows=True,
 )
-LIST_GENERATIONS = Endpoint("GET", "/v1/brands/{id}/generations", {"id": "string"}, rows=True)
+LIST_GENERATIONS = Endpoint(
+    "GET", "/v1/brands/{id}/generations", {"id": "string"}, rows=True, typed=_GENERATION_TYPED
+)
 CITATION_TRENDS = Endpoint(
     "GET",
     "/v1/brands/{id}/citations/trends",
@@ -163,20 +347,33 @@ CITATION_TRENDS = Endpoint(
         "series": "array",
         "series[].date": "string",
     },
+    typed={
+        "target.is_own_domain": "boolean",
+        "series[].citations": "integer",
+        "series[].avg_position": "number",
+        "series[].brand_total_citations": "integer",
+        "series[].share": "number",
+    },
 )
 CITATION_URLS = Endpoint(
-    "GET", "/v1/brands/{id}/citations/urls", {"url": "string", "citation_count": "integer"}, rows=True
+    "GET",
+    "/v1/brands/{id}/citations/urls",
+    {"url": "string", "citation_count": "integer"},
+    rows=True,
+    typed=_CITED_PAGE_TYPED,
 )
 LIST_TRACKED_COMPETITORS = Endpoint(
     "GET",
     "/v1/brands/{id}/tracked-competitors",
     {"id": "string", "brand_name": "string"},
     rows=True,
+    typed=_TRACKED_TYPED,
 )
 UNTRACK_COMPETITOR = Endpoint(
     "DELETE",
     "/v1/brands/{id}/tracked-competitors/{competitorId}",
     {"id": "string", "untracked": "boolean"},
+    typed={"brand_name": "string"},
 )
 COMPETITOR_TRENDS = Endpoint(
     "GET",
@@ -191,18 +388,35 @@ COMPETITOR_TRENDS = Endpoint(
         "competitors[].series": "array",
         "competitors[].series[].date": "string",
     },
+    typed={
+        "granularity": "string",
+        "from": "string",
+        "to": "string",
+        "engine": "string",
+        **_entity_typed("brand"),
+        **_entity_typed("competitors[]"),
+    },
 )
-CREATE_AUDIT = Endpoint("POST", "/v1/audit-reports", {"id": "string", "status": "string", "poll": "string"})
+CREATE_AUDIT = Endpoint(
+    "POST",
+    "/v1/audit-reports",
+    {"id": "string", "status": "string", "poll": "string"},
+    typed={"url": "string", "brand_id": "string"},
+)
 
 # --- Assumed endpoints (DESIGN.md, "Assumptions where the spec is silent") ----------------------
 
-LIST_TOPICS = Endpoint("GET", "/v1/brands/{id}/topics", {"id": "string", "name": "string"}, rows=True)
-LIST_PROMPTS = Endpoint("GET", "/v1/brands/{id}/prompts", {"id": "string"}, rows=True)
+LIST_TOPICS = Endpoint(
+    "GET", "/v1/brands/{id}/topics", {"id": "string", "name": "string"}, rows=True, typed=_TOPIC_TYPED
+)
+LIST_PROMPTS = Endpoint("GET", "/v1/brands/{id}/prompts", {"id": "string"}, rows=True, typed=_PROMPT_TYPED)
 LIST_ANSWERS = Endpoint(
     "GET",
     "/v1/brands/{id}/answers",
     {"id": "string", "engine": "string", "checked_on": "string"},
     rows=True,
+    typed=_ANSWER_TYPED,
+    engine_rows=True,
 )
 #: Polled on the creation response's ``poll`` path; the template only names it in counters.
 POLL_AUDIT = Endpoint("GET", "/v1/audit-reports/{id}", {"id": "string", "status": "string"})

@@ -2,14 +2,21 @@
 
 Every error that comes from an HTTP answer carries the endpoint, the status, the service's stable
 ``code`` and the ``X-Request-Id``, so a user can quote it to support. None of them ever contains the
-API key or the ``Authorization`` header.
+API key or the ``Authorization`` header: every text is scrubbed of the registered keys and sanitized
+(``redaction``) when the error is built, whoever built it.
+
+``SyncCancelled`` is deliberately *not* a ``VisibilityAPIError``: a cancelled sync is not a failure
+of the service, and handlers that catch API errors to carry on (a sensor skipping one audit) must
+not swallow it.
 """
 
 from __future__ import annotations
 
+from resources.api.redaction import MAX_TEXT_CHARS, sanitize, sanitize_optional, scrub
+
 
 class VisibilityAPIError(Exception):
-    """Base class of everything the client raises."""
+    """Base class of everything the client raises, but ``SyncCancelled``."""
 
     #: What the user should do about it; appended to the message.
     hint: str = ""
@@ -25,9 +32,9 @@ class VisibilityAPIError(Exception):
     ) -> None:
         self.endpoint = endpoint
         self.status = status
-        self.code = code
-        self.request_id = request_id
-        self.detail = message
+        self.code = sanitize_optional(code, 64)
+        self.request_id = sanitize_optional(request_id)
+        self.detail = scrub(message)
         super().__init__(self._render())
 
     def _render(self) -> str:
@@ -44,7 +51,7 @@ class VisibilityAPIError(Exception):
             text += f" [X-Request-Id {self.request_id}]"
         if self.hint:
             text += f". {self.hint}"
-        return text
+        return scrub(text)
 
 
 class BadRequestError(VisibilityAPIError):
@@ -103,16 +110,70 @@ class TransportError(VisibilityAPIError):
     """Timeouts, dropped connections and truncated bodies that persisted past the retry deadline."""
 
 
+class ServiceUnreachableError(TransportError):
+    """Not sent: the service has failed every attempt (transport faults or 5xx) for longer than the
+    sync's retry deadline, so every further call of the sync fails at once. Unlike other transport
+    errors it is never ambiguous: the request did not leave (``sent`` is False)."""
+
+    sent = False
+
+
 class PagingError(VisibilityAPIError):
-    """The service's paging broke its contract (a repeated cursor, an empty page with has_more)."""
+    """The service's paging broke its contract: a repeated cursor or page, an empty page with
+    has_more, more pages than its ``total_count`` allows or than the walk's cap. ``pages``: pages
+    read before stopping."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pages: int | None = None,
+        endpoint: str | None = None,
+        status: int | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self.pages = pages
+        super().__init__(message, endpoint=endpoint, status=status, code=code, request_id=request_id)
 
 
 class ResponseShapeError(VisibilityAPIError):
-    """A required field is missing or of the wrong type; names the endpoint and the field."""
+    """A field is missing, or of another type than the spec declares; names the endpoint and the
+    field (``field``), so nothing of the wrong type is written."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        endpoint: str | None = None,
+        status: int | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self.field = field
+        super().__init__(message, endpoint=endpoint, status=status, code=code, request_id=request_id)
+
+
+#: Another name for the same error.
+InvalidResponseError = ResponseShapeError
 
 
 class ConfigurationError(VisibilityAPIError):
     """Bad client configuration (base URL, key), raised before any request."""
+
+
+class SyncCancelled(Exception):
+    """The sync was cancelled (``RequestBudget.cancel()`` or its cancel event): raised by every call
+    and every wait of the clients sharing that budget, within a fraction of a second.
+
+    Not a ``VisibilityAPIError`` (see the module docstring); map it like an interrupt (exit 130).
+    """
+
+    def __init__(self, message: str = "the sync was cancelled", *, endpoint: str | None = None) -> None:
+        self.endpoint = endpoint
+        text = f"{message} [endpoint {endpoint}]" if endpoint else message
+        super().__init__(sanitize(text, MAX_TEXT_CHARS))
 
 
 ERROR_BY_STATUS: dict[int, type[VisibilityAPIError]] = {

@@ -1,33 +1,76 @@
 """Cursor paging as a small state machine, and the envelope of complete-set endpoints.
 
-The state machine is pure (it never does I/O) so that every way a service can break paging, a
-repeated cursor or an empty page that claims more, is tested without a server, and so that a
-broken service ends a sync with an error instead of an endless loop.
+The state machine is pure (it never does I/O) so that every way a service can break paging is tested
+without a server, and so that a broken service ends a sync with a ``PagingError`` (naming the
+endpoint, the pages read and the request id) instead of an endless loop. A walk stops on:
+
+* a cursor already sent in this walk (the cursor repeats), or a page whose rows repeat an earlier
+  page's (the cursor changes on every page but the service serves the same rows);
+* ``has_more: true`` on an empty page, or without a usable ``next_cursor``;
+* more pages than the answer's own ``total_count`` allows (``ceil(total_count / limit)`` plus
+  ``TOTAL_COUNT_SLACK_PAGES`` for rows added during the walk), when the service sends one;
+* more than ``max_pages`` pages in all (``DEFAULT_MAX_PAGES``): a service that keeps inventing rows.
+
+Memory stays flat: cursors and pages are remembered as 16-byte digests, never as the strings or rows.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from resources.api.endpoints import INT64_MAX, INT64_MIN
 from resources.api.errors import PagingError, ResponseShapeError
 
 Row = dict[str, Any]
 Body = dict[str, Any]
 
+#: Most pages of one walk. The largest legitimate walk (a brand's answers over a year, 100 rows a
+#: page) is some tens of thousands of pages; a runaway service meets this bound, not the disk.
+DEFAULT_MAX_PAGES = 100_000
+#: Pages allowed beyond ``ceil(total_count / limit)``: rows may be added while the walk runs.
+TOTAL_COUNT_SLACK_PAGES = 2
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _page_digest(rows: list[Any]) -> bytes:
+    """What identifies a page: its rows' ids (the whole row when it has none)."""
+    parts = []
+    for row in rows:
+        key = row.get("id") if isinstance(row, dict) else None
+        parts.append(key if isinstance(key, str) else json.dumps(row, sort_keys=True, default=str))
+    return _digest("\x1f".join(parts))
+
 
 class CursorPaginator:
     """Tracks one paging walk: which cursor to send next and whether the walk is over.
 
-    The cursor is opaque: it is copied from ``next_cursor`` and sent back byte for byte.
+    The cursor is opaque: it is copied from ``next_cursor`` and sent back byte for byte. ``limit``
+    (the page size asked for) lets ``total_count`` bound the walk; ``max_pages`` bounds it anyway.
     """
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(
+        self, endpoint: str, *, limit: int | None = None, max_pages: int = DEFAULT_MAX_PAGES
+    ) -> None:
+        if max_pages < 1:
+            raise ValueError("max_pages must be at least 1")
         self.endpoint = endpoint
-        self._seen: set[str] = set()
+        self.limit = limit if limit is not None and limit > 0 else None
+        self.max_pages = max_pages
+        self._seen_cursors: set[bytes] = set()
+        self._seen_pages: dict[bytes, int] = {}
         self._next: str | None = None
         self._done = False
         self.pages = 0
+        self.rows = 0
+        #: The most pages the service's own ``total_count`` allows (None until it sends one).
+        self.page_bound: int | None = None
 
     @property
     def done(self) -> bool:
@@ -40,6 +83,23 @@ class CursorPaginator:
             raise RuntimeError("the paging walk is over")
         return self._next
 
+    def _stop(self, why: str, request_id: str | None) -> PagingError:
+        self._done = True
+        return PagingError(
+            f"{why}; stopped after {self.pages} page(s) and {self.rows} row(s) instead of looping",
+            pages=self.pages,
+            endpoint=self.endpoint,
+            request_id=request_id,
+        )
+
+    def _bound_from_total(self, body: Body) -> None:
+        total = body.get("total_count")
+        if isinstance(total, bool) or not isinstance(total, int) or total < 0:
+            return
+        per_page = self.limit or 1
+        bound = max(1, math.ceil(total / per_page)) + TOTAL_COUNT_SLACK_PAGES
+        self.page_bound = bound if self.page_bound is None else max(self.page_bound, bound)
+
     def feed(self, body: Body, *, request_id: str | None = None) -> list[Row]:
         """Take one page's body; return its rows and move to the next state."""
         if self._done:
@@ -48,6 +108,7 @@ class CursorPaginator:
         if not isinstance(rows, list):
             raise ResponseShapeError(
                 "field 'data' must be an array on a paging endpoint",
+                field="data",
                 endpoint=self.endpoint,
                 request_id=request_id,
             )
@@ -57,50 +118,71 @@ class CursorPaginator:
         if not isinstance(has_more, bool):
             raise ResponseShapeError(
                 f"field 'has_more' must be a boolean, got {type(has_more).__name__}",
+                field="has_more",
                 endpoint=self.endpoint,
                 request_id=request_id,
             )
         self.pages += 1
+        self.rows += len(rows)
         if not has_more:
             self._done = True
             return rows
         next_cursor = body.get("next_cursor")
         if not isinstance(next_cursor, str) or not next_cursor:
-            raise PagingError(
-                f"page {self.pages} has has_more=true but no usable next_cursor",
-                endpoint=self.endpoint,
-                request_id=request_id,
-            )
+            raise self._stop(f"page {self.pages} has has_more=true but no usable next_cursor", request_id)
         if not rows:
-            raise PagingError(
-                f"page {self.pages} is empty but has has_more=true; stopping instead of looping",
-                endpoint=self.endpoint,
-                request_id=request_id,
+            raise self._stop(f"page {self.pages} is empty but has has_more=true", request_id)
+        cursor_key = _digest(next_cursor)
+        if cursor_key in self._seen_cursors or next_cursor == self._next:
+            raise self._stop(f"page {self.pages} returned a cursor already used in this walk", request_id)
+        page_key = _page_digest(rows)
+        earlier = self._seen_pages.get(page_key)
+        if earlier is not None:
+            raise self._stop(
+                f"page {self.pages} repeats the rows of page {earlier} under a new cursor", request_id
             )
-        if next_cursor in self._seen or next_cursor == self._next:
-            raise PagingError(
-                f"page {self.pages} returned a cursor already used in this walk; stopping instead of looping",
-                endpoint=self.endpoint,
-                request_id=request_id,
+        self._seen_pages[page_key] = self.pages
+        self._bound_from_total(body)
+        if self.page_bound is not None and self.pages >= self.page_bound:
+            raise self._stop(
+                f"page {self.pages} still has has_more=true, but the service's total_count allows at most "
+                f"{self.page_bound - TOTAL_COUNT_SLACK_PAGES} page(s) of {self.limit or 1} row(s)",
+                request_id,
             )
+        if self.pages >= self.max_pages:
+            raise self._stop(f"page {self.pages} still has has_more=true, the cap of a walk", request_id)
         if self._next is not None:
-            self._seen.add(self._next)
+            self._seen_cursors.add(_digest(self._next))
         self._next = next_cursor
         return rows
 
 
 #: Fetches one page: takes the cursor (None first) and returns (body, request id).
 PageFetcher = Callable[[str | None], tuple[Body, str | None]]
+#: Turns one page's rows into the rows to yield (validation, filtering), given the request id.
+PageHandler = Callable[[list[Row], str | None], list[Row]]
 
 
 def iterate_pages(
-    endpoint: str, fetch: PageFetcher, validate: Callable[[Row], Row] | None = None
+    endpoint: str,
+    fetch: PageFetcher,
+    validate: Callable[[Row], Row] | None = None,
+    *,
+    on_page: PageHandler | None = None,
+    limit: int | None = None,
+    max_pages: int = DEFAULT_MAX_PAGES,
 ) -> Iterator[Row]:
-    """Yield every row of a paging endpoint, lazily, one page request at a time."""
-    paginator = CursorPaginator(endpoint)
+    """Yield every row of a paging endpoint, lazily, one page request at a time.
+
+    ``validate`` checks each row; ``on_page`` (which knows the page's request id) may check and
+    filter a whole page instead. ``limit`` and ``max_pages`` bound the walk (``CursorPaginator``).
+    """
+    paginator = CursorPaginator(endpoint, limit=limit, max_pages=max_pages)
     while not paginator.done:
         body, request_id = fetch(paginator.cursor)
         rows = paginator.feed(body, request_id=request_id)
+        if on_page is not None:
+            rows = on_page(rows, request_id)
         for row in rows:
             yield validate(row) if validate is not None else row
 
@@ -110,6 +192,14 @@ def _require_int(body: Body, name: str, endpoint: str, request_id: str | None) -
     if isinstance(value, bool) or not isinstance(value, int):
         raise ResponseShapeError(
             f"field '{name}' must be an integer, got {type(value).__name__}",
+            field=name,
+            endpoint=endpoint,
+            request_id=request_id,
+        )
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ResponseShapeError(
+            f"field '{name}' is outside the 64-bit integer range",
+            field=name,
             endpoint=endpoint,
             request_id=request_id,
         )
@@ -126,7 +216,9 @@ def complete_set_fields(
     """
     rows = body.get("data")
     if not isinstance(rows, list):
-        raise ResponseShapeError("field 'data' must be an array", endpoint=endpoint, request_id=request_id)
+        raise ResponseShapeError(
+            "field 'data' must be an array", field="data", endpoint=endpoint, request_id=request_id
+        )
     total_count = _require_int(body, "total_count", endpoint, request_id)
     capped = body.get("capped")
     if capped is None:
@@ -134,6 +226,7 @@ def complete_set_fields(
     elif not isinstance(capped, bool):
         raise ResponseShapeError(
             f"field 'capped' must be a boolean, got {type(capped).__name__}",
+            field="capped",
             endpoint=endpoint,
             request_id=request_id,
         )

@@ -11,9 +11,15 @@ from typing import Any
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from resources.api.budget import RequestBudget
+from resources.api.budget import RequestBudget, WaitCallback
 from resources.api.client import VisibilityClient
-from resources.api.config import validate_api_key, validate_base_url
+from resources.api.config import (
+    DEFAULT_RETRY_DEADLINE_SECONDS,
+    RETRY_DEADLINE_SETTING,
+    validate_api_key,
+    validate_base_url,
+)
+from resources.api.errors import ConfigurationError
 
 _HIDDEN = "[hidden]"
 
@@ -27,17 +33,36 @@ def _identity(api_url: str, api_key: str) -> tuple[str, str]:
 
 
 @contextmanager
-def shared_budget(api_url: str, api_key: str, max_concurrency: int = 8) -> Iterator[RequestBudget]:
+def shared_budget(
+    api_url: str,
+    api_key: str,
+    max_concurrency: int = 8,
+    *,
+    on_wait: WaitCallback | None = None,
+    cancel_event: threading.Event | None = None,
+    retry_deadline_seconds: float | None = None,
+) -> Iterator[RequestBudget]:
     """One request budget for every run of this process using the key, while the block lasts.
 
     Dagster gives each run its own copy of a resource, so two runs at once (the command line syncs
     the daily and rollup assets side by side) would otherwise pace separately and trade 429s over the
-    key's one rate limit. Nested blocks for the same key reuse the outer budget.
+    key's one rate limit. The budget is also the sync's outage clock (one retry deadline for all its
+    calls: ``retry_deadline_seconds``, else each resource's), its cancel switch (``budget.cancel()``,
+    or set ``cancel_event``) and its wait hook (``on_wait``, also settable as ``budget.on_wait``).
+    Nested blocks for the same key reuse the outer budget (and ignore the keyword arguments).
     """
     ident = _identity(api_url, api_key)
     with _SHARED_GUARD:
         outer = _SHARED_BUDGETS.get(ident)
-        budget = outer or _SHARED_BUDGETS.setdefault(ident, RequestBudget(max_concurrency))
+        budget = outer or _SHARED_BUDGETS.setdefault(
+            ident,
+            RequestBudget(
+                max_concurrency,
+                on_wait=on_wait,
+                cancel_event=cancel_event,
+                retry_deadline_seconds=retry_deadline_seconds,
+            ),
+        )
     try:
         yield budget
     finally:
@@ -51,10 +76,13 @@ class VisibilityAPIResource(dg.ConfigurableResource):
 
     Every client of one resource instance (one per run, per process) shares one request budget, so
     what one asset learnt about the limits holds for the next; inside ``shared_budget`` every run of
-    the process using the same key shares one. Counters stay per client, so each
-    asset reports its own requests. Pass the key as ``EnvVar("VISIBILITY_API_KEY")`` so it stays
-    out of code and run config; Dagster shows an ``EnvVar`` by name but holds the resolved value
-    inside a run, so this class also masks the key in its own ``repr``/``str``.
+    the process using the same key shares one. That budget is also the sync's retry deadline (one
+    outage clock for every client: once the service has failed for ``retry_deadline_seconds``,
+    every further call fails at once), its cancel switch (``cancel()``) and its wait hook
+    (``get_budget().on_wait``). Counters stay per client, so each asset reports its own requests.
+    Pass the key as ``EnvVar("VISIBILITY_API_KEY")`` so it stays out of code and run config; Dagster
+    shows an ``EnvVar`` by name but holds the resolved value inside a run, so this class also masks
+    the key in its own ``repr``/``str``.
     """
 
     api_url: str = Field(
@@ -68,7 +96,10 @@ class VisibilityAPIResource(dg.ConfigurableResource):
     )
     timeout_seconds: float = Field(default=30.0, description="Timeout of one HTTP exchange.")
     retry_deadline_seconds: float = Field(
-        default=300.0, description="How long one call keeps retrying 429s, 5xx and transport faults."
+        default=DEFAULT_RETRY_DEADLINE_SECONDS,
+        description="VISIBILITY_RETRY_DEADLINE_SECONDS: how long the sync keeps retrying an unreachable "
+        "service (transport faults, 5xx), counted from the first failure and shared by every client "
+        "of this resource; also how long one call waits out 429s.",
     )
     backoff_base_seconds: float = Field(
         default=0.5, description="First backoff step of the jittered exponential backoff."
@@ -82,25 +113,47 @@ class VisibilityAPIResource(dg.ConfigurableResource):
             yield name, (_HIDDEN if name == "api_key" else value)
 
     def validate_settings(self) -> None:
-        """Raise ``ConfigurationError`` naming the setting (VISIBILITY_API_URL/KEY) when it is wrong."""
+        """Raise ``ConfigurationError`` naming the setting (VISIBILITY_API_URL/KEY/RETRY_DEADLINE_SECONDS)
+        when it is wrong."""
         validate_base_url(self.api_url)
         validate_api_key(self.api_key)
+        if not self.retry_deadline_seconds > 0:  # the environment's bounds are pipelines/config.py's
+            raise ConfigurationError(
+                f"{RETRY_DEADLINE_SETTING} must be a positive number of seconds, "
+                f"got {self.retry_deadline_seconds!r}"
+            )
         if self.max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
 
-    def get_client(self, *, retry_deadline_seconds: float | None = None) -> VisibilityClient:
-        """A new client (use it in a ``with`` block); settings are validated before any request.
+    def get_budget(self) -> RequestBudget:
+        """The budget every client of this instance shares (the ``shared_budget`` one when active).
 
-        ``retry_deadline_seconds`` shortens the retry deadline (and the timeout with it) for callers
-        that must stay short, such as sensor ticks.
+        It is the sync's outage clock, cancel switch (``cancel()``) and wait hook (``on_wait``).
         """
-        self.validate_settings()
-        deadline = self.retry_deadline_seconds if retry_deadline_seconds is None else retry_deadline_seconds
         with self._budget_lock:
             if self._budget is None:
                 with _SHARED_GUARD:
                     shared = _SHARED_BUDGETS.get(_identity(self.api_url, self.api_key))
-                self._budget = shared or RequestBudget(self.max_concurrency)
+                self._budget = shared or RequestBudget(
+                    self.max_concurrency, retry_deadline_seconds=self.retry_deadline_seconds
+                )
+            return self._budget
+
+    def cancel(self) -> None:
+        """Cancel the sync: every client of this instance (and of its shared budget) stops at once
+        with ``SyncCancelled``, waits included."""
+        self.get_budget().cancel()
+
+    def get_client(self, *, retry_deadline_seconds: float | None = None) -> VisibilityClient:
+        """A new client (use it in a ``with`` block); settings are validated before any request.
+
+        ``retry_deadline_seconds`` shortens each call's retry deadline (and the timeout with it) for
+        callers that must stay short, such as sensor ticks; the outage clock shared through the
+        budget still counts against the resource's own ``retry_deadline_seconds``.
+        """
+        self.validate_settings()
+        deadline = self.retry_deadline_seconds if retry_deadline_seconds is None else retry_deadline_seconds
+        budget = self.get_budget()
         return VisibilityClient(
             self.api_url,
             self.api_key,
@@ -108,5 +161,5 @@ class VisibilityAPIResource(dg.ConfigurableResource):
             timeout_seconds=min(self.timeout_seconds, deadline),
             retry_deadline_seconds=deadline,
             backoff_base_seconds=self.backoff_base_seconds,
-            budget=self._budget,
+            budget=budget,
         )

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import pyarrow as pa
 
@@ -22,6 +22,8 @@ RUN_ID = "_run_id"
 IS_CURRENT = "is_current"
 FIRST_SEEN_AT = "first_seen_at"
 LAST_SEEN_AT = "last_seen_at"
+#: The setting that names the warehouse; configuration errors name it.
+WAREHOUSE_SETTING = "VISIBILITY_WAREHOUSE"
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,13 @@ class PartitionScope:
     engines: tuple[str, ...]
 
 
+class PartitionWrite(NamedTuple):
+    """One replace of :meth:`Warehouse.replace_partitions_together`: these rows replace this scope."""
+
+    rows: pa.Table
+    scope: PartitionScope
+
+
 @dataclass(frozen=True)
 class SnapshotScope:
     """Which existing rows a snapshot write may retire (mark ``is_current = false``).
@@ -119,6 +128,12 @@ class WarehouseLockTimeout(Exception):
     """Another process held the (DuckDB) writer lock longer than the configured timeout."""
 
 
+class WarehouseConfigError(ValueError):
+    """A warehouse setting is invalid, or the warehouse it names cannot be used (found before any
+    API request by :meth:`Warehouse.check_connection`); the message names the setting and never
+    holds a password."""
+
+
 class Warehouse(ABC):
     """One engine. Every write is a single transaction: it lands whole or not at all."""
 
@@ -129,7 +144,6 @@ class Warehouse(ABC):
         Returns the names of columns added to an existing table.
         """
 
-    @abstractmethod
     def replace_partitions(
         self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
     ) -> WriteResult:
@@ -137,6 +151,21 @@ class Warehouse(ABC):
 
         Every row of ``rows`` must fall inside ``scope`` (a ValueError otherwise, nothing written).
         Columns of ``rows`` not in the table are added as nullable columns (schema evolution).
+        """
+        return self.replace_partitions_together(spec, [PartitionWrite(rows, scope)], run_id)[0]
+
+    @abstractmethod
+    def replace_partitions_together(
+        self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
+    ) -> list[WriteResult]:
+        """Every write of ``writes`` (one table, one run) in ONE transaction: all land or none does.
+
+        Each write is what :meth:`replace_partitions` does, in order, so a later write sees the
+        earlier ones (a key may not exist outside its own scope). ``writes`` is consumed lazily, one
+        write's rows at a time, so a long backfill needs the memory of one chunk, not of the table.
+        Engines that retry a whole landing (DuckDB beyond its memory budget) iterate ``writes``
+        again: pass a list, or an object whose ``__iter__`` starts over; a one-shot iterator is
+        not retried. Returns one result per write, in order.
         """
 
     @abstractmethod
@@ -166,10 +195,18 @@ class Warehouse(ABC):
         yield self
 
     def check_connection(self) -> None:
-        """Raise if the warehouse cannot be reached (or written); called before a sync spends the
-        API's rate budget. The default runs ``SELECT 1``; engines override it when a query proves
-        less (or more) than a write would need."""
-        self.query("SELECT 1")
+        """Raise :class:`WarehouseConfigError` (naming ``VISIBILITY_WAREHOUSE``) if the warehouse
+        cannot be reached or written; called before a sync spends the API's rate budget. The default
+        runs ``SELECT 1``; engines override it when a query proves less (or more) than a write needs."""
+        try:
+            self.query("SELECT 1")
+        except Exception as exc:
+            raise self.config_error(f"cannot be reached ({type(exc).__name__}: {first_line(exc)})") from None
+
+    def config_error(self, problem: str) -> WarehouseConfigError:
+        """A :class:`WarehouseConfigError` about this warehouse: the setting, this handle's repr
+        (passwords masked by every engine's repr) and ``problem``."""
+        return WarehouseConfigError(f"{WAREHOUSE_SETTING}: {self!r} {problem}")
 
     @abstractmethod
     def close(self) -> None: ...
@@ -179,3 +216,9 @@ class Warehouse(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (engines append hints and links on later lines)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -4,10 +4,12 @@ Why this shape:
 
 * Rows travel as one Parquet load job (free, columnar, typed by an explicit schema), never as
   streaming inserts or SQL literals.
-* The table change is server-side and atomic: partition replace is a multi-statement transaction
-  (``BEGIN TRANSACTION; DELETE ...; INSERT ... SELECT ... FROM staging; COMMIT``), a snapshot write is
-  one ``MERGE`` (upsert and retire-in-scope in a single statement). A client crash at any point leaves
-  the previous rows; only an orphaned staging table can remain, and it expires by itself. BigQuery
+* The table change is server-side and atomic: a landing of partition writes stages every write, then
+  applies them all in one multi-statement transaction (``BEGIN TRANSACTION; DELETE ...; INSERT ...
+  SELECT ... FROM staging_0; ...; COMMIT``), so the chunks of one table's landing commit together; a
+  snapshot write is one ``MERGE`` (upsert and retire-in-scope in a single statement). A client crash
+  at any point leaves the previous rows; only orphaned staging tables can remain, and they expire by
+  themselves. BigQuery
   cancels one of two jobs changing a table at once; that step is retried (:func:`retry_concurrent`).
 * Every value (scope, run id, timestamps, query values) is a query parameter; identifiers are
   backquoted by :func:`quote_identifier`. Descriptions are set through the API (DDL ``OPTIONS`` take no
@@ -28,7 +30,7 @@ import random
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
@@ -43,6 +45,7 @@ from resources.warehouse.base import (
     LOADED_AT,
     RUN_ID,
     PartitionScope,
+    PartitionWrite,
     SnapshotScope,
     TableSpec,
     Warehouse,
@@ -52,12 +55,13 @@ from resources.warehouse.common import (
     ExistingColumn,
     LoadPlan,
     WriteStamp,
-    check_partition_write,
     check_snapshot_write,
+    clean_snapshot_scope,
     current_view_description,
     current_view_name,
     dedupe_by_key,
     encode_rows,
+    partition_writes,
     plan_load,
     system_columns,
     validate_spec,
@@ -201,43 +205,56 @@ def _source(alias: str, name: str, st: SqlType) -> str:
     return f"PARSE_JSON({ref})" if st.kind is Kind.JSON else ref
 
 
-def scope_predicate(spec: TableSpec) -> str:
-    """Rows of the partition scope; the date bounds let BigQuery prune to the scope's partitions."""
+def scope_predicate(spec: TableSpec, suffix: str = "") -> str:
+    """Rows of the partition scope; the date bounds let BigQuery prune to the scope's partitions.
+
+    ``suffix`` names the parameters of one write of several (``@brands_0``, ...).
+    """
     assert spec.date_column is not None
     q = quote_identifier
     return (
-        f"{q(spec.brand_column)} IN UNNEST(@brands) "
-        f"AND {q(spec.date_column)} >= @start AND {q(spec.date_column)} < @end "
-        f"AND {q(spec.engine_column)} IN UNNEST(@engines)"
+        f"{q(spec.brand_column)} IN UNNEST(@brands{suffix}) "
+        f"AND {q(spec.date_column)} >= @start{suffix} AND {q(spec.date_column)} < @end{suffix} "
+        f"AND {q(spec.engine_column)} IN UNNEST(@engines{suffix})"
     )
 
 
-def replace_script(
-    target: str, staging: str, spec: TableSpec, plan: LoadPlan, fault_sql: str | None = None
-) -> str:
-    """One multi-statement transaction: count and delete the scope's rows, insert the staged rows.
+def _deleted_var(i: int) -> str:
+    return f"{_DELETED_VAR}_{i}"
 
-    The script's result is one row, ``rows_deleted``. A failing statement aborts the transaction, so
-    the DELETE never lands without the INSERT. ``fault_sql`` (tests only) runs between the two.
+
+def replace_script(
+    target: str, staged: Sequence[tuple[str, LoadPlan]], spec: TableSpec, fault_sql: str | None = None
+) -> str:
+    """One multi-statement transaction for a whole landing: for each staged write, in order, count
+    and delete its scope's rows, then insert its staged rows (``staged``: the staging table and the
+    write's plan; write ``i`` reads parameters suffixed ``_i``, see :func:`replace_parameters`).
+
+    The script's result is one row: ``rows_deleted_<i>`` per write. A failing statement aborts the
+    transaction, so no DELETE lands without every INSERT. ``fault_sql`` (tests only) runs after the
+    last write's DELETE, before its INSERT.
     """
+    if not staged:
+        raise ValueError("a replace script needs at least one staged write")
     q = quote_identifier
-    where = scope_predicate(spec)
-    cols = ", ".join(q(c) for c in plan.load_columns)
-    values = ", ".join(_source("", c, t) for c, t in zip(plan.load_columns, plan.load_types, strict=True))
-    lines = [
-        f"DECLARE {_DELETED_VAR} INT64 DEFAULT 0;",
-        "BEGIN TRANSACTION;",
-        f"SET {_DELETED_VAR} = (SELECT COUNT(*) FROM {target} WHERE {where});",
-        f"DELETE FROM {target} WHERE {where};",
-    ]
-    if fault_sql:
-        lines.append(fault_sql.rstrip(";") + ";")
-    lines += [
-        f"INSERT INTO {target} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "
-        f"SELECT {values}, @loaded_at, @run_id FROM {staging};",
-        "COMMIT TRANSACTION;",
-        f"SELECT {_DELETED_VAR} AS rows_deleted;",
-    ]
+    lines = [f"DECLARE {_deleted_var(i)} INT64 DEFAULT 0;" for i in range(len(staged))]
+    lines.append("BEGIN TRANSACTION;")
+    for i, (staging, plan) in enumerate(staged):
+        where = scope_predicate(spec, f"_{i}")
+        cols = ", ".join(q(c) for c in plan.load_columns)
+        values = ", ".join(_source("", c, t) for c, t in zip(plan.load_columns, plan.load_types, strict=True))
+        lines += [
+            f"SET {_deleted_var(i)} = (SELECT COUNT(*) FROM {target} WHERE {where});",
+            f"DELETE FROM {target} WHERE {where};",
+        ]
+        if fault_sql and i == len(staged) - 1:
+            lines.append(fault_sql.rstrip(";") + ";")
+        lines.append(
+            f"INSERT INTO {target} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "
+            f"SELECT {values}, @loaded_at_{i}, @run_id FROM {staging};"
+        )
+    deleted = ", ".join(f"{_deleted_var(i)} AS rows_deleted_{i}" for i in range(len(staged)))
+    lines += ["COMMIT TRANSACTION;", f"SELECT {deleted};"]
     return "\n".join(lines)
 
 
@@ -340,16 +357,25 @@ def _column_param_type(types: Mapping[str, SqlType], column: str) -> str:
 
 
 def replace_parameters(
-    spec: TableSpec, scope: PartitionScope, stamp: WriteStamp, types: Mapping[str, SqlType]
+    spec: TableSpec, writes: Sequence[tuple[PartitionScope, WriteStamp]], types: Mapping[str, SqlType]
 ) -> list[Any]:
-    return [
-        query_parameter("brands", list(scope.brand_ids), _column_param_type(types, spec.brand_column)),
-        query_parameter("start", scope.start, "DATE"),
-        query_parameter("end", scope.end, "DATE"),
-        query_parameter("engines", list(scope.engines), _column_param_type(types, spec.engine_column)),
-        query_parameter("loaded_at", stamp.loaded_at, "TIMESTAMP"),
-        query_parameter("run_id", stamp.run_id, "STRING"),
-    ]
+    """The parameters of :func:`replace_script`: each write's scope and stamp (suffixed ``_i``)."""
+    brand_type = _column_param_type(types, spec.brand_column)
+    engine_type = _column_param_type(types, spec.engine_column)
+    params = []
+    for i, (scope, stamp) in enumerate(writes):
+        params += [
+            query_parameter(f"brands_{i}", list(scope.brand_ids), brand_type),
+            query_parameter(f"start_{i}", scope.start, "DATE"),
+            query_parameter(f"end_{i}", scope.end, "DATE"),
+            query_parameter(f"engines_{i}", list(scope.engines), engine_type),
+            query_parameter(f"loaded_at_{i}", stamp.loaded_at, "TIMESTAMP"),
+        ]
+    run_ids = {stamp.run_id for _, stamp in writes}
+    if len(run_ids) != 1:
+        raise ValueError(f"the writes of one replace script come from one run, not {sorted(run_ids)}")
+    params.append(query_parameter("run_id", run_ids.pop(), "STRING"))
+    return params
 
 
 def merge_parameters(
@@ -441,6 +467,18 @@ def write_parquet(data: pa.Table, sink: IO[bytes]) -> None:
 class _TableState:
     plan: LoadPlan
     types: dict[str, SqlType]
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """One write of a landing, loaded into its staging table and waiting for the transaction."""
+
+    table_id: str
+    state: _TableState
+    scope: PartitionScope
+    stamp: WriteStamp
+    rows: int
+    dropped: int
 
 
 class BigQueryWarehouse(Warehouse):
@@ -608,10 +646,14 @@ class BigQueryWarehouse(Warehouse):
         parquet_options = bigquery.ParquetOptions()
         parquet_options.enable_list_inference = True
         config.parquet_options = parquet_options
-        with tempfile.TemporaryFile(prefix="visibility-bq-") as f:
-            write_parquet(drop_null_list_items(data), f)
-            f.seek(0)
-            self.client.load_table_from_file(f, table_id, job_config=config, rewind=True).result()
+        try:
+            with tempfile.TemporaryFile(prefix="visibility-bq-") as f:
+                write_parquet(drop_null_list_items(data), f)
+                f.seek(0)
+                self.client.load_table_from_file(f, table_id, job_config=config, rewind=True).result()
+        except BaseException:
+            self._drop(table_id)
+            raise
         return table_id
 
     def _drop(self, table_id: str) -> None:
@@ -626,25 +668,38 @@ class BigQueryWarehouse(Warehouse):
         validate_spec(spec)
         return self._ensure(spec, spec.arrow_schema).plan.columns_added
 
-    def replace_partitions(
-        self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
-    ) -> WriteResult:
+    def replace_partitions_together(
+        self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
+    ) -> list[WriteResult]:
+        """Stage every write (one staging table and Parquet load each, one chunk in memory at a
+        time), then apply them all in ONE multi-statement transaction: the landing commits whole or
+        not at all. The staging tables are dropped afterwards, whatever happened.
+
+        Table shape changes (a new column) are DDL, which BigQuery runs outside transactions: they
+        happen while staging, so a failed landing may leave a new, empty nullable column (never rows).
+        """
         from google.cloud import bigquery
 
-        stamp = check_partition_write(spec, rows, scope, run_id)
-        rows, dropped = dedupe_by_key(rows, spec.key)
-        state = self._ensure(spec, rows.schema)
-        data = encode_rows(rows, state.plan)
-        staging = self._stage(spec, data, state.plan)
+        staged: list[_Staged] = []
         try:
+            for write in partition_writes(spec, writes, run_id):
+                rows, dropped = dedupe_by_key(write.rows, spec.key)
+                state = self._ensure(spec, rows.schema)
+                data = encode_rows(rows, state.plan)
+                del rows
+                table_id = self._stage(spec, data, state.plan)
+                stamp = WriteStamp.now(run_id)
+                staged.append(_Staged(table_id, state, write.scope, stamp, data.num_rows, dropped))
+                del write, data  # one chunk's rows in memory at a time
+            if not staged:
+                return []
             script = replace_script(
                 self.table_ref(spec.name),
-                self._staged_ref(staging),
+                [(self._staged_ref(s.table_id), s.state.plan) for s in staged],
                 spec,
-                state.plan,
                 fault_sql=self._between_delete_and_insert_sql,
             )
-            params = replace_parameters(spec, scope, stamp, state.types)
+            params = replace_parameters(spec, [(s.scope, s.stamp) for s in staged], staged[-1].state.types)
             result = retry_concurrent(
                 lambda: list(
                     self.client.query(
@@ -653,15 +708,19 @@ class BigQueryWarehouse(Warehouse):
                 )
             )
         finally:
-            self._drop(staging)
-        deleted = int(result[0]["rows_deleted"] or 0) if result else 0
-        return WriteResult(
-            table=spec.name,
-            rows_written=data.num_rows,
-            rows_deleted=deleted,
-            columns_added=state.plan.columns_added,
-            duplicates_dropped=dropped,
-        )
+            for s in staged:
+                self._drop(s.table_id)
+        deleted = result[0] if result else None
+        return [
+            WriteResult(
+                table=spec.name,
+                rows_written=s.rows,
+                rows_deleted=int(deleted[f"rows_deleted_{i}"] or 0) if deleted is not None else 0,
+                columns_added=s.state.plan.columns_added,
+                duplicates_dropped=s.dropped,
+            )
+            for i, s in enumerate(staged)
+        ]
 
     def upsert_snapshot(
         self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
@@ -669,6 +728,7 @@ class BigQueryWarehouse(Warehouse):
         from google.cloud import bigquery
 
         stamp = check_snapshot_write(spec, rows, scope, run_id)
+        scope = clean_snapshot_scope(scope)
         rows, dropped = dedupe_by_key(rows, spec.key)
         state = self._ensure(spec, rows.schema)
         data = encode_rows(rows, state.plan)

@@ -8,7 +8,11 @@ Every engine runs the same steps, so the rules live here once and engines only t
 3. :func:`plan_load`: compare the incoming Arrow schema with the table's existing columns and decide
    what to create or add; an incompatible type change raises
    :class:`~resources.warehouse.base.SchemaMismatchError` before anything is written.
-4. :func:`encode_rows`: the Arrow table actually loaded (plan's columns, nested values as JSON text).
+4. :func:`encode_rows`: the Arrow table actually loaded (plan's columns, nested values as JSON text,
+   NUL characters replaced: :data:`NUL_REPLACEMENT`).
+
+A landing of many writes (:meth:`~resources.warehouse.base.Warehouse.replace_partitions_together`)
+runs the same steps per write, through :func:`partition_writes`.
 
 ``_loaded_at`` and ``_run_id`` (and the snapshot columns) are never materialised in Arrow: engines
 write them as one SQL parameter per statement, which keeps a million-row load free of extra columns.
@@ -17,10 +21,11 @@ write them as one SQL parameter per statement, which keeps a million-row load fr
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -37,11 +42,13 @@ from resources.warehouse.base import (
     RUN_ID,
     Column,
     PartitionScope,
+    PartitionWrite,
     SchemaMismatchError,
     SnapshotScope,
     TableSpec,
 )
 from resources.warehouse.types import (
+    Kind,
     SqlType,
     arrow_type,
     is_compatible,
@@ -391,6 +398,99 @@ def plan_load(
     )
 
 
+# --- NUL characters ------------------------------------------------------------------------------
+
+#: U+0000 cannot be stored in Postgres text, and ``\u0000`` not in its jsonb. Every engine lands it
+#: as U+FFFD (the Unicode replacement character) instead, so the same rows read the same everywhere
+#: and the loss stays visible (docs/OPERATIONS.md, "Text with NUL characters").
+NUL = "\x00"
+NUL_REPLACEMENT = "\ufffd"
+_JSON_NUL_ESCAPE = "\\u0000"
+
+
+def clean_text(value: str) -> str:
+    """``value`` with every NUL replaced by :data:`NUL_REPLACEMENT`."""
+    return value.replace(NUL, NUL_REPLACEMENT) if NUL in value else value
+
+
+def _may_hold_nul(array: pa.Array) -> bool:
+    """Whether a string array's bytes hold a zero byte: one pass over its data buffer, no copy
+    (UTF-8 encodes only U+0000 as a zero byte; a slice's buffer may cover more than the slice,
+    which only costs the exact replacement a needless run)."""
+    buffers = array.buffers()
+    data = buffers[2] if len(buffers) > 2 else None
+    return data is not None and data.size > 0 and int(np.frombuffer(data, dtype=np.uint8).min()) == 0
+
+
+def _clean_strings(array: pa.Array) -> pa.Array:
+    if not _may_hold_nul(array):
+        return array
+    return pc.replace_substring(array, NUL, NUL_REPLACEMENT)
+
+
+def _clean_array(array: pa.Array) -> pa.Array:
+    """Strings, and the string items of lists, without NUL; other arrays as they are."""
+    t = array.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return _clean_strings(array)
+    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and (
+        pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)
+    ):
+        if not _may_hold_nul(array.values):  # the whole child array: a cheap, safe over-estimate
+            return array
+        # rare: rebuilt through Python, which handles slices and null lists without special cases
+        cleaned = [
+            None if v is None else [x if x is None else clean_text(x) for x in v] for v in array.to_pylist()
+        ]
+        return pa.array(cleaned, type=t)
+    return array
+
+
+def _clean_json_text(array: pa.Array) -> pa.Array:
+    """JSON text with neither a raw NUL nor a ``\\u0000`` escape (which Postgres' jsonb refuses):
+    only values holding one are parsed and written again."""
+    if not (_may_hold_nul(array) or pc.any(pc.match_substring(array, _JSON_NUL_ESCAPE)).as_py()):
+        return array
+    out: list[str | None] = []
+    for value in array.to_pylist():
+        if value is None or (NUL not in value and _JSON_NUL_ESCAPE not in value):
+            out.append(value)
+            continue
+        try:
+            parsed = json.loads(value)
+        except ValueError:  # not JSON after all: the engine will say so; only the NUL is ours
+            out.append(clean_text(value).replace(_JSON_NUL_ESCAPE, "\\ufffd"))
+            continue
+        out.append(json.dumps(_plain(parsed), ensure_ascii=False, separators=(",", ":")))
+    return pa.array(out, type=array.type)
+
+
+def clean_column(column: pa.ChunkedArray, *, json_text: bool = False) -> pa.ChunkedArray:
+    """A column without NUL characters (:data:`NUL_REPLACEMENT` instead); the column itself when it
+    holds none, which is the common case and costs one scan of its string bytes."""
+    clean = _clean_json_text if json_text else _clean_array
+    chunks = [clean(c) for c in column.chunks]
+    if all(new is old for new, old in zip(chunks, column.chunks, strict=True)):
+        return column
+    return pa.chunked_array(chunks, type=column.type)
+
+
+def clean_scope(scope: PartitionScope) -> PartitionScope:
+    """The scope as the rows land: brand ids and engines with NUL replaced like the rows' values."""
+    brands = tuple(clean_text(b) if isinstance(b, str) else b for b in scope.brand_ids)
+    engines = tuple(clean_text(e) if isinstance(e, str) else e for e in scope.engines)
+    if brands == scope.brand_ids and engines == scope.engines:
+        return scope
+    return dataclasses.replace(scope, brand_ids=brands, engines=engines)
+
+
+def clean_snapshot_scope(scope: SnapshotScope | None) -> SnapshotScope | None:
+    if scope is None or not any(isinstance(v, str) and NUL in v for v in scope.values):
+        return scope
+    values = tuple(clean_text(v) if isinstance(v, str) else v for v in scope.values)
+    return dataclasses.replace(scope, values=values)
+
+
 # --- encoding ------------------------------------------------------------------------------------
 
 
@@ -407,13 +507,16 @@ def _json_default(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """Arrow's Python form of maps (lists of pairs) -> dicts, recursively."""
+    """Arrow's Python form of maps (lists of pairs) -> dicts, recursively; NUL replaced in every
+    string, keys included."""
+    if isinstance(value, str):
+        return clean_text(value)
     if isinstance(value, list):
         if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
-            return {str(k): _plain(v) for k, v in value}
+            return {clean_text(str(k)): _plain(v) for k, v in value}
         return [_plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {clean_text(str(k)): _plain(v) for k, v in value.items()}
     return value
 
 
@@ -429,22 +532,27 @@ def to_json_text(column: pa.ChunkedArray) -> pa.Array:
 
 
 def encode_rows(rows: pa.Table, plan: LoadPlan) -> pa.Table:
-    """The table to load: the plan's columns, nested values as JSON, all-null columns typed.
+    """The table to load: the plan's columns, nested values as JSON, all-null columns typed, and
+    no NUL character in any text (:data:`NUL_REPLACEMENT` instead: text, list items, JSON).
 
-    Zero-copy for plain columns: only JSON and ``null``-typed columns are rebuilt.
+    Zero-copy for plain columns: only JSON, ``null``-typed columns and text holding a NUL are rebuilt.
     """
     arrays: list[pa.ChunkedArray | pa.Array] = []
     for name, target in zip(plan.load_columns, plan.load_types, strict=True):
         col = rows[name]
         t = col.type
+        json_text = False
         if isinstance(t, pa.BaseExtensionType):
             col = pa.chunked_array([c.storage for c in col.chunks], type=t.storage_type)
+            json_text = target.kind is Kind.JSON
         elif needs_json_encoding(t):
-            col = to_json_text(col)
+            col = to_json_text(col)  # strings cleaned while encoding
         elif pa.types.is_null(t):
             col = pa.nulls(len(col), type=arrow_type(target))
         elif pa.types.is_dictionary(t):
             col = pc.cast(col, t.value_type)
+        if isinstance(col, pa.ChunkedArray):
+            col = clean_column(col, json_text=json_text)
         arrays.append(col)
     return pa.table(arrays, names=list(plan.load_columns))
 
@@ -461,8 +569,7 @@ class WriteStamp:
         """A stamp strictly later than every earlier stamp of this process (engines may use it to
         tell the rows of this write from older ones)."""
         global _last_stamp
-        if not isinstance(run_id, str) or not run_id:
-            raise ValueError("run_id must be a non-empty string")
+        check_run_id(run_id)
         with _stamp_lock:
             now = dt.datetime.now(dt.UTC)
             if _last_stamp is not None and now <= _last_stamp:
@@ -473,6 +580,11 @@ class WriteStamp:
 
 _stamp_lock = threading.Lock()
 _last_stamp: dt.datetime | None = None
+
+
+def check_run_id(run_id: str) -> None:
+    if not isinstance(run_id, str) or not run_id or NUL in run_id:
+        raise ValueError("run_id must be a non-empty string without NUL")
 
 
 def check_partition_write(spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str) -> WriteStamp:
@@ -491,3 +603,55 @@ def check_snapshot_write(
     validate_rows(spec, rows)
     check_snapshot_scope(spec, scope, [c.name for c in spec.columns] + rows.column_names)
     return WriteStamp.now(run_id)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedWrite:
+    """One write of a landing, checked: its rows, and its scope as the rows land (NUL-free)."""
+
+    rows: pa.Table
+    scope: PartitionScope
+
+
+def _checked(spec: TableSpec, rows: pa.Table, scope: PartitionScope) -> CheckedWrite:
+    validate_rows(spec, rows)
+    check_rows_in_scope(spec, rows, scope)
+    return CheckedWrite(rows, clean_scope(scope))
+
+
+def partition_writes(
+    spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
+) -> Iterator[CheckedWrite]:
+    """The writes of one landing, each checked as :func:`check_partition_write` checks one write.
+
+    The spec, the run id and the first write are checked when this is called, so an engine that
+    calls it before opening anything refuses a bad single write before any I/O; the other writes
+    are checked as the engine asks for them (one chunk in memory at a time). Engines stamp each
+    write themselves (:meth:`WriteStamp.now`) when they write it, under their lock if they take one.
+    """
+    validate_spec(spec)
+    check_run_id(run_id)
+    source = iter(writes)
+    first = next(source, None)
+    checked = None if first is None else _checked(spec, *first)
+    del first
+    return _the_rest(spec, checked, source)
+
+
+def _the_rest(
+    spec: TableSpec, first: CheckedWrite | None, source: Iterator[PartitionWrite]
+) -> Iterator[CheckedWrite]:
+    if first is None:
+        return
+    yield first
+    del first  # before the next chunk is read
+    for write in source:
+        rows, scope = write
+        del write
+        yield _checked(spec, rows, scope)
+        del rows, scope
+
+
+def is_one_shot(writes: Iterable[PartitionWrite]) -> bool:
+    """Whether ``writes`` can be iterated only once (a generator): a retry cannot start it over."""
+    return iter(writes) is writes

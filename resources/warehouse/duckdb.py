@@ -1,15 +1,18 @@
 """DuckDB, the default warehouse: one file, Arrow in, one writer process at a time.
 
-DuckDB lets one process open a file for writing. The connection is therefore opened per write and
-closed right after it, so the file lock is held only while writing; a second writer waits for the lock
-(retrying with backoff up to ``lock_timeout_seconds``) instead of failing, then raises
-:class:`~resources.warehouse.base.WarehouseLockTimeout`. BI tools open the file read-only
+DuckDB lets one process open a file for writing. The connection is therefore opened per write (or per
+landing of many writes) and closed right after it, so the file lock is held only while writing; a
+second writer waits for the lock (retrying with backoff up to ``lock_timeout_seconds``) instead of
+failing, then raises :class:`~resources.warehouse.base.WarehouseLockTimeout`. While it waits it says
+so: a WARNING on the ``visibility.warehouse`` logger naming the file and the process DuckDB says
+holds it, about every :data:`LOCK_WAIT_NOTICE_SECONDS`, and the handle's ``on_wait`` callback
+(:class:`LockWait`) at the same moments. BI tools open the file read-only
 (:meth:`DuckDBWarehouse.open_read_only`), which also waits while a write is in progress.
 
-:meth:`DuckDBWarehouse.session` keeps one connection open across several writes (opening, closing
-and the checkpoint on close cost more than a typical chunk's write) and caches the catalog lookups
-meanwhile. The file lock is then held for the whole session: meant for the landing step, which runs
-in the single-slot writer pool, not for long-lived handles.
+:meth:`DuckDBWarehouse.replace_partitions_together` lands every chunk of one table's landing in one
+transaction on one connection: the chunks commit together or not at all. :meth:`DuckDBWarehouse.session`
+keeps one connection open across several writes and caches the catalog lookups meanwhile. The file
+lock is then held for the whole session: meant for landing steps, not for long-lived handles.
 
 Partitioned tables carry no primary-key index; snapshot tables do (their upserts need it). The key
 index (an ART) lives in memory as the table grows: a 30-day backfill's landing process held 1.66x
@@ -23,23 +26,28 @@ versions keep it and the upsert path; to drop it, recreate the table
 :class:`~resources.warehouse.resource.WarehouseResource`). DuckDB otherwise keeps what it reads
 cached up to 80% of RAM until the connection closes, and the checkpoint that ends each write merges
 the table's partial row groups: both grew with the table, so a landing process took more memory
-the longer the backfill. Within a budget DuckDB evicts and spills instead. A write that does not fit
-the budget is retried once without it. The checkpoint when a connection closes runs within the
-budget too; one that does not fit leaves the committed writes in the WAL file (every reader sees
-them) for the next checkpoint to fold in. (An explicit ``CHECKPOINT`` would fail the same way with
-a fatal error that ends the database instance: closing is the safe place.)
+the longer the backfill. Within a budget DuckDB evicts and spills instead. A landing that does not
+fit the budget fails in one of several forms (:func:`is_out_of_memory`: ``OutOfMemoryException``,
+or a ``TransactionException`` at commit saying "failed to pin block", ...); it is rolled back whole
+and retried once without the budget, with a warning. Budgeted connections also leave the checkpoint
+to the moment they close (``checkpoint_threshold``): DuckDB's automatic checkpoint after a commit
+that does not fit the budget is a fatal error that ends the database instance, while the checkpoint
+on close that does not fit leaves the committed writes in the WAL file (every reader sees them) for
+the next checkpoint to fold in. (An explicit ``CHECKPOINT`` fails the fatal way too: closing is the
+safe place.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,23 +62,30 @@ from resources.warehouse.base import (
     LAST_SEEN_AT,
     LOADED_AT,
     RUN_ID,
+    WAREHOUSE_SETTING,
     PartitionScope,
+    PartitionWrite,
     SnapshotScope,
     TableSpec,
     Warehouse,
+    WarehouseConfigError,
     WarehouseLockTimeout,
     WriteResult,
+    first_line,
 )
 from resources.warehouse.common import (
+    CheckedWrite,
     ExistingColumn,
     LoadPlan,
     WriteStamp,
-    check_partition_write,
     check_snapshot_write,
+    clean_snapshot_scope,
     current_view_description,
     current_view_name,
     dedupe_by_key,
     encode_rows,
+    is_one_shot,
+    partition_writes,
     plan_load,
     quote_identifier,
     quote_literal,
@@ -87,11 +102,19 @@ MIN_MEMORY_LIMIT_BYTES = 32 * 1000**2
 _MEMORY_UNITS = {"kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
 _MEMORY_UNITS |= {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 _MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b)\s*$", re.IGNORECASE)
+#: budgeted connections checkpoint when they close, not after a commit (module doc)
+_NO_AUTOCHECKPOINT = "1TB"
 
 #: rows per ON CONFLICT statement (DuckDB's row-group size)
 UPSERT_BATCH_ROWS = 122_880
 
-log = logging.getLogger(__name__)
+#: The logger of every warehouse warning (lock waits, landings retried without the budget).
+LOGGER_NAME = "visibility.warehouse"
+log = logging.getLogger(LOGGER_NAME)
+
+#: A wait for the file lock is first reported after this long, then about this often.
+LOCK_WAIT_NOTICE_SECONDS = 5.0
+LOCK_WAIT_FIRST_NOTICE_SECONDS = 1.0
 
 # One DuckDB database instance per file per process: writes from threads of one process take turns.
 # Reentrant: a thread holding a session may still write through another handle on the same file.
@@ -109,6 +132,24 @@ def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[
     return con.execute(sql, params).fetchall()
 
 
+#: The name :func:`_exec_on_rows` gives its Arrow table in SQL.
+ROWS = q("_visibility_rows")
+
+
+def _exec_on_rows(
+    con: duckdb.DuckDBPyConnection, sql: str, rows: pa.Table, params: Any = None
+) -> list[tuple[Any, ...]]:
+    """Execute ``sql``, which reads ``rows`` as the table :data:`ROWS`, and drain.
+
+    DuckDB finds the table by its replacement scan of this frame's locals, and lets go of it when
+    the statement ends. Not ``con.register``: a registration is a catalog entry, and one dropped
+    inside a transaction keeps its Arrow table alive until the commit, so a landing of many chunks
+    in one transaction would hold every chunk's rows.
+    """
+    _visibility_rows = rows  # read by DuckDB's replacement scan (underscore: not "unused")
+    return con.execute(sql, params).fetchall()
+
+
 def parse_memory_limit(value: str) -> int:
     """Bytes of a DuckDB memory size (``64MB``, ``1GiB``); ``ValueError`` if unreadable or too small."""
     match = _MEMORY_RE.match(value)
@@ -122,33 +163,154 @@ def parse_memory_limit(value: str) -> int:
     return size
 
 
+#: What DuckDB's errors say when memory ran out, whatever their class (checked case-insensitively).
+_OUT_OF_MEMORY_MARKERS = (
+    "out of memory",
+    "failed to pin block",
+    "could not allocate",
+    "failed to allocate",
+    "could not free up enough memory",
+)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether DuckDB failed for want of memory: ``OutOfMemoryException``, or another class
+    (``TransactionException`` at commit, ``IOException``, ``InvalidInputException``, a fatal error)
+    whose message says so ("failed to pin block", "Out of Memory", "could not allocate", ...)."""
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return True
+    if not isinstance(exc, duckdb.Error):
+        return False
+    text = str(exc).lower()
+    return any(marker in text for marker in _OUT_OF_MEMORY_MARKERS)
+
+
+def _is_fatal(exc: BaseException) -> bool:
+    """DuckDB ended the database instance: it must be closed and opened again."""
+    return isinstance(exc, duckdb.FatalException) or "database has been invalidated" in str(exc)
+
+
+def _committed_before_failing(exc: BaseException) -> bool:
+    """A fatal error that DuckDB says came after a durable commit (its automatic checkpoint)."""
+    return isinstance(exc, duckdb.Error) and "COMMIT succeeded" in str(exc)
+
+
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc)
     return "Could not set lock" in text or "Conflicting lock" in text
 
 
-def connect_with_lock_wait(path: Path, *, read_only: bool, timeout: float) -> duckdb.DuckDBPyConnection:
-    """Open ``path``, retrying while another process holds the file lock, up to ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
+_HOLDER_RE = re.compile(
+    r"Conflicting lock is held in (?P<process>.+?) \(PID (?P<pid>\d+)\)(?: by user (?P<user>\S+?))?[.\s]"
+)
+
+
+def lock_holder(message: str) -> str:
+    """Who holds the file lock, as DuckDB's lock error says: ``/usr/bin/python3 (PID 4242)``."""
+    match = _HOLDER_RE.search(message + " ")
+    if match is None:
+        return "another process"
+    holder = f"{match['process']} (PID {match['pid']})"
+    return f"{holder}, user {match['user']}" if match["user"] else holder
+
+
+@dataclass(frozen=True)
+class LockWait:
+    """A writer (or reader) waiting for a DuckDB file, as reported to ``on_wait`` callbacks.
+
+    Reported about every :data:`LOCK_WAIT_NOTICE_SECONDS` while the wait lasts, and once more with
+    ``done=True`` when it ends (the lock was taken, or the wait gave up), so a status line can clear.
+    """
+
+    path: Path
+    #: what holds it: DuckDB's words for another process (``/usr/bin/python3 (PID 4242)``), or
+    #: ``another write of this process``
+    holder: str
+    waited_seconds: float
+    remaining_seconds: float
+    done: bool = False
+
+    @property
+    def message(self) -> str:
+        if self.done:
+            return f"stopped waiting for the DuckDB lock on {self.path} after {self.waited_seconds:.0f} s"
+        return (
+            f"waiting for the DuckDB lock on {self.path} held by {self.holder}, "
+            f"up to {self.remaining_seconds:.0f} more s"
+        )
+
+
+OnWait = Callable[[LockWait], None]
+
+
+class _WaitReporter:
+    """Reports one wait: a log line and the callback, first after a second, then every few seconds."""
+
+    def __init__(self, path: Path, timeout: float, on_wait: OnWait | None) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.on_wait = on_wait
+        self.started = time.monotonic()
+        self.next_notice = self.started + LOCK_WAIT_FIRST_NOTICE_SECONDS
+        self.reported = False
+
+    def waiting(self, holder: str) -> None:
+        now = time.monotonic()
+        if now < self.next_notice:
+            return
+        self.next_notice = now + LOCK_WAIT_NOTICE_SECONDS
+        waited = now - self.started
+        wait = LockWait(self.path, holder, waited, max(self.timeout - waited, 0.0))
+        log.warning("%s (lock_timeout_seconds=%g)", wait.message, self.timeout)
+        self._call(wait)
+        self.reported = True
+
+    def done(self) -> None:
+        if self.reported:
+            waited = time.monotonic() - self.started
+            self._call(LockWait(self.path, "", waited, max(self.timeout - waited, 0.0), done=True))
+
+    def _call(self, wait: LockWait) -> None:
+        if self.on_wait is not None:
+            try:
+                self.on_wait(wait)
+            except Exception:  # a status line must never fail a write
+                log.exception("the on_wait callback failed")
+
+
+def connect_with_lock_wait(
+    path: Path, *, read_only: bool, timeout: float, on_wait: OnWait | None = None
+) -> duckdb.DuckDBPyConnection:
+    """Open ``path``, retrying while another process holds the file lock, up to ``timeout`` seconds.
+
+    The wait is reported (logger ``visibility.warehouse``, and ``on_wait``): see :class:`LockWait`.
+    """
+    reporter = _WaitReporter(path, timeout, on_wait)
+    deadline = reporter.started + timeout
     delay = 0.02
-    while True:
-        try:
-            return duckdb.connect(str(path), read_only=read_only)
-        except duckdb.IOException as exc:
-            if not _is_lock_error(exc):
-                raise
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise WarehouseLockTimeout(
-                    f"DuckDB file {path} stayed locked by another process for {timeout:g}s "
-                    f"(lock_timeout_seconds); DuckDB said: {exc}"
-                ) from exc
-            time.sleep(min(remaining, delay * (0.5 + random.random())))
-            delay = min(delay * 2, 0.25)
+    try:
+        while True:
+            try:
+                return duckdb.connect(str(path), read_only=read_only)
+            except duckdb.IOException as exc:
+                if not _is_lock_error(exc):
+                    raise
+                holder = lock_holder(str(exc))
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise WarehouseLockTimeout(
+                        f"DuckDB file {path} stayed locked by {holder} for {timeout:g}s "
+                        f"(lock_timeout_seconds); DuckDB said: {first_line(exc)}"
+                    ) from exc
+                reporter.waiting(holder)
+                time.sleep(min(remaining, delay * (0.5 + random.random())))
+                delay = min(delay * 2, 0.25)
+    finally:
+        reporter.done()
 
 
-class _KeyConflict(Exception):
-    """A plain INSERT hit the primary key: retry after removing duplicate keys from the rows."""
+#: The first bytes of every DuckDB database file hold this at offset 8.
+_DUCKDB_MAGIC = b"DUCK"
 
 
 class _Existing(NamedTuple):
@@ -229,7 +391,8 @@ class _ScopedWrite:
 
 
 class DuckDBWarehouse(Warehouse):
-    """A DuckDB file; every write is one transaction on a connection opened for that write."""
+    """A DuckDB file; every write (or landing of many writes) is one transaction on a connection
+    opened for it."""
 
     def __init__(
         self,
@@ -239,6 +402,7 @@ class DuckDBWarehouse(Warehouse):
         read_only: bool = False,
         lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
         memory_limit: str | None = None,
+        on_wait: OnWait | None = None,
     ) -> None:
         path = Path(path)
         if str(path) in ("", ":memory:"):
@@ -254,6 +418,9 @@ class DuckDBWarehouse(Warehouse):
             parse_memory_limit(memory_limit)
         #: DuckDB's memory budget for this handle's connections (module doc); None: DuckDB's default
         self.memory_limit = memory_limit
+        #: called while a connection waits for the file lock (and once when the wait ends): a status
+        #: line's hook; the same waits are logged on ``visibility.warehouse`` either way
+        self.on_wait = on_wait
         #: test-only fault hook, called inside the transaction after the delete, before the insert
         self._between_delete_and_insert: Callable[[], None] | None = None
         self._local = threading.local()  # .session: this thread's open _Session, if any
@@ -265,9 +432,10 @@ class DuckDBWarehouse(Warehouse):
         schema: str = "visibility",
         *,
         lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
+        on_wait: OnWait | None = None,
     ) -> DuckDBWarehouse:
         """A reader (BI tools, checks): never takes the writer lock, waits while a write runs."""
-        return cls(path, schema, read_only=True, lock_timeout_seconds=lock_timeout_seconds)
+        return cls(path, schema, read_only=True, lock_timeout_seconds=lock_timeout_seconds, on_wait=on_wait)
 
     def __repr__(self) -> str:
         mode = "read-only" if self.read_only else "read-write"
@@ -301,7 +469,10 @@ class DuckDBWarehouse(Warehouse):
             try:
                 yield self
             finally:
+                session = self._local.session
                 self._local.session = None
+                if session.con is not con:  # reopened after a fatal error: close the new one
+                    session.con.close()
 
     @contextmanager
     def _connect(self, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -318,11 +489,7 @@ class DuckDBWarehouse(Warehouse):
                 raise PermissionError(f"{self!r} was opened read-only")
             self.path.parent.mkdir(parents=True, exist_ok=True)
         lock = _process_lock(self.path)
-        if not lock.acquire(timeout=self.lock_timeout_seconds):
-            raise WarehouseLockTimeout(
-                f"DuckDB file {self.path} stayed busy with another write of this process for "
-                f"{self.lock_timeout_seconds:g}s (lock_timeout_seconds)"
-            )
+        self._acquire(lock)
         try:
             con = self._open(read_only=read_only)
             try:
@@ -332,15 +499,37 @@ class DuckDBWarehouse(Warehouse):
         finally:
             lock.release()
 
-    def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    def _acquire(self, lock: threading.RLock) -> None:
+        """Take this process's lock on the file (another thread's write or session), saying so
+        while waiting, like the wait for another process."""
+        if lock.acquire(blocking=False):
+            return
+        reporter = _WaitReporter(self.path, self.lock_timeout_seconds, self.on_wait)
+        deadline = reporter.started + self.lock_timeout_seconds
         try:
-            con = connect_with_lock_wait(self.path, read_only=read_only, timeout=self.lock_timeout_seconds)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise WarehouseLockTimeout(
+                        f"DuckDB file {self.path} stayed busy with another write of this process "
+                        f"(PID {os.getpid()}) for {self.lock_timeout_seconds:g}s (lock_timeout_seconds)"
+                    )
+                if lock.acquire(timeout=min(remaining, 0.5)):
+                    return
+                reporter.waiting(f"another write of this process (PID {os.getpid()})")
+        finally:
+            reporter.done()
+
+    def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+        wait = {"timeout": self.lock_timeout_seconds, "on_wait": self.on_wait}
+        try:
+            con = connect_with_lock_wait(self.path, read_only=read_only, **wait)
         except duckdb.ConnectionException as exc:
             # this process already holds the file read-write elsewhere (DuckDB shares one instance
             # per file and process): reading through that instance takes no new lock
             if not read_only or "different configuration" not in str(exc):
                 raise
-            con = connect_with_lock_wait(self.path, read_only=False, timeout=self.lock_timeout_seconds)
+            con = connect_with_lock_wait(self.path, read_only=False, **wait)
         _exec(con, "SET enable_progress_bar = false")  # no progress bars in run logs
         if self._budgeted:
             self._apply_budget(con)
@@ -349,6 +538,7 @@ class DuckDBWarehouse(Warehouse):
     def _apply_budget(self, con: duckdb.DuckDBPyConnection) -> None:
         assert self.memory_limit is not None
         _exec(con, f"SET memory_limit = {quote_literal(self.memory_limit)}")
+        _exec(con, f"SET checkpoint_threshold = {quote_literal(_NO_AUTOCHECKPOINT)}")
 
     @property
     def _budgeted(self) -> bool:
@@ -362,10 +552,12 @@ class DuckDBWarehouse(Warehouse):
         self._local.unbudgeted = True
         if session is not None:
             _exec(session.con, "RESET memory_limit")
+            _exec(session.con, "RESET checkpoint_threshold")
         try:
             yield
         finally:
             self._local.unbudgeted = False
+            session = self._session()
             if session is not None and self.memory_limit is not None:
                 # DuckDB refuses a limit below what it holds now: the session then goes on without
                 with contextlib.suppress(duckdb.OutOfMemoryException):
@@ -377,14 +569,46 @@ class DuckDBWarehouse(Warehouse):
             con.begin()
             try:
                 yield con
-                con.commit()
-            except BaseException:
+            except BaseException as exc:
                 session = self._session()
                 if session is not None:
                     session.forget()  # the rollback may undo DDL whose effects were cached
                 with contextlib.suppress(duckdb.Error):  # keep the original error
                     con.rollback()
+                if _is_fatal(exc):
+                    self._reopen_session(con)
                 raise
+            try:
+                con.commit()
+            except duckdb.Error as exc:
+                session = self._session()
+                if session is not None:
+                    session.forget()
+                if not _is_fatal(exc):
+                    with contextlib.suppress(duckdb.Error):
+                        con.rollback()
+                    raise
+                self._reopen_session(con)
+                if not _committed_before_failing(exc):
+                    raise
+                # durable: the WAL holds it, and the next open of the file folds it in
+                log.warning(
+                    "DuckDB committed a write to %s but its automatic checkpoint failed (%s); the "
+                    "database was reopened, the write is in the WAL file until the next checkpoint",
+                    self.path,
+                    first_line(exc),
+                )
+
+    def _reopen_session(self, con: duckdb.DuckDBPyConnection) -> None:
+        """After a fatal error DuckDB's instance must be closed before the file can be used again:
+        an open session gets a new connection (a plain write's connection is closed by its caller)."""
+        session = self._session()
+        if session is None or session.con is not con:
+            return
+        with contextlib.suppress(duckdb.Error):
+            con.close()
+        session.forget()
+        session.con = self._open(read_only=self.read_only)
 
     # --- catalog ----------------------------------------------------------------------------------
 
@@ -491,84 +715,85 @@ class DuckDBWarehouse(Warehouse):
         with self._transaction() as con:
             return self._ensure(con, spec, spec.arrow_schema).columns_added
 
-    @contextmanager
-    def _registered(self, con: duckdb.DuckDBPyConnection, data: pa.Table) -> Iterator[str]:
-        name = f"__visibility_rows_{uuid.uuid4().hex}"
-        con.register(name, data)
-        try:
-            yield q(name)
-        finally:
-            with contextlib.suppress(duckdb.Error):  # an aborted transaction refuses it; harmless
-                con.unregister(name)
+    def replace_partitions_together(
+        self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
+    ) -> list[WriteResult]:
+        """Every write in one transaction on one connection: the landing commits whole or not at all.
 
-    def replace_partitions(
-        self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
-    ) -> WriteResult:
-        """Replace the scope's rows in one transaction.
+        Tables this writer creates carry no key index: each write deletes its scope, then inserts
+        its rows (deduplicated by key); a key that already exists outside the scope fails the
+        landing (checked only where the key does not contain the brand, date and engine: otherwise
+        a row in the scope cannot share its key with one outside). Tables created with a primary
+        key (by earlier versions) keep the upsert path of :meth:`_replace_indexed`.
 
-        Tables this writer creates carry no key index: the scope is deleted, then the rows
-        (deduplicated by key) are inserted; a key that already exists outside the scope fails the
-        write (checked only where the key does not contain the brand, date and engine: otherwise a
-        row in the scope cannot share its key with one outside). Tables created with a primary key
-        (by earlier versions) keep the upsert path of :meth:`_replace_indexed`.
+        Within ``memory_limit``, a landing that runs out of memory in any of DuckDB's forms
+        (:func:`is_out_of_memory`) is rolled back whole and run once more without the budget, with a
+        warning; ``writes`` is then iterated a second time (a one-shot iterator is not retried).
         """
-        check_partition_write(spec, rows, scope, run_id)  # the stamp is taken inside the transaction
         try:
-            return self._replace_deduplicating(spec, rows, scope, run_id)
-        except duckdb.OutOfMemoryException:  # rolled back: nothing was written
-            if not self._budgeted:
+            return self._replace_together(spec, writes, run_id)
+        except duckdb.Error as exc:  # rolled back: nothing of this landing was written
+            if not (self._budgeted and is_out_of_memory(exc)):
+                raise
+            if is_one_shot(writes):
+                log.warning(
+                    "DuckDB landing of %s exceeded memory_limit=%s and was rolled back; not retried "
+                    "because its writes were a one-shot iterator",
+                    spec.name,
+                    self.memory_limit,
+                )
                 raise
             log.warning(
-                "DuckDB write of %d rows into %s exceeded memory_limit=%s; retried without it",
-                rows.num_rows,
+                "DuckDB landing of %s exceeded memory_limit=%s (%s: %s); rolled back whole, retrying "
+                "it once without the budget",
                 spec.name,
                 self.memory_limit,
+                type(exc).__name__,
+                first_line(exc),
             )
         with self._without_budget():
-            return self._replace_deduplicating(spec, rows, scope, run_id)
+            return self._replace_together(spec, writes, run_id)
 
-    def _replace_deduplicating(
-        self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
-    ) -> WriteResult:
-        try:
-            return self._replace(spec, rows, scope, run_id, deduplicated=False)
-        except _KeyConflict:
-            deduped, dropped = dedupe_by_key(rows, spec.key)
-        return self._replace(spec, deduped, scope, run_id, deduplicated=True, dropped=dropped)
-
-    def _replace(
-        self,
-        spec: TableSpec,
-        rows: pa.Table,
-        scope: PartitionScope,
-        run_id: str,
-        *,
-        deduplicated: bool,
-        dropped: int = 0,
-    ) -> WriteResult:
+    def _replace_together(
+        self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
+    ) -> list[WriteResult]:
+        results: list[WriteResult] = []
+        checked = partition_writes(spec, writes, run_id)  # the first write: before the file is opened
         with self._transaction() as con:
-            stamp = WriteStamp.now(run_id)  # taken under the file lock: later than any landed row
-            plan = self._ensure(con, spec, rows.schema)
-            write = _ScopedWrite(con, self.table_ref(spec.name), spec, scope, plan, stamp)
-            if self._existing(con, spec.name).keyed:
-                return self._replace_indexed(write, rows, deduplicated=deduplicated, dropped=dropped)
-            data = encode_rows(rows, plan)
-            if not deduplicated and self._repeats_a_key(con, spec, data):
-                data, dropped = dedupe_by_key(data, spec.key)
-            deleted = int(_exec(con, f"DELETE FROM {write.ref} WHERE {write.in_scope}", write.params)[0][0])
-            if self._between_delete_and_insert is not None:
-                self._between_delete_and_insert()
-            if data.num_rows and not _key_holds_the_scope(spec):
-                # after the delete, any row left with one of these keys lies outside the scope
-                with self._registered(con, data.select(list(spec.key))) as keys:
-                    on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in spec.key)
-                    clash = int(
-                        _exec(con, f"SELECT count(*) FROM {write.ref} t SEMI JOIN {keys} s ON {on}")[0][0]
-                    )
-                if clash:  # raising rolls the delete back
-                    raise ValueError(f"{clash} {write.outside_message}")
-            if data.num_rows:
-                self._insert(con, spec, plan, data, stamp)
+            for write in checked:
+                # stamped under the file lock: later than any row landed before
+                results.append(self._replace_one(con, spec, write, WriteStamp.now(run_id)))
+                del write  # one chunk's rows in memory at a time
+        return results
+
+    def _replace_one(
+        self, con: duckdb.DuckDBPyConnection, spec: TableSpec, checked: CheckedWrite, stamp: WriteStamp
+    ) -> WriteResult:
+        """One write of a landing, inside the landing's transaction."""
+        plan = self._ensure(con, spec, checked.rows.schema)
+        write = _ScopedWrite(con, self.table_ref(spec.name), spec, checked.scope, plan, stamp)
+        data = encode_rows(checked.rows, plan)
+        dropped = 0
+        if self._repeats_a_key(con, spec, data):
+            data, dropped = dedupe_by_key(data, spec.key)
+        if self._existing(con, spec.name).keyed:
+            return self._replace_indexed(write, data, dropped=dropped)
+        deleted = int(_exec(con, f"DELETE FROM {write.ref} WHERE {write.in_scope}", write.params)[0][0])
+        if self._between_delete_and_insert is not None:
+            self._between_delete_and_insert()
+        if data.num_rows and not _key_holds_the_scope(spec):
+            # after the delete, any row left with one of these keys lies outside the scope
+            on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in spec.key)
+            keys = data.select(list(spec.key))
+            clash = int(
+                _exec_on_rows(con, f"SELECT count(*) FROM {write.ref} t SEMI JOIN {ROWS} s ON {on}", keys)[0][
+                    0
+                ]
+            )
+            if clash:  # raising rolls the landing back
+                raise ValueError(f"{clash} {write.outside_message}")
+        if data.num_rows:
+            self._insert(con, spec, plan, data, stamp)
         return WriteResult(
             table=spec.name,
             rows_written=data.num_rows,
@@ -583,24 +808,21 @@ class DuckDBWarehouse(Warehouse):
         if data.num_rows < 2:
             return False
         keys = ", ".join(q(k) for k in spec.key)
-        with self._registered(con, data.select(list(spec.key))) as source:
-            found = _exec(
-                con, f"SELECT count(*) FROM (SELECT 1 FROM {source} GROUP BY {keys} HAVING count(*) > 1)"
-            )
+        found = _exec_on_rows(
+            con,
+            f"SELECT count(*) FROM (SELECT 1 FROM {ROWS} GROUP BY {keys} HAVING count(*) > 1)",
+            data.select(list(spec.key)),
+        )
         return bool(found[0][0])
 
-    def _replace_indexed(
-        self, write: _ScopedWrite, rows: pa.Table, *, deduplicated: bool, dropped: int
-    ) -> WriteResult:
+    def _replace_indexed(self, write: _ScopedWrite, data: pa.Table, *, dropped: int) -> WriteResult:
         """The scope's replace on a table with a primary-key index: a plain INSERT for a new
-        partition, else upsert + stale delete.
+        partition, else upsert + stale delete. ``data`` is encoded and deduplicated.
 
         DuckDB's key index handles a key deleted and re-inserted in one transaction very slowly (a
         million-row re-run took a minute), while an upsert updates in place; rows of the scope this
         write did not send (an older stamp) are then deleted. Row counts before and after prove
         that no key outside the scope was touched. The fault hook runs between the two statements.
-        Duplicate keys: the plain INSERT lets the index find them (no hashing of the rows in the
-        common case); on a key conflict the write is retried once with the last row of each key.
         """
         con, ref, spec, plan, stamp = write.con, write.ref, write.spec, write.plan, write.stamp
 
@@ -615,20 +837,13 @@ class DuckDBWarehouse(Warehouse):
         scope_before = int(
             _exec(con, f"SELECT count(*) FROM {ref} WHERE {write.in_scope}", write.params)[0][0]
         )
-        if scope_before and not deduplicated:
-            # an upsert would silently keep one of two rows with the same key: dedupe first
-            rows, dropped = dedupe_by_key(rows, spec.key)
-            deduplicated = True
-        data = encode_rows(rows, plan)
         n = data.num_rows
         if n and not scope_before:
             # nothing to replace (a new partition): a plain INSERT, lighter than an upsert
             try:
                 self._insert(con, spec, plan, data, stamp)
-            except duckdb.ConstraintException as exc:
-                if not deduplicated:
-                    raise _KeyConflict from exc  # duplicates in the rows, or a key outside
-                raise ValueError(f"some {write.outside_message}: {exc}") from exc
+            except duckdb.ConstraintException as exc:  # the keys are unique: one lies outside
+                raise ValueError(f"some {write.outside_message}: {first_line(exc)}") from exc
         elif n:
             total_before = int(_exec(con, f"SELECT count(*) FROM {ref}")[0][0])
             self._upsert(con, spec, plan, data, stamp, is_snapshot=False)
@@ -663,13 +878,13 @@ class DuckDBWarehouse(Warehouse):
         stamp: WriteStamp,
     ) -> None:
         cols = ", ".join(q(c) for c in plan.load_columns)
-        with self._registered(con, data) as source:
-            _exec(
-                con,
-                f"INSERT INTO {self.table_ref(spec.name)} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "
-                f"SELECT {cols}, $ts, $run_id FROM {source}",
-                {"ts": stamp.loaded_at, "run_id": stamp.run_id},
-            )
+        _exec_on_rows(
+            con,
+            f"INSERT INTO {self.table_ref(spec.name)} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "
+            f"SELECT {cols}, $ts, $run_id FROM {ROWS}",
+            data,
+            {"ts": stamp.loaded_at, "run_id": stamp.run_id},
+        )
 
     def _upsert(
         self,
@@ -699,18 +914,19 @@ class DuckDBWarehouse(Warehouse):
             values += ", true, $ts, $ts"
             updates += [f"{q(IS_CURRENT)} = true", f"{q(LAST_SEEN_AT)} = excluded.{q(LAST_SEEN_AT)}"]
         for offset in range(0, data.num_rows, UPSERT_BATCH_ROWS):
-            with self._registered(con, data.slice(offset, UPSERT_BATCH_ROWS)) as source:
-                _exec(
-                    con,
-                    f"INSERT INTO {ref} ({insert_cols}) SELECT {values} FROM {source} "
-                    f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
-                    {"ts": stamp.loaded_at, "run_id": stamp.run_id},
-                )
+            _exec_on_rows(
+                con,
+                f"INSERT INTO {ref} ({insert_cols}) SELECT {values} FROM {ROWS} "
+                f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
+                data.slice(offset, UPSERT_BATCH_ROWS),
+                {"ts": stamp.loaded_at, "run_id": stamp.run_id},
+            )
 
     def upsert_snapshot(
         self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
     ) -> WriteResult:
         check_snapshot_write(spec, rows, scope, run_id)  # the stamp is taken inside the transaction
+        scope = clean_snapshot_scope(scope)
         rows, dropped = dedupe_by_key(rows, spec.key)
         with self._transaction() as con:
             stamp = WriteStamp.now(run_id)
@@ -754,17 +970,93 @@ class DuckDBWarehouse(Warehouse):
         """Nothing to release: connections live only for one call or one :meth:`session`."""
 
     def check_connection(self) -> None:
-        """The file's folder can be created and written (the file itself appears with the first write).
+        """Everything a write will need, found before the first API request, or a
+        :class:`WarehouseConfigError` naming ``VISIBILITY_WAREHOUSE``:
 
-        Opening the file would take the writer lock another process may hold, so a scratch file is
-        written next to it instead. A reader needs the file itself: :meth:`Warehouse.check_connection`.
+        * the file's folder exists or can be created, and can be written (DuckDB writes its WAL and
+          temporary files next to the database);
+        * an existing path is a regular file this process can read and write, starts with DuckDB's
+          header, and this DuckDB opens it (read-only, without waiting: a file another process holds
+          is only reported, with its holder, since writes wait for it).
+
+        A new file is left to the first write. A reader (:meth:`open_read_only`) checks the file only.
         """
-        if self.read_only:
-            super().check_connection()
+        try:
+            if not self.read_only:
+                self._check_folder()
+            self._check_file()
+        except OSError as exc:
+            raise self.config_error(f"cannot be used ({type(exc).__name__}: {exc.strerror or exc})") from None
+
+    def config_error(self, problem: str) -> WarehouseConfigError:
+        return WarehouseConfigError(f"{WAREHOUSE_SETTING}: DuckDB file {self.path} {problem}")
+
+    def _check_folder(self) -> None:
+        folder = self.path.parent
+        if folder.exists() and not folder.is_dir():
+            raise self.config_error(f"cannot be created: {folder} is not a folder")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self.config_error(f"cannot be created: its folder cannot ({exc.strerror or exc})") from None
+        probe = folder / f".{self.path.name}.{uuid.uuid4().hex}.write-check"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise self.config_error(
+                f"cannot be written: its folder {folder} refuses new files ({exc.strerror or exc}); "
+                "DuckDB writes its WAL and temporary files there"
+            ) from None
+
+    def _check_file(self) -> None:
+        path = self.path
+        if not path.exists():
+            if self.read_only:
+                raise self.config_error("does not exist (nothing landed yet)")
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists() and not self.path.is_file():
-            raise IsADirectoryError(f"DuckDB file {self.path} is not a file")
-        probe = self.path.parent / f".{self.path.name}.{uuid.uuid4().hex}.write-check"
-        probe.write_bytes(b"")
-        probe.unlink()
+        if path.is_dir():
+            raise self.config_error("is a folder, not a DuckDB database file")
+        if not path.is_file():
+            raise self.config_error("is not a regular file")
+        try:
+            with path.open("rb") as f:
+                header = f.read(12)
+        except OSError as exc:
+            raise self.config_error(f"cannot be read ({exc.strerror or exc})") from None
+        if not header:
+            raise self.config_error(
+                "is empty, not a DuckDB database (DuckDB refuses an empty file): delete it, or point "
+                "VISIBILITY_WAREHOUSE at another file"
+            )
+        if header[8:12] != _DUCKDB_MAGIC:
+            raise self.config_error(
+                "exists but is not a DuckDB database (it does not start with DuckDB's header): point "
+                "VISIBILITY_WAREHOUSE at a DuckDB file, or at a path that does not exist yet"
+            )
+        if not self.read_only:
+            for target in (path, path.with_name(path.name + ".wal")):
+                if target.exists() and not os.access(target, os.R_OK | os.W_OK):
+                    raise self.config_error(f"cannot be written: {target} is not writable by this user")
+        try:
+            con = duckdb.connect(str(path), read_only=True)
+        except duckdb.ConnectionException as exc:
+            if "different configuration" in str(exc):  # this process has it open already
+                return
+            raise self.config_error(
+                f"cannot be opened by DuckDB {duckdb.__version__}: {first_line(exc)}"
+            ) from None
+        except duckdb.Error as exc:
+            if _is_lock_error(exc):  # another process writes: the header said enough
+                log.warning(
+                    "DuckDB file %s is in use by %s; writes will wait for it (up to "
+                    "lock_timeout_seconds=%g s)",
+                    path,
+                    lock_holder(str(exc)),
+                    self.lock_timeout_seconds,
+                )
+                return
+            raise self.config_error(
+                f"cannot be opened by DuckDB {duckdb.__version__}: {first_line(exc)}"
+            ) from None
+        con.close()

@@ -2,7 +2,9 @@
 
 Every write is one transaction on one connection: rows are COPYed (CSV written by Arrow, batch by
 batch) into a temporary stage table, then the target's scope is deleted and the stage inserted
-(partitions), or the stage is merged with ``INSERT ... ON CONFLICT`` (snapshots). DDL (create, add
+(partitions), or the stage is merged with ``INSERT ... ON CONFLICT`` (snapshots). A landing of many
+partition writes (:meth:`PostgresWarehouse.replace_partitions_together`) runs them all in one
+transaction, one stage at a time. DDL (create, add
 column, comments, the ``_current`` view) runs in the same transaction under an advisory lock per
 schema, so concurrent writers never race on the catalog; writes that need no DDL take no such lock.
 Every write first takes an advisory lock per table, so overlapping writes of one table (a daily run
@@ -15,7 +17,7 @@ import datetime as dt
 import io
 import math
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -32,21 +34,25 @@ from resources.warehouse.base import (
     LAST_SEEN_AT,
     LOADED_AT,
     RUN_ID,
-    PartitionScope,
+    PartitionWrite,
     SnapshotScope,
     TableSpec,
     Warehouse,
     WriteResult,
+    first_line,
 )
 from resources.warehouse.common import (
+    CheckedWrite,
     ExistingColumn,
     LoadPlan,
-    check_partition_write,
+    WriteStamp,
     check_snapshot_write,
+    clean_snapshot_scope,
     current_view_description,
     current_view_name,
     dedupe_by_key,
     encode_rows,
+    partition_writes,
     plan_load,
     quote_identifier,
     system_columns,
@@ -285,46 +291,66 @@ class PostgresWarehouse(Warehouse):
         with self._transaction() as cur:
             return self._ensure(cur, spec, spec.arrow_schema).columns_added
 
-    def replace_partitions(
-        self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
-    ) -> WriteResult:
-        stamp = check_partition_write(spec, rows, scope, run_id)
-        rows, dropped = dedupe_by_key(rows, spec.key)
+    def replace_partitions_together(
+        self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
+    ) -> list[WriteResult]:
+        """Every write in one transaction on one connection: the landing commits whole or not at all.
+
+        Each write COPYs its rows into a temp stage, deletes its scope and inserts the stage, then
+        drops the stage (so a long landing holds one chunk's stage at a time). The table's advisory
+        lock is held from the first write to the commit; so is the schema's DDL lock once a write
+        changed the table's shape.
+        """
+        results: list[WriteResult] = []
         assert spec.date_column is not None
+        checked = partition_writes(spec, writes, run_id)  # the first write: before any I/O
         with self._transaction() as cur:
             self._lock_table(cur, spec.name)
-            plan = self._ensure(cur, spec, rows.schema)
-            data = encode_rows(rows, plan)
-            stage = self._stage(cur, spec, plan, data)
-            ref = self.table_ref(spec.name)
+            for write in checked:
+                results.append(self._replace_one(cur, spec, write, WriteStamp.now(run_id)))
+                del write  # one chunk's rows in memory at a time
+        return results
+
+    def _replace_one(
+        self, cur: psycopg.Cursor[Any], spec: TableSpec, write: CheckedWrite, stamp: WriteStamp
+    ) -> WriteResult:
+        assert spec.date_column is not None
+        rows, dropped = dedupe_by_key(write.rows, spec.key)
+        scope = write.scope
+        plan = self._ensure(cur, spec, rows.schema)
+        data = encode_rows(rows, plan)
+        del rows
+        stage = self._stage(cur, spec, plan, data)
+        ref = self.table_ref(spec.name)
+        cur.execute(
+            f"DELETE FROM {ref} WHERE {q(spec.brand_column)} = ANY(%(brands)s) "  # type: ignore[arg-type]
+            f"AND {q(spec.date_column)} >= %(start)s AND {q(spec.date_column)} < %(end)s "
+            f"AND {q(spec.engine_column)} = ANY(%(engines)s)",
+            {
+                "brands": list(scope.brand_ids),
+                "start": scope.start,
+                "end": scope.end,
+                "engines": list(scope.engines),
+            },
+        )
+        deleted = cur.rowcount
+        if self._between_delete_and_insert is not None:
+            self._between_delete_and_insert()
+        cols = ", ".join(q(c) for c in plan.load_columns)
+        try:
             cur.execute(
-                f"DELETE FROM {ref} WHERE {q(spec.brand_column)} = ANY(%(brands)s) "  # type: ignore[arg-type]
-                f"AND {q(spec.date_column)} >= %(start)s AND {q(spec.date_column)} < %(end)s "
-                f"AND {q(spec.engine_column)} = ANY(%(engines)s)",
-                {
-                    "brands": list(scope.brand_ids),
-                    "start": scope.start,
-                    "end": scope.end,
-                    "engines": list(scope.engines),
-                },
+                f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "  # type: ignore[arg-type]
+                f"SELECT {cols}, %(ts)s, %(run_id)s FROM {stage}",
+                {"ts": stamp.loaded_at, "run_id": stamp.run_id},
             )
-            deleted = cur.rowcount
-            if self._between_delete_and_insert is not None:
-                self._between_delete_and_insert()
-            cols = ", ".join(q(c) for c in plan.load_columns)
-            try:
-                cur.execute(
-                    f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "  # type: ignore[arg-type]
-                    f"SELECT {cols}, %(ts)s, %(run_id)s FROM {stage}",
-                    {"ts": stamp.loaded_at, "run_id": stamp.run_id},
-                )
-            except psycopg.errors.UniqueViolation as exc:  # the transaction rolls back
-                detail = exc.diag.message_detail or ""
-                raise ValueError(
-                    f"row(s) for {spec.name} have keys {list(spec.key)} that already exist outside the "
-                    "partition scope (another brand, date or engine); a partition write never touches "
-                    f"rows outside its scope, so nothing was written. {detail}"
-                ) from exc
+        except psycopg.errors.UniqueViolation as exc:  # the transaction rolls back
+            detail = exc.diag.message_detail or ""
+            raise ValueError(
+                f"row(s) for {spec.name} have keys {list(spec.key)} that already exist outside the "
+                "partition scope (another brand, date or engine); a partition write never touches "
+                f"rows outside its scope, so nothing was written. {detail}"
+            ) from exc
+        cur.execute(f"DROP TABLE {stage}")  # type: ignore[arg-type]
         return WriteResult(
             table=spec.name,
             rows_written=data.num_rows,
@@ -337,6 +363,7 @@ class PostgresWarehouse(Warehouse):
         self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
     ) -> WriteResult:
         stamp = check_snapshot_write(spec, rows, scope, run_id)
+        scope = clean_snapshot_scope(scope)
         rows, dropped = dedupe_by_key(rows, spec.key)
         with self._transaction() as cur:
             self._lock_table(cur, spec.name)
@@ -392,6 +419,43 @@ class PostgresWarehouse(Warehouse):
             conn.rollback()
         arrays = [pa.array([r[i] for r in rows]) for i in range(len(names))]
         return pa.Table.from_arrays(arrays, names=names)
+
+    def check_connection(self) -> None:
+        """The server answers, is not read-only (a standby), and this user may create tables in the
+        schema (or create the schema); else a :class:`WarehouseConfigError` naming
+        ``VISIBILITY_WAREHOUSE``, with the password masked."""
+        try:
+            with self._engine.connect() as conn:
+                found = conn.execute(
+                    text(
+                        "SELECT current_user AS who, current_setting('transaction_read_only') = 'on' AS ro, "
+                        "has_database_privilege(current_database(), 'CREATE') AS may_create_schema, "
+                        "(SELECT has_schema_privilege(n.oid, 'CREATE') "
+                        "AND has_schema_privilege(n.oid, 'USAGE') FROM pg_namespace n "
+                        "WHERE n.nspname = :schema) AS may_write_schema"
+                    ),
+                    {"schema": self.schema},
+                ).one()
+                conn.rollback()
+        except Exception as exc:
+            detail = first_line(exc)
+            if self._url.password:
+                detail = detail.replace(self._url.password, "***")
+            raise self.config_error(f"cannot be reached ({type(exc).__name__}: {detail})") from None
+        if found.ro:
+            raise self.config_error(
+                "is read-only (a standby, or default_transaction_read_only): writes would fail"
+            )
+        if found.may_write_schema is None and not found.may_create_schema:
+            raise self.config_error(
+                f"has no schema {self.schema!r} and user {found.who!r} may not create it "
+                "(CREATE on the database); create it, or set VISIBILITY_SCHEMA to one the user may write"
+            )
+        if found.may_write_schema is False:
+            raise self.config_error(
+                f"does not let user {found.who!r} create tables in schema {self.schema!r} "
+                "(USAGE and CREATE on the schema)"
+            )
 
     def close(self) -> None:
         self._engine.dispose()

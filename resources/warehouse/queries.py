@@ -285,16 +285,26 @@ def trend_windows(
 ) -> list[tuple[str, dt.date, dt.date]]:
     """Per brand: the last ``days`` landed days of the ``all`` competitor trend, ending before ``end_before``.
 
-    Returns ``(brand_id, start, end)`` with ``end`` exclusive.
+    The window never starts before the brand's first landed day: days before it were never synced, so
+    the service's totals over them cannot match. Returns ``(brand_id, start, end)``, ``end`` exclusive.
     """
     ref = warehouse.table_ref("competitor_trends")
     sql = f"""
-        SELECT brand_id, MAX(date) AS last_day FROM {ref}
+        SELECT brand_id, MIN(date) AS first_day, MAX(date) AS last_day FROM {ref}
         WHERE granularity = 'day' AND engine = 'all' AND date < {_date(end_before)}
         GROUP BY brand_id ORDER BY brand_id
     """
     out = []
     for r in _rows(warehouse, sql):
         end = r["last_day"] + dt.timedelta(days=1)
-        out.append((str(r["brand_id"]), end - dt.timedelta(days=days), end))
+        out.append((str(r["brand_id"]), max(r["first_day"], end - dt.timedelta(days=days)), end))
     return out
+
+
+def table_exists(warehouse: Warehouse, table: str) -> bool:
+    """Whether ``table`` has landed yet (a check's evidence table may not have)."""
+    try:
+        _rows(warehouse, f"SELECT 1 AS one FROM {warehouse.table_ref(table)} LIMIT 0")
+    except Exception:  # absent table or file: each engine raises its own error class
+        return False
+    return True

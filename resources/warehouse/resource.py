@@ -9,6 +9,7 @@ library stays optional at import time.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,9 +17,8 @@ from urllib.parse import urlsplit
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from resources.warehouse.base import Warehouse
+from resources.warehouse.base import WAREHOUSE_SETTING, Warehouse, WarehouseConfigError
 
-WAREHOUSE_SETTING = "VISIBILITY_WAREHOUSE"
 SCHEMA_SETTING = "VISIBILITY_SCHEMA"
 DEFAULT_WAREHOUSE_URL = "duckdb:///data/visibility.duckdb"
 DEFAULT_SCHEMA = "visibility"
@@ -26,10 +26,6 @@ DEFAULT_SCHEMA = "visibility"
 DEFAULT_LANDING_MEMORY_LIMIT = "64MB"
 _EXPECTED = "duckdb:///path/file.duckdb, postgresql://user:pass@host:port/db or bigquery://project/dataset"
 _SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
-
-class WarehouseConfigError(ValueError):
-    """A warehouse setting is invalid; the message names the setting."""
 
 
 def redact_url(url: str) -> str:
@@ -144,8 +140,8 @@ class WarehouseResource(ConfigurableResource):
         default=DEFAULT_LANDING_MEMORY_LIMIT,
         description="DuckDB only: memory budget of the connections that land partitioned tables "
         "(DuckDB's memory_limit, e.g. 64MB or 1GiB; at least 32MB). It keeps the landing process's "
-        "memory flat however large the tables grow; a write that does not fit is retried without "
-        "it. Empty: DuckDB's default (80% of RAM).",
+        "memory flat however large the tables grow; a table's landing that does not fit is rolled "
+        "back whole and retried once without it. Empty: DuckDB's default (80% of RAM).",
     )
 
     def settings(self) -> dict[str, Any]:
@@ -160,16 +156,22 @@ class WarehouseResource(ConfigurableResource):
             "duckdb_landing_memory_limit": self.duckdb_landing_memory_limit,
         }
 
-    def get_warehouse(self, *, landing: bool = False) -> Warehouse:
+    def get_warehouse(
+        self, *, landing: bool = False, on_wait: Callable[[Any], None] | None = None
+    ) -> Warehouse:
         """A new warehouse handle; close it (or use it as a context manager) when done.
 
         ``landing``: the handle lands partitioned tables in the landing worker, so DuckDB's
         connections get ``duckdb_landing_memory_limit``. Other handles keep DuckDB's default: a
         snapshot upsert maintains a key index, which needs memory in proportion to its rows.
+        ``on_wait`` (DuckDB only; ignored by other engines): called with a
+        :class:`~resources.warehouse.duckdb.LockWait` while a connection waits for the file lock,
+        and once when the wait ends (the same waits are logged on ``visibility.warehouse``).
         """
         options: dict[str, Any] = {}
         if self._is_duckdb:
             options["lock_timeout_seconds"] = self.lock_timeout_seconds
+            options["on_wait"] = on_wait
             if landing:
                 options["memory_limit"] = self._landing_memory_limit()
         return warehouse_from_url(self.url, self.schema_name, **options)

@@ -312,6 +312,6 @@ def test_key_never_reaches_logs_reprs_or_errors_at_debug_level(
                 texts.append(repr(api.stats))
     assert any("HTTP Request" in r.getMessage() for r in caplog.records)  # httpx did log at DEBUG/INFO
     assert any(r.name.startswith("httpcore") for r in caplog.records)
-    assert any("GET /v1/brands" in r.getMessage() for r in caplog.records if r.name.startswith("resources"))
+    assert any("GET /v1/brands" in r.getMessage() for r in caplog.records if r.name == "visibility.api")
     record_texts = [f"{r.getMessage()} {r.args!r}" for r in caplog.records]
     assert_no_key(sandbox.keys, caplog.text, *record_texts, *texts)

@@ -11,9 +11,9 @@ import duckdb
 import pytest
 from dagster import AssetKey, AssetsDefinition, DagsterInstance, ExecuteInProcessResult, materialize
 
-from assets.facts import fact_assets
+from assets.daily import daily_assets
 from assets.partitions import ENGINES
-from assets.trends import trend_assets
+from assets.snapshots import snapshot_assets
 from pipelines.schedules import range_tags
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.resource import WarehouseResource
@@ -87,7 +87,7 @@ def selecting(assets: Sequence[AssetsDefinition | str]) -> tuple[list[AssetsDefi
     defs = [a for a in assets if isinstance(a, AssetsDefinition)]
     names = [a for a in assets if isinstance(a, str)]
     if names:
-        defs = [*defs, *fact_assets, *trend_assets]
+        defs = [*defs, *(a for a in (*daily_assets, *snapshot_assets) if a not in defs)]
     selection = [AssetKey(n) for n in names] + [k for a in assets if not isinstance(a, str) for k in a.keys]
     return defs, selection
 
@@ -106,3 +106,8 @@ def metadata(result: ExecuteInProcessResult, asset: str) -> dict[str, Any]:
     ]
     assert mats, f"{asset} did not materialize"
     return {k: getattr(v, "value", v) for k, v in mats[0].metadata.items()}
+
+
+#: The tables of the former ``sync_daily`` and ``sync_rollups`` steps, selected by name.
+FACTS = ("prompt_mentions", "answers")
+TRENDS = ("competitor_trends", "citation_trends", "cited_pages")

@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 from dagster import ExecuteInProcessResult, RunRequest, build_schedule_context
 
-from assets.facts import fact_assets
 from assets.partitions import ENGINES, partition_key
 from assets.planning import (
     ALL,
@@ -20,12 +19,11 @@ from assets.planning import (
     plan_competitor_trends,
     plan_mentions,
 )
-from assets.snapshots import brands, snapshot_assets
-from assets.trends import trend_assets
-from pipelines.schedules import daily_rollups_sync
+from assets.snapshots import snapshot_assets
+from pipelines.schedules import daily_sync
 from resources.api.client import VisibilityClient
 from sandbox.testing import SandboxHandle
-from tests.assets.conftest import Sync, days, metadata
+from tests.assets.conftest import FACTS, TRENDS, Sync, days, metadata
 from tests.fixtures_sandbox import SANDBOX_TODAY
 
 D = dt.date(2026, 10, 20)
@@ -81,10 +79,12 @@ def test_one_partition_lands_exactly_that_days_engine_rows(sync: Sync, sandbox: 
     assert {(r[1], r[2]) for r in landed} == {(D, "claude")}
 
 
-def test_a_ui_backfill_is_one_run_with_the_planners_requests(sync: Sync, sandbox: SandboxHandle) -> None:
+def test_a_range_run_makes_the_planners_requests_and_lists_brands_once(
+    sync: Sync, sandbox: SandboxHandle
+) -> None:
     dates, engines = days(D, 3), ("chatgpt", "claude", "perplexity")
     sandbox.reset_stats()
-    result = sync.run(fact_assets, dates[0], dates[-1], engines, tags={"dagster/backfill": "bf1"})
+    result = sync.run(FACTS, dates[0], dates[-1], engines, tags={"dagster/backfill": "bf1"})
 
     counts = served(sandbox)
     cells = {(d, e) for d in dates for e in engines}
@@ -97,8 +97,8 @@ def test_a_ui_backfill_is_one_run_with_the_planners_requests(sync: Sync, sandbox
     answers_meta = metadata(result, "answers")
     beyond = answers_meta["requests_beyond_plan"].get(Endpoint.ANSWERS, 0)
     assert counts[Endpoint.ANSWERS] == expected_requests(answers_plan)[Endpoint.ANSWERS] + beyond
-    # discovery: one brand listing per asset, one prompt listing per brand for mentions
-    assert counts[Endpoint.BRANDS] == 2
+    # discovery: one brand listing per sync, shared by its tables; one prompt listing per brand
+    assert counts[Endpoint.BRANDS] == 1
     assert counts[Endpoint.PROMPTS] == len(inputs)
     # the client counted what the server served
     mentions_meta = metadata(result, "prompt_mentions")
@@ -117,9 +117,9 @@ def test_a_ui_backfill_is_one_run_with_the_planners_requests(sync: Sync, sandbox
 def test_rerunning_a_range_gives_the_same_tables(sync: Sync) -> None:
     dates = days(D, 2)
     snapshot = "SELECT * EXCLUDE (_loaded_at, _run_id) FROM {} ORDER BY id"
-    sync.run(fact_assets, dates[0], dates[-1], ("gemini", "google_ai_overviews"))
+    sync.run(FACTS, dates[0], dates[-1], ("gemini", "google_ai_overviews"))
     first = {t: sync.query(snapshot.format(t)) for t in ("prompt_mentions", "answers")}
-    sync.run(fact_assets, dates[0], dates[-1], ("gemini", "google_ai_overviews"))
+    sync.run(FACTS, dates[0], dates[-1], ("gemini", "google_ai_overviews"))
     second = {t: sync.query(snapshot.format(t)) for t in ("prompt_mentions", "answers")}
     assert first == second
     assert all(first.values())
@@ -129,7 +129,7 @@ def test_rerunning_a_range_gives_the_same_tables(sync: Sync) -> None:
 def test_the_all_rollup_lands_for_every_rollup_table(sync: Sync, sandbox: SandboxHandle) -> None:
     dates = days(D, 2)
     sandbox.reset_stats()
-    sync.run(trend_assets, dates[0], dates[-1], ("copilot", ALL))
+    result = sync.run(TRENDS, dates[0], dates[-1], ("copilot", ALL))
 
     for table in ("cited_pages", "citation_trends", "competitor_trends"):
         engines = {r[0] for r in sync.query(f"SELECT DISTINCT engine FROM {table}")}
@@ -146,7 +146,14 @@ def test_the_all_rollup_lands_for_every_rollup_table(sync: Sync, sandbox: Sandbo
     counts = served(sandbox)
     cells = {(d, e) for d in dates for e in ("copilot", ALL)}
     inputs = workspace_inputs(sandbox, competitors=True)
-    assert counts[Endpoint.COMPETITOR_TRENDS] == len(plan_competitor_trends(cells, inputs).calls)
+    # the window-totals check of the landed `all` rollup asks the service once per brand it checks
+    [totals] = [
+        e for e in result.get_asset_check_evaluations() if e.check_name == "window_totals_match_series"
+    ]
+    checked = totals.metadata["brands_checked"].value
+    assert totals.passed and checked == len(inputs)
+    planned = len(plan_competitor_trends(cells, inputs).calls)
+    assert counts[Endpoint.COMPETITOR_TRENDS] == planned + checked
     assert counts[Endpoint.CITATION_TRENDS] == len(plan_citation_trends(cells, inputs).calls)
     assert counts[Endpoint.CITATION_URLS] == sum(len(dates) * (1 + ("copilot" in b.engines)) for b in inputs)
 
@@ -170,7 +177,7 @@ def test_the_daily_schedule_lookback_corrects_restated_days(
             SANDBOX_TODAY.year, SANDBOX_TODAY.month, SANDBOX_TODAY.day, 3, tzinfo=dt.UTC
         )
     )
-    request = daily_rollups_sync(context)
+    request = daily_sync(context)
     result = materialize_request(sync, request)
     assert metadata(result, "competitor_trends")["window_start"] == "2026-10-28"
 
@@ -229,18 +236,22 @@ def test_out_of_scope_brands_are_skipped_with_a_warning_and_their_rows_untouched
     assert warnings and "out of this key's scope" in warnings[0]
 
 
-def test_snapshots_land_and_keep_brands_that_leave_the_keys_scope(sync: Sync, sandbox: SandboxHandle) -> None:
+def test_snapshots_land_and_a_scoped_key_never_retires_brands_it_cannot_see(
+    sync: Sync, sandbox: SandboxHandle
+) -> None:
     result = sync.run(snapshot_assets)
     counts = {t: sync.query(f"SELECT COUNT(*) FROM {t}")[0][0] for t in ("brands", "prompts", "topics")}
     assert counts["brands"] == 3 and counts["prompts"] == 75 and counts["topics"] > 0
     assert sync.query("SELECT COUNT(*) FROM tracked_competitors")[0][0] > 0
     assert sync.query("SELECT COUNT(*) FROM generations")[0][0] > 0
-    assert metadata(result, "generations")["capped_responses"] >= 0
+    assert metadata(result, "generations")["capped_responses"] == 0
 
-    sync.run([brands], role="scoped")
+    # a brand-scoped key sees two of the three brands: the third is not its to retire
+    scoped = sync.run(["brands"], role="scoped")
+    assert metadata(scoped, "brands")["rows_landed"] == 2
     current = dict(sync.query("SELECT id, is_current FROM brands"))
-    assert sorted(current.values()) == [False, True, True]
-    assert len(sync.query("SELECT * FROM brands_current")) == 2
+    assert sorted(current.values()) == [True, True, True]
+    assert len(sync.query("SELECT * FROM brands_current")) == 3
 
 
 def test_answers_of_a_brand_partial_engine_run_are_filtered_by_engine(sync: Sync) -> None:

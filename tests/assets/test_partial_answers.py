@@ -16,11 +16,12 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from assets import tables as T
-from assets.facts import fact_assets, fetch_mentions
+from assets.daily import daily_assets
+from assets.facts import fetch_mentions
 from assets.landing import DEFAULT_DAYS_PER_WRITE, fetch_to_spool
 from assets.partitions import ENGINES, partition_key
 from assets.planning import BrandInput, plan_mentions
-from assets.snapshots import GENERATIONS_LIMIT_TAG, generations
+from assets.snapshots import GENERATIONS_LIMIT_TAG
 from assets.spool import SPOOL_PREFIX, DateSpool
 from resources.api.client import VisibilityClient
 from sandbox.testing import SandboxHandle
@@ -33,12 +34,12 @@ def spools_in(directory: Path) -> list[Path]:
 
 
 def test_a_capped_generations_listing_keeps_the_older_generations_current(sync: Sync) -> None:
-    sync.run([generations])
+    sync.run(["generations"])
     total = sync.query("SELECT COUNT(*) FROM generations WHERE is_current")[0][0]
     per_brand = dict(sync.query("SELECT brand_id, COUNT(*) FROM generations GROUP BY ALL"))
     assert all(n > 2 for n in per_brand.values())
 
-    capped = sync.run([generations], tags={GENERATIONS_LIMIT_TAG: "2"})
+    capped = sync.run(["generations"], tags={GENERATIONS_LIMIT_TAG: "2"})
 
     assert sync.query("SELECT COUNT(*) FROM generations WHERE is_current")[0][0] == total
     meta = metadata(capped, "generations")
@@ -53,13 +54,13 @@ def test_a_capped_generations_listing_keeps_the_older_generations_current(sync: 
 
 def test_a_full_generations_listing_still_retires_vanished_generations(sync: Sync) -> None:
     """Control of the test above: uncapped brands keep retiring (a row the listing lacks)."""
-    sync.run([generations])
+    sync.run(["generations"])
     with duckdb.connect(str(sync.db)) as con:
         con.execute(
             f"INSERT INTO {SCHEMA}.generations SELECT * REPLACE ('gone-' || id AS id) "
             f"FROM {SCHEMA}.generations LIMIT 1"
         )
-    result = sync.run([generations])
+    result = sync.run(["generations"])
     assert metadata(result, "generations")["rows_retired"] == 1
     assert sync.query("SELECT is_current FROM generations WHERE id LIKE 'gone-%'") == [(False,)]
 
@@ -136,7 +137,8 @@ def test_a_failed_land_leaves_no_spool_and_the_other_table_still_lands(
     _break_the_mentions_table(sync.db)
 
     result = materialize(
-        fact_assets,
+        daily_assets,
+        selection=["prompt_mentions", "answers"],
         instance=instance,
         resources=sync.resources(),
         partition_key=partition_key(D, "chatgpt"),

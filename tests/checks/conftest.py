@@ -10,8 +10,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
-from dagster import AssetCheckResult, DagsterInstance, instance_for_test
+from dagster import AssetCheckKey, AssetCheckResult, AssetKey, DagsterInstance, instance_for_test
 
+from assets.checks import CheckInputs, check_by_key
+from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.base import PartitionScope, TableSpec
 from resources.warehouse.resource import WarehouseResource
 
@@ -62,3 +64,20 @@ def meta(result: AssetCheckResult, name: str) -> Any:
 
 def days_ago(n: int) -> dt.date:
     return dt.datetime.now(dt.UTC).date() - dt.timedelta(days=n)
+
+
+def evaluate(
+    table: str,
+    name: str,
+    warehouse: WarehouseResource,
+    instance: DagsterInstance | None = None,
+    *,
+    api: VisibilityAPIResource | None = None,
+    tags: dict[str, str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> AssetCheckResult:
+    """Evaluate one check of a synced table as its sync step does after the table lands."""
+    check = check_by_key(AssetCheckKey(AssetKey(table), name))
+    with warehouse.get_warehouse() as wh:
+        inputs = CheckInputs(wh, instance or DagsterInstance.ephemeral(), tags or {}, api, metadata)
+        return check.run(inputs)

@@ -11,35 +11,25 @@ from pathlib import Path
 from typing import Any
 
 from dagster import (
+    AssetCheckKey,
     AssetCheckSeverity,
     AssetKey,
     AssetMaterialization,
     AssetSelection,
-    AssetSpec,
     DagsterInstance,
     Definitions,
     MetadataValue,
-    build_asset_check_context,
     define_asset_job,
 )
 
 from assets import transforms
-from assets.checks import (
-    TOTALS_WINDOW_DAYS,
-    cited_pages_not_capped,
-    generations_not_capped,
-    keys_unique_checks,
-    no_empty_partitions_checks,
-    no_timed_out_audits,
-    share_of_voice_sums_to_100,
-    window_totals_match_series,
-)
+from assets.checks import TOTALS_WINDOW_DAYS, no_timed_out_audits
 from assets.tables import CITATION_TRENDS, CITED_PAGES, COMPETITOR_TRENDS, PROMPT_MENTIONS
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.base import PartitionScope
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
-from tests.checks.conftest import SCHEMA, days_ago, execute, land, meta
+from tests.checks.conftest import SCHEMA, days_ago, evaluate, execute, land, meta
 from tests.fixtures_sandbox import SANDBOX_TODAY
 
 BRAND = str(uuid.UUID(int=1))
@@ -98,13 +88,12 @@ def trend_point(day: dt.date, name: str, sov: float, mentions: int, *, own: bool
 def test_keys_unique_fails_when_a_key_occurs_twice(warehouse: WarehouseResource, db_path: Path) -> None:
     day = days_ago(3)
     land(warehouse, PROMPT_MENTIONS, [mention(1, day), mention(2, day)])
-    check = keys_unique_checks["prompt_mentions"]
-    assert check(warehouse=warehouse).passed
+    assert evaluate("prompt_mentions", "keys_unique", warehouse).passed
 
     # no engine lets the writer land this, but a hand edit (or an old BigQuery table) can:
     table = f"{SCHEMA}.prompt_mentions"
     execute(db_path, f"INSERT INTO {table} SELECT * FROM {table} WHERE id = '{mention(1, day)['id']}'")
-    result = check(warehouse=warehouse)
+    result = evaluate("prompt_mentions", "keys_unique", warehouse)
     assert not result.passed and result.severity == AssetCheckSeverity.ERROR
     assert meta(result, "duplicate_keys") == 1
     assert meta(result, "sample")[0]["id"] == mention(1, day)["id"]
@@ -112,7 +101,7 @@ def test_keys_unique_fails_when_a_key_occurs_twice(warehouse: WarehouseResource,
 
 def test_capped_cited_pages_warn_with_total_count_and_rows_landed(warehouse: WarehouseResource) -> None:
     land(warehouse, CITED_PAGES, [cited(days_ago(4), "https://acme.com/a")])
-    assert cited_pages_not_capped(warehouse=warehouse).passed
+    assert evaluate("cited_pages", "cited_pages_not_capped", warehouse).passed
 
     day = days_ago(2)
     land(
@@ -120,25 +109,27 @@ def test_capped_cited_pages_warn_with_total_count_and_rows_landed(warehouse: War
         CITED_PAGES,
         [cited(day, f"https://acme.com/{i}", capped=True, total_count=5000) for i in range(2)],
     )
-    result = cited_pages_not_capped(warehouse=warehouse)
+    result = evaluate("cited_pages", "cited_pages_not_capped", warehouse)
     assert not result.passed and result.severity == AssetCheckSeverity.WARN
     assert meta(result, "capped_slices") == 1
     [sample] = meta(result, "sample")
     assert (sample["date"], sample["total_count"], sample["rows_landed"]) == (day.isoformat(), 5000, 2)
 
 
-def test_capped_generations_warn_from_the_materialization_metadata(instance: DagsterInstance) -> None:
+def test_capped_generations_warn_from_the_materialization_metadata(
+    instance: DagsterInstance, warehouse: WarehouseResource
+) -> None:
     key = AssetKey("generations")
     instance.report_runless_asset_event(
         AssetMaterialization(key, metadata={"capped": MetadataValue.json({})})
     )
-    assert generations_not_capped(build_asset_check_context(instance=instance)).passed
+    assert evaluate("generations", "generations_not_capped", warehouse, instance).passed
 
     capped = {BRAND: {"rows": 999, "total_count": 1250}}
     instance.report_runless_asset_event(
         AssetMaterialization(key, metadata={"capped": MetadataValue.json(capped)})
     )
-    result = generations_not_capped(build_asset_check_context(instance=instance))
+    result = evaluate("generations", "generations_not_capped", warehouse, instance)
     assert not result.passed and result.severity == AssetCheckSeverity.WARN
     assert meta(result, "capped_brands") == 1 and meta(result, "counts") == capped
 
@@ -153,14 +144,14 @@ def test_share_of_voice_off_100_on_a_day_with_mentions_fails(warehouse: Warehous
         trend_point(quiet, "Rival", 0.0, 0),
     ]
     land(warehouse, COMPETITOR_TRENDS, rows)
-    assert share_of_voice_sums_to_100(warehouse=warehouse).passed
+    assert evaluate("competitor_trends", "share_of_voice_sums_to_100", warehouse).passed
 
     land(
         warehouse,
         COMPETITOR_TRENDS,
         [trend_point(bad, "Acme", 50.0, 5, own=True), trend_point(bad, "Rival", 40.0, 4)],
     )
-    result = share_of_voice_sums_to_100(warehouse=warehouse)
+    result = evaluate("competitor_trends", "share_of_voice_sums_to_100", warehouse)
     assert not result.passed
     assert meta(result, "groups_off") == 1
     [sample] = meta(result, "sample")
@@ -191,14 +182,13 @@ def test_partition_materialized_empty_while_the_service_reported_citations_fails
         ],
     )
     land(warehouse, CITED_PAGES, [cited(d1, "https://acme.com/a")])
-    check = no_empty_partitions_checks["cited_pages"]
     key = AssetKey("cited_pages")
     for day in (d1, d3):
         instance.report_runless_asset_event(AssetMaterialization(key, partition=f"{day.isoformat()}|chatgpt"))
-    assert check(build_asset_check_context(instance=instance), warehouse=warehouse).passed
+    assert evaluate("cited_pages", "no_empty_partitions", warehouse, instance).passed
 
     instance.report_runless_asset_event(AssetMaterialization(key, partition=f"{d2.isoformat()}|chatgpt"))
-    result = check(build_asset_check_context(instance=instance), warehouse=warehouse)
+    result = evaluate("cited_pages", "no_empty_partitions", warehouse, instance)
     assert not result.passed
     assert meta(result, "empty_cells") == 1
     assert meta(result, "sample") == [{"brand_id": BRAND, "engine": "chatgpt", "day": d2.isoformat()}]
@@ -253,7 +243,7 @@ def test_window_totals_disagreeing_with_landed_points_fail(
     with warehouse.get_warehouse() as wh:
         wh.ensure_table(COMPETITOR_TRENDS)
         wh.replace_partitions(COMPETITOR_TRENDS, points, scope, "test-run")
-    result = window_totals_match_series(warehouse=warehouse, api=api)
+    result = evaluate("competitor_trends", "window_totals_match_series", warehouse, api=api)
     assert result.passed, meta(result, "sample")
     assert meta(result, "brands_checked") == 1
 
@@ -263,29 +253,48 @@ def test_window_totals_disagreeing_with_landed_points_fail(
         f"UPDATE {SCHEMA}.competitor_trends SET mention_count = mention_count + 1 "
         f"WHERE is_your_brand AND date = DATE '{day}'",
     )
-    result = window_totals_match_series(warehouse=warehouse, api=api)
+    result = evaluate("competitor_trends", "window_totals_match_series", warehouse, api=api)
     assert not result.passed
     [mismatch] = meta(result, "sample")
     assert (mismatch["entity"], mismatch["metric"]) == (brand["name"], "mention_count")
     assert mismatch["landed_sum"] == mismatch["api_total"] + 1
 
 
-def test_checks_run_in_a_dagster_run_and_record_their_evaluations(
+def test_checks_run_alone_in_a_dagster_run_of_the_sync_step_without_fetching(
     warehouse: WarehouseResource, instance: DagsterInstance
 ) -> None:
+    """What the UI's "Execute checks" does: the sync step runs with only the checks selected."""
+    from assets.daily import daily_assets
+
     day = days_ago(3)
     land(
         warehouse,
         COMPETITOR_TRENDS,
         [trend_point(day, "Acme", 60.0, 6, own=True), trend_point(day, "Rival", 30.0, 3)],
     )
-    selected = [keys_unique_checks["competitor_trends"], share_of_voice_sums_to_100]
+    trends = AssetKey("competitor_trends")
+    selected = [AssetCheckKey(trends, "keys_unique"), AssetCheckKey(trends, "share_of_voice_sums_to_100")]
+    # an API nobody listens on: a step that fetched would fail
+    api = VisibilityAPIResource(api_url="http://127.0.0.1:9", api_key="unused", retry_deadline_seconds=1)
     defs = Definitions(
-        assets=[AssetSpec("competitor_trends")],
-        asset_checks=selected,
+        assets=daily_assets,
         jobs=[define_asset_job("trend_checks", selection=AssetSelection.checks(*selected))],
-        resources={"warehouse": warehouse},
+        resources={"warehouse": warehouse, "api": api},
     )
     result = defs.resolve_job_def("trend_checks").execute_in_process(instance=instance, raise_on_error=False)
+    assert result.success
     outcomes = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert outcomes == {"keys_unique": True, "share_of_voice_sums_to_100": False}
+    assert not result.get_asset_materialization_events()
+
+
+def test_only_a_run_landing_the_all_rollup_compares_window_totals_with_the_api() -> None:
+    from assets.checks import run_lands_rollup
+
+    start, end = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+    assert run_lands_rollup({start: "2026-09-01|chatgpt", end: "2026-09-10|all"})
+    assert run_lands_rollup({"dagster/partition": "2026-09-01|all"})
+    assert run_lands_rollup({})  # no partitions: a check run of its own
+    # one run of a backfill split per engine: the others' checks would repeat the same API calls
+    assert not run_lands_rollup({start: "2026-09-01|claude", end: "2026-09-10|claude"})
+    assert not run_lands_rollup({"dagster/partition": "2026-09-01|gemini"})

@@ -56,12 +56,14 @@ def test_a_revoked_key_prints_the_api_error_and_stops_after_the_first_run(
     output = captured.out + captured.err
     err = " ".join(captured.err.split())  # the console wraps long lines
     failures = err.count("failed ")
-    assert failures == err.count("failed snapshots:") >= 1
+    assert failures == err.count("failed visibility_sync chatgpt..chatgpt: sync_snapshots:") == 1
     assert "invalid_api_key" in err and "X-Request-Id" in err
     assert "Error occurred while executing" not in output
     assert "Traceback" not in output
     assert sandbox.keys["revoked"] not in output
-    # one refused request per snapshot step, then nothing: the daily and rollup runs never started
+    # one refused request, then nothing: the rest of the snapshot step, the date x engine step and
+    # the second engine span's run never started
+    assert "skipped visibility_sync chatgpt..chatgpt: sync_daily" in err
     stats = sandbox.stats()
     assert {status for by_status in stats.values() for status in by_status} == {"401"}
     assert sum(sum(by_status.values()) for by_status in stats.values()) <= failures

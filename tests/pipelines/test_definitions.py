@@ -13,8 +13,8 @@ from dagster._core.definitions.backfill_policy import BackfillPolicyType
 
 from assets.tables import ALL_TABLES
 from pipelines.definitions import all_assets, defs
-from pipelines.jobs import DAILY_JOB, ROLLUP_JOB, SNAPSHOT_JOB
-from pipelines.schedules import daily_rollups_sync, daily_sync, sync_window
+from pipelines.jobs import DAILY_JOB, SNAPSHOT_JOB, SYNC_JOB
+from pipelines.schedules import daily_sync, sync_window
 
 ROOT = Path(__file__).resolve().parents[2]
 RANGE_START = "dagster/asset_partition_range_start"
@@ -26,8 +26,8 @@ def test_the_definitions_load_with_every_table_job_and_schedule() -> None:
     keys = {spec.key for spec in defs.resolve_all_asset_specs()}
     assert {AssetKey(name) for name in ALL_TABLES} <= keys
     jobs = {job.name for job in defs.resolve_all_job_defs()}
-    assert {SNAPSHOT_JOB, DAILY_JOB, ROLLUP_JOB} <= jobs
-    assert {s.name for s in defs.schedules or []} == {"snapshot_refresh", "daily_sync", "daily_rollups_sync"}
+    assert {SYNC_JOB, SNAPSHOT_JOB, DAILY_JOB} <= jobs
+    assert {s.name for s in defs.schedules or []} == {"daily_sync"}
     assert {s.name for s in defs.sensors or []}  # the sensors module's sensors are included
     assert defs.asset_checks
 
@@ -42,17 +42,30 @@ def test_every_asset_shows_its_column_schema_with_descriptions() -> None:
         assert all(c.description for c in schema.columns)
 
 
-def test_snapshot_steps_use_the_api_and_writer_pools_and_sync_steps_the_api_pool() -> None:
+def test_a_sync_is_two_subsettable_steps_in_the_api_pool() -> None:
+    assert sorted(asset.node_def.name for asset in all_assets) == ["sync_daily", "sync_snapshots"]
     for asset in all_assets:
-        if asset.partitions_def is None:  # a snapshot: fetch, then land
-            ops = {node.name: node.definition for node in asset.node_def.nodes}
-            name = asset.key.path[-1]
-            assert ops[f"fetch_{name}"].pool == "visibility_api"
-            assert ops[f"land_{name}"].pool == "duckdb_writer"
-        else:  # partitioned tables: one step fetches them back to back and lands while fetching
-            assert asset.node_def.name.startswith("sync_")
-            assert asset.op.pool == "visibility_api"
-            assert asset.can_subset
+        assert asset.op.pool == "visibility_api"
+        assert asset.can_subset
+
+
+def test_every_daily_table_shares_one_partitions_definition_so_the_group_takes_a_date_range() -> None:
+    partitioned = {spec.key.path[-1]: spec for spec in defs.resolve_all_asset_specs() if spec.partitions_def}
+    assert set(partitioned) == {
+        "prompt_mentions",
+        "answers",
+        "cited_pages",
+        "citation_trends",
+        "competitor_trends",
+    }
+    assert len({spec.partitions_def for spec in partitioned.values()}) == 1
+    assert {spec.group_name for spec in partitioned.values()} == {"visibility_daily"}
+
+
+def test_the_sync_job_holds_every_table_the_schedule_and_the_cli_land() -> None:
+    job = defs.resolve_job_def(SYNC_JOB)
+    landed = {key.path[-1] for key in job.asset_layer.selected_asset_keys}
+    assert landed == set(ALL_TABLES) - {"audit_reports"}
 
 
 def test_partitioned_assets_backfill_in_a_single_run() -> None:
@@ -74,16 +87,15 @@ def test_the_sync_window_is_yesterday_and_the_lookback_days() -> None:
     assert sync_window(today, 0, dt.date(2026, 5, 10)) is None
 
 
-@pytest.mark.parametrize(("schedule", "last_engine"), [(daily_sync, "copilot"), (daily_rollups_sync, "all")])
-def test_the_daily_schedules_request_one_range_run_over_the_lookback(
-    schedule, last_engine: str, monkeypatch: pytest.MonkeyPatch
+def test_the_daily_schedule_requests_one_range_run_over_the_lookback_and_every_engine(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("VISIBILITY_LOOKBACK_DAYS", "2")
     when = dt.datetime.now(dt.UTC).replace(hour=3, minute=0, second=0, microsecond=0) - dt.timedelta(days=5)
-    request = schedule(build_schedule_context(scheduled_execution_time=when))
+    request = daily_sync(build_schedule_context(scheduled_execution_time=when))
     newest = when.date() - dt.timedelta(days=1)
     assert request.tags[RANGE_START] == f"{newest - dt.timedelta(days=2)}|chatgpt"
-    assert request.tags[RANGE_END] == f"{newest}|{last_engine}"
+    assert request.tags[RANGE_END] == f"{newest}|all"
 
 
 @pytest.mark.skipif(

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dagster import AssetExecutionContext, DagsterInstance, PartitionKeyRange, asset, materialize
 
 from assets.discovery import BRANDS_TAG
-from assets.partitions import ENGINES_WITH_ALL, ROLLUP_PARTITIONS
+from assets.partitions import DAILY_PARTITIONS, ENGINES_WITH_ALL
 from pipelines.sensors.competitor_history import (
     TAG_COMPETITORS,
     TREND_ASSET_KEYS,
@@ -64,8 +64,8 @@ def test_history_backfill_fires_once_per_competitor_from_its_history_date(
     assert list(request.asset_selection) == list(TREND_ASSET_KEYS)
     assert request.tags[BRANDS_TAG].split(",") == sorted({b for b, _ in expected})
     assert sorted(request.tags[TAG_COMPETITORS].split(",")) == sorted({done[k]["id"] for k in expected})
-    keys = ROLLUP_PARTITIONS.get_partition_keys_in_range(request.partition_key_range)
-    all_keys = ROLLUP_PARTITIONS.get_partition_keys()
+    keys = DAILY_PARTITIONS.get_partition_keys_in_range(request.partition_key_range)
+    all_keys = DAILY_PARTITIONS.get_partition_keys()
     first_day = max(history_from, dt.date.fromisoformat(all_keys[0].split("|")[0]))
     assert keys == [k for k in all_keys if k.split("|")[0] >= first_day.isoformat()]
     assert {k.split("|")[1] for k in keys} == set(ENGINES_WITH_ALL)
@@ -82,12 +82,12 @@ def test_history_run_request_launches_one_run_over_every_engine_from_the_date(
     """Launched as Dagster launches it, the request's range is every (date, engine) from the date on."""
     seen: dict[str, object] = {}
 
-    @asset(name="competitor_trends", partitions_def=ROLLUP_PARTITIONS)
+    @asset(name="competitor_trends", partitions_def=DAILY_PARTITIONS)
     def stand_in(context: AssetExecutionContext) -> None:
         seen["keys"] = list(context.partition_keys)
         seen["brands"] = context.run.tags[BRANDS_TAG]
 
-    keys = ROLLUP_PARTITIONS.get_partition_keys()
+    keys = DAILY_PARTITIONS.get_partition_keys()
     start = dt.date.fromisoformat(keys[-8 * 5].split("|")[0])  # five days before the newest partition
     due = [
         HistoryBackfill(

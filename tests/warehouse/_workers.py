@@ -30,3 +30,16 @@ def write_and_hang(path: str, marker: str, name: str) -> None:
     wh = DuckDBWarehouse(path, "vis")
     wh._between_delete_and_insert = hang
     wh.replace_partitions(MENTIONS, mention_rows("b1", [D1], name=name), scope(("b1",), D1, D2), "run-hang")
+
+
+def hold_read_only(path: str, marker: str, release: str, seconds: float, read_only: bool = True) -> None:
+    """A reader (a BI tool; or a writer: ``read_only=False``): keep the file open until ``release``
+    exists (or ``seconds`` passed)."""
+    import duckdb
+
+    con = duckdb.connect(path, read_only=read_only)
+    Path(marker).write_text("holding")
+    deadline = time.monotonic() + seconds
+    while not Path(release).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    con.close()

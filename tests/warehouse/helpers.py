@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -82,3 +83,70 @@ def scope(
     brands: tuple[str, ...], start: dt.date, end: dt.date, engines=("chatgpt", "claude")
 ) -> PartitionScope:
     return PartitionScope(brand_ids=brands, start=start, end=end, engines=engines)
+
+
+#: A brand id holding a NUL: its rows and its scope must land (and be replaced) the same way.
+NUL_BRAND = "b\x001"
+LANDED_NUL_BRAND = "b\ufffd1"
+
+
+def nul_rows() -> pa.Table:
+    """Two MENTIONS rows with NUL characters in a key, text, a list item, a nested value and a
+    JSON column (as a raw NUL and as the ``\\u0000`` escape Postgres' jsonb refuses)."""
+    rows = pa.table(
+        {
+            "id": ["m\x001", "m2"],
+            "brand_id": [NUL_BRAND, NUL_BRAND],
+            "engine": ["chatgpt", "chatgpt"],
+            "checked_on": [D1, D1],
+            "brand_name": ["A\x00cme", "plain"],
+            "position": [1.0, 2.0],
+            "mentions": [1, 2],
+            "is_top": [True, False],
+            "observed_at": [None, None],
+            "tags": [["a\x00", "b"], ["c"]],
+            "details": [{"score": 1, "label": "x\x00y"}, None],
+        },
+        schema=MENTIONS.arrow_schema,
+    )
+    raw = pa.array(['{"k\\u0000": "v\x00"}', '{"k": 1}'], type=pa.json_())
+    return rows.append_column("raw", raw)
+
+
+def nul_scope() -> PartitionScope:
+    return scope((NUL_BRAND,), D1, D2, ("chatgpt",))
+
+
+def landed_nul_values(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What the engines give back for :func:`nul_rows` (JSON parsed where an engine returns text)."""
+
+    def parsed(value: Any) -> Any:
+        value = json.loads(value) if isinstance(value, str) else value
+        if isinstance(value, dict):  # Postgres' query() reads jsonb objects as one struct type
+            value = {k: v for k, v in value.items() if v is not None}
+        return value
+
+    return sorted(
+        (
+            r["id"],
+            r["brand_id"],
+            r["brand_name"],
+            list(r["tags"] or []),
+            parsed(r["details"]),
+            parsed(r["raw"]),
+        )
+        for r in rows
+    )
+
+
+EXPECTED_NUL_VALUES = [
+    ("m2", LANDED_NUL_BRAND, "plain", ["c"], None, {"k": 1}),
+    (
+        "m\ufffd1",
+        LANDED_NUL_BRAND,
+        "A\ufffdcme",
+        ["a\ufffd", "b"],
+        {"score": 1, "label": "x\ufffdy"},
+        {"k\ufffd": "v\ufffd"},
+    ),
+]

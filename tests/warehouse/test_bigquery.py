@@ -23,6 +23,7 @@ from resources.warehouse.base import (
     LOADED_AT,
     RUN_ID,
     Column,
+    PartitionWrite,
     SchemaMismatchError,
     SnapshotScope,
     TableSpec,
@@ -30,6 +31,7 @@ from resources.warehouse.base import (
 from resources.warehouse.bigquery import STAGING_PREFIX, BigQueryWarehouse
 from tests.fixtures_bigquery import BigQueryTarget
 from tests.warehouse.conftest import COMPETITORS, D1, D2, D3, MENTIONS, mention_rows, scope
+from tests.warehouse.helpers import EXPECTED_NUL_VALUES, landed_nul_values, nul_rows, nul_scope
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -291,6 +293,57 @@ def test_failed_write_leaves_no_rows_but_ddl_it_ran_stays(bq: BQ) -> None:
     after = bq.rows(spec.name)
     assert [{k: v for k, v in r.items() if k != "novel"} for r in after] == before
     assert {r["novel"] for r in after} == {None}
+
+
+def _weekly_writes(name: str) -> list[PartitionWrite]:
+    """Three writes of b1, one per week, as a landing of three chunks sends them."""
+    out = []
+    for week in range(3):
+        days = [D1 + dt.timedelta(days=7 * week + i) for i in range(7)]
+        out.append(
+            PartitionWrite(
+                mention_rows("b1", days, per_cell=1, name=name),
+                scope(("b1",), days[0], days[-1] + dt.timedelta(days=1)),
+            )
+        )
+    return out
+
+
+def test_a_landing_of_several_chunks_is_one_transaction_and_leaves_no_staging(bq: BQ) -> None:
+    spec = bq.spec(MENTIONS)
+    results = bq.wh.replace_partitions_together(spec, _weekly_writes("Old"), "run-1")
+    assert [(r.rows_written, r.rows_deleted) for r in results] == [(14, 0)] * 3
+    results = bq.wh.replace_partitions_together(spec, _weekly_writes("New"), "run-2")
+    assert [(r.rows_written, r.rows_deleted) for r in results] == [(14, 14)] * 3
+    assert {r["brand_name"] for r in bq.rows(spec.name)} == {"New"}
+    assert bq.staging_tables() == []
+
+
+def test_a_failure_in_the_last_chunk_leaves_exactly_the_previous_rows_and_no_staging(bq: BQ) -> None:
+    spec = bq.spec(MENTIONS)
+    bq.wh.replace_partitions_together(spec, _weekly_writes("Old"), "run-1")
+    before = bq.rows(spec.name, drop_meta=False)
+    bq.wh._between_delete_and_insert_sql = "SELECT ERROR('injected in the last chunk')"
+    with pytest.raises(Exception, match="injected in the last chunk"):
+        bq.wh.replace_partitions_together(spec, _weekly_writes("New"), "run-2")
+    bq.wh._between_delete_and_insert_sql = None
+    assert bq.rows(spec.name, drop_meta=False) == before
+    assert bq.staging_tables() == []
+
+
+# --- NUL characters and the connection check ----------------------------------------------------------
+
+
+def test_nul_characters_land_as_the_replacement_character_like_every_engine(bq: BQ) -> None:
+    spec = bq.spec(MENTIONS)
+    bq.wh.replace_partitions(spec, nul_rows(), nul_scope(), "run-1")
+    result = bq.wh.replace_partitions(spec, nul_rows(), nul_scope(), "run-2")
+    assert (result.rows_written, result.rows_deleted) == (2, 2)
+    assert landed_nul_values(bq.rows(spec.name)) == EXPECTED_NUL_VALUES
+
+
+def test_a_reachable_dataset_passes_the_connection_check(bq: BQ) -> None:
+    bq.wh.check_connection()
 
 
 # --- snapshots ------------------------------------------------------------------------------------

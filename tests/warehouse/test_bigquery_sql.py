@@ -205,43 +205,90 @@ def test_clustering_by_a_type_bigquery_cannot_cluster_is_a_spec_error(bad: SqlTy
 
 
 def test_replace_is_one_transaction_deleting_the_scope_before_inserting() -> None:
-    sql = replace_script(TARGET, STAGING, MENTIONS, _plan(MENTIONS))
+    sql = replace_script(TARGET, [(STAGING, _plan(MENTIONS))], MENTIONS)
     statements = [s.strip() for s in sql.split(";\n")]
+    assert statements[0] == "DECLARE _visibility_rows_deleted_0 INT64 DEFAULT 0"
     assert statements[1] == "BEGIN TRANSACTION"
-    assert statements[2].startswith("SET _visibility_rows_deleted = (SELECT COUNT(*) FROM `p`.`d`.`t` WHERE")
+    assert statements[2].startswith(
+        "SET _visibility_rows_deleted_0 = (SELECT COUNT(*) FROM `p`.`d`.`t` WHERE"
+    )
     assert statements[3] == (
-        "DELETE FROM `p`.`d`.`t` WHERE `brand_id` IN UNNEST(@brands) AND `checked_on` >= @start "
-        "AND `checked_on` < @end AND `engine` IN UNNEST(@engines)"
+        "DELETE FROM `p`.`d`.`t` WHERE `brand_id` IN UNNEST(@brands_0) AND `checked_on` >= @start_0 "
+        "AND `checked_on` < @end_0 AND `engine` IN UNNEST(@engines_0)"
     )
     assert statements[4].startswith("INSERT INTO `p`.`d`.`t` (`id`, `brand_id`, ")
     assert "`_loaded_at`, `_run_id`) SELECT " in statements[4]
     assert "PARSE_JSON(`details`)" in statements[4]
-    assert statements[4].endswith("@loaded_at, @run_id FROM `p`.`d`.`s`")
+    assert statements[4].endswith("@loaded_at_0, @run_id FROM `p`.`d`.`s`")
     assert statements[5] == "COMMIT TRANSACTION"
-    assert statements[6] == "SELECT _visibility_rows_deleted AS rows_deleted;"
+    assert statements[6] == "SELECT _visibility_rows_deleted_0 AS rows_deleted_0;"
 
 
-def test_fault_hook_runs_inside_the_transaction_between_delete_and_insert() -> None:
-    sql = replace_script(TARGET, STAGING, MENTIONS, _plan(MENTIONS), fault_sql="SELECT ERROR('x');")
-    order = [sql.index(s) for s in ("BEGIN TRANSACTION", "DELETE FROM", "SELECT ERROR('x');", "INSERT INTO")]
+def test_a_landing_of_several_writes_is_one_transaction_in_write_order() -> None:
+    staged = [("`p`.`d`.`s0`", _plan(MENTIONS)), ("`p`.`d`.`s1`", _plan(MENTIONS))]
+    sql = replace_script(TARGET, staged, MENTIONS)
+    assert sql.count("BEGIN TRANSACTION") == 1 and sql.count("COMMIT TRANSACTION") == 1
+    order = [
+        sql.index(s)
+        for s in (
+            "BEGIN TRANSACTION",
+            "DELETE FROM `p`.`d`.`t` WHERE `brand_id` IN UNNEST(@brands_0)",
+            "FROM `p`.`d`.`s0`;",
+            "DELETE FROM `p`.`d`.`t` WHERE `brand_id` IN UNNEST(@brands_1)",
+            "FROM `p`.`d`.`s1`;",
+            "COMMIT TRANSACTION",
+        )
+    ]
+    assert order == sorted(order)
+    assert sql.endswith(
+        "SELECT _visibility_rows_deleted_0 AS rows_deleted_0, _visibility_rows_deleted_1 AS rows_deleted_1;"
+    )
+    with pytest.raises(ValueError, match="at least one"):
+        replace_script(TARGET, [], MENTIONS)
+
+
+def test_fault_hook_runs_inside_the_transaction_between_the_last_delete_and_insert() -> None:
+    staged = [("`p`.`d`.`s0`", _plan(MENTIONS)), ("`p`.`d`.`s1`", _plan(MENTIONS))]
+    sql = replace_script(TARGET, staged, MENTIONS, fault_sql="SELECT ERROR('x');")
+    assert sql.count("SELECT ERROR('x');") == 1
+    order = [
+        sql.index(s)
+        for s in (
+            "BEGIN TRANSACTION",
+            "FROM `p`.`d`.`s0`;",
+            "@brands_1",
+            "SELECT ERROR('x');",
+            "FROM `p`.`d`.`s1`;",
+        )
+    ]
     assert order == sorted(order) and sql.index("COMMIT") > order[-1]
 
 
 def test_replace_values_travel_only_as_typed_parameters() -> None:
     scope = PartitionScope((HOSTILE, "b2"), dt.date(2026, 10, 1), dt.date(2026, 10, 3), (HOSTILE,))
+    later = PartitionScope(("b3",), dt.date(2026, 10, 3), dt.date(2026, 10, 4), ("chatgpt",))
     spec = MENTIONS
-    sql = replace_script(TARGET, STAGING, spec, _plan(spec))
+    sql = replace_script(TARGET, [(STAGING, _plan(spec)), (STAGING, _plan(spec))], spec)
     types = {c.name: SqlType(Kind.VARCHAR) for c in spec.columns}
-    params = _params(replace_parameters(spec, scope, STAMP, types))
+    params = _params(replace_parameters(spec, [(scope, STAMP), (later, STAMP)], types))
     assert HOSTILE not in sql and "2026" not in sql
     assert set(re.findall(r"@(\w+)", sql)) == set(params)
-    assert params["brands"]["parameterType"] == {"type": "ARRAY", "arrayType": {"type": "STRING"}}
-    assert [v["value"] for v in params["brands"]["parameterValue"]["arrayValues"]] == [HOSTILE, "b2"]
-    assert params["start"]["parameterType"]["type"] == "DATE"
-    assert params["start"]["parameterValue"]["value"] == "2026-10-01"
-    assert params["end"]["parameterValue"]["value"] == "2026-10-03"
-    assert params["loaded_at"]["parameterType"]["type"] == "TIMESTAMP"
+    assert params["brands_0"]["parameterType"] == {"type": "ARRAY", "arrayType": {"type": "STRING"}}
+    assert [v["value"] for v in params["brands_0"]["parameterValue"]["arrayValues"]] == [HOSTILE, "b2"]
+    assert [v["value"] for v in params["brands_1"]["parameterValue"]["arrayValues"]] == ["b3"]
+    assert params["start_0"]["parameterType"]["type"] == "DATE"
+    assert params["start_0"]["parameterValue"]["value"] == "2026-10-01"
+    assert params["end_0"]["parameterValue"]["value"] == "2026-10-03"
+    assert params["start_1"]["parameterValue"]["value"] == "2026-10-03"
+    assert params["loaded_at_0"]["parameterType"]["type"] == "TIMESTAMP"
     assert params["run_id"]["parameterValue"]["value"] == HOSTILE
+
+
+def test_the_writes_of_one_replace_script_come_from_one_run() -> None:
+    scope = PartitionScope(("b1",), dt.date(2026, 10, 1), dt.date(2026, 10, 2), ("chatgpt",))
+    other = WriteStamp(run_id="another-run", loaded_at=STAMP.loaded_at)
+    with pytest.raises(ValueError, match="one run"):
+        replace_parameters(MENTIONS, [(scope, STAMP), (scope, other)], {})
 
 
 # --- snapshot merge -------------------------------------------------------------------------------

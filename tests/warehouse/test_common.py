@@ -14,6 +14,8 @@ from resources.warehouse.common import (
     EVOLVED_COLUMN_DESCRIPTION,
     ExistingColumn,
     check_rows_in_scope,
+    clean_column,
+    clean_scope,
     dedupe_by_key,
     encode_rows,
     plan_load,
@@ -149,3 +151,47 @@ def test_quoting_doubles_quotes_and_refuses_nul() -> None:
         quote_identifier("a\x00b")
     with pytest.raises(ValueError):
         quote_identifier("")
+
+
+# --- NUL characters --------------------------------------------------------------------------------
+
+
+def test_nul_in_text_list_items_and_nested_values_becomes_the_replacement_character() -> None:
+    rows = mention_rows("b1", [D1], engines=("chatgpt",), per_cell=2)
+    rows = rows.set_column(
+        rows.schema.get_field_index("brand_name"), "brand_name", pa.array(["A\x00c\x00me", None])
+    )
+    tags = pa.array([["a\x00", None, "b"], None], type=pa.list_(pa.string()))
+    rows = rows.set_column(rows.schema.get_field_index("tags"), "tags", tags)
+    details = pa.array([{"score": 1, "label": "x\x00y"}, None], type=MENTIONS.column("details").type)
+    rows = rows.set_column(rows.schema.get_field_index("details"), "details", details)
+    rows = rows.append_column(
+        "raw", pa.array(['{"k\\u0000": "v\\u0000", "n": 1}', '"\x00"'], type=pa.json_())
+    )
+    out = encode_rows(rows, _plan(rows, None))
+    assert out["brand_name"].to_pylist() == ["A\ufffdc\ufffdme", None]
+    assert out["tags"].to_pylist() == [["a\ufffd", None, "b"], None]
+    assert json.loads(out["details"][0].as_py()) == {"score": 1, "label": "x\ufffdy"}
+    assert out["details"][1].as_py() is None
+    assert [json.loads(v) for v in out["raw"].to_pylist()] == [{"k\ufffd": "v\ufffd", "n": 1}, "\ufffd"]
+    assert not any("\x00" in str(v) or "\\u0000" in str(v) for col in out.columns for v in col.to_pylist())
+
+
+def test_text_without_nul_is_loaded_as_it_came_without_a_copy() -> None:
+    rows = mention_rows("b1", [D1, D2])
+    out = encode_rows(rows, _plan(rows, None))
+    for name in ("id", "brand_name", "tags"):
+        assert out[name].chunks[0].buffers()[-1].address == rows[name].chunks[0].buffers()[-1].address
+
+
+def test_a_sliced_list_column_keeps_its_rows_when_cleaned() -> None:
+    tags = pa.array([["x\x00"], ["a", "b\x00"], None, ["c"]], type=pa.list_(pa.string())).slice(1, 3)
+    cleaned = clean_column(pa.chunked_array([tags]))
+    assert cleaned.to_pylist() == [["a", "b\ufffd"], None, ["c"]]
+
+
+def test_scopes_are_cleaned_like_the_rows_they_replace() -> None:
+    sc = scope(("b\x001", "b2"), D1, D2, ("chat\x00gpt",))
+    assert clean_scope(sc) == scope(("b\ufffd1", "b2"), D1, D2, ("chat\ufffdgpt",))
+    clean = scope(("b1",), D1, D2)
+    assert clean_scope(clean) is clean

@@ -1,14 +1,18 @@
-"""The landing worker's DuckDB memory budget: set on its connections only, never a reason to fail."""
+"""The landing worker's DuckDB memory budget: set on its connections only, never a reason to fail:
+a landing beyond it, in any of DuckDB's out-of-memory forms, is rolled back whole and retried once."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
-from resources.warehouse.duckdb import DuckDBWarehouse, parse_memory_limit
+from resources.warehouse.base import PartitionWrite
+from resources.warehouse.duckdb import LOGGER_NAME, DuckDBWarehouse, is_out_of_memory, parse_memory_limit
 from resources.warehouse.resource import WarehouseConfigError, WarehouseResource
 from tests.warehouse.helpers import D1, D2, D3, MENTIONS, mention_rows, scope
 
@@ -55,7 +59,8 @@ def test_a_write_beyond_the_budget_is_retried_without_it_and_lands(
             warehouse.replace_partitions(MENTIONS, second, scope(("b2",), D2, D3), "run-1")
         warehouse.replace_partitions(MENTIONS, first, scope(("b1",), D1, D2), "run-2")  # no session
     assert result.rows_written == first.num_rows
-    assert "exceeded memory_limit=16KB; retried without it" in caplog.text
+    assert "exceeded memory_limit=16KB" in caplog.text
+    assert "rolled back whole, retrying it once without the budget" in caplog.text
     reader = DuckDBWarehouse(tmp_path / "w.duckdb")
     landed = reader.query(
         f"SELECT brand_id, count(*) AS n, max(_run_id) AS run FROM {reader.table_ref('mentions')} "
@@ -110,3 +115,123 @@ def test_a_checkpoint_beyond_the_budget_loses_no_committed_write(tmp_path: Path)
     warehouse.replace_partitions(MENTIONS, more, scope(("b2",), D1, D2), "run-2")
     assert not path.with_name("w.duckdb.wal").exists()  # folded in by the next checkpoint
     assert reader.query(count).column("n")[0].as_py() == rows.num_rows + more.num_rows
+
+
+# --- a landing beyond the budget: rolled back whole, retried once without it -----------------------
+
+WEEK0 = dt.date(2026, 9, 3)
+
+
+def _big_text_writes(name: str, weeks: int = 3, per_cell: int = 8) -> list[PartitionWrite]:
+    """Weekly writes of b1 whose rows carry ~100 KB of text each (answers as the service sends them)."""
+    out = []
+    for week in range(weeks):
+        days = [WEEK0 + dt.timedelta(days=7 * week + i) for i in range(7)]
+        rows = mention_rows("b1", days, per_cell=per_cell, name=name)
+        text = pa.array([f"{name} {i} " + "x" * 100_000 for i in range(rows.num_rows)])
+        rows = rows.append_column("answer_text", text)
+        out.append(PartitionWrite(rows, scope(("b1",), days[0], days[-1] + dt.timedelta(days=1))))
+    return out
+
+
+def _landed(path: Path) -> list[dict[str, object]]:
+    reader = DuckDBWarehouse.open_read_only(path)
+    return reader.query(
+        f"SELECT _run_id, brand_name, count(*) AS n, min(length(answer_text)) AS shortest "
+        f"FROM {reader.table_ref('mentions')} GROUP BY ALL ORDER BY ALL"
+    ).to_pylist()
+
+
+def test_large_text_rows_beyond_a_32mb_budget_land_whole(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "w.duckdb"
+    DuckDBWarehouse(path).replace_partitions_together(MENTIONS, _big_text_writes("Old"), "run-1")
+    budgeted = DuckDBWarehouse(path, memory_limit="32MB")
+    with caplog.at_level(logging.WARNING, logger=LOGGER_NAME):
+        results = budgeted.replace_partitions_together(MENTIONS, _big_text_writes("New"), "run-2")
+    assert [r.rows_written for r in results] == [112, 112, 112]
+    assert [r.rows_deleted for r in results] == [112, 112, 112]
+    # ~34 MB of text in one transaction does not fit 32MB: this DuckDB fails the commit with
+    # "TransactionException: Failed to commit: failed to pin block" (the form seen in production)
+    assert "exceeded memory_limit=32MB" in caplog.text
+    assert "rolled back whole, retrying it once without the budget" in caplog.text
+    assert _landed(path) == [{"_run_id": "run-2", "brand_name": "New", "n": 336, "shortest": 100_006}]
+
+
+def test_an_error_that_is_not_about_memory_is_not_retried(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    DuckDBWarehouse(path).replace_partitions_together(MENTIONS, _big_text_writes("Old", per_cell=1), "run-1")
+    before = _landed(path)
+    budgeted = DuckDBWarehouse(path, memory_limit="64MB")
+    calls: list[int] = []
+
+    def fail_in_the_last_write() -> None:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("injected in the last write")
+
+    budgeted._between_delete_and_insert = fail_in_the_last_write
+    with pytest.raises(RuntimeError, match="injected"):
+        budgeted.replace_partitions_together(MENTIONS, _big_text_writes("New", per_cell=1), "run-2")
+    assert len(calls) == 3  # one attempt
+    assert _landed(path) == before
+
+
+def test_a_one_shot_landing_beyond_the_budget_is_rolled_back_not_retried(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "w.duckdb"
+    DuckDBWarehouse(path).replace_partitions_together(MENTIONS, _big_text_writes("Old", per_cell=1), "run-1")
+    before = _landed(path)
+    warehouse = DuckDBWarehouse(path, memory_limit="32MB")
+    warehouse.memory_limit = "16KB"  # below what validation accepts: DuckDB fails every statement
+    with caplog.at_level(logging.WARNING, logger=LOGGER_NAME), pytest.raises(duckdb.Error) as raised:
+        warehouse.replace_partitions_together(MENTIONS, iter(_big_text_writes("New", per_cell=1)), "run-2")
+    assert is_out_of_memory(raised.value)
+    assert "not retried because its writes were a one-shot iterator" in caplog.text
+    assert _landed(path) == before
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data of size 32.0 KiB"), True),
+        (
+            duckdb.TransactionException(
+                "TransactionContext Error: Failed to commit: failed to pin block of size 2.0 MiB "
+                "(60.9 MiB/61.0 MiB used)"
+            ),
+            True,
+        ),
+        (duckdb.IOException("IO Error: could not allocate block of size 256.0 KiB"), True),
+        (duckdb.InvalidInputException("Invalid Input Error: Out of Memory Error: ..."), True),
+        (duckdb.TransactionException("TransactionContext Error: Conflict on tuple deletion"), False),
+        (duckdb.IOException('IO Error: Could not set lock on file "x.duckdb"'), False),
+        (MemoryError("out of memory"), False),  # not DuckDB's: the budget is not the cause
+    ],
+)
+def test_every_form_of_duckdb_running_out_of_memory_is_recognised(error: Exception, expected: bool) -> None:
+    assert is_out_of_memory(error) is expected
+
+
+def test_a_commit_whose_automatic_checkpoint_fails_keeps_the_write_and_the_session_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """DuckDB ends its instance when the checkpoint after a durable commit does not fit the budget.
+
+    Budgeted connections leave the checkpoint to their close; this provokes the automatic one anyway
+    (DuckDB's default threshold on a session's connection) to prove the write is kept and the
+    session is reopened."""
+    path = tmp_path / "w.duckdb"
+    warehouse = DuckDBWarehouse(path, memory_limit="64MB")
+    writes = _big_text_writes("New", weeks=10, per_cell=11)
+    with caplog.at_level(logging.WARNING, logger=LOGGER_NAME), warehouse.session():
+        session = warehouse._session()
+        assert session is not None
+        session.con.execute("RESET checkpoint_threshold").fetchall()
+        for write in writes:
+            warehouse.replace_partitions_together(MENTIONS, [write], "run-1")
+    if "automatic checkpoint failed" not in caplog.text:
+        pytest.skip("this DuckDB's automatic checkpoints fit the budget: nothing to prove")
+    assert _landed(path) == [{"_run_id": "run-1", "brand_name": "New", "n": 1540, "shortest": 100_006}]

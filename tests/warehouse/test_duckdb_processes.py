@@ -1,10 +1,13 @@
-"""DuckDB's single-writer file lock, with real processes on a real file."""
+"""DuckDB's single-writer file lock, with real processes on a real file: writers wait for it, and
+say what they wait for."""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +17,7 @@ import pytest
 
 from resources.warehouse import duckdb as duckdb_module
 from resources.warehouse.base import WarehouseLockTimeout
-from resources.warehouse.duckdb import DuckDBWarehouse
+from resources.warehouse.duckdb import LOGGER_NAME, DuckDBWarehouse, LockWait, lock_holder
 from tests.warehouse import _workers
 from tests.warehouse.helpers import D1, D2, MENTIONS, mention_rows, scope
 from tests.warehouse.legacy import KeyedDuckDBWarehouse
@@ -170,3 +173,113 @@ def test_a_keyed_table_of_an_earlier_version_moves_over_as_operations_md_says(tm
     assert keys == [{"n": 0}]
     landed = wh.query('SELECT DISTINCT brand_name FROM "vis"."mentions"').to_pylist()
     assert landed == [{"brand_name": "Again"}]
+
+
+@pytest.fixture
+def reader_process(tmp_path: Path) -> Iterator[tuple[Path, multiprocessing.process.BaseProcess, Path]]:
+    """Another process holding the file open read-only (a BI tool) until ``release`` is created."""
+    path = tmp_path / "wh.duckdb"
+    DuckDBWarehouse(path, "vis").replace_partitions(
+        MENTIONS, mention_rows("b1", [D1], name="Old"), scope(("b1",), D1, D2), "run-old"
+    )
+    marker, release = tmp_path / "holding", tmp_path / "release"
+    proc = SPAWN.Process(target=_workers.hold_read_only, args=(str(path), str(marker), str(release), 60))
+    proc.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.is_alive(), "the reader died before opening the file"
+            assert time.monotonic() < deadline, "the reader never opened the file"
+            time.sleep(0.05)
+        yield path, proc, release
+    finally:
+        release.write_text("done")
+        proc.join(30)
+        if proc.is_alive():
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.join(30)
+
+
+def test_a_writer_waiting_for_a_reader_says_which_process_holds_the_file(
+    reader_process: tuple[Path, multiprocessing.process.BaseProcess, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    path, proc, release = reader_process
+    waits: list[LockWait] = []
+    released_at: list[float] = []
+
+    def on_wait(wait: LockWait) -> None:
+        waits.append(wait)
+        if not released_at:  # let the reader go a while after the first notice
+            released_at.append(time.monotonic() + 2.5)
+            threading.Timer(2.5, release.write_text, args=("done",)).start()
+
+    writer = DuckDBWarehouse(path, "vis", lock_timeout_seconds=60, on_wait=on_wait)
+    with caplog.at_level(logging.WARNING, logger=LOGGER_NAME):
+        writer.replace_partitions(
+            MENTIONS, mention_rows("b1", [D1], name="New"), scope(("b1",), D1, D2), "run-2"
+        )
+
+    notices = [w for w in waits if not w.done]
+    assert len(notices) == 1  # throttled: one notice in ~3.5 s of waiting, not one per retry
+    assert notices[0].path == path and f"(PID {proc.pid})" in notices[0].holder
+    assert 55 < notices[0].remaining_seconds < 60
+    assert waits[-1].done  # the status line can clear
+    lines = [r for r in caplog.records if r.name == LOGGER_NAME and r.levelno == logging.WARNING]
+    assert len(lines) == 1
+    assert lines[0].getMessage().startswith(f"waiting for the DuckDB lock on {path} held by ")
+    assert f"(PID {proc.pid}), up to " in lines[0].getMessage() and " more s" in lines[0].getMessage()
+    landed = DuckDBWarehouse.open_read_only(path, "vis").query(
+        'SELECT DISTINCT brand_name FROM "vis"."mentions"'
+    )
+    assert landed.to_pylist() == [{"brand_name": "New"}]
+
+
+def test_a_lock_timeout_names_the_process_holding_the_file(
+    reader_process: tuple[Path, multiprocessing.process.BaseProcess, Path],
+) -> None:
+    path, proc, _ = reader_process
+    writer = DuckDBWarehouse(path, "vis", lock_timeout_seconds=0.5)
+    with pytest.raises(WarehouseLockTimeout, match=rf"stayed locked by .*\(PID {proc.pid}\) for 0.5s"):
+        writer.replace_partitions(MENTIONS, mention_rows("b2", [D1]), scope(("b2",), D1, D2), "run-b2")
+
+
+def test_a_write_waiting_for_another_thread_of_this_process_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "wh.duckdb"
+    holder = DuckDBWarehouse(path, "vis")
+    waits: list[LockWait] = []
+    writer = DuckDBWarehouse(path, "vis", lock_timeout_seconds=30, on_wait=waits.append)
+    with holder.session():
+        holder.ensure_table(MENTIONS)
+        thread = threading.Thread(
+            target=writer.replace_partitions,
+            args=(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1"),
+        )
+        thread.start()
+        time.sleep(1.8)  # past the first notice
+    thread.join(30)
+    assert waits and f"another write of this process (PID {os.getpid()})" in waits[0].holder
+    assert waits[-1].done
+
+
+@pytest.mark.parametrize(
+    ("message", "holder"),
+    [
+        (
+            'IO Error: Could not set lock on file "/d/v.duckdb": Conflicting lock is held in '
+            "/usr/bin/python3.11 (PID 4242). See also https://duckdb.org/docs/current/connect/concurrency",
+            "/usr/bin/python3.11 (PID 4242)",
+        ),
+        (
+            'IO Error: Could not set lock on file "/d/v.duckdb": Conflicting lock is held in '
+            "/opt/My Tool/bin/tool (PID 7) by user ana. However, you would be able to open this database "
+            "in read-only mode",
+            "/opt/My Tool/bin/tool (PID 7), user ana",
+        ),
+        (
+            'IO Error: Could not set lock on file "/d/v.duckdb": Resource temporarily unavailable',
+            "another process",
+        ),
+    ],
+)
+def test_the_lock_holder_is_named_as_duckdb_names_it(message: str, holder: str) -> None:
+    assert lock_holder(message) == holder

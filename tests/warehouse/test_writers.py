@@ -19,7 +19,20 @@ from resources.warehouse.base import (
     TableSpec,
 )
 from tests.warehouse.conftest import Case
-from tests.warehouse.helpers import COMPETITORS, D1, D2, D3, MENTIONS, mention_rows, scope
+from tests.warehouse.helpers import (
+    COMPETITORS,
+    D1,
+    D2,
+    D3,
+    EXPECTED_NUL_VALUES,
+    MENTIONS,
+    NUL_BRAND,
+    landed_nul_values,
+    mention_rows,
+    nul_rows,
+    nul_scope,
+    scope,
+)
 
 
 class Boom(RuntimeError):
@@ -487,3 +500,29 @@ def test_typed_lists_round_trip(case: Case) -> None:
     for i, key in enumerate(data["id"]):
         for col in ("ints", "floats", "flags", "days", "stamps"):
             assert landed[key][col] == data[col][i], (key, col)
+
+
+# --- NUL characters -------------------------------------------------------------------------------
+
+
+def test_nul_characters_land_as_the_replacement_character_and_rerun_in_place(case: Case) -> None:
+    """Postgres refuses NUL in text (and ``\\u0000`` in jsonb): every engine lands U+FFFD instead, and
+    a re-run of the same scope (whose brand id holds a NUL too) replaces its rows."""
+    wh = case.warehouse
+    wh.replace_partitions(MENTIONS, nul_rows(), nul_scope(), "run-1")
+    result = wh.replace_partitions(MENTIONS, nul_rows(), nul_scope(), "run-2")
+    assert (result.rows_written, result.rows_deleted) == (2, 2)
+    assert landed_nul_values(case.rows("mentions")) == EXPECTED_NUL_VALUES
+
+
+def test_nul_characters_in_snapshot_rows_and_scope_values(case: Case) -> None:
+    rows = pa.table(
+        {"brand_id": [NUL_BRAND] * 2, "id": ["c\x001", "c2"], "name": ["N\x00", "M"], "domain": [None, None]},
+        schema=COMPETITORS.arrow_schema,
+    )
+    wh = case.warehouse
+    wh.upsert_snapshot(COMPETITORS, rows, "run-1", SnapshotScope("brand_id", (NUL_BRAND,)))
+    result = wh.upsert_snapshot(COMPETITORS, rows.slice(1), "run-2", SnapshotScope("brand_id", (NUL_BRAND,)))
+    assert result.rows_deleted == 1  # the scope value matched the landed (cleaned) brand id
+    landed = sorted((r["id"], r["name"], r[IS_CURRENT]) for r in case.rows("competitors"))
+    assert landed == [("c2", "M", True), ("c\ufffd1", "N\ufffd", False)]

@@ -1,0 +1,1336 @@
+"""The stack a UI user runs, started for benchmarks and end-to-end tests: the sandbox, then
+``dagster-webserver`` and ``dagster-daemon run`` as ``dagster dev`` starts them (same modules, the
+project's ``workspace.yaml``, a temporary ``DAGSTER_HOME`` holding the project's ``dagster.yaml``).
+
+Three parts:
+
+* **processes**: :func:`sandbox_service` (``python -m sandbox`` with the rate limit set through
+  ``POST /_sandbox/config``), :func:`dagster_stack` (webserver, then daemon; waits until the code
+  location is loaded and the daemon's backfill and run-queue loops report healthy), :func:`run_cli`
+  (``visibility-sync run`` as a process). Every process starts in its own session and is ended with
+  its whole process group (code servers and run workers included) when its block exits, when the
+  interpreter exits, and on SIGTERM/SIGHUP once :func:`install_signal_handlers` ran; as a last
+  resort each group leader gets SIGTERM if the process that started it dies (``PR_SET_PDEATHSIG``).
+* **the UI's GraphQL**: :func:`ui_backfill_launches` builds the ``launchPartitionBackfill``
+  parameters exactly as the asset page's and the asset group's *Materialize* dialog does
+  (``LaunchAssetExecutionButton.stateForLaunchingAssets`` and
+  ``LaunchAssetChoosePartitionsDialog.onLaunchAsBackfill`` of the installed Dagster UI, read from
+  the source maps the ``dagster-webserver`` wheel ships); :func:`launch_backfill` and
+  :func:`wait_backfills` submit and poll it (``partitionBackfillOrError``, the backfill page's query),
+  :func:`backfill_runs` lists its runs (``runsOrError`` filtered by the ``dagster/backfill`` tag).
+* **the planner's minimum** of a selection (:func:`planner_minimum`): the pure planner of
+  ``assets/planning.py`` over the brands, prompts and competitors the sandbox serves, plus the pages
+  beyond the first of the paged calls (counted from the rows a sync landed) and the discovery
+  listings.
+
+Nothing here imports Dagster or the project at module level: the code under test may be another
+tree (``code_root``), e.g. an export of the last commit for a baseline.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import datetime as dt
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+SANDBOX_TODAY = dt.date(2026, 11, 1)  # first day without data: the newest date with data is the 31st
+#: First daily partition of every stack and CLI run started here (the sandbox holds 120 days).
+START_DATE = dt.date(2026, 7, 5)
+FROM_UI_TAG = {"key": "dagster/from_ui", "value": "true"}  # tagsWithUIExecutionTags
+BACKFILL_TAG = "dagster/backfill"
+TERMINAL_BACKFILL = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
+TERMINAL_RUN = {"SUCCESS", "FAILURE", "CANCELED"}
+
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: SIGTERM this process when the thread that started it dies (a killed benchmark)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class Service:
+    """A child process in its own session; :meth:`stop` ends its whole process group."""
+
+    live: set[Service] = set()
+    _lock = threading.Lock()
+
+    def __init__(self, name: str, cmd: Sequence[str], env: Mapping[str, str], cwd: Path, log: Path) -> None:
+        self.name = name
+        self.cmd = list(cmd)
+        self.log_path = log
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            self.cmd,
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: code servers and run workers join it
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        with Service._lock:
+            Service.live.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # pragma: no cover
+            return True
+        return True
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM to the group, then SIGKILL to whatever of it is left after ``grace`` seconds."""
+        with Service._lock:
+            Service.live.discard(self)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=0.2)
+            if self.proc.poll() is not None and not self._group_alive():
+                break
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        self._log.close()
+
+    @classmethod
+    def stop_all(cls) -> None:
+        for service in list(cls.live):
+            service.stop(grace=5.0)
+
+
+atexit.register(Service.stop_all)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM and SIGHUP end the interpreter through ``SystemExit``: every ``with`` block (and
+    :meth:`Service.stop_all` at exit) then stops the services. Main thread only."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def code_env(code_root: Path, **extra: str) -> dict[str, str]:
+    """This environment with the code tree first on the path and no inherited project settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VISIBILITY_", "DAGSTER_HOME", "DAGSTER_IS_DEV_CLI"))
+    }
+    env["PYTHONPATH"] = os.pathsep.join([str(code_root), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def _wait(
+    what: str, probe: Any, timeout: float, services: Iterable[Service] = (), every: float = 0.25
+) -> Any:
+    """Call ``probe()`` until it returns something truthy; fail early when a service died."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        for service in services:
+            if not service.alive():
+                raise RuntimeError(f"{service.name} exited ({service.proc.returncode}):\n{service.tail()}")
+        try:
+            value = probe()
+        except (httpx.HTTPError, OSError, KeyError, ValueError, RuntimeError) as exc:
+            last, value = exc, None
+        if value:
+            return value
+        time.sleep(every)
+    tails = "\n".join(f"--- {s.name}\n{s.tail()}" for s in services)
+    raise TimeoutError(f"{what}: not ready after {timeout:.0f} s ({last!r})\n{tails}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the sandbox
+
+
+@dataclass
+class SandboxService:
+    url: str
+    keys: dict[str, str]
+    size: str
+    rate: float
+    service: Service | None = None
+
+    @property
+    def key(self) -> str:
+        return self.keys["workspace"]
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        response = httpx.get(f"{self.url}/_sandbox/stats", timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+    def reset_stats(self) -> None:
+        httpx.post(f"{self.url}/_sandbox/stats/reset", timeout=30).raise_for_status()
+
+
+def served(stats: Mapping[str, Mapping[str, int]]) -> int:
+    """Requests the sandbox answered (every status)."""
+    return sum(sum(by_status.values()) for by_status in stats.values())
+
+
+def throttled(stats: Mapping[str, Mapping[str, int]]) -> int:
+    return sum(by_status.get("429", 0) for by_status in stats.values())
+
+
+def by_endpoint(stats: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    return {endpoint: sum(by_status.values()) for endpoint, by_status in sorted(stats.items())}
+
+
+@contextlib.contextmanager
+def sandbox_service(
+    *,
+    size: str = "demo",
+    rate: float = 50.0,
+    seed: int = 7,
+    today: dt.date = SANDBOX_TODAY,
+    code_root: Path = ROOT,
+    log_dir: Path,
+    max_concurrent: int = 16,
+) -> Iterator[SandboxService]:
+    """``python -m sandbox`` in its own process (its GIL is not the sync's), limited to ``rate``/s."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "sandbox", "--port", str(port), "--size", size, "--seed", str(seed)]
+    cmd += ["--today", today.isoformat()]
+    service = Service("sandbox", cmd, code_env(code_root), code_root, log_dir / "sandbox.log")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        keys = _wait(
+            "sandbox",
+            lambda: httpx.get(f"{url}/_sandbox/keys", timeout=5).json()["keys"],
+            120,
+            [service],
+        )
+        limits = {
+            "rate_per_second": rate,
+            "burst": max(1, int(rate)),
+            "max_concurrent": max_concurrent,
+            "endpoint_limit": 100_000,
+        }
+        httpx.post(f"{url}/_sandbox/config", json={"limits": limits}, timeout=30).raise_for_status()
+        yield SandboxService(url, dict(keys), size, rate, service)
+    finally:
+        service.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# the Dagster stack
+
+
+class GraphQLError(RuntimeError):
+    pass
+
+
+@dataclass
+class DagsterStack:
+    url: str
+    home: Path
+    code_root: Path
+    env: dict[str, str]
+    webserver: Service
+    daemon: Service | None = None
+    location: str = ""
+    repository: str = "__repository__"
+    started_seconds: dict[str, float] = field(default_factory=dict)
+
+    def graphql(self, query: str, variables: Mapping[str, Any] | None = None, timeout: float = 120) -> Any:
+        response = httpx.post(
+            f"{self.url}/graphql", json={"query": query, "variables": dict(variables or {})}, timeout=timeout
+        )
+        response.raise_for_status()
+        body = response.json()
+        if body.get("errors"):
+            raise GraphQLError(str(body["errors"])[:2000])
+        return body["data"]
+
+    @property
+    def repository_selector(self) -> dict[str, str]:
+        return {"repositoryLocationName": self.location, "repositoryName": self.repository}
+
+    @property
+    def services(self) -> list[Service]:
+        return [s for s in (self.webserver, self.daemon) if s is not None]
+
+
+WORKSPACE_QUERY = """
+query Workspace {
+  workspaceOrError {
+    __typename
+    ... on Workspace {
+      locationEntries {
+        name
+        loadStatus
+        locationOrLoadError {
+          __typename
+          ... on RepositoryLocation { repositories { name } }
+          ... on PythonError { message stack }
+        }
+      }
+    }
+  }
+}
+"""
+
+DAEMON_HEALTH_QUERY = """
+query DaemonHealth {
+  instance {
+    daemonHealth {
+      allDaemonStatuses { daemonType required healthy lastHeartbeatTime lastHeartbeatErrors { message } }
+    }
+  }
+}
+"""
+
+SENSORS_QUERY = """
+query Sensors($repositorySelector: RepositorySelector!) {
+  sensorsOrError(repositorySelector: $repositorySelector) {
+    __typename
+    ... on Sensors { results { name sensorState { id status } } }
+  }
+}
+"""
+
+STOP_SENSOR_MUTATION = """
+mutation StopRunningSensor($id: String!) {
+  stopSensor(id: $id) {
+    __typename
+    ... on StopSensorMutationResult { instigationState { id status } }
+    ... on PythonError { message }
+  }
+}
+"""
+
+
+def _location_loaded(stack: DagsterStack) -> bool:
+    data = stack.graphql(WORKSPACE_QUERY)["workspaceOrError"]
+    entries = data.get("locationEntries") or []
+    if not entries or any(e["loadStatus"] != "LOADED" for e in entries):
+        return False
+    entry = entries[0]
+    loaded = entry["locationOrLoadError"]
+    if loaded["__typename"] == "PythonError":
+        raise GraphQLError(f"code location {entry['name']} failed to load:\n{loaded['message']}")
+    stack.location = entry["name"]
+    stack.repository = loaded["repositories"][0]["name"]
+    return True
+
+
+def _daemon_ready(stack: DagsterStack, needed: Sequence[str]) -> bool:
+    statuses = stack.graphql(DAEMON_HEALTH_QUERY)["instance"]["daemonHealth"]["allDaemonStatuses"]
+    healthy = {s["daemonType"] for s in statuses if s["healthy"]}
+    return set(needed) <= healthy
+
+
+def stop_sensors(stack: DagsterStack) -> list[str]:
+    """Stop every running sensor (the UI's toggle): their ticks would spend the key mid-measurement."""
+    data = stack.graphql(SENSORS_QUERY, {"repositorySelector": stack.repository_selector})["sensorsOrError"]
+    stopped = []
+    for sensor in data.get("results") or []:
+        state = sensor.get("sensorState") or {}
+        if state.get("status") == "RUNNING":
+            stack.graphql(STOP_SENSOR_MUTATION, {"id": state["id"]})
+            stopped.append(sensor["name"])
+    return stopped
+
+
+@contextlib.contextmanager
+def dagster_stack(
+    env: Mapping[str, str],
+    *,
+    code_root: Path = ROOT,
+    log_dir: Path,
+    quiet_sensors: bool = True,
+    timeout: float = 300.0,
+) -> Iterator[DagsterStack]:
+    """``dagster-webserver`` and ``dagster-daemon run`` on a fresh instance, ready to take backfills.
+
+    ``env``: the project's settings (``VISIBILITY_*``) the code location reads. The webserver starts
+    first; with ``quiet_sensors`` its GraphQL stops the running sensors (the competitor-history
+    sensor runs by default and lists competitors every 10 minutes) before the daemon's first tick.
+    """
+    home = Path(tempfile.mkdtemp(prefix="bench-dagster-home-"))
+    shutil.copyfile(code_root / "dagster.yaml", home / "dagster.yaml")
+    full_env = code_env(code_root, DAGSTER_HOME=str(home), **dict(env))
+    workspace = str(code_root / "workspace.yaml")
+    port = free_port()
+    started = time.monotonic()
+    webserver = Service(
+        "dagster-webserver",
+        [sys.executable, "-m", "dagster_webserver", "-h", "127.0.0.1", "-p", str(port), "-w", workspace],
+        full_env,
+        code_root,
+        log_dir / "webserver.log",
+    )
+    stack = DagsterStack(f"http://127.0.0.1:{port}", home, code_root, full_env, webserver)
+    try:
+        _wait(
+            "dagster-webserver",
+            lambda: httpx.get(f"{stack.url}/server_info", timeout=5).status_code == 200,
+            timeout,
+            stack.services,
+        )
+        _wait("code location", lambda: _location_loaded(stack), timeout, stack.services, every=0.5)
+        stack.started_seconds["webserver"] = round(time.monotonic() - started, 1)
+        if quiet_sensors:
+            stop_sensors(stack)
+        stack.daemon = Service(
+            "dagster-daemon",
+            [sys.executable, "-m", "dagster._daemon", "run", "-w", workspace],
+            full_env,
+            code_root,
+            log_dir / "daemon.log",
+        )
+        _wait(
+            "dagster-daemon",
+            lambda: _daemon_ready(stack, ("BACKFILL", "QUEUED_RUN_COORDINATOR")),
+            timeout,
+            stack.services,
+            every=0.5,
+        )
+        stack.started_seconds["daemon"] = round(time.monotonic() - started, 1)
+        yield stack
+    finally:
+        for service in reversed(stack.services):
+            service.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# what the UI sends
+
+
+ASSET_NODES_QUERY = """
+query LaunchAssetNodes($assetKeys: [AssetKeyInput!], $group: AssetGroupSelector) {
+  assetNodes(assetKeys: $assetKeys, group: $group) {
+    id
+    assetKey { path }
+    groupName
+    jobNames
+    isObservable
+    isExecutable
+    isMaterializable
+    dependencyKeys { path }
+    repository { name location { name } }
+    partitionDefinition {
+      description
+      type
+      name
+      dimensionTypes { name dynamicPartitionsDefinitionName }
+    }
+    backfillPolicy { maxPartitionsPerRun description policyType }
+    partitionKeysByDimension { name partitionKeys type }
+  }
+}
+"""
+
+LAUNCH_PARTITION_BACKFILL_MUTATION = """
+mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $backfillParams) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PartitionSetNotFoundError { message }
+    ... on PartitionKeysNotFoundError { message }
+    ... on InvalidStepError { invalidStepKey }
+    ... on InvalidOutputError { stepKey invalidOutputName }
+    ... on UnauthorizedError { message }
+    ... on PipelineNotFoundError { message }
+    ... on RunConflict { message }
+    ... on ConflictingExecutionParamsError { message }
+    ... on PresetNotFoundError { message }
+    ... on RunConfigValidationInvalid { pipelineName errors { message path reason } }
+    ... on PythonError { message stack }
+  }
+}
+"""
+
+BACKFILL_QUERY = """
+query BackfillDetailsQuery($backfillId: String!) {
+  partitionBackfillOrError(backfillId: $backfillId) {
+    __typename
+    ... on PartitionBackfill {
+      id
+      status
+      timestamp
+      endTimestamp
+      numPartitions
+      isAssetBackfill
+      partitionSetName
+      assetSelection { path }
+      error { message stack }
+    }
+    ... on BackfillNotFoundError { message }
+    ... on PythonError { message stack }
+  }
+}
+"""
+
+CANCEL_BACKFILL_MUTATION = """
+mutation CancelBackfill($backfillId: String!) {
+  cancelPartitionBackfill(backfillId: $backfillId) { __typename }
+}
+"""
+
+RUNS_QUERY = """
+query BackfillRuns($filter: RunsFilter!) {
+  runsOrError(filter: $filter) {
+    __typename
+    ... on Runs {
+      results { runId jobName status startTime endTime tags { key value } }
+    }
+  }
+}
+"""
+
+
+def _key(node: Mapping[str, Any]) -> str:
+    return "/".join(node["assetKey"]["path"])
+
+
+def _same_partitions(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """``partitionDefinitionsEqual``: same description and dimension types."""
+    if a is None or b is None:
+        return a is b
+    return a["description"] == b["description"] and a["dimensionTypes"] == b["dimensionTypes"]
+
+
+def _common_job(nodes: Sequence[Mapping[str, Any]], preferred: str | None = None) -> str | None:
+    """``getCommonJob``: the first job of the first asset that every asset is in."""
+    if not nodes:
+        return None
+    common = [j for j in nodes[0]["jobNames"] if all(j in n["jobNames"] for n in nodes)]
+    return next((j for j in common if j == preferred), common[0] if common else None)
+
+
+def _hidden_job(name: str) -> bool:
+    return name.startswith("__ASSET_JOB")  # isHiddenAssetGroupJob
+
+
+def _anchor(nodes: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """``getAnchorAssetForPartitionMappedBackfill``: a root, when every partitioned root shares a def."""
+    keys = {_key(n) for n in nodes}
+    roots = [n for n in nodes if not any("/".join(d["path"]) in keys for d in n["dependencyKeys"])]
+    partitioned = sorted((r for r in roots if r["partitionDefinition"]), key=_key)
+    if not partitioned:
+        return None
+    first = partitioned[0]
+    if not all(_same_partitions(first["partitionDefinition"], r["partitionDefinition"]) for r in partitioned):
+        return None
+    return first
+
+
+@dataclass
+class UiLaunch:
+    """One click on *Launch backfill*: the dialog's target and the mutation's ``backfillParams``."""
+
+    target: str  # job | pureWithAnchorAsset | pureAll
+    job: str | None
+    assets: list[str]
+    params: dict[str, Any]
+
+    @property
+    def partition_names(self) -> list[str]:
+        return list(self.params.get("partitionNames") or [])
+
+
+def asset_nodes(
+    stack: DagsterStack, keys: Sequence[str] = (), group: str | None = None
+) -> list[dict[str, Any]]:
+    variables: dict[str, Any] = {}
+    if group:
+        variables["group"] = {**stack.repository_selector, "groupName": group}
+    else:
+        variables["assetKeys"] = [{"path": k.split("/")} for k in keys]
+    nodes = stack.graphql(ASSET_NODES_QUERY, variables)["assetNodes"]
+    if keys and not group:
+        order = {k: i for i, k in enumerate(keys)}
+        nodes.sort(key=lambda n: order.get(_key(n), len(order)))
+    return nodes
+
+
+def _selected_keys(
+    node: Mapping[str, Any], dates: Sequence[dt.date], engines: Sequence[str] | None
+) -> list[str]:
+    """``explodePartitionKeysInSelectionMatching``: dimension 1 outer, dimension 2 inner, each in
+    the dimension's own order; the date dimension is the range picked, the engine dimension the
+    engines ticked (every key when ``engines`` is None)."""
+    wanted_dates = {d.isoformat() for d in dates}
+    per_dim: list[list[str]] = []
+    for dim in node["partitionKeysByDimension"]:
+        if dim["type"] == "TIME_WINDOW" or dim["name"] == "date":
+            keys = [k for k in dim["partitionKeys"] if k in wanted_dates]
+            missing = wanted_dates - set(keys)
+            if missing:
+                raise ValueError(f"dates {sorted(missing)} are not partitions of {_key(node)}")
+        else:
+            keys = [k for k in dim["partitionKeys"] if engines is None or k in engines]
+        per_dim.append(keys)
+    if len(per_dim) == 1:
+        return per_dim[0]
+    if len(per_dim) != 2:
+        raise ValueError("the dialog supports one or two dimensions")
+    return [f"{a}|{b}" for a in per_dim[0] for b in per_dim[1]]
+
+
+def _params(
+    stack: DagsterStack, target: str, job: str | None, nodes: Sequence[Mapping[str, Any]], keys: list[str]
+) -> dict[str, Any]:
+    """``onLaunchAsBackfill``'s three shapes (``runConfigData`` is left out: no saved config)."""
+    base: dict[str, Any] = {
+        "tags": [FROM_UI_TAG],
+        "assetSelection": [{"path": list(n["assetKey"]["path"])} for n in nodes],
+    }
+    if target == "job" and job is not None and not _hidden_job(job):
+        return {
+            **base,
+            "partitionNames": keys,
+            "fromFailure": False,
+            "selector": {
+                "partitionSetName": f"{job}_partition_set",
+                "repositorySelector": stack.repository_selector,
+            },
+        }
+    if target == "pureAll":
+        return {**base, "allPartitions": True}
+    return {**base, "partitionNames": keys, "fromFailure": False}
+
+
+def ui_launch(
+    stack: DagsterStack,
+    nodes: Sequence[Mapping[str, Any]],
+    dates: Sequence[dt.date],
+    engines: Sequence[str] | None,
+    preferred_job: str | None = None,
+) -> UiLaunch:
+    """What *Materialize...* on these assets, a date range and some engines, then *Launch backfill*
+    sends (``stateForLaunchingAssets`` picks the target; the dialog builds the parameters)."""
+    if any(n["isObservable"] or not n["isExecutable"] for n in nodes):
+        raise ValueError("the UI refuses a selection with observable or external assets")
+    partitioned = [n for n in nodes if n["partitionDefinition"]]
+    if not partitioned:
+        raise ValueError("no partitioned asset in the selection")
+    first_def = partitioned[0]["partitionDefinition"]
+    job = _common_job(nodes, preferred_job)
+    same_space = all(_same_partitions(n["partitionDefinition"], first_def) for n in partitioned)
+    same_repo = len({(n["repository"]["name"], n["repository"]["location"]["name"]) for n in nodes}) == 1
+    names = [_key(n) for n in nodes]
+    if same_repo and same_space and job:
+        keys = _selected_keys(partitioned[0], dates, engines)
+        if len(keys) == 1:
+            raise ValueError("one partition: the dialog launches a single run, not a backfill")
+        return UiLaunch("job", job, names, _params(stack, "job", job, nodes, keys))
+    anchor = _anchor(nodes)
+    if anchor is None:
+        return UiLaunch("pureAll", None, names, _params(stack, "pureAll", None, nodes, []))
+    keys = _selected_keys(anchor, dates, engines)
+    return UiLaunch(
+        "pureWithAnchorAsset", None, names, _params(stack, "pureWithAnchorAsset", None, nodes, keys)
+    )
+
+
+def ui_backfill_launches(
+    stack: DagsterStack,
+    *,
+    assets: Sequence[str] = (),
+    group: str | None = None,
+    dates: Sequence[dt.date],
+    engines: Sequence[str] | None = None,
+) -> tuple[list[UiLaunch], str]:
+    """The dialogs a user goes through to backfill ``dates`` x ``engines`` of these assets (or of
+    the group's *Materialize all*), and a note when one dialog cannot do it.
+
+    When the selection's assets have different partitions definitions and no shared root, the
+    dialog offers *all partitions* only (target ``pureAll``): a user who wants a date range then
+    selects the assets of each partitions definition apart, one dialog (one backfill) each.
+    """
+    nodes = asset_nodes(stack, assets, group)
+    nodes = [n for n in nodes if n["isExecutable"] and not n["isObservable"]]
+    if group:  # the group's "Materialize all": every executable asset of the group
+        nodes = [n for n in nodes if n["groupName"] == group]
+    first = ui_launch(stack, nodes, dates, engines)
+    if first.target != "pureAll":
+        return [first], ""
+    by_def: dict[str, list[dict[str, Any]]] = {}
+    for n in nodes:
+        if n["partitionDefinition"]:
+            d = n["partitionDefinition"]
+            by_def.setdefault(f"{d['description']}|{d['dimensionTypes']}", []).append(n)
+    launches = [ui_launch(stack, same, dates, engines) for same in by_def.values()]
+    note = (
+        f"the dialog for {len(nodes)} assets offers all partitions only (assets with different "
+        f"partitions definitions); launched as {len(launches)} dialogs, one per partitions definition"
+    )
+    return launches, note
+
+
+def launch_backfill(stack: DagsterStack, launch: UiLaunch) -> str:
+    result = stack.graphql(LAUNCH_PARTITION_BACKFILL_MUTATION, {"backfillParams": launch.params})
+    outcome = result["launchPartitionBackfill"]
+    if outcome["__typename"] != "LaunchBackfillSuccess":
+        raise GraphQLError(f"launchPartitionBackfill: {outcome}")
+    return str(outcome["backfillId"])
+
+
+def backfill_runs(stack: DagsterStack, backfill_id: str) -> list[dict[str, Any]]:
+    data = stack.graphql(RUNS_QUERY, {"filter": {"tags": [{"key": BACKFILL_TAG, "value": backfill_id}]}})
+    return list(data["runsOrError"].get("results") or [])
+
+
+RUN_FAILURES_QUERY = """
+query RunFailures($runId: ID!) {
+  logsForRun(runId: $runId) {
+    __typename
+    ... on EventConnection {
+      events {
+        __typename
+        ... on MessageEvent { message level }
+        ... on ExecutionStepFailureEvent {
+          stepKey
+          error { message errorChain { error { message } } }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def run_failures(stack: DagsterStack, run_id: str, limit: int = 3) -> list[str]:
+    """The step failures (or the run failure's message) of a run, short."""
+    events = stack.graphql(RUN_FAILURES_QUERY, {"runId": run_id})["logsForRun"].get("events") or []
+    out = []
+    for event in events:
+        if event["__typename"] == "ExecutionStepFailureEvent":
+            error = event.get("error") or {}
+            chain = [link["error"]["message"] for link in error.get("errorChain") or []]
+            message = (chain[-1] if chain else error.get("message") or event.get("message") or "").strip()
+            out.append(f"{event['stepKey']}: {message.splitlines()[0] if message else ''}")
+        elif event["__typename"] in ("RunFailureEvent", "EngineEvent") and event.get("level") == "ERROR":
+            out.append((event.get("message") or "").strip().splitlines()[0])
+    return out[:limit]
+
+
+def wait_backfills(
+    stack: DagsterStack, backfill_ids: Sequence[str], timeout: float = 3600.0
+) -> dict[str, Any]:
+    """Poll ``partitionBackfillOrError`` for each until it has a terminal status and its runs ended
+    (``observed_end``: when that was first seen); cancels the unfinished ones on timeout."""
+    deadline = time.monotonic() + timeout
+    finals: dict[str, Any] = {}
+    while True:
+        for service in stack.services:
+            if not service.alive():
+                raise RuntimeError(f"{service.name} exited:\n{service.tail()}")
+        for backfill_id in backfill_ids:
+            if backfill_id in finals:
+                continue
+            data = stack.graphql(BACKFILL_QUERY, {"backfillId": backfill_id})["partitionBackfillOrError"]
+            if data["__typename"] != "PartitionBackfill":
+                raise GraphQLError(f"partitionBackfillOrError: {data}")
+            if data["status"] in TERMINAL_BACKFILL and all(
+                r["status"] in TERMINAL_RUN for r in backfill_runs(stack, backfill_id)
+            ):
+                data["observed_end"] = time.time()
+                finals[backfill_id] = data
+        if len(finals) == len(backfill_ids):
+            return finals
+        if time.monotonic() > deadline:
+            for backfill_id in set(backfill_ids) - set(finals):
+                stack.graphql(CANCEL_BACKFILL_MUTATION, {"backfillId": backfill_id})
+            raise TimeoutError(
+                f"backfills {sorted(set(backfill_ids) - set(finals))} unfinished after {timeout:.0f} s"
+            )
+        time.sleep(1.0)
+
+
+@dataclass
+class BackfillOutcome:
+    """Launches of one selection (one per dialog), their backfills and runs."""
+
+    backfill_ids: list[str]
+    statuses: list[str]
+    runs: list[dict[str, Any]]
+    launched_at: float  # epoch seconds, before the first mutation
+    ended_at: float  # epoch seconds, when the last backfill was seen terminal
+    note: str = ""
+    targets: list[str] = field(default_factory=list)
+    jobs: list[str | None] = field(default_factory=list)
+    partitions: int = 0
+    launches: list[UiLaunch] = field(default_factory=list)
+
+    @property
+    def tables(self) -> list[str]:
+        return sorted({a for launch in self.launches for a in launch.assets})
+
+    @property
+    def engines(self) -> list[str]:
+        return sorted({k.split("|")[-1] for launch in self.launches for k in launch.partition_names})
+
+    @property
+    def wall_seconds(self) -> float:
+        return round(self.ended_at - self.launched_at, 2)
+
+    @property
+    def run_statuses(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for run in self.runs:
+            out[run["status"]] = out.get(run["status"], 0) + 1
+        return out
+
+    @property
+    def runs_span(self) -> tuple[float, float] | None:
+        starts = [r["startTime"] for r in self.runs if r.get("startTime")]
+        ends = [r["endTime"] for r in self.runs if r.get("endTime")]
+        return (min(starts), max(ends)) if starts and ends else None
+
+    @property
+    def status(self) -> str:
+        return "+".join(sorted(set(self.statuses)))
+
+    @property
+    def succeeded(self) -> bool:
+        return all(s in ("COMPLETED", "COMPLETED_SUCCESS") for s in self.statuses) and all(
+            r["status"] == "SUCCESS" for r in self.runs
+        )
+
+    def failures(self) -> list[str]:
+        return sorted({f for run in self.runs for f in run.get("failures", [])})
+
+    def run_ranges(self, timed: bool = False) -> list[str]:
+        """Each run's partition range, by start; ``timed``: with its start and end, in seconds since
+        the launch."""
+        out = []
+        for run in sorted(self.runs, key=lambda r: r.get("startTime") or 0):
+            tags = {t["key"]: t["value"] for t in run["tags"]}
+            start = tags.get("dagster/asset_partition_range_start")
+            end = tags.get("dagster/asset_partition_range_end")
+            text = f"{start}..{end}" if start else tags.get("dagster/partition", "?")
+            if timed and run.get("startTime") and run.get("endTime"):
+                text += (
+                    f" {run['startTime'] - self.launched_at:.0f}-{run['endTime'] - self.launched_at:.0f} s"
+                )
+            out.append(text)
+        return out
+
+
+@dataclass(frozen=True)
+class UiSelection:
+    """What a user picks: some assets (or a group's *Materialize all*), a date range, some engines
+    (None: every key of the engine dimension)."""
+
+    dates: tuple[dt.date, ...]
+    assets: tuple[str, ...] = ()
+    group: str | None = None
+    engines: tuple[str, ...] | None = None
+
+
+def run_ui_backfills(
+    stack: DagsterStack, selections: Sequence[UiSelection], timeout: float = 3600.0
+) -> list[BackfillOutcome]:
+    """Every dialog of every selection launched at once (as fast as a user clicks), then waited for."""
+    planned = [
+        ui_backfill_launches(stack, assets=s.assets, group=s.group, dates=s.dates, engines=s.engines)
+        for s in selections
+    ]
+    launched_at = time.time()
+    ids = [[launch_backfill(stack, launch) for launch in launches] for launches, _ in planned]
+    by_id = wait_backfills(stack, [i for group in ids for i in group], timeout)
+    outcomes = []
+    for (launches, note), backfill_ids in zip(planned, ids, strict=True):
+        finals = [by_id[backfill_id] for backfill_id in backfill_ids]
+        runs = [run for backfill_id in backfill_ids for run in backfill_runs(stack, backfill_id)]
+        for run in runs:
+            if run["status"] != "SUCCESS":
+                run["failures"] = run_failures(stack, run["runId"])
+        outcomes.append(
+            BackfillOutcome(
+                backfill_ids=backfill_ids,
+                statuses=[f["status"] for f in finals],
+                runs=runs,
+                launched_at=launched_at,
+                ended_at=max(f["observed_end"] for f in finals),
+                note=note,
+                targets=[launch.target for launch in launches],
+                jobs=[launch.job for launch in launches],
+                partitions=sum(len(launch.partition_names) for launch in launches),
+                launches=launches,
+            )
+        )
+    return outcomes
+
+
+def run_ui_backfill(
+    stack: DagsterStack,
+    *,
+    assets: Sequence[str] = (),
+    group: str | None = None,
+    dates: Sequence[dt.date],
+    engines: Sequence[str] | None = None,
+    timeout: float = 3600.0,
+) -> BackfillOutcome:
+    """One selection: its dialog(s) launched, then waited for."""
+    selection = UiSelection(tuple(dates), tuple(assets), group, tuple(engines) if engines else None)
+    return run_ui_backfills(stack, [selection], timeout)[0]
+
+
+def wait_idle(stack: DagsterStack, timeout: float = 120.0) -> None:
+    """Until no run is queued or in progress (e.g. a crashed run's retry)."""
+    query = """query Busy {
+      runsOrError(filter: {statuses: [QUEUED, NOT_STARTED, STARTING, STARTED, CANCELING]}) {
+        ... on Runs { results { runId } }
+      }
+    }"""
+    _wait(
+        "idle instance",
+        lambda: not stack.graphql(query)["runsOrError"]["results"],
+        timeout,
+        stack.services,
+        1.0,
+    )
+
+
+# schedules: the "Test schedule" dialog's dry run, then its "Launch all runs"
+
+SCHEDULES_QUERY = """
+query Schedules($repositorySelector: RepositorySelector!) {
+  schedulesOrError(repositorySelector: $repositorySelector) {
+    __typename
+    ... on Schedules { results { name pipelineName cronSchedule } }
+  }
+}
+"""
+
+SCHEDULE_DRY_RUN_MUTATION = """
+mutation ScheduleDryRunMutation($selectorData: ScheduleSelector!, $timestamp: Float) {
+  scheduleDryRun(selectorData: $selectorData, timestamp: $timestamp) {
+    __typename
+    ... on DryRunInstigationTick {
+      timestamp
+      evaluationResult {
+        runRequests {
+          runKey
+          tags { key value }
+          runConfigYaml
+          jobName
+          assetSelection { path }
+          assetChecks { name assetKey { path } }
+        }
+        skipReason
+        error { message }
+      }
+    }
+    ... on PythonError { message stack }
+  }
+}
+"""
+
+LAUNCH_MULTIPLE_RUNS_MUTATION = """
+mutation LaunchMultipleRuns($executionParamsList: [ExecutionParams!]!) {
+  launchMultipleRuns(executionParamsList: $executionParamsList) {
+    __typename
+    ... on LaunchMultipleRunsResult {
+      launchMultipleRunsResult {
+        __typename
+        ... on LaunchRunSuccess { run { runId } }
+        ... on PythonError { message }
+        ... on InvalidSubsetError { message }
+        ... on RunConfigValidationInvalid { errors { message } }
+      }
+    }
+    ... on PythonError { message stack }
+  }
+}
+"""
+
+
+def schedule_runs(
+    stack: DagsterStack, at: dt.datetime, names: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """``executionParams`` of every run the schedules would request at ``at``
+    (``buildExecutionParamsListSchedule``)."""
+    schedules = stack.graphql(SCHEDULES_QUERY, {"repositorySelector": stack.repository_selector})
+    out: list[dict[str, Any]] = []
+    for schedule in schedules["schedulesOrError"]["results"]:
+        if names and schedule["name"] not in names:
+            continue
+        selector = {**stack.repository_selector, "scheduleName": schedule["name"]}
+        tick = stack.graphql(
+            SCHEDULE_DRY_RUN_MUTATION, {"selectorData": selector, "timestamp": at.timestamp()}
+        )
+        result = tick["scheduleDryRun"]
+        if result["__typename"] != "DryRunInstigationTick":
+            raise GraphQLError(f"scheduleDryRun {schedule['name']}: {result}")
+        evaluation = result["evaluationResult"] or {}
+        if evaluation.get("error"):
+            raise GraphQLError(f"schedule {schedule['name']}: {evaluation['error']['message']}")
+        for request in evaluation.get("runRequests") or []:
+            out.append(
+                {
+                    "runConfigData": request.get("runConfigYaml") or "{}",
+                    "selector": {
+                        "jobName": request.get("jobName") or schedule["pipelineName"],
+                        **stack.repository_selector,
+                        "assetSelection": [{"path": a["path"]} for a in request.get("assetSelection") or []],
+                        "assetCheckSelection": [
+                            {"name": c["name"], "assetKey": {"path": c["assetKey"]["path"]}}
+                            for c in request.get("assetChecks") or []
+                        ],
+                    },
+                    "mode": "default",
+                    "executionMetadata": {
+                        "tags": [{"key": t["key"], "value": t["value"]} for t in request["tags"]]
+                    },
+                }
+            )
+    return out
+
+
+def launch_runs(stack: DagsterStack, params: list[dict[str, Any]]) -> list[str]:
+    result = stack.graphql(LAUNCH_MULTIPLE_RUNS_MUTATION, {"executionParamsList": params})[
+        "launchMultipleRuns"
+    ]
+    if result["__typename"] != "LaunchMultipleRunsResult":
+        raise GraphQLError(f"launchMultipleRuns: {result}")
+    ids = []
+    for launched in result["launchMultipleRunsResult"]:
+        if launched["__typename"] != "LaunchRunSuccess":
+            raise GraphQLError(f"launchMultipleRuns: {launched}")
+        ids.append(launched["run"]["runId"])
+    return ids
+
+
+def wait_runs(stack: DagsterStack, run_ids: Sequence[str], timeout: float = 1800.0) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        data = stack.graphql(RUNS_QUERY, {"filter": {"runIds": list(run_ids)}})
+        runs = data["runsOrError"]["results"]
+        if len(runs) == len(run_ids) and all(r["status"] in TERMINAL_RUN for r in runs):
+            return runs
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"runs {list(run_ids)} not finished after {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line
+
+
+@dataclass
+class CliOutcome:
+    exit_code: int
+    wall_seconds: float
+    output: str
+
+
+def cli_args(dates: Sequence[dt.date], engines: Sequence[str] | None) -> list[str]:
+    args = [
+        "run",
+        "--start",
+        min(dates).isoformat(),
+        "--end",
+        (max(dates) + dt.timedelta(days=1)).isoformat(),
+    ]
+    for engine in engines or ():
+        args += ["--engine", engine]
+    return [*args, "--quiet"]
+
+
+def run_cli(
+    args: Sequence[str],
+    *,
+    url: str,
+    key: str,
+    db: Path,
+    code_root: Path = ROOT,
+    log_dir: Path,
+    extra_env: Mapping[str, str] | None = None,
+    timeout: float = 3600.0,
+    fresh: bool = True,
+) -> CliOutcome:
+    """``visibility-sync <args>`` as a process (``python -m pipelines.cli``: the code tree's own
+    CLI), into ``db`` (a fresh DuckDB file unless not ``fresh``), with no ``DAGSTER_HOME``."""
+    for path in (db, Path(f"{db}.wal")) if fresh else ():
+        path.unlink(missing_ok=True)
+    env = code_env(
+        code_root,
+        VISIBILITY_API_URL=url,
+        VISIBILITY_API_KEY=key,
+        VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
+        VISIBILITY_START_DATE=START_DATE.isoformat(),
+        **dict(extra_env or {}),
+    )
+    log = log_dir / f"cli-{db.stem}-{time.time_ns()}.log"
+    started = time.monotonic()
+    service = Service("visibility-sync", [sys.executable, "-m", "pipelines.cli", *args], env, code_root, log)
+    try:
+        code = service.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        code = -1
+    finally:
+        wall = time.monotonic() - started
+        service.stop(grace=5)
+    return CliOutcome(code, round(wall, 2), service.tail(4000))
+
+
+# ---------------------------------------------------------------------------------------------
+# the planner's minimum
+
+
+MENTIONS = "GET /v1/prompts/{id}/mentions"
+ANSWERS = "GET /v1/brands/{id}/answers"
+BRANDS = "GET /v1/brands"
+PROMPTS = "GET /v1/brands/{id}/prompts"
+TRACKED = "GET /v1/brands/{id}/tracked-competitors"
+TOPICS = "GET /v1/brands/{id}/topics"
+GENERATIONS = "GET /v1/brands/{id}/generations"
+LISTING_LIMIT = 999  # the client's limit for brands, prompts, topics, generations listings
+
+PARTITIONED_TABLES = ("prompt_mentions", "answers", "cited_pages", "citation_trends", "competitor_trends")
+#: table -> (planner in assets.planning, needs prompts, needs tracked competitors, paged: (page size,
+#: the column of the call's owner, the table's date column))
+TABLE_PLANS: dict[str, tuple[str, bool, bool, tuple[int, str, str] | None]] = {
+    "prompt_mentions": ("plan_mentions", True, False, (999, "prompt_id", "checked_on")),
+    "answers": ("plan_answers", False, False, (100, "brand_id", "checked_on")),
+    "cited_pages": ("plan_citation_urls", False, False, None),
+    "citation_trends": ("plan_citation_trends", False, True, None),
+    "competitor_trends": ("plan_competitor_trends", False, False, None),
+}
+
+
+@dataclass
+class World:
+    """What the planner needs of the sandbox's workspace, read once through the API."""
+
+    brands: list[Any]  # assets.planning.BrandInput
+    pages: dict[str, int]  # listing pages of one discovery / one snapshot refresh, by endpoint
+
+
+def read_world(url: str, key: str, code_root: Path = ROOT) -> World:
+    """Brands (engines, domain), prompts and tracked competitors' domains, as discovery reads them."""
+    if str(code_root) not in sys.path:
+        sys.path.insert(0, str(code_root))
+    from assets.planning import BrandInput
+    from resources.api.client import VisibilityClient
+
+    def pages(n: int, limit: int = LISTING_LIMIT) -> int:
+        return max(1, math.ceil(n / limit))
+
+    with VisibilityClient(url, key) as client:
+        brands = list(client.list_brands())
+        listing: dict[str, int] = {BRANDS: pages(len(brands))}
+        inputs = []
+        for brand in brands:
+            bid = str(brand["id"])
+            prompts = [str(p["id"]) for p in client.list_prompts(bid)]
+            tracked = list(client.list_tracked_competitors(bid))
+            topics = list(client.list_topics(bid))
+            generations = client.list_generations(bid)
+            for endpoint, n in (
+                (PROMPTS, len(prompts)),
+                (TRACKED, len(tracked)),
+                (TOPICS, len(topics)),
+                (GENERATIONS, 1),  # a complete set: one request
+            ):
+                listing[endpoint] = listing.get(endpoint, 0) + pages(n)
+            del generations
+            inputs.append(
+                BrandInput(
+                    brand_id=bid,
+                    engines=frozenset(brand.get("engines") or ()),
+                    domain=brand.get("domain"),
+                    prompt_ids=tuple(prompts),
+                    competitor_domains=tuple(d for c in tracked for d in (c.get("domains") or ())),
+                )
+            )
+    return World(inputs, listing)
+
+
+def _extra_pages(db: Path, table: str, calls: Sequence[Any], page: int, owner: str, date_column: str) -> int:
+    """Pages beyond the first of each paged call, from the rows a sync landed for that call."""
+    import duckdb
+    import pyarrow as pa
+
+    if not calls:
+        return 0
+    frame = pa.table(
+        {
+            "call": list(range(len(calls))),
+            "owner": [c.prompt_id if owner == "prompt_id" else c.brand_id for c in calls],
+            "engine": [c.engine for c in calls],
+            "start": [c.window.start for c in calls],
+            "end": [c.window.end for c in calls],
+        }
+    )
+    with duckdb.connect(str(db), read_only=True) as con:
+        con.register("calls", frame)
+        rows = con.execute(
+            f"""SELECT c.call, COUNT(*) FROM calls c JOIN visibility.{table} r
+                ON r.{owner} = c.owner AND r.{date_column} >= c.start AND r.{date_column} < c."end"
+                AND (c.engine IS NULL OR r.engine = c.engine)
+                GROUP BY c.call"""
+        ).fetchall()
+    return sum(max(0, math.ceil(n / page) - 1) for _, n in rows)
+
+
+def planner_minimum(
+    world: World,
+    tables: Sequence[str],
+    dates: Sequence[dt.date],
+    engines: Sequence[str],
+    landed: Path,
+    *,
+    snapshots: bool = False,
+    code_root: Path = ROOT,
+) -> dict[str, int]:
+    """Fewest requests, by endpoint, that land ``tables`` over ``dates`` x ``engines``.
+
+    The planner's calls for each table over the whole selection (one plan, widest windows), each
+    paged call's further pages (from the rows ``landed`` holds for it: any sync of the selection),
+    one discovery for the selection (the brand listing, and each brand's prompts / tracked
+    competitors when a selected table needs them), and with ``snapshots`` the snapshot tables'
+    listings (brands, topics, prompts, tracked competitors, generations), as ``visibility-sync run``
+    refreshes them too.
+    """
+    if str(code_root) not in sys.path:
+        sys.path.insert(0, str(code_root))
+    import assets.planning as planning
+
+    cells = {(d, e) for d in dates for e in engines}
+    out: dict[str, int] = {}
+
+    def add(endpoint: str, n: int) -> None:
+        if n:
+            out[endpoint] = out.get(endpoint, 0) + n
+
+    order = list(engines)
+    for table in tables:
+        planner_name, _, _, paged = TABLE_PLANS[table]
+        plan = getattr(planning, planner_name)(cells, world.brands, order)
+        for endpoint, n in planning.expected_requests(plan).items():
+            add(endpoint, n)
+        if paged:
+            page, owner, date_column = paged
+            add(
+                MENTIONS if owner == "prompt_id" else ANSWERS,
+                _extra_pages(landed, table, plan.calls, page, owner, date_column),
+            )
+    add(BRANDS, world.pages[BRANDS])
+    if any(TABLE_PLANS[t][1] for t in tables):
+        add(PROMPTS, world.pages[PROMPTS])
+    if any(TABLE_PLANS[t][2] for t in tables):
+        add(TRACKED, world.pages[TRACKED])
+    if snapshots:
+        for endpoint in (BRANDS, TOPICS, PROMPTS, TRACKED, GENERATIONS):
+            add(endpoint, world.pages[endpoint])
+    return dict(sorted(out.items()))
+
+
+# ---------------------------------------------------------------------------------------------
+# comparing two warehouses
+
+
+WRITER_COLUMNS = ("_loaded_at", "_run_id")
+
+
+def compare_tables(a: Path, b: Path, tables: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Per table: rows in ``a`` and ``b`` and rows of each missing from the other (as multisets,
+    every column but the writer's ``_loaded_at`` and ``_run_id``); ``columns`` when they differ."""
+    import duckdb
+
+    out: dict[str, dict[str, Any]] = {}
+    with duckdb.connect() as con:
+        con.execute(f"ATTACH '{a}' AS a (READ_ONLY)")
+        con.execute(f"ATTACH '{b}' AS b (READ_ONLY)")
+
+        def columns(db: str, table: str) -> list[str]:
+            found = con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = "
+                "'visibility' AND table_name = ?",
+                [db, table],
+            ).fetchall()
+            return sorted(c for (c,) in found if c not in WRITER_COLUMNS)
+
+        for table in tables:
+            ca, cb = columns("a", table), columns("b", table)
+            entry: dict[str, Any] = {"rows_a": 0, "rows_b": 0, "only_a": 0, "only_b": 0}
+            if ca:
+                entry["rows_a"] = con.execute(f"SELECT COUNT(*) FROM a.visibility.{table}").fetchone()[0]
+            if cb:
+                entry["rows_b"] = con.execute(f"SELECT COUNT(*) FROM b.visibility.{table}").fetchone()[0]
+            if ca != cb:
+                entry["columns"] = {"only_a": sorted(set(ca) - set(cb)), "only_b": sorted(set(cb) - set(ca))}
+            shared = ", ".join(f'"{c}"' for c in ca if c in set(cb))
+            if shared:
+                for this, other, name in (("a", "b", "only_a"), ("b", "a", "only_b")):
+                    entry[name] = con.execute(
+                        f"SELECT COUNT(*) FROM (SELECT {shared} FROM {this}.visibility.{table} "
+                        f"EXCEPT ALL SELECT {shared} FROM {other}.visibility.{table})"
+                    ).fetchone()[0]
+            else:
+                entry["only_a"], entry["only_b"] = entry["rows_a"], entry["rows_b"]
+            out[table] = entry
+    return out
+
+
+def same_rows(comparison: Mapping[str, Mapping[str, Any]]) -> bool:
+    return all(not c["only_a"] and not c["only_b"] and "columns" not in c for c in comparison.values())
+
+
+def days(last: dt.date, n: int) -> list[dt.date]:
+    """``n`` days ending with ``last``."""
+    return [last - dt.timedelta(days=n - 1 - i) for i in range(n)]

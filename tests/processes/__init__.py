@@ -1,0 +1,1 @@
+"""Processes: what a run starts ends with it; runs whose process is gone are ended."""
