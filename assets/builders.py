@@ -53,7 +53,7 @@ from assets.landing import (
     requests_beyond_plan,
 )
 from assets.partitions import parse_partition_keys
-from assets.planning import BrandInput, Cell, Plan, expected_requests
+from assets.planning import ALL, BrandInput, Cell, Plan, expected_requests
 from assets.prefetch import StopSignal, fetch_ahead
 from assets.shared_fetch import SharedFetches
 from assets.spool import DateSpool
@@ -144,7 +144,11 @@ LandingFailed = StepFailed
 
 
 def _run_checks(
-    context: AssetExecutionContext, checks: Sequence[TableCheck], metadata: Mapping[str, Any] | None = None
+    context: AssetExecutionContext,
+    checks: Sequence[TableCheck],
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    ask_api: bool = True,
 ) -> Iterator[AssetCheckResult]:
     """Evaluate the selected ``checks`` (of a table that just landed, or of a run of checks alone).
 
@@ -157,7 +161,8 @@ def _run_checks(
     if not wanted:
         return
     with context.resources.warehouse.get_warehouse() as warehouse:
-        inputs = CheckInputs(warehouse, context.instance, context.run.tags, context.resources.api, metadata)
+        api = context.resources.api if ask_api else None
+        inputs = CheckInputs(warehouse, context.instance, context.run.tags, api, metadata)
         for check in wanted:
             try:
                 result = check.run(inputs)
@@ -406,19 +411,11 @@ def build_partitioned_assets(
         shared = shared_fetches(context)
         targets = backfill_targets(context, [a.spec.name for a in selected]) if shared else None
 
-        clients: list[VisibilityClient] = []
-
-        def cancel_fetch() -> None:
-            """The step is stopping (an interrupt) while a fetch runs: wake its waits now."""
-            for client in clients:
-                client.budget.cancel()
-
         def fetch_own(
             asset: PartitionedAsset, stop: StopSignal, spool_parent: Path | None = None
         ) -> FetchOutcome:
             table = asset.spec.name
             with api.get_client() as client:  # own counters; the rate budget is the resource's
-                clients[:] = [client]
                 outcome = fetch_partitioned(
                     client,
                     asset,
@@ -467,8 +464,16 @@ def build_partitioned_assets(
             )
 
         failures: dict[str, BaseException] = {}
-        lander = Lander(context.resources.warehouse.settings())
-        fetched = fetch_ahead(selected, fetch, discard=lambda f: f.release(False), on_stop=cancel_fetch)
+        # of the runs of a backfill, only the one landing its newest `all` partition compares the
+        # landed totals with the API's (the others would ask the same questions again)
+        rollup = [c for c in (targets or {}).get("competitor_trends", ()) if c[1] == ALL]
+        asks_api = not rollup or max(rollup) in cells
+        # a few days land in this process: a worker's start-up would cost more than it saves
+        days = {day for day, _ in cells}
+        lander = Lander(
+            context.resources.warehouse.settings(), in_process=len(days) <= DEFAULT_DAYS_PER_WRITE
+        )
+        fetched = fetch_ahead(selected, fetch, discard=lambda f: f.release(False), on_stop=api.cancel)
         with lander, closing(fetched):
             for asset, item in fetched:
                 table, outcome = asset.spec.name, item.outcome
@@ -486,7 +491,7 @@ def build_partitioned_assets(
                     asset_key=table, metadata=_landed_metadata(asset, outcome, results, landed)
                 )
                 # while the next table is fetched
-                yield from _run_checks(context, checks_of([table]))
+                yield from _run_checks(context, checks_of([table]), ask_api=asks_api)
         _raise_failures(failures)
 
     return sync
@@ -537,6 +542,17 @@ def _retire_scope(
     return SnapshotScope(table.spec.brand_column, retired) if retired else None
 
 
+@dataclass
+class _SnapshotFetch:
+    """One snapshot table as listed, or the error that stopped its listing."""
+
+    rows: pa.Table | None = None
+    scope: BrandScope | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+    stats: RequestStats | None = None
+    error: Exception | None = None
+
+
 def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_name: str) -> AssetsDefinition:
     """One step listing every selected snapshot table and upserting it (tables are small)."""
     by_key = {AssetKey(t.spec.name): t for t in tables}
@@ -569,43 +585,64 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
         only = brand_filter(context.run.tags)
         discovery = discovery_for(sync_id(context.run_id, context.run.tags))
         failures: dict[str, BaseException] = {}
-        with context.resources.warehouse.get_warehouse() as warehouse:
-            for table in selected:
-                spec = table.spec
-                notes: dict[str, Any] = {}
-                try:
-                    with context.resources.api.get_client() as client:
-                        scope = discovery.scope(client, only)
-                        rows = table.fetch_rows(client, scope, notes, context.run.tags, discovery)
-                        stats = client.stats
-                    for brand_id in scope.out_of_scope:
-                        context.log.warning(
-                            f"{spec.name}: brand {brand_id} is out of this key's scope (404); skipped"
+
+        def fetch(table: SnapshotTable, stop: StopSignal) -> _SnapshotFetch:
+            """List one table; an error that dooms every later table (a refused key) ends the fetches."""
+            notes: dict[str, Any] = {}
+            try:
+                with context.resources.api.get_client() as client:
+                    scope = discovery.scope(client, only)
+                    rows = table.fetch_rows(client, scope, notes, context.run.tags, discovery)
+                    return _SnapshotFetch(rows, scope, notes, client.stats)
+            except Exception as exc:
+                if _stops_everything(exc):
+                    raise
+                return _SnapshotFetch(error=exc)
+
+        # the next table is listed while this one lands (one round trip each, then a small upsert)
+        # a stop while a listing waits on the API (a retry, the rate limit) cancels the wait
+        fetched = fetch_ahead(selected, fetch, discard=lambda _: None, on_stop=context.resources.api.cancel)
+        with context.resources.warehouse.get_warehouse() as warehouse, closing(fetched):
+            try:
+                for table, item in fetched:
+                    spec = table.spec
+                    try:
+                        if item.error is not None:
+                            raise item.error
+                        assert item.scope is not None and item.rows is not None and item.stats is not None
+                        for brand_id in item.scope.out_of_scope:
+                            context.log.warning(
+                                f"{spec.name}: brand {brand_id} is out of this key's scope (404); skipped"
+                            )
+                        retire = _retire_scope(table, item.scope, item.notes, context)
+                        with warehouse.session():
+                            warehouse.ensure_table(spec)
+                            result = warehouse.upsert_snapshot(spec, item.rows, context.run_id, retire)
+                    except Exception as exc:
+                        context.log.error(
+                            f"{spec.name}: sync failed ({exc}); the table keeps its previous rows"
                         )
-                    retire = _retire_scope(table, scope, notes, context)
-                    with warehouse.session():
-                        warehouse.ensure_table(spec)
-                        result = warehouse.upsert_snapshot(spec, rows, context.run_id, retire)
-                except Exception as exc:
-                    context.log.error(f"{spec.name}: sync failed ({exc}); the table keeps its previous rows")
-                    failures[spec.name] = exc
-                    if _stops_everything(exc):
-                        break
-                    continue
-                yield MaterializeResult(
-                    asset_key=spec.name,
-                    metadata={
-                        **_write_metadata([result]),
-                        "rows_retired": result.rows_deleted,
-                        **_request_metadata(stats),
-                        "snapshot_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                        "brands_out_of_scope": MetadataValue.json(sorted(scope.out_of_scope)),
-                        "dagster/column_schema": column_schema(spec),
-                        "dagster/row_count": rows.num_rows,
-                        **_notes_metadata(notes),
-                    },
+                        failures[spec.name] = exc
+                        continue
+                    yield MaterializeResult(
+                        asset_key=spec.name,
+                        metadata={
+                            **_write_metadata([result]),
+                            "rows_retired": result.rows_deleted,
+                            **_request_metadata(item.stats),
+                            "snapshot_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                            "brands_out_of_scope": MetadataValue.json(sorted(item.scope.out_of_scope)),
+                            "dagster/column_schema": column_schema(spec),
+                            "dagster/row_count": item.rows.num_rows,
+                            **_notes_metadata(item.notes),
+                        },
+                    )
+                    yield from _run_checks(context, checks_of([spec.name]), item.notes)
+            except Exception as exc:  # a refused key or an unreachable service: no later table can sync
+                context.log.error(
+                    f"snapshots stopped ({exc}); the tables not synced keep their previous rows"
                 )
-                yield from _run_checks(context, checks_of([spec.name]), notes)
+                failures["snapshots"] = exc
         _raise_failures(failures)
 
     return sync

@@ -58,17 +58,20 @@ class LandingError(Exception):
 class Lander:
     """``land()`` runs in one worker process while the ``with`` block lasts.
 
-    Outside a ``with`` block, ``land()`` lands in the calling process.
+    Outside a ``with`` block, or with ``in_process`` (a small sync, whose landing holds little and
+    would wait for the worker's start-up), ``land()`` lands in the calling process.
     """
 
-    def __init__(self, warehouse_config: Mapping[str, Any]) -> None:
+    def __init__(self, warehouse_config: Mapping[str, Any], *, in_process: bool = False) -> None:
         self._config = dict(warehouse_config)
         self._worker: _Worker | None = None
         self._entered = False
+        self._in_process = in_process
 
     def __enter__(self) -> Lander:
-        self._worker = _Worker.start(self._config)  # it imports what landing needs while we fetch
-        self._entered = True
+        if not self._in_process:
+            self._worker = _Worker.start(self._config)  # it imports what landing needs while we fetch
+            self._entered = True
         return self
 
     def __exit__(

@@ -30,8 +30,9 @@ The planner's minimum of a selection (``bench/daemon.py``: ``planner_minimum``) 
 calls for the whole selection over the brands, prompts and competitors the sandbox serves, plus each
 paged call's further pages (counted from the rows the command line landed), plus one discovery of
 brands (and of prompts, tracked competitors where a selected table needs them); the command line's
-minimum adds the snapshot listings it refreshes. ``--code-root`` runs another tree (e.g. ``git archive``
-of a commit, for a baseline) with this harness. Results go to ``bench/RESULTS.md`` under
+minimum is that of every table plus the snapshot listings it refreshes (each listing once).
+``--code-root`` runs another tree (e.g. ``git archive`` of a commit, for a baseline) with this
+harness. Results go to ``bench/RESULTS.md`` under
 ``## Backfill`` (not with ``--quick`` unless ``--write``); every process started is ended on exit,
 on SIGTERM and on failure.
 """
@@ -386,7 +387,8 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
     lines = [
         SECTION,
         "",
-        f"`bench/bench_backfill.py{' ' + ' '.join(args.argv) if args.argv else ''}`, {now:%Y-%m-%d %H:%M} "
+        f"`bench/bench_backfill.py{' ' + ' '.join(_shown(args.argv)) if args.argv else ''}`, "
+        f"{now:%Y-%m-%d %H:%M} "
         f"UTC, code: {args.code_label}. {os.cpu_count()} cores shared with other work (load average "
         f"{load:.1f} at the end). Sandbox `{args.size}` workspace in its own process, rate limit "
         f"{args.rate:g} requests/s, no faults; dates end on {NEWEST} (the sandbox's newest day).",
@@ -410,11 +412,20 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
         "second); runs span: first run start to last run end, with the daemon's pickup before it and "
         "the tail after it (the backfill daemon loops every 30 s). Beside each, `visibility-sync run` "
         "over the same dates and engines as a process into a fresh DuckDB file (it has no asset "
-        "selection: it syncs the snapshots and every partitioned table, so its minimum adds the "
-        "snapshot listings and every table); `rows = CLI`: the backfill's tables hold exactly the "
-        "command line's rows (every column but `_loaded_at` and `_run_id`).",
+        "selection: it syncs the snapshots and every partitioned table, so its minimum is that of every "
+        "table plus the snapshot listings, each listing counted once); `rows = CLI`: the backfill's "
+        "tables hold exactly the command line's rows (every column but `_loaded_at` and `_run_id`).",
         "",
         "Targets: requests <= 1.05 x the planner's minimum; wall <= 1.2 x requests / rate limit.",
+        "",
+        "Reading the figures. Dagster splits a backfill of a `date x engine` selection into one run per "
+        "key range of the selection's smaller dimension (`get_partition_key_ranges` of the "
+        "multi-partitions subset, asset and job backfills alike): 3 days x 7 engines is 3 runs of one "
+        "day each, 10 days x 7 engines 7 runs of one engine each; a dialog per partitions definition "
+        "doubles that. Each run plans and fetches its own range unless the runs of a backfill share "
+        "their fetch. Runs of backfills wait on `dagster.yaml`'s `dagster/backfill` limit (2 at a "
+        "time) and each pays a run process start; the backfill daemon picks a backfill up and closes "
+        "it on its 30-second loop, which is most of the wall time of a small backfill.",
         "",
     ]
     by_scenario: dict[str, list[dict[str, Any]]] = {}
@@ -434,7 +445,8 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
         for r in rows:
             if "error" in r:
                 continue
-            detail = f"- {r['days']} days: runs {', '.join(r['run_ranges'])}"
+            detail = f"- {r['days']} day{'s' if r['days'] > 1 else ''}: runs (s since the launch) "
+            detail += ", ".join(r["run_ranges"])
             if r.get("note"):
                 detail += f"; {r['note']}"
             if r.get("run_failures"):
@@ -481,6 +493,21 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _shown(argv: list[str]) -> list[str]:
+    """The command line without the options that only say where things are."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--code-label", "--out", "--code-root"):
+            skip = True
+            continue
+        if not arg.startswith(("--code-label=", "--out=", "--code-root=")):
+            out.append(arg)
+    return out
 
 
 def _ints(text: str) -> list[int]:

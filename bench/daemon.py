@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import datetime as dt
 import math
 import os
@@ -64,10 +63,18 @@ TERMINAL_RUN = {"SUCCESS", "FAILURE", "CANCELED"}
 # processes
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: SIGTERM this process when the thread that started it dies (a killed benchmark)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+#: Runs first in every child (instead of a ``preexec_fn``, unsafe in a threaded parent): on Linux it
+#: asks for SIGTERM when the thread that started it dies (``PR_SET_PDEATHSIG``: a killed benchmark
+#: or test), leaves if that already happened, then becomes the command (the setting survives exec).
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "parent = int(sys.argv[1])\n"
+    "if sys.platform.startswith('linux'):\n"
+    "    ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n"
+    "if os.getppid() != parent:\n"
+    "    sys.exit(143)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
 
 
 class Service:
@@ -83,14 +90,13 @@ class Service:
         log.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            self.cmd,
+            [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *self.cmd],
             env=dict(env),
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: code servers and run workers join it
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
         with Service._lock:
             Service.live.add(self)
@@ -277,6 +283,10 @@ class GraphQLError(RuntimeError):
     pass
 
 
+class LoadError(Exception):
+    """The code location failed to load: no point waiting for it."""
+
+
 @dataclass
 class DagsterStack:
     url: str
@@ -365,7 +375,7 @@ def _location_loaded(stack: DagsterStack) -> bool:
     entry = entries[0]
     loaded = entry["locationOrLoadError"]
     if loaded["__typename"] == "PythonError":
-        raise GraphQLError(f"code location {entry['name']} failed to load:\n{loaded['message']}")
+        raise LoadError(f"code location {entry['name']} failed to load:\n{loaded['message']}")
     stack.location = entry["name"]
     stack.repository = loaded["repositories"][0]["name"]
     return True
@@ -754,13 +764,18 @@ def run_failures(stack: DagsterStack, run_id: str, limit: int = 3) -> list[str]:
     """The step failures (or the run failure's message) of a run, short."""
     events = stack.graphql(RUN_FAILURES_QUERY, {"runId": run_id})["logsForRun"].get("events") or []
     out = []
+    steps_failed = any(e["__typename"] == "ExecutionStepFailureEvent" for e in events)
     for event in events:
         if event["__typename"] == "ExecutionStepFailureEvent":
             error = event.get("error") or {}
             chain = [link["error"]["message"] for link in error.get("errorChain") or []]
             message = (chain[-1] if chain else error.get("message") or event.get("message") or "").strip()
             out.append(f"{event['stepKey']}: {message.splitlines()[0] if message else ''}")
-        elif event["__typename"] in ("RunFailureEvent", "EngineEvent") and event.get("level") == "ERROR":
+        elif (
+            not steps_failed
+            and event["__typename"] in ("RunFailureEvent", "EngineEvent")
+            and event.get("level") == "ERROR"
+        ):
             out.append((event.get("message") or "").strip().splitlines()[0])
     return out[:limit]
 
@@ -1243,8 +1258,8 @@ def planner_minimum(
     paged call's further pages (from the rows ``landed`` holds for it: any sync of the selection),
     one discovery for the selection (the brand listing, and each brand's prompts / tracked
     competitors when a selected table needs them), and with ``snapshots`` the snapshot tables'
-    listings (brands, topics, prompts, tracked competitors, generations), as ``visibility-sync run``
-    refreshes them too.
+    listings (brands, topics, prompts, tracked competitors, generations: ``visibility-sync run``
+    refreshes them too), each listing counted once (one sync needs each listing once).
     """
     if str(code_root) not in sys.path:
         sys.path.insert(0, str(code_root))
@@ -1269,14 +1284,15 @@ def planner_minimum(
                 MENTIONS if owner == "prompt_id" else ANSWERS,
                 _extra_pages(landed, table, plan.calls, page, owner, date_column),
             )
-    add(BRANDS, world.pages[BRANDS])
-    if any(TABLE_PLANS[t][1] for t in tables):
-        add(PROMPTS, world.pages[PROMPTS])
-    if any(TABLE_PLANS[t][2] for t in tables):
-        add(TRACKED, world.pages[TRACKED])
+    listings = {BRANDS}
+    if snapshots or any(TABLE_PLANS[t][1] for t in tables):
+        listings.add(PROMPTS)
+    if snapshots or any(TABLE_PLANS[t][2] for t in tables):
+        listings.add(TRACKED)
     if snapshots:
-        for endpoint in (BRANDS, TOPICS, PROMPTS, TRACKED, GENERATIONS):
-            add(endpoint, world.pages[endpoint])
+        listings |= {TOPICS, GENERATIONS}
+    for endpoint in sorted(listings):  # each listing once: the snapshots' rows serve the discovery
+        add(endpoint, world.pages[endpoint])
     return dict(sorted(out.items()))
 
 

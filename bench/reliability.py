@@ -18,10 +18,12 @@ Scenarios (``--scenario``):
 ``sigkill``  ``--kills`` seeded SIGKILLs of the CLI at random moments, each followed by a re-run: no
              descendant of the killed process survives, each table is either as before the kill or
              complete, and after every re-run the tables equal a clean run's. The first kill meets
-             an empty warehouse, later ones a warehouse holding the window's first day only (so a
-             torn table differs from both), all with one ``TMPDIR`` (a killed run's spool stays).
-``overlap``  two runs at once on one warehouse (then a staggered pair): both exit 0, no duplicate
-             keys, tables equal a clean run's.
+             an empty warehouse, later ones a warehouse holding the window's last days only (so a
+             torn table differs from both), all with one ``TMPDIR`` (a killed run's spool stays);
+             every second kill comes after the landing worker started, in a run recorded into a
+             ``DAGSTER_HOME`` (compute-log capture adds processes of its own).
+``overlap``  two runs at once on one warehouse (then a staggered pair, then a pair recording into
+             one ``DAGSTER_HOME``): both exit 0, no duplicate keys, tables equal a clean run's.
 ``keys``     the API key searched for after successful, failed and killed runs, with a proxy that
              echoes it in ``X-Request-Id`` and in error bodies: Dagster storage and compute logs,
              every table dumped to text, the warehouse files, ``TMPDIR``, the working folder,
@@ -31,13 +33,17 @@ Scenarios (``--scenario``):
              field, no traceback) or a correct landing; never a partial table: every table is either
              exactly as before the run or complete.
 
+``sigkill`` and ``overlap`` sync ``--long-days`` (more than 7) days: a shorter sync lands in the run
+process, a longer one from a worker process per sync step, which must die with its parent.
+
 Tables are compared by the rows of every column except the writer's own (``_loaded_at``,
 ``_run_id``, ``first_seen_at``, ``last_seen_at``), values rendered as canonical JSON text, rows
 sorted and hashed; a difference is described by its rows and columns. The window ends before the
 sandbox's restated days, so a restatement never changes what a run lands.
 
 ``--quick`` (what ``tests/reliability`` runs): DuckDB only unless ``--backend`` says otherwise, two
-days, one kill, one overlap round, four bad answers, three key runs. Every process the suite starts
+days (eight for ``sigkill`` and ``overlap``), one kill, one overlap round, four bad answers, three
+key runs. Every process the suite starts
 (CLI runs, their workers, proxies, Postgres, the sandbox) is stopped on exit, on SIGTERM and on
 failure; the CLI runs also die with the suite (``PR_SET_PDEATHSIG``).
 
@@ -143,8 +149,9 @@ class SuiteConfig:
     bad_kinds: tuple[str, ...] = DEFAULT_BAD_KINDS
     key_runs: tuple[str, ...] = KEY_RUNS
     days: int = 3
+    long_days: int = 9
     kills: int = 4
-    overlap_rounds: int = 2
+    overlap_rounds: int = 3
     soak_seeds: int = 1
     seed: int = 20261123
     size: str = "demo"
@@ -159,6 +166,7 @@ class SuiteConfig:
             "bad_kinds": QUICK_BAD_KINDS,
             "key_runs": QUICK_KEY_RUNS,
             "days": 2,
+            "long_days": 8,
             "kills": 1,
             "overlap_rounds": 1,
             "soak_seeds": 1,
@@ -216,7 +224,8 @@ class RunResult:
     killed_at: float | None = None  # seconds after start when SIGKILL was sent
     finished_before_kill: bool = False
     timed_out: bool = False
-    descendants: list[str] = field(default_factory=list)  # "pid name" seen while it ran
+    descendants: list[str] = field(default_factory=list)  # "pid N (command)" seen while it ran
+    descendant_names: list[str] = field(default_factory=list)  # their short names
     survivors: list[str] = field(default_factory=list)  # of those, still running after it ended
     tmpdir: Path | None = None
     dagster_home: Path | None = None
@@ -268,6 +277,7 @@ class CliProcess:
         self.err_path = err
         self.started = time.monotonic()
         self.seen: dict[int, psutil.Process] = {}
+        self.labels: dict[int, tuple[str, str]] = {}  # pid -> (short name, description)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._watch = threading.Thread(target=self._watch_tree, name=f"watch-{popen.pid}", daemon=True)
@@ -282,9 +292,12 @@ class CliProcess:
             children = psutil.Process(self.pid).children(recursive=True)
         except psutil.Error:
             return
+        fresh = [c for c in children if c.pid not in self.seen]
+        labels = {c.pid: (_short_name(c), _describe(c)) for c in fresh}  # while they still run
         with self._lock:
-            for child in children:
+            for child in fresh:
                 self.seen.setdefault(child.pid, child)
+                self.labels.setdefault(child.pid, labels[child.pid])
 
     def _watch_tree(self) -> None:
         while not self._stop.is_set() and self.popen.poll() is None:
@@ -337,6 +350,15 @@ def _alive(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def _short_name(proc: psutil.Process) -> str:
+    """``lander`` for the landing worker, else the program's name (``tail``, ``python3``)."""
+    try:
+        cmd = " ".join(proc.cmdline())
+        return "lander" if "assets.lander" in cmd else Path(proc.cmdline()[0]).name
+    except (psutil.Error, IndexError):
+        return "?"
 
 
 def _describe(proc: psutil.Process) -> str:
@@ -705,6 +727,8 @@ class Harness:
         self._counter = 0
         self._references: dict[tuple[str, dt.date, dt.date], tuple[State, float]] = {}
         self._baselines: dict[tuple[str, dt.date, dt.date], tuple[Target, State]] = {}
+        #: requests the reference run of a (backend, start, end) made
+        self.requests: dict[tuple[str, dt.date, dt.date], int] = {}
         self.workdir = Path()
         self.sandbox: Any = None
         self.key = ""
@@ -764,6 +788,18 @@ class Harness:
         """``days`` days ending before the days the sandbox restates (end exclusive)."""
         end = self.today - dt.timedelta(days=self.restate_days)
         return end - dt.timedelta(days=self.config.days), end
+
+    @property
+    def long_window(self) -> tuple[dt.date, dt.date]:
+        """``long_days`` days with the same end: more than a write's 7 days, so a sync step lands
+        from its worker process (a shorter sync lands in the run process: nothing to outlive it)."""
+        end = self.window[1]
+        return end - dt.timedelta(days=self.config.long_days), end
+
+    @property
+    def first_date(self) -> dt.date:
+        """``VISIBILITY_START_DATE`` of every run: before every window."""
+        return min(self.window[0], self.long_window[0])
 
     # -- warehouses ------------------------------------------------------------------------------
 
@@ -834,7 +870,7 @@ class Harness:
         label: str,
         api_url: str | None = None,
         env: Mapping[str, str] | None = None,
-        dagster_home: bool = False,
+        dagster_home: bool | Path = False,
         tmpdir: Path | None = None,
     ) -> CliProcess:
         """Start ``visibility-sync run --start --end --quiet`` in its own folder (its cwd)."""
@@ -847,16 +883,17 @@ class Harness:
             VISIBILITY_API_URL=api_url or self.sandbox.url,
             VISIBILITY_API_KEY=self.key,
             VISIBILITY_WAREHOUSE=target.url,
-            VISIBILITY_START_DATE=self.window[0].isoformat(),
+            VISIBILITY_START_DATE=self.first_date.isoformat(),
             TMPDIR=str(tmp),
             COLUMNS="400",  # one failure, one line: rich would wrap at 80 columns
             NO_COLOR="1",
             PYTHONDONTWRITEBYTECODE="1",
         )
         if dagster_home:
-            home = rundir / "dagster_home"
-            home.mkdir()
-            shutil.copy2(ROOT / "dagster.yaml", home / "dagster.yaml")
+            home = dagster_home if isinstance(dagster_home, Path) else rundir / "dagster_home"
+            home.mkdir(parents=True, exist_ok=True)
+            if not (home / "dagster.yaml").exists():
+                shutil.copy2(ROOT / "dagster.yaml", home / "dagster.yaml")
             environ["DAGSTER_HOME"] = str(home)
         environ.update(env or {})
         out, err = rundir / "stdout.txt", rundir / "stderr.txt"
@@ -870,36 +907,50 @@ class Harness:
         self._live.add(proc)
         return proc
 
-    def finish(self, proc: CliProcess, *, kill_after: float | None = None) -> RunResult:
-        """Wait for a run (SIGKILL it ``kill_after`` seconds after its start), then check what it left."""
+    def finish(
+        self,
+        proc: CliProcess,
+        *,
+        kill_after: float | None = None,
+        kill_when: Callable[[], bool] | None = None,
+    ) -> RunResult:
+        """Wait for a run, then check what it left running.
+
+        SIGKILL it ``kill_after`` seconds after its start, or as soon as ``kill_when()`` holds.
+        """
         timeout = self.config.run_timeout
         killed_at = None
         finished_before_kill = False
-        if kill_after is not None:
-            remaining = kill_after - (time.monotonic() - proc.started)
-            try:
-                proc.popen.wait(timeout=max(0.0, remaining))
-                finished_before_kill = True
-            except subprocess.TimeoutExpired:
+        if kill_after is not None or kill_when is not None:
+            deadline = proc.started + (kill_after if kill_after is not None else timeout)
+            while proc.popen.poll() is None and time.monotonic() < deadline:
+                if kill_when is not None and kill_when():
+                    break
+                time.sleep(0.05)
+            if proc.popen.poll() is None:
                 killed_at = time.monotonic() - proc.started
                 proc.kill()
+            else:
+                finished_before_kill = True
         rc, timed_out = proc.wait(timeout - (time.monotonic() - proc.started))
         seconds = time.monotonic() - proc.started
         grace = KILLED_GRACE_SECONDS if (killed_at is not None or timed_out) else EXITED_GRACE_SECONDS
         survivors = proc.survivors(grace)
         with proc._lock:
-            descendants = [_describe(p) for p in proc.seen.values()]
+            descendants = [proc.labels[pid][1] for pid in proc.seen]
+            names = [proc.labels[pid][0] for pid in proc.seen]
         result = RunResult(
             label=proc.label,
             rc=rc,
             seconds=seconds,
             stdout=proc.out_path.read_text(errors="replace"),
             stderr=proc.err_path.read_text(errors="replace"),
-            killed_at=killed_at if kill_after is not None else None,
+            killed_at=killed_at,
             finished_before_kill=finished_before_kill,
             timed_out=timed_out,
             descendants=descendants,
-            survivors=[_describe(p) for p in survivors],
+            descendant_names=names,
+            survivors=[proc.labels.get(p.pid, ("", _describe(p)))[1] for p in survivors],
             tmpdir=proc.tmpdir,  # type: ignore[attr-defined]
             dagster_home=Path(proc.dagster_home) if proc.dagster_home else None,  # type: ignore[attr-defined]
             cwd=proc.rundir,  # type: ignore[attr-defined]
@@ -919,9 +970,11 @@ class Harness:
         *,
         label: str,
         kill_after: float | None = None,
+        kill_when: Callable[[], bool] | None = None,
         **kw: Any,
     ) -> RunResult:
-        return self.finish(self.start_cli(target, start, end, label=label, **kw), kill_after=kill_after)
+        proc = self.start_cli(target, start, end, label=label, **kw)
+        return self.finish(proc, kill_after=kill_after, kill_when=kill_when)
 
     # -- references --------------------------------------------------------------------------------
 
@@ -933,7 +986,9 @@ class Harness:
         cache = (backend, start, end)
         if cache not in self._references:
             target = self.new_warehouse(backend, f"reference_{backend}")
+            self.sandbox.reset_stats()
             run = self.run_cli(target, start, end, label=f"reference {backend} {start}..{end}")
+            self.requests[cache] = sum(sum(s.values()) for s in self.sandbox.stats().values())
             if run.rc != 0:
                 raise RuntimeError(
                     f"the fault-free reference run on {backend} failed ({run.brief()}): "
@@ -1026,51 +1081,83 @@ def scenario_soak(h: Harness, backend: str) -> list[Result]:
 # 2. SIGKILL and re-run
 
 
+def _after_lander(proc: CliProcess, delay: float) -> Callable[[], bool]:
+    """A kill condition: ``delay`` seconds after the run's landing worker process appeared."""
+    seen_at: list[float] = []
+
+    def due() -> bool:
+        if not seen_at:
+            with proc._lock:
+                if not any(name == "lander" for name, _ in proc.labels.values()):
+                    return False
+            seen_at.append(time.monotonic())
+        return time.monotonic() - seen_at[0] >= delay
+
+    return due
+
+
+def _moment(delay: float, landing: bool) -> str:
+    return f"{delay:.1f}s after the landing worker started" if landing else f"{delay:.1f}s"
+
+
 def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
     """Seeded SIGKILLs at random moments, each followed by a re-run that must converge."""
-    reference, ref_seconds = h.reference(backend)
-    start, end = h.window
-    result = Result(f"SIGKILL x{h.config.kills} + re-run", backend)
+    start, end = h.long_window
+    reference, ref_seconds = h.reference(backend, start, end)
+    result = Result(f"SIGKILL x{h.config.kills} + re-run ({h.config.long_days} days)", backend)
     began = time.monotonic()
     rng = random.Random(f"{h.config.seed}-sigkill-{backend}")
     target = h.new_warehouse(backend, f"sigkill_{backend}")
-    base, base_state = h.baseline(backend, start, start + dt.timedelta(days=1))
+    base, base_state = h.baseline(backend, *h.window)  # the last days of the window only
     before: State = {}
     moments = []
     tmpdir = h.workdir / f"tmp_sigkill_{backend}"  # one TMPDIR, as on one machine: spools meet
+    home = h.workdir / f"dagster_home_sigkill_{backend}"  # recorded runs capture output: more processes
     for index in range(h.config.kills):
         if index > 0:
-            # start from the first day only, so that a table torn by the kill differs from both
-            # "as before" and "complete" (after a complete re-run every landing rewrites equal rows)
+            # start from the window's last days only, so that a table torn by the kill differs from
+            # both "as before" and "complete" (after a complete re-run every landing rewrites equal rows)
             h.restore(target, base)
             before = base_state
-        delay = rng.uniform(0.1, 0.9) * ref_seconds
+        # even kills: a random moment of the run; odd kills: a random moment after the landing
+        # worker started, in a run recorded into a DAGSTER_HOME (its compute-log capture starts
+        # processes of its own), so that landings, workers and log tailers get killed too
+        landing = index % 2 == 1
+        delay = rng.uniform(0.0, 0.3) * ref_seconds if landing else rng.uniform(0.1, 0.9) * ref_seconds
         for _attempt in range(3):  # a run faster than the reference: kill the next one earlier
-            run = h.run_cli(
-                target, start, end, label=f"sigkill {backend} #{index + 1}", kill_after=delay, tmpdir=tmpdir
+            proc = h.start_cli(
+                target,
+                start,
+                end,
+                label=f"sigkill {backend} #{index + 1}",
+                tmpdir=tmpdir,
+                dagster_home=home if landing else False,
             )
+            if landing:  # at the latest when a clean run would be ending
+                run = h.finish(proc, kill_when=_after_lander(proc, delay), kill_after=ref_seconds)
+            else:
+                run = h.finish(proc, kill_after=delay)
             result.runs += 1
             result.observed += _process_problems(run)
             if not run.finished_before_kill:
                 break
-            moments.append(f"{delay:.1f}s (had finished: exit {run.rc})")
+            moments.append(f"{_moment(delay, landing)} (had finished: exit {run.rc})")
             before = read_state(target)
             delay /= 2
         if run.finished_before_kill:
             result.fail(f"kill #{index + 1}: every run finished before its kill; nothing was killed")
             continue
-        moments.append(f"{delay:.1f}s")
-        result.notes.append(
-            f"kill #{index + 1} at {delay:.1f} s: {len(run.descendants)} descendant(s) recorded"
-        )
+        moments.append(f"{run.killed_at:.1f}s" + (f" ({_moment(delay, landing)})" if landing else ""))
+        names = ", ".join(f"{n} x{c}" for n, c in Counter(run.descendant_names).items()) or "none"
+        result.notes.append(f"kill #{index + 1} at {run.killed_at:.1f} s: descendants recorded: {names}")
         mid = read_state(target)
         for problem in torn_tables(mid, before, reference):
-            result.fail(f"after kill #{index + 1} at {delay:.1f} s: {problem}")
+            result.fail(f"after kill #{index + 1} at {run.killed_at:.1f} s: {problem}")
         rerun = h.run_cli(target, start, end, label=f"re-run {backend} #{index + 1}", tmpdir=tmpdir)
         result.runs += 1
         result.observed += _process_problems(rerun)
         if rerun.rc != 0:
-            result.fail(f"re-run #{index + 1} after the kill at {delay:.1f} s: {rerun.brief()}")
+            result.fail(f"re-run #{index + 1} after the kill at {run.killed_at:.1f} s: {rerun.brief()}")
         after = read_state(target)
         for problem in compare_states(after, reference):
             result.fail(f"after re-run #{index + 1}: {problem}")
@@ -1090,23 +1177,34 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
 
 def scenario_overlap(h: Harness, backend: str) -> list[Result]:
     """Two runs at once on one warehouse both finish, with the clean run's rows and no repeated key."""
-    reference, ref_seconds = h.reference(backend)
-    start, end = h.window
-    result = Result(f"overlapping runs x{h.config.overlap_rounds}", backend)
+    start, end = h.long_window
+    reference, ref_seconds = h.reference(backend, start, end)
+    result = Result(f"overlapping runs x{h.config.overlap_rounds} ({h.config.long_days} days)", backend)
     began = time.monotonic()
     target = h.new_warehouse(backend, f"overlap_{backend}")
     for index in range(h.config.overlap_rounds):
-        stagger = 0.0 if index == 0 else ref_seconds * 0.4  # the second starts while the first lands
-        first = h.start_cli(target, start, end, label=f"overlap {backend} round {index + 1} A")
+        # round 1: together into an empty warehouse; round 2: the second starts while the first
+        # lands; round 3: together again, both recording into one DAGSTER_HOME (two cron jobs).
+        # From round 2 on the warehouse first holds the window's last days only, so both runs
+        # insert new rows again.
+        how = ("started together", "staggered", "together, one DAGSTER_HOME")[min(index, 2)]
+        if index > 0:
+            h.restore(target, h.baseline(backend, *h.window)[0])
+        stagger = ref_seconds * 0.4 if how == "staggered" else 0.0
+        home: bool | Path = h.workdir / f"dagster_home_overlap_{backend}" if index >= 2 else False
+        first = h.start_cli(
+            target, start, end, label=f"overlap {backend} round {index + 1} A", dagster_home=home
+        )
         if stagger:
             time.sleep(stagger)
-        second = h.start_cli(target, start, end, label=f"overlap {backend} round {index + 1} B")
+        second = h.start_cli(
+            target, start, end, label=f"overlap {backend} round {index + 1} B", dagster_home=home
+        )
         runs = [h.finish(first), h.finish(second)]
         result.runs += 2
         for run in runs:
             result.observed += _process_problems(run)
             if run.rc != 0:
-                how = "staggered" if stagger else "together"
                 result.fail(f"round {index + 1} ({how}): {run.label}: {run.brief()}")
         state = read_state(target)
         for problem in duplicate_keys(state):
@@ -1114,7 +1212,7 @@ def scenario_overlap(h: Harness, backend: str) -> list[Result]:
         for problem in compare_states(state, reference):
             result.fail(f"round {index + 1}: {problem}")
         result.notes.append(
-            f"round {index + 1}: {f'staggered by {stagger:.1f} s' if stagger else 'started together'}, "
+            f"round {index + 1} ({how}{f' by {stagger:.1f} s' if stagger else ''}): "
             f"{runs[0].seconds:.1f} s and {runs[1].seconds:.1f} s"
         )
     result.seconds = time.monotonic() - began
@@ -1145,7 +1243,7 @@ def _key_rewrite(kind: str) -> tuple[Rewrite | None, bool]:
 
 def scenario_keys(h: Harness, backend: str) -> list[Result]:
     """Zero occurrences of the key in anything a run wrote, whatever the service echoed."""
-    _, ref_seconds = h.reference(backend)
+    h.reference(backend)  # a clean run's request count sets the kill moment of `killed_echo`
     start, end = h.window
     result = Result("key never written", backend)
     began = time.monotonic()
@@ -1157,7 +1255,10 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
             url = None
             if rewrite is not None:
                 url = stack.enter_context(run_proxy(h.sandbox.url, rewrite)).url
-            kill_after = ref_seconds * 0.6 if kind == "killed_echo" else None
+            kill_when = None
+            if kind == "killed_echo" and rewrite is not None:
+                half = max(1, h.requests.get((backend, start, end), 100) // 2)
+                kill_when = lambda r=rewrite, n=half: r.requests >= n  # noqa: E731  # mid-fetch
             run = h.run_cli(
                 target,
                 start,
@@ -1165,7 +1266,7 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
                 label=f"keys {backend} {kind}",
                 api_url=url,
                 dagster_home=True,
-                kill_after=kill_after,
+                kill_when=kill_when,
                 env={"VISIBILITY_RETRY_DEADLINE_SECONDS": "5"} if not should_succeed else None,
             )
         result.runs += 1
@@ -1175,7 +1276,7 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
             result.fail(f"{kind}: no request went through the echoing proxy (harness problem)")
         if should_succeed and run.rc != 0:
             result.fail(f"{kind}: expected to land, {run.brief()}")
-        if not should_succeed and kill_after is None and run.rc == 0:
+        if not should_succeed and kill_when is None and run.rc == 0:
             result.fail(f"{kind}: expected to fail, exit 0")
         if "Traceback" in run.output:
             result.fail(f"{kind}: a traceback was printed")
@@ -1239,11 +1340,18 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
                 end,
                 label=f"bad {kind} {backend}",
                 api_url=proxy.url,
-                env={"VISIBILITY_RETRY_DEADLINE_SECONDS": str(h.config.retry_deadline)},
+                env=(
+                    {"VISIBILITY_RETRY_DEADLINE_SECONDS": f"{h.config.retry_deadline:g}"}
+                    if h.config.retry_deadline > 0
+                    else None
+                ),
             )
         result.runs = 1
         after = read_state(target)
         result.observed += _process_problems(run)
+        spool = _leftovers(run.tmpdir)
+        if spool != "none":
+            result.notes.append(f"TMPDIR after the run: {spool}")
         with rewrite.lock:
             events = list(rewrite.events)
         if not events:
@@ -1258,7 +1366,11 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
         if long_lines:
             result.fail(f"printed a line of {max(long_lines):,} characters")
         table = BAD_KIND_TABLE.get(kind)
-        if run.rc == 0:
+        if run.timed_out:
+            result.notes.append(f"proxy changed {len(events)} answer(s) before the run was killed")
+            for problem in torn_tables(after, before, complete):
+                result.fail(f"partial table: {problem}")
+        elif run.rc == 0:
             result.notes.append(f"landed (exit 0); proxy changed {len(events)} answer(s)")
             changed = getattr(rewrite, "field", None)
             drop = {table: frozenset({changed})} if table and changed else {}
@@ -1266,6 +1378,7 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
                 result.fail(f"exit 0, but not a complete landing: {problem}")
             if table:
                 result.observed += _check_landed_values(kind, after.get(table), events)
+                result.notes.append(_landed_note(after.get(table), events[0]))
         else:
             lines = run.failure_lines()
             result.notes.append(f"{run.brief()}; proxy changed {len(events)} answer(s)")
@@ -1285,6 +1398,19 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
         result.passed = not result.observed
         results.append(result)
     return results
+
+
+def _landed_note(table: TableState | None, event: dict[str, Any]) -> str:
+    """What the warehouse holds for the changed field (NUL stripped? string cut?), for the report."""
+    try:
+        landed = table.value("id", event["key"], event["field"]) if table else None
+    except (KeyError, ValueError):
+        return f"changed row {event['key']} not found"
+    served = event.get("served")
+    if isinstance(landed, str) and isinstance(served, str):
+        same = "the served value" if landed == served else f"{_clip(repr(landed), 50)}"
+        return f"{event['field']} landed as {same} ({len(landed):,} of {len(served):,} characters)"
+    return f"{event['field']} landed as {_clip(repr(landed), 50)} (served {_clip(repr(served), 50)})"
 
 
 def _check_landed_values(kind: str, table: TableState | None, events: list[dict[str, Any]]) -> list[str]:
@@ -1413,12 +1539,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bad", action="append", metavar="KIND", help="bad-response kinds (bench/proxy.py)")
     parser.add_argument("--key-run", action="append", choices=KEY_RUNS, help="key-search runs")
     parser.add_argument("--kills", type=int, help="SIGKILLs per backend (default 4, quick 1)")
-    parser.add_argument("--overlap-rounds", type=int, help="overlap rounds (default 2, quick 1)")
+    parser.add_argument("--overlap-rounds", type=int, help="overlap rounds (default 3, quick 1)")
     parser.add_argument("--soak-seeds", type=int, help="hostile runs with successive seeds (default 1)")
     parser.add_argument("--days", type=int, help="days in the window (default 3, quick 2)")
+    parser.add_argument(
+        "--long-days", type=int, help="days of the sigkill and overlap window (default 9, quick 8; > 7)"
+    )
     parser.add_argument("--seed", type=int, help="seed of the kill moments and the hostile profile")
     parser.add_argument("--size", choices=("demo", "large"), help="sandbox world size (default demo)")
     parser.add_argument("--run-timeout", type=float, help="seconds before a CLI run is killed")
+    parser.add_argument(
+        "--retry-deadline",
+        type=float,
+        help="VISIBILITY_RETRY_DEADLINE_SECONDS of the bad-response runs (default 15; 0: the CLI's own)",
+    )
     parser.add_argument("--postgres-url", help="use this server (postgresql://user@host:port/db) instead")
     parser.add_argument("--write", action=argparse.BooleanOptionalAction, help="write bench/RESULTS.md")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
@@ -1437,7 +1571,18 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         changes["bad_kinds"] = tuple(dict.fromkeys(args.bad))
     if args.key_run:
         changes["key_runs"] = tuple(dict.fromkeys(args.key_run))
-    for name in ("kills", "overlap_rounds", "soak_seeds", "days", "seed", "size", "run_timeout"):
+    names = (
+        "kills",
+        "overlap_rounds",
+        "soak_seeds",
+        "days",
+        "long_days",
+        "seed",
+        "size",
+        "run_timeout",
+        "retry_deadline",
+    )
+    for name in names:
         value = getattr(args, name)
         if value is not None:
             changes[name] = value

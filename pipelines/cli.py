@@ -44,7 +44,7 @@ CHECK_DEADLINE_SECONDS = 3.0
 DEMO_WAREHOUSE = "duckdb:///data/visibility.duckdb"
 
 console = Console(stderr=False, highlight=False)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line, even in a pipe
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,6 +304,7 @@ def sync(
     from assets.discovery import BRANDS_TAG, SYNC_TAG
     from assets.partitions import ENGINES_WITH_ALL
     from pipelines.jobs import DAILY_JOB, SYNC_JOB
+    from pipelines.orphans import fail_orphaned_runs, process_tags
     from pipelines.schedules import range_tags
     from pipelines.syncs import sync_definitions
     from resources.api.resource import shared_budget
@@ -319,6 +320,9 @@ def sync(
     recorded = bool(os.environ.get("DAGSTER_HOME"))  # runs recorded where the UI shows them
     spans = engine_groups(engines, ENGINES_WITH_ALL)
 
+    if recorded:
+        base_tags.update(process_tags())  # lets a later command tell that a killed run's process is gone
+
     summary = RunSummary()
     with (
         _progress(show_progress) as bar,
@@ -326,6 +330,8 @@ def sync(
         _status_lines(budget, bar),
         DagsterInstance.get() if recorded else DagsterInstance.ephemeral() as instance,
     ):
+        if recorded:
+            fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {line}"))
         for index, (first, final) in enumerate(spans):
             job_name = SYNC_JOB if index == 0 else DAILY_JOB
             label = f"{job_name} {first}..{final}"
@@ -566,12 +572,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_sandbox(args: argparse.Namespace) -> int:
     from sandbox.config import SandboxConfig
     from sandbox.faults import FaultsConfig
-    from sandbox.server import serve_forever
+    from sandbox.server import PortUnavailableError, serve_forever
 
     if not is_loopback(args.host):
         raise ConfigError(f"--host {args.host!r} is not a loopback address: the sandbox serves this machine")
     faults = FaultsConfig(profile=args.faults, seed=args.seed)
-    serve_forever(SandboxConfig(seed=args.seed, size=args.size, faults=faults), args.host, args.port)
+    try:
+        serve_forever(SandboxConfig(seed=args.seed, size=args.size, faults=faults), args.host, args.port)
+    except PortUnavailableError as exc:  # found before anything is printed
+        raise ConfigError(str(exc)) from None
     return EXIT_OK
 
 

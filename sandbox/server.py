@@ -50,12 +50,13 @@ def listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            reason = "is in use (another sandbox or program listens there)"
+            message = (
+                f"port {port} on {host} is in use (another sandbox or program listens there): "
+                "pass another --port, or 0 for any free one"
+            )
         else:
-            reason = f"cannot be listened on ({exc.strerror or exc})"
-        error = PortUnavailableError(
-            f"port {port} on {host} {reason}: pass another --port, or 0 for any free one"
-        )
+            message = f"cannot listen on port {port} of {host}: {exc.strerror or exc}"
+        error = PortUnavailableError(message)
         error.errno = exc.errno
         raise error from None
     return sock

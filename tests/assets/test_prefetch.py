@@ -81,3 +81,31 @@ def test_the_stop_signal_raises_fetch_cancelled_once_set() -> None:
     assert signal.is_set()
     with pytest.raises(FetchCancelled):
         signal.raise_if_set()
+
+
+def test_an_interrupted_caller_wakes_a_fetch_that_waits_on_the_api_before_waiting_for_it() -> None:
+    waiting, woken = threading.Event(), threading.Event()
+
+    def fetch(item: str, stop: StopSignal) -> str:
+        if item == "b":  # sleeps in a retry wait: checks no stop signal, only the budget's cancel
+            waiting.set()
+            assert woken.wait(WAIT)
+        return item
+
+    with (
+        pytest.raises(KeyboardInterrupt),
+        closing(fetch_ahead(["a", "b"], fetch, discard=lambda r: None, on_stop=woken.set)) as fetched,
+    ):
+        for item, _ in fetched:
+            assert item == "a" and waiting.wait(WAIT)
+            raise KeyboardInterrupt  # Ctrl+C while landing "a"
+    assert woken.is_set()
+
+
+def test_on_stop_is_not_called_when_every_fetch_had_ended() -> None:
+    stopped: list[bool] = []
+    with closing(
+        fetch_ahead(["a"], lambda i, s: i, discard=lambda r: None, on_stop=lambda: stopped.append(True))
+    ) as f:
+        assert list(f) == [("a", "a")]
+    assert stopped == []

@@ -72,3 +72,41 @@ def test_ctrl_c_of_the_sync_leaves_no_process_and_no_worker_traceback(
 
     assert code == 130, output
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+
+
+def test_a_stop_while_the_service_is_unreachable_ends_the_sync_at_once_with_one_line(tmp_path: Path) -> None:
+    """Retrying an unreachable service is no reason to keep running: the stop cancels the waits."""
+    import socket
+    import time
+
+    from tests.processes.helpers import ROOT  # noqa: F401  (the command runs from the repository)
+
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_HOME"))}
+    env.update(
+        VISIBILITY_API_URL=dead,
+        VISIBILITY_API_KEY="vsk_test",
+        VISIBILITY_WAREHOUSE=f"duckdb:///{tmp_path / 'x.duckdb'}",
+        VISIBILITY_START_DATE=START.isoformat(),
+    )
+    log = tmp_path / "output.txt"
+    process = start(RUN, env, log)
+    try:
+        deadline = time.monotonic() + 60
+        while "unreachable" not in log.read_text():  # the status line says what it waits for
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        os.kill(process.pid, signal.SIGTERM)
+        stopped = time.monotonic()
+        code = process.wait(timeout=30)
+        took = time.monotonic() - stopped
+    finally:
+        process.kill()
+        process.wait()
+    output = log.read_text()
+    assert code == 130, output
+    assert took < 5, f"took {took:.1f}s to stop"
+    assert dead in output and "retrying for" in output
+    assert output.count("interrupted") == 1 and "Traceback" not in output

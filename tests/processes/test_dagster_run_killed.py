@@ -37,7 +37,8 @@ pytestmark = pytest.mark.slow
 
 #: Days of the run: a recorded run writes a "planned" event per partition and asset before its
 #: step starts (SQLite: seconds per hundred on a busy machine), and its step lands for seconds.
-RUN_DAYS = 7
+#: More than a week: a run of a week or less lands in its own process (no worker to outlive it).
+RUN_DAYS = 8
 
 #: A run process: the job of the code location, executed in this process and recorded in DAGSTER_HOME.
 RUN_PROCESS = """
@@ -113,4 +114,5 @@ def test_a_run_terminated_by_dagster_leaves_no_process(sandbox: SandboxHandle, t
         assert run.is_finished, run.status
         assert fail_orphaned_runs(instance) == []
     output = log.read_text()
-    assert "SpawnProcess" not in output and "lander" not in output, output
+    # no traceback of the worker (the run's own interrupted stack may pass through Lander.land)
+    assert "SpawnProcess" not in output and ", in serve" not in output, output

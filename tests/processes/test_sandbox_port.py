@@ -52,10 +52,6 @@ def test_python_m_sandbox_on_a_busy_port_exits_2_with_one_line(busy_port: int) -
     assert len(result.stderr.strip().splitlines()) == 1 and f"port {busy_port}" in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs cmd_sandbox (pipelines/cli.py) to map PortUnavailableError to ConfigError: exit 2",
-)
 def test_visibility_sync_sandbox_on_a_busy_port_is_a_usage_error_without_banner(busy_port: int) -> None:
     result = run(["-m", "pipelines.cli", "sandbox", "--port", str(busy_port)])
 

@@ -26,10 +26,15 @@ def harness() -> Iterator[R.Harness]:
 
 
 def assert_passed(results: Sequence[R.Result]) -> None:
+    """Fail with what the suite observed for every scenario that did not pass."""
     failed = [r for r in results if r.passed is not True]
-    assert not failed, "\n".join(
-        f"{r.scenario} on {r.backend}: {r.verdict}\n  - " + "\n  - ".join(r.observed) for r in failed
-    )
+    if failed:
+        pytest.fail(
+            "\n".join(
+                f"{r.scenario} on {r.backend}: {r.verdict}\n  - " + "\n  - ".join(r.observed) for r in failed
+            ),
+            pytrace=False,
+        )
 
 
 def test_a_sync_under_the_hostile_profile_lands_what_a_clean_sync_lands(harness: R.Harness) -> None:
