@@ -84,6 +84,21 @@ def definition_metadata(spec: TableSpec) -> dict[str, Any]:
     }
 
 
+def table_asset_spec(
+    spec: TableSpec, upstream: str | None, description: str, group_name: str, tags: dict[str, str]
+) -> AssetSpec:
+    """The asset of one table; ``upstream`` is lineage only (its rows come from the API)."""
+    return AssetSpec(
+        key=spec.name,
+        deps=[upstream] if upstream else [],
+        description=description or spec.description,
+        metadata=definition_metadata(spec),
+        group_name=group_name,
+        tags=tags,
+        kinds={"duckdb", "python"},
+    )
+
+
 def _request_metadata(stats: RequestStats) -> dict[str, Any]:
     return {
         "requests_total": stats.total_requests,
@@ -376,14 +391,8 @@ def build_partitioned_assets(
     assert all(a.partitions_def == partitions_def for a in assets), "one partitions definition per step"
     by_key = {AssetKey(a.spec.name): a for a in assets}
     specs = [
-        AssetSpec(
-            key=a.spec.name,
-            deps=[a.upstream] if a.upstream else [],
-            description=a.description or a.spec.description,
-            metadata=definition_metadata(a.spec),
-            group_name=group_name,
-            tags={"visibility/kind": "partitioned", **a.tags},
-            kinds={"duckdb", "python"},
+        table_asset_spec(
+            a.spec, a.upstream, a.description, group_name, {"visibility/kind": "partitioned", **a.tags}
         )
         for a in assets
     ]
@@ -557,15 +566,7 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
     """One step listing every selected snapshot table and upserting it (tables are small)."""
     by_key = {AssetKey(t.spec.name): t for t in tables}
     specs = [
-        AssetSpec(
-            key=t.spec.name,
-            deps=[t.upstream] if t.upstream else [],
-            description=t.description or t.spec.description,
-            metadata=definition_metadata(t.spec),
-            group_name=group_name,
-            tags={"visibility/kind": "snapshot"},
-            kinds={"duckdb", "python"},
-        )
+        table_asset_spec(t.spec, t.upstream, t.description, group_name, {"visibility/kind": "snapshot"})
         for t in tables
     ]
 

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from assets import tables as T
 from assets.planning import ALL, Box, Cell
+from resources.api.endpoints import json_kind
 from resources.api.errors import ResponseShapeError
 from resources.api.redaction import excerpt, sanitize
 from resources.warehouse.base import TableSpec
@@ -64,22 +65,8 @@ def _quote(value: Any) -> str:
     return excerpt(value)
 
 
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
 def _wrong(value: Any, expected: str) -> TypeError:
-    return TypeError(f"{_kind(value)} {_quote(value)} where {expected} was expected")
+    return TypeError(f"{json_kind(value)} {_quote(value)} where {expected} was expected")
 
 
 def _parse_timestamp(text: str) -> dt.datetime:

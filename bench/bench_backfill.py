@@ -62,6 +62,8 @@ RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Backfill"
 NEWEST = D.SANDBOX_TODAY - dt.timedelta(days=1)
 DAILY_GROUP = "visibility_daily"
+#: The spec's engines, spelled out: the bench imports none of the code under test at module level
+#: (``--code-root`` measures another tree, e.g. an older commit).
 ALL_ENGINES = (
     "chatgpt",
     "claude",

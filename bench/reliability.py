@@ -18,7 +18,7 @@ Scenarios (``--scenario``):
 ``sigkill``  ``--kills`` seeded SIGKILLs of the CLI at random moments, each followed by a re-run: no
              descendant of the killed process survives, each table is either as before the kill or
              complete, and after every re-run the tables equal a clean run's. The first kill meets
-             an empty warehouse, later ones a warehouse holding the window's last days only (so a
+             an empty warehouse, later ones a warehouse holding the window's first days only (so a
              torn table differs from both), all with one ``TMPDIR`` (a killed run's spool stays);
              every second kill comes after the landing worker started, in a run recorded into a
              ``DAGSTER_HOME`` (compute-log capture adds processes of its own).
@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -784,22 +785,25 @@ class Harness:
     # -- dates -----------------------------------------------------------------------------------
 
     @property
-    def window(self) -> tuple[dt.date, dt.date]:
-        """``days`` days ending before the days the sandbox restates (end exclusive)."""
+    def long_window(self) -> tuple[dt.date, dt.date]:
+        """``long_days`` days ending before the days the sandbox restates (end exclusive): more than
+        a write's 7 days, so a sync step lands from its worker process, in two chunks (a shorter sync
+        lands in the run process: nothing there to outlive it)."""
         end = self.today - dt.timedelta(days=self.restate_days)
-        return end - dt.timedelta(days=self.config.days), end
+        return end - dt.timedelta(days=max(self.config.long_days, self.config.days)), end
 
     @property
-    def long_window(self) -> tuple[dt.date, dt.date]:
-        """``long_days`` days with the same end: more than a write's 7 days, so a sync step lands
-        from its worker process (a shorter sync lands in the run process: nothing to outlive it)."""
-        end = self.window[1]
-        return end - dt.timedelta(days=self.config.long_days), end
+    def window(self) -> tuple[dt.date, dt.date]:
+        """The first ``days`` days of the long window (end exclusive). A warehouse holding them is
+        the "before" of the SIGKILL and overlap rounds: a run of the long window torn between its
+        chunks or its writes then differs from both "before" and "complete"."""
+        start = self.long_window[0]
+        return start, start + dt.timedelta(days=self.config.days)
 
     @property
     def first_date(self) -> dt.date:
         """``VISIBILITY_START_DATE`` of every run: before every window."""
-        return min(self.window[0], self.long_window[0])
+        return self.long_window[0]
 
     # -- warehouses ------------------------------------------------------------------------------
 
@@ -1020,6 +1024,33 @@ def _process_problems(run: RunResult) -> list[str]:
     return problems
 
 
+#: What a failure line looks like when a masked value vanished from it: an empty request id, or
+#: a mask's closing brackets left behind (``Bearer ]]]``), e.g. when ``[redacted]`` is printed as
+#: console markup instead of text.
+_GARBLED = re.compile(r"\[X-Request-Id \]|Bearer \]|\]\]")
+
+
+def _garbled(lines: Sequence[str]) -> list[str]:
+    """The garbled part of each garbled line, with some context."""
+    found = []
+    for line in lines:
+        hits = list(_GARBLED.finditer(line))
+        if hits:
+            found.append(_clip(line[max(0, hits[0].start() - 70) : hits[-1].end() + 10], 200))
+    return found
+
+
+def _temp_problems(run: RunResult) -> list[str]:
+    """A run that ended by itself (landed or failed) leaves its TMPDIR empty: spools are deleted
+    once landed or when landing fails (docs/OPERATIONS.md); only a killed run may leave one."""
+    left = _leftovers(run.tmpdir)
+    if left == "none":
+        return []
+    if run.killed_at is not None or run.timed_out:
+        return []
+    return [f"{run.label}: exit {run.rc} but its TMPDIR still holds {left}"]
+
+
 def _leftovers(folder: Path | None) -> str:
     if folder is None or not folder.exists():
         return "none"
@@ -1108,14 +1139,14 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
     began = time.monotonic()
     rng = random.Random(f"{h.config.seed}-sigkill-{backend}")
     target = h.new_warehouse(backend, f"sigkill_{backend}")
-    base, base_state = h.baseline(backend, *h.window)  # the last days of the window only
+    base, base_state = h.baseline(backend, *h.window)  # the window's first days only
     before: State = {}
     moments = []
     tmpdir = h.workdir / f"tmp_sigkill_{backend}"  # one TMPDIR, as on one machine: spools meet
     home = h.workdir / f"dagster_home_sigkill_{backend}"  # recorded runs capture output: more processes
     for index in range(h.config.kills):
         if index > 0:
-            # start from the window's last days only, so that a table torn by the kill differs from
+            # start from the window's first days only, so that a table torn by the kill differs from
             # both "as before" and "complete" (after a complete re-run every landing rewrites equal rows)
             h.restore(target, base)
             before = base_state
@@ -1185,7 +1216,7 @@ def scenario_overlap(h: Harness, backend: str) -> list[Result]:
     for index in range(h.config.overlap_rounds):
         # round 1: together into an empty warehouse; round 2: the second starts while the first
         # lands; round 3: together again, both recording into one DAGSTER_HOME (two cron jobs).
-        # From round 2 on the warehouse first holds the window's last days only, so both runs
+        # From round 2 on the warehouse first holds the window's first days only, so both runs
         # insert new rows again.
         how = ("started together", "staggered", "together, one DAGSTER_HOME")[min(index, 2)]
         if index > 0:
@@ -1272,6 +1303,7 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
         result.runs += 1
         outcomes.append(f"{kind}: {run.brief()}")
         result.observed += _process_problems(run)
+        result.observed += _temp_problems(run)
         if rewrite is not None and rewrite.requests == 0:
             result.fail(f"{kind}: no request went through the echoing proxy (harness problem)")
         if should_succeed and run.rc != 0:
@@ -1280,6 +1312,8 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
             result.fail(f"{kind}: expected to fail, exit 0")
         if "Traceback" in run.output:
             result.fail(f"{kind}: a traceback was printed")
+        for fragment in _garbled(run.failure_lines()):
+            result.fail(f"{kind}: the failure line lost the text that masked the key: …{fragment}…")
         state = read_state(target)
         folders = [p for p in (run.dagster_home, run.tmpdir, run.cwd) if p is not None]
         texts = {
@@ -1349,9 +1383,7 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
         result.runs = 1
         after = read_state(target)
         result.observed += _process_problems(run)
-        spool = _leftovers(run.tmpdir)
-        if spool != "none":
-            result.notes.append(f"TMPDIR after the run: {spool}")
+        result.observed += _temp_problems(run)
         with rewrite.lock:
             events = list(rewrite.events)
         if not events:
@@ -1367,7 +1399,10 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
             result.fail(f"printed a line of {max(long_lines):,} characters")
         table = BAD_KIND_TABLE.get(kind)
         if run.timed_out:
-            result.notes.append(f"proxy changed {len(events)} answer(s) before the run was killed")
+            result.notes.append(
+                f"proxy changed {len(events)} answer(s) before the run was killed; "
+                f"TMPDIR then held {_leftovers(run.tmpdir)}"
+            )
             for problem in torn_tables(after, before, complete):
                 result.fail(f"partial table: {problem}")
         elif run.rc == 0:
@@ -1483,9 +1518,10 @@ def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, comman
         SECTION,
         "",
         f"`bench/reliability.py` (`{command}`), {now}, {os.cpu_count()} cores shared with other work "
-        f"(load average {load:.1f} at the end); {config.size} sandbox, {config.days}-day window ending "
-        f"before the restated days, every engine; {passed} of {len(results)} scenarios pass, "
-        f"{wall:.0f} s in all. "
+        f"(load average {load:.1f} at the end); {config.size} sandbox, every engine; SIGKILL and overlap "
+        f"sync {config.long_days} days ending before the restated days (more than 7, so that the sync "
+        f"steps land from their worker process, in two chunks), the other scenarios the first "
+        f"{config.days} of them; {passed} of {len(results)} scenarios pass, {wall:.0f} s in all. "
         "Tables compared by their rows over every column except `_loaded_at`, `_run_id`, `first_seen_at`, "
         "`last_seen_at`; the key is searched for in Dagster storage and compute logs, every table dumped "
         "to text, the warehouse files, TMPDIR, the working folder, stdout and stderr.",
@@ -1503,8 +1539,36 @@ def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, comman
             f"| {r.scenario} | {r.backend} | {'**FAIL**' if r.passed is False else r.verdict} | {r.runs} | "
             f"{r.seconds:.0f} | {observed.replace('|', '/')} |"
         )
+    failed = [r for r in results if r.passed is not True]
+    if failed:
+        lines += ["", "What failed, in full:", ""]
+        for r in failed:
+            for item in r.observed:
+                lines.append(f"- {r.scenario} ({r.backend}): {_clip(item, 600)}")
     lines.append("")
     return "\n".join(lines)
+
+
+def results_from_json(path: Path) -> tuple[list[Result], dict[str, Any]]:
+    """Results (and the run's facts, when recorded) from ``--json`` output."""
+    data = json.loads(path.read_text())
+    meta: dict[str, Any] = {}
+    if isinstance(data, dict):
+        meta, data = data.get("meta", {}), data["results"]
+    verdicts = {"pass": True, "FAIL": False, "error": None}
+    results = [
+        Result(
+            d["scenario"],
+            d["backend"],
+            verdicts[d["result"]],
+            d["runs"],
+            d["seconds"],
+            d["observed"],
+            d["notes"],
+        )
+        for d in data
+    ]
+    return results, meta
 
 
 def write_results(section: str, path: Path = RESULTS) -> None:
@@ -1557,6 +1621,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--write", action=argparse.BooleanOptionalAction, help="write bench/RESULTS.md")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (runs' output, warehouses)")
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="JSON",
+        help="only write RESULTS.md's section from earlier --json output",
+    )
     return parser
 
 
@@ -1605,6 +1675,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}")
         return 2
+    if args.render:
+        results, meta = results_from_json(args.render)
+        wall = float(meta.get("wall", sum(r.seconds for r in results)))
+        if "config" in meta:
+            config = SuiteConfig(
+                **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()}
+            )
+        write_results(markdown(results, config, wall, meta.get("command", "bench/reliability.py")))
+        print(f"wrote the {SECTION!r} section of {RESULTS}")
+        return 0
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     command = "bench/reliability.py " + " ".join(argv if argv is not None else sys.argv[1:])
     began = time.monotonic()
@@ -1622,7 +1702,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_results(markdown(results, config, wall, command.strip()))
         print(f"\nwrote the {SECTION!r} section of {RESULTS}")
     if args.json:
-        args.json.write_text(json.dumps([r.to_dict() for r in results], indent=2))
+        meta = {"command": command.strip(), "wall": round(wall, 1), "config": dataclasses.asdict(config)}
+        args.json.write_text(json.dumps({"meta": meta, "results": [r.to_dict() for r in results]}, indent=2))
     failed = sum(r.passed is not True for r in results)
     print(f"\n{len(results) - failed} of {len(results)} scenarios pass ({wall:.0f} s)")
     return 0 if failed == 0 else 1

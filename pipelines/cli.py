@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape  # server texts ("[endpoint ...]") are not markup
 from rich.table import Table
 
 from pipelines.config import ConfigError, Settings, is_loopback, load_settings
@@ -331,7 +332,7 @@ def sync(
         DagsterInstance.get() if recorded else DagsterInstance.ephemeral() as instance,
     ):
         if recorded:
-            fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {line}"))
+            fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))
         for index, (first, final) in enumerate(spans):
             job_name = SYNC_JOB if index == 0 else DAILY_JOB
             label = f"{job_name} {first}..{final}"
@@ -361,7 +362,7 @@ def _status_lines(budget: Any, bar: Any) -> Iterator[None]:
         now = time.monotonic()
         if now - last.get(cause, -1e9) >= 5.0:  # one line per cause every few seconds
             last[cause] = now
-            target.print(f"[yellow]waiting:[/yellow] {message}", soft_wrap=True, highlight=False)
+            target.print(f"[yellow]waiting:[/yellow] {escape(message)}", soft_wrap=True, highlight=False)
 
     class Handler(logging.Handler):
         """The warehouse's waits become status lines; the API's come through ``on_wait``."""
@@ -452,7 +453,7 @@ def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: 
             "skipped, its rows untouched"
         )
     for step, message, code in summary.failures:
-        err.print(f"[red]failed[/red] {step}: {message} (exit {code})")
+        err.print(f"[red]failed[/red] {step}: {escape(message)} (exit {code})")
     for step in summary.skipped:
         err.print(f"[yellow]skipped[/yellow] {step}: not run, because an earlier step of the sync failed")
 
@@ -525,7 +526,7 @@ def check(settings: Settings) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     settings = load_settings()
-    console.print(check(settings))
+    console.print(check(settings), markup=False)
     return EXIT_OK
 
 
@@ -652,7 +653,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cause = _root_cause(exc)
         code = exit_code_for(cause)
         label = "configuration error" if code == EXIT_CONFIG else "error"
-        err.print(f"[red]{label}:[/red] {cause}")
+        err.print(f"[red]{label}:[/red] {escape(str(cause))}")
         return code
 
 

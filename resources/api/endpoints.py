@@ -84,7 +84,8 @@ def _is_kind(value: Any, kind: Kind) -> bool:
     return _CHECKS[kind](value)
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """The JSON type name of a decoded value, for error messages ("number", "string", ...)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -93,7 +94,7 @@ def _json_kind(value: Any) -> str:
         return "number"
     if isinstance(value, str):
         return "string"
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return "array"
     if isinstance(value, dict):
         return "object"
@@ -109,7 +110,7 @@ def _wrong(
     elif kind == "number" and _is_integer(value):
         what = "is too large for a 64-bit float"
     else:
-        what = f"must be {kind}, got {_json_kind(value)} {excerpt(value)}"
+        what = f"must be {kind}, got {json_kind(value)} {excerpt(value)}"
     row_id = row.get("id") if isinstance(row, dict) else None
     where = f" (row id {sanitize(row_id, 64)!r})" if isinstance(row_id, str) else ""
     return ResponseShapeError(
@@ -163,7 +164,7 @@ class Endpoint:
         if not isinstance(obj, dict):
             what = "row" if self.rows else "object 'data'"
             raise ResponseShapeError(
-                f"{what} must be an object, got {_json_kind(obj)}",
+                f"{what} must be an object, got {json_kind(obj)}",
                 endpoint=self.key,
                 request_id=request_id,
             )
@@ -204,7 +205,7 @@ def _check_path(
         return
     if not isinstance(value, dict):
         raise ResponseShapeError(
-            f"field '{where}' must be an object, got {_json_kind(value)}",
+            f"field '{where}' must be an object, got {json_kind(value)}",
             field=where,
             endpoint=endpoint,
             request_id=request_id,
