@@ -175,7 +175,8 @@ def _run_checks(
     wanted = [c for c in checks if c.key in context.selected_asset_check_keys]
     if not wanted:
         return
-    with context.resources.warehouse.get_warehouse() as warehouse:
+    # one connection for all of them (DuckDB: a new one per query would cost an open of the file each)
+    with context.resources.warehouse.get_warehouse() as warehouse, warehouse.session():
         api = context.resources.api if ask_api else None
         inputs = CheckInputs(warehouse, context.instance, context.run.tags, api, metadata)
         for check in wanted:

@@ -414,7 +414,7 @@ def _table_counts(settings: Settings) -> dict[str, int | None]:
     from resources.warehouse.queries import row_count
     from resources.warehouse.resource import warehouse_from_url
 
-    with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse:
+    with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse, warehouse.session():
         return {name: row_count(warehouse, name) for name in ALL_TABLES}
 
 

@@ -36,8 +36,15 @@ def served(sandbox: SandboxHandle) -> int:
 def test_check_passes_with_a_valid_key_in_one_request(env: Path, sandbox: SandboxHandle, capsys) -> None:
     sandbox.reset_stats()
     assert main(["check"]) == EXIT_OK
-    assert "OK" in capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
+    assert "OK" in out and sandbox.url in out and "takes writes" in out  # the URL and the warehouse
     assert sandbox.stats() == {"GET /v1/brands": {"200": 1}}
+
+
+def test_check_also_checks_the_warehouse(env: Path, sandbox: SandboxHandle, capsys) -> None:
+    env.write_text("not a database")  # an existing file that is not DuckDB's
+    assert main(["check"]) == EXIT_CONFIG
+    assert "VISIBILITY_WAREHOUSE" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -82,7 +89,7 @@ def test_check_reports_an_unreachable_service(env: Path, monkeypatch: pytest.Mon
         port = sock.getsockname()[1]
     monkeypatch.setenv("VISIBILITY_API_URL", f"http://127.0.0.1:{port}")
     assert main(["check"]) == EXIT_UNAVAILABLE
-    assert capsys.readouterr().err
+    assert f"http://127.0.0.1:{port}" in capsys.readouterr().err  # names what it could not reach
 
 
 def test_run_lands_the_range_and_prints_what_landed(env: Path, capsys) -> None:
