@@ -1545,6 +1545,7 @@ def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, comman
         for r in failed:
             for item in r.observed:
                 lines.append(f"- {r.scenario} ({r.backend}): {_clip(item, 600)}")
+            lines += [f"  - {_clip(note, 400)}" for note in r.notes]
     lines.append("")
     return "\n".join(lines)
 

@@ -329,7 +329,7 @@ def sync(
         _progress(show_progress) as bar,
         shared_budget(api_url, api_key, retry_deadline_seconds=settings.retry_deadline_seconds) as budget,
         _status_lines(budget, bar),
-        DagsterInstance.get() if recorded else DagsterInstance.ephemeral() as instance,
+        _recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
     ):
         if recorded:
             fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))
@@ -346,6 +346,25 @@ def sync(
             if summary.stops or budget.cancelled:
                 break
     return summary
+
+
+def _recording_instance() -> Any:
+    """``DAGSTER_HOME``'s instance, created under a file lock: two commands started together on a
+    new home would otherwise race to create Dagster's SQLite tables ("table ... already exists")."""
+    import fcntl
+
+    from dagster import DagsterInstance
+
+    home = Path(os.environ["DAGSTER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".visibility-sync.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            instance = DagsterInstance.get()
+            instance.get_runs(limit=1)  # every storage created before the lock is let go
+            return instance
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @contextmanager

@@ -21,7 +21,8 @@ import logging
 import re
 import threading
 
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",;\])]+")
+#: a token after "Bearer", unless it is the mask already (scrubbing twice must not add brackets)
+_BEARER = re.compile(r"(?i)(bearer\s+)(?!\[redacted\])[^\s'\",;\])]+")
 REDACTED = "[redacted]"
 
 #: Longest service-provided text quoted in a message (error ``message``, body excerpt).

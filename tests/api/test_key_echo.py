@@ -147,3 +147,13 @@ def test_a_key_echoed_in_a_wrongly_typed_body_field_is_not_quoted(
         list(api.list_brands())
     assert caught.value.field == "engines" and "'[redacted]'" in str(caught.value)  # type: ignore[attr-defined]
     assert_no_key(sandbox.keys, *_texts_of(caught.value))
+
+
+def test_scrubbing_a_text_again_leaves_the_mask_as_it_was() -> None:
+    from resources.api.redaction import REDACTED, register_secret, scrub
+
+    key = "vsk_" + "k" * 32
+    register_secret(key)
+    once = scrub(f"(Authorization: Bearer {key})")
+    assert once == f"(Authorization: Bearer {REDACTED})"
+    assert scrub(scrub(once)) == once

@@ -2,9 +2,10 @@
 
 Each test asserts what the issue "Reliability: nothing half-landed, nothing left behind, fail fast
 and say why" asks for, through the real CLI as a process against the real sandbox (and a rewriting
-proxy), into real DuckDB files and a real Postgres; a failure lists what the suite observed. The
-tests share one harness per module (per xdist worker): one sandbox and the fault-free reference
-runs every scenario compares with. About two minutes on an idle 2-core machine.
+proxy), into real DuckDB files (the full suite, ``bench/reliability.py``, adds Postgres); a failure
+lists what the suite observed. The tests share one harness per module (per xdist worker): one
+sandbox and the fault-free reference runs every scenario compares with. About 2.5 minutes with
+``-n 2`` on the shared 2-core machine.
 """
 
 from __future__ import annotations
