@@ -22,9 +22,7 @@ import contextlib
 import itertools
 import json
 import re
-import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,7 +30,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
-import uvicorn
+
+from sandbox.testing import serve_in_thread
 
 #: Endpoint templates of the spec as path patterns (the proxy sees concrete paths).
 MENTIONS = r"^/v1/prompts/[^/]+/mentions$"
@@ -56,7 +55,6 @@ _HOP_HEADERS = frozenset(
         "proxy-connection",
     }
 )
-_START_TIMEOUT_SECONDS = 30.0
 #: A cursor the proxy invents; a request that carries one never reaches the sandbox with it.
 ENDLESS_PREFIX = "endless-"
 
@@ -410,41 +408,12 @@ class ProxyHandle:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
 @contextlib.contextmanager
 def run_proxy(upstream: str, rewrite: Rewrite | None = None) -> Iterator[ProxyHandle]:
     """Serve the proxy on a free loopback port until the block exits (then stop and join it)."""
     rewrite = rewrite or Rewrite()
-    app = ProxyApp(upstream, rewrite)
-    sock = _free_socket()
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2
-        )
-    )
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name=f"proxy-{port}", daemon=True
-    )
-    thread.start()
-    deadline = time.monotonic() + _START_TIMEOUT_SECONDS
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            sock.close()
-            raise RuntimeError("the proxy did not start")
-        time.sleep(0.01)
-    try:
-        yield ProxyHandle(f"http://127.0.0.1:{port}", rewrite)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with serve_in_thread(ProxyApp(upstream, rewrite), "proxy") as url:
+        yield ProxyHandle(url, rewrite)
 
 
 # ---------------------------------------------------------------------------------------------

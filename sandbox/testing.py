@@ -65,10 +65,9 @@ def _free_socket() -> socket.socket:
 
 
 @contextlib.contextmanager
-def run_sandbox(config: SandboxConfig | None = None) -> Iterator[SandboxHandle]:
-    """Serve a sandbox until the block exits; the server stops and its thread is joined on exit."""
-    config = config or SandboxConfig()
-    app = create_app(config)
+def serve_in_thread(app: Any, name: str) -> Iterator[str]:
+    """Serve an ASGI ``app`` with uvicorn on a free loopback port in a background thread; yields its
+    base URL. On exit the server stops and its thread is joined (the sandbox, a test's proxy)."""
     sock = _free_socket()
     port = sock.getsockname()[1]
     server = uvicorn.Server(
@@ -77,19 +76,27 @@ def run_sandbox(config: SandboxConfig | None = None) -> Iterator[SandboxHandle]:
         )
     )
     thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name=f"sandbox-{port}", daemon=True
+        target=server.run, kwargs={"sockets": [sock]}, name=f"{name}-{port}", daemon=True
     )
     thread.start()
     deadline = time.monotonic() + _START_TIMEOUT_SECONDS
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             sock.close()
-            raise RuntimeError("the sandbox server did not start")
+            raise RuntimeError(f"the {name} server did not start")
         time.sleep(0.01)
-    sb: Sandbox = app.state.sandbox
     try:
-        yield SandboxHandle(f"http://127.0.0.1:{port}", dict(sb.world.keys_by_role), sb.world, sb)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+@contextlib.contextmanager
+def run_sandbox(config: SandboxConfig | None = None) -> Iterator[SandboxHandle]:
+    """Serve a sandbox until the block exits; the server stops and its thread is joined on exit."""
+    app = create_app(config or SandboxConfig())
+    with serve_in_thread(app, "sandbox") as url:
+        sb: Sandbox = app.state.sandbox
+        yield SandboxHandle(url, dict(sb.world.keys_by_role), sb.world, sb)
