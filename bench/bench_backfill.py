@@ -108,6 +108,24 @@ SCENARIO_NAMES = (*SELECTIONS, "small")
 # measurements
 
 
+def request_figures(
+    requests: int, stats: Any, minimum: dict[str, int], wall: float, bound: float
+) -> dict[str, Any]:
+    """The figures every scenario reports: requests against the planner's minimum, wall against the
+    rate bound (the same keys for the command line and the UI, so RESULTS.md reads them alike)."""
+    return {
+        "requests": requests,
+        "responses_429": D.throttled(stats),
+        "minimum": sum(minimum.values()),
+        "minimum_by_endpoint": minimum,
+        "requests_by_endpoint": D.by_endpoint(stats),
+        "requests_vs_minimum": ratio(requests, sum(minimum.values())),
+        "wall_seconds": wall,
+        "rate_bound_seconds": round(bound, 2),
+        "wall_vs_rate_bound": ratio(wall, bound),
+    }
+
+
 def ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if b else None
 
@@ -144,15 +162,7 @@ def measure_cli(
         "engines": list(engines or ()),
         "args": " ".join(D.cli_args(dates, engines)),
         "exit_code": outcome.exit_code,
-        "requests": requests,
-        "responses_429": D.throttled(stats),
-        "minimum": sum(minimum.values()),
-        "minimum_by_endpoint": minimum,
-        "requests_by_endpoint": D.by_endpoint(stats),
-        "requests_vs_minimum": ratio(requests, sum(minimum.values())),
-        "wall_seconds": outcome.wall_seconds,
-        "rate_bound_seconds": round(bound, 2),
-        "wall_vs_rate_bound": ratio(outcome.wall_seconds, bound),
+        **request_figures(requests, stats, minimum, outcome.wall_seconds, bound),
         "overhead_seconds": round(outcome.wall_seconds - bound, 2),
         "db": str(db),
     }
@@ -217,15 +227,7 @@ def measure_ui(
         "run_statuses": outcome.run_statuses,
         "run_ranges": outcome.run_ranges(timed=True),
         "run_failures": outcome.failures(),
-        "requests": requests,
-        "responses_429": D.throttled(stats),
-        "minimum": sum(minimum.values()),
-        "minimum_by_endpoint": minimum,
-        "requests_by_endpoint": D.by_endpoint(stats),
-        "requests_vs_minimum": ratio(requests, sum(minimum.values())),
-        "wall_seconds": outcome.wall_seconds,
-        "rate_bound_seconds": round(bound, 2),
-        "wall_vs_rate_bound": ratio(outcome.wall_seconds, bound),
+        **request_figures(requests, stats, minimum, outcome.wall_seconds, bound),
         "runs_span_seconds": round(span[1] - span[0], 2) if span else None,
         "pickup_seconds": round(span[0] - outcome.launched_at, 2) if span else None,
         "tail_seconds": round(outcome.ended_at - span[1], 2) if span else None,
