@@ -17,7 +17,7 @@ import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,8 @@ from assets.prefetch import StopSignal, fetch_ahead
 from assets.shared_fetch import SharedFetches
 from assets.spool import DateSpool
 from resources.api.client import RequestStats, VisibilityClient
-from resources.warehouse.base import SnapshotScope, TableSpec, WriteResult
+from resources.api.errors import SyncCancelled
+from resources.warehouse.base import SnapshotScope, TableSpec, Warehouse, WriteResult
 
 API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
@@ -154,21 +155,19 @@ class StepFailed(Exception):
         super().__init__(f"sync failed for {', '.join(self.failures)} ({detail})")
 
 
-#: Kept for callers of the earlier name.
-LandingFailed = StepFailed
-
-
 def _run_checks(
     context: AssetExecutionContext,
     checks: Sequence[TableCheck],
     metadata: Mapping[str, Any] | None = None,
     *,
     ask_api: bool = True,
+    warehouse: Warehouse | None = None,
 ) -> Iterator[AssetCheckResult]:
     """Evaluate the selected ``checks`` (of a table that just landed, or of a run of checks alone).
 
     A check that cannot run (its query failed, the API did not answer) is a failed check, not a
-    failed step: the table it checks has landed either way.
+    failed step: the table it checks has landed either way. ``warehouse``: the handle (and session)
+    the table was just landed with, else a new one.
     """
     from resources.api.errors import SyncCancelled
 
@@ -176,7 +175,10 @@ def _run_checks(
     if not wanted:
         return
     # one connection for all of them (DuckDB: a new one per query would cost an open of the file each)
-    with context.resources.warehouse.get_warehouse() as warehouse, warehouse.session():
+    with (
+        nullcontext(warehouse) if warehouse else context.resources.warehouse.get_warehouse() as warehouse,
+        warehouse.session(),
+    ):
         api = context.resources.api if ask_api else None
         inputs = CheckInputs(warehouse, context.instance, context.run.tags, api, metadata)
         for check in wanted:
@@ -617,9 +619,15 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
                                 f"{spec.name}: brand {brand_id} is out of this key's scope (404); skipped"
                             )
                         retire = _retire_scope(table, item.scope, item.notes, context)
+                        # the upsert and the table's checks share one connection (one open of a file)
                         with warehouse.session():
                             warehouse.ensure_table(spec)
                             result = warehouse.upsert_snapshot(spec, item.rows, context.run_id, retire)
+                            checked = list(
+                                _run_checks(context, checks_of([spec.name]), item.notes, warehouse=warehouse)
+                            )
+                    except SyncCancelled:
+                        raise
                     except Exception as exc:
                         context.log.error(
                             f"{spec.name}: sync failed ({exc}); the table keeps its previous rows"
@@ -639,7 +647,7 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
                             **_notes_metadata(item.notes),
                         },
                     )
-                    yield from _run_checks(context, checks_of([spec.name]), item.notes)
+                    yield from checked
             except Exception as exc:  # a refused key or an unreachable service: no later table can sync
                 context.log.error(
                     f"snapshots stopped ({exc}); the tables not synced keep their previous rows"

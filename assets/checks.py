@@ -6,8 +6,8 @@ with metadata that says what broke and where (counts plus a few sample rows):
 * ``keys_unique`` on every table: no key value occurs twice (ERROR).
 * ``cited_pages_not_capped`` / ``generations_not_capped``: the service truncated a top-N or complete
   set (``capped``): WARN with ``total_count`` against the rows landed.
-* ``share_of_voice_sums_to_100`` on ``competitor_trends``: per brand, engine and day with mentions,
-  within ``SOV_TOLERANCE`` percentage points (ERROR).
+* ``share_of_voice_sums_to_100`` on ``competitor_trends``: per brand, engine and day (week, request
+  window) with mentions, within ``SOV_TOLERANCE`` percentage points (ERROR).
 * ``window_totals_match_series`` on ``competitor_trends``: the service's window ``totals`` (counts)
   equal the sums of the daily points landed, for each brand's last ``TOTALS_WINDOW_DAYS`` settled days
   of the ``all`` rollup (one API call per brand, only in runs that land the ``all`` rollup) (ERROR).
@@ -49,9 +49,8 @@ from dagster import (
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG
 
-from assets.partitions import ALL_ENGINES
+from assets.partitions import ALL_ENGINES, PARTITION_SETTINGS
 from assets.tables import ALL_TABLES
-from pipelines.config import lookback_days_from_env
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse import queries
 from resources.warehouse.base import TableSpec, Warehouse
@@ -90,6 +89,8 @@ class CheckInputs:
     api: VisibilityAPIResource | None = None
     #: metadata of the table's materialization in this step; None: read its latest from the instance
     metadata: Mapping[str, Any] | None = None
+    #: days the service may still restate (the settings' lookback): points before them are final
+    lookback_days: int = PARTITION_SETTINGS.lookback_days
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,7 @@ def window_totals_match_series(inputs: CheckInputs) -> AssetCheckResult:
             else "this run landed no `all` partition: the all-engine totals were not compared",
             metadata={"brands_checked": 0},
         )
-    end_before = settled_end(_today(), lookback_days_from_env())
+    end_before = settled_end(_today(), inputs.lookback_days)
     windows = queries.trend_windows(inputs.warehouse, end_before=end_before, days=TOTALS_WINDOW_DAYS)
     landed = {
         brand: queries.competitor_series_totals(
@@ -355,8 +356,8 @@ TABLE_CHECKS: tuple[TableCheck, ...] = (
     TableCheck(
         "competitor_trends",
         "share_of_voice_sums_to_100",
-        f"Per brand, engine and day with mentions, share of voice over the brand and its tracked "
-        f"competitors sums to 100 (within {SOV_TOLERANCE} points).",
+        f"Per brand, engine and day (week, request window) with mentions, share of voice over the brand "
+        f"and its tracked competitors sums to 100 (within {SOV_TOLERANCE} points).",
         share_of_voice_sums_to_100,
     ),
     TableCheck(

@@ -189,8 +189,9 @@ def land(warehouse: Warehouse, spec: TableSpec, outcome: FetchOutcome, run_id: s
     the table's landing commits whole or not at all, and holds one chunk's rows at a time.
     """
     assert spec.date_column is not None
-    warehouse.ensure_table(spec)
-    return warehouse.replace_partitions_together(spec, SpooledWrites(spec, outcome), run_id)
+    with warehouse.session():  # one connection (DuckDB: one open of the file) for both
+        warehouse.ensure_table(spec)
+        return warehouse.replace_partitions_together(spec, SpooledWrites(spec, outcome), run_id)
 
 
 def brand_engines(brands: list[dict[str, Any]], *, with_rollup: bool) -> dict[str, tuple[str, ...]]:

@@ -8,6 +8,11 @@ Dagster lets the UI pick a date range for a group only when every asset at its r
 partitions definition: one backfill dialog then covers every daily table.
 
 Multi-partition keys read ``<date>|<engine>`` (Dagster orders dimensions by name).
+
+Dagster needs one fixed partitions definition per code location, when the assets are declared, i.e.
+at import: :data:`PARTITION_SETTINGS` (first day, lookback) are therefore the settings this layer
+reads itself, once, through ``settings.py`` (the only reader of the environment), and those alone,
+so a mistake in the API or warehouse settings does not stop the import.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from dagster import (
     StaticPartitionsDefinition,
 )
 
-from pipelines.config import start_date_from_env
 from resources.api.endpoints import ENGINES
+from settings import PartitionSettings, load_partition_settings
 
 ALL_ENGINES = "all"
 ENGINES_WITH_ALL: tuple[str, ...] = (*ENGINES, ALL_ENGINES)
@@ -31,19 +36,20 @@ DATE_DIM = "date"
 ENGINE_DIM = "engine"
 
 
-def daily_partitions(start: dt.date | None = None) -> DailyPartitionsDefinition:
+def daily_partitions(start: dt.date) -> DailyPartitionsDefinition:
     """Days from ``start`` (``VISIBILITY_START_DATE``, default 90 days ago) to yesterday."""
-    return DailyPartitionsDefinition(start_date=(start or start_date_from_env()).isoformat())
+    return DailyPartitionsDefinition(start_date=start.isoformat())
 
 
-def date_engine_partitions(start: dt.date | None = None) -> MultiPartitionsDefinition:
+def date_engine_partitions(start: dt.date) -> MultiPartitionsDefinition:
     return MultiPartitionsDefinition(
         {DATE_DIM: daily_partitions(start), ENGINE_DIM: StaticPartitionsDefinition(list(ENGINES_WITH_ALL))}
     )
 
 
-#: Built once at import from the environment, as Dagster needs a fixed definition per code location.
-DAILY_PARTITIONS = date_engine_partitions()
+#: Read once at import (module docstring); the checks' default lookback too.
+PARTITION_SETTINGS: PartitionSettings = load_partition_settings()
+DAILY_PARTITIONS = date_engine_partitions(PARTITION_SETTINGS.start_date)
 
 
 def partition_key(day: dt.date, engine: str) -> str:

@@ -7,8 +7,12 @@ engine)``, not necessarily contiguous or rectangular. The planner turns it into 
   filter on the dates where the run covers every engine the brand is measured on, else one call per
   engine. The date runs of each engine are maximal, so a 30-day backfill is one call per prompt.
 * **answers** (paged, per brand): the same rule as mentions, per brand instead of per prompt.
-* **competitor trends** (one response, no paging): one call per brand and engine over the hull of the
-  engine's dates; ``all`` is the call with the engine omitted. Days outside the run are dropped.
+* **competitor trends** (one response, no paging): one ``granularity=day`` call per brand and engine
+  over the hull of the engine's dates (``all`` is the call with the engine omitted; days outside the
+  run are dropped; the response's window ``totals`` land from the same call), plus one
+  ``granularity=week`` call per brand and engine whose dates include a Sunday: a week is owned by the
+  partition of its last day, so the call covers the whole ISO weeks (Monday to Sunday) of those
+  Sundays (docs/TABLES.md, "Competitor trends: days, weeks and windows").
 * **citation trends**: one call per brand, target domain (own domain, each tracked competitor's
   domains) and engine, over the hull.
 * **citation URLs**: aggregated over the request window, so one call per brand, engine and day.
@@ -21,9 +25,10 @@ which the client counts and the assets report separately.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -94,6 +99,8 @@ class Call:
     prompt_id: str | None = None
     #: citation trends: the domain trended; None trends the brand's own domain (the API default)
     domain: str | None = None
+    #: competitor trends: ``day`` or ``week`` (the API's ``granularity``); None for other endpoints
+    granularity: str | None = None
 
     @property
     def landed_engine(self) -> str | None:
@@ -281,12 +288,45 @@ def _hull_calls_per_engine(
     return calls
 
 
+#: Weekday of the last day of an ISO week (Sunday): the partition that owns a week of competitor trends.
+WEEK_OWNER_WEEKDAY = 6
+
+
+def week_start(day: dt.date) -> dt.date:
+    """The Monday of ``day``'s ISO week: the API's bucket start at ``granularity=week``."""
+    return day - dt.timedelta(days=day.weekday())
+
+
+def _week_calls(brand: BrandInput, cells: frozenset[Cell]) -> list[Call]:
+    """Per engine with a Sunday in the run: the whole ISO weeks from the first to the last Sunday."""
+    sundays: dict[str, list[dt.date]] = defaultdict(list)
+    for day, engine in _brand_cells(cells, brand, with_rollup=True):
+        if day.weekday() == WEEK_OWNER_WEEKDAY:
+            sundays[engine].append(day)
+    return [
+        Call(
+            Endpoint.COMPETITOR_TRENDS,
+            brand.brand_id,
+            Window(week_start(min(days)), max(days) + dt.timedelta(days=1)),
+            engine=None if engine == ALL else engine,
+            granularity="week",
+        )
+        for engine, days in sorted(sundays.items())
+    ]
+
+
 def plan_competitor_trends(
     cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
 ) -> Plan:
-    """Competitor trends: one call per brand and engine (``all``: engine omitted) over the hull."""
+    """Competitor trends: per brand and engine (``all``: engine omitted), one ``day`` call over the
+    hull, and one ``week`` call over the whole weeks of the run's Sundays (none without a Sunday)."""
     frozen, brand_list = frozenset(cells), list(brands)
-    calls = [c for b in brand_list for c in _hull_calls_per_engine(Endpoint.COMPETITOR_TRENDS, b, frozen)]
+    calls = [
+        dataclasses.replace(c, granularity="day")
+        for b in brand_list
+        for c in _hull_calls_per_engine(Endpoint.COMPETITOR_TRENDS, b, frozen)
+    ]
+    calls += [c for b in brand_list for c in _week_calls(b, frozen)]
     return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
 
 
@@ -345,11 +385,3 @@ def expected_requests(plan: Plan) -> dict[str, int]:
     for call in plan.calls:
         counts[str(call.endpoint)] += 1
     return dict(counts)
-
-
-def merge_counts(*counts: Mapping[str, int]) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for c in counts:
-        for k, v in c.items():
-            out[k] += v
-    return dict(out)

@@ -1,8 +1,10 @@
-"""The warehouse contract: one :class:`TableSpec` per table of DESIGN.md, typed and described.
+"""The warehouse contract: one :class:`TableSpec` per landed table, typed and described.
 
-Column names are the API's field names plus the keys DESIGN.md adds. The descriptions land as column
-comments (DuckDB, Postgres) or descriptions (BigQuery) and in Dagster's ``dagster/column_schema``, so
-BI users read them where they query.
+Column names are the API's field names plus the keys the connector adds (README.md, "Tables"). The
+descriptions land as column comments (DuckDB, Postgres) or descriptions (BigQuery), in Dagster's
+``dagster/column_schema`` and in the data dictionary docs/TABLES.md (generated from these specs by
+``python -m resources.warehouse.dictionary``), so BI users read them where they query. A file a
+description names must exist in this repository (tests/warehouse/test_dictionary.py).
 
 Decisions kept here (see docs/OPERATIONS.md):
 
@@ -15,9 +17,9 @@ Decisions kept here (see docs/OPERATIONS.md):
 * Every field the spec types is a declared column with its real type, so a value of another type
   (a count sent as ``"3"``) is an error naming the table, the column and the endpoint, never a
   column of another type that every later correct run would then fail on. The answer list's shape is
-  assumed (DESIGN.md); the fields the sandbox serves beyond it (``brand_mentioned``,
-  ``brand_position``, ``mention_count``, ``citation_count``) are declared for the same reason, with
-  the types earlier versions inferred for them.
+  assumed (README.md, "Assumptions where the service's spec is silent"); the fields the sandbox
+  serves beyond it (``brand_mentioned``, ``brand_position``, ``mention_count``, ``citation_count``)
+  are declared for the same reason, with the types earlier versions inferred for them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pyarrow as pa
 
 from resources.api import endpoints as ep
 from resources.warehouse.base import Column, TableSpec
+from resources.warehouse.views import TREND_METRICS
 
 STRING = pa.string()
 INT = pa.int64()
@@ -201,7 +204,7 @@ PROMPT_MENTIONS = TableSpec(
 ANSWERS = TableSpec(
     name="answers",
     description="Answers engines returned to each brand's prompts (GET /v1/brands/{id}/answers; shape "
-    "assumed, see DESIGN.md: fields beyond these land as extra columns). Partitioned by checked_on and "
+    "assumed, see README.md: fields beyond these land as extra columns). Partitioned by checked_on and "
     "engine.",
     columns=(
         Column("id", STRING, "Answer id (uuid); prompt_mentions.response_id refers to it.", nullable=False),
@@ -281,30 +284,26 @@ CITATION_TRENDS = TableSpec(
     date_column="date",
 )
 
-_METRIC_COLUMNS = (
-    Column("responses_answered", INT, "The brand's answered responses that day (visibility denominator)."),
-    Column("responses_with_brand", INT, "Answered responses that mention this entity."),
-    Column("mention_count", INT, "Mentions of this entity."),
-    Column("citation_count", INT, "Citations of this entity's own website in the same answers."),
-    Column("detection_rate", FLOAT, "0-100: share of answers that mention the entity."),
-    Column("visibility_score", FLOAT, "0-100: detection weighted by position and top-3 share."),
-    Column("avg_position", FLOAT, "Average position of the entity's mentions; null without mentions."),
-    Column("avg_sentiment", FLOAT, "Average sentiment of the entity's mentions; null without mentions."),
-    Column("top3_visibility", FLOAT, "Share of answers naming the entity in the top 3; null if none."),
-    Column("win_rate", FLOAT, "0-100: share of answers where the entity is named first."),
-    Column("share_of_voice", FLOAT, "0-100: the entity's mentions over the brand plus tracked competitors."),
-)
+#: ``competitor_trends.granularity`` values: the API's series buckets, and the request window's totals.
+DAY, WEEK, WINDOW = "day", "week", "window"
 
 COMPETITOR_TRENDS = TableSpec(
     name="competitor_trends",
-    description="Daily metrics of each brand and its tracked competitors (GET "
-    "/v1/brands/{id}/competitors/trends, granularity day): one row per series point per entity, per "
-    "engine and `all`. Window totals are recomputed from these points (docs/OPERATIONS.md).",
+    description="Metrics of each brand and its tracked competitors (GET /v1/brands/{id}/competitors/trends), "
+    "per engine and `all`, one row per entity and period: granularity `day` (daily series points), "
+    "`week` (weekly series points, Monday to Sunday) and `window` (the response's totals over the "
+    "request window). A row covers period_start to date (inclusive) and belongs to the date partition "
+    "of its last day, `date`. Filter on granularity, or read the views share_of_voice_daily, "
+    "competitor_trends_weekly and competitor_trend_totals (docs/TABLES.md).",
     columns=(
         _BRAND_ID,
         _ENGINE,
         Column(
-            "granularity", STRING, "Bucket size: `day` (the connector lands daily points).", nullable=False
+            "granularity",
+            STRING,
+            "`day`: a daily series point; `week`: a weekly series point (ISO week, Monday to Sunday); "
+            "`window`: the totals over the whole request window.",
+            nullable=False,
         ),
         Column("competitor_id", STRING, "Tracked competitor id (uuid); null for the brand itself."),
         Column("brand_name", STRING, "Name of the entity (the brand or a competitor).", nullable=False),
@@ -315,8 +314,20 @@ COMPETITOR_TRENDS = TableSpec(
             DATE,
             "Earliest date with complete history for the entity; null while backfilling.",
         ),
-        Column("date", DATE, "Bucket start: the day.", nullable=False),
-        *_METRIC_COLUMNS,
+        Column(
+            "date",
+            DATE,
+            "Last day the row covers, and the date partition it belongs to: the day (`day`), the Sunday "
+            "ending the week (`week`), the last day of the request window (`window`).",
+            nullable=False,
+        ),
+        Column(
+            "period_start",
+            DATE,
+            "First day the row covers: the day (`day`), the Monday of the week (`week`; the API's bucket "
+            "date), the request's `from` (`window`). Null on day rows landed before this column existed.",
+        ),
+        *TREND_METRICS,  # shared with the views that pass them through
     ),
     key=("brand_id", "engine", "granularity", "brand_name", "date"),
     kind="partitioned",

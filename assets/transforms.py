@@ -11,9 +11,10 @@ Decisions (also in docs/OPERATIONS.md):
   inferred Arrow type; objects and lists that are not lists of strings land as JSON text, so a new
   nested field never breaks the schema of an existing table. A column whose values are all null
   lands as text. An unknown integer beyond 64 bits is a ``TransformError`` naming the field.
-* Nested known values that identify a row are flattened (citation trend ``target``); competitor
-  trend window ``totals`` are not landed: they are recomputable from the daily points
-  (docs/OPERATIONS.md), and a run's window is arbitrary.
+* Nested known values that identify a row are flattened (citation trend ``target``). Competitor
+  trend series points land as ``day`` or ``week`` rows, and the ``totals`` of a ``day`` response as
+  ``window`` rows of the same table; every row covers ``period_start`` to ``date`` and belongs to the
+  partition of ``date``, its last day (docs/TABLES.md, "Competitor trends: days, weeks and windows").
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assets import tables as T
-from assets.planning import ALL, Box, Cell
+from assets.planning import Box, Cell, Window
 from resources.api.endpoints import json_kind
 from resources.api.errors import ResponseShapeError
 from resources.api.redaction import excerpt, sanitize
@@ -292,8 +293,8 @@ def concat(spec: TableSpec, parts: Iterable[pa.Table]) -> pa.Table:
     """Concatenate parts whose extra columns may differ (missing ones become null), contiguously.
 
     A spool's rows come back as thousands of small batches, and engines load a fragmented table
-    poorly: DuckDB needed 177 MB more to insert a week of mentions (28 MB of Arrow) in 1,500 pieces,
-    78 MB in one. One copy of the rows costs less.
+    poorly: DuckDB needs far more memory to insert the same rows in many small pieces than in one
+    (bench/RESULTS.md, *Landing memory*). One copy of the rows costs less.
     """
     tables = [t for t in parts if t.num_rows or t.num_columns > len(spec.columns)]
     if not tables:
@@ -395,30 +396,89 @@ def citation_trend_table(data: Row, *, brand_id: str, engine: str) -> pa.Table:
 _ENTITY_FIELDS = ("brand_name", "is_your_brand", "domains", "history_from")
 
 
-def competitor_trend_table(data: Row, *, brand_id: str, engine: str) -> pa.Table:
-    """Every entity's series points (the brand, then each tracked competitor); totals not landed."""
-    granularity = data.get("granularity") or "day"
+def _trend_date(value: Any, column: str) -> dt.date:
+    """A date of a competitor trend response (a bucket start, ``from``, ``to``), or a TransformError."""
+    try:
+        day = _to_date(value)
+    except (TypeError, ValueError) as exc:
+        day, problem = None, str(exc)
+    else:
+        problem = "missing"
+    if day is None:
+        raise TransformError(
+            f"{T.COMPETITOR_TRENDS.name}.{column}: {problem}; nothing was written",
+            table=T.COMPETITOR_TRENDS.name,
+            column=column,
+            endpoint=T.SOURCE_ENDPOINTS[T.COMPETITOR_TRENDS.name],
+        )
+    return day
+
+
+def _bucket_end(start: dt.date, granularity: str) -> dt.date:
+    """The last day of a series bucket: the day itself, or the Sunday of a week starting on Monday."""
+    if granularity == T.DAY:
+        return start
+    if granularity == T.WEEK and start.weekday() == 0:
+        return start + dt.timedelta(days=6)
+    raise TransformError(
+        f"{T.COMPETITOR_TRENDS.name}.period_start: a `{granularity}` bucket starting {start} (the "
+        "spec's buckets are days, or weeks starting on Monday); nothing was written",
+        table=T.COMPETITOR_TRENDS.name,
+        column="period_start",
+        endpoint=T.SOURCE_ENDPOINTS[T.COMPETITOR_TRENDS.name],
+    )
+
+
+def competitor_trend_table(
+    data: Row, *, brand_id: str, engine: str, totals: bool = False, window: Window | None = None
+) -> pa.Table:
+    """Every entity's series points (the brand, then each tracked competitor), as ``day`` or ``week``
+    rows; with ``totals``, each entity's window totals too, as a ``window`` row owned by the window's
+    last day. ``window`` (the request's) stands in for a response without ``from``/``to``."""
+    granularity = data.get("granularity") or T.DAY
     entities = [data["brand"], *(data.get("competitors") or ())] if data.get("brand") else []
     shaped: list[dict[str, Any]] = []
+    period: tuple[dt.date, dt.date] | None = None
+    if totals and entities:
+        first = _trend_date(data.get("from") or (window and window.start), "period_start")
+        end = _trend_date(data.get("to") or (window and window.end), "date")
+        period = (first, end - dt.timedelta(days=1))
     for entity in entities:
-        common = {name: entity.get(name) for name in _ENTITY_FIELDS}
+        common = {
+            **{name: entity.get(name) for name in _ENTITY_FIELDS},
+            "brand_id": brand_id,
+            "engine": engine,
+            "competitor_id": entity.get("id"),
+        }
         for point in entity.get("series") or ():
+            start = _trend_date(point.get("date"), "period_start")
             shaped.append(
                 {
                     **point,
                     **common,
-                    "brand_id": brand_id,
-                    "engine": engine,
                     "granularity": granularity,
-                    "competitor_id": entity.get("id"),
+                    "period_start": start,
+                    "date": _bucket_end(start, granularity),
+                }
+            )
+        if period is not None and entity.get("totals") is not None:
+            if not isinstance(entity["totals"], Mapping):
+                raise TransformError(
+                    f"{T.COMPETITOR_TRENDS.name}: `totals` of {json_kind(entity['totals'])} "
+                    f"{_quote(entity['totals'])} where an object was expected; nothing was written",
+                    table=T.COMPETITOR_TRENDS.name,
+                    endpoint=T.SOURCE_ENDPOINTS[T.COMPETITOR_TRENDS.name],
+                )
+            shaped.append(
+                {
+                    **entity["totals"],
+                    **common,
+                    "granularity": T.WINDOW,
+                    "period_start": period[0],
+                    "date": period[1],
                 }
             )
     return rows_to_table(T.COMPETITOR_TRENDS, shaped)
-
-
-def rollup_engine(engine: str | None) -> str:
-    """The ``engine`` value a response without per-row engines lands under."""
-    return ALL if engine is None else engine
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,9 @@
 """Partitioned assets with an all-engine rollup (date x 7 engines + ``all``): cited pages,
-citation trends, competitor trends. The rollup is fetched (engine omitted), never summed."""
+citation trends, competitor trends. The rollup is fetched (engine omitted), never summed.
+
+Competitor trends land days, weeks and window totals in one table (docs/TABLES.md): the totals
+come with the day series (no request of their own); weeks cost one more call per brand and engine
+in a run that holds a Sunday (their owner partition)."""
 
 from __future__ import annotations
 
@@ -33,29 +37,37 @@ def fetch_cited_pages(client: VisibilityClient, call: Call) -> Iterator[pa.Table
         result.rows,
         brand_id=call.brand_id,
         day=call.window.start,
-        engine=call.landed_engine or X.rollup_engine(None),
+        engine=call.landed_engine,
         total_count=result.total_count,
         total_citations=result.total_citations,
         capped=result.capped,
     )
 
 
-def _unwrap(payload: dict[str, Any]) -> dict[str, Any]:
-    return payload["data"] if "data" in payload and isinstance(payload["data"], dict) else payload
-
-
 def fetch_citation_trends(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
     data = client.citation_trends(
         call.brand_id, domain=call.domain, engine=call.engine, start=call.window.start, end=call.window.end
     )
-    yield X.citation_trend_table(_unwrap(data), brand_id=call.brand_id, engine=X.rollup_engine(call.engine))
+    yield X.citation_trend_table(data, brand_id=call.brand_id, engine=call.landed_engine)
 
 
 def fetch_competitor_trends(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
+    """A ``day`` call lands its series and its window totals (one request); a ``week`` call its weeks."""
+    granularity = call.granularity or T.DAY
     data = client.competitor_trends(
-        call.brand_id, engine=call.engine, start=call.window.start, end=call.window.end, granularity="day"
+        call.brand_id,
+        engine=call.engine,
+        start=call.window.start,
+        end=call.window.end,
+        granularity=granularity,
     )
-    yield X.competitor_trend_table(_unwrap(data), brand_id=call.brand_id, engine=X.rollup_engine(call.engine))
+    yield X.competitor_trend_table(
+        data,
+        brand_id=call.brand_id,
+        engine=call.landed_engine,
+        totals=granularity == T.DAY,
+        window=call.window,
+    )
 
 
 def capped_notes(spool: DateSpool) -> dict[str, Any]:

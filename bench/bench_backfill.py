@@ -474,10 +474,12 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
             "imports, Dagster's ephemeral instance and runs included); fixed overhead = wall - requests "
             "/ rate. `daemon`: the schedules' runs of that day (the *Test schedule* dialog's dry run and "
             "*Launch all*, `launchMultipleRuns`) on a stack started with `VISIBILITY_LOOKBACK_DAYS` = N - 1, "
-            "wall from the launch to the last run's end.",
+            "wall from the launch to the last run's end; `pickup` is the part of it before the run "
+            "started (the run queue, the run worker's process start and its load of the code location).",
             "",
-            "| days | layout | runs | requests / minimum | requests / rate s | wall s | fixed overhead s |",
-            "|---|---|---|---|---|---|---|",
+            "| days | layout | runs | requests / minimum | requests / rate s | wall s | fixed overhead s "
+            "| of which pickup s |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in small:
             layout = "daemon" if r["kind"] == "small-daemon" else "command line"
@@ -486,7 +488,8 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
             lines.append(
                 f"| {r['days']} | {layout} | {runs} | {r['requests']:,} / {r['minimum']:,} = "
                 f"{_x(r['requests_vs_minimum'])} | {r['rate_bound_seconds']} "
-                f"| {r['wall_seconds']}{exit_note} | {r['overhead_seconds']} |"
+                f"| {r['wall_seconds']}{exit_note} | {r['overhead_seconds']} "
+                f"| {r.get('pickup_seconds', '-')} |"
             )
         lines.append("")
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"

@@ -1,4 +1,4 @@
-"""``visibility-sync``: run, demo, check, sandbox (DESIGN.md's command line).
+"""``visibility-sync``: run, demo, check, sandbox (DESIGN.md's command line); report (pipelines/report.py).
 
 Exit codes (scripts rely on them; docs/OPERATIONS.md):
 
@@ -18,20 +18,24 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
+import re
+import shlex
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.markup import escape  # server texts ("[endpoint ...]") are not markup
 from rich.table import Table
 
-from pipelines.config import ConfigError, Settings, is_loopback, load_settings
+from pipelines.report import add_report_parser
+from settings import ConfigError, Settings, is_loopback_host, load_settings
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1
@@ -42,7 +46,6 @@ EXIT_INTERRUPTED = 130
 
 DEMO_DAYS = 14
 CHECK_DEADLINE_SECONDS = 3.0
-DEMO_WAREHOUSE = "duckdb:///data/visibility.duckdb"
 
 console = Console(stderr=False, highlight=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line, even in a pipe
@@ -175,32 +178,12 @@ def engine_groups(selected: Sequence[str], order: Sequence[str]) -> list[tuple[s
 
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Any]:
-    """A rich progress bar per asset, fed by the assets' progress hook."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """The sync's progress (``pipelines/cli_progress.py``): live bars on a terminal; piped or
+    redirected, plain lines on stderr, so stdout holds the summary alone. None with ``--quiet``."""
+    from pipelines.cli_progress import sync_progress
 
-    from assets import progress as hook
-
-    if not enabled:
-        yield None
-        return
-    bar = Progress(
-        TextColumn("{task.description:<20}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("calls"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
-    tasks: dict[str, Any] = {}
-
-    def listener(asset: str, done: int, total: int) -> None:
-        if asset not in tasks:
-            tasks[asset] = bar.add_task(asset, total=total)
-        bar.update(tasks[asset], completed=done, total=total)
-
-    with bar, hook.listening(listener):
-        yield bar
+    with sync_progress(enabled, console, err) as view:
+        yield view
 
 
 def _collect(result: Any, summary: RunSummary, label: str) -> None:
@@ -336,8 +319,13 @@ def sync(
         for index, (first, final) in enumerate(spans):
             job_name = SYNC_JOB if index == 0 else DAILY_JOB
             label = f"{job_name} {first}..{final}"
+            run_id = str(uuid.uuid4())
+            if bar is not None:  # steps starting and tables landing, as they happen
+                bar.stage(f"starting job {job_name}")
+                instance.add_event_listener(run_id, bar.on_dagster_event)
             result = definitions.resolve_job_def(job_name).execute_in_process(
                 instance=instance,
+                run_id=run_id,
                 tags={**base_tags, **range_tags(start, last, (first, final))},
                 run_config=quiet,
                 raise_on_error=False,
@@ -345,6 +333,8 @@ def sync(
             _collect(result, summary, label)
             if summary.stops or budget.cancelled:
                 break
+        if bar is not None:
+            bar.finish("failed" if summary.failures else "done")
     return summary
 
 
@@ -553,39 +543,137 @@ def cmd_check(args: argparse.Namespace) -> int:
 # demo and sandbox
 
 
+PROJECT_ROOT = Path(__file__).resolve().parents[1]  # workspace.yaml and dagster.yaml, in a checkout
+HINT_TABLE = "prompt_mentions"
+HINT_SQL = "SELECT engine, count(*) AS mentions FROM {table} GROUP BY engine ORDER BY engine"
+_PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _shell_path(path: Path, cwd: Path | None = None) -> str:
+    """A path as a user types it here: relative to the working directory when under it."""
+    cwd = cwd or Path.cwd()
+    try:
+        shown = str(path.relative_to(cwd))
+    except ValueError:
+        shown = str(path)
+    return shlex.quote(shown)
+
+
+def _tool(name: str) -> Path:
+    """This environment's own program (``.venv/bin/dagster``), so a printed command runs as printed."""
+    python = Path(sys.executable)
+    sibling = python.with_name(name)
+    return sibling if sibling.exists() else python
+
+
+def _sql_name(*parts: str) -> str:
+    return ".".join(p if _PLAIN_NAME.match(p) else '"' + p.replace('"', '""') + '"' for p in parts)
+
+
+def _without_password(url: str) -> str:
+    """A Postgres URL for libpq without its password (libpq then reads PGPASSWORD or ~/.pgpass)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    user = f"{parts.username}@" if parts.username else ""
+    return parts._replace(scheme="postgresql", netloc=user + host).geturl()
+
+
+def query_hint(settings: Settings) -> str:
+    """How to read the landed rows back, for the warehouse in use: a command that runs as printed
+    (this environment's Python and its drivers), with no password in it."""
+    from pipelines.resources import _holds_password  # the one rule: unparseable counts as holding one
+    from resources.warehouse.urls import POSTGRES_SCHEMES, bigquery_target, duckdb_path, url_scheme
+
+    url, schema = settings.warehouse_url, settings.schema_name
+    python = _shell_path(_tool("python"))
+    scheme = url_scheme(url)
+    note = ""
+    if scheme == "duckdb":
+        path = duckdb_path(url)
+        catalog = path.name.split(".", 1)[0]  # DuckDB names it after the file (DuckDBWarehouse.catalog)
+        sql = HINT_SQL.format(table=_sql_name(catalog, schema, HINT_TABLE))
+        code = (
+            f"import duckdb; duckdb.connect({json.dumps(str(path))}, read_only=True)"
+            f".sql({json.dumps(sql)}).show()"
+        )
+        where = f"DuckDB file {path}, read-only: other readers may open it too"
+    elif scheme in POSTGRES_SCHEMES:
+        target = _without_password(url)
+        sql = HINT_SQL.format(table=_sql_name(schema, HINT_TABLE))
+        code = (
+            f"import psycopg; [print(*row) for row in psycopg.connect({json.dumps(target)})"
+            f".execute({json.dumps(sql)})]"
+        )
+        where = f"Postgres {target}, schema {schema}"
+        if _holds_password(url):
+            note = "\n  (the password is not printed: psycopg reads it from PGPASSWORD or ~/.pgpass)"
+    else:
+        project, dataset = bigquery_target(url)
+        sql = HINT_SQL.format(table=f"`{project}.{dataset}.{HINT_TABLE}`")
+        code = (
+            f"from google.cloud import bigquery; [print(*row) for row in bigquery.Client("
+            f"project={json.dumps(project)}).query({json.dumps(sql)}).result()]"
+        )
+        where = f"BigQuery dataset {project}.{dataset} (Application Default Credentials)"
+    return f"Query it ({where}):\n  {python} -c {shlex.quote(code)}{note}"
+
+
+def dagster_hint(cwd: Path | None = None) -> str:
+    """Where the demo's runs can be seen: the Dagster UI when ``DAGSTER_HOME`` recorded them, else
+    how to record them."""
+    home = os.environ.get("DAGSTER_HOME")
+    workspace = PROJECT_ROOT / "workspace.yaml"
+    dagster = _shell_path(_tool("dagster"), cwd)
+    ui = f"{dagster} dev -w {_shell_path(workspace, cwd)}" if workspace.exists() else f"{dagster} dev"
+    if home:
+        return (
+            f"Recorded in Dagster (DAGSTER_HOME={home}): the runs of visibility_sync and each table's "
+            f"materializations show in the UI. Open it with\n  {ui}    # http://127.0.0.1:3000"
+        )
+    again = _shell_path(_tool("visibility-sync"), cwd)
+    config = PROJECT_ROOT / "dagster.yaml"
+    copy = f" && cp {_shell_path(config, cwd)} $DAGSTER_HOME/" if config.exists() else ""
+    return (
+        "Not recorded for the Dagster UI: DAGSTER_HOME is not set (the runs used a throwaway instance). "
+        "To see them there:\n"
+        f"  export DAGSTER_HOME=$PWD/.dagster_home && mkdir -p $DAGSTER_HOME{copy}\n"
+        f"  {again} demo && {ui}    # http://127.0.0.1:3000"
+    )
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    console.print("Starting the sandbox on loopback...")  # before the imports below: a second of them
+    from assets.partitions import ENGINES_WITH_ALL
+    from pipelines.resources import secrets_for_runs
+    from resources.api.config import KEY_SETTING, URL_SETTING
     from sandbox.config import SandboxConfig
     from sandbox.testing import run_sandbox
 
-    warehouse = os.environ.get("VISIBILITY_WAREHOUSE") or DEMO_WAREHOUSE
-    if warehouse.startswith("duckdb:///") and not warehouse.startswith("duckdb:////"):
-        os.makedirs(os.path.dirname(warehouse.removeprefix("duckdb:///")) or ".", exist_ok=True)
     today = dt.datetime.now(dt.UTC).date()
-    console.print("Starting the sandbox on loopback...")
     with run_sandbox(SandboxConfig(seed=args.seed, today=today)) as sandbox:
-        os.environ["VISIBILITY_API_URL"] = sandbox.url
-        os.environ["VISIBILITY_API_KEY"] = sandbox.keys["workspace"]
-        os.environ["VISIBILITY_WAREHOUSE"] = warehouse
-        settings = load_settings()
+        # the sandbox's URL and key win over the environment's; the warehouse is the environment's
+        demo = {URL_SETTING: sandbox.url, KEY_SETTING: sandbox.keys["workspace"]}
+        settings = load_settings(overrides=demo)
+        warehouse = settings.warehouse_url
+        if warehouse.startswith("duckdb:///") and not warehouse.startswith("duckdb:////"):
+            os.makedirs(os.path.dirname(warehouse.removeprefix("duckdb:///")) or ".", exist_ok=True)
         start, end = today - dt.timedelta(days=args.days), today
-        console.print(f"Sandbox at {sandbox.url}; syncing {start} .. {end} (end exclusive) into {warehouse}")
-        from assets.partitions import ENGINES_WITH_ALL
-
-        check_warehouse(settings)
-        summary = sync(
-            settings, start, end, ENGINES_WITH_ALL, show_progress=not args.quiet, verbose=args.verbose
-        )
-        print_summary(summary, settings, start, end)
-    if summary.exit_code == EXIT_OK:
-        path = warehouse.removeprefix("duckdb:///")
-        catalog = Path(path).name.split(".", 1)[0]  # DuckDB names the catalog after the file
-        table = f"{catalog}.{settings.schema_name}.prompt_mentions"
         console.print(
-            f"Done. Query it read-only (catalog {catalog}, schema {settings.schema_name}):\n"
-            f"  python -c \"import duckdb; duckdb.connect('{path}', read_only=True)"
-            f".sql('SELECT engine, count(*) FROM {table} GROUP BY ALL').show()\"",
+            f"Sandbox ready at {sandbox.url}. Syncing {start} .. {end} (end exclusive), every engine and "
+            f"the `all` rollup, into {_redact(warehouse)}",
             soft_wrap=True,
         )
+        check_warehouse(settings)
+        with secrets_for_runs(settings):  # the runs read the sandbox's key through Dagster's EnvVar
+            summary = sync(
+                settings, start, end, ENGINES_WITH_ALL, show_progress=not args.quiet, verbose=args.verbose
+            )
+        print_summary(summary, settings, start, end)
+    if summary.exit_code == EXIT_OK:
+        console.print(f"Done. {query_hint(settings)}", soft_wrap=True, markup=False, highlight=False)
+    console.print(dagster_hint(), soft_wrap=True, markup=False, highlight=False)
     return summary.exit_code
 
 
@@ -594,7 +682,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     from sandbox.faults import FaultsConfig
     from sandbox.server import PortUnavailableError, serve_forever
 
-    if not is_loopback(args.host):
+    if not is_loopback_host(args.host):
         raise ConfigError(f"--host {args.host!r} is not a loopback address: the sandbox serves this machine")
     faults = FaultsConfig(profile=args.faults, seed=args.seed)
     try:
@@ -608,17 +696,52 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
 # entry point
 
 
+def package_version() -> str:
+    """This install's version, from the package metadata (pyproject.toml's ``version``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("visibility-sync")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def environment_help(leave_out: Sequence[str] = ()) -> str:
+    """The variables a sync reads, listed from the settings model itself (names and defaults), and
+    ``DAGSTER_HOME``, which the command reads."""
+    defaults = load_settings(env={})  # every default, whatever this environment holds
+    lines = ["environment (read before the first request; a bad value stops the command naming it):"]
+    for name, field_info in Settings.model_fields.items():
+        variable = Settings.variable(name)
+        if variable in leave_out:
+            continue
+        default = getattr(defaults, name)
+        text = "required" if default is None else f"default {default}"
+        if field_info.description:
+            text += f"; {field_info.description}"
+        lines.append(f"  {variable:<35} {text}")
+    lines.append(f"  {'DAGSTER_HOME':<35} when set, the runs are recorded there and show in the Dagster UI")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from resources.api.config import KEY_SETTING, URL_SETTING
+
     parser = argparse.ArgumentParser(
         prog="visibility-sync",
         description="Land AI-search brand-visibility data in DuckDB, Postgres or BigQuery, through Dagster.",
         epilog="Exit codes: 0 ok, 1 failed or partial, 2 configuration error, 3 key refused "
         "(401/402/403), 4 service unavailable, 130 interrupted.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser(
-        "run", help="materialize every asset for a date range (default: yesterday + lookback)"
+        "run",
+        help="materialize every asset for a date range (default: yesterday + lookback)",
+        description="Sync a date range into the warehouse: the visibility_sync job, in this process.",
+        epilog=environment_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--start", type=_parse_date, help="first date, YYYY-MM-DD (inclusive)")
     run.add_argument("--end", type=_parse_date, help="end date, YYYY-MM-DD (exclusive)")
@@ -626,14 +749,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--engine", action="append", metavar="E", help="engine to sync (repeatable; `all` = rollup)"
     )
     run.add_argument("--brand", action="append", metavar="ID", help="only this brand id (repeatable)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--quiet", action="store_true", help="no progress display")
     run.add_argument("--verbose", action="store_true", help="Dagster's own log, stack traces included")
     run.set_defaults(handler=cmd_run)
 
-    demo = sub.add_parser("demo", help="start the sandbox, sync two weeks into data/visibility.duckdb")
+    demo = sub.add_parser(
+        "demo",
+        help="start the sandbox, sync two weeks from it into VISIBILITY_WAREHOUSE (data/visibility.duckdb)",
+        description="A first run: the local sandbox on loopback, then two weeks of it synced into the "
+        "warehouse, showing each step; ends with a query to run and how to see the runs in the Dagster UI.",
+        epilog=environment_help(leave_out=(URL_SETTING, KEY_SETTING))
+        + "\n(the sandbox's URL and key replace VISIBILITY_API_URL and VISIBILITY_API_KEY)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     demo.add_argument("--days", type=int, default=DEMO_DAYS, help="days to sync (default 14)")
-    demo.add_argument("--seed", type=int, default=7)
-    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.add_argument("--seed", type=int, default=7, help="the sandbox's world (default 7)")
+    demo.add_argument("--quiet", action="store_true", help="no progress display")
     demo.add_argument("--verbose", action="store_true", help="Dagster's own log, stack traces included")
     demo.set_defaults(handler=cmd_demo)
 
@@ -647,6 +778,11 @@ def build_parser() -> argparse.ArgumentParser:
     sb.add_argument("--faults", default="none", choices=("none", "flaky", "hostile"), help="fault profile")
     sb.add_argument("--size", default="demo", choices=("demo", "large"), help="world size")
     sb.set_defaults(handler=cmd_sandbox)
+
+    from pipelines.commands_operations import add_operation_commands  # it imports this module
+
+    add_operation_commands(sub)
+    add_report_parser(sub)
     return parser
 
 
@@ -676,5 +812,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
+def console_main() -> NoReturn:
+    """The ``visibility-sync`` command: :func:`main`, then an exit that skips the interpreter's
+    teardown.
+
+    That teardown garbage-collects every object Dagster created, which is a large share of a small
+    sync's fixed time (bench/RESULTS.md) and serves nothing when the process ends. Whatever must run
+    at exit still runs first: ``atexit`` handlers (logging, temporary directories), then the flush of
+    stdout and stderr. Warehouse connections and spools are closed by their own blocks before
+    :func:`main` returns.
+    """
+    import atexit
+
+    code = main()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(Exception):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -11,10 +11,12 @@ from dagster import Definitions
 
 from assets.audits import audit_assets, audit_landing_job
 from assets.checks import audit_checks
-from pipelines.config import Settings, load_settings
-from pipelines.schedules import all_schedules
+from assets.report import report_after_sync, report_assets, report_job
+from pipelines.operations import operation_jobs
+from pipelines.schedules import build_schedules
 from pipelines.sensors import all_sensors, sensor_resources
 from pipelines.syncs import all_assets, sync_definitions
+from settings import Settings, load_settings
 
 __all__ = ["all_assets", "build_definitions", "defs"]
 
@@ -25,11 +27,11 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
     return Definitions.merge(
         sync_definitions(settings),
         Definitions(
-            assets=audit_assets,
+            assets=[*audit_assets, *report_assets],
             asset_checks=audit_checks,
-            jobs=[audit_landing_job],
-            schedules=all_schedules,
-            sensors=all_sensors,
+            jobs=[audit_landing_job, report_job, *operation_jobs],
+            schedules=build_schedules(settings),
+            sensors=[*all_sensors, report_after_sync],
             resources=sensor_resources(),
         ),
     )

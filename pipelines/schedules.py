@@ -3,19 +3,20 @@
 The service restates recent days, so each daily run refreshes the snapshot tables, then re-fetches
 the newest partition and the ``VISIBILITY_LOOKBACK_DAYS`` before it for every engine and the ``all``
 rollup, as ONE single-run range (the widest API windows), which replaces those days' rows. It is the
-run ``visibility-sync run`` makes. Times are UTC.
+run ``visibility-sync run`` makes. Times are UTC. The first day and the lookback are the settings'
+(:class:`~settings.PartitionSettings`), given when the schedule is built, not read at each tick.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from dagster import RunRequest, ScheduleEvaluationContext, SkipReason, schedule
+from dagster import RunRequest, ScheduleDefinition, ScheduleEvaluationContext, SkipReason, schedule
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from assets.partitions import ENGINES_WITH_ALL, partition_key
-from pipelines.config import lookback_days_from_env, start_date_from_env
 from pipelines.jobs import sync_job
+from settings import PartitionSettings
 
 DAILY_CRON = "0 3 * * *"
 
@@ -49,11 +50,17 @@ def sync_request(
     )
 
 
-@schedule(job=sync_job, cron_schedule=DAILY_CRON, execution_timezone="UTC", name="daily_sync")
-def daily_sync(context: ScheduleEvaluationContext) -> RunRequest | SkipReason:
-    """Snapshots, then every date x engine table of yesterday plus the lookback days."""
-    today = context.scheduled_execution_time.date()
-    return sync_request(today, lookback_days_from_env(), start_date_from_env())
+def daily_sync_schedule(settings: PartitionSettings) -> ScheduleDefinition:
+    """The ``daily_sync`` schedule over the settings' lookback, from their first day."""
+
+    @schedule(job=sync_job, cron_schedule=DAILY_CRON, execution_timezone="UTC", name="daily_sync")
+    def daily_sync(context: ScheduleEvaluationContext) -> RunRequest | SkipReason:
+        """Snapshots, then every date x engine table of yesterday plus the lookback days."""
+        today = context.scheduled_execution_time.date()
+        return sync_request(today, settings.lookback_days, settings.start_date)
+
+    return daily_sync
 
 
-all_schedules = [daily_sync]
+def build_schedules(settings: PartitionSettings) -> list[ScheduleDefinition]:
+    return [daily_sync_schedule(settings)]

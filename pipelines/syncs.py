@@ -13,9 +13,9 @@ from dagster import Definitions
 from assets.checks import with_freshness_policies
 from assets.daily import daily_assets
 from assets.snapshots import snapshot_assets
-from pipelines.config import Settings
 from pipelines.jobs import DEFAULT_EXECUTOR, all_jobs
 from pipelines.resources import build_resources
+from settings import Settings
 
 all_assets = [*snapshot_assets, *daily_assets]
 

@@ -16,8 +16,6 @@ The decisions are pure functions in :mod:`pipelines.sensors.audit_cursor`; this 
 
 import datetime as dt
 import json
-import math
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -41,7 +39,6 @@ from assets.audits import (
     AuditLandingConfig,
     audit_landing_job,
 )
-from pipelines.config import ConfigError
 from pipelines.sensors.audit_cursor import (
     AuditPolicy,
     AuditState,
@@ -77,6 +74,14 @@ from resources.api.resource import VisibilityAPIResource
 from resources.warehouse import queries
 from resources.warehouse.base import Warehouse
 from resources.warehouse.resource import WarehouseResource
+from settings import (
+    DEFAULT_AUDIT_DEADLINE_MINUTES,
+    DEFAULT_AUDITS_PER_DAY,
+    DEFAULT_NEW_PAGE_DAYS,
+    DEFAULT_REAUDIT_DAYS,
+    AuditSettings,
+    load_audit_settings,
+)
 
 T = TypeVar("T")
 
@@ -95,14 +100,18 @@ POLLING_STOPPERS = (RateLimitError, QuotaExceededError, *SERVICE_UNAVAILABLE)
 
 
 class AuditSensorSettings(ConfigurableResource):
-    """What the audit sensor audits and how much it may spend. See docs/SENSORS.md."""
+    """What the audit sensor audits and how much it may spend. See docs/SENSORS.md.
 
-    audits_per_day: int = 10
-    reaudit_interval_days: float = 30.0
-    deadline_minutes: float = 30.0
+    Built from :class:`~settings.AuditSettings` (the ``VISIBILITY_AUDIT_*`` variables, read and
+    validated there), so the sensor gets its settings as a resource, never from the environment.
+    """
+
+    audits_per_day: int = DEFAULT_AUDITS_PER_DAY
+    reaudit_interval_days: float = DEFAULT_REAUDIT_DAYS
+    deadline_minutes: float = DEFAULT_AUDIT_DEADLINE_MINUTES
     max_polls_per_tick: int = 20
     max_submissions_per_tick: int = 5
-    new_page_window_days: int = 7
+    new_page_window_days: int = DEFAULT_NEW_PAGE_DAYS
     #: Pages to audit besides newly cited ones; each belongs to the brand whose domain it is on.
     urls: list[str] = []
     #: Longest a tick waits on the rate-limit budget or retries before giving up for this tick.
@@ -118,38 +127,14 @@ class AuditSensorSettings(ConfigurableResource):
         )
 
     @classmethod
+    def from_settings(cls, settings: AuditSettings) -> "AuditSensorSettings":
+        return cls(**settings.model_dump())
+
+    @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "AuditSensorSettings":
-        """Settings from ``VISIBILITY_AUDIT_*`` variables (defaults where unset)."""
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for var, name, kind, minimum in _ENV_SETTINGS:
-            raw = env.get(var, "").strip()
-            if raw:
-                values[name] = _parse_number(var, raw, kind, minimum)
-        urls = env.get("VISIBILITY_AUDIT_URLS", "")
-        values["urls"] = [u for u in urls.replace(",", " ").split() if u]
-        return cls(**values)
-
-
-#: (variable, field, type, smallest allowed value); a deadline of 0 would time every audit out at once
-_ENV_SETTINGS: tuple[tuple[str, str, type[int] | type[float], float], ...] = (
-    ("VISIBILITY_AUDITS_PER_DAY", "audits_per_day", int, 0),
-    ("VISIBILITY_AUDIT_REAUDIT_DAYS", "reaudit_interval_days", float, 0),
-    ("VISIBILITY_AUDIT_DEADLINE_MINUTES", "deadline_minutes", float, 1),
-    ("VISIBILITY_AUDIT_NEW_PAGE_DAYS", "new_page_window_days", int, 0),
-)
-
-
-def _parse_number(var: str, raw: str, kind: type[int] | type[float], minimum: float) -> int | float:
-    """``raw`` as ``kind``, at least ``minimum``; a ConfigError naming ``var`` otherwise."""
-    what = "a whole number" if kind is int else "a number"
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise ConfigError(f"{var} must be {what} (at least {minimum:g}), got {raw!r}") from None
-    if not math.isfinite(value) or value < minimum:
-        raise ConfigError(f"{var} must be {what} of at least {minimum:g}, got {raw!r}")
-    return value
+        """Settings from ``VISIBILITY_AUDIT_*`` variables (defaults where unset); a ConfigError
+        naming the variable when one is malformed."""
+        return cls.from_settings(load_audit_settings(env))
 
 
 @dataclass

@@ -323,8 +323,6 @@ class RequestBudget:
             with self._cond:
                 self._outage = None
 
-    reset_outage = note_reachable
-
     @property
     def outage(self) -> Outage | None:
         """The current outage (``None`` while the service answers)."""

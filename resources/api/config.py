@@ -1,7 +1,10 @@
 """Validation of the client's settings, before any request is sent.
 
 Errors name the setting a user edits (``VISIBILITY_API_URL``, ``VISIBILITY_API_KEY``,
-``VISIBILITY_RETRY_DEADLINE_SECONDS``), and never echo the key itself.
+``VISIBILITY_RETRY_DEADLINE_SECONDS``), and never echo the key itself. The client applies these
+rules to what it is given; ``settings.py`` applies the same ones to the environment (one loopback
+rule, :func:`is_loopback_host`, also the sandbox's ``--host`` check), so both accept and refuse the
+same values with the same messages.
 """
 
 from __future__ import annotations

@@ -119,10 +119,6 @@ class SecretRedactingFilter(logging.Filter):
         return True
 
 
-#: The former name (bearer tokens only); kept for imports.
-BearerRedactingFilter = SecretRedactingFilter
-
-
 def install() -> None:
     """Attach the filter once per process (idempotent, thread-safe)."""
     global _installed

@@ -117,7 +117,7 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         when it is wrong."""
         validate_base_url(self.api_url)
         validate_api_key(self.api_key)
-        if not self.retry_deadline_seconds > 0:  # the environment's bounds are pipelines/config.py's
+        if not self.retry_deadline_seconds > 0:  # the environment's bounds are settings.py's
             raise ConfigurationError(
                 f"{RETRY_DEADLINE_SETTING} must be a positive number of seconds, "
                 f"got {self.retry_deadline_seconds!r}"

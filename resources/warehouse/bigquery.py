@@ -9,8 +9,10 @@ Why this shape:
   SELECT ... FROM staging_0; ...; COMMIT``), so the chunks of one table's landing commit together; a
   snapshot write is one ``MERGE`` (upsert and retire-in-scope in a single statement). A client crash
   at any point leaves the previous rows; only orphaned staging tables can remain, and they expire by
-  themselves. BigQuery
-  cancels one of two jobs changing a table at once; that step is retried (:func:`retry_concurrent`).
+  themselves.
+* The one retry: BigQuery cancels one of two jobs changing a table at once, so that step (the
+  transaction or the ``MERGE``, never the staging) is run up to 5 times in all, with jittered backoff
+  from 1 s (:func:`retry_concurrent`, tenacity). Every other error surfaces at once.
 * Every value (scope, run id, timestamps, query values) is a query parameter; identifiers are
   backquoted by :func:`quote_identifier`. Descriptions are set through the API (DDL ``OPTIONS`` take no
   parameters), so no value is ever string-built into SQL.
@@ -26,7 +28,7 @@ I/O. See docs/BIGQUERY.md for what is tested where.
 from __future__ import annotations
 
 import datetime as dt
-import random
+import logging
 import tempfile
 import time
 import uuid
@@ -37,7 +39,9 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
+from resources.warehouse.backoff import jittered_backoff
 from resources.warehouse.base import (
     FIRST_SEEN_AT,
     IS_CURRENT,
@@ -50,6 +54,7 @@ from resources.warehouse.base import (
     TableSpec,
     Warehouse,
     WriteResult,
+    first_line,
 )
 from resources.warehouse.common import (
     ExistingColumn,
@@ -57,6 +62,7 @@ from resources.warehouse.common import (
     WriteStamp,
     check_snapshot_write,
     clean_snapshot_scope,
+    column_descriptions,
     current_view_description,
     current_view_name,
     dedupe_by_key,
@@ -73,6 +79,7 @@ from resources.warehouse.types import (
     from_bigquery_type,
     sql_type_or_default,
 )
+from resources.warehouse.views import views_reading
 
 if TYPE_CHECKING:
     from google.cloud import bigquery
@@ -87,6 +94,8 @@ _CLUSTERABLE = frozenset(
     {Kind.BOOLEAN, Kind.BIGINT, Kind.VARCHAR, Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ}
 )
 _MAX_CLUSTER_COLUMNS = 4
+#: The warehouse's logger (the other writers' too): warnings about views that could not be created.
+log = logging.getLogger("visibility.warehouse")
 
 # --- names and types (pure) ----------------------------------------------------------------------
 
@@ -431,19 +440,21 @@ def retry_concurrent(
     base_delay: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
-    """Run ``run`` again (with jittered backoff) while it fails on a concurrent update.
+    """Run ``run`` again while it fails on a concurrent update, up to ``attempts`` times in all,
+    ``base_delay`` seconds apart at first, doubling, each wait jittered (0.5-1.5x); the last
+    failure is raised as it is.
 
     Safe because each attempt is the whole statement or transaction: a cancelled attempt changed
     nothing, and a replace or merge of the same staged rows lands the same result.
     """
-    for attempt in range(1, attempts + 1):
-        try:
-            return run()
-        except Exception as exc:
-            if attempt == attempts or not is_concurrent_update(exc):
-                raise
-            sleep(base_delay * 2 ** (attempt - 1) * (0.5 + random.random()))
-    raise AssertionError("unreachable")  # pragma: no cover
+    retrying = Retrying(
+        retry=retry_if_exception(is_concurrent_update),
+        stop=stop_after_attempt(attempts),
+        wait=jittered_backoff(base_delay),
+        sleep=sleep,
+        reraise=True,
+    )
+    return retrying(run)
 
 
 # --- Parquet -------------------------------------------------------------------------------------
@@ -607,22 +618,69 @@ class BigQueryWarehouse(Warehouse):
         return _TableState(plan, types)
 
     def _ensure_view(self, spec: TableSpec, *, refresh: bool) -> None:
-        """``<table>_current``; re-issued when columns change so its schema follows the table."""
+        """``<table>_current``; re-issued when columns change so its schema follows the table. Its
+        columns carry the table's descriptions."""
+        name = current_view_name(spec)
+        view = self._put_view(
+            name,
+            current_view_query(self.table_ref(spec.name)),
+            current_view_description(spec),
+            refresh=refresh,
+        )
+        self._describe_view_columns(view, dict(column_descriptions(spec, [f.name for f in view.schema])))
+
+    def _put_view(self, name: str, query: str, description: str, *, refresh: bool = False) -> bigquery.Table:
+        """The view as wanted: created, or its query and description updated when they differ."""
         from google.cloud import bigquery
 
-        view_id = self._table_id(current_view_name(spec))
-        query = current_view_query(self.table_ref(spec.name))
-        description = current_view_description(spec)
-        view = self._get_table(current_view_name(spec))
+        view = self._get_table(name)
         if view is None:
-            new = bigquery.Table(view_id)
+            new = bigquery.Table(self._table_id(name))
             new.view_query = query
             new.description = description
-            self.client.create_table(new, exists_ok=True)
+            view = self.client.create_table(new, exists_ok=True)
         elif refresh or view.description != description or view.view_query not in (None, query):
             view.view_query = query
             view.description = description
-            self.client.update_table(view, ["view_query", "description"])
+            view = self.client.update_table(view, ["view_query", "description"])
+        if not view.schema:  # BigQuery derives a view's schema from its query: read it back
+            view = self.client.get_table(self._table_id(name))
+        return view
+
+    def _describe_view_columns(self, view: bigquery.Table, wanted: Mapping[str, str]) -> None:
+        """Patch the descriptions of the view's (derived) columns; its types stay BigQuery's."""
+        from google.cloud import bigquery
+
+        fields = list(view.schema)
+        if all(f.description == wanted.get(f.name, f.description) for f in fields):
+            return
+        described = []
+        for f in fields:
+            info = f.to_api_repr()
+            info["description"] = wanted.get(f.name, f.description)
+            described.append(bigquery.SchemaField.from_api_repr(info))
+        view.schema = described
+        self.client.update_table(view, ["schema"])
+
+    def _ensure_views(self, spec: TableSpec) -> None:
+        """The analyst views reading ``spec``'s table whose sources all exist, as their spec says
+        (query, description, column descriptions); one that fails is logged and skipped."""
+        from google.api_core.exceptions import GoogleAPIError
+
+        for spec_view in views_reading(spec.name):
+            try:
+                if any(self._get_table(source) is None for source in spec_view.sources):
+                    continue
+                view = self._put_view(spec_view.name, spec_view.select(self.table_ref), spec_view.description)
+                self._describe_view_columns(view, {c.name: c.description for c in spec_view.columns})
+            except GoogleAPIError as exc:
+                log.warning(
+                    "BigQuery view %s.%s could not be created (%s: %s); its tables are unaffected",
+                    self.dataset,
+                    spec_view.name,
+                    type(exc).__name__,
+                    first_line(exc),
+                )
 
     # --- staging ----------------------------------------------------------------------------------
 
@@ -666,7 +724,9 @@ class BigQueryWarehouse(Warehouse):
 
     def ensure_table(self, spec: TableSpec) -> list[str]:
         validate_spec(spec)
-        return self._ensure(spec, spec.arrow_schema).plan.columns_added
+        added = self._ensure(spec, spec.arrow_schema).plan.columns_added
+        self._ensure_views(spec)
+        return added
 
     def replace_partitions_together(
         self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str

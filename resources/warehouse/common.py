@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -81,6 +81,35 @@ def current_view_name(spec: TableSpec) -> str:
 
 def current_view_description(spec: TableSpec) -> str:
     return f"Rows of {spec.name} still present in the API (is_current). {spec.description}"
+
+
+def column_descriptions(spec: TableSpec, table_columns: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Each column of the table (in table order) and the comment the writer gives it: the spec's, the
+    writer's own columns', or the one of a column the API added. A ``_current`` view carries the same."""
+    known = {c.name: c.description for c in (*spec.columns, *system_columns(spec))}
+    return tuple((name, known.get(name, EVOLVED_COLUMN_DESCRIPTION)) for name in table_columns)
+
+
+@dataclass(frozen=True)
+class ViewShape:
+    """A view as the catalog shows it: its comment, and its columns' names and comments in order."""
+
+    comment: str | None
+    columns: tuple[tuple[str, str | None], ...]
+
+
+#: What a view needs: nothing, new comments only, or to be (re)created (then commented).
+ViewWork = Literal["create", "comment"] | None
+
+
+def view_work(existing: ViewShape | None, description: str, columns: Sequence[tuple[str, str]]) -> ViewWork:
+    """``create`` when the view is missing or its columns differ from ``columns`` (names, in order);
+    ``comment`` when only its comment or a column's differs; None when it is as wanted."""
+    if existing is None or [n for n, _ in existing.columns] != [n for n, _ in columns]:
+        return "create"
+    if existing.comment != description or [c for _, c in existing.columns] != [c for _, c in columns]:
+        return "comment"
+    return None
 
 
 # --- quoting (DuckDB and Postgres share the SQL standard rules) ----------------------------------
@@ -229,7 +258,8 @@ def dedupe_by_key(rows: pa.Table, key: Sequence[str]) -> tuple[pa.Table, int]:
     n = rows.num_rows
     if n < 2:
         return rows, 0
-    # the common case has no duplicates: counting distinct keys costs half of finding the last rows
+    # the common case has no duplicates: counting distinct keys is cheaper than finding and taking
+    # each key's last row (bench/RESULTS.md, *Warehouse*)
     distinct = rows.select(list(key)).group_by(list(key), use_threads=False).aggregate([]).num_rows
     if distinct == n:
         _release_if_large(n)
@@ -587,14 +617,6 @@ def check_run_id(run_id: str) -> None:
         raise ValueError("run_id must be a non-empty string without NUL")
 
 
-def check_partition_write(spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str) -> WriteStamp:
-    """Every check of a partition replace that needs no I/O; returns the write's stamp."""
-    validate_spec(spec)
-    validate_rows(spec, rows)
-    check_rows_in_scope(spec, rows, scope)
-    return WriteStamp.now(run_id)
-
-
 def check_snapshot_write(
     spec: TableSpec, rows: pa.Table, scope: SnapshotScope | None, run_id: str
 ) -> WriteStamp:
@@ -622,7 +644,7 @@ def _checked(spec: TableSpec, rows: pa.Table, scope: PartitionScope) -> CheckedW
 def partition_writes(
     spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
 ) -> Iterator[CheckedWrite]:
-    """The writes of one landing, each checked as :func:`check_partition_write` checks one write.
+    """The writes of one landing, each checked without I/O: its rows, and that they lie in its scope.
 
     The spec, the run id and the first write are checked when this is called, so an engine that
     calls it before opening anything refuses a bad single write before any I/O; the other writes

@@ -15,12 +15,14 @@ keeps one connection open across several writes and caches the catalog lookups m
 lock is then held for the whole session: meant for landing steps, not for long-lived handles.
 
 Partitioned tables carry no primary-key index; snapshot tables do (their upserts need it). The key
-index (an ART) lives in memory as the table grows: a 30-day backfill's landing process held 1.66x
-what a 10-day one did. Without it, a partition replace is a delete plus an insert, and keys stay
-unique because every write is deduplicated and refuses a key that exists outside its scope (the
-``keys_unique`` asset checks verify it too). Partitioned tables created with the index by earlier
-versions keep it and the upsert path; to drop it, recreate the table
-(``CREATE OR REPLACE TABLE t AS SELECT * FROM t`` keeps the rows and drops the constraint).
+index (an ART) lives in memory and grows with the table, so a landing process grew with the days of
+a backfill (docs/ARCHITECTURE.md, *Engine flows*). Without it, a partition replace is a delete plus
+an insert, and keys stay unique because every write is deduplicated and refuses a key that exists
+outside its scope (the ``keys_unique`` asset checks verify it too). A partitioned table that still
+carries the index (created by an earlier development version) is refused with
+:class:`KeyIndexedTableError`, naming the table and the one statement that drops the index
+(docs/OPERATIONS.md, *DuckDB tables with a key index*): one write path, no upsert path kept for
+tables of a release that never was.
 
 ``memory_limit`` gives a handle's connections a DuckDB memory budget (the landing worker's:
 :class:`~resources.warehouse.resource.WarehouseResource`). DuckDB otherwise keeps what it reads
@@ -35,6 +37,21 @@ that does not fit the budget is a fatal error that ends the database instance, w
 on close that does not fit leaves the committed writes in the WAL file (every reader sees them) for
 the next checkpoint to fold in. (An explicit ``CHECKPOINT`` fails the fatal way too: closing is the
 safe place.)
+
+Retries, all of them (nothing above this module retries a write: not the landing worker, not the
+sync step, and Dagster's ``run_retries`` skip runs whose step failed):
+
+* **A write is retried once, in one case**: a partition landing within ``memory_limit`` that ran out
+  of memory (:func:`is_out_of_memory`) is rolled back whole and run once more without the budget
+  (:meth:`DuckDBWarehouse.replace_partitions_together`), since the budget must never fail a sync and
+  a rolled-back landing is safe to repeat. Every other error surfaces at once: a key outside the
+  scope, a schema mismatch or a full disk would fail the same way again. A one-shot iterator of
+  writes is not retried (it cannot start over), and snapshot writes, which land outside the budget,
+  are not either.
+* **Opening the file waits for its lock** (:func:`connect_with_lock_wait`, tenacity): attempts to
+  connect, with jittered backoff from 20 ms to 250 ms, while DuckDB's error says another process
+  holds the lock, up to ``lock_timeout_seconds``; nothing of the write has run yet. Another thread
+  of this process holding the file is waited for the same way (:meth:`DuckDBWarehouse._acquire`).
 """
 
 from __future__ import annotations
@@ -42,7 +59,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import re
 import threading
 import time
@@ -51,11 +67,13 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import duckdb
 import pyarrow as pa
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
+from resources.warehouse.backoff import jittered_backoff
 from resources.warehouse.base import (
     FIRST_SEEN_AT,
     IS_CURRENT,
@@ -65,6 +83,7 @@ from resources.warehouse.base import (
     WAREHOUSE_SETTING,
     PartitionScope,
     PartitionWrite,
+    SchemaMismatchError,
     SnapshotScope,
     TableSpec,
     Warehouse,
@@ -77,9 +96,11 @@ from resources.warehouse.common import (
     CheckedWrite,
     ExistingColumn,
     LoadPlan,
+    ViewShape,
     WriteStamp,
     check_snapshot_write,
     clean_snapshot_scope,
+    column_descriptions,
     current_view_description,
     current_view_name,
     dedupe_by_key,
@@ -91,8 +112,10 @@ from resources.warehouse.common import (
     quote_literal,
     system_columns,
     validate_spec,
+    view_work,
 )
 from resources.warehouse.types import duckdb_type, from_duckdb_type, sql_type_or_default
+from resources.warehouse.views import views_reading
 
 q = quote_identifier
 
@@ -115,6 +138,9 @@ log = logging.getLogger(LOGGER_NAME)
 #: A wait for the file lock is first reported after this long, then about this often.
 LOCK_WAIT_NOTICE_SECONDS = 5.0
 LOCK_WAIT_FIRST_NOTICE_SECONDS = 1.0
+#: Attempts to open a locked file are this far apart at first, doubling up to the most (jittered).
+LOCK_RETRY_FIRST_SECONDS = 0.02
+LOCK_RETRY_MOST_SECONDS = 0.25
 
 # One DuckDB database instance per file per process: writes from threads of one process take turns.
 # Reentrant: a thread holding a session may still write through another handle on the same file.
@@ -286,31 +312,64 @@ def connect_with_lock_wait(
     The wait is reported (logger ``visibility.warehouse``, and ``on_wait``): see :class:`LockWait`.
     """
     reporter = _WaitReporter(path, timeout, on_wait)
-    deadline = reporter.started + timeout
-    delay = 0.02
+    backoff = jittered_backoff(LOCK_RETRY_FIRST_SECONDS, LOCK_RETRY_MOST_SECONDS)
+
+    def wait(state: RetryCallState) -> float:  # never past the deadline: the last attempt is at it
+        return min(backoff(state), max(timeout - (state.seconds_since_start or 0.0), 0.0))
+
+    def say_who_holds_it(state: RetryCallState) -> None:
+        reporter.waiting(lock_holder(str(_failure(state))))
+
+    def give_up(state: RetryCallState) -> NoReturn:
+        exc = _failure(state)
+        raise WarehouseLockTimeout(
+            f"DuckDB file {path} stayed locked by {lock_holder(str(exc))} for {timeout:g}s "
+            f"(lock_timeout_seconds); DuckDB said: {first_line(exc)}"
+        ) from exc
+
+    retrying = Retrying(
+        retry=retry_if_exception(lambda exc: isinstance(exc, duckdb.IOException) and _is_lock_error(exc)),
+        stop=stop_after_delay(timeout),
+        wait=wait,
+        before_sleep=say_who_holds_it,
+        retry_error_callback=give_up,
+    )
     try:
-        while True:
-            try:
-                return duckdb.connect(str(path), read_only=read_only)
-            except duckdb.IOException as exc:
-                if not _is_lock_error(exc):
-                    raise
-                holder = lock_holder(str(exc))
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise WarehouseLockTimeout(
-                        f"DuckDB file {path} stayed locked by {holder} for {timeout:g}s "
-                        f"(lock_timeout_seconds); DuckDB said: {first_line(exc)}"
-                    ) from exc
-                reporter.waiting(holder)
-                time.sleep(min(remaining, delay * (0.5 + random.random())))
-                delay = min(delay * 2, 0.25)
+        return retrying(duckdb.connect, str(path), read_only=read_only)
     finally:
         reporter.done()
 
 
+def _failure(state: RetryCallState) -> BaseException:
+    """The exception of the attempt that just failed."""
+    assert state.outcome is not None
+    exc = state.outcome.exception()
+    assert exc is not None
+    return exc
+
+
 #: The first bytes of every DuckDB database file hold this at offset 8.
 _DUCKDB_MAGIC = b"DUCK"
+
+
+#: Where the migration of a :class:`KeyIndexedTableError` is documented.
+KEY_INDEX_MIGRATION_DOC = "docs/OPERATIONS.md#duckdb-tables-with-a-key-index"
+
+
+class KeyIndexedTableError(SchemaMismatchError):
+    """A partitioned table still carries the primary-key index development versions gave it: it is
+    refused rather than written another way (module doc). Nothing was written."""
+
+    @classmethod
+    def of(cls, schema: str, table: str, table_ref: str) -> KeyIndexedTableError:
+        return cls(
+            f"DuckDB table {schema}.{table} carries a primary-key index, as development versions "
+            "created partitioned tables; this version writes them without it, so nothing was written. "
+            "With no sync running, recreate it without the index (its rows are kept): "
+            f"CREATE OR REPLACE TABLE {table_ref} AS SELECT * FROM {table_ref}; "
+            f"see {KEY_INDEX_MIGRATION_DOC}",
+            table=table,
+        )
 
 
 class _Existing(NamedTuple):
@@ -319,7 +378,7 @@ class _Existing(NamedTuple):
     #: None: no such table
     columns: list[ExistingColumn] | None
     comment: str | None
-    #: it carries a primary-key index (snapshot tables, and partitioned tables of earlier versions)
+    #: it carries a primary-key index (snapshot tables; a partitioned one is refused, module doc)
     keyed: bool
 
 
@@ -353,14 +412,11 @@ def _key_holds_the_scope(spec: TableSpec) -> bool:
 
 @dataclass(frozen=True)
 class _ScopedWrite:
-    """One partition replace under way: its connection, table, scope filter and stamp."""
+    """One partition replace under way: its table and scope filter."""
 
-    con: duckdb.DuckDBPyConnection
     ref: str
     spec: TableSpec
     scope: PartitionScope
-    plan: LoadPlan
-    stamp: WriteStamp
 
     @property
     def in_scope(self) -> str:
@@ -686,34 +742,87 @@ class DuckDBWarehouse(Warehouse):
             _exec(con, f"COMMENT ON {target} IS {quote_literal(text)}")
         if spec.kind == "snapshot":
             view = current_view_name(spec)
-            if session is not None and view in session.views and not (plan.create or plan.columns):
+            changed = plan.create or plan.columns or plan.comments
+            if session is not None and view in session.views and not changed:
                 return plan
-            has_view = _exec(
-                con,
-                "SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() "
-                "AND schema_name = $schema AND view_name = $view",
-                {"schema": self.schema, "view": view},
+            description = current_view_description(spec)
+            columns = column_descriptions(spec, plan.table_columns)
+            work = (
+                "create"
+                if plan.create or plan.columns
+                else view_work(self._view_shape(con, view), description, columns)
             )
-            if session is not None:
-                session.views.add(view)
-            if plan.create or plan.columns or not has_view[0][0]:
+            if work == "create":
                 _exec(
                     con,
-                    # the body names the table schema-relative: DuckDB 2.0 refuses a catalog-qualified
-                    # name there when the schema and the file share a name (it is stored relative anyway)
                     f"CREATE OR REPLACE VIEW {self.table_ref(view)} AS "
-                    f"SELECT * FROM {q(self.schema)}.{q(spec.name)} WHERE {q(IS_CURRENT)}",
+                    f"SELECT * FROM {self._relative_ref(spec.name)} WHERE {q(IS_CURRENT)}",
                 )
-                comment = quote_literal(current_view_description(spec))
-                _exec(con, f"COMMENT ON VIEW {self.table_ref(view)} IS {comment}")
+            if work is not None:
+                self._comment_view(con, view, description, columns)
+            if session is not None:
+                session.views.add(view)
         return plan
+
+    def _relative_ref(self, table: str) -> str:
+        """A table named schema-relative, for view bodies: DuckDB 2.0 refuses a catalog-qualified name
+        there when the schema and the file share a name (it is stored relative anyway)."""
+        return f"{q(self.schema)}.{q(table)}"
+
+    def _view_shape(self, con: duckdb.DuckDBPyConnection, view: str) -> ViewShape | None:
+        found = _exec(
+            con,
+            "SELECT v.comment, c.column_name, c.comment FROM duckdb_views() v "
+            "LEFT JOIN duckdb_columns() c ON c.database_name = v.database_name "
+            "AND c.schema_name = v.schema_name AND c.table_name = v.view_name "
+            "WHERE v.database_name = current_database() AND v.schema_name = $schema "
+            "AND v.view_name = $view ORDER BY c.column_index",
+            {"schema": self.schema, "view": view},
+        )
+        if not found:
+            return None
+        return ViewShape(found[0][0], tuple((n, c) for _, n, c in found if n is not None))
+
+    def _comment_view(
+        self, con: duckdb.DuckDBPyConnection, view: str, description: str, columns: Iterable[tuple[str, str]]
+    ) -> None:
+        ref = self.table_ref(view)
+        _exec(con, f"COMMENT ON VIEW {ref} IS {quote_literal(description)}")
+        for column, text in columns:
+            _exec(con, f"COMMENT ON COLUMN {ref}.{q(column)} IS {quote_literal(text)}")
+
+    def _ensure_views(self, spec: TableSpec) -> None:
+        """The analyst views reading ``spec``'s table whose sources all exist: created, re-created or
+        commented as their spec says; one that fails is logged and skipped (the table has landed)."""
+        for view in views_reading(spec.name):
+            try:
+                with self._transaction() as con:
+                    if any(self._existing(con, source).columns is None for source in view.sources):
+                        continue
+                    columns = [(c.name, c.description) for c in view.columns]
+                    work = view_work(self._view_shape(con, view.name), view.description, columns)
+                    if work == "create":
+                        body = view.select(self._relative_ref)
+                        _exec(con, f"CREATE OR REPLACE VIEW {self.table_ref(view.name)} AS {body}")
+                    if work is not None:
+                        self._comment_view(con, view.name, view.description, columns)
+            except duckdb.Error as exc:
+                log.warning(
+                    "DuckDB view %s.%s could not be created (%s: %s); its tables are unaffected",
+                    self.schema,
+                    view.name,
+                    type(exc).__name__,
+                    first_line(exc),
+                )
 
     # --- Warehouse --------------------------------------------------------------------------------
 
     def ensure_table(self, spec: TableSpec) -> list[str]:
         validate_spec(spec)
         with self._transaction() as con:
-            return self._ensure(con, spec, spec.arrow_schema).columns_added
+            added = self._ensure(con, spec, spec.arrow_schema).columns_added
+        self._ensure_views(spec)
+        return added
 
     def replace_partitions_together(
         self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
@@ -723,8 +832,8 @@ class DuckDBWarehouse(Warehouse):
         Tables this writer creates carry no key index: each write deletes its scope, then inserts
         its rows (deduplicated by key); a key that already exists outside the scope fails the
         landing (checked only where the key does not contain the brand, date and engine: otherwise
-        a row in the scope cannot share its key with one outside). Tables created with a primary
-        key (by earlier versions) keep the upsert path of :meth:`_replace_indexed`.
+        a row in the scope cannot share its key with one outside). A table that carries a primary
+        key is refused (:class:`KeyIndexedTableError`).
 
         Within ``memory_limit``, a landing that runs out of memory in any of DuckDB's forms
         (:func:`is_out_of_memory`) is rolled back whole and run once more without the budget, with a
@@ -771,13 +880,13 @@ class DuckDBWarehouse(Warehouse):
     ) -> WriteResult:
         """One write of a landing, inside the landing's transaction."""
         plan = self._ensure(con, spec, checked.rows.schema)
-        write = _ScopedWrite(con, self.table_ref(spec.name), spec, checked.scope, plan, stamp)
+        if self._existing(con, spec.name).keyed:  # raising rolls the landing back
+            raise KeyIndexedTableError.of(self.schema, spec.name, self.table_ref(spec.name))
+        write = _ScopedWrite(self.table_ref(spec.name), spec, checked.scope)
         data = encode_rows(checked.rows, plan)
         dropped = 0
         if self._repeats_a_key(con, spec, data):
             data, dropped = dedupe_by_key(data, spec.key)
-        if self._existing(con, spec.name).keyed:
-            return self._replace_indexed(write, data, dropped=dropped)
         deleted = int(_exec(con, f"DELETE FROM {write.ref} WHERE {write.in_scope}", write.params)[0][0])
         if self._between_delete_and_insert is not None:
             self._between_delete_and_insert()
@@ -815,60 +924,6 @@ class DuckDBWarehouse(Warehouse):
         )
         return bool(found[0][0])
 
-    def _replace_indexed(self, write: _ScopedWrite, data: pa.Table, *, dropped: int) -> WriteResult:
-        """The scope's replace on a table with a primary-key index: a plain INSERT for a new
-        partition, else upsert + stale delete. ``data`` is encoded and deduplicated.
-
-        DuckDB's key index handles a key deleted and re-inserted in one transaction very slowly (a
-        million-row re-run took a minute), while an upsert updates in place; rows of the scope this
-        write did not send (an older stamp) are then deleted. Row counts before and after prove
-        that no key outside the scope was touched. The fault hook runs between the two statements.
-        """
-        con, ref, spec, plan, stamp = write.con, write.ref, write.spec, write.plan, write.stamp
-
-        def counts() -> tuple[int, int]:
-            found = _exec(
-                con, f"SELECT count(*), count(*) FILTER ({write.in_scope}) FROM {ref}", write.params
-            )
-            return int(found[0][0]), int(found[0][1])
-
-        # a WHERE (not a FILTER) lets DuckDB skip row groups by the date column's min/max: a new
-        # partition costs no scan of the table
-        scope_before = int(
-            _exec(con, f"SELECT count(*) FROM {ref} WHERE {write.in_scope}", write.params)[0][0]
-        )
-        n = data.num_rows
-        if n and not scope_before:
-            # nothing to replace (a new partition): a plain INSERT, lighter than an upsert
-            try:
-                self._insert(con, spec, plan, data, stamp)
-            except duckdb.ConstraintException as exc:  # the keys are unique: one lies outside
-                raise ValueError(f"some {write.outside_message}: {first_line(exc)}") from exc
-        elif n:
-            total_before = int(_exec(con, f"SELECT count(*) FROM {ref}")[0][0])
-            self._upsert(con, spec, plan, data, stamp, is_snapshot=False)
-            total_after, scope_after = counts()
-            matched_in_scope = scope_before + n - scope_after
-            moved = total_before + n - total_after - matched_in_scope
-            if moved:  # raising rolls the upsert back
-                raise ValueError(f"{moved} {write.outside_message}")
-        if self._between_delete_and_insert is not None:
-            self._between_delete_and_insert()
-        if scope_before:
-            _exec(
-                con,
-                f"DELETE FROM {ref} WHERE {write.in_scope} AND ({q(LOADED_AT)} IS DISTINCT FROM $loaded_at "
-                f"OR {q(RUN_ID)} IS DISTINCT FROM $run_id)",
-                {**write.params, "loaded_at": stamp.loaded_at, "run_id": stamp.run_id},
-            )
-        return WriteResult(
-            table=spec.name,
-            rows_written=n,
-            rows_deleted=scope_before,
-            columns_added=plan.columns_added,
-            duplicates_dropped=dropped,
-        )
-
     def _insert(
         self,
         con: duckdb.DuckDBPyConnection,
@@ -893,26 +948,23 @@ class DuckDBWarehouse(Warehouse):
         plan: LoadPlan,
         data: pa.Table,
         stamp: WriteStamp,
-        *,
-        is_snapshot: bool,
     ) -> None:
-        """INSERT ... ON CONFLICT (key) DO UPDATE: every column takes this write's value (or NULL).
+        """A snapshot's INSERT ... ON CONFLICT (key) DO UPDATE: every column takes this write's value
+        (or NULL), and the row is current again.
 
-        In slices: DuckDB holds a whole ON CONFLICT input in memory (about 4x its Arrow size for a
-        million rows); slices of :data:`UPSERT_BATCH_ROWS` keep that bounded. Keys are unique across
-        slices (deduplicated before), so slicing changes nothing else.
+        In slices: DuckDB holds a whole ON CONFLICT input in memory, several times its Arrow size
+        (bench/RESULTS.md, *Warehouse*); slices of :data:`UPSERT_BATCH_ROWS` keep that bounded.
+        Keys are unique across slices (deduplicated before), so slicing changes nothing else.
         """
         ref = self.table_ref(spec.name)
         cols = ", ".join(q(c) for c in plan.load_columns)
         updates = [f"{q(c)} = excluded.{q(c)}" for c in plan.load_columns if c not in spec.key]
         updates += [f"{q(c)} = NULL" for c in plan.null_columns]
         updates += [f"{q(LOADED_AT)} = excluded.{q(LOADED_AT)}", f"{q(RUN_ID)} = excluded.{q(RUN_ID)}"]
-        insert_cols = f"{cols}, {q(LOADED_AT)}, {q(RUN_ID)}"
-        values = f"{cols}, $ts, $run_id"
-        if is_snapshot:
-            insert_cols += f", {q(IS_CURRENT)}, {q(FIRST_SEEN_AT)}, {q(LAST_SEEN_AT)}"
-            values += ", true, $ts, $ts"
-            updates += [f"{q(IS_CURRENT)} = true", f"{q(LAST_SEEN_AT)} = excluded.{q(LAST_SEEN_AT)}"]
+        updates += [f"{q(IS_CURRENT)} = true", f"{q(LAST_SEEN_AT)} = excluded.{q(LAST_SEEN_AT)}"]
+        system = (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
+        insert_cols = f"{cols}, {', '.join(map(q, system))}"
+        values = f"{cols}, $ts, $run_id, true, $ts, $ts"
         for offset in range(0, data.num_rows, UPSERT_BATCH_ROWS):
             _exec_on_rows(
                 con,
@@ -935,7 +987,7 @@ class DuckDBWarehouse(Warehouse):
             ref = self.table_ref(spec.name)
             retired = 0
             if data.num_rows:
-                self._upsert(con, spec, plan, data, stamp, is_snapshot=True)
+                self._upsert(con, spec, plan, data, stamp)
             if scope is not None and (scope.column is None or scope.values):
                 params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
                 # rows this write did not send carry an older stamp

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import logging
 import math
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,6 +28,7 @@ import pyarrow.csv as pa_csv
 from psycopg import sql as pgsql
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from resources.warehouse.base import (
     FIRST_SEEN_AT,
@@ -45,9 +47,12 @@ from resources.warehouse.common import (
     CheckedWrite,
     ExistingColumn,
     LoadPlan,
+    ViewShape,
+    ViewWork,
     WriteStamp,
     check_snapshot_write,
     clean_snapshot_scope,
+    column_descriptions,
     current_view_description,
     current_view_name,
     dedupe_by_key,
@@ -57,15 +62,22 @@ from resources.warehouse.common import (
     quote_identifier,
     system_columns,
     validate_spec,
+    view_work,
 )
 from resources.warehouse.types import from_postgres_type, postgres_type, sql_type_or_default
+from resources.warehouse.urls import POSTGRES_SCHEMES
+from resources.warehouse.views import views_reading
 
 q = quote_identifier
 
 #: Postgres silently truncates longer identifiers, which could merge two columns: refuse them.
 MAX_IDENTIFIER_BYTES = 63
 COPY_BATCH_ROWS = 65_536
-_SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
+_SCHEMES = frozenset(POSTGRES_SCHEMES)
+#: The warehouse's logger (the DuckDB writer's too): warnings about views that could not be created.
+log = logging.getLogger("visibility.warehouse")
+#: A view's comment and its columns' comments, in order.
+ViewComments = tuple[str, Sequence[tuple[str, str]]]
 
 
 def postgres_sqlalchemy_url(url: str | URL) -> URL:
@@ -199,13 +211,79 @@ class PostgresWarehouse(Warehouse):
         existing = [ExistingColumn(n, t, from_postgres_type(t), c) for n, t, c in cur.fetchall()]
         return existing, comment
 
-    def _view_exists(self, cur: psycopg.Cursor[Any], view: str) -> bool:
+    def _view_shape(self, cur: psycopg.Cursor[Any], view: str) -> ViewShape | None:
         cur.execute(
-            "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = %s AND c.relkind = 'v'",
+            "SELECT obj_description(c.oid, 'pg_class'), a.attname, col_description(c.oid, a.attnum) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
+            "WHERE n.nspname = %s AND c.relname = %s AND c.relkind = 'v' ORDER BY a.attnum",
             (self.schema, view),
         )
-        return cur.fetchone() is not None
+        found = cur.fetchall()
+        if not found:
+            return None
+        return ViewShape(found[0][0], tuple((n, c) for _, n, c in found if n is not None))
+
+    def _current_view_work(self, cur: psycopg.Cursor[Any], spec: TableSpec, plan: LoadPlan) -> ViewWork:
+        if spec.kind != "snapshot":
+            return None
+        if plan.create or plan.columns:
+            return "create"
+        columns = column_descriptions(spec, plan.table_columns)
+        return view_work(
+            self._view_shape(cur, current_view_name(spec)), current_view_description(spec), columns
+        )
+
+    def _write_view(
+        self, cur: psycopg.Cursor[Any], view: str, body: str, work: ViewWork, comments: ViewComments
+    ) -> None:
+        """(Re)create the view when ``work`` says so, then write its comments. DROP first: CREATE OR
+        REPLACE cannot rename, drop or reorder the columns of an older view."""
+        if work is None:
+            return
+        view_ref = self.table_ref(view)
+        if work == "create":
+            cur.execute(f"DROP VIEW IF EXISTS {view_ref}")  # type: ignore[arg-type]
+            cur.execute(f"CREATE VIEW {view_ref} AS {body}")  # type: ignore[arg-type]
+        description, columns = comments
+        cur.execute(pgsql.SQL(f"COMMENT ON VIEW {view_ref} IS {{}}").format(pgsql.Literal(description)))  # type: ignore[arg-type]
+        for column, text_ in columns:
+            cur.execute(
+                pgsql.SQL(f"COMMENT ON COLUMN {view_ref}.{q(column)} IS {{}}").format(pgsql.Literal(text_))  # type: ignore[arg-type]
+            )
+
+    def _lock_ddl(self, cur: psycopg.Cursor[Any]) -> None:
+        """Serialise the DDL of this schema's writers (then decide again on what is now committed)."""
+        cur.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"visibility-ddl:{self.schema}",)
+        )
+
+    def _ensure_views(self, spec: TableSpec) -> None:
+        """The analyst views reading ``spec``'s table whose sources all exist: created, re-created or
+        commented as their spec says; one that fails is logged and skipped (the table has landed)."""
+        for view in views_reading(spec.name):
+            for name in (view.name, *view.sources, *view.column_names):
+                check_identifier(name, "identifier")
+            columns = tuple((c.name, c.description) for c in view.columns)
+            try:
+                with self._transaction() as cur:
+                    if any(self._existing(cur, source)[0] is None for source in view.sources):
+                        continue
+                    if view_work(self._view_shape(cur, view.name), view.description, columns) is None:
+                        continue
+                    self._lock_ddl(cur)
+                    work = view_work(self._view_shape(cur, view.name), view.description, columns)
+                    self._write_view(
+                        cur, view.name, view.select(self.table_ref), work, (view.description, columns)
+                    )
+            except (psycopg.Error, SQLAlchemyError) as exc:
+                log.warning(
+                    "Postgres view %s.%s could not be created (%s: %s); its tables are unaffected",
+                    self.schema,
+                    view.name,
+                    type(exc).__name__,
+                    first_line(exc),
+                )
 
     def _plan(self, cur: psycopg.Cursor[Any], spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
         existing, comment = self._existing(cur, spec.name)
@@ -223,16 +301,10 @@ class PostgresWarehouse(Warehouse):
         for name in [spec.name, current_view_name(spec), *rows_schema.names, *(c.name for c in spec.columns)]:
             check_identifier(name, "identifier")
         plan = self._plan(cur, spec, rows_schema)
-        view = current_view_name(spec)
-        needs_view = spec.kind == "snapshot" and (
-            plan.create or plan.columns or not self._view_exists(cur, view)
-        )
-        if not (plan.create or plan.columns or plan.comments or needs_view):
+        if not (plan.create or plan.columns or plan.comments or self._current_view_work(cur, spec, plan)):
             return plan
         # DDL: serialise writers of this schema, then decide again on what is now committed
-        cur.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"visibility-ddl:{self.schema}",)
-        )
+        self._lock_ddl(cur)
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {q(self.schema)}")
         plan = self._plan(cur, spec, rows_schema)
         ref = self.table_ref(spec.name)
@@ -252,16 +324,11 @@ class PostgresWarehouse(Warehouse):
         for column, comment in plan.comments:
             target = f"TABLE {ref}" if column is None else f"COLUMN {ref}.{q(column)}"
             cur.execute(pgsql.SQL(f"COMMENT ON {target} IS {{}}").format(pgsql.Literal(comment)))  # type: ignore[arg-type]
-        if spec.kind == "snapshot" and (plan.create or plan.columns or not self._view_exists(cur, view)):
-            view_ref = self.table_ref(view)
-            # DROP first: CREATE OR REPLACE cannot reorder columns of an older view
-            cur.execute(f"DROP VIEW IF EXISTS {view_ref}")  # type: ignore[arg-type]
-            cur.execute(f"CREATE VIEW {view_ref} AS SELECT * FROM {ref} WHERE {q(IS_CURRENT)}")  # type: ignore[arg-type]
-            cur.execute(
-                pgsql.SQL(f"COMMENT ON VIEW {view_ref} IS {{}}").format(  # type: ignore[arg-type]
-                    pgsql.Literal(current_view_description(spec))
-                )
-            )
+        work = self._current_view_work(cur, spec, plan)
+        if work is not None:
+            comments = (current_view_description(spec), column_descriptions(spec, plan.table_columns))
+            body = f"SELECT * FROM {ref} WHERE {q(IS_CURRENT)}"
+            self._write_view(cur, current_view_name(spec), body, work, comments)
         return plan
 
     def _lock_table(self, cur: psycopg.Cursor[Any], table: str) -> None:
@@ -289,7 +356,9 @@ class PostgresWarehouse(Warehouse):
     def ensure_table(self, spec: TableSpec) -> list[str]:
         validate_spec(spec)
         with self._transaction() as cur:
-            return self._ensure(cur, spec, spec.arrow_schema).columns_added
+            added = self._ensure(cur, spec, spec.arrow_schema).columns_added
+        self._ensure_views(spec)
+        return added
 
     def replace_partitions_together(
         self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str

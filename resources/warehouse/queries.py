@@ -134,19 +134,19 @@ def capped_cited_page_days(warehouse: Warehouse, *, sample: int = 5) -> tuple[in
 def share_of_voice_off(
     warehouse: Warehouse, *, tolerance: float, sample: int = 5
 ) -> tuple[int, list[dict[str, Any]]]:
-    """Brand x engine x date groups with mentions whose share of voice does not sum to 100.
+    """Brand x engine x granularity x date groups with mentions whose share of voice is not 100.
 
-    Share of voice is over the brand plus its tracked competitors, so every day that has mentions
-    sums to 100 (within rounding); days without mentions are skipped.
+    Share of voice is over the brand plus its tracked competitors, so every day, week and request
+    window that has mentions sums to 100 (within rounding); periods without mentions are skipped.
     """
     ref = warehouse.table_ref("competitor_trends")
     sql = f"""
-        SELECT brand_id, engine, date, SUM(share_of_voice) AS total, SUM(mention_count) AS mentions
+        SELECT brand_id, engine, granularity, date, SUM(share_of_voice) AS total,
+               SUM(mention_count) AS mentions
         FROM {ref}
-        WHERE granularity = 'day'
-        GROUP BY brand_id, engine, date
+        GROUP BY brand_id, engine, granularity, date
         HAVING SUM(mention_count) > 0 AND ABS(SUM(share_of_voice) - 100) > {_number(tolerance)}
-        ORDER BY date DESC, brand_id, engine
+        ORDER BY date DESC, brand_id, engine, granularity
     """
     rows = _rows(warehouse, sql)
     return len(rows), [{k: _plain(v) for k, v in r.items()} for r in rows[:sample]]

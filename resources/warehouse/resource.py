@@ -1,6 +1,7 @@
 """Choosing the engine from configuration: :func:`warehouse_from_url` and the Dagster resource.
 
-The URL is validated before any I/O, and every error names the setting to fix
+The URL is validated before any I/O (the rules and defaults are :mod:`resources.warehouse.urls`'s,
+shared with ``settings.py``), and every error names the setting to fix
 (``VISIBILITY_WAREHOUSE``, ``VISIBILITY_SCHEMA``). A Postgres password never appears in a repr, an
 error or a log line. BigQuery is imported only when a ``bigquery://`` URL is used, so its client
 library stays optional at import time.
@@ -8,82 +9,42 @@ library stays optional at import time.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from dagster import ConfigurableResource
 from pydantic import Field
 
 from resources.warehouse.base import WAREHOUSE_SETTING, Warehouse, WarehouseConfigError
+from resources.warehouse.urls import (
+    DEFAULT_LANDING_MEMORY_LIMIT,
+    DEFAULT_SCHEMA,
+    DEFAULT_WAREHOUSE_URL,
+    POSTGRES_SCHEMES,
+    SCHEMA_SETTING,
+    bigquery_target,
+    duckdb_path,
+    redact_url,
+    url_scheme,
+    validate_memory_limit,
+    validate_schema_name,
+)
+from resources.warehouse.urls import EXPECTED_URLS as _EXPECTED
 
-SCHEMA_SETTING = "VISIBILITY_SCHEMA"
-DEFAULT_WAREHOUSE_URL = "duckdb:///data/visibility.duckdb"
-DEFAULT_SCHEMA = "visibility"
-#: measured in bench/: landing memory flat in the days of a backfill, chunk writes 15-25% slower
-DEFAULT_LANDING_MEMORY_LIMIT = "64MB"
-_EXPECTED = "duckdb:///path/file.duckdb, postgresql://user:pass@host:port/db or bigquery://project/dataset"
-_SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (safe for messages and reprs)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return parts._replace(netloc=f"{user}:***@{netloc}").geturl()
-
-
-def validate_schema_name(schema: str) -> str:
-    if not _SCHEMA_RE.match(schema or ""):
-        raise WarehouseConfigError(
-            f"{SCHEMA_SETTING}: {schema!r} is not a valid schema name "
-            "(letters, digits and underscores, not starting with a digit, at most 63 characters)"
-        )
-    return schema
-
-
-def duckdb_path(url: str) -> Path:
-    """``duckdb:///relative/file.duckdb`` or ``duckdb:////absolute/file.duckdb`` -> the file path."""
-    rest = url[len("duckdb://") :]
-    if not rest.startswith("/") or rest in ("/", "/:memory:"):
-        raise WarehouseConfigError(
-            f"{WAREHOUSE_SETTING}: {url!r} names no DuckDB file (expected duckdb:///path/file.duckdb)"
-        )
-    path = rest[1:]  # three slashes: relative; four: absolute (SQLAlchemy's convention)
-    if "?" in path or "#" in path:
-        raise WarehouseConfigError(f"{WAREHOUSE_SETTING}: DuckDB URLs take no query or fragment: {url!r}")
-    return Path(path)
-
-
-def bigquery_target(url: str) -> tuple[str, str]:
-    """``bigquery://project/dataset`` -> (project, dataset)."""
-    parts = urlsplit(url)
-    dataset = parts.path.strip("/")
-    if not parts.netloc or not dataset or "/" in dataset or parts.query:
-        raise WarehouseConfigError(f"{WAREHOUSE_SETTING}: {url!r} must be bigquery://project/dataset")
-    return parts.netloc, dataset
-
-
-def validate_memory_limit(value: str, setting: str) -> str | None:
-    """A DuckDB memory size (``64MB``, ``1GiB``), stripped; None when empty; errors name ``setting``."""
-    from resources.warehouse.duckdb import parse_memory_limit
-
-    value = value.strip()
-    if not value:
-        return None
-    try:
-        parse_memory_limit(value)
-    except ValueError as exc:
-        raise WarehouseConfigError(f"{setting}: {exc}") from None
-    return value
+__all__ = [
+    "DEFAULT_LANDING_MEMORY_LIMIT",
+    "DEFAULT_SCHEMA",
+    "DEFAULT_WAREHOUSE_URL",
+    "SCHEMA_SETTING",
+    "WarehouseConfigError",
+    "WarehouseResource",
+    "bigquery_target",
+    "duckdb_path",
+    "redact_url",
+    "validate_memory_limit",
+    "validate_schema_name",
+    "warehouse_from_url",
+]
 
 
 def warehouse_from_url(url: str, schema: str = DEFAULT_SCHEMA, **options: Any) -> Warehouse:
@@ -94,12 +55,12 @@ def warehouse_from_url(url: str, schema: str = DEFAULT_SCHEMA, **options: Any) -
     if not isinstance(url, str) or not url.strip():
         raise WarehouseConfigError(f"{WAREHOUSE_SETTING} is empty (expected {_EXPECTED})")
     url = url.strip()
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    scheme = url_scheme(url)
     if scheme == "duckdb":
         from resources.warehouse.duckdb import DuckDBWarehouse
 
         return DuckDBWarehouse(duckdb_path(url), validate_schema_name(schema), **options)
-    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+    if scheme in POSTGRES_SCHEMES:
         from resources.warehouse.postgres import PostgresWarehouse
 
         validate_schema_name(schema)

@@ -20,9 +20,10 @@ from assets.planning import (
     plan_mentions,
 )
 from assets.snapshots import snapshot_assets
-from pipelines.schedules import daily_sync
+from pipelines.schedules import daily_sync_schedule
 from resources.api.client import VisibilityClient
 from sandbox.testing import SandboxHandle
+from settings import load_settings
 from tests.assets.conftest import FACTS, TRENDS, Sync, days, metadata
 from tests.fixtures_sandbox import SANDBOX_TODAY
 
@@ -167,7 +168,7 @@ def test_the_daily_schedule_lookback_corrects_restated_days(
     sync.run(["competitor_trends"], first_day, SANDBOX_TODAY - dt.timedelta(days=1), (ALL,))
     query = (
         "SELECT brand_id, brand_name, date, mention_count, share_of_voice, _run_id FROM competitor_trends "
-        "WHERE engine = 'all' ORDER BY ALL"
+        "WHERE engine = 'all' AND granularity = 'day' ORDER BY ALL"
     )
     before = sync.query(query)
     sandbox.restate()
@@ -177,7 +178,7 @@ def test_the_daily_schedule_lookback_corrects_restated_days(
             SANDBOX_TODAY.year, SANDBOX_TODAY.month, SANDBOX_TODAY.day, 3, tzinfo=dt.UTC
         )
     )
-    request = daily_sync(context)
+    request = daily_sync_schedule(load_settings({}))(context)  # the default lookback: 3 days
     result = materialize_request(sync, request)
     assert metadata(result, "competitor_trends")["window_start"] == "2026-10-28"
 

@@ -102,18 +102,19 @@ def test_answers_are_per_brand_and_per_engine_only_when_partial() -> None:
     assert sorted((c.brand_id, c.engine) for c in partial.calls) == [("b1", "claude"), ("b2", "claude")]
 
 
-def test_competitor_trends_are_one_call_per_brand_and_engine_with_all_as_the_omitted_engine() -> None:
+def test_competitor_trends_are_one_day_call_per_brand_and_engine_with_all_as_the_omitted_engine() -> None:
     plan = plan_competitor_trends(cells(days(30), ENGINES_WITH_ALL), [FULL, TWO], ENGINES_WITH_ALL)
-    assert len(plan.calls) == 8 + 3
-    assert all(c.window.days == 30 for c in plan.calls)
-    assert sum(c.engine is None for c in plan.calls) == 2
-    assert {c.landed_engine for c in plan.calls if c.brand_id == "b2"} == {"chatgpt", "claude", ALL}
+    day_calls = [c for c in plan.calls if c.granularity == "day"]
+    assert len(day_calls) == 8 + 3
+    assert all(c.window.days == 30 for c in day_calls)
+    assert sum(c.engine is None for c in day_calls) == 2
+    assert {c.landed_engine for c in day_calls if c.brand_id == "b2"} == {"chatgpt", "claude", ALL}
 
 
 def test_trend_calls_span_the_hull_of_a_non_contiguous_run() -> None:
-    ds = [D0, D0 + dt.timedelta(days=9)]
+    ds = [D0, D0 + dt.timedelta(days=8)]  # a Friday and the Saturday after next: no Sunday, no weeks
     plan = plan_competitor_trends(cells(ds, [ALL]), [FULL], ENGINES_WITH_ALL)
-    assert [c.window for c in plan.calls] == [Window(D0, D0 + dt.timedelta(days=10))]
+    assert [(c.window, c.granularity) for c in plan.calls] == [(Window(D0, D0 + dt.timedelta(days=9)), "day")]
 
 
 def test_citation_targets_are_the_own_domain_then_distinct_competitor_domains() -> None:
@@ -157,3 +158,30 @@ def test_a_table_without_a_rollup_does_not_report_all_as_an_unmeasured_engine() 
     plan = plan_mentions(cells(days(2), ENGINES_WITH_ALL), [FULL], ENGINES_WITH_ALL)
     assert plan.skipped == ()
     assert all(call.engine is None for call in plan.calls)  # every engine of the brand: no filter
+
+
+SUNDAY = dt.date(2024, 3, 3)
+
+
+def test_weeks_are_fetched_whole_for_the_sundays_of_the_run_one_call_per_brand_and_engine() -> None:
+    # Thursday to the second Tuesday after: the Sundays of March 3 and 10 own their weeks
+    run = cells(days(13, SUNDAY - dt.timedelta(days=3)), ["claude", ALL])
+    plan = plan_competitor_trends(run, [FULL, TWO], ENGINES_WITH_ALL)
+    weeks = sorted((c.brand_id, c.landed_engine, c.window) for c in plan.calls if c.granularity == "week")
+    whole_weeks = Window(SUNDAY - dt.timedelta(days=6), SUNDAY + dt.timedelta(days=8))
+    assert weeks == [(b, e, whole_weeks) for b in ("b1", "b2") for e in (ALL, "claude")]
+    assert whole_weeks.start.weekday() == 0 and whole_weeks.days == 14
+    # the day calls are unchanged: one per brand and engine over the run's hull
+    assert len([c for c in plan.calls if c.granularity == "day"]) == 4
+    assert expected_requests(plan) == {str(Endpoint.COMPETITOR_TRENDS): 8}
+
+
+def test_a_run_without_a_sunday_asks_for_no_week() -> None:
+    run = cells(days(6, SUNDAY + dt.timedelta(days=1)), ENGINES_WITH_ALL)  # Monday to Saturday
+    plan = plan_competitor_trends(run, [FULL], ENGINES_WITH_ALL)
+    assert {c.granularity for c in plan.calls} == {"day"}
+
+
+def test_a_week_call_skips_engines_the_brand_is_not_measured_on() -> None:
+    plan = plan_competitor_trends(cells([SUNDAY], ["gemini", "claude"]), [TWO], ENGINES_WITH_ALL)
+    assert [(c.engine, c.granularity) for c in plan.calls if c.granularity == "week"] == [("claude", "week")]

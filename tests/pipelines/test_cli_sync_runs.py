@@ -9,7 +9,7 @@ import duckdb
 
 from assets.spool import SPOOL_PREFIX
 from pipelines.cli import engine_groups, sync
-from pipelines.config import load_settings
+from settings import load_settings
 from tests.pipelines.test_cli import env  # noqa: F401  (the fixture)
 
 START, END = dt.date(2026, 10, 30), dt.date(2026, 10, 31)

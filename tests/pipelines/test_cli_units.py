@@ -17,8 +17,8 @@ from pipelines.cli import (
     exit_code_for,
     main,
 )
-from pipelines.config import ConfigError, load_settings
 from resources.api import errors as E
+from settings import ConfigError, load_settings
 
 
 def test_the_default_window_is_yesterday_and_the_lookback_days() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.config import ConfigError, load_settings
+from settings import ConfigError, load_settings
 
 KEY = "vsk_d26325e194ea80c4f2d86c45814c5d23"
 

@@ -14,7 +14,8 @@ from dagster._core.definitions.backfill_policy import BackfillPolicyType
 from assets.tables import ALL_TABLES
 from pipelines.definitions import all_assets, defs
 from pipelines.jobs import DAILY_JOB, SNAPSHOT_JOB, SYNC_JOB
-from pipelines.schedules import daily_sync, sync_window
+from pipelines.schedules import daily_sync_schedule, sync_window
+from settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 RANGE_START = "dagster/asset_partition_range_start"
@@ -87,10 +88,8 @@ def test_the_sync_window_is_yesterday_and_the_lookback_days() -> None:
     assert sync_window(today, 0, dt.date(2026, 5, 10)) is None
 
 
-def test_the_daily_schedule_requests_one_range_run_over_the_lookback_and_every_engine(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("VISIBILITY_LOOKBACK_DAYS", "2")
+def test_the_daily_schedule_requests_one_range_run_over_the_lookback_and_every_engine() -> None:
+    daily_sync = daily_sync_schedule(load_settings({"VISIBILITY_LOOKBACK_DAYS": "2"}))
     when = dt.datetime.now(dt.UTC).replace(hour=3, minute=0, second=0, microsecond=0) - dt.timedelta(days=5)
     request = daily_sync(build_schedule_context(scheduled_execution_time=when))
     newest = when.date() - dt.timedelta(days=1)

@@ -71,7 +71,7 @@ def test_configured_url_belongs_to_the_brand_whose_domain_hosts_it() -> None:
 def test_a_malformed_or_negative_setting_is_a_config_error_naming_the_variable(
     variable: str, value: str
 ) -> None:
-    from pipelines.config import ConfigError
+    from settings import ConfigError
 
     with pytest.raises(ConfigError, match=variable):
         AuditSensorSettings.from_env({variable: value})

@@ -17,7 +17,6 @@ from resources.warehouse.base import (
 from resources.warehouse.duckdb import DuckDBWarehouse
 from resources.warehouse.postgres import PostgresWarehouse
 from tests.warehouse.helpers import COMPETITORS, D1, D2, D3, MENTIONS, mention_rows, scope
-from tests.warehouse.legacy import KeyedDuckDBWarehouse
 
 __all__ = ["COMPETITORS", "D1", "D2", "D3", "MENTIONS", "Case", "mention_rows", "scope"]
 
@@ -29,7 +28,7 @@ class Case:
     engine: str
     warehouse: Any  # DuckDBWarehouse | PostgresWarehouse (tests use the fault hook)
     schema: str
-    #: partitioned tables carry a primary key (Postgres; DuckDB tables of earlier versions)
+    #: partitioned tables carry a primary key (Postgres; DuckDB's do without, resources/warehouse/duckdb.py)
     keyed_partitions: bool = True
 
     def rows(self, table: str, *, drop_meta: bool = True) -> list[dict[str, Any]]:
@@ -104,16 +103,13 @@ class Case:
         return [r["name"] for r in rows]
 
 
-@pytest.fixture(params=["duckdb", "duckdb-keyed", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)])
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
-    """The same warehouse contract on DuckDB (a fresh file), on DuckDB tables created with a
-    primary key by earlier versions, and on Postgres (a fresh schema)."""
-    if request.param.startswith("duckdb"):
-        keyed = request.param == "duckdb-keyed"
-        kind = KeyedDuckDBWarehouse if keyed else DuckDBWarehouse
-        wh: Warehouse = kind(tmp_path / "wh.duckdb", "vis", lock_timeout_seconds=30)
+    """The same warehouse contract on DuckDB (a fresh file) and on Postgres (a fresh schema)."""
+    if request.param == "duckdb":
+        wh: Warehouse = DuckDBWarehouse(tmp_path / "wh.duckdb", "vis", lock_timeout_seconds=30)
         with wh:
-            yield Case("duckdb", wh, "vis", keyed_partitions=keyed)
+            yield Case("duckdb", wh, "vis", keyed_partitions=False)
         return
     schema = request.getfixturevalue("pg_schema")
     with PostgresWarehouse(request.getfixturevalue("postgres_url"), schema) as wh:

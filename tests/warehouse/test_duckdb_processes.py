@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import threading
 import time
@@ -13,14 +14,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from resources.warehouse import duckdb as duckdb_module
-from resources.warehouse.base import WarehouseLockTimeout
-from resources.warehouse.duckdb import LOGGER_NAME, DuckDBWarehouse, LockWait, lock_holder
+from resources.warehouse.base import SnapshotScope, WarehouseLockTimeout
+from resources.warehouse.duckdb import (
+    KEY_INDEX_MIGRATION_DOC,
+    LOGGER_NAME,
+    DuckDBWarehouse,
+    KeyIndexedTableError,
+    LockWait,
+    lock_holder,
+)
 from tests.warehouse import _workers
-from tests.warehouse.helpers import D1, D2, MENTIONS, mention_rows, scope
-from tests.warehouse.legacy import KeyedDuckDBWarehouse
+from tests.warehouse.helpers import COMPETITORS, D1, D2, MENTIONS, mention_rows, scope
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -113,17 +121,24 @@ def test_read_only_handle_reads_and_refuses_writes(tmp_path: Path) -> None:
         DuckDBWarehouse.open_read_only(tmp_path / "missing.duckdb").query("SELECT 1")
 
 
-def test_upserts_in_slices_give_the_same_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A re-run on a table with a key index (the upsert path) lands every row once."""
+def test_snapshot_upserts_in_slices_give_the_same_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot re-run upserts in slices of UPSERT_BATCH_ROWS: every row once, the unsent retired."""
     monkeypatch.setattr(duckdb_module, "UPSERT_BATCH_ROWS", 3)
-    wh = KeyedDuckDBWarehouse(tmp_path / "wh.duckdb", "vis")
-    rows = mention_rows("b1", [D1], per_cell=5)
-    wh.replace_partitions(MENTIONS, rows, scope(("b1",), D1, D2), "run-1")
-    renamed = mention_rows("b1", [D1], per_cell=4, name="Again")
-    result = wh.replace_partitions(MENTIONS, renamed, scope(("b1",), D1, D2), "run-2")
-    assert (result.rows_written, result.rows_deleted) == (8, 10)
-    landed = wh.query('SELECT id, brand_name FROM "vis"."mentions" ORDER BY id').to_pylist()
-    assert landed == [{"id": i, "brand_name": "Again"} for i in sorted(renamed["id"].to_pylist())]
+    wh = DuckDBWarehouse(tmp_path / "wh.duckdb", "vis")
+
+    def competitors(count: int, name: str) -> pa.Table:
+        rows = [{"brand_id": "b1", "id": f"c{i}", "name": name, "domain": f"c{i}.com"} for i in range(count)]
+        return pa.Table.from_pylist(rows, schema=COMPETITORS.arrow_schema)
+
+    wh.upsert_snapshot(COMPETITORS, competitors(10, "Old"), "run-1", None)
+    result = wh.upsert_snapshot(COMPETITORS, competitors(8, "Again"), "run-2", SnapshotScope())
+    assert (result.rows_written, result.rows_deleted) == (8, 2)
+    landed = wh.query('SELECT id, name, is_current FROM "vis"."competitors" ORDER BY id').to_pylist()
+    assert landed == [
+        {"id": f"c{i}", "name": "Again" if i < 8 else "Old", "is_current": i < 8} for i in range(10)
+    ]
 
 
 def test_a_schema_named_like_the_file_is_not_ambiguous(tmp_path: Path) -> None:
@@ -137,10 +152,6 @@ def test_a_schema_named_like_the_file_is_not_ambiguous(tmp_path: Path) -> None:
 
 
 def test_the_current_view_works_when_the_schema_is_named_like_the_file(tmp_path: Path) -> None:
-    import pyarrow as pa
-
-    from tests.warehouse.helpers import COMPETITORS
-
     rows = pa.Table.from_pylist(
         [{"brand_id": "b1", "id": "x", "name": "X", "domain": "x.com"}], schema=COMPETITORS.arrow_schema
     )
@@ -150,29 +161,53 @@ def test_the_current_view_works_when_the_schema_is_named_like_the_file(tmp_path:
     assert warehouse.query(f"SELECT id FROM {view}").to_pylist() == [{"id": "x"}]
 
 
-def test_a_keyed_table_of_an_earlier_version_moves_over_as_operations_md_says(tmp_path: Path) -> None:
-    """docs/OPERATIONS.md: recreating the table drops the key index; later writes take the
-    delete + insert path and the rows stay as they were."""
-    path = tmp_path / "wh.duckdb"
-    KeyedDuckDBWarehouse(path, "vis").replace_partitions(
-        MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1"
-    )
-    wh = DuckDBWarehouse(path, "vis")
-    before = wh.query('SELECT * FROM "vis"."mentions" ORDER BY id').to_pylist()
+def _operations_md_migration(table: str) -> str:
+    """The statement docs/OPERATIONS.md gives to drop a table's key index, for ``table``."""
+    doc = (Path(__file__).parents[2] / "docs" / "OPERATIONS.md").read_text()
+    heading = "## DuckDB tables with a key index"
+    assert heading.lower().replace(" ", "-").lstrip("#-") == KEY_INDEX_MIGRATION_DOC.split("#")[1]
+    section = doc.split(heading, 1)[1].split("\n## ", 1)[0]
+    statement = re.search(r"```sql\n(.+?)\n```", section, re.DOTALL)
+    assert statement is not None, "the section shows the statement in a sql block"
+    return statement[1].replace("prompt_mentions", table)
+
+
+def test_a_partitioned_table_with_a_key_index_is_refused_until_migrated_as_operations_md_says(
+    tmp_path: Path,
+) -> None:
+    """Development versions created partitioned tables with a primary key: the writer refuses such a
+    table, naming it and the migration, writes nothing; the documented statement moves it over."""
+    path = tmp_path / "visibility.duckdb"  # the default: schema and file share a name
+    wh = DuckDBWarehouse(path, "visibility")
+    wh.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1")
+    with duckdb.connect(str(path)) as con:  # as those versions left it
+        con.execute(f"ALTER TABLE {wh.table_ref('mentions')} ADD PRIMARY KEY (id)").fetchall()
+    before = wh.query(f"SELECT * FROM {wh.table_ref('mentions')} ORDER BY id").to_pylist()
+
+    again = mention_rows("b1", [D1], name="Again")
+    with pytest.raises(KeyIndexedTableError) as refused:
+        wh.replace_partitions(MENTIONS, again, scope(("b1",), D1, D2), "run-2")
+    message = str(refused.value)
+    assert "visibility.mentions carries a primary-key index" in message
+    assert KEY_INDEX_MIGRATION_DOC in message and refused.value.table == "mentions"
+    assert wh.query(f"SELECT * FROM {wh.table_ref('mentions')} ORDER BY id").to_pylist() == before
+
+    migration = _operations_md_migration("mentions")
+    assert migration.rstrip(";") in message  # the error quotes the documented statement
     with duckdb.connect(str(path)) as con:
-        con.execute('CREATE OR REPLACE TABLE "vis"."mentions" AS SELECT * FROM "vis"."mentions"').fetchall()
-    assert wh.query('SELECT * FROM "vis"."mentions" ORDER BY id').to_pylist() == before
-    result = wh.replace_partitions(
-        MENTIONS, mention_rows("b1", [D1], name="Again"), scope(("b1",), D1, D2), "run-2"
-    )
+        con.execute(migration).fetchall()
+    assert wh.query(f"SELECT * FROM {wh.table_ref('mentions')} ORDER BY id").to_pylist() == before
+    result = wh.replace_partitions(MENTIONS, again, scope(("b1",), D1, D2), "run-2")
     assert (result.rows_written, result.rows_deleted) == (4, 4)
     keys = wh.query(
         "SELECT count(*) AS n FROM duckdb_constraints() WHERE table_name = 'mentions' "
         "AND constraint_type = 'PRIMARY KEY'"
     ).to_pylist()
     assert keys == [{"n": 0}]
-    landed = wh.query('SELECT DISTINCT brand_name FROM "vis"."mentions"').to_pylist()
+    landed = wh.query(f"SELECT DISTINCT brand_name FROM {wh.table_ref('mentions')}").to_pylist()
     assert landed == [{"brand_name": "Again"}]
+    comment = wh.query("SELECT comment FROM duckdb_tables() WHERE table_name = 'mentions'").to_pylist()
+    assert comment == [{"comment": MENTIONS.description}]  # put back by the write, as the doc says
 
 
 @pytest.fixture

@@ -1,0 +1,138 @@
+"""The visual report as an asset (``visibility_report``), its job, and the sensor that runs it after
+each successful sync.
+
+Apart from the sync: the report is in its own group and job, so ``visibility_sync`` (and
+``visibility-sync run``) never load matplotlib or wait for a drawing. The sensor requests one report
+run per successful ``visibility_sync`` run, whoever launched it: the schedule, the UI, or
+``visibility-sync run`` with ``DAGSTER_HOME`` set (those runs come from no code location, so the
+sensor watches every location's runs and picks the sync job by name).
+
+Where the PNG goes: next to a DuckDB warehouse, ``<folder of the .duckdb file>/reports/`` (with the
+defaults ``data/reports/visibility_report.png``, beside the data it shows); for Postgres and BigQuery,
+``<Dagster storage>/visibility_report/`` (the instance's storage folder under ``DAGSTER_HOME``). One
+file, replaced by each run; earlier reports stay viewable in the materializations' metadata, which
+embeds the image.
+"""
+
+from pathlib import Path
+
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetSelection,
+    AssetSpec,
+    Config,
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    RunRequest,
+    RunStatusSensorContext,
+    SkipReason,
+    define_asset_job,
+    multi_asset,
+    run_status_sensor,
+)
+from pydantic import Field
+
+from pipelines.jobs import SYNC_JOB
+from report import DEFAULT_DAYS, MAX_DAYS
+from report.data import REQUIRED_TABLES, ReportDataMissing, load_report_data
+from report.files import write_report
+from report.render import png_data_uri, render_png
+from resources.warehouse.resource import WarehouseResource, duckdb_path
+
+REPORT_ASSET = "visibility_report"
+REPORT_GROUP = "visibility_report"
+REPORT_JOB = "visibility_report"
+REPORT_FILE = "visibility_report.png"
+#: The copy embedded in the metadata: 1200 px wide, about 270 KB (the full 2000 px file is twice that,
+#: and every materialization's metadata stays in the event log).
+METADATA_DPI = 60
+
+
+class ReportConfig(Config):
+    days: int = Field(
+        default=DEFAULT_DAYS,
+        ge=1,
+        le=MAX_DAYS,
+        description="Days the report covers, ending at the newest landed day.",
+    )
+
+
+def report_folder(warehouse: WarehouseResource, instance: DagsterInstance) -> Path:
+    """``reports/`` next to a DuckDB file; the instance's storage folder for other warehouses."""
+    if warehouse.url.strip().lower().startswith("duckdb:"):
+        return duckdb_path(warehouse.url.strip()).parent / "reports"
+    return Path(instance.storage_directory()) / REPORT_ASSET
+
+
+#: A multi-asset only to name its op apart from the job: Dagster refuses an op and a job both named
+#: ``visibility_report`` in one code location.
+@multi_asset(
+    name="draw_visibility_report",
+    specs=[
+        AssetSpec(
+            REPORT_ASSET,
+            group_name=REPORT_GROUP,
+            deps=[AssetKey(table) for table in REQUIRED_TABLES],
+            description="Share of voice over time of each brand and its tracked competitors, visibility "
+            "by engine, and the most-cited pages with their change: a PNG, shown in the "
+            "materialization's metadata. Runs after each successful sync (sensor "
+            "`visibility_report_after_sync`).",
+            kinds={"matplotlib"},
+        )
+    ],
+)
+def visibility_report(
+    context: AssetExecutionContext, config: ReportConfig, warehouse: WarehouseResource
+) -> MaterializeResult:
+    try:
+        with warehouse.get_warehouse() as wh:
+            data = load_report_data(wh, days=config.days)
+    except ReportDataMissing as exc:
+        raise Failure(description=str(exc)) from None
+    png = render_png(data)
+    path = report_folder(warehouse, context.instance) / REPORT_FILE
+    write_report(path, data, png)
+    context.log.info(f"report of {len(data.sections)} brand(s), {data.start}..{data.last_day}: {path}")
+    preview = render_png(data, dpi=METADATA_DPI)
+    return MaterializeResult(
+        metadata={
+            "report": MetadataValue.md(f"![visibility report]({png_data_uri(preview)})"),
+            "path": MetadataValue.path(str(path.resolve())),
+            "first_day": MetadataValue.text(data.start.isoformat()),
+            "last_day": MetadataValue.text(data.last_day.isoformat()),
+            "brands": MetadataValue.int(len(data.sections)),
+            "brands_left_out": MetadataValue.int(data.brands_left_out),
+            "png_bytes": MetadataValue.int(len(png)),
+        }
+    )
+
+
+report_job = define_asset_job(
+    REPORT_JOB,
+    selection=AssetSelection.assets(visibility_report),
+    description="Draws the visual report from the warehouse; launched after each successful sync.",
+)
+
+
+@run_status_sensor(
+    name="visibility_report_after_sync",
+    run_status=DagsterRunStatus.SUCCESS,
+    monitor_all_code_locations=True,
+    request_job=report_job,
+    default_status=DefaultSensorStatus.RUNNING,
+    description=f"Requests a `{REPORT_JOB}` run after each successful `{SYNC_JOB}` run (schedule, UI "
+    "or `visibility-sync run` recorded in DAGSTER_HOME).",
+)
+def report_after_sync(context: RunStatusSensorContext) -> RunRequest | SkipReason:
+    run = context.dagster_run
+    if run.job_name != SYNC_JOB:
+        return SkipReason(f"run {run.run_id} is a {run.job_name} run, not {SYNC_JOB}")
+    return RunRequest(run_key=f"after-{run.run_id}", tags={"visibility/after_sync_run": run.run_id})
+
+
+report_assets = [visibility_report]

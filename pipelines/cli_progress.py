@@ -1,0 +1,301 @@
+"""What ``visibility-sync run`` and ``demo`` show while a sync runs, from its first second to the summary.
+
+Three sources feed one :class:`SyncProgress`:
+
+* the command's own stages (starting the sandbox, starting the Dagster job): :meth:`SyncProgress.stage`;
+* the Dagster events of the sync's runs (``instance.add_event_listener``): a step starting (listing
+  brands, then prompts and competitors), each table landed (its materialization: rows and requests);
+* the assets' progress hook (:mod:`assets.progress`): the planned requests of the table being fetched.
+
+One unit throughout: API requests. While a table is fetched its count is the plan's (one request per
+planned call); when it lands, the count becomes the requests it really made (further pages of a
+paged listing and retries included), the figure the summary table shows.
+
+On a terminal: a live table of bars (rich). Otherwise (a pipe, a file, cron): plain lines on stderr,
+so stdout keeps the summary alone; a line for each stage and table, a few per long fetch, and one at
+least every :data:`HEARTBEAT_SECONDS` while anything runs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from assets import progress as hook
+
+#: Longest a piped output stays silent while the sync runs.
+HEARTBEAT_SECONDS = 10.0
+#: A piped output reports a fetch at these fractions of its planned requests.
+MILESTONES = (0.25, 0.5, 0.75)
+
+
+def _step_texts() -> dict[str, str]:
+    """What each step of a sync does first, by step key (the assets' op names)."""
+    from assets.daily import sync_daily
+    from assets.snapshots import sync_snapshots
+
+    return {
+        sync_snapshots.op.name: "listing brands, snapshot tables",
+        sync_daily.op.name: "listing prompts, planning",
+    }
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+@dataclass
+class TableProgress:
+    """One table: its requests (planned while fetching, made once landed) and where it is."""
+
+    name: str
+    done: int = 0
+    total: int = 0
+    state: str = "fetching"  # fetching | landing | landed | failed
+    rows: int | None = None
+    milestone: int = 0  # MILESTONES reported so far (piped output)
+    planned: int = 0  # the plan's requests (one per call), before further pages and retries
+    run: int = 0  # the run of the sync it belongs to (a sync of non-adjacent engines has several)
+
+
+class _Requests(ProgressColumn):
+    """``done/total requests``: the one unit of every figure the command shows."""
+
+    def render(self, task: Task) -> Text:
+        if task.total is None:
+            return Text("")
+        return Text(f"{int(task.completed)}/{int(task.total)} requests", style="progress.download")
+
+
+class SyncProgress:
+    """The sync's state as shown; thread-safe (the hook reports from fetch threads, Dagster events
+    come from the step's thread). ``console`` is where other status lines go (``waiting: ...``)."""
+
+    def __init__(self, console: Console, *, live: bool) -> None:
+        self.console = console
+        self.live = live
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._tables: dict[str, TableProgress] = {}
+        self._stage = ""
+        self._run = 0
+        self._last_line = time.monotonic()
+        self._steps = _step_texts()
+        self._bar: Progress | None = None
+        self._tasks: dict[str, Any] = {}
+        self._stage_task: Any = None
+        if live:
+            self._bar = Progress(
+                TextColumn("{task.description:<20}"),
+                BarColumn(bar_width=24),
+                _Requests(),
+                TextColumn("{task.fields[status]}"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=False,
+            )
+            self._stage_task = self._bar.add_task("sync", total=None, status="loading the Dagster job")
+
+    # -- sources ---------------------------------------------------------------------------------
+
+    def stage(self, text: str) -> None:
+        """What the sync does now, when no table says more (starting Dagster, listing brands)."""
+        with self._lock:
+            self._stage = text
+            if self._bar is not None:
+                self._bar.update(self._stage_task, status=escape(text))
+            else:
+                self._say(text)
+
+    def on_fetch(self, table: str, done: int, total: int) -> None:
+        """The assets' hook: ``done`` of the ``total`` planned requests of ``table``."""
+        with self._lock:
+            item = self._tables.get(table)
+            if item is None or item.run != self._run:
+                item = self._tables[table] = TableProgress(table, total=total, run=self._run)
+                if self._bar is None:
+                    self._say(f"{table}: fetching, {_plural(total, 'request')} planned")
+                else:  # each table lands while the next one is fetched
+                    self._stage = f"fetching {table}"
+                    self._bar.update(self._stage_task, status=escape(self._stage))
+            if item.state != "fetching":
+                return
+            item.done, item.total, item.planned = done, total, total
+            if done >= total:
+                item.state = "landing"
+            self._show(item)
+
+    def on_dagster_event(self, event: Any) -> None:
+        """A Dagster event of one of the sync's runs (``instance.add_event_listener``); never raises,
+        since it runs inside the run."""
+        try:
+            self._on_dagster_event(event)
+        except Exception as exc:  # pragma: no cover - a display problem must not fail the sync
+            self.console.print(f"[yellow]progress display: {escape(type(exc).__name__)}[/yellow]")
+
+    def finish(self, text: str = "done") -> None:
+        """The sync ended: the top row shows every request the tables made."""
+        with self._lock:
+            self._stage = ""
+            if self._bar is not None:
+                requests = sum(t.total for t in self._tables.values() if t.state == "landed")
+                self._bar.update(self._stage_task, total=requests, completed=requests, status=escape(text))
+
+    # -- Dagster events ----------------------------------------------------------------------------
+
+    def _on_dagster_event(self, event: Any) -> None:
+        from dagster import DagsterEventType
+
+        dagster_event = getattr(event, "dagster_event", None)
+        if dagster_event is None:
+            return
+        kind = dagster_event.event_type
+        if kind == DagsterEventType.RUN_START:
+            with self._lock:
+                self._run += 1
+        elif kind == DagsterEventType.STEP_START:
+            step = dagster_event.step_key or ""
+            self.stage(self._steps.get(step, f"running {step}"))
+        elif kind == DagsterEventType.ASSET_MATERIALIZATION:
+            materialization = dagster_event.event_specific_data.materialization
+            meta = {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
+            if "rows_landed" not in meta:
+                return  # not a table this display follows
+            self._landed(
+                materialization.asset_key.to_user_string(),
+                int(meta.get("rows_landed") or 0),
+                int(meta.get("requests_total") or 0),
+            )
+        elif kind == DagsterEventType.STEP_FAILURE:
+            with self._lock:
+                for item in self._tables.values():
+                    if item.state in ("fetching", "landing"):
+                        item.state = "failed"
+                        self._show(item)
+
+    def _landed(self, table: str, rows: int, requests: int) -> None:
+        with self._lock:
+            item = self._tables.get(table)
+            if item is None or item.run != self._run:  # a snapshot table: no hook reports
+                item = self._tables[table] = TableProgress(table, run=self._run)
+            elif item.state == "landed":  # a run over a range: one event per partition, same figures
+                return
+            item.done = item.total = requests
+            item.rows, item.state = rows, "landed"
+            self._show(item)
+
+    # -- rendering ---------------------------------------------------------------------------------
+
+    def _status(self, item: TableProgress) -> str:
+        if item.state == "landed":
+            return f"landed {_plural(item.rows or 0, 'row')}"
+        if item.state == "landing":
+            return "fetched, landing"
+        if item.state == "failed":
+            return "[red]failed[/red]"
+        return "fetching"
+
+    def _show(self, item: TableProgress) -> None:
+        """Called under the lock."""
+        if self._bar is not None:
+            status = self._status(item)
+            if item.name not in self._tasks:
+                self._tasks[item.name] = self._bar.add_task(
+                    item.name, total=max(item.total, 1), completed=item.done, status=status
+                )
+            self._bar.update(
+                self._tasks[item.name], completed=item.done, total=max(item.total, 1), status=status
+            )
+            return
+        if item.state == "landed":
+            requests = _plural(item.total, "request")
+            if 0 < item.planned < item.total:
+                requests += f": {item.planned} planned + {item.total - item.planned} further pages or retries"
+            self._say(f"{item.name}: landed {_plural(item.rows or 0, 'row')} ({requests})")
+        elif item.state == "landing":
+            self._say(f"{item.name}: fetched ({item.done}/{item.total} requests), landing")
+        elif item.state == "failed":
+            self._say(f"{item.name}: failed")
+        elif item.total and self._passed_milestone(item):
+            self._say(f"{item.name}: {item.done}/{item.total} requests")
+
+    @staticmethod
+    def _passed_milestone(item: TableProgress) -> bool:
+        """Whether the fetch passed a further milestone (counted once, however many it passed)."""
+        passed = False
+        while item.milestone < len(MILESTONES) and item.done / item.total >= MILESTONES[item.milestone]:
+            item.milestone += 1
+            passed = True
+        return passed
+
+    def _elapsed(self) -> str:
+        seconds = int(time.monotonic() - self.started)
+        return f"{seconds // 60}:{seconds % 60:02d}"
+
+    def _say(self, text: str) -> None:
+        """One line of the piped output (called under the lock)."""
+        self._last_line = time.monotonic()
+        self.console.print(f"[{self._elapsed()}] {escape(text)}", soft_wrap=True, highlight=False)
+
+    def heartbeat(self) -> None:
+        """Say what runs when the piped output has been silent for :data:`HEARTBEAT_SECONDS`."""
+        with self._lock:
+            if self._bar is not None or time.monotonic() - self._last_line < HEARTBEAT_SECONDS:
+                return
+            busy = [t for t in self._tables.values() if t.state in ("fetching", "landing")]
+            if busy:
+                parts = [
+                    f"{t.name} {t.done}/{t.total} requests" if t.state == "fetching" else f"{t.name} landing"
+                    for t in busy
+                ]
+                self._say("still running: " + ", ".join(parts))
+            elif self._stage:
+                self._say(f"still {self._stage}")
+
+    @contextmanager
+    def shown(self) -> Iterator[SyncProgress]:
+        """Display while the block runs, fed by the assets' hook; the heartbeat when piped."""
+        stop = threading.Event()
+        beat: threading.Thread | None = None
+        if self._bar is None:
+
+            def beat_until_stopped() -> None:
+                while not stop.wait(1.0):
+                    self.heartbeat()
+
+            beat = threading.Thread(target=beat_until_stopped, name="progress-heartbeat", daemon=True)
+            beat.start()
+        try:
+            with self._bar if self._bar is not None else _nothing(), hook.listening(self.on_fetch):
+                yield self
+        finally:
+            stop.set()
+            if beat is not None:
+                beat.join(timeout=2.0)
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+@contextmanager
+def sync_progress(enabled: bool, console: Console, err: Console) -> Iterator[SyncProgress | None]:
+    """The progress of a sync: live bars on ``console`` when it is a terminal, else lines on ``err``;
+    None when not ``enabled`` (``--quiet``)."""
+    if not enabled:
+        yield None
+        return
+    live = console.is_terminal
+    view = SyncProgress(console if live else err, live=live)
+    with view.shown():
+        yield view

@@ -1,0 +1,288 @@
+"""``visibility-sync audit | untrack-competitor | topic create | topic rename``: the service's write
+endpoints from the command line.
+
+Each command resolves what it was given (brand, competitor, topic: by id or name) with read-only
+calls, prints the plan, asks ``Proceed? [y/N]`` (unless ``--yes``), then runs the operation's Dagster
+job in this process: the very job the launchpad runs (``pipelines/operations.py``), so the change is
+made by the same code, lands the same way (an audit in ``audit_reports``) and, with ``DAGSTER_HOME``
+set, is recorded where the UI shows runs. Without a terminal on stdin and without ``--yes`` a
+command refuses before any request (exit 2). Exit codes are ``pipelines/cli.py``'s; a declined
+prompt, an unknown or ambiguous name and an audit still pending at ``--timeout`` exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from rich.markup import escape
+
+from pipelines.cli import (
+    EXIT_OK,
+    EXIT_PARTIAL,
+    _recording_instance,
+    check_warehouse,
+    console,
+    err,
+)
+from pipelines.config import ConfigError, Settings, load_settings
+from resources.api import operations as ops
+from resources.api.client import VisibilityClient
+
+PROMPT = "Proceed? [y/N] "
+
+PlanT = TypeVar("PlanT", bound=ops.Plan)
+
+
+def _settings_and_input(args: argparse.Namespace, validate: Callable[[], object]) -> Settings:
+    """Configuration, then the arguments, then whether the change can be confirmed: all before any
+    request, each a usage error (exit 2) naming what to fix."""
+    settings = load_settings()
+    settings.require_api()
+    try:
+        validate()
+    except ops.InvalidInputError as exc:
+        raise ConfigError(str(exc)) from None
+    if not args.yes and not sys.stdin.isatty():
+        command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+        raise ConfigError(
+            f"`visibility-sync {command}` changes the service and asks for confirmation, but stdin "
+            "is not a terminal: pass --yes to run it unattended (nothing was sent)"
+        )
+    return settings
+
+
+def _client(settings: Settings) -> VisibilityClient:
+    """A client for the read-only calls that resolve names (the job opens its own)."""
+    from resources.api.resource import VisibilityAPIResource
+
+    url, key = settings.require_api()
+    resource = VisibilityAPIResource(
+        api_url=url, api_key=key, retry_deadline_seconds=settings.retry_deadline_seconds
+    )
+    return resource.get_client()
+
+
+def confirmed(args: argparse.Namespace, plan: str) -> bool:
+    """Show the plan; ``--yes`` or an answer of y/yes goes ahead, anything else (EOF too) does not."""
+    console.print(f"About to {escape(plan)}.", soft_wrap=True)
+    if args.yes:
+        return True
+    try:
+        answer = input(PROMPT)
+    except EOFError:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
+@contextmanager
+def _progress_lines() -> Iterator[None]:
+    """Print the job's progress lines (an audit's id and poll path while it waits) as they come."""
+    from pipelines.operations import PROGRESS_LOGGER
+
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            console.print(escape(record.getMessage()), soft_wrap=True)
+
+    logger = logging.getLogger(PROGRESS_LOGGER)
+    handler = Handler(level=logging.INFO)
+    previous = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+
+
+def run_operation(settings: Settings, job_name: str, config: dict[str, Any]) -> Any:
+    """Run one operation job in this process and return its op's outcome; an error is raised as the
+    op raised it (the API's ``code`` and ``X-Request-Id`` included), for ``main``'s exit codes."""
+    from dagster import DagsterInstance, Definitions
+
+    from pipelines.operations import OPERATION_TAGS, op_name, operation_jobs
+    from pipelines.orphans import process_tags
+    from pipelines.resources import build_resources
+
+    definitions = Definitions(jobs=operation_jobs, resources=build_resources(settings))
+    recorded = bool(os.environ.get("DAGSTER_HOME"))
+    tags = {**OPERATION_TAGS, "visibility/launched_by": "visibility-sync"}
+    if recorded:
+        tags.update(process_tags())
+    run_config = {
+        "ops": {op_name(job_name): {"config": config}},
+        "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},  # the progress lines say it
+    }
+    with (
+        _progress_lines(),
+        _recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
+    ):
+        result = definitions.resolve_job_def(job_name).execute_in_process(
+            run_config=run_config, instance=instance, tags=tags
+        )
+        return result.output_for_node(op_name(job_name))
+
+
+def carry_out(
+    args: argparse.Namespace,
+    settings: Settings,
+    plan_with: Callable[[VisibilityClient], PlanT],
+    job_name: str,
+    job_config: Callable[[PlanT], dict[str, Any]],
+    *,
+    note: str = "",
+) -> int:
+    """Resolve the plan, confirm it, run the job; print one line for the outcome; the exit code."""
+    with _client(settings) as client:
+        try:
+            plan = plan_with(client)
+        except ops.InvalidInputError as exc:  # an empty --brand: a usage error, like a bad URL
+            raise ConfigError(str(exc)) from None
+    if not plan.changes:
+        console.print(escape(plan.describe()), soft_wrap=True)
+        return EXIT_OK
+    if not confirmed(args, plan.describe()):
+        err.print("cancelled: nothing was changed")
+        return EXIT_PARTIAL
+    outcome: ops.Outcome = run_operation(settings, job_name, job_config(plan))
+    console.print(escape(outcome.describe() + note), soft_wrap=True)
+    return EXIT_OK if outcome.ok else EXIT_PARTIAL
+
+
+# ---------------------------------------------------------------------------------------------
+# commands
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    settings = _settings_and_input(args, lambda: ops.validate_audit_url(args.url))
+    check_warehouse(settings)  # the report lands there: prove it takes writes before paying for it
+    return carry_out(
+        args,
+        settings,
+        lambda client: ops.plan_audit(
+            client,
+            args.brand,
+            args.url,
+            wait=args.wait,
+            timeout_seconds=args.timeout,
+            poll_interval_seconds=args.poll_interval,
+        ),
+        "audit_url",
+        lambda plan: {
+            "brand": plan.brand.id,
+            "url": plan.url,
+            "wait": plan.wait,
+            "timeout_seconds": plan.timeout_seconds,
+            "poll_interval_seconds": plan.poll_interval_seconds,
+        },
+        note="; landed in audit_reports",
+    )
+
+
+def cmd_untrack_competitor(args: argparse.Namespace) -> int:
+    settings = _settings_and_input(args, lambda: None)
+    return carry_out(
+        args,
+        settings,
+        lambda client: ops.plan_untrack(client, args.brand, args.competitor),
+        "untrack_competitor",
+        lambda plan: {"brand": plan.brand.id, "competitor": plan.competitor.id},
+    )
+
+
+def cmd_topic_create(args: argparse.Namespace) -> int:
+    settings = _settings_and_input(args, lambda: ops.validate_topic_name(args.name))
+    return carry_out(
+        args,
+        settings,
+        lambda client: ops.plan_create_topic(client, args.brand, args.name),
+        "create_topic",
+        lambda plan: {"brand": plan.brand.id, "name": plan.name},
+    )
+
+
+def cmd_topic_rename(args: argparse.Namespace) -> int:
+    settings = _settings_and_input(args, lambda: ops.validate_topic_name(args.name))
+    return carry_out(
+        args,
+        settings,
+        lambda client: ops.plan_rename_topic(client, args.brand, args.topic, args.name),
+        "rename_topic",
+        lambda plan: {"brand": plan.brand.id, "topic": plan.topic.id, "new_name": plan.new_name},
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# parser
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not 0 < seconds <= 86_400:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 86400 seconds, got {value!r}")
+    return seconds
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--brand", required=True, metavar="B", help="brand id, or its exact name (case-insensitive)"
+    )
+    parser.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+
+
+def add_operation_commands(sub: Any) -> None:
+    """Register the commands on ``build_parser()``'s subparsers."""
+    audit = sub.add_parser(
+        "audit", help="audit one URL now for a brand, wait for the report and land it in audit_reports"
+    )
+    audit.add_argument("url", metavar="URL", help="absolute http(s) URL of the page to audit")
+    _common(audit)
+    audit.add_argument(
+        "--wait",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="poll until the report is complete (default); --no-wait lands it pending and returns",
+    )
+    audit.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=ops.DEFAULT_AUDIT_TIMEOUT_SECONDS,
+        metavar="S",
+        help="longest wait for the report (default 300); past it: exit 1, the audit stays pending",
+    )
+    audit.add_argument(
+        "--poll-interval",
+        type=_seconds,
+        default=ops.DEFAULT_POLL_INTERVAL_SECONDS,
+        metavar="S",
+        help="seconds between two polls (default 2)",
+    )
+    audit.set_defaults(handler=cmd_audit)
+
+    untrack = sub.add_parser(
+        "untrack-competitor", help="untrack a competitor of a brand (its mentions are kept)"
+    )
+    untrack.add_argument("competitor", metavar="COMPETITOR", help="tracked competitor's id or exact name")
+    _common(untrack)
+    untrack.set_defaults(handler=cmd_untrack_competitor)
+
+    topic = sub.add_parser("topic", help="create or rename a topic of a brand")
+    actions = topic.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", help="create a topic (nothing is created if one is so named)")
+    create.add_argument("name", metavar="NAME", help="name of the new topic")
+    _common(create)
+    create.set_defaults(handler=cmd_topic_create)
+    rename = actions.add_parser("rename", help="rename a topic (its prompts stay filed under it)")
+    rename.add_argument("topic", metavar="TOPIC", help="topic id or its current exact name")
+    rename.add_argument("name", metavar="NAME", help="the new name")
+    _common(rename)
+    rename.set_defaults(handler=cmd_topic_rename)

@@ -1,0 +1,311 @@
+"""The service's write endpoints as Dagster jobs a user launches from the launchpad.
+
+``audit_url``, ``untrack_competitor``, ``create_topic`` and ``rename_topic``: one op each (``<job>_op``),
+configured with typed fields the launchpad shows (brand by id or name). The work is
+:mod:`resources.api.operations`, the same code ``visibility-sync audit|untrack-competitor|topic``
+runs; each op logs what it will do and what it did, and puts the outcome in its metadata (ids,
+names, URLs; never the key). Launching the job is the confirmation: the launchpad's config is the
+plan.
+
+``audit_url`` lands the audit in ``audit_reports`` the way the audit sensor does (same row, same
+columns, ``pending`` never overwriting a final state) and records a materialization of that asset,
+so the warehouse stays the system of record: a ``pending`` row as soon as the audit is accepted (it
+is charged), then the ``complete`` row with its report. A wait that ends before the report leaves
+the ``pending`` row and fails the run, naming the poll path.
+
+(No ``from __future__ import annotations`` here: Dagster reads the ops' ``Config`` annotations as classes.)
+"""
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    Config,
+    Failure,
+    MetadataValue,
+    OpExecutionContext,
+    Output,
+    job,
+    op,
+)
+from pydantic import Field, field_validator
+
+from assets.audits import AUDIT_REPORTS_SPEC, FINAL_STATUSES, AuditLandingConfig, audit_row_table
+from resources.api import operations as ops
+from resources.api.client import VisibilityClient
+from resources.api.resource import VisibilityAPIResource
+from resources.warehouse import queries
+from resources.warehouse.resource import WarehouseResource
+
+AUDIT_URL_JOB = "audit_url"
+UNTRACK_COMPETITOR_JOB = "untrack_competitor"
+CREATE_TOPIC_JOB = "create_topic"
+RENAME_TOPIC_JOB = "rename_topic"
+#: Run tag of every operation job, so the run list filters them apart from syncs.
+OPERATION_TAGS = {"visibility/kind": "operation"}
+AUDIT_ASSET_KEY = AssetKey("audit_reports")
+#: The ops' progress lines also go to this logger, so the command line can print them as they happen.
+PROGRESS_LOGGER = "visibility.operations"
+
+_progress = logging.getLogger(PROGRESS_LOGGER)
+
+PlanT = TypeVar("PlanT", bound=ops.Plan)
+OutcomeT = TypeVar("OutcomeT", bound=ops.Outcome)
+
+_BRAND_FIELD = "Brand id, or its exact name (case-insensitive), among the brands the key reaches."
+
+
+class AuditUrlConfig(Config):
+    """One URL to audit now."""
+
+    brand: str = Field(description=_BRAND_FIELD)
+    url: str = Field(description="Absolute http(s) URL of the page to audit.")
+    wait: bool = Field(default=True, description="Poll until the report is complete (else land it pending).")
+    timeout_seconds: float = Field(
+        default=ops.DEFAULT_AUDIT_TIMEOUT_SECONDS,
+        gt=0,
+        le=86_400,
+        description="Longest wait for the report; past it the run fails and the audit stays pending.",
+    )
+    poll_interval_seconds: float = Field(
+        default=ops.DEFAULT_POLL_INTERVAL_SECONDS, gt=0, le=600, description="Seconds between two polls."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _absolute_url(cls, value: str) -> str:
+        return ops.validate_audit_url(value)
+
+
+class UntrackCompetitorConfig(Config):
+    """One tracked competitor to untrack (its mentions are kept)."""
+
+    brand: str = Field(description=_BRAND_FIELD)
+    competitor: str = Field(description="Tracked competitor's id, or its exact name (case-insensitive).")
+
+
+class CreateTopicConfig(Config):
+    """A topic to create; none is created when the brand already has one so named."""
+
+    brand: str = Field(description=_BRAND_FIELD)
+    name: str = Field(description="Name of the new topic.")
+
+    @field_validator("name")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        return ops.validate_topic_name(value)
+
+
+class RenameTopicConfig(Config):
+    """A topic to rename; prompts filed under it are unaffected."""
+
+    brand: str = Field(description=_BRAND_FIELD)
+    topic: str = Field(description="Topic id, or its current exact name (case-insensitive).")
+    new_name: str = Field(description="The topic's new name.")
+
+    @field_validator("new_name")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        return ops.validate_topic_name(value)
+
+
+def _metadata(values: ops.Metadata) -> dict[str, Any]:
+    """Dagster metadata from an outcome's plain values (unset ones left out, URLs clickable)."""
+    return {
+        key: MetadataValue.url(value) if key == "url" and isinstance(value, str) else value
+        for key, value in values.items()
+        if value is not None
+    }
+
+
+def land_audit(warehouse: WarehouseResource, outcome: ops.AuditOutcome, run_id: str) -> int:
+    """Upsert the audit's row in ``audit_reports`` as the audit sensor's landing does; rows written."""
+    config = AuditLandingConfig(
+        audit_id=outcome.audit_id,
+        brand_id=outcome.brand.id,
+        url=outcome.url,
+        status="complete" if outcome.complete else "pending",
+        poll=outcome.poll,
+        requested_at=outcome.requested_at.isoformat(),
+        completed_at=outcome.completed_at.isoformat() if outcome.complete and outcome.completed_at else None,
+        report_json=outcome.report_json() if outcome.complete else None,
+    )
+    rows = audit_row_table(config)
+    with warehouse.get_warehouse() as wh:
+        wh.ensure_table(AUDIT_REPORTS_SPEC)
+        if config.status == "pending" and queries.audit_status(wh, config.audit_id) in FINAL_STATUSES:
+            return 0
+        return wh.upsert_snapshot(AUDIT_REPORTS_SPEC, rows, run_id, None).rows_written
+
+
+def _progress_line(context: OpExecutionContext, text: str) -> None:
+    """A step of a long operation: to the run's log, and to the command line as it happens."""
+    context.log.info(text)
+    _progress.info(text)
+
+
+def _landed(
+    context: OpExecutionContext, warehouse: WarehouseResource, outcome: ops.AuditOutcome
+) -> AssetMaterialization:
+    try:
+        written = land_audit(warehouse, outcome, context.run_id)
+    except Exception as exc:
+        raise RuntimeError(
+            f"audit {outcome.audit_id} of {outcome.url} is {outcome.status} on the service, but landing it "
+            f"in audit_reports failed ({type(exc).__name__}); do not request it again: "
+            f"its report is at {outcome.poll}"
+        ) from exc
+    context.log.info(f"{outcome.describe()}; landed in audit_reports (rows written: {written})")
+    return AssetMaterialization(
+        asset_key=AUDIT_ASSET_KEY,
+        description=f"one-off audit ({AUDIT_URL_JOB} job)",
+        metadata={**_metadata(outcome.metadata()), "rows_landed": written},
+    )
+
+
+@op(
+    name="audit_url_op",
+    description="Requests an audit of one URL for a brand (POST /v1/audit-reports), polls it to the "
+    "finished report and lands it in audit_reports. An audit spends the workspace's audit budget.",
+    tags=OPERATION_TAGS,
+)
+def audit_url_op(
+    context: OpExecutionContext,
+    config: AuditUrlConfig,
+    api: VisibilityAPIResource,
+    warehouse: WarehouseResource,
+) -> Iterator[AssetMaterialization | Output[ops.AuditOutcome]]:
+    with api.get_client() as client:
+        plan = ops.plan_audit(
+            client,
+            config.brand,
+            config.url,
+            wait=config.wait,
+            timeout_seconds=config.timeout_seconds,
+            poll_interval_seconds=config.poll_interval_seconds,
+        )
+        context.log.info(f"about to {plan.describe()}")
+        with warehouse.get_warehouse() as wh:  # the audit is charged: prove the landing works first
+            wh.ensure_table(AUDIT_REPORTS_SPEC)
+        outcome = ops.submit_audit(client, plan)
+        yield _landed(context, warehouse, outcome)
+        if plan.wait:
+            _progress_line(
+                context,
+                f"audit {outcome.audit_id} requested and landed as pending; waiting up to "
+                f"{plan.timeout_seconds:g}s for its report ({outcome.poll})",
+            )
+            try:
+                outcome = ops.await_audit(client, outcome, plan)
+            except ops.AuditStillPendingError as exc:
+                metadata = _metadata(exc.outcome.metadata())
+                raise Failure(description=f"{exc}; landed as pending", metadata=metadata) from exc
+            yield _landed(context, warehouse, outcome)
+    yield Output(outcome, metadata=_metadata(outcome.metadata()))
+
+
+def _carry_out(
+    context: OpExecutionContext,
+    api: VisibilityAPIResource,
+    plan_with: Callable[[VisibilityClient], PlanT],
+    change: Callable[[VisibilityClient, PlanT], OutcomeT],
+) -> Output[OutcomeT]:
+    """Resolve the plan, log it, make the change, and report the outcome in the log and metadata."""
+    with api.get_client() as client:
+        plan = plan_with(client)
+        context.log.info(f"about to {plan.describe()}" if plan.changes else plan.describe())
+        outcome = change(client, plan)
+    context.log.info(outcome.describe())
+    return Output(outcome, metadata=_metadata(outcome.metadata()))
+
+
+@op(
+    name="untrack_competitor_op",
+    description="Untracks a competitor of a brand (DELETE /v1/brands/{id}/tracked-competitors/"
+    "{competitorId}): it leaves share of voice and competitor trends; its mentions are kept. The next "
+    "sync marks its tracked_competitors row is_current = false.",
+    tags=OPERATION_TAGS,
+)
+def untrack_competitor_op(
+    context: OpExecutionContext, config: UntrackCompetitorConfig, api: VisibilityAPIResource
+) -> Output[ops.UntrackOutcome]:
+    return _carry_out(
+        context,
+        api,
+        lambda client: ops.plan_untrack(client, config.brand, config.competitor),
+        ops.untrack_competitor,
+    )
+
+
+@op(
+    name="create_topic_op",
+    description="Creates a topic for a brand (POST /v1/brands/{id}/topics), unless the brand already has "
+    "one so named; the next sync lands it in topics.",
+    tags=OPERATION_TAGS,
+)
+def create_topic_op(
+    context: OpExecutionContext, config: CreateTopicConfig, api: VisibilityAPIResource
+) -> Output[ops.TopicOutcome]:
+    return _carry_out(
+        context,
+        api,
+        lambda client: ops.plan_create_topic(client, config.brand, config.name),
+        ops.create_topic,
+    )
+
+
+@op(
+    name="rename_topic_op",
+    description="Renames a topic of a brand (PATCH /v1/brands/{id}/topics/{topicId}); prompts filed under "
+    "it are unaffected; the next sync lands the new name in topics.",
+    tags=OPERATION_TAGS,
+)
+def rename_topic_op(
+    context: OpExecutionContext, config: RenameTopicConfig, api: VisibilityAPIResource
+) -> Output[ops.TopicOutcome]:
+    return _carry_out(
+        context,
+        api,
+        lambda client: ops.plan_rename_topic(client, config.brand, config.topic, config.new_name),
+        ops.rename_topic,
+    )
+
+
+@job(
+    name=AUDIT_URL_JOB,
+    description="Audit one URL now: request it, wait for the report, land it in audit_reports. "
+    "Costs one audit of the workspace's budget.",
+    tags=OPERATION_TAGS,
+)
+def audit_url_job() -> None:
+    audit_url_op()
+
+
+@job(
+    name=UNTRACK_COMPETITOR_JOB,
+    description="Untrack one competitor of a brand (mentions are kept).",
+    tags=OPERATION_TAGS,
+)
+def untrack_competitor_job() -> None:
+    untrack_competitor_op()
+
+
+@job(name=CREATE_TOPIC_JOB, description="Create a topic for a brand.", tags=OPERATION_TAGS)
+def create_topic_job() -> None:
+    create_topic_op()
+
+
+@job(name=RENAME_TOPIC_JOB, description="Rename a topic of a brand.", tags=OPERATION_TAGS)
+def rename_topic_job() -> None:
+    rename_topic_op()
+
+
+operation_jobs = [audit_url_job, untrack_competitor_job, create_topic_job, rename_topic_job]
+
+
+def op_name(job_name: str) -> str:
+    """The one op of an operation job: where its run config goes (``ops: {<op>: {config: ...}}``)."""
+    return f"{job_name}_op"

@@ -1,0 +1,478 @@
+"""What a user changes on the service: audit one URL, untrack a competitor, create or rename a topic.
+
+Dagster-free, so the Dagster jobs (``pipelines/operations.py``) and the command line
+(``pipelines/commands_operations.py``) run the same code. Each operation has two halves:
+
+* a *plan* (``plan_*``): resolves what the user named (a brand, competitor or topic, by id or by
+  name) with read-only calls, so the change can be shown and confirmed before anything changes;
+* the change itself, which returns a small outcome whose ``describe()`` is the line a user reads and
+  whose ``metadata()`` goes into Dagster metadata (ids, names and URLs, never the key).
+
+Idempotency follows the spec: a POST can neither be repeated safely nor be given an idempotency
+key, so ``create_topic`` looks for a topic of the same name first and creates none when one exists,
+and an audit is never resubmitted (the client does not repeat a POST whose outcome is unknown).
+Renaming to the current name sends nothing. Untracking what is not tracked is refused by name
+resolution, before the DELETE.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from resources.api.client import VisibilityClient
+from resources.api.redaction import sanitize
+
+#: Most candidate names an "unknown name" message lists.
+_LISTED_NAMES = 10
+#: Longest name or URL quoted in a message.
+_MAX_NAME_CHARS = 200
+DEFAULT_AUDIT_TIMEOUT_SECONDS = 300.0
+DEFAULT_POLL_INTERVAL_SECONDS = 2.0
+
+Metadata = dict[str, str | int | float | bool | None]
+
+
+class Plan(Protocol):
+    """What an operation will do, resolved and ready to be confirmed."""
+
+    @property
+    def changes(self) -> bool:
+        """False when there is nothing to do (the change is already there): nothing will be sent."""
+        ...
+
+    def describe(self) -> str: ...
+
+
+class Outcome(Protocol):
+    """What an operation did."""
+
+    @property
+    def ok(self) -> bool:
+        """False when the service answered but did not do it (an untrack answered untracked: false)."""
+        ...
+
+    def describe(self) -> str: ...
+
+    def metadata(self) -> Metadata: ...
+
+
+class OperationError(ValueError):
+    """An operation cannot be carried out as asked; the message says what to pass instead."""
+
+
+class InvalidInputError(OperationError):
+    """A malformed argument (URL, name), found before any request."""
+
+
+class UnknownTargetError(OperationError):
+    """No brand, tracked competitor or topic has the id or name given."""
+
+
+class AmbiguousTargetError(OperationError):
+    """Several records share the name given: pass the id instead."""
+
+
+class AuditStillPendingError(TimeoutError):
+    """The audit was requested (and charged) but had not completed when the wait ended."""
+
+    def __init__(self, outcome: AuditOutcome, waited_seconds: float) -> None:
+        self.outcome = outcome
+        super().__init__(
+            f"audit {outcome.audit_id} of {outcome.url} still {outcome.status} after {waited_seconds:g}s; "
+            f"it may still complete: its report is at {outcome.poll}"
+        )
+
+
+@dataclass(frozen=True)
+class Named:
+    """A record the user named, as the service knows it."""
+
+    id: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"'{self.name}' ({self.id})"
+
+
+def _quoted(value: object) -> str:
+    return sanitize(value, _MAX_NAME_CHARS)
+
+
+def _resolve(kind: str, ref: str, rows: Iterable[Mapping[str, Any]], where: str, name_field: str) -> Named:
+    """The one row whose id is ``ref``, or whose name is ``ref`` (case-insensitively)."""
+    wanted = ref.strip()
+    if not wanted:
+        raise InvalidInputError(f"the {kind} is empty: give its id or its name")
+    candidates = [Named(str(row.get("id")), _quoted(row.get(name_field, ""))) for row in rows]
+    for candidate in candidates:
+        if candidate.id.lower() == wanted.lower():
+            return candidate
+    named = [c for c in candidates if c.name.casefold() == wanted.casefold()]
+    if len(named) == 1:
+        return named[0]
+    if named:
+        ids = ", ".join(c.id for c in named)
+        raise AmbiguousTargetError(
+            f"{len(named)} {kind}s {where} are named '{_quoted(wanted)}' ({ids}): give the id"
+        )
+    listed = ", ".join(f"'{c.name}'" for c in candidates[:_LISTED_NAMES])
+    more = f" and {len(candidates) - _LISTED_NAMES} more" if len(candidates) > _LISTED_NAMES else ""
+    known = f"; known: {listed}{more}" if candidates else f"; there is no {kind} {where}"
+    raise UnknownTargetError(f"no {kind} {where} has the id or name '{_quoted(wanted)}'{known}")
+
+
+def resolve_brand(client: VisibilityClient, ref: str) -> Named:
+    """A brand by id or name, among the brands the key reaches (``GET /v1/brands``)."""
+    return _resolve("brand", ref, client.list_brands(), "reachable with this key", "name")
+
+
+def resolve_competitor(client: VisibilityClient, brand: Named, ref: str) -> Named:
+    """A tracked competitor of ``brand`` by id or ``brand_name``."""
+    rows = client.list_tracked_competitors(brand.id)
+    return _resolve("competitor", ref, rows, f"tracked by brand {brand}", "brand_name")
+
+
+def resolve_topic(client: VisibilityClient, brand: Named, ref: str) -> Named:
+    """A topic of ``brand`` by id or name."""
+    return _resolve("topic", ref, client.list_topics(brand.id), f"of brand {brand}", "name")
+
+
+def validate_audit_url(url: str) -> str:
+    """An absolute http(s) URL, as the audit endpoint needs; refused before any request."""
+    candidate = url.strip()
+    parts = urlsplit(candidate)
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in candidate):
+        raise InvalidInputError(
+            f"the URL to audit must be an absolute http(s) URL such as https://example.com/page, "
+            f"got '{_quoted(url)}'"
+        )
+    return candidate
+
+
+def validate_topic_name(name: str) -> str:
+    """A topic name without surrounding blanks; an empty one is refused before any request."""
+    cleaned = name.strip()
+    if not cleaned:
+        raise InvalidInputError("the topic name is empty")
+    return cleaned
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+# ---------------------------------------------------------------------------------------------
+# audit one URL
+
+
+@dataclass(frozen=True)
+class AuditPlan:
+    brand: Named
+    url: str
+    wait: bool = True
+    timeout_seconds: float = DEFAULT_AUDIT_TIMEOUT_SECONDS
+    poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS
+    changes = True  # every audit request is a new, charged audit
+
+    def describe(self) -> str:
+        waiting = f", then wait up to {self.timeout_seconds:g}s for its report" if self.wait else ""
+        cost = " (an audit spends the workspace's audit budget)"
+        return f"audit {self.url} for brand {self.brand}{waiting}{cost}"
+
+
+@dataclass(frozen=True)
+class AuditOutcome:
+    """An audit as last seen: ``pending`` right after the request, ``complete`` with its report."""
+
+    audit_id: str
+    brand: Named
+    url: str
+    status: str
+    poll: str
+    requested_at: dt.datetime
+    completed_at: dt.datetime | None = None
+    report: Mapping[str, Any] | None = None
+
+    ok = True  # a pending audit is what --no-wait asks for; a wait past its timeout raises instead
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    def report_json(self) -> str | None:
+        return None if self.report is None else json.dumps(self.report, sort_keys=True)
+
+    def key_fields(self) -> Metadata:
+        """The report's headline, where it has one (the spec does not define the report's fields)."""
+        report = self.report or {}
+        fields: Metadata = {}
+        score = report.get("score")
+        if isinstance(score, int | float) and not isinstance(score, bool):
+            fields["score"] = score
+        findings = report.get("findings")
+        if isinstance(findings, list):
+            checks = [f for f in findings if isinstance(f, Mapping) and isinstance(f.get("passed"), bool)]
+            failed = [_quoted(f.get("id") or f.get("title") or "?") for f in checks if not f["passed"]]
+            fields["findings"] = len(findings)
+            if checks:
+                fields["checks_failed"] = len(failed)
+                fields["failed_checks"] = ", ".join(failed) or None
+        return fields
+
+    def describe(self) -> str:
+        head = f"audit {self.audit_id} of {self.url} for brand {self.brand}: {self.status}"
+        if not self.complete:
+            return f"{head}; its report will be at {self.poll}"
+        fields = self.key_fields()
+        parts = []
+        if "score" in fields:
+            parts.append(f"score {fields['score']:g}")
+        if "checks_failed" in fields:
+            failed = f" ({fields['failed_checks']})" if fields["failed_checks"] else ""
+            parts.append(f"{fields['checks_failed']} of {fields['findings']} checks failed{failed}")
+        elif "findings" in fields:
+            parts.append(f"{fields['findings']} findings")
+        return head + (", " + ", ".join(parts) if parts else "")
+
+    def metadata(self) -> Metadata:
+        return {
+            "audit_id": self.audit_id,
+            "brand_id": self.brand.id,
+            "brand_name": self.brand.name,
+            "url": self.url,
+            "status": self.status,
+            "poll": self.poll,
+            "requested_at": self.requested_at.isoformat(),
+            "completed_at": self.completed_at.isoformat() if self.completed_at else None,
+            **self.key_fields(),
+        }
+
+
+def plan_audit(
+    client: VisibilityClient,
+    brand: str,
+    url: str,
+    *,
+    wait: bool = True,
+    timeout_seconds: float = DEFAULT_AUDIT_TIMEOUT_SECONDS,
+    poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS,
+) -> AuditPlan:
+    """Validate the URL and the wait first (no request on a typo), then resolve the brand."""
+    checked = validate_audit_url(url)
+    if not timeout_seconds > 0 or not poll_interval_seconds > 0:
+        raise InvalidInputError(
+            f"the audit timeout ({timeout_seconds:g}s) and poll interval ({poll_interval_seconds:g}s) "
+            "must be positive"
+        )
+    return AuditPlan(resolve_brand(client, brand), checked, wait, timeout_seconds, poll_interval_seconds)
+
+
+def submit_audit(client: VisibilityClient, plan: AuditPlan) -> AuditOutcome:
+    """``POST /v1/audit-reports``: the pending audit (sent once; never repeated after no answer)."""
+    requested_at = _now()
+    created = client.create_audit(plan.url, plan.brand.id)
+    return AuditOutcome(
+        audit_id=str(created["id"]),
+        brand=plan.brand,
+        url=str(created.get("url") or plan.url),
+        status=str(created.get("status") or "pending"),
+        poll=str(created["poll"]),
+        requested_at=requested_at,
+    )
+
+
+def await_audit(client: VisibilityClient, pending: AuditOutcome, plan: AuditPlan) -> AuditOutcome:
+    """Poll until the report is complete; ``AuditStillPendingError`` when ``plan.timeout_seconds`` pass."""
+    try:
+        report = client.wait_for_audit(
+            pending.poll, timeout_seconds=plan.timeout_seconds, interval_seconds=plan.poll_interval_seconds
+        )
+    except TimeoutError:
+        raise AuditStillPendingError(pending, plan.timeout_seconds) from None
+    return AuditOutcome(
+        audit_id=pending.audit_id,
+        brand=pending.brand,
+        url=pending.url,
+        status=str(report.get("status")),
+        poll=pending.poll,
+        requested_at=pending.requested_at,
+        completed_at=_now(),
+        report=report,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# untrack a competitor
+
+
+@dataclass(frozen=True)
+class UntrackPlan:
+    brand: Named
+    competitor: Named
+    changes = True  # resolution found it in the tracked set
+
+    def describe(self) -> str:
+        return (
+            f"untrack competitor {self.competitor} of brand {self.brand}: it leaves share of voice and "
+            "competitor trends; its mentions are kept"
+        )
+
+
+@dataclass(frozen=True)
+class UntrackOutcome:
+    brand: Named
+    competitor: Named
+    untracked: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.untracked
+
+    def describe(self) -> str:
+        done = "untracked" if self.untracked else "NOT untracked (the service said untracked: false)"
+        return f"competitor {self.competitor} of brand {self.brand}: {done}"
+
+    def metadata(self) -> Metadata:
+        return {
+            "brand_id": self.brand.id,
+            "brand_name": self.brand.name,
+            "competitor_id": self.competitor.id,
+            "competitor_name": self.competitor.name,
+            "untracked": self.untracked,
+        }
+
+
+def plan_untrack(client: VisibilityClient, brand: str, competitor: str) -> UntrackPlan:
+    resolved = resolve_brand(client, brand)
+    return UntrackPlan(resolved, resolve_competitor(client, resolved, competitor))
+
+
+def untrack_competitor(client: VisibilityClient, plan: UntrackPlan) -> UntrackOutcome:
+    """``DELETE /v1/brands/{id}/tracked-competitors/{competitorId}``."""
+    answer = client.untrack_competitor(plan.brand.id, plan.competitor.id)
+    return UntrackOutcome(plan.brand, plan.competitor, answer.get("untracked") is True)
+
+
+# ---------------------------------------------------------------------------------------------
+# topics
+
+
+@dataclass(frozen=True)
+class TopicOutcome:
+    """``action``: ``created``, ``renamed``, or ``unchanged`` (nothing was sent)."""
+
+    brand: Named
+    topic: Named
+    action: str
+    previous_name: str | None = None
+    prompt_count: int | None = None
+
+    ok = True
+
+    def describe(self) -> str:
+        if self.action == "renamed":
+            renamed = f"renamed from '{self.previous_name}' to '{self.topic.name}'"
+            return f"topic {self.topic.id} of brand {self.brand}: {renamed}"
+        if self.action == "created":
+            return f"topic {self.topic} of brand {self.brand}: created"
+        return f"topic {self.topic} of brand {self.brand}: unchanged (already so named); nothing was sent"
+
+    def metadata(self) -> Metadata:
+        return {
+            "brand_id": self.brand.id,
+            "brand_name": self.brand.name,
+            "topic_id": self.topic.id,
+            "topic_name": self.topic.name,
+            "action": self.action,
+            "previous_name": self.previous_name,
+            "prompt_count": self.prompt_count,
+        }
+
+
+@dataclass(frozen=True)
+class CreateTopicPlan:
+    brand: Named
+    name: str
+    #: A topic of the brand already so named (case-insensitively): nothing is created.
+    existing: Named | None = None
+
+    @property
+    def changes(self) -> bool:
+        return self.existing is None
+
+    def describe(self) -> str:
+        if self.existing is not None:
+            return f"brand {self.brand} already has topic {self.existing}: nothing to create"
+        return f"create topic '{self.name}' for brand {self.brand}"
+
+
+@dataclass(frozen=True)
+class RenameTopicPlan:
+    brand: Named
+    topic: Named
+    new_name: str
+
+    @property
+    def changes(self) -> bool:
+        return self.topic.name != self.new_name
+
+    def describe(self) -> str:
+        if not self.changes:
+            return f"topic {self.topic} of brand {self.brand} is already so named: nothing to rename"
+        return (
+            f"rename topic {self.topic} of brand {self.brand} to '{self.new_name}' "
+            "(its prompts stay filed under it)"
+        )
+
+
+def plan_create_topic(client: VisibilityClient, brand: str, name: str) -> CreateTopicPlan:
+    cleaned = validate_topic_name(name)
+    resolved = resolve_brand(client, brand)
+    existing = next(
+        (
+            Named(str(row.get("id")), _quoted(row.get("name")))
+            for row in client.list_topics(resolved.id)
+            if str(row.get("name", "")).strip().casefold() == cleaned.casefold()
+        ),
+        None,
+    )
+    return CreateTopicPlan(resolved, cleaned, existing)
+
+
+def create_topic(client: VisibilityClient, plan: CreateTopicPlan) -> TopicOutcome:
+    """``POST /v1/brands/{id}/topics``, unless the plan found the topic already there."""
+    if plan.existing is not None:
+        return TopicOutcome(plan.brand, plan.existing, "unchanged")
+    row = client.create_topic(plan.brand.id, plan.name)
+    topic = Named(str(row["id"]), _quoted(row.get("name", plan.name)))
+    return TopicOutcome(plan.brand, topic, "created", prompt_count=_count(row.get("prompt_count")))
+
+
+def plan_rename_topic(client: VisibilityClient, brand: str, topic: str, new_name: str) -> RenameTopicPlan:
+    cleaned = validate_topic_name(new_name)
+    resolved = resolve_brand(client, brand)
+    return RenameTopicPlan(resolved, resolve_topic(client, resolved, topic), cleaned)
+
+
+def rename_topic(client: VisibilityClient, plan: RenameTopicPlan) -> TopicOutcome:
+    """``PATCH /v1/brands/{id}/topics/{topicId}``; nothing is sent when the name is already right."""
+    if not plan.changes:
+        return TopicOutcome(plan.brand, plan.topic, "unchanged")
+    row = client.rename_topic(plan.brand.id, plan.topic.id, plan.new_name)
+    topic = Named(str(row["id"]), _quoted(row.get("name", plan.new_name)))
+    return TopicOutcome(
+        plan.brand,
+        topic,
+        "renamed",
+        previous_name=plan.topic.name,
+        prompt_count=_count(row.get("prompt_count")),
+    )
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,189 @@
+"""Read queries of the visual report (``report/``), portable across the three engines.
+
+Same rules as :mod:`resources.warehouse.queries`: the common SQL subset of DuckDB, Postgres and
+BigQuery, names through ``table_ref``, values rendered from typed Python values only. Every query
+reads the service's all-engine rollup (``engine = 'all'``) where the report shows a total: rollup
+rates are not sums of per-engine rates (docs/ARCHITECTURE.md), and ``visibility-sync run`` lands the
+rollup by default. Windows are ``[start, end)``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+
+from resources.warehouse.base import Warehouse
+from resources.warehouse.queries import _date, _rows
+
+#: The rollup rows' engine value.
+ALL_ENGINES = "all"
+
+
+@dataclass(frozen=True)
+class BrandRow:
+    id: str
+    name: str
+    domain: str | None
+
+
+@dataclass(frozen=True)
+class CompetitorRow:
+    brand_id: str
+    name: str
+    domains: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SharePoint:
+    brand_id: str
+    entity: str
+    is_own_brand: bool
+    date: dt.date
+    share_of_voice: float
+
+
+@dataclass(frozen=True)
+class EngineVisibility:
+    brand_id: str
+    entity: str
+    is_own_brand: bool
+    engine: str
+    visibility: float
+
+
+@dataclass(frozen=True)
+class PageDay:
+    brand_id: str
+    url: str
+    root_domain: str | None
+    page_rank: int
+    date: dt.date
+    citations: int
+
+
+def newest_trend_date(warehouse: Warehouse) -> dt.date | None:
+    """The newest day with a daily competitor-trend point: where the report's window ends."""
+    ref = warehouse.table_ref("competitor_trends")
+    rows = _rows(warehouse, f"SELECT MAX(date) AS newest FROM {ref} WHERE granularity = 'day'")
+    return rows[0]["newest"] if rows else None
+
+
+def current_brands(warehouse: Warehouse) -> list[BrandRow]:
+    ref = warehouse.table_ref("brands")
+    sql = f"SELECT id, name, domain FROM {ref} WHERE is_current ORDER BY name, id"
+    return [
+        BrandRow(id=str(r["id"]), name=str(r["name"] or r["id"]), domain=r["domain"])
+        for r in _rows(warehouse, sql)
+    ]
+
+
+def current_competitors(warehouse: Warehouse) -> list[CompetitorRow]:
+    """Tracked competitors with their domains (to tell whose page a cited URL is)."""
+    ref = warehouse.table_ref("tracked_competitors")
+    sql = f"SELECT brand_id, brand_name, domains FROM {ref} WHERE is_current ORDER BY brand_id, brand_name"
+    return [
+        CompetitorRow(
+            brand_id=str(r["brand_id"]), name=str(r["brand_name"]), domains=tuple(r["domains"] or ())
+        )
+        for r in _rows(warehouse, sql)
+    ]
+
+
+def share_of_voice_points(warehouse: Warehouse, start: dt.date, end: dt.date) -> list[SharePoint]:
+    """Daily share of voice (0-100, all engines) of each brand and its tracked competitors."""
+    ref = warehouse.table_ref("competitor_trends")
+    sql = f"""
+        SELECT brand_id, brand_name, COALESCE(is_your_brand, competitor_id IS NULL) AS is_own_brand,
+               date, share_of_voice
+        FROM {ref}
+        WHERE granularity = 'day' AND engine = '{ALL_ENGINES}' AND share_of_voice IS NOT NULL
+          AND date >= {_date(start)} AND date < {_date(end)}
+        ORDER BY brand_id, brand_name, date
+    """
+    return [
+        SharePoint(
+            brand_id=str(r["brand_id"]),
+            entity=str(r["brand_name"]),
+            is_own_brand=bool(r["is_own_brand"]),
+            date=r["date"],
+            share_of_voice=float(r["share_of_voice"]),
+        )
+        for r in _rows(warehouse, sql)
+    ]
+
+
+def visibility_by_engine(warehouse: Warehouse, start: dt.date, end: dt.date) -> list[EngineVisibility]:
+    """Per brand, entity and engine: the window's visibility score (0-100), each day weighted by the
+    answered responses it rests on, so a quiet day moves it less than a busy one."""
+    ref = warehouse.table_ref("competitor_trends")
+    sql = f"""
+        SELECT brand_id, brand_name, COALESCE(is_your_brand, competitor_id IS NULL) AS is_own_brand, engine,
+               COALESCE(
+                   SUM(visibility_score * responses_answered)
+                   / NULLIF(SUM(CASE WHEN visibility_score IS NOT NULL THEN responses_answered END), 0),
+                   AVG(visibility_score)
+               ) AS visibility
+        FROM {ref}
+        WHERE granularity = 'day' AND engine <> '{ALL_ENGINES}'
+          AND date >= {_date(start)} AND date < {_date(end)}
+        GROUP BY brand_id, brand_name, COALESCE(is_your_brand, competitor_id IS NULL), engine
+        ORDER BY brand_id, brand_name, engine
+    """
+    return [
+        EngineVisibility(
+            brand_id=str(r["brand_id"]),
+            entity=str(r["brand_name"]),
+            is_own_brand=bool(r["is_own_brand"]),
+            engine=str(r["engine"]),
+            visibility=float(r["visibility"]),
+        )
+        for r in _rows(warehouse, sql)
+        if r["visibility"] is not None
+    ]
+
+
+def top_cited_page_days(
+    warehouse: Warehouse, start: dt.date, end: dt.date, *, per_brand: int
+) -> list[PageDay]:
+    """The daily citations (all engines) of each brand's ``per_brand`` most-cited pages of the window."""
+    ref = warehouse.table_ref("cited_pages")
+
+    def window(alias: str = "") -> str:
+        dates = f"{alias}date >= {_date(start)} AND {alias}date < {_date(end)}"
+        return f"{alias}engine = '{ALL_ENGINES}' AND {dates}"
+
+    sql = f"""
+        WITH totals AS (
+            SELECT brand_id, url, SUM(citation_count) AS citations
+            FROM {ref} WHERE {window()}
+            GROUP BY brand_id, url
+        ), ranked AS (
+            SELECT brand_id, url,
+                   ROW_NUMBER() OVER (PARTITION BY brand_id ORDER BY citations DESC, url) AS page_rank
+            FROM totals
+        )
+        SELECT c.brand_id AS brand_id, c.url AS url, MAX(c.root_domain) AS root_domain,
+               r.page_rank AS page_rank, c.date AS date, SUM(c.citation_count) AS citations
+        FROM {ref} AS c
+        JOIN ranked AS r ON r.brand_id = c.brand_id AND r.url = c.url
+        WHERE r.page_rank <= {int(per_brand)} AND {window("c.")}
+        GROUP BY c.brand_id, c.url, r.page_rank, c.date
+        ORDER BY c.brand_id, r.page_rank, c.date
+    """
+    return [
+        PageDay(
+            brand_id=str(r["brand_id"]),
+            url=str(r["url"]),
+            root_domain=r["root_domain"],
+            page_rank=int(r["page_rank"]),
+            date=r["date"],
+            citations=_count(r["citations"]),
+        )
+        for r in _rows(warehouse, sql)
+    ]
+
+
+def _count(value: int | Decimal | None) -> int:
+    """SUM of integers is a NUMERIC (Postgres) or HUGEINT (DuckDB): back to a plain int."""
+    return 0 if value is None else int(value)

@@ -1,0 +1,112 @@
+"""The warehouse's configuration rules: URL shapes, schema names, memory budgets and their defaults.
+
+Dagster-free, so the settings module (``settings.py``) validates ``VISIBILITY_WAREHOUSE``,
+``VISIBILITY_SCHEMA`` and ``VISIBILITY_DUCKDB_MEMORY_LIMIT`` with the very rules
+:func:`~resources.warehouse.resource.warehouse_from_url` applies, without importing Dagster. Errors
+are :class:`WarehouseConfigError` naming the setting; a password never appears in them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from resources.warehouse.base import WAREHOUSE_SETTING, WarehouseConfigError
+
+SCHEMA_SETTING = "VISIBILITY_SCHEMA"
+MEMORY_LIMIT_SETTING = "VISIBILITY_DUCKDB_MEMORY_LIMIT"
+DEFAULT_WAREHOUSE_URL = "duckdb:///data/visibility.duckdb"
+DEFAULT_SCHEMA = "visibility"
+#: keeps the landing worker's memory flat in the days of a backfill, for somewhat slower chunk writes
+#: (docs/OPERATIONS.md, *DuckDB's memory budget for landing*; bench/RESULTS.md, *Landing memory*)
+DEFAULT_LANDING_MEMORY_LIMIT = "64MB"
+POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+#: Every scheme a warehouse URL may start with (lower case).
+WAREHOUSE_SCHEMES = ("duckdb", *POSTGRES_SCHEMES, "bigquery")
+EXPECTED_URLS = (
+    "duckdb:///path/file.duckdb, postgresql://user:pass@host:port/db or bigquery://project/dataset"
+)
+_SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (safe for messages and reprs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return parts._replace(netloc=f"{user}:***@{netloc}").geturl()
+
+
+def url_scheme(url: str) -> str:
+    """The scheme of a warehouse URL in lower case ('' when there is none)."""
+    return url.split(":", 1)[0].strip().lower() if ":" in url else ""
+
+
+def validate_schema_name(schema: str) -> str:
+    if not _SCHEMA_RE.match(schema or ""):
+        raise WarehouseConfigError(
+            f"{SCHEMA_SETTING}: {schema!r} is not a valid schema name "
+            "(letters, digits and underscores, not starting with a digit, at most 63 characters)"
+        )
+    return schema
+
+
+def duckdb_path(url: str) -> Path:
+    """``duckdb:///relative/file.duckdb`` or ``duckdb:////absolute/file.duckdb`` -> the file path."""
+    rest = url[len("duckdb://") :]
+    if not rest.startswith("/") or rest in ("/", "/:memory:"):
+        raise WarehouseConfigError(
+            f"{WAREHOUSE_SETTING}: {url!r} names no DuckDB file (expected duckdb:///path/file.duckdb)"
+        )
+    path = rest[1:]  # three slashes: relative; four: absolute (SQLAlchemy's convention)
+    if "?" in path or "#" in path:
+        raise WarehouseConfigError(f"{WAREHOUSE_SETTING}: DuckDB URLs take no query or fragment: {url!r}")
+    return Path(path)
+
+
+def bigquery_target(url: str) -> tuple[str, str]:
+    """``bigquery://project/dataset`` -> (project, dataset)."""
+    parts = urlsplit(url)
+    dataset = parts.path.strip("/")
+    if not parts.netloc or not dataset or "/" in dataset or parts.query:
+        raise WarehouseConfigError(f"{WAREHOUSE_SETTING}: {url!r} must be bigquery://project/dataset")
+    return parts.netloc, dataset
+
+
+def validate_warehouse_url(url: str) -> str:
+    """The URL stripped, if its scheme is known and a DuckDB or BigQuery URL is well formed.
+
+    A Postgres URL is checked by its engine when the warehouse is built (no connection either way).
+    """
+    url = url.strip()
+    scheme = url_scheme(url)
+    if scheme not in WAREHOUSE_SCHEMES:
+        raise WarehouseConfigError(
+            f"{WAREHOUSE_SETTING} must start with duckdb:///, postgresql:// or bigquery://, "
+            f"got scheme {scheme!r}"
+        )
+    if scheme == "duckdb":
+        duckdb_path(url)
+    elif scheme == "bigquery":
+        bigquery_target(url)
+    return url
+
+
+def validate_memory_limit(value: str, setting: str) -> str | None:
+    """A DuckDB memory size (``64MB``, ``1GiB``), stripped; None when empty; errors name ``setting``."""
+    from resources.warehouse.duckdb import parse_memory_limit
+
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        parse_memory_limit(value)
+    except ValueError as exc:
+        raise WarehouseConfigError(f"{setting}: {exc}") from None
+    return value

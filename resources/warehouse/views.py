@@ -1,0 +1,248 @@
+"""The views analysts read: one portable ``SELECT`` per view, created by every engine's writer.
+
+Each :class:`ViewSpec` names its source tables, its columns (typed and described, like a table's:
+the descriptions land as view and column comments and in docs/TABLES.md) and its query, written in
+the SQL that DuckDB, Postgres and BigQuery share: no engine-specific functions, no date arithmetic,
+integer sums cast to ``BIGINT`` (an alias of ``INT64`` in BigQuery) so a column has one type
+everywhere. Views read base tables only (never another view), so a writer may drop and re-create
+any view without touching the others.
+
+A writer creates a view once all its sources exist, when it ensures one of them (the landing of a
+table, its first or a later one), and re-creates it when its columns or comments differ from the
+spec. A view that cannot be created never fails a landing: the writer logs a warning naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from resources.warehouse.base import LOADED_AT, RUN_ID, Column
+
+STRING = pa.string()
+INT = pa.int64()
+FLOAT = pa.float64()
+BOOL = pa.bool_()
+DATE = pa.date32()
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+STRINGS = pa.list_(pa.string())
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """A view over landed tables: ``query`` names each source as ``{table}``."""
+
+    name: str
+    description: str
+    columns: tuple[Column, ...]
+    sources: tuple[str, ...]
+    query: str
+
+    def select(self, ref: Callable[[str], str]) -> str:
+        """The view's query with each source named as the engine names it (``ref``)."""
+        return self.query.format(**{source: ref(source) for source in self.sources}).strip()
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+
+# --- columns shared by several views --------------------------------------------------------------
+
+_BRAND_ID = Column("brand_id", STRING, "Brand (uuid) the row was fetched for.")
+_BRAND = Column("brand", STRING, "Name of that brand (brands.name; null if the brand never landed).")
+_ENGINE = Column("engine", STRING, "Answer engine, or `all` for the service's all-engine rollup.")
+_ENTITY = Column("entity_name", STRING, "The brand itself or one of its tracked competitors.")
+_COMPETITOR_ID = Column("competitor_id", STRING, "Tracked competitor id (uuid); null for the brand itself.")
+_IS_YOUR_BRAND = Column("is_your_brand", BOOL, "True for the caller's brand.")
+_LOADED = Column(LOADED_AT, TIMESTAMP, "When the row was last written (UTC).")
+_RUN = Column(RUN_ID, STRING, "The Dagster run that last wrote the row.")
+
+#: The metrics of a competitor trend row (any granularity): columns of ``competitor_trends``
+#: (assets/tables.py takes them from here) that the views pass through with the same description.
+TREND_METRICS: tuple[Column, ...] = (
+    Column(
+        "responses_answered",
+        INT,
+        "The brand's answered responses over the row's period (visibility denominator).",
+    ),
+    Column("responses_with_brand", INT, "Answered responses that mention this entity."),
+    Column("mention_count", INT, "Mentions of this entity."),
+    Column("citation_count", INT, "Citations of this entity's own website in the same answers."),
+    Column("detection_rate", FLOAT, "0-100: share of answers that mention the entity."),
+    Column("visibility_score", FLOAT, "0-100: detection weighted by position and top-3 share."),
+    Column("avg_position", FLOAT, "Average position of the entity's mentions; null without mentions."),
+    Column("avg_sentiment", FLOAT, "Average sentiment of the entity's mentions; null without mentions."),
+    Column("top3_visibility", FLOAT, "Share of answers naming the entity in the top 3; null if none."),
+    Column("win_rate", FLOAT, "0-100: share of answers where the entity is named first."),
+    Column("share_of_voice", FLOAT, "0-100: the entity's mentions over the brand plus tracked competitors."),
+)
+_METRIC_LIST = ", ".join(f"t.{c.name}" for c in TREND_METRICS)
+
+
+def _trend_period_view(
+    name: str, granularity: str, start: Column, last: Column, description: str
+) -> ViewSpec:
+    """The rows of one granularity of ``competitor_trends``, their period named for what it is."""
+    return ViewSpec(
+        name=name,
+        description=description,
+        columns=(
+            _BRAND_ID,
+            _ENGINE,
+            _COMPETITOR_ID,
+            Column("brand_name", STRING, "Name of the entity (the brand or a competitor)."),
+            _IS_YOUR_BRAND,
+            Column("domains", STRINGS, "The entity's website domains."),
+            Column("history_from", DATE, "Earliest date with complete history for the entity."),
+            start,
+            last,
+            *TREND_METRICS,
+            _LOADED,
+            _RUN,
+        ),
+        sources=("competitor_trends",),
+        query=f"""
+SELECT t.brand_id, t.engine, t.competitor_id, t.brand_name, t.is_your_brand, t.domains, t.history_from,
+       t.period_start AS {start.name}, t.date AS {last.name}, {_METRIC_LIST}, t._loaded_at, t._run_id
+FROM {{competitor_trends}} AS t
+WHERE t.granularity = '{granularity}'
+""",
+    )
+
+
+COMPETITOR_TRENDS_WEEKLY = _trend_period_view(
+    "competitor_trends_weekly",
+    "week",
+    Column("week_start", DATE, "Monday of the ISO week (the API's bucket date)."),
+    Column("week_end", DATE, "Sunday of the week: the date partition that owns the row."),
+    "Weekly metrics of each brand and its tracked competitors (competitor_trends rows of granularity "
+    "`week`): one row per brand, engine, entity and ISO week. Landed when the week's Sunday is synced, "
+    "so the running week is absent: read share_of_voice_daily for it.",
+)
+
+COMPETITOR_TREND_TOTALS = _trend_period_view(
+    "competitor_trend_totals",
+    "window",
+    Column("window_start", DATE, "First day of the request window (the API's `from`)."),
+    Column(
+        "window_last_day",
+        DATE,
+        "Last day of the request window (the API's `to` minus one day): the date partition that owns "
+        "the row.",
+    ),
+    "The service's totals over each request window of competitor_trends (rows of granularity "
+    "`window`): exact where a sum of rounded daily rates is not. One window per brand, engine and last "
+    "day: the window of the latest sync whose newest day it was.",
+)
+
+SHARE_OF_VOICE_DAILY = ViewSpec(
+    name="share_of_voice_daily",
+    description="Share of voice of each brand and its tracked competitors, per brand, engine and day "
+    "(competitor_trends rows of granularity `day`, with the brand's name).",
+    columns=(
+        _BRAND_ID,
+        _BRAND,
+        _ENGINE,
+        Column("date", DATE, "The day."),
+        _ENTITY,
+        _COMPETITOR_ID,
+        _IS_YOUR_BRAND,
+        Column("mention_count", INT, "Mentions of this entity that day."),
+        Column(
+            "share_of_voice",
+            FLOAT,
+            "0-100: the entity's mentions over the brand plus tracked competitors; sums to 100 per "
+            "brand, engine and day with mentions.",
+        ),
+    ),
+    sources=("competitor_trends", "brands"),
+    query="""
+SELECT t.brand_id, b.name AS brand, t.engine, t.date, t.brand_name AS entity_name, t.competitor_id,
+       t.is_your_brand, t.mention_count, t.share_of_voice
+FROM {competitor_trends} AS t
+LEFT JOIN {brands} AS b ON b.id = t.brand_id
+WHERE t.granularity = 'day'
+""",
+)
+
+LATEST_DAY_PER_BRAND = ViewSpec(
+    name="latest_day_per_brand",
+    description="Each brand's newest landed day, per engine: the metrics of the brand and of each "
+    "tracked competitor that day (competitor_trends rows of granularity `day`).",
+    columns=(
+        _BRAND_ID,
+        _BRAND,
+        _ENGINE,
+        Column("date", DATE, "The newest day landed for this brand and engine."),
+        _ENTITY,
+        _COMPETITOR_ID,
+        _IS_YOUR_BRAND,
+        *TREND_METRICS,
+    ),
+    sources=("competitor_trends", "brands"),
+    query=f"""
+SELECT t.brand_id, b.name AS brand, t.engine, t.date, t.brand_name AS entity_name, t.competitor_id,
+       t.is_your_brand, {_METRIC_LIST}
+FROM {{competitor_trends}} AS t
+JOIN (
+    SELECT brand_id, engine, MAX(date) AS newest FROM {{competitor_trends}}
+    WHERE granularity = 'day' GROUP BY brand_id, engine
+) AS n ON n.brand_id = t.brand_id AND n.engine = t.engine AND n.newest = t.date
+LEFT JOIN {{brands}} AS b ON b.id = t.brand_id
+WHERE t.granularity = 'day'
+""",
+)
+
+TOP_CITED_PAGES = ViewSpec(
+    name="top_cited_pages",
+    description="Pages cited in each brand's answers over every landed day, per engine, with their "
+    "domain, ranked by citations (cited_pages summed). A day's list is top-N: capped_days says how "
+    "many of the page's days were truncated, so its citations may be undercounted.",
+    columns=(
+        _BRAND_ID,
+        _BRAND,
+        _ENGINE,
+        Column("url", STRING, "Cited page."),
+        Column("domain", STRING, "Host of the cited page."),
+        Column("root_domain", STRING, "Registrable root domain of the page."),
+        Column("is_own_domain", BOOL, "True when the page's root domain is the brand's own domain."),
+        Column("citations", INT, "Citations of the page, summed over the landed days."),
+        Column("days_cited", INT, "Landed days on which the page was cited."),
+        Column("first_cited", DATE, "First landed day the page was cited."),
+        Column("last_cited", DATE, "Last landed day the page was cited."),
+        Column("capped_days", INT, "Of those days, the ones whose page list the service truncated."),
+        Column(
+            "citation_rank", INT, "1 for the most-cited page of the brand and engine (ties share a rank)."
+        ),
+    ),
+    sources=("cited_pages", "brands"),
+    query="""
+SELECT c.brand_id, b.name AS brand, c.engine, c.url, c.domain, c.root_domain,
+       COALESCE(LOWER(c.root_domain) = LOWER(b.domain), FALSE) AS is_own_domain,
+       CAST(SUM(c.citation_count) AS BIGINT) AS citations, CAST(COUNT(*) AS BIGINT) AS days_cited,
+       MIN(c.date) AS first_cited, MAX(c.date) AS last_cited,
+       CAST(SUM(CASE WHEN c.capped THEN 1 ELSE 0 END) AS BIGINT) AS capped_days,
+       CAST(RANK() OVER (PARTITION BY c.brand_id, c.engine ORDER BY SUM(c.citation_count) DESC) AS BIGINT)
+           AS citation_rank
+FROM {cited_pages} AS c
+LEFT JOIN {brands} AS b ON b.id = c.brand_id
+GROUP BY c.brand_id, b.name, b.domain, c.engine, c.url, c.domain, c.root_domain
+""",
+)
+
+#: Every analyst view, in creation order.
+ANALYST_VIEWS: tuple[ViewSpec, ...] = (
+    SHARE_OF_VOICE_DAILY,
+    LATEST_DAY_PER_BRAND,
+    COMPETITOR_TRENDS_WEEKLY,
+    COMPETITOR_TREND_TOTALS,
+    TOP_CITED_PAGES,
+)
+
+
+def views_reading(table: str) -> tuple[ViewSpec, ...]:
+    """The analyst views ``table`` is a source of (ensured with it)."""
+    return tuple(v for v in ANALYST_VIEWS if table in v.sources)

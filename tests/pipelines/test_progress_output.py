@@ -1,0 +1,91 @@
+"""``visibility-sync run`` shows its progress bars on a terminal and keeps a piped output clean.
+
+The command runs in its own process against the sandbox, once under a pseudo-terminal (what a user's
+shell gives it) and once with its output piped (what cron, CI or ``| tee`` give it).
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pipelines.cli import EXIT_OK
+from tests.assets.conftest import FACTS, TRENDS
+from tests.pipelines.test_cli import env  # noqa: F401  # the sandbox URL and key, a fresh DuckDB file
+
+ROOT = Path(__file__).resolve().parents[2]
+ARGV = ["run", "--start", "2026-10-30", "--end", "2026-10-31", "--engine", "chatgpt"]
+TIMEOUT_SECONDS = 120.0
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: A progress line: the table, its bar, requests done / planned (made, once landed).
+PROGRESS_LINE = re.compile(r"^(\w+)\s+━+\s+(\d+)/(\d+)\s+requests\b", re.MULTILINE)
+#: Variables that make rich treat any output as a terminal, or none as one.
+RICH_OVERRIDES = ("FORCE_TERMINAL", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "COLUMNS", "LINES")
+
+
+def command_env() -> dict[str, str]:
+    """The test's environment (the ``env`` fixture's settings) for the command, importing this tree."""
+    environ = {k: v for k, v in os.environ.items() if k not in RICH_OVERRIDES}
+    environ.update(PYTHONPATH=str(ROOT), TERM="xterm-256color")
+    return environ
+
+
+def command() -> list[str]:
+    return [sys.executable, "-m", "pipelines.cli", *ARGV]
+
+
+def run_on_a_terminal() -> tuple[int, str]:
+    """Exit code and what the terminal showed (escape sequences removed)."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        command(), stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal, env=command_env(), cwd=ROOT
+    )
+    os.close(terminal)
+    shown = bytearray()
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([controller], [], [], 1.0)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # EIO: the command closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    return code, ANSI.sub("", shown.decode("utf-8", "replace")).replace("\r", "\n")
+
+
+def test_a_terminal_shows_a_progress_bar_per_daily_table_up_to_its_planned_calls(env: Path) -> None:  # noqa: F811
+    code, shown = run_on_a_terminal()
+
+    assert code == EXIT_OK, shown
+    finished = {table: (done, planned) for table, done, planned in PROGRESS_LINE.findall(shown)}
+    assert set(FACTS + TRENDS) <= finished.keys(), shown
+    assert all(done == planned and int(planned) > 0 for done, planned in finished.values())
+    assert "rows landed this run" in shown
+
+
+def test_a_piped_output_holds_the_summary_and_no_progress_bar(env: Path) -> None:  # noqa: F811
+    result = subprocess.run(
+        command(), capture_output=True, text=True, env=command_env(), cwd=ROOT, timeout=TIMEOUT_SECONDS
+    )
+
+    assert result.returncode == EXIT_OK, result.stderr
+    assert "rows landed this run" in result.stdout and "prompt_mentions" in result.stdout
+    assert not PROGRESS_LINE.findall(result.stdout + result.stderr)
+    assert "\x1b[" not in result.stdout  # no cursor movement or colour either

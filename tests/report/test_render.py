@@ -1,0 +1,60 @@
+"""The renderer on hand-made data: no warehouse, no files."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import re
+
+from report.data import BrandSection, EngineGrid, PageTrend, ReportData, ShareSeries
+from report.render import SHARE_OF_VOICE_GID, build_figure, render_html, render_png
+
+START = dt.date(2026, 10, 1)
+
+
+def section(pages: tuple[PageTrend, ...]) -> BrandSection:
+    days = tuple(START + dt.timedelta(days=i) for i in range(4))
+    return BrandSection(
+        brand_id="b1",
+        name="Acme <Tools>",
+        domain="acme.example",
+        share_of_voice=(
+            ShareSeries("Acme <Tools>", True, days, (40.0, 42.0, 41.0, 45.0)),
+            ShareSeries("Rival", False, days, (60.0, 58.0, 59.0, 55.0)),
+        ),
+        visibility=EngineGrid(("Acme <Tools>", "Rival"), ("chatgpt", "claude"), ((30.0, None), (50.0, 20.0))),
+        top_pages=pages,
+    )
+
+
+def test_the_change_of_a_page_compares_the_later_half_with_the_earlier() -> None:
+    assert PageTrend("u", None, citations=30, earlier=10, later=15).change_pct == 50.0
+    assert PageTrend("u", None, citations=8, earlier=0, later=8).change_pct is None
+
+
+def test_a_window_without_brands_renders_a_page_that_says_so() -> None:
+    data = ReportData(start=START, end=START + dt.timedelta(days=28), sections=())
+    fig = build_figure(data)
+    texts = [t.get_text() for sub in fig.subfigs for t in sub.texts]
+    assert "No brand has data in this window." in texts
+    assert render_png(data).startswith(b"\x89PNG")
+
+
+def test_a_brand_without_pages_still_gets_its_other_charts() -> None:
+    data = ReportData(start=START, end=START + dt.timedelta(days=4), sections=(section(()),))
+    axes = build_figure(data).get_axes()
+    share = next(ax for ax in axes if ax.get_gid() == SHARE_OF_VOICE_GID + "b1")
+    assert [line.get_label() for line in share.get_lines()] == ["Acme <Tools>", "Rival"]
+    assert any(t.get_text() == "no data in this window" for ax in axes for t in ax.texts)
+
+
+def test_the_html_page_embeds_the_png_escapes_names_and_links_the_pages() -> None:
+    pages = (PageTrend("https://acme.example/a?x=1&y=2", "Acme <Tools>", 12, 4, 8),)
+    data = ReportData(start=START, end=START + dt.timedelta(days=4), sections=(section(pages),))
+    page = render_html(data, b"\x89PNG fake")
+    embedded = re.search(r'src="data:image/png;base64,([^"]+)"', page)
+    assert embedded and base64.b64decode(embedded.group(1)) == b"\x89PNG fake"
+    assert "Acme &lt;Tools&gt;" in page and "Acme <Tools>" not in page
+    assert '<a href="https://acme.example/a?x=1&amp;y=2">' in page
+    assert "▲ 100%" in page
+    assert not re.search(r'(src|href)="(?!data:|https://acme)', page)  # nothing fetched from elsewhere

@@ -1,0 +1,108 @@
+"""The report drawn from a real sync: the image's size, that it is not blank, one series per entity."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from report.data import ReportData, load_report_data
+from report.render import SHARE_OF_VOICE_GID, build_figure, figure_size_px, render_png
+from tests.report.conftest import FIRST_DAY, LAST_DAY, Synced
+
+
+@pytest.fixture(scope="module")
+def data(synced: Synced) -> ReportData:
+    with synced.warehouse.get_warehouse() as wh:
+        return load_report_data(wh)
+
+
+def test_the_window_is_the_landed_days_up_to_the_newest_not_today(synced: Synced, data: ReportData) -> None:
+    assert data.last_day == LAST_DAY  # the sandbox's "today" is in the past
+    assert data.start == FIRST_DAY  # 28 days asked, fewer landed
+    with synced.warehouse.get_warehouse() as wh:
+        assert load_report_data(wh, days=2).start == LAST_DAY - dt.timedelta(days=1)
+
+
+def test_the_png_is_full_size_and_not_blank(data: ReportData) -> None:
+    png = render_png(data)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    pixels = imread(io.BytesIO(png))
+    width, height = figure_size_px(data)
+    assert pixels.shape[:2] == (height, width)
+    assert (width, height) == (2000, round((1.5 + 5.0 * len(data.sections)) * 100))
+    rgb = (pixels[..., :3] * 255).round().astype(np.uint32).reshape(-1, 3)
+    packed = rgb[:, 0] << 16 | rgb[:, 1] << 8 | rgb[:, 2]
+    assert len(np.unique(packed)) > 500  # lines, bars, a colour grid, anti-aliased text
+    non_white = np.any(rgb < 245, axis=1).mean()
+    assert 0.10 < non_white < 0.9
+
+
+def test_each_brand_has_one_share_of_voice_line_per_brand_and_tracked_competitor(
+    synced: Synced, data: ReportData
+) -> None:
+    brands = dict(synced.query("SELECT id, name FROM brands WHERE is_current"))
+    assert {s.brand_id for s in data.sections} == set(brands)
+    fig = build_figure(data)
+    share_axes = {
+        ax.get_gid().removeprefix(SHARE_OF_VOICE_GID): ax
+        for ax in fig.get_axes()
+        if (ax.get_gid() or "").startswith(SHARE_OF_VOICE_GID)
+    }
+    assert set(share_axes) == set(brands)
+    for brand_id, ax in share_axes.items():
+        competitors = {
+            name
+            for (name,) in synced.query(
+                f"SELECT brand_name FROM tracked_competitors WHERE is_current AND brand_id = '{brand_id}'"
+            )
+        }
+        in_trends = {
+            name
+            for (name,) in synced.query(
+                "SELECT DISTINCT brand_name FROM competitor_trends "
+                f"WHERE engine = 'all' AND brand_id = '{brand_id}'"
+            )
+        }
+        expected = {brands[brand_id], *competitors}
+        assert in_trends == expected
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert set(lines) == expected
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+            line.get_label() for line in ax.get_lines()
+        ]
+        # the brand's own line carries the landed values, day by day
+        own = lines[brands[brand_id]]
+        landed = synced.query(
+            "SELECT date, share_of_voice FROM competitor_trends WHERE engine = 'all' AND granularity = 'day' "
+            f"AND brand_id = '{brand_id}' AND competitor_id IS NULL ORDER BY date"
+        )
+        assert landed[0][0] >= FIRST_DAY
+        assert list(own.get_xdata()) == [d for d, _ in landed]
+        assert list(own.get_ydata()) == pytest.approx([v for _, v in landed])
+        assert own.get_linewidth() > max(line.get_linewidth() for line in lines.values() if line is not own)
+
+
+def test_top_pages_are_the_most_cited_of_the_window_with_both_halves(
+    synced: Synced, data: ReportData
+) -> None:
+    half = (data.end - data.start).days // 2
+    earlier_end, later_start = data.start + dt.timedelta(days=half), data.end - dt.timedelta(days=half)
+    for section in data.sections:
+        expected = synced.query(
+            "SELECT url, SUM(citation_count) AS n, "
+            f"SUM(CASE WHEN date < DATE '{earlier_end}' THEN citation_count ELSE 0 END) AS earlier, "
+            f"SUM(CASE WHEN date >= DATE '{later_start}' THEN citation_count ELSE 0 END) AS later "
+            f"FROM cited_pages WHERE engine = 'all' AND brand_id = '{section.brand_id}' "
+            "GROUP BY url ORDER BY n DESC, url LIMIT 5"
+        )
+        assert len(expected) == 5
+        assert [(p.url, p.citations, p.earlier, p.later) for p in section.top_pages] == expected
+        assert all(p.change_pct is not None for p in section.top_pages if p.earlier)
+        # a page on the site of the brand or of a tracked competitor is attributed to it
+        for page in section.top_pages:
+            assert page.owner is None or page.owner in section.entities
+    assert any(page.owner for section in data.sections for page in section.top_pages)

@@ -1,0 +1,141 @@
+"""The data dictionary: docs/TABLES.md is what the specs render, its file references exist, and its
+example queries run on a DuckDB file and a Postgres schema synced from the sandbox by real Dagster runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import psycopg
+import pytest
+from dagster import DagsterInstance, materialize
+
+from assets.tables import ALL_TABLES
+from pipelines.schedules import range_tags
+from resources.api.resource import VisibilityAPIResource
+from resources.warehouse.common import (
+    EVOLVED_COLUMN_DESCRIPTION,
+    LOAD_COLUMNS,
+    SNAPSHOT_COLUMNS,
+    current_view_description,
+)
+from resources.warehouse.dictionary import COMMAND, EXAMPLES, render
+from resources.warehouse.resource import WarehouseResource
+from resources.warehouse.views import ANALYST_VIEWS
+from sandbox.testing import SandboxHandle
+from tests.assets.conftest import QUIET, selecting
+
+REPO = Path(__file__).resolve().parents[2]
+TABLES_MD = REPO / "docs" / "TABLES.md"
+#: a Thursday to the Tuesday after: the Sunday of October 25 owns a week
+FIRST, LAST = dt.date(2026, 10, 22), dt.date(2026, 10, 27)
+SYNCED = ("brands", "competitor_trends", "cited_pages")
+
+#: What a description may name as a file: a path under a top-level folder, or a name with an extension.
+_FILE = re.compile(
+    r"(?<![\w/.-])(?:(?:assets|resources|pipelines|sandbox|tests|bench|deploy|docs|report)/[\w./-]*\w"
+    r"|[\w-]+\.(?:md|py|toml|ya?ml|json|cfg|ini|txt))"
+)
+
+
+def all_descriptions() -> list[str]:
+    """Every text a writer puts in a table, view or column comment."""
+    texts = [EVOLVED_COLUMN_DESCRIPTION, *(c.description for c in (*LOAD_COLUMNS, *SNAPSHOT_COLUMNS))]
+    for spec in ALL_TABLES.values():
+        texts += [spec.description, current_view_description(spec), *(c.description for c in spec.columns)]
+    for view in ANALYST_VIEWS:
+        texts += [view.description, *(c.description for c in view.columns)]
+    return texts
+
+
+def test_the_dictionary_file_is_what_the_specs_render() -> None:
+    rendered = render(list(ALL_TABLES.values()))
+    assert TABLES_MD.read_text() == rendered, f"docs/TABLES.md is stale: run `{COMMAND}`"
+
+
+def test_the_dictionary_lists_every_table_view_and_column() -> None:
+    text = TABLES_MD.read_text()
+    for spec in ALL_TABLES.values():
+        assert f"### `{spec.name}`" in text
+        assert all(f"`{c.name}`" in text for c in spec.columns)
+    for view in ANALYST_VIEWS:
+        assert f"### `{view.name}`" in text
+
+
+def test_every_file_a_comment_names_is_in_the_repository() -> None:
+    named = {match for text in all_descriptions() for match in _FILE.findall(text)}
+    assert "docs/TABLES.md" in named  # the pattern finds what the comments do name
+    missing = sorted(name for name in named if not (REPO / name).exists())
+    assert not missing, f"comments name files the repository does not have: {missing}"
+
+
+def test_the_file_pattern_finds_paths_and_file_names_but_not_endpoints() -> None:
+    text = "see docs/OPERATIONS.md and README.md, GET /v1/brands/{id}/answers, e.g. blog_post."
+    assert _FILE.findall(text) == ["docs/OPERATIONS.md", "README.md"]
+
+
+# --- the example queries on synced warehouses ------------------------------------------------------
+
+
+def sync(sandbox: SandboxHandle, warehouse: WarehouseResource) -> None:
+    defs, selection = selecting(list(SYNCED))
+    with DagsterInstance.ephemeral() as instance:
+        result = materialize(
+            defs,
+            selection=selection,
+            instance=instance,
+            resources={
+                "api": VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"]),
+                "warehouse": warehouse,
+            },
+            tags=range_tags(FIRST, LAST, ("copilot", "all")),
+            run_config=QUIET,
+        )
+    assert result.success
+
+
+def run_examples(execute: Any, engine: str) -> dict[str, list[tuple[Any, ...]]]:
+    return {
+        e.title: execute(e.postgres if engine == "postgres" and e.postgres else e.duckdb) for e in EXAMPLES
+    }
+
+
+def assert_answered(results: dict[str, list[tuple[Any, ...]]]) -> None:
+    empty = [title for title, rows in results.items() if not rows]
+    assert not empty, f"examples without rows: {empty}"
+
+
+@pytest.mark.timeout(240)
+def test_the_example_queries_run_on_a_synced_duckdb_file(sandbox: SandboxHandle, tmp_path: Path) -> None:
+    db = tmp_path / "visibility.duckdb"
+    sync(sandbox, WarehouseResource(url=f"duckdb:///{db}", schema_name="visibility"))
+    with duckdb.connect(str(db), read_only=True) as con:
+        con.execute("USE visibility.visibility")  # the set-up docs/TABLES.md gives
+        results = run_examples(lambda sql: con.execute(sql).fetchall(), "duckdb")
+    assert_answered(results)
+    # the week owned by the run's Sunday landed whole, its totals and the window's too
+    weeks = results["Weekly visibility of each brand, per engine (complete ISO weeks)"]
+    assert {(r[2], r[3]) for r in weeks} == {(dt.date(2026, 10, 19), dt.date(2026, 10, 25))}
+    windows = results["The service's own totals over the newest synced window"]
+    assert {(r[2], r[3]) for r in windows} == {(FIRST, LAST)}
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(240)
+def test_the_example_queries_run_on_a_synced_postgres_schema(
+    sandbox: SandboxHandle, postgres_url: str, pg_schema: str
+) -> None:
+    sync(sandbox, WarehouseResource(url=postgres_url, schema_name=pg_schema))
+    with psycopg.connect(postgres_url) as con:
+        con.execute(f'SET search_path TO "{pg_schema}"')  # the set-up docs/TABLES.md gives
+
+        def execute(sql: str) -> list[tuple[Any, ...]]:
+            return con.execute(sql).fetchall()  # type: ignore[arg-type]
+
+        results = run_examples(execute, "postgres")
+    assert_answered(results)
+    own_pages = results["The 3 most-cited pages of each brand's own domain, per engine"]
+    assert max(sum(1 for r in own_pages if r[:2] == key[:2]) for key in own_pages) <= 3
