@@ -23,9 +23,9 @@ from dagster import (
 )
 
 from assets.builders import WRITER_POOL
-from assets.tables import AUDIT_REPORTS
 from resources.warehouse import queries
 from resources.warehouse.resource import WarehouseResource
+from sync.tables import AUDIT_REPORTS
 
 AUDIT_STATUSES = ("pending", "complete", "timed_out")
 FINAL_STATUSES = frozenset({"complete", "timed_out"})

@@ -2,12 +2,12 @@
 
 * Snapshots (``sync_snapshots``): brands, topics, prompts, tracked competitors and generations in
   one step of the ``visibility_api`` pool. The brand listing, prompts and competitors are listed
-  once per sync (:class:`assets.discovery.Discovery`) and reused by the partitioned step.
+  once per sync (:class:`sync.discovery.Discovery`) and reused by the partitioned step.
 * Partitioned tables (``sync_daily``): every date x engine table in one step of the
   ``visibility_api`` pool. It fetches the tables back to back in a background thread and lands each
   (from its on-disk spool, in a worker process) while the next is fetched: a backfill is rate-bound,
   and step hand-offs would leave the rate budget idle. The runs a UI backfill is split into share
-  one fetch per table (:mod:`assets.shared_fetch`), so a backfill costs the planner's requests once.
+  one fetch per table (:mod:`sync.shared_fetch`), so a backfill costs the planner's requests once.
 
 Resources (keys shared with the sensors): ``api`` (``VisibilityAPIResource``) and ``warehouse``
 (``WarehouseResource``).
@@ -40,34 +40,30 @@ from dagster import (
 )
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 
-from assets import progress
 from assets.checks import CheckInputs, TableCheck, checks_of
-from assets.discovery import BrandScope, Discovery, brand_filter, brand_inputs, discovery_for, sync_id
-from assets.lander import Lander
-from assets.landing import (
-    DEFAULT_DAYS_PER_WRITE,
-    FetchOne,
-    FetchOutcome,
-    brand_engines,
-    fetch_to_spool,
-    requests_beyond_plan,
-)
 from assets.partitions import parse_partition_keys
-from assets.planning import ALL, BrandInput, Cell, Plan, expected_requests
-from assets.prefetch import StopSignal, fetch_ahead
-from assets.shared_fetch import SharedFetches
-from assets.spool import DateSpool
-from resources.api.client import RequestStats, VisibilityClient
+from resources.api.client import RequestStats
 from resources.api.errors import SyncCancelled
 from resources.warehouse.base import SnapshotScope, TableSpec, Warehouse, WriteResult
+from sync import progress
+from sync.discovery import BrandScope, brand_filter, discovery_for, sync_id
+from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
+from sync.lander import Lander
+from sync.landing import (
+    DEFAULT_DAYS_PER_WRITE,
+    FetchOutcome,
+    requests_beyond_plan,
+)
+from sync.planning import ALL, Cell, Plan, expected_requests
+from sync.prefetch import StopSignal, fetch_ahead
+from sync.shared_fetch import SharedFetches
+from sync.summary import TableSummary
 
 API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
 RESOURCE_KEYS = frozenset({"api", "warehouse"})
 #: Under the instance's storage directory: the fetches shared by the runs of a backfill.
 SHARED_FETCH_DIR = "visibility_shared_fetch"
-
-Planner = Callable[[set[Cell], list[BrandInput], Sequence[str]], Plan]
 
 
 def column_schema(spec: TableSpec) -> TableSchema:
@@ -100,26 +96,9 @@ def table_asset_spec(
     )
 
 
-def _request_metadata(stats: RequestStats) -> dict[str, Any]:
-    return {
-        "requests_total": stats.total_requests,
-        "requests_by_endpoint": MetadataValue.json(dict(sorted(stats.requests_by_endpoint.items()))),
-        "retries": stats.total_retries,
-        "retries_by_cause": MetadataValue.json(dict(sorted(stats.retries_by_cause.items()))),
-        "wait_seconds": round(stats.wait_seconds, 3),
-        "errors_by_code": MetadataValue.json(stats.to_metadata()["errors_by_code"]),
-        "unknown_engine_rows": MetadataValue.json(dict(sorted(stats.unknown_engine_rows.items()))),
-    }
-
-
-def _write_metadata(results: Sequence[WriteResult]) -> dict[str, Any]:
-    landed = sum(r.rows_written for r in results)
-    return {
-        "rows_landed": landed,
-        "rows_replaced": sum(r.rows_deleted for r in results),
-        "writes": len(results),
-        "columns_added": MetadataValue.json(sorted({c for r in results for c in r.columns_added})),
-    }
+def _summary_metadata(summary: TableSummary) -> dict[str, Any]:
+    """The core's summary of a table as Dagster metadata (lists and dicts as JSON values)."""
+    return _json_values(summary.metadata())
 
 
 def _skipped_engines(plan: Plan) -> dict[str, list[str]]:
@@ -130,8 +109,8 @@ def _skipped_engines(plan: Plan) -> dict[str, list[str]]:
     return out
 
 
-def _notes_metadata(notes: dict[str, Any]) -> dict[str, Any]:
-    return {k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v for k, v in notes.items()}
+def _json_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v for k, v in values.items()}
 
 
 def _log_progress(context: AssetExecutionContext, name: str) -> Callable[[int, int], None]:
@@ -214,74 +193,6 @@ def _raise_failures(failures: Mapping[str, BaseException]) -> None:
 # partitioned assets
 
 
-@dataclass(frozen=True)
-class PartitionedAsset:
-    """How one partitioned table is fetched."""
-
-    spec: TableSpec
-    partitions_def: PartitionsDefinition
-    engine_order: tuple[str, ...]
-    planner: Planner
-    fetch_one: FetchOne
-    with_rollup: bool
-    needs_prompts: bool = False
-    needs_competitors: bool = False
-    #: upstream asset, for lineage only (its rows are read from the API, not from the warehouse)
-    upstream: str | None = None
-    description: str = ""
-    #: metadata from the fetched rows beyond the counts (e.g. capped responses)
-    notes: Callable[[DateSpool], dict[str, Any]] | None = None
-    tags: dict[str, str] = field(default_factory=dict)
-
-
-def fetch_partitioned(
-    client: VisibilityClient,
-    asset: PartitionedAsset,
-    cells: set[Cell],
-    only: Sequence[str],
-    on_progress: Callable[[int, int], None] | None = None,
-    stop: StopSignal | None = None,
-    discovery: Discovery | None = None,
-    spool_parent: Path | None = None,
-) -> FetchOutcome:
-    """Discover the brands, plan the run, and spool its rows (no Dagster: reusable in benchmarks)."""
-    started = time.monotonic()
-    listings = discovery or Discovery()
-    scope: BrandScope = listings.scope(client, only)
-    inputs = brand_inputs(
-        client, scope, prompts=asset.needs_prompts, competitors=asset.needs_competitors, discovery=listings
-    )
-    plan = asset.planner(cells, inputs, asset.engine_order)
-    assert asset.spec.date_column is not None
-    spool = DateSpool.create(
-        asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name, parent=spool_parent
-    )
-    prompts_not_found: set[str] = set()
-    try:
-        not_found = fetch_to_spool(
-            client, asset.spec, plan, asset.fetch_one, spool, on_progress, prompts_not_found, stop
-        )
-        scope.drop(not_found)
-        spool.close()
-    except BaseException:
-        spool.remove()
-        raise
-    outcome = FetchOutcome(
-        table=asset.spec.name,
-        plan=plan,
-        spool=spool,
-        brand_engines=brand_engines(scope.brands, with_rollup=asset.with_rollup),
-        out_of_scope=list(scope.out_of_scope),
-        stats=client.stats,
-        fetch_seconds=time.monotonic() - started,
-    )
-    if asset.notes is not None:
-        outcome.notes = asset.notes(spool)
-    if prompts_not_found:
-        outcome.notes["prompts_not_found"] = sorted(prompts_not_found)
-    return outcome
-
-
 def _log_fetch(context: AssetExecutionContext, name: str, outcome: FetchOutcome) -> None:
     for brand_id in outcome.out_of_scope:
         context.log.warning(
@@ -302,24 +213,22 @@ def _log_fetch(context: AssetExecutionContext, name: str, outcome: FetchOutcome)
 
 
 def _landed_metadata(
-    asset: PartitionedAsset, outcome: FetchOutcome, results: list[WriteResult], land_seconds: float
+    asset: PartitionedTable, outcome: FetchOutcome, results: list[WriteResult], land_seconds: float
 ) -> dict[str, Any]:
     window = outcome.plan.window
     return {
         "fetch_seconds": round(outcome.fetch_seconds, 2),
         "land_seconds": round(land_seconds, 2),
-        **_write_metadata(results),
-        **_request_metadata(outcome.stats),
+        **_summary_metadata(TableSummary.of(results, outcome.stats, outcome.out_of_scope)),
         "calls_planned": MetadataValue.json(expected_requests(outcome.plan)),
         "requests_beyond_plan": MetadataValue.json(requests_beyond_plan(outcome.plan, outcome.stats)),
         "window_start": window.start.isoformat() if window else "",
         "window_end_exclusive": window.end.isoformat() if window else "",
         "partitions": len(outcome.plan.cells),
         "brands_landed": MetadataValue.json(sorted(outcome.brand_engines)),
-        "brands_out_of_scope": MetadataValue.json(sorted(outcome.out_of_scope)),
         "engines_not_measured": MetadataValue.json(_skipped_engines(outcome.plan)),
         "dagster/column_schema": column_schema(asset.spec),
-        **_notes_metadata(outcome.notes),
+        **_json_values(outcome.notes),
     }
 
 
@@ -373,8 +282,9 @@ def shared_fetches(context: AssetExecutionContext) -> SharedFetches | None:
 
 def build_partitioned_assets(
     name: str,
-    assets: Sequence[PartitionedAsset],
+    assets: Sequence[PartitionedTable],
     *,
+    partitions_def: PartitionsDefinition,
     group_name: str,
     description: str,
 ) -> AssetsDefinition:
@@ -388,10 +298,8 @@ def build_partitioned_assets(
     stop the others from landing, and the step then fails naming it.
 
     In a run of a backfill, each table's fetch covers the whole backfill's cells and is shared with
-    the backfill's other runs (:mod:`assets.shared_fetch`); the run lands its own cells only.
+    the backfill's other runs (:mod:`sync.shared_fetch`); the run lands its own cells only.
     """
-    partitions_def = assets[0].partitions_def
-    assert all(a.partitions_def == partitions_def for a in assets), "one partitions definition per step"
     by_key = {AssetKey(a.spec.name): a for a in assets}
     specs = [
         table_asset_spec(
@@ -424,7 +332,7 @@ def build_partitioned_assets(
         targets = backfill_targets(context, [a.spec.name for a in selected]) if shared else None
 
         def fetch_own(
-            asset: PartitionedAsset, stop: StopSignal, spool_parent: Path | None = None
+            asset: PartitionedTable, stop: StopSignal, spool_parent: Path | None = None
         ) -> FetchOutcome:
             table = asset.spec.name
             with api.get_client() as client:  # own counters; the rate budget is the resource's
@@ -441,11 +349,11 @@ def build_partitioned_assets(
             _log_fetch(context, table, outcome)
             return outcome
 
-        def cells_to_fetch(asset: PartitionedAsset) -> set[Cell]:
+        def cells_to_fetch(asset: PartitionedTable) -> set[Cell]:
             target = (targets or {}).get(asset.spec.name)
             return cells | target if target else cells
 
-        def fetch(asset: PartitionedAsset, stop: StopSignal) -> _Fetched:
+        def fetch(asset: PartitionedTable, stop: StopSignal) -> _Fetched:
             table = asset.spec.name
             if shared is None or not (targets or {}).get(table):
                 outcome = fetch_own(asset, stop)
@@ -511,31 +419,6 @@ def build_partitioned_assets(
 
 # ---------------------------------------------------------------------------------------------
 # snapshot assets
-
-
-#: ``(client, scope, notes, run tags, discovery) -> rows``. A per-brand fetch whose listing of a brand
-#: was truncated records it in ``notes["capped"]`` ({brand id: {rows, total_count}}): the rows absent
-#: from a truncated listing may still exist, so those brands are upserted but never retired.
-SnapshotFetch = Callable[
-    [VisibilityClient, BrandScope, dict[str, Any], Mapping[str, str], Discovery], pa.Table
-]
-
-
-@dataclass(frozen=True)
-class SnapshotTable:
-    """How one snapshot table is listed.
-
-    ``per_brand``: rows belong to brands, and rows of the listed brands that vanished are retired.
-    Otherwise (``brands``) nothing is retired: a brand absent from the listing may be deleted or
-    merely outside a brand-scoped key's reach (the service answers 404 for both), and a key must
-    never touch brands it cannot see; ``last_seen_at`` says when a brand was last listed.
-    """
-
-    spec: TableSpec
-    fetch_rows: SnapshotFetch
-    per_brand: bool
-    upstream: str | None = None
-    description: str = ""
 
 
 def _retire_scope(
@@ -637,14 +520,14 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
                     yield MaterializeResult(
                         asset_key=spec.name,
                         metadata={
-                            **_write_metadata([result]),
+                            **_summary_metadata(
+                                TableSummary.of([result], item.stats, item.scope.out_of_scope)
+                            ),
                             "rows_retired": result.rows_deleted,
-                            **_request_metadata(item.stats),
                             "snapshot_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                            "brands_out_of_scope": MetadataValue.json(sorted(item.scope.out_of_scope)),
                             "dagster/column_schema": column_schema(spec),
                             "dagster/row_count": item.rows.num_rows,
-                            **_notes_metadata(item.notes),
+                            **_json_values(item.notes),
                         },
                     )
                     yield from checked

@@ -49,12 +49,13 @@ from dagster import (
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG
 
-from assets.partitions import ALL_ENGINES, PARTITION_SETTINGS
-from assets.tables import ALL_TABLES
+from assets.partitions import PARTITION_SETTINGS
+from resources.api.endpoints import ALL
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse import queries
 from resources.warehouse.base import TableSpec, Warehouse
 from resources.warehouse.resource import WarehouseResource
+from sync.tables import ALL_TABLES
 
 #: Share of voice is rounded per entity by the service; allow that much drift on the sum.
 SOV_TOLERANCE = 0.5
@@ -234,7 +235,7 @@ def run_lands_rollup(tags: Mapping[str, str]) -> bool:
     partition tags (a run of checks alone) counts as landing it.
     """
     keys = [tags.get(t) for t in (ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG) if tags.get(t)]
-    return not keys or any(str(k).rpartition("|")[2] == ALL_ENGINES for k in keys)
+    return not keys or any(str(k).rpartition("|")[2] == ALL for k in keys)
 
 
 def window_totals_match_series(inputs: CheckInputs) -> AssetCheckResult:
@@ -278,8 +279,8 @@ def window_totals_match_series(inputs: CheckInputs) -> AssetCheckResult:
 
 
 def empty_cells(
-    expected: set[queries.Cell], landed: set[queries.Cell], materialized: set[tuple[str, str]]
-) -> list[queries.Cell]:
+    expected: set[queries.BrandDay], landed: set[queries.BrandDay], materialized: set[tuple[str, str]]
+) -> list[queries.BrandDay]:
     """Cells of materialized (day, engine) partitions that hold no row though the service had data."""
     return sorted(
         (cell for cell in expected - landed if (cell[2].isoformat(), cell[1]) in materialized),

@@ -1,10 +1,8 @@
-"""The date x engine tables, synced by one step: ``sync_daily``.
+"""The date x engine tables as assets, synced by one step: ``sync_daily`` (tables: :mod:`sync.catalog`).
 
 One step (one run per launch, one partitions definition) for every partitioned table, so the UI's
 group "Materialize" picks one date range for all of them and a sync fetches them back to back with
-one client. Order: the longest fetches last, so each table's landing hides behind the next fetch;
-the rollup tables first (one call per brand and engine, or per brand, engine and day), then
-mentions (one call per prompt), then answers (paged per brand, the longest).
+one client, in the catalog's order.
 """
 
 from __future__ import annotations
@@ -12,15 +10,13 @@ from __future__ import annotations
 from dagster import AssetsDefinition
 
 from assets.builders import build_partitioned_assets
-from assets.facts import ANSWERS, PROMPT_MENTIONS
-from assets.trends import CITATION_TRENDS, CITED_PAGES, COMPETITOR_TRENDS
-
-DAILY_GROUP = "visibility_daily"
-PARTITIONED_TABLES = (COMPETITOR_TRENDS, CITATION_TRENDS, CITED_PAGES, PROMPT_MENTIONS, ANSWERS)
+from assets.partitions import DAILY_PARTITIONS
+from sync.catalog import DAILY, DAILY_GROUP
 
 sync_daily = build_partitioned_assets(
     "sync_daily",
-    PARTITIONED_TABLES,
+    DAILY,
+    partitions_def=DAILY_PARTITIONS,
     group_name=DAILY_GROUP,
     description="Every date x engine table (engines plus the `all` rollup): fetched back to back, "
     "each landed while the next is fetched; a backfill's runs share one fetch per table.",

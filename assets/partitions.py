@@ -26,11 +26,8 @@ from dagster import (
     StaticPartitionsDefinition,
 )
 
-from resources.api.endpoints import ENGINES
+from resources.api.endpoints import ENGINES_WITH_ALL
 from settings import PartitionSettings, load_partition_settings
-
-ALL_ENGINES = "all"
-ENGINES_WITH_ALL: tuple[str, ...] = (*ENGINES, ALL_ENGINES)
 
 DATE_DIM = "date"
 ENGINE_DIM = "engine"

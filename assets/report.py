@@ -1,11 +1,8 @@
-"""The visual report as an asset (``visibility_report``), its job, and the sensor that runs it after
-each successful sync.
+"""The visual report as an asset (``visibility_report``); its job and the sensor that runs it after
+each successful sync are in ``pipelines/report_runs.py``.
 
 Apart from the sync: the report is in its own group and job, so ``visibility_sync`` (and
-``visibility-sync run``) never load matplotlib or wait for a drawing. The sensor requests one report
-run per successful ``visibility_sync`` run, whoever launched it: the schedule, the UI, or
-``visibility-sync run`` with ``DAGSTER_HOME`` set (those runs come from no code location, so the
-sensor watches every location's runs and picks the sync job by name).
+``visibility-sync run``) never load matplotlib or wait for a drawing.
 
 Where the PNG goes: next to a DuckDB warehouse, ``<folder of the .duckdb file>/reports/`` (with the
 defaults ``data/reports/visibility_report.png``, beside the data it shows); for Postgres and BigQuery,
@@ -19,25 +16,16 @@ from pathlib import Path
 from dagster import (
     AssetExecutionContext,
     AssetKey,
-    AssetSelection,
     AssetSpec,
     Config,
     DagsterInstance,
-    DagsterRunStatus,
-    DefaultSensorStatus,
     Failure,
     MaterializeResult,
     MetadataValue,
-    RunRequest,
-    RunStatusSensorContext,
-    SkipReason,
-    define_asset_job,
     multi_asset,
-    run_status_sensor,
 )
 from pydantic import Field
 
-from pipelines.jobs import SYNC_JOB
 from report import DEFAULT_DAYS, MAX_DAYS
 from report.data import REQUIRED_TABLES, ReportDataMissing, load_report_data
 from report.files import write_report
@@ -110,29 +98,6 @@ def visibility_report(
             "png_bytes": MetadataValue.int(len(png)),
         }
     )
-
-
-report_job = define_asset_job(
-    REPORT_JOB,
-    selection=AssetSelection.assets(visibility_report),
-    description="Draws the visual report from the warehouse; launched after each successful sync.",
-)
-
-
-@run_status_sensor(
-    name="visibility_report_after_sync",
-    run_status=DagsterRunStatus.SUCCESS,
-    monitor_all_code_locations=True,
-    request_job=report_job,
-    default_status=DefaultSensorStatus.RUNNING,
-    description=f"Requests a `{REPORT_JOB}` run after each successful `{SYNC_JOB}` run (schedule, UI "
-    "or `visibility-sync run` recorded in DAGSTER_HOME).",
-)
-def report_after_sync(context: RunStatusSensorContext) -> RunRequest | SkipReason:
-    run = context.dagster_run
-    if run.job_name != SYNC_JOB:
-        return SkipReason(f"run {run.run_id} is a {run.job_name} run, not {SYNC_JOB}")
-    return RunRequest(run_key=f"after-{run.run_id}", tags={"visibility/after_sync_run": run.run_id})
 
 
 report_assets = [visibility_report]

@@ -1,108 +1,12 @@
-"""Snapshot assets: brands, topics, prompts, tracked competitors, generations.
-
-Each run lists the whole set; rows that vanish stay in the table with ``is_current = false``.
-"""
+"""The snapshot tables as assets, synced by one step: ``sync_snapshots`` (tables: :mod:`sync.catalog`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-import pyarrow as pa
 from dagster import AssetsDefinition
 
-from assets import tables as T
-from assets import transforms as X
-from assets.builders import SnapshotTable, build_snapshot_assets
-from assets.discovery import BrandScope, Discovery, per_brand
-from resources.api.client import VisibilityClient
+from assets.builders import build_snapshot_assets
+from sync.catalog import SNAPSHOT_GROUP, SNAPSHOTS
 
-#: Run tag: the ``limit`` of the generations listing (default and maximum: the API's 999). Lower
-#: values exist for tests and for trimming a slow first sync; a brand with more generations than
-#: the limit is then capped, and its older rows are kept (never retired).
-GENERATIONS_LIMIT_TAG = "visibility/generations_limit"
-GENERATIONS_LIMIT = 999
-
-
-def generations_limit(tags: Mapping[str, str]) -> int:
-    """The run's generations ``limit`` tag, clamped to ``1..999`` (the default when absent)."""
-    raw = str(tags.get(GENERATIONS_LIMIT_TAG, "") or "").strip()
-    if not raw:
-        return GENERATIONS_LIMIT
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"run tag {GENERATIONS_LIMIT_TAG} must be an integer, got {raw!r}") from None
-    return max(1, min(GENERATIONS_LIMIT, value))
-
-
-def _brands(
-    client: VisibilityClient,
-    scope: BrandScope,
-    notes: dict[str, Any],
-    tags: Mapping[str, str],
-    discovery: Discovery,
-) -> pa.Table:
-    return X.brands_table(scope.brands)
-
-
-def _topics(
-    client: VisibilityClient,
-    scope: BrandScope,
-    notes: dict[str, Any],
-    tags: Mapping[str, str],
-    discovery: Discovery,
-) -> pa.Table:
-    rows = per_brand(client, scope, lambda b: list(client.list_topics(b)))
-    return X.concat(T.TOPICS, [X.topics_table(r, b) for b, r in rows.items()])
-
-
-def _prompts(
-    client: VisibilityClient,
-    scope: BrandScope,
-    notes: dict[str, Any],
-    tags: Mapping[str, str],
-    discovery: Discovery,
-) -> pa.Table:
-    rows = discovery.prompts(client, scope)
-    return X.concat(T.PROMPTS, [X.prompts_table(r, b) for b, r in rows.items()])
-
-
-def _competitors(
-    client: VisibilityClient,
-    scope: BrandScope,
-    notes: dict[str, Any],
-    tags: Mapping[str, str],
-    discovery: Discovery,
-) -> pa.Table:
-    rows = discovery.competitors(client, scope)
-    return X.concat(T.TRACKED_COMPETITORS, [X.tracked_competitors_table(r, b) for b, r in rows.items()])
-
-
-def _generations(
-    client: VisibilityClient,
-    scope: BrandScope,
-    notes: dict[str, Any],
-    tags: Mapping[str, str],
-    discovery: Discovery,
-) -> pa.Table:
-    limit = generations_limit(tags)
-    sets = per_brand(client, scope, lambda b: client.list_generations(b, limit=limit))
-    capped = {b: {"rows": len(s.rows), "total_count": s.total_count} for b, s in sets.items() if s.capped}
-    notes["capped"] = capped  # {brand id: {rows, total_count}}: read by the generations_not_capped check
-    notes["capped_responses"] = len(capped)
-    return X.concat(T.GENERATIONS, [X.generations_table(s.rows, b) for b, s in sets.items()])
-
-
-#: Listed in this order in one step: brands first (every other table is per brand).
-SNAPSHOT_TABLES = (
-    SnapshotTable(T.BRANDS, _brands, per_brand=False),
-    SnapshotTable(T.TOPICS, _topics, per_brand=True, upstream="brands"),
-    SnapshotTable(T.PROMPTS, _prompts, per_brand=True, upstream="brands"),
-    SnapshotTable(T.TRACKED_COMPETITORS, _competitors, per_brand=True, upstream="brands"),
-    SnapshotTable(T.GENERATIONS, _generations, per_brand=True, upstream="brands"),
-)
-
-sync_snapshots = build_snapshot_assets("sync_snapshots", SNAPSHOT_TABLES, group_name="visibility_snapshots")
+sync_snapshots = build_snapshot_assets("sync_snapshots", SNAPSHOTS, group_name=SNAPSHOT_GROUP)
 
 snapshot_assets: list[AssetsDefinition] = [sync_snapshots]

@@ -3,8 +3,8 @@
     .venv/bin/python bench/bench_landing.py [--rows 1000000] [--days 60] [--budget 64MB] [--days-list 30,60]
 
 Spools ``--rows`` mention-like rows (``prompt_mentions``) spread over ``--days`` days x 7 engines x 20
-brands into a real :class:`~assets.spool.DateSpool`, then runs :func:`assets.landing.land` into a
-fresh DuckDB file in a fresh spawned process (as ``assets/lander.py`` does), twice: the first landing
+brands into a real :class:`~sync.spool.DateSpool`, then runs :func:`sync.landing.land` into a
+fresh DuckDB file in a fresh spawned process (as ``sync/lander.py`` does), twice: the first landing
 (an empty table) and a re-landing of the same range (every row replaced). Each landing process
 reports its peak RSS (``ru_maxrss``) and wall time. ``--days-list`` repeats the whole thing for
 several spans with the same rows per day, to show whether the peak grows with the days.
@@ -39,7 +39,7 @@ def _rows(n: int, days: int, seed: int) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from assets.tables import PROMPT_MENTIONS
+    from sync.tables import PROMPT_MENTIONS
 
     rng = np.random.default_rng(seed)
     ids = pa.array(np.char.mod(f"m{seed:03d}-%09d", np.arange(n)).astype(object))
@@ -62,10 +62,10 @@ def _rows(n: int, days: int, seed: int) -> Any:
 
 def build_outcome(rows: int, days: int) -> Any:
     """A FetchOutcome whose spool holds ``rows`` rows over ``days`` days (written 100k rows at a time)."""
-    from assets.landing import DEFAULT_DAYS_PER_WRITE, FetchOutcome
-    from assets.planning import Box, Plan, Window
-    from assets.spool import DateSpool
     from resources.api.client import RequestStats
+    from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOutcome
+    from sync.planning import Box, Plan, Window
+    from sync.spool import DateSpool
 
     spool = DateSpool.create("checked_on", DEFAULT_DAYS_PER_WRITE, name="bench-landing")
     step = 100_000
@@ -88,9 +88,9 @@ def build_outcome(rows: int, days: int) -> Any:
 
 
 def _land(path: str, outcome: Any, budget: str | None, out: Any) -> None:
-    from assets.landing import land
-    from assets.tables import PROMPT_MENTIONS
     from resources.warehouse.duckdb import DuckDBWarehouse
+    from sync.landing import land
+    from sync.tables import PROMPT_MENTIONS
 
     started = time.monotonic()
     with DuckDBWarehouse(path, "visibility", memory_limit=budget) as warehouse:

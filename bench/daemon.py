@@ -18,8 +18,12 @@ Three parts:
   the source maps the ``dagster-webserver`` wheel ships); :func:`launch_backfill` and
   :func:`wait_backfills` submit and poll it (``partitionBackfillOrError``, the backfill page's query),
   :func:`backfill_runs` lists its runs (``runsOrError`` filtered by the ``dagster/backfill`` tag).
+  One run as *Materialize* launches it: :func:`ui_run_params` and :func:`launch_run`
+  (``launchPipelineExecution``, one partition as a ``dagster/partition`` tag), then :func:`wait_runs`
+  and :func:`latest_materialization` (the asset page's events and their metadata). A stack started
+  with ``daemon=False`` (only the webserver) gets its daemon from :func:`start_daemon` when needed.
 * **the planner's minimum** of a selection (:func:`planner_minimum`): the pure planner of
-  ``assets/planning.py`` over the brands, prompts and competitors the sandbox serves, plus the pages
+  ``sync/planning.py`` over the brands, prompts and competitors the sandbox serves, plus the pages
   beyond the first of the paged calls (counted from the rows a sync landed) and the discovery
   listings.
 
@@ -407,6 +411,7 @@ def dagster_stack(
     log_dir: Path,
     quiet_sensors: bool = True,
     timeout: float = 300.0,
+    daemon: bool = True,
 ) -> Iterator[DagsterStack]:
     """``dagster-webserver`` and ``dagster-daemon run`` on a fresh instance, ready to take backfills.
 
@@ -439,26 +444,38 @@ def dagster_stack(
         stack.started_seconds["webserver"] = round(time.monotonic() - started, 1)
         if quiet_sensors:
             stop_sensors(stack)
-        stack.daemon = Service(
-            "dagster-daemon",
-            [sys.executable, "-m", "dagster._daemon", "run", "-w", workspace],
-            full_env,
-            code_root,
-            log_dir / "daemon.log",
-        )
-        _wait(
-            "dagster-daemon",
-            lambda: _daemon_ready(stack, ("BACKFILL", "QUEUED_RUN_COORDINATOR")),
-            timeout,
-            stack.services,
-            every=0.5,
-        )
-        stack.started_seconds["daemon"] = round(time.monotonic() - started, 1)
+        if daemon:
+            start_daemon(stack, ("BACKFILL", "QUEUED_RUN_COORDINATOR"), timeout=timeout, since=started)
         yield stack
     finally:
         for service in reversed(stack.services):
             service.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+def start_daemon(
+    stack: DagsterStack,
+    needed: Sequence[str] = ("QUEUED_RUN_COORDINATOR",),
+    *,
+    timeout: float = 300.0,
+    since: float | None = None,
+) -> Service:
+    """``dagster-daemon run`` for a stack started with ``daemon=False`` (a test that launches runs only
+    late, or never), waiting until the ``needed`` daemons report healthy; its log goes next to the
+    webserver's. ``since``: the clock value ``started_seconds["daemon"]`` counts from (default: now)."""
+    if stack.daemon is not None:
+        return stack.daemon
+    since = time.monotonic() if since is None else since
+    stack.daemon = Service(
+        "dagster-daemon",
+        [sys.executable, "-m", "dagster._daemon", "run", "-w", str(stack.code_root / "workspace.yaml")],
+        stack.env,
+        stack.code_root,
+        stack.webserver.log_path.parent / "daemon.log",
+    )
+    _wait("dagster-daemon", lambda: _daemon_ready(stack, needed), timeout, stack.services, every=0.5)
+    stack.started_seconds["daemon"] = round(time.monotonic() - since, 1)
+    return stack.daemon
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1081,6 +1098,105 @@ def wait_runs(stack: DagsterStack, run_ids: Sequence[str], timeout: float = 1800
         time.sleep(0.5)
 
 
+# one run, as the UI's "Materialize" launches it (a selection of one job's assets, one partition)
+
+LAUNCH_RUN_MUTATION = """
+mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
+  launchPipelineExecution(executionParams: $executionParams) {
+    __typename
+    ... on LaunchRunSuccess { run { runId status } }
+    ... on InvalidSubsetError { message }
+    ... on PipelineNotFoundError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+    ... on RunConflict { message }
+    ... on UnauthorizedError { message }
+    ... on ConflictingExecutionParamsError { message }
+    ... on PresetNotFoundError { message }
+    ... on InvalidStepError { invalidStepKey }
+    ... on InvalidOutputError { stepKey invalidOutputName }
+    ... on NoModeProvidedError { message }
+    ... on PythonError { message stack }
+  }
+}
+"""
+
+PARTITION_TAG = "dagster/partition"
+
+
+def ui_run_params(
+    stack: DagsterStack, job: str, assets: Sequence[str], partition: str | None = None
+) -> dict[str, Any]:
+    """``executionParams`` of *Materialize* on ``assets`` (keys ``a/b``) of ``job``: the asset
+    selection, no config, the UI's tag and, for partitioned assets, the partition picked
+    (``dagster/partition``, e.g. ``2026-10-31|chatgpt``)."""
+    tags = [FROM_UI_TAG, *([{"key": PARTITION_TAG, "value": partition}] if partition else [])]
+    return {
+        "selector": {
+            **stack.repository_selector,
+            "pipelineName": job,
+            "assetSelection": [{"path": key.split("/")} for key in assets],
+            "assetCheckSelection": [],
+        },
+        "mode": "default",
+        "runConfigData": {},
+        "executionMetadata": {"tags": tags},
+    }
+
+
+def launch_run(stack: DagsterStack, params: Mapping[str, Any]) -> str:
+    """``launchPipelineExecution`` (the UI's launch of one run); the run id, or GraphQLError."""
+    outcome = stack.graphql(LAUNCH_RUN_MUTATION, {"executionParams": dict(params)})["launchPipelineExecution"]
+    if outcome["__typename"] != "LaunchRunSuccess":
+        raise GraphQLError(f"launchPipelineExecution: {outcome}")
+    return str(outcome["run"]["runId"])
+
+
+MATERIALIZATIONS_QUERY = """
+query AssetMaterializations($assetKey: AssetKeyInput!, $partitions: [String!]) {
+  assetOrError(assetKey: $assetKey) {
+    __typename
+    ... on Asset {
+      assetMaterializations(limit: 1, partitions: $partitions) {
+        runId
+        partition
+        metadataEntries {
+          label
+          __typename
+          ... on MarkdownMetadataEntry { mdStr }
+          ... on PathMetadataEntry { path }
+          ... on TextMetadataEntry { text }
+          ... on IntMetadataEntry { intValue }
+          ... on FloatMetadataEntry { floatValue }
+          ... on JsonMetadataEntry { jsonString }
+        }
+      }
+    }
+    ... on AssetNotFoundError { message }
+  }
+}
+"""
+
+
+def latest_materialization(
+    stack: DagsterStack, asset: str, partition: str | None = None
+) -> dict[str, Any] | None:
+    """The newest materialization of ``asset`` (of ``partition`` when given) as the asset page's
+    events show it: ``runId``, ``partition`` and ``metadata`` (label -> value); None if none yet."""
+    variables: dict[str, Any] = {"assetKey": {"path": asset.split("/")}}
+    if partition is not None:
+        variables["partitions"] = [partition]
+    data = stack.graphql(MATERIALIZATIONS_QUERY, variables)["assetOrError"]
+    if data["__typename"] != "Asset" or not data["assetMaterializations"]:
+        return None
+    event = data["assetMaterializations"][0]
+    values = ("mdStr", "path", "text", "intValue", "floatValue", "jsonString")
+    metadata = {
+        entry["label"]: next((entry[v] for v in values if entry.get(v) is not None), None)
+        for entry in event["metadataEntries"]
+    }
+    return {"runId": event["runId"], "partition": event["partition"], "metadata": metadata}
+
+
 # ---------------------------------------------------------------------------------------------
 # the command line
 
@@ -1156,7 +1272,7 @@ GENERATIONS = "GET /v1/brands/{id}/generations"
 LISTING_LIMIT = 999  # the client's limit for brands, prompts, topics, generations listings
 
 PARTITIONED_TABLES = ("prompt_mentions", "answers", "cited_pages", "citation_trends", "competitor_trends")
-#: table -> (planner in assets.planning, needs prompts, needs tracked competitors, paged: (page size,
+#: table -> (planner in sync.planning, needs prompts, needs tracked competitors, paged: (page size,
 #: the column of the call's owner, the table's date column))
 TABLE_PLANS: dict[str, tuple[str, bool, bool, tuple[int, str, str] | None]] = {
     "prompt_mentions": ("plan_mentions", True, False, (999, "prompt_id", "checked_on")),
@@ -1171,7 +1287,7 @@ TABLE_PLANS: dict[str, tuple[str, bool, bool, tuple[int, str, str] | None]] = {
 class World:
     """What the planner needs of the sandbox's workspace, read once through the API."""
 
-    brands: list[Any]  # assets.planning.BrandInput
+    brands: list[Any]  # sync.planning.BrandInput
     pages: dict[str, int]  # listing pages of one discovery / one snapshot refresh, by endpoint
 
 
@@ -1179,8 +1295,8 @@ def read_world(url: str, key: str, code_root: Path = ROOT) -> World:
     """Brands (engines, domain), prompts and tracked competitors' domains, as discovery reads them."""
     if str(code_root) not in sys.path:
         sys.path.insert(0, str(code_root))
-    from assets.planning import BrandInput
     from resources.api.client import VisibilityClient
+    from sync.planning import BrandInput
 
     def pages(n: int, limit: int = LISTING_LIMIT) -> int:
         return max(1, math.ceil(n / limit))
@@ -1263,7 +1379,7 @@ def planner_minimum(
     """
     if str(code_root) not in sys.path:
         sys.path.insert(0, str(code_root))
-    import assets.planning as planning
+    import sync.planning as planning
 
     cells = {(d, e) for d in dates for e in engines}
     out: dict[str, int] = {}

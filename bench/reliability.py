@@ -357,7 +357,7 @@ def _short_name(proc: psutil.Process) -> str:
     """``lander`` for the landing worker, else the program's name (``tail``, ``python3``)."""
     try:
         cmd = " ".join(proc.cmdline())
-        return "lander" if "assets.lander" in cmd else Path(proc.cmdline()[0]).name
+        return "lander" if "sync.lander" in cmd else Path(proc.cmdline()[0]).name
     except (psutil.Error, IndexError):
         return "?"
 
@@ -513,8 +513,8 @@ def _read_postgres(target: Target, schema: str) -> State:
 
 
 def table_keys() -> dict[str, tuple[str, ...]]:
-    """Key columns of every table (``assets/tables.py``)."""
-    from assets.tables import ALL_TABLES
+    """Key columns of every table (``sync/tables.py``)."""
+    from sync.tables import ALL_TABLES
 
     return {name: tuple(spec.key) for name, spec in ALL_TABLES.items()}
 
@@ -1338,7 +1338,7 @@ def _acceptable_values(kind: str, served: Any) -> list[Any] | None:
     """Values a correct landing may hold for the changed field (None: only an error is correct).
 
     A string where the spec types a number, and an integer no BIGINT holds, have no correct landing
-    (a NULL or a guess would be silent data loss; ``assets/tables.py`` makes them errors).
+    (a NULL or a guess would be silent data loss; ``sync/tables.py`` makes them errors).
     """
     if kind in ("wrong_type_position", "wrong_type_mention_count", "huge_number"):
         return None

@@ -192,16 +192,18 @@ def _collect(result: Any, summary: RunSummary, label: str) -> None:
     A single-run range emits one event per partition with the same metadata, so within a run each
     asset counts once (the max); a sync split into several runs (non-adjacent engines) adds them up.
     """
+    from sync.summary import TableSummary
+
     rows: dict[str, int] = {}
     requests: dict[str, int] = {}
     for event in result.all_events:
         if event.event_type_value == "ASSET_MATERIALIZATION":
             mat = event.event_specific_data.materialization
             name = mat.asset_key.to_user_string()
-            meta = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
-            rows[name] = max(rows.get(name, 0), int(meta.get("rows_landed", 0) or 0))
-            requests[name] = max(requests.get(name, 0), int(meta.get("requests_total", 0) or 0))
-            summary.out_of_scope.update(meta.get("brands_out_of_scope") or [])
+            table = TableSummary.from_metadata({k: getattr(v, "value", v) for k, v in mat.metadata.items()})
+            rows[name] = max(rows.get(name, 0), table.rows_landed)
+            requests[name] = max(requests.get(name, 0), table.requests_total)
+            summary.out_of_scope.update(table.brands_out_of_scope)
     for name, count in rows.items():
         summary.rows[name] = summary.rows.get(name, 0) + count
     for name, count in requests.items():
@@ -285,13 +287,13 @@ def sync(
 
     from dagster import DagsterInstance
 
-    from assets.discovery import BRANDS_TAG, SYNC_TAG
-    from assets.partitions import ENGINES_WITH_ALL
     from pipelines.jobs import DAILY_JOB, SYNC_JOB
     from pipelines.orphans import fail_orphaned_runs, process_tags
     from pipelines.schedules import range_tags
     from pipelines.syncs import sync_definitions
+    from resources.api.endpoints import ENGINES_WITH_ALL
     from resources.api.resource import shared_budget
+    from sync.discovery import BRANDS_TAG, SYNC_TAG
 
     api_url, api_key = settings.require_api()
     definitions = sync_definitions(settings)
@@ -419,9 +421,9 @@ def check_warehouse(settings: Settings) -> None:
 
 def _table_counts(settings: Settings) -> dict[str, int | None]:
     """Rows per landed table, read back from the warehouse (None: table absent)."""
-    from assets.tables import ALL_TABLES
     from resources.warehouse.queries import row_count
     from resources.warehouse.resource import warehouse_from_url
+    from sync.tables import ALL_TABLES
 
     with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse, warehouse.session():
         return {name: row_count(warehouse, name) for name in ALL_TABLES}
@@ -475,7 +477,7 @@ def _redact(url: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from assets.partitions import ENGINES_WITH_ALL
+    from resources.api.endpoints import ENGINES_WITH_ALL
 
     settings = load_settings()
     settings.require_api()
@@ -522,7 +524,7 @@ def check(settings: Settings) -> str:
         api_url=url, api_key=key, timeout_seconds=10.0, retry_deadline_seconds=CHECK_DEADLINE_SECONDS
     )
     with resource.get_client() as client:
-        first = next(iter(client.list_brands(limit=999)), None)
+        first = next(iter(client.list_brands()), None)
     check_warehouse(settings)
     landing = f"; the warehouse {_redact(settings.warehouse_url)} takes writes"
     if first is None:
@@ -560,10 +562,10 @@ def _shell_path(path: Path, cwd: Path | None = None) -> str:
 
 
 def _tool(name: str) -> Path:
-    """This environment's own program (``.venv/bin/dagster``), so a printed command runs as printed."""
-    python = Path(sys.executable)
-    sibling = python.with_name(name)
-    return sibling if sibling.exists() else python
+    """This environment's own program (``.venv/bin/dagster``), so a printed command runs as printed;
+    the bare name (found on PATH) when the environment has none."""
+    sibling = Path(sys.executable).with_name(name)
+    return sibling if sibling.exists() else Path(name)
 
 
 def _sql_name(*parts: str) -> str:
@@ -587,7 +589,7 @@ def query_hint(settings: Settings) -> str:
     from resources.warehouse.urls import POSTGRES_SCHEMES, bigquery_target, duckdb_path, url_scheme
 
     url, schema = settings.warehouse_url, settings.schema_name
-    python = _shell_path(_tool("python"))
+    python = _shell_path(_tool("python") if _tool("python").is_absolute() else Path(sys.executable))
     scheme = url_scheme(url)
     note = ""
     if scheme == "duckdb":
@@ -598,7 +600,7 @@ def query_hint(settings: Settings) -> str:
             f"import duckdb; duckdb.connect({json.dumps(str(path))}, read_only=True)"
             f".sql({json.dumps(sql)}).show()"
         )
-        where = f"DuckDB file {path}, read-only: other readers may open it too"
+        where = f"DuckDB file {path}, opened read-only so that other readers can share it"
     elif scheme in POSTGRES_SCHEMES:
         target = _without_password(url)
         sql = HINT_SQL.format(table=_sql_name(schema, HINT_TABLE))
@@ -645,9 +647,9 @@ def dagster_hint(cwd: Path | None = None) -> str:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     console.print("Starting the sandbox on loopback...")  # before the imports below: a second of them
-    from assets.partitions import ENGINES_WITH_ALL
     from pipelines.resources import secrets_for_runs
     from resources.api.config import KEY_SETTING, URL_SETTING
+    from resources.api.endpoints import ENGINES_WITH_ALL
     from sandbox.config import SandboxConfig
     from sandbox.testing import run_sandbox
 

@@ -5,7 +5,7 @@ Three sources feed one :class:`SyncProgress`:
 * the command's own stages (starting the sandbox, starting the Dagster job): :meth:`SyncProgress.stage`;
 * the Dagster events of the sync's runs (``instance.add_event_listener``): a step starting (listing
   brands, then prompts and competitors), each table landed (its materialization: rows and requests);
-* the assets' progress hook (:mod:`assets.progress`): the planned requests of the table being fetched.
+* the assets' progress hook (:mod:`sync.progress`): the planned requests of the table being fetched.
 
 One unit throughout: API requests. While a table is fetched its count is the plan's (one request per
 planned call); when it lands, the count becomes the requests it really made (further pages of a
@@ -30,7 +30,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from assets import progress as hook
+from sync import progress as hook
 
 #: Longest a piped output stays silent while the sync runs.
 HEARTBEAT_SECONDS = 10.0
@@ -39,13 +39,15 @@ MILESTONES = (0.25, 0.5, 0.75)
 
 
 def _step_texts() -> dict[str, str]:
-    """What each step of a sync does first, by step key (the assets' op names)."""
-    from assets.daily import sync_daily
-    from assets.snapshots import sync_snapshots
+    """What each step of a sync does first, by step key (the op of each of the sync's assets)."""
+    from pipelines.jobs import SNAPSHOT_GROUP
+    from pipelines.syncs import all_assets
 
     return {
-        sync_snapshots.op.name: "listing brands, snapshot tables",
-        sync_daily.op.name: "listing prompts, planning",
+        definition.op.name: "listing brands, snapshot tables"
+        if SNAPSHOT_GROUP in definition.group_names_by_key.values()
+        else "listing prompts, planning"
+        for definition in all_assets
     }
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job, in_process_executor
 
-from assets.daily import DAILY_GROUP
 from assets.partitions import DAILY_PARTITIONS
+from sync.catalog import DAILY_GROUP, SNAPSHOT_GROUP
 
 #: Every run (the UI's backfills included) executes its steps in its run process. A sync is two steps
 #: (``sync_snapshots``, ``sync_daily``) plus its checks; a step process per step would only add its
@@ -23,7 +23,6 @@ DEFAULT_EXECUTOR = in_process_executor
 SYNC_JOB = "visibility_sync"
 SNAPSHOT_JOB = "visibility_snapshots"
 DAILY_JOB = "visibility_daily"
-SNAPSHOT_GROUP = "visibility_snapshots"
 
 sync_job = define_asset_job(
     SYNC_JOB,

@@ -14,8 +14,9 @@ import datetime as dt
 from dagster import RunRequest, ScheduleDefinition, ScheduleEvaluationContext, SkipReason, schedule
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from assets.partitions import ENGINES_WITH_ALL, partition_key
+from assets.partitions import partition_key
 from pipelines.jobs import sync_job
+from resources.api.endpoints import ENGINES_WITH_ALL
 from settings import PartitionSettings
 
 DAILY_CRON = "0 3 * * *"

@@ -59,6 +59,7 @@ from pipelines.sensors.audit_cursor import (
 )
 from pipelines.sensors.client import sensor_client
 from resources.api.client import VisibilityClient
+from resources.api.endpoints import CREATE_AUDIT
 from resources.api.errors import (
     BadRequestError,
     NotFoundError,
@@ -87,7 +88,7 @@ T = TypeVar("T")
 
 AUDIT_SENSOR_NAME = "audit_sensor"
 #: The budget key of the audit endpoint (the client names endpoints "METHOD template").
-AUDIT_ENDPOINT = "POST /v1/audit-reports"
+AUDIT_ENDPOINT = CREATE_AUDIT.key
 AUDIT_ASSET_KEY = AssetKey("audit_reports")
 #: When the service refuses with endpoint_rate_limited and gives no reset time.
 DEFAULT_ENDPOINT_BACKOFF = dt.timedelta(minutes=5)

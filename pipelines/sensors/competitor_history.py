@@ -29,7 +29,6 @@ from dagster import (
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from assets.discovery import BRANDS_TAG
 from assets.partitions import DAILY_PARTITIONS
 from pipelines.sensors.client import sensor_client
 from pipelines.sensors.history_cursor import (
@@ -44,6 +43,7 @@ from resources.api.client import VisibilityClient
 from resources.api.errors import NotFoundError, VisibilityAPIError
 from resources.api.resource import VisibilityAPIResource
 from settings import ConfigError, load_settings
+from sync.discovery import BRANDS_TAG
 
 HISTORY_SENSOR_NAME = "competitor_history_sensor"
 #: Longest a tick waits on rate limits and retries before giving up until the next tick.

@@ -739,14 +739,14 @@ class VisibilityClient:
     # ------------------------------------------------------------------------------------------
 
     # brands
-    def list_brands(self, *, limit: int = 999) -> Iterator[Row]:
+    def list_brands(self, *, limit: int = ep.MAX_LIMIT_PAGING) -> Iterator[Row]:
         return self._pages(ep.LIST_BRANDS, ep.LIST_BRANDS.path(), {"limit": limit})
 
     def get_brand(self, brand_id: str) -> Row:
         return self._object(ep.GET_BRAND, ep.GET_BRAND.path(id=brand_id))
 
     # topics
-    def list_topics(self, brand_id: str, *, limit: int = 999) -> Iterator[Row]:
+    def list_topics(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> Iterator[Row]:
         return self._pages(ep.LIST_TOPICS, ep.LIST_TOPICS.path(id=brand_id), {"limit": limit})
 
     def create_topic(self, brand_id: str, name: str) -> Row:
@@ -757,7 +757,7 @@ class VisibilityClient:
         return self._object(ep.RENAME_TOPIC, path, body={"name": name})
 
     # prompts, answers, mentions
-    def list_prompts(self, brand_id: str, *, limit: int = 999) -> Iterator[Row]:
+    def list_prompts(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> Iterator[Row]:
         return self._pages(ep.LIST_PROMPTS, ep.LIST_PROMPTS.path(id=brand_id), {"limit": limit})
 
     def list_answers(
@@ -767,7 +767,7 @@ class VisibilityClient:
         engine: str | None = None,
         start: dt.date | None = None,
         end: dt.date | None = None,  # exclusive
-        limit: int = 100,
+        limit: int = ep.MAX_LIMIT_ANSWERS,
     ) -> Iterator[Row]:
         params = _params(engine=engine, limit=limit, **{"from": _iso(start), "to": _iso(end)})
         return self._pages(ep.LIST_ANSWERS, ep.LIST_ANSWERS.path(id=brand_id), params)
@@ -779,13 +779,13 @@ class VisibilityClient:
         engine: str | None = None,
         start: dt.date | None = None,
         end: dt.date | None = None,  # exclusive
-        limit: int = 999,
+        limit: int = ep.MAX_LIMIT_PAGING,
     ) -> Iterator[Row]:
         params = _params(engine=engine, limit=limit, **{"from": _iso(start), "to": _iso(end)})
         return self._pages(ep.LIST_PROMPT_MENTIONS, ep.LIST_PROMPT_MENTIONS.path(id=prompt_id), params)
 
     # generations
-    def list_generations(self, brand_id: str, *, limit: int = 999) -> CompleteSet:
+    def list_generations(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> CompleteSet:
         path = ep.LIST_GENERATIONS.path(id=brand_id)
         return self._complete(ep.LIST_GENERATIONS, path, {"limit": limit})
 
@@ -817,7 +817,7 @@ class VisibilityClient:
         topic_id: str | None = None,
         start: dt.date | None = None,
         end: dt.date | None = None,
-        limit: int = 2000,
+        limit: int = ep.MAX_LIMIT_CITATION_URLS,
     ) -> CompleteSet:
         params = _params(
             engine=engine,

@@ -35,6 +35,10 @@ ENGINES: tuple[str, ...] = (
     "copilot",
 )
 ENGINE_SET: frozenset[str] = frozenset(ENGINES)
+#: The all-engine rollup (the API's answer when ``engine`` is omitted), as the tables and the
+#: partitions name it: the ``engine`` of its rows and the partition key's engine.
+ALL = "all"
+ENGINES_WITH_ALL: tuple[str, ...] = (*ENGINES, ALL)
 
 #: Page size bounds per the spec's Limits section (and DESIGN.md for the assumed answer list).
 MAX_LIMIT_PAGING = 999

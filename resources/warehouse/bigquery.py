@@ -22,7 +22,8 @@ Why this shape:
   written.
 
 The SQL and schema builders below are pure functions, tested without BigQuery; the class only does
-I/O. See docs/BIGQUERY.md for what is tested where.
+I/O, as the hooks of the write procedure every engine shares (:class:`~resources.warehouse.base.Warehouse`).
+See docs/BIGQUERY.md for what is tested where.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ import logging
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -49,26 +51,21 @@ from resources.warehouse.base import (
     LOADED_AT,
     RUN_ID,
     PartitionScope,
-    PartitionWrite,
     SnapshotScope,
+    StagedWrite,
     TableSpec,
     Warehouse,
-    WriteResult,
     first_line,
 )
 from resources.warehouse.common import (
     ExistingColumn,
     LoadPlan,
     WriteStamp,
-    check_snapshot_write,
-    clean_snapshot_scope,
     column_descriptions,
     current_view_description,
     current_view_name,
-    dedupe_by_key,
-    encode_rows,
-    partition_writes,
     plan_load,
+    retires,
     system_columns,
     validate_spec,
 )
@@ -313,11 +310,6 @@ def merge_statement(
     return sql
 
 
-def retires(scope: SnapshotScope | None) -> bool:
-    """Whether a snapshot write retires anything (a column scope with no values retires nothing)."""
-    return scope is not None and (scope.column is None or bool(scope.values))
-
-
 def current_view_query(target: str) -> str:
     return f"SELECT * FROM {target} WHERE {quote_identifier(IS_CURRENT)}"
 
@@ -480,16 +472,13 @@ class _TableState:
     types: dict[str, SqlType]
 
 
-@dataclass(frozen=True)
-class _Staged:
-    """One write of a landing, loaded into its staging table and waiting for the transaction."""
+@dataclass
+class _Landing:
+    """The staging tables of one write or landing (dropped at its end), and the table's column types
+    as its last write planned them (the parameters' types)."""
 
-    table_id: str
-    state: _TableState
-    scope: PartitionScope
-    stamp: WriteStamp
-    rows: int
-    dropped: int
+    staging: list[str] = field(default_factory=list)
+    types: dict[str, SqlType] = field(default_factory=dict)
 
 
 class BigQueryWarehouse(Warehouse):
@@ -684,7 +673,7 @@ class BigQueryWarehouse(Warehouse):
 
     # --- staging ----------------------------------------------------------------------------------
 
-    def _stage(self, spec: TableSpec, data: pa.Table, plan: LoadPlan) -> str:
+    def _load_staging(self, spec: TableSpec, data: pa.Table, plan: LoadPlan) -> str:
         """Load ``data`` into a new staging table (one Parquet load job); returns its table id."""
         from google.cloud import bigquery
 
@@ -728,100 +717,88 @@ class BigQueryWarehouse(Warehouse):
         self._ensure_views(spec)
         return added
 
-    def replace_partitions_together(
-        self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
-    ) -> list[WriteResult]:
-        """Stage every write (one staging table and Parquet load each, one chunk in memory at a
-        time), then apply them all in ONE multi-statement transaction: the landing commits whole or
-        not at all. The staging tables are dropped afterwards, whatever happened.
+    # --- write hooks (the procedure: Warehouse in base.py) ----------------------------------------
+
+    #: every write of a landing is staged first, then applied in ONE multi-statement transaction
+    applies_landing_at_once = True
+
+    @contextmanager
+    def _write_transaction(self, spec: TableSpec) -> Iterator[_Landing]:
+        """The staging tables of one write or landing, dropped afterwards whatever happened; the
+        transaction itself is the script of :meth:`_apply_replace` (or the one ``MERGE``).
 
         Table shape changes (a new column) are DDL, which BigQuery runs outside transactions: they
         happen while staging, so a failed landing may leave a new, empty nullable column (never rows).
         """
+        landing = _Landing()
+        try:
+            yield landing
+        finally:
+            for table_id in landing.staging:
+                self._drop(table_id)
+
+    def _prepare_table(self, landing: _Landing, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
+        state = self._ensure(spec, rows_schema)
+        landing.types = state.types
+        return state.plan
+
+    def _stage(self, landing: _Landing, spec: TableSpec, plan: LoadPlan, data: pa.Table) -> str:
+        """One staging table and Parquet load per write (one chunk in memory at a time)."""
+        table_id = self._load_staging(spec, data, plan)
+        landing.staging.append(table_id)
+        return table_id
+
+    def _apply_replace(self, landing: _Landing, spec: TableSpec, staged: Sequence[StagedWrite]) -> list[int]:
+        """Every staged write in ONE multi-statement transaction (:func:`replace_script`), retried on
+        a concurrent update: the landing commits whole or not at all."""
         from google.cloud import bigquery
 
-        staged: list[_Staged] = []
-        try:
-            for write in partition_writes(spec, writes, run_id):
-                rows, dropped = dedupe_by_key(write.rows, spec.key)
-                state = self._ensure(spec, rows.schema)
-                data = encode_rows(rows, state.plan)
-                del rows
-                table_id = self._stage(spec, data, state.plan)
-                stamp = WriteStamp.now(run_id)
-                staged.append(_Staged(table_id, state, write.scope, stamp, data.num_rows, dropped))
-                del write, data  # one chunk's rows in memory at a time
-            if not staged:
-                return []
-            script = replace_script(
-                self.table_ref(spec.name),
-                [(self._staged_ref(s.table_id), s.state.plan) for s in staged],
-                spec,
-                fault_sql=self._between_delete_and_insert_sql,
-            )
-            params = replace_parameters(spec, [(s.scope, s.stamp) for s in staged], staged[-1].state.types)
-            result = retry_concurrent(
-                lambda: list(
-                    self.client.query(
-                        script, job_config=bigquery.QueryJobConfig(query_parameters=params)
-                    ).result()
-                )
-            )
-        finally:
-            for s in staged:
-                self._drop(s.table_id)
+        script = replace_script(
+            self.table_ref(spec.name),
+            [(self._staged_ref(s.stage), s.plan) for s in staged],
+            spec,
+            fault_sql=self._between_delete_and_insert_sql,
+        )
+        scopes = [(s.scope, s.stamp) for s in staged if s.scope is not None]
+        params = replace_parameters(spec, scopes, landing.types)
+        config = bigquery.QueryJobConfig(query_parameters=params)
+        result = retry_concurrent(lambda: list(self.client.query(script, job_config=config).result()))
         deleted = result[0] if result else None
         return [
-            WriteResult(
-                table=spec.name,
-                rows_written=s.rows,
-                rows_deleted=int(deleted[f"rows_deleted_{i}"] or 0) if deleted is not None else 0,
-                columns_added=s.state.plan.columns_added,
-                duplicates_dropped=s.dropped,
-            )
-            for i, s in enumerate(staged)
+            int(deleted[f"rows_deleted_{i}"] or 0) if deleted is not None else 0 for i in range(len(staged))
         ]
 
-    def upsert_snapshot(
-        self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
-    ) -> WriteResult:
+    def _apply_merge(
+        self, landing: _Landing, spec: TableSpec, staged: StagedWrite, retire: SnapshotScope | None
+    ) -> int:
+        """One ``MERGE`` (upsert and retire-in-scope), retried on a concurrent update. Every source row
+        touches exactly one target row, so the rows retired are the rows affected beyond those."""
         from google.cloud import bigquery
 
-        stamp = check_snapshot_write(spec, rows, scope, run_id)
-        scope = clean_snapshot_scope(scope)
-        rows, dropped = dedupe_by_key(rows, spec.key)
-        state = self._ensure(spec, rows.schema)
-        data = encode_rows(rows, state.plan)
-        staging = self._stage(spec, data, state.plan)
-        try:
-            sql = merge_statement(
-                self.table_ref(spec.name), self._staged_ref(staging), spec, state.plan, scope
-            )
-            params = merge_parameters(scope, stamp, state.types)
-
-            def merge() -> int:
-                job = self.client.query(sql, job_config=bigquery.QueryJobConfig(query_parameters=params))
-                job.result()
-                return int(job.num_dml_affected_rows or 0)
-
-            affected = retry_concurrent(merge)
-        finally:
-            self._drop(staging)
-        return WriteResult(
-            table=spec.name,
-            rows_written=data.num_rows,
-            rows_deleted=max(affected - data.num_rows, 0),
-            columns_added=state.plan.columns_added,
-            duplicates_dropped=dropped,
+        sql = merge_statement(
+            self.table_ref(spec.name), self._staged_ref(staged.stage), spec, staged.plan, retire
         )
-
-    def query(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
-        """Run ``sql`` (BigQuery ``@name`` parameters; lists become ARRAY parameters)."""
-        from google.cloud import bigquery
-
         config = bigquery.QueryJobConfig(
-            query_parameters=[query_parameter(k, v) for k, v in (params or {}).items()]
+            query_parameters=merge_parameters(retire, staged.stamp, landing.types)
         )
+
+        def merge() -> int:
+            job = self.client.query(sql, job_config=config)
+            job.result()
+            return int(job.num_dml_affected_rows or 0)
+
+        return max(retry_concurrent(merge) - staged.rows, 0)
+
+    # --- queries ----------------------------------------------------------------------------------
+
+    def _placeholder(self, name: str) -> str:
+        return f"@{name}"
+
+    def _run_query(self, sql: str, params: dict[str, Any]) -> pa.Table:
+        """Each value a typed parameter (:func:`query_parameter`; lists become ARRAY parameters)."""
+        from google.cloud import bigquery
+
+        config = bigquery.QueryJobConfig(query_parameters=[query_parameter(k, v) for k, v in params.items()])
         return self.client.query(sql, job_config=config).to_arrow(create_bqstorage_client=False)
 
     def close(self) -> None:

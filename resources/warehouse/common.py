@@ -1,18 +1,20 @@
 """Engine-independent write logic: validation, scope checks, schema evolution, load encoding.
 
-Every engine runs the same steps, so the rules live here once and engines only translate them to SQL:
+The steps of every write, which :class:`~resources.warehouse.base.Warehouse` runs in this order (its
+template methods); engines only translate the plan to SQL in their hooks:
 
 1. :func:`validate_spec`, :func:`validate_rows`, :func:`check_rows_in_scope`: refuse bad input before
    any I/O.
-2. :func:`dedupe_by_key`: the last row of a key wins (pages can repeat a row when data shifts).
-3. :func:`plan_load`: compare the incoming Arrow schema with the table's existing columns and decide
+2. :func:`plan_load`: compare the incoming Arrow schema with the table's existing columns and decide
    what to create or add; an incompatible type change raises
    :class:`~resources.warehouse.base.SchemaMismatchError` before anything is written.
-4. :func:`encode_rows`: the Arrow table actually loaded (plan's columns, nested values as JSON text,
+3. :func:`encode_rows`: the Arrow table actually loaded (plan's columns, nested values as JSON text,
    NUL characters replaced: :data:`NUL_REPLACEMENT`).
+4. :func:`dedupe_by_key`: the last row of a key wins (pages can repeat a row when data shifts).
 
 A landing of many writes (:meth:`~resources.warehouse.base.Warehouse.replace_partitions_together`)
-runs the same steps per write, through :func:`partition_writes`.
+runs the same steps per write, through :func:`partition_writes`. Rows are deduplicated once encoded,
+so two keys that differ only by a NUL (which lands as :data:`NUL_REPLACEMENT`) are one key.
 
 ``_loaded_at`` and ``_run_id`` (and the snapshot columns) are never materialised in Arrow: engines
 write them as one SQL parameter per statement, which keeps a million-row load free of extra columns.
@@ -234,6 +236,11 @@ def check_rows_in_scope(spec: TableSpec, rows: pa.Table, scope: PartitionScope) 
                 f"{col}={example!r} (scope: brands {list(scope.brand_ids)}, "
                 f"[{scope.start}, {scope.end}), engines {list(scope.engines)}); nothing was written"
             )
+
+
+def retires(scope: SnapshotScope | None) -> bool:
+    """Whether a snapshot write retires anything (a column scope with no values retires nothing)."""
+    return scope is not None and (scope.column is None or bool(scope.values))
 
 
 def check_snapshot_scope(spec: TableSpec, scope: SnapshotScope | None, table_columns: Sequence[str]) -> None:

@@ -9,7 +9,8 @@ holds it, about every :data:`LOCK_WAIT_NOTICE_SECONDS`, and the handle's ``on_wa
 (:class:`LockWait`) at the same moments. BI tools open the file read-only
 (:meth:`DuckDBWarehouse.open_read_only`), which also waits while a write is in progress.
 
-:meth:`DuckDBWarehouse.replace_partitions_together` lands every chunk of one table's landing in one
+:meth:`~resources.warehouse.base.Warehouse.replace_partitions_together` (the write procedure, in
+``base.py``; this module implements its hooks) lands every chunk of one table's landing in one
 transaction on one connection: the chunks commit together or not at all. :meth:`DuckDBWarehouse.session`
 keeps one connection open across several writes and caches the catalog lookups meanwhile. The file
 lock is then held for the whole session: meant for landing steps, not for long-lived handles.
@@ -43,7 +44,7 @@ sync step, and Dagster's ``run_retries`` skip runs whose step failed):
 
 * **A write is retried once, in one case**: a partition landing within ``memory_limit`` that ran out
   of memory (:func:`is_out_of_memory`) is rolled back whole and run once more without the budget
-  (:meth:`DuckDBWarehouse.replace_partitions_together`), since the budget must never fail a sync and
+  (:meth:`DuckDBWarehouse._run_landing`), since the budget must never fail a sync and
   a rolled-back landing is safe to repeat. Every other error surfaces at once: a key outside the
   scope, a schema mismatch or a full disk would fail the same way again. A one-shot iterator of
   writes is not retried (it cannot start over), and snapshot writes, which land outside the budget,
@@ -63,8 +64,8 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
@@ -85,6 +86,7 @@ from resources.warehouse.base import (
     PartitionWrite,
     SchemaMismatchError,
     SnapshotScope,
+    StagedWrite,
     TableSpec,
     Warehouse,
     WarehouseConfigError,
@@ -93,20 +95,14 @@ from resources.warehouse.base import (
     first_line,
 )
 from resources.warehouse.common import (
-    CheckedWrite,
     ExistingColumn,
     LoadPlan,
     ViewShape,
     WriteStamp,
-    check_snapshot_write,
-    clean_snapshot_scope,
     column_descriptions,
     current_view_description,
     current_view_name,
-    dedupe_by_key,
-    encode_rows,
     is_one_shot,
-    partition_writes,
     plan_load,
     quote_identifier,
     quote_literal,
@@ -824,23 +820,16 @@ class DuckDBWarehouse(Warehouse):
         self._ensure_views(spec)
         return added
 
-    def replace_partitions_together(
-        self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
+    # --- write hooks (the procedure: Warehouse in base.py) ----------------------------------------
+
+    def _run_landing(
+        self, spec: TableSpec, writes: Iterable[PartitionWrite], land: Callable[[], list[WriteResult]]
     ) -> list[WriteResult]:
-        """Every write in one transaction on one connection: the landing commits whole or not at all.
-
-        Tables this writer creates carry no key index: each write deletes its scope, then inserts
-        its rows (deduplicated by key); a key that already exists outside the scope fails the
-        landing (checked only where the key does not contain the brand, date and engine: otherwise
-        a row in the scope cannot share its key with one outside). A table that carries a primary
-        key is refused (:class:`KeyIndexedTableError`).
-
-        Within ``memory_limit``, a landing that runs out of memory in any of DuckDB's forms
+        """Within ``memory_limit``, a landing that runs out of memory in any of DuckDB's forms
         (:func:`is_out_of_memory`) is rolled back whole and run once more without the budget, with a
-        warning; ``writes`` is then iterated a second time (a one-shot iterator is not retried).
-        """
+        warning; ``writes`` is then iterated a second time (a one-shot iterator is not retried)."""
         try:
-            return self._replace_together(spec, writes, run_id)
+            return land()
         except duckdb.Error as exc:  # rolled back: nothing of this landing was written
             if not (self._budgeted and is_out_of_memory(exc)):
                 raise
@@ -861,57 +850,23 @@ class DuckDBWarehouse(Warehouse):
                 first_line(exc),
             )
         with self._without_budget():
-            return self._replace_together(spec, writes, run_id)
+            return land()
 
-    def _replace_together(
-        self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
-    ) -> list[WriteResult]:
-        results: list[WriteResult] = []
-        checked = partition_writes(spec, writes, run_id)  # the first write: before the file is opened
-        with self._transaction() as con:
-            for write in checked:
-                # stamped under the file lock: later than any row landed before
-                results.append(self._replace_one(con, spec, write, WriteStamp.now(run_id)))
-                del write  # one chunk's rows in memory at a time
-        return results
+    def _write_transaction(self, spec: TableSpec) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """One transaction on one connection: a landing of many writes commits whole or not at all."""
+        return self._transaction()
 
-    def _replace_one(
-        self, con: duckdb.DuckDBPyConnection, spec: TableSpec, checked: CheckedWrite, stamp: WriteStamp
-    ) -> WriteResult:
-        """One write of a landing, inside the landing's transaction."""
-        plan = self._ensure(con, spec, checked.rows.schema)
-        if self._existing(con, spec.name).keyed:  # raising rolls the landing back
+    def _prepare_table(
+        self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows_schema: pa.Schema
+    ) -> LoadPlan:
+        """Create or evolve the table; a partitioned table with a key index is refused
+        (:class:`KeyIndexedTableError`; raising rolls the landing back)."""
+        plan = self._ensure(con, spec, rows_schema)
+        if spec.kind == "partitioned" and self._existing(con, spec.name).keyed:
             raise KeyIndexedTableError.of(self.schema, spec.name, self.table_ref(spec.name))
-        write = _ScopedWrite(self.table_ref(spec.name), spec, checked.scope)
-        data = encode_rows(checked.rows, plan)
-        dropped = 0
-        if self._repeats_a_key(con, spec, data):
-            data, dropped = dedupe_by_key(data, spec.key)
-        deleted = int(_exec(con, f"DELETE FROM {write.ref} WHERE {write.in_scope}", write.params)[0][0])
-        if self._between_delete_and_insert is not None:
-            self._between_delete_and_insert()
-        if data.num_rows and not _key_holds_the_scope(spec):
-            # after the delete, any row left with one of these keys lies outside the scope
-            on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in spec.key)
-            keys = data.select(list(spec.key))
-            clash = int(
-                _exec_on_rows(con, f"SELECT count(*) FROM {write.ref} t SEMI JOIN {ROWS} s ON {on}", keys)[0][
-                    0
-                ]
-            )
-            if clash:  # raising rolls the landing back
-                raise ValueError(f"{clash} {write.outside_message}")
-        if data.num_rows:
-            self._insert(con, spec, plan, data, stamp)
-        return WriteResult(
-            table=spec.name,
-            rows_written=data.num_rows,
-            rows_deleted=deleted,
-            columns_added=plan.columns_added,
-            duplicates_dropped=dropped,
-        )
+        return plan
 
-    def _repeats_a_key(self, con: duckdb.DuckDBPyConnection, spec: TableSpec, data: pa.Table) -> bool:
+    def _may_repeat_a_key(self, con: duckdb.DuckDBPyConnection, spec: TableSpec, data: pa.Table) -> bool:
         """Whether two rows share a key: DuckDB counts on every core, several times faster than
         Arrow's single-threaded hash (the rows are then deduplicated, which is rare)."""
         if data.num_rows < 2:
@@ -923,6 +878,41 @@ class DuckDBWarehouse(Warehouse):
             data.select(list(spec.key)),
         )
         return bool(found[0][0])
+
+    def _stage(
+        self, con: duckdb.DuckDBPyConnection, spec: TableSpec, plan: LoadPlan, data: pa.Table
+    ) -> pa.Table:
+        """Nothing to copy: DuckDB reads the Arrow table where it is (:func:`_exec_on_rows`)."""
+        return data
+
+    def _apply_replace(
+        self, con: duckdb.DuckDBPyConnection, spec: TableSpec, staged: Sequence[StagedWrite]
+    ) -> list[int]:
+        """Per write: delete its scope, then insert its rows. Tables this writer creates carry no key
+        index, so a key that already exists outside the scope fails the landing here (checked only
+        where the key does not contain the brand, date and engine: otherwise a row in the scope
+        cannot share its key with one outside)."""
+        deleted = []
+        for write in staged:
+            assert write.scope is not None
+            scoped = _ScopedWrite(self.table_ref(spec.name), spec, write.scope)
+            data: pa.Table = write.stage
+            deleted.append(
+                int(_exec(con, f"DELETE FROM {scoped.ref} WHERE {scoped.in_scope}", scoped.params)[0][0])
+            )
+            if self._between_delete_and_insert is not None:
+                self._between_delete_and_insert()
+            if data.num_rows and not _key_holds_the_scope(spec):
+                # after the delete, any row left with one of these keys lies outside the scope
+                on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in spec.key)
+                keys = data.select(list(spec.key))
+                sql = f"SELECT count(*) FROM {scoped.ref} t SEMI JOIN {ROWS} s ON {on}"
+                clash = int(_exec_on_rows(con, sql, keys)[0][0])
+                if clash:  # raising rolls the landing back
+                    raise ValueError(f"{clash} {scoped.outside_message}")
+            if data.num_rows:
+                self._insert(con, spec, write.plan, data, write.stamp)
+        return deleted
 
     def _insert(
         self,
@@ -940,6 +930,37 @@ class DuckDBWarehouse(Warehouse):
             data,
             {"ts": stamp.loaded_at, "run_id": stamp.run_id},
         )
+
+    def _apply_merge(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        spec: TableSpec,
+        staged: StagedWrite,
+        retire: SnapshotScope | None,
+    ) -> int:
+        """``INSERT ... ON CONFLICT (key) DO UPDATE``, then retire the rows of ``retire`` this write
+        did not send (they carry an older stamp)."""
+        data: pa.Table = staged.stage
+        stamp = staged.stamp
+        if data.num_rows:
+            self._upsert(con, spec, staged.plan, data, stamp)
+        if retire is None:
+            return 0
+        params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
+        where = (
+            f"tgt.{q(IS_CURRENT)} AND (tgt.{q(LOADED_AT)} IS DISTINCT FROM $ts "
+            f"OR tgt.{q(RUN_ID)} IS DISTINCT FROM $run_id)"
+        )
+        if retire.column is not None:
+            where += f" AND list_contains($values, tgt.{q(retire.column)})"
+            params["values"] = list(retire.values)
+        res = _exec(
+            con,
+            f"UPDATE {self.table_ref(spec.name)} AS tgt SET {q(IS_CURRENT)} = false, "
+            f"{q(LOADED_AT)} = $ts, {q(RUN_ID)} = $run_id WHERE {where}",
+            params,
+        )
+        return int(res[0][0]) if res else 0
 
     def _upsert(
         self,
@@ -974,47 +995,13 @@ class DuckDBWarehouse(Warehouse):
                 {"ts": stamp.loaded_at, "run_id": stamp.run_id},
             )
 
-    def upsert_snapshot(
-        self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
-    ) -> WriteResult:
-        check_snapshot_write(spec, rows, scope, run_id)  # the stamp is taken inside the transaction
-        scope = clean_snapshot_scope(scope)
-        rows, dropped = dedupe_by_key(rows, spec.key)
-        with self._transaction() as con:
-            stamp = WriteStamp.now(run_id)
-            plan = self._ensure(con, spec, rows.schema)
-            data = encode_rows(rows, plan)
-            ref = self.table_ref(spec.name)
-            retired = 0
-            if data.num_rows:
-                self._upsert(con, spec, plan, data, stamp)
-            if scope is not None and (scope.column is None or scope.values):
-                params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
-                # rows this write did not send carry an older stamp
-                where = (
-                    f"tgt.{q(IS_CURRENT)} AND (tgt.{q(LOADED_AT)} IS DISTINCT FROM $ts "
-                    f"OR tgt.{q(RUN_ID)} IS DISTINCT FROM $run_id)"
-                )
-                if scope.column is not None:
-                    where += f" AND list_contains($values, tgt.{q(scope.column)})"
-                    params["values"] = list(scope.values)
-                res = _exec(
-                    con,
-                    f"UPDATE {ref} AS tgt SET {q(IS_CURRENT)} = false, "
-                    f"{q(LOADED_AT)} = $ts, {q(RUN_ID)} = $run_id WHERE {where}",
-                    params,
-                )
-                retired = int(res[0][0]) if res else 0
-        return WriteResult(
-            table=spec.name,
-            rows_written=data.num_rows,
-            rows_deleted=retired,
-            columns_added=plan.columns_added,
-            duplicates_dropped=dropped,
-        )
+    # --- queries ----------------------------------------------------------------------------------
 
-    def query(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
-        """Run ``sql`` on a read-only connection (DuckDB ``$name`` parameters)."""
+    def _placeholder(self, name: str) -> str:
+        return f"${name}"
+
+    def _run_query(self, sql: str, params: dict[str, Any]) -> pa.Table:
+        """On a read-only connection (the session's, in a session)."""
         with self._connect(read_only=True) as con:
             return con.sql(sql, params=params or None).to_arrow_table()
 

@@ -3,10 +3,11 @@
 Every write is one transaction on one connection: rows are COPYed (CSV written by Arrow, batch by
 batch) into a temporary stage table, then the target's scope is deleted and the stage inserted
 (partitions), or the stage is merged with ``INSERT ... ON CONFLICT`` (snapshots). A landing of many
-partition writes (:meth:`PostgresWarehouse.replace_partitions_together`) runs them all in one
-transaction, one stage at a time. DDL (create, add
-column, comments, the ``_current`` view) runs in the same transaction under an advisory lock per
-schema, so concurrent writers never race on the catalog; writes that need no DDL take no such lock.
+partition writes (:meth:`~resources.warehouse.base.Warehouse.replace_partitions_together`, the
+procedure every engine shares; this module implements its hooks) runs them all in one transaction,
+one stage at a time. DDL (create, add column, comments, the ``_current`` view) runs in the same
+transaction under an advisory lock per schema, so concurrent writers never race on the catalog;
+writes that need no DDL take no such lock.
 Every write first takes an advisory lock per table, so overlapping writes of one table (a daily run
 and a backfill) run one after the other instead of failing on each other's keys.
 """
@@ -18,7 +19,7 @@ import io
 import logging
 import math
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -36,28 +37,20 @@ from resources.warehouse.base import (
     LAST_SEEN_AT,
     LOADED_AT,
     RUN_ID,
-    PartitionWrite,
     SnapshotScope,
+    StagedWrite,
     TableSpec,
     Warehouse,
-    WriteResult,
     first_line,
 )
 from resources.warehouse.common import (
-    CheckedWrite,
     ExistingColumn,
     LoadPlan,
     ViewShape,
     ViewWork,
-    WriteStamp,
-    check_snapshot_write,
-    clean_snapshot_scope,
     column_descriptions,
     current_view_description,
     current_view_name,
-    dedupe_by_key,
-    encode_rows,
-    partition_writes,
     plan_load,
     quote_identifier,
     system_columns,
@@ -340,6 +333,28 @@ class PostgresWarehouse(Warehouse):
         """
         cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{self.schema}.{table}",))
 
+    # --- Warehouse --------------------------------------------------------------------------------
+
+    def ensure_table(self, spec: TableSpec) -> list[str]:
+        validate_spec(spec)
+        with self._transaction() as cur:
+            added = self._ensure(cur, spec, spec.arrow_schema).columns_added
+        self._ensure_views(spec)
+        return added
+
+    # --- write hooks (the procedure: Warehouse in base.py) ----------------------------------------
+
+    @contextmanager
+    def _write_transaction(self, spec: TableSpec) -> Iterator[psycopg.Cursor[Any]]:
+        """One transaction on one connection, holding the table's advisory lock from the first write
+        to the commit (and the schema's DDL lock once a write changed the table's shape)."""
+        with self._transaction() as cur:
+            self._lock_table(cur, spec.name)
+            yield cur
+
+    def _prepare_table(self, cur: psycopg.Cursor[Any], spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
+        return self._ensure(cur, spec, rows_schema)
+
     def _stage(self, cur: psycopg.Cursor[Any], spec: TableSpec, plan: LoadPlan, data: pa.Table) -> str:
         """COPY ``data`` into a temp table shaped like the target's load columns; returns its name."""
         stage = q(f"_visibility_stage_{uuid.uuid4().hex}")
@@ -351,138 +366,99 @@ class PostgresWarehouse(Warehouse):
         copy_arrow(cur, stage, data)
         return stage
 
-    # --- Warehouse --------------------------------------------------------------------------------
-
-    def ensure_table(self, spec: TableSpec) -> list[str]:
-        validate_spec(spec)
-        with self._transaction() as cur:
-            added = self._ensure(cur, spec, spec.arrow_schema).columns_added
-        self._ensure_views(spec)
-        return added
-
-    def replace_partitions_together(
-        self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
-    ) -> list[WriteResult]:
-        """Every write in one transaction on one connection: the landing commits whole or not at all.
-
-        Each write COPYs its rows into a temp stage, deletes its scope and inserts the stage, then
-        drops the stage (so a long landing holds one chunk's stage at a time). The table's advisory
-        lock is held from the first write to the commit; so is the schema's DDL lock once a write
-        changed the table's shape.
-        """
-        results: list[WriteResult] = []
+    def _apply_replace(
+        self, cur: psycopg.Cursor[Any], spec: TableSpec, staged: Sequence[StagedWrite]
+    ) -> list[int]:
+        """Per write: delete its scope, insert its stage, drop the stage (so a long landing holds one
+        chunk's stage at a time). A key outside the scope fails on the table's primary key."""
         assert spec.date_column is not None
-        checked = partition_writes(spec, writes, run_id)  # the first write: before any I/O
-        with self._transaction() as cur:
-            self._lock_table(cur, spec.name)
-            for write in checked:
-                results.append(self._replace_one(cur, spec, write, WriteStamp.now(run_id)))
-                del write  # one chunk's rows in memory at a time
-        return results
-
-    def _replace_one(
-        self, cur: psycopg.Cursor[Any], spec: TableSpec, write: CheckedWrite, stamp: WriteStamp
-    ) -> WriteResult:
-        assert spec.date_column is not None
-        rows, dropped = dedupe_by_key(write.rows, spec.key)
-        scope = write.scope
-        plan = self._ensure(cur, spec, rows.schema)
-        data = encode_rows(rows, plan)
-        del rows
-        stage = self._stage(cur, spec, plan, data)
         ref = self.table_ref(spec.name)
-        cur.execute(
-            f"DELETE FROM {ref} WHERE {q(spec.brand_column)} = ANY(%(brands)s) "  # type: ignore[arg-type]
-            f"AND {q(spec.date_column)} >= %(start)s AND {q(spec.date_column)} < %(end)s "
-            f"AND {q(spec.engine_column)} = ANY(%(engines)s)",
-            {
-                "brands": list(scope.brand_ids),
-                "start": scope.start,
-                "end": scope.end,
-                "engines": list(scope.engines),
-            },
-        )
-        deleted = cur.rowcount
-        if self._between_delete_and_insert is not None:
-            self._between_delete_and_insert()
-        cols = ", ".join(q(c) for c in plan.load_columns)
-        try:
+        deleted = []
+        for write in staged:
+            scope = write.scope
+            assert scope is not None
             cur.execute(
-                f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "  # type: ignore[arg-type]
-                f"SELECT {cols}, %(ts)s, %(run_id)s FROM {stage}",
-                {"ts": stamp.loaded_at, "run_id": stamp.run_id},
+                f"DELETE FROM {ref} WHERE {q(spec.brand_column)} = ANY(%(brands)s) "  # type: ignore[arg-type]
+                f"AND {q(spec.date_column)} >= %(start)s AND {q(spec.date_column)} < %(end)s "
+                f"AND {q(spec.engine_column)} = ANY(%(engines)s)",
+                {
+                    "brands": list(scope.brand_ids),
+                    "start": scope.start,
+                    "end": scope.end,
+                    "engines": list(scope.engines),
+                },
             )
-        except psycopg.errors.UniqueViolation as exc:  # the transaction rolls back
-            detail = exc.diag.message_detail or ""
-            raise ValueError(
-                f"row(s) for {spec.name} have keys {list(spec.key)} that already exist outside the "
-                "partition scope (another brand, date or engine); a partition write never touches "
-                f"rows outside its scope, so nothing was written. {detail}"
-            ) from exc
-        cur.execute(f"DROP TABLE {stage}")  # type: ignore[arg-type]
-        return WriteResult(
-            table=spec.name,
-            rows_written=data.num_rows,
-            rows_deleted=max(deleted, 0),
-            columns_added=plan.columns_added,
-            duplicates_dropped=dropped,
-        )
-
-    def upsert_snapshot(
-        self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
-    ) -> WriteResult:
-        stamp = check_snapshot_write(spec, rows, scope, run_id)
-        scope = clean_snapshot_scope(scope)
-        rows, dropped = dedupe_by_key(rows, spec.key)
-        with self._transaction() as cur:
-            self._lock_table(cur, spec.name)
-            plan = self._ensure(cur, spec, rows.schema)
-            data = encode_rows(rows, plan)
-            stage = self._stage(cur, spec, plan, data)
-            ref = self.table_ref(spec.name)
-            cols = ", ".join(q(c) for c in plan.load_columns)
-            updates = [f"{q(c)} = EXCLUDED.{q(c)}" for c in plan.load_columns if c not in spec.key]
-            updates += [f"{q(c)} = NULL" for c in plan.null_columns]
-            updates += [
-                f"{q(LOADED_AT)} = EXCLUDED.{q(LOADED_AT)}",
-                f"{q(RUN_ID)} = EXCLUDED.{q(RUN_ID)}",
-                f"{q(IS_CURRENT)} = true",
-                f"{q(LAST_SEEN_AT)} = EXCLUDED.{q(LAST_SEEN_AT)}",
-            ]
-            params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
-            cur.execute(
-                f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}, {q(IS_CURRENT)}, "  # type: ignore[arg-type]
-                f"{q(FIRST_SEEN_AT)}, {q(LAST_SEEN_AT)}) "
-                f"SELECT {cols}, %(ts)s, %(run_id)s, true, %(ts)s, %(ts)s FROM {stage} "
-                f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
-                params,
-            )
-            retired = 0
-            if scope is not None and (scope.column is None or scope.values):
-                match = " AND ".join(f"r.{q(k)} = tgt.{q(k)}" for k in spec.key)
-                where = f"tgt.{q(IS_CURRENT)} AND NOT EXISTS (SELECT 1 FROM {stage} AS r WHERE {match})"
-                if scope.column is not None:
-                    where += f" AND tgt.{q(scope.column)} = ANY(%(values)s)"
-                    params = {**params, "values": list(scope.values)}
+            deleted.append(max(cur.rowcount, 0))
+            if self._between_delete_and_insert is not None:
+                self._between_delete_and_insert()
+            cols = ", ".join(q(c) for c in write.plan.load_columns)
+            try:
                 cur.execute(
-                    f"UPDATE {ref} AS tgt SET {q(IS_CURRENT)} = false, "  # type: ignore[arg-type]
-                    f"{q(LOADED_AT)} = %(ts)s, {q(RUN_ID)} = %(run_id)s WHERE {where}",
-                    params,
+                    f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "  # type: ignore[arg-type]
+                    f"SELECT {cols}, %(ts)s, %(run_id)s FROM {write.stage}",
+                    {"ts": write.stamp.loaded_at, "run_id": write.stamp.run_id},
                 )
-                retired = max(cur.rowcount, 0)
-        return WriteResult(
-            table=spec.name,
-            rows_written=data.num_rows,
-            rows_deleted=retired,
-            columns_added=plan.columns_added,
-            duplicates_dropped=dropped,
-        )
+            except psycopg.errors.UniqueViolation as exc:  # the transaction rolls back
+                detail = exc.diag.message_detail or ""
+                raise ValueError(
+                    f"row(s) for {spec.name} have keys {list(spec.key)} that already exist outside the "
+                    "partition scope (another brand, date or engine); a partition write never touches "
+                    f"rows outside its scope, so nothing was written. {detail}"
+                ) from exc
+            cur.execute(f"DROP TABLE {write.stage}")  # type: ignore[arg-type]
+        return deleted
 
-    def query(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
-        """Run ``sql`` (SQLAlchemy ``:name`` parameters) in a read-only transaction."""
+    def _apply_merge(
+        self, cur: psycopg.Cursor[Any], spec: TableSpec, staged: StagedWrite, retire: SnapshotScope | None
+    ) -> int:
+        """``INSERT ... ON CONFLICT (key) DO UPDATE`` from the stage, then retire the current rows of
+        ``retire`` the stage lacks."""
+        ref = self.table_ref(spec.name)
+        plan, stage, stamp = staged.plan, staged.stage, staged.stamp
+        cols = ", ".join(q(c) for c in plan.load_columns)
+        updates = [f"{q(c)} = EXCLUDED.{q(c)}" for c in plan.load_columns if c not in spec.key]
+        updates += [f"{q(c)} = NULL" for c in plan.null_columns]
+        updates += [
+            f"{q(LOADED_AT)} = EXCLUDED.{q(LOADED_AT)}",
+            f"{q(RUN_ID)} = EXCLUDED.{q(RUN_ID)}",
+            f"{q(IS_CURRENT)} = true",
+            f"{q(LAST_SEEN_AT)} = EXCLUDED.{q(LAST_SEEN_AT)}",
+        ]
+        params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
+        cur.execute(
+            f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}, {q(IS_CURRENT)}, "  # type: ignore[arg-type]
+            f"{q(FIRST_SEEN_AT)}, {q(LAST_SEEN_AT)}) "
+            f"SELECT {cols}, %(ts)s, %(run_id)s, true, %(ts)s, %(ts)s FROM {stage} "
+            f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
+            params,
+        )
+        if retire is None:
+            return 0
+        match = " AND ".join(f"r.{q(k)} = tgt.{q(k)}" for k in spec.key)
+        where = f"tgt.{q(IS_CURRENT)} AND NOT EXISTS (SELECT 1 FROM {stage} AS r WHERE {match})"
+        if retire.column is not None:
+            where += f" AND tgt.{q(retire.column)} = ANY(%(values)s)"
+            params = {**params, "values": list(retire.values)}
+        cur.execute(
+            f"UPDATE {ref} AS tgt SET {q(IS_CURRENT)} = false, "  # type: ignore[arg-type]
+            f"{q(LOADED_AT)} = %(ts)s, {q(RUN_ID)} = %(run_id)s WHERE {where}",
+            params,
+        )
+        return max(cur.rowcount, 0)
+
+    # --- queries ----------------------------------------------------------------------------------
+
+    #: psycopg reads ``%`` as a placeholder marker once parameters are given
+    percent_is_placeholder = True
+
+    def _placeholder(self, name: str) -> str:
+        return f"%({name})s"
+
+    def _run_query(self, sql: str, params: dict[str, Any]) -> pa.Table:
+        """In a read-only transaction, through the driver (psycopg's ``%(name)s``)."""
         with self._engine.connect() as conn:
             conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-            result = conn.execute(text(sql), params or {})
+            result = conn.exec_driver_sql(sql, params or None)  # type: ignore[arg-type]
             names = list(result.keys())
             rows = result.fetchall()
             conn.rollback()

@@ -1,9 +1,9 @@
 """Read queries of the sensors and asset checks, in one place, portable across the three engines.
 
 Sensors and checks never build SQL: they call these functions with a :class:`Warehouse`. The SQL is
-the common subset of DuckDB, Postgres and BigQuery. Values are never user text: dates are
-``datetime.date`` objects rendered as ``DATE 'YYYY-MM-DD'``, ids are validated UUIDs and numbers are
-numbers, so no value is string-built from outside input; names go through ``table_ref``.
+the common subset of DuckDB, Postgres and BigQuery. Every value (a date, an id, an engine, a limit)
+is a ``:name`` query parameter (:meth:`Warehouse.query`), never text in the SQL; names go through
+``table_ref``, and column names from table specs through :func:`_ident`.
 """
 
 from __future__ import annotations
@@ -17,22 +17,19 @@ from typing import Any
 from resources.warehouse.base import Warehouse
 
 
-def _date(value: dt.date) -> str:
-    if not isinstance(value, dt.date):
+def _date(value: dt.date) -> dt.date:
+    """A date parameter: a ``datetime`` would compare as a timestamp on some engines."""
+    if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
         raise TypeError(f"expected a date, got {type(value).__name__}")
-    return f"DATE '{value.isoformat()}'"
+    return value
 
 
 def _uuid(value: str) -> str:
-    return f"'{uuid.UUID(value)}'"  # raises ValueError on anything that is not a UUID
+    return str(uuid.UUID(value))  # raises ValueError on anything that is not a UUID
 
 
-def _number(value: float) -> str:
-    return repr(float(value))
-
-
-def _rows(warehouse: Warehouse, sql: str) -> list[dict[str, Any]]:
-    return warehouse.query(sql).to_pylist()
+def _rows(warehouse: Warehouse, sql: str, **params: Any) -> list[dict[str, Any]]:
+    return warehouse.query(sql, params).to_pylist()
 
 
 # --- sensors ------------------------------------------------------------------------------------
@@ -62,9 +59,9 @@ def own_pages_first_cited_since(warehouse: Warehouse, since: dt.date, *, limit: 
         WHERE b.is_current AND b.domain IS NOT NULL
           AND LOWER(c.root_domain) = LOWER(b.domain)
         GROUP BY c.brand_id, c.url
-        HAVING MIN(c.date) >= {_date(since)}
+        HAVING MIN(c.date) >= :since
         ORDER BY citations DESC, url
-        LIMIT {int(limit)}
+        LIMIT :max_rows
     """
     return [
         CitedPage(
@@ -73,7 +70,7 @@ def own_pages_first_cited_since(warehouse: Warehouse, since: dt.date, *, limit: 
             first_cited=r["first_cited"],
             citations=int(r["citations"] or 0),
         )
-        for r in _rows(warehouse, sql)
+        for r in _rows(warehouse, sql, since=_date(since), max_rows=int(limit))
     ]
 
 
@@ -96,7 +93,7 @@ def row_count(warehouse: Warehouse, table: str) -> int | None:
 def audit_status(warehouse: Warehouse, audit_id: str) -> str | None:
     """The landed status of one audit, or None when it has no row yet."""
     table = warehouse.table_ref("audit_reports")
-    rows = _rows(warehouse, f"SELECT status FROM {table} WHERE id = {_uuid(audit_id)}")
+    rows = _rows(warehouse, f"SELECT status FROM {table} WHERE id = :audit_id", audit_id=_uuid(audit_id))
     return None if not rows else rows[0]["status"]
 
 
@@ -145,10 +142,10 @@ def share_of_voice_off(
                SUM(mention_count) AS mentions
         FROM {ref}
         GROUP BY brand_id, engine, granularity, date
-        HAVING SUM(mention_count) > 0 AND ABS(SUM(share_of_voice) - 100) > {_number(tolerance)}
+        HAVING SUM(mention_count) > 0 AND ABS(SUM(share_of_voice) - 100) > :tolerance
         ORDER BY date DESC, brand_id, engine, granularity
     """
-    rows = _rows(warehouse, sql)
+    rows = _rows(warehouse, sql, tolerance=float(tolerance))
     return len(rows), [{k: _plain(v) for k, v in r.items()} for r in rows[:sample]]
 
 
@@ -157,33 +154,32 @@ def competitor_series_totals(
 ) -> dict[str, dict[str, float]]:
     """Per entity (brand_name): the counts summed over landed daily points in [start, end)."""
     ref = warehouse.table_ref("competitor_trends")
-    if engine not in _ENGINE_NAMES:
-        raise ValueError(f"unknown engine {engine!r}")
     sql = f"""
         SELECT brand_name, SUM(responses_answered) AS responses_answered,
                SUM(responses_with_brand) AS responses_with_brand,
                SUM(mention_count) AS mention_count, SUM(citation_count) AS citation_count
         FROM {ref}
-        WHERE granularity = 'day' AND brand_id = {_uuid(brand_id)} AND engine = '{engine}'
-          AND date >= {_date(start)} AND date < {_date(end)}
+        WHERE granularity = 'day' AND brand_id = :brand_id AND engine = :engine
+          AND date >= :start_day AND date < :end_day
         GROUP BY brand_name
     """
+    params = {"brand_id": _uuid(brand_id), "engine": _engine(engine), "start_day": _date(start)}
     return {
         str(r["brand_name"]): {k: float(v or 0) for k, v in r.items() if k != "brand_name"}
-        for r in _rows(warehouse, sql)
+        for r in _rows(warehouse, sql, **params, end_day=_date(end))
     }
 
 
 def audits_timed_out_since(warehouse: Warehouse, since: dt.datetime) -> list[dict[str, Any]]:
     """Audits landed as timed out whose deadline passed after ``since``."""
     ref = warehouse.table_ref("audit_reports")
-    stamp = since.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
     sql = f"""
         SELECT id, brand_id, url, requested_at, timed_out_at FROM {ref}
-        WHERE status = 'timed_out' AND timed_out_at >= TIMESTAMP '{stamp}'
+        WHERE status = 'timed_out' AND timed_out_at >= :since
         ORDER BY timed_out_at DESC
     """
-    return [{k: _plain(v) for k, v in r.items()} for r in _rows(warehouse, sql)]
+    rows = _rows(warehouse, sql, since=since.astimezone(dt.UTC))
+    return [{k: _plain(v) for k, v in r.items()} for r in rows]
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -260,24 +256,28 @@ EXPECTED_CELLS: dict[str, ExpectedCells] = {
 }
 
 
-Cell = tuple[str, str, dt.date]  # brand_id, engine, day
+BrandDay = tuple[str, str, dt.date]  # brand_id, engine, day: a planner cell (day, engine) of one brand
 
 
-def expected_cells(warehouse: Warehouse, rule: ExpectedCells, *, since: dt.date) -> set[Cell]:
+def expected_cells(warehouse: Warehouse, rule: ExpectedCells, *, since: dt.date) -> set[BrandDay]:
     """(brand, engine, day) cells from ``since`` where the service reported data (per ``rule``)."""
     source = rule.source_sql.format(src=warehouse.table_ref(rule.source_table))
-    sql = f"SELECT brand_id, engine, day FROM ({source}) AS e WHERE day >= {_date(since)}"
-    return {(str(r["brand_id"]), str(r["engine"]), r["day"]) for r in _rows(warehouse, sql)}
+    sql = f"SELECT brand_id, engine, day FROM ({source}) AS e WHERE day >= :since"
+    return {
+        (str(r["brand_id"]), str(r["engine"]), r["day"]) for r in _rows(warehouse, sql, since=_date(since))
+    }
 
 
-def landed_cells(warehouse: Warehouse, rule: ExpectedCells, *, since: dt.date) -> set[Cell]:
+def landed_cells(warehouse: Warehouse, rule: ExpectedCells, *, since: dt.date) -> set[BrandDay]:
     """(brand, engine, day) cells from ``since`` that have at least one row in the landed table."""
     day = _ident(rule.landed_date_column)
     sql = f"""
         SELECT DISTINCT brand_id, engine, {day} AS day FROM {warehouse.table_ref(rule.landed_table)}
-        WHERE {day} >= {_date(since)}
+        WHERE {day} >= :since
     """
-    return {(str(r["brand_id"]), str(r["engine"]), r["day"]) for r in _rows(warehouse, sql)}
+    return {
+        (str(r["brand_id"]), str(r["engine"]), r["day"]) for r in _rows(warehouse, sql, since=_date(since))
+    }
 
 
 def trend_windows(
@@ -291,11 +291,11 @@ def trend_windows(
     ref = warehouse.table_ref("competitor_trends")
     sql = f"""
         SELECT brand_id, MIN(date) AS first_day, MAX(date) AS last_day FROM {ref}
-        WHERE granularity = 'day' AND engine = 'all' AND date < {_date(end_before)}
+        WHERE granularity = 'day' AND engine = 'all' AND date < :end_before
         GROUP BY brand_id ORDER BY brand_id
     """
     out = []
-    for r in _rows(warehouse, sql):
+    for r in _rows(warehouse, sql, end_before=_date(end_before)):
         end = r["last_day"] + dt.timedelta(days=1)
         out.append((str(r["brand_id"]), max(r["first_day"], end - dt.timedelta(days=days)), end))
     return out

@@ -1,7 +1,7 @@
 """Read queries of the visual report (``report/``), portable across the three engines.
 
 Same rules as :mod:`resources.warehouse.queries`: the common SQL subset of DuckDB, Postgres and
-BigQuery, names through ``table_ref``, values rendered from typed Python values only. Every query
+BigQuery, names through ``table_ref``, every value a ``:name`` query parameter. Every query
 reads the service's all-engine rollup (``engine = 'all'``) where the report shows a total: rollup
 rates are not sums of per-engine rates (docs/ARCHITECTURE.md), and ``visibility-sync run`` lands the
 rollup by default. Windows are ``[start, end)``.
@@ -12,12 +12,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
+from resources.api.endpoints import ALL
 from resources.warehouse.base import Warehouse
 from resources.warehouse.queries import _date, _rows
-
-#: The rollup rows' engine value.
-ALL_ENGINES = "all"
 
 
 @dataclass(frozen=True)
@@ -97,8 +96,8 @@ def share_of_voice_points(warehouse: Warehouse, start: dt.date, end: dt.date) ->
         SELECT brand_id, brand_name, COALESCE(is_your_brand, competitor_id IS NULL) AS is_own_brand,
                date, share_of_voice
         FROM {ref}
-        WHERE granularity = 'day' AND engine = '{ALL_ENGINES}' AND share_of_voice IS NOT NULL
-          AND date >= {_date(start)} AND date < {_date(end)}
+        WHERE granularity = 'day' AND engine = :rollup AND share_of_voice IS NOT NULL
+          AND date >= :start_day AND date < :end_day
         ORDER BY brand_id, brand_name, date
     """
     return [
@@ -109,7 +108,7 @@ def share_of_voice_points(warehouse: Warehouse, start: dt.date, end: dt.date) ->
             date=r["date"],
             share_of_voice=float(r["share_of_voice"]),
         )
-        for r in _rows(warehouse, sql)
+        for r in _rows(warehouse, sql, **_window(start, end))
     ]
 
 
@@ -125,8 +124,8 @@ def visibility_by_engine(warehouse: Warehouse, start: dt.date, end: dt.date) -> 
                    AVG(visibility_score)
                ) AS visibility
         FROM {ref}
-        WHERE granularity = 'day' AND engine <> '{ALL_ENGINES}'
-          AND date >= {_date(start)} AND date < {_date(end)}
+        WHERE granularity = 'day' AND engine <> :rollup
+          AND date >= :start_day AND date < :end_day
         GROUP BY brand_id, brand_name, COALESCE(is_your_brand, competitor_id IS NULL), engine
         ORDER BY brand_id, brand_name, engine
     """
@@ -138,7 +137,7 @@ def visibility_by_engine(warehouse: Warehouse, start: dt.date, end: dt.date) -> 
             engine=str(r["engine"]),
             visibility=float(r["visibility"]),
         )
-        for r in _rows(warehouse, sql)
+        for r in _rows(warehouse, sql, **_window(start, end))
         if r["visibility"] is not None
     ]
 
@@ -150,8 +149,7 @@ def top_cited_page_days(
     ref = warehouse.table_ref("cited_pages")
 
     def window(alias: str = "") -> str:
-        dates = f"{alias}date >= {_date(start)} AND {alias}date < {_date(end)}"
-        return f"{alias}engine = '{ALL_ENGINES}' AND {dates}"
+        return f"{alias}engine = :rollup AND {alias}date >= :start_day AND {alias}date < :end_day"
 
     sql = f"""
         WITH totals AS (
@@ -167,7 +165,7 @@ def top_cited_page_days(
                r.page_rank AS page_rank, c.date AS date, SUM(c.citation_count) AS citations
         FROM {ref} AS c
         JOIN ranked AS r ON r.brand_id = c.brand_id AND r.url = c.url
-        WHERE r.page_rank <= {int(per_brand)} AND {window("c.")}
+        WHERE r.page_rank <= :per_brand AND {window("c.")}
         GROUP BY c.brand_id, c.url, r.page_rank, c.date
         ORDER BY c.brand_id, r.page_rank, c.date
     """
@@ -180,8 +178,13 @@ def top_cited_page_days(
             date=r["date"],
             citations=_count(r["citations"]),
         )
-        for r in _rows(warehouse, sql)
+        for r in _rows(warehouse, sql, **_window(start, end), per_brand=int(per_brand))
     ]
+
+
+def _window(start: dt.date, end: dt.date) -> dict[str, Any]:
+    """The parameters of a window ``[start, end)`` of the all-engine rollup."""
+    return {"rollup": ALL, "start_day": _date(start), "end_day": _date(end)}
 
 
 def _count(value: int | Decimal | None) -> int:

@@ -5,7 +5,8 @@ the descriptions land as view and column comments and in docs/TABLES.md) and its
 the SQL that DuckDB, Postgres and BigQuery share: no engine-specific functions, no date arithmetic,
 integer sums cast to ``BIGINT`` (an alias of ``INT64`` in BigQuery) so a column has one type
 everywhere. Views read base tables only (never another view), so a writer may drop and re-create
-any view without touching the others.
+any view without touching the others. A view body takes no query parameters (no engine binds them
+in DDL): the only value in one, a granularity, is a constant of this module.
 
 A writer creates a view once all its sources exist, when it ensures one of them (the landing of a
 table, its first or a later one), and re-creates it when its columns or comments differ from the
@@ -61,7 +62,7 @@ _LOADED = Column(LOADED_AT, TIMESTAMP, "When the row was last written (UTC).")
 _RUN = Column(RUN_ID, STRING, "The Dagster run that last wrote the row.")
 
 #: The metrics of a competitor trend row (any granularity): columns of ``competitor_trends``
-#: (assets/tables.py takes them from here) that the views pass through with the same description.
+#: (sync/tables.py takes them from here) that the views pass through with the same description.
 TREND_METRICS: tuple[Column, ...] = (
     Column(
         "responses_answered",

@@ -12,9 +12,9 @@ import pytest
 from dagster import AssetKey, AssetsDefinition, DagsterInstance, ExecuteInProcessResult, materialize
 
 from assets.daily import daily_assets
-from assets.partitions import ENGINES
 from assets.snapshots import snapshot_assets
 from pipelines.schedules import range_tags
+from resources.api.endpoints import ENGINES
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle

@@ -8,8 +8,14 @@ from collections.abc import Callable
 
 from dagster import ExecuteInProcessResult, RunRequest, build_schedule_context
 
-from assets.partitions import ENGINES, partition_key
-from assets.planning import (
+from assets.partitions import partition_key
+from assets.snapshots import snapshot_assets
+from pipelines.schedules import daily_sync_schedule
+from resources.api.client import VisibilityClient
+from resources.api.endpoints import ENGINES
+from sandbox.testing import SandboxHandle
+from settings import load_settings
+from sync.planning import (
     ALL,
     BrandInput,
     Endpoint,
@@ -19,11 +25,6 @@ from assets.planning import (
     plan_competitor_trends,
     plan_mentions,
 )
-from assets.snapshots import snapshot_assets
-from pipelines.schedules import daily_sync_schedule
-from resources.api.client import VisibilityClient
-from sandbox.testing import SandboxHandle
-from settings import load_settings
 from tests.assets.conftest import FACTS, TRENDS, Sync, days, metadata
 from tests.fixtures_sandbox import SANDBOX_TODAY
 

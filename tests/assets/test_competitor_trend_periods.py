@@ -8,10 +8,10 @@ from typing import Any
 
 from dagster import ExecuteInProcessResult
 
-from assets.partitions import ENGINES
-from assets.planning import ALL, Endpoint, plan_competitor_trends
 from resources.api.client import VisibilityClient
+from resources.api.endpoints import ENGINES
 from sandbox.testing import SandboxHandle
+from sync.planning import ALL, Endpoint, plan_competitor_trends
 from tests.assets.conftest import Sync, days, metadata
 from tests.assets.test_assets_sandbox import served, workspace_inputs
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from assets.planning import Window
-from assets.transforms import TransformError, competitor_trend_table
+from sync.planning import Window
+from sync.transforms import TransformError, competitor_trend_table
 
 MONDAY = dt.date(2026, 10, 19)
 

@@ -16,13 +16,13 @@ import duckdb
 import psutil
 import pytest
 
-from assets.builders import fetch_partitioned
-from assets.facts import PROMPT_MENTIONS
-from assets.lander import Lander, LandingError, _portable
-from assets.landing import FetchOutcome
 from resources.api.client import VisibilityClient
 from resources.warehouse.base import SchemaMismatchError
 from sandbox.testing import SandboxHandle
+from sync.facts import PROMPT_MENTIONS
+from sync.fetching import fetch_partitioned
+from sync.lander import Lander, LandingError, _portable
+from sync.landing import FetchOutcome
 from tests.assets.conftest import SCHEMA
 from tests.assets.test_assets_sandbox import D
 

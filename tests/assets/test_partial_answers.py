@@ -15,16 +15,17 @@ import pyarrow.compute as pc
 import pytest
 from dagster import DagsterInstance, materialize
 
-from assets import tables as T
 from assets.daily import daily_assets
-from assets.facts import fetch_mentions
-from assets.landing import DEFAULT_DAYS_PER_WRITE, fetch_to_spool
-from assets.partitions import ENGINES, partition_key
-from assets.planning import BrandInput, plan_mentions
-from assets.snapshots import GENERATIONS_LIMIT_TAG
-from assets.spool import SPOOL_PREFIX, DateSpool
+from assets.partitions import partition_key
 from resources.api.client import VisibilityClient
+from resources.api.endpoints import ENGINES
 from sandbox.testing import SandboxHandle
+from sync import tables as T
+from sync.facts import fetch_mentions
+from sync.landing import DEFAULT_DAYS_PER_WRITE, fetch_to_spool
+from sync.planning import BrandInput, plan_mentions
+from sync.snapshots import GENERATIONS_LIMIT_TAG
+from sync.spool import SPOOL_PREFIX, DateSpool
 from tests.assets.conftest import QUIET, SCHEMA, Sync, metadata
 from tests.assets.test_assets_sandbox import D, workspace_inputs
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from assets.partitions import ENGINES, ENGINES_WITH_ALL
-from assets.planning import (
+from resources.api.endpoints import ENGINES, ENGINES_WITH_ALL
+from sync.planning import (
     ALL,
     Box,
     BrandInput,

@@ -7,7 +7,7 @@ from contextlib import closing
 
 import pytest
 
-from assets.prefetch import FetchCancelled, StopSignal, fetch_ahead
+from sync.prefetch import FetchCancelled, StopSignal, fetch_ahead
 
 WAIT = 10.0  # seconds: only reached when the behaviour under test is broken
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from dagster import DagsterInstance
 
 from assets.daily import daily_assets
-from assets.partitions import ALL_ENGINES, ENGINES_WITH_ALL
 from assets.snapshots import snapshot_assets
 from bench.proxy import ProxyRequest, Rewrite, run_proxy
 from resources.api.client import VisibilityClient
+from resources.api.endpoints import ALL, ENGINES_WITH_ALL
 from sandbox.faults import FaultsConfig
 from sandbox.testing import SandboxHandle
 from tests.assets.conftest import Sync, metadata
@@ -91,8 +91,8 @@ def pages_cited_per_cell(sandbox: SandboxHandle) -> dict[tuple[str, str], int]:
     end = D + dt.timedelta(days=1)
     with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
         for brand in workspace_inputs(sandbox):
-            for engine in (*sorted(brand.engines), ALL_ENGINES):
-                asked = None if engine == ALL_ENGINES else engine
+            for engine in (*sorted(brand.engines), ALL):
+                asked = None if engine == ALL else engine
                 pages = client.citation_urls(brand.brand_id, engine=asked, start=D, end=end)
                 assert not pages.capped  # the client's own limit truncates nothing in this world
                 totals[brand.brand_id, engine] = pages.total_count

@@ -11,12 +11,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from assets.landing import FetchOutcome
-from assets.planning import Cell, plan_competitor_trends
-from assets.prefetch import FetchCancelled, StopSignal
-from assets.shared_fetch import STALE_SECONDS, SharedFetches, sweep_stale
-from assets.spool import DateSpool
 from resources.api.client import RequestStats
+from sync.landing import FetchOutcome
+from sync.planning import Cell, plan_competitor_trends
+from sync.prefetch import FetchCancelled, StopSignal
+from sync.shared_fetch import STALE_SECONDS, SharedFetches, sweep_stale
+from sync.spool import DateSpool
 
 D0 = dt.date(2026, 9, 1)
 ENGINES = ("chatgpt", "claude")

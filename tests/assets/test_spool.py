@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from assets import spool as spool_module
-from assets.spool import DateSpool, Spool, bucket_of, bucket_windows
+from sync import spool as spool_module
+from sync.spool import DateSpool, Spool, bucket_of, bucket_windows
 
 
 def part(ids: list[int], **extra: list[object]) -> pa.Table:

@@ -7,9 +7,10 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from assets import tables as T
-from assets.planning import Box, Window
-from assets.transforms import (
+from resources.warehouse.base import Column, TableSpec
+from sync import tables as T
+from sync.planning import Box, Window
+from sync.transforms import (
     TransformError,
     _converter,
     _fast_array,
@@ -24,7 +25,6 @@ from assets.transforms import (
     rows_to_table,
     select_box,
 )
-from resources.warehouse.base import Column, TableSpec
 
 D = dt.date(2024, 3, 1)
 

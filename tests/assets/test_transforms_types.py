@@ -10,12 +10,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from assets import tables as T
-from assets.transforms import TransformError, answers_table, brands_table, mentions_table
 from resources.api import endpoints as ep
 from resources.api.errors import ResponseShapeError, VisibilityAPIError
 from resources.warehouse.base import PartitionScope
 from resources.warehouse.duckdb import DuckDBWarehouse
+from sync import tables as T
+from sync.transforms import TransformError, answers_table, brands_table, mentions_table
 
 DAY = "2024-03-01"
 

@@ -22,13 +22,13 @@ from dagster import (
     define_asset_job,
 )
 
-from assets import transforms
 from assets.checks import TOTALS_WINDOW_DAYS, no_timed_out_audits
-from assets.tables import CITATION_TRENDS, CITED_PAGES, COMPETITOR_TRENDS, PROMPT_MENTIONS
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.base import PartitionScope
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
+from sync import transforms
+from sync.tables import CITATION_TRENDS, CITED_PAGES, COMPETITOR_TRENDS, PROMPT_MENTIONS
 from tests.checks.conftest import SCHEMA, days_ago, evaluate, execute, land, meta
 from tests.fixtures_sandbox import SANDBOX_TODAY
 

@@ -88,6 +88,7 @@ def test_the_image_copies_only_files_that_exist_none_of_them_ignored() -> None:
 def test_the_image_copies_every_package_the_project_installs_and_its_build_files() -> None:
     setuptools = _pyproject()["tool"]["setuptools"]
     packages = {pattern.rstrip("*") for pattern in setuptools["packages"]["find"]["include"]}
+    packages |= {f"{module}.py" for module in setuptools.get("py-modules", [])}
     copied = {source.rstrip("/") for source in _copied_sources()}
 
     assert packages <= copied, f"packages not copied into the image: {sorted(packages - copied)}"

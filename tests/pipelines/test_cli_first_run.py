@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from assets.tables import PARTITIONED_TABLES, SNAPSHOT_TABLES
 from pipelines.cli import EXIT_OK, dagster_hint, main, query_hint
 from resources.api.config import KEY_SETTING, URL_SETTING
 from settings import Settings, load_settings
+from sync.tables import PARTITIONED_TABLES, SNAPSHOT_TABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_SECONDS = 180.0
@@ -261,3 +261,29 @@ def test_run_help_lists_every_variable_of_the_settings_with_its_default(
             assert variable in demo_help
     assert "DAGSTER_HOME" in run_help
     assert URL_SETTING not in demo_help.split("environment", 1)[1].split("(the sandbox")[0]
+
+
+def test_a_piped_sync_says_what_still_runs_when_nothing_else_was_said_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long fetch between milestones (a slow rate limit) still shows on the piped output."""
+    import io
+
+    from rich.console import Console
+
+    from pipelines import cli_progress
+    from sync import progress as hook
+
+    monkeypatch.setattr(cli_progress, "HEARTBEAT_SECONDS", 0.3)
+    piped, lines = Console(file=io.StringIO(), force_terminal=False), io.StringIO()
+    err = Console(file=lines, force_terminal=False, width=200)
+    with cli_progress.sync_progress(True, piped, err) as view:
+        assert view is not None and not view.live
+        view.stage("listing prompts, planning")
+        hook.report("cited_pages", 5, 100)  # 5 %: below the first milestone
+        time.sleep(1.5)
+    shown = lines.getvalue()
+
+    assert "cited_pages: fetching, 100 requests planned" in shown
+    assert "still running: cited_pages 5/100 requests" in shown
+    assert piped.file.getvalue() == ""  # stdout: the summary's alone

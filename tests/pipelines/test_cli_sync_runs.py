@@ -7,9 +7,9 @@ from pathlib import Path
 
 import duckdb
 
-from assets.spool import SPOOL_PREFIX
 from pipelines.cli import engine_groups, sync
 from settings import load_settings
+from sync.spool import SPOOL_PREFIX
 from tests.pipelines.test_cli import env  # noqa: F401  (the fixture)
 
 START, END = dt.date(2026, 10, 30), dt.date(2026, 10, 31)
@@ -18,7 +18,7 @@ SPLIT_ENGINES = ("chatgpt", "perplexity")
 
 
 def test_rows_landed_add_up_over_the_runs_of_a_split_sync(env: Path) -> None:  # noqa: F811
-    from assets.partitions import ENGINES
+    from resources.api.endpoints import ENGINES
 
     assert len(engine_groups(SPLIT_ENGINES, ENGINES)) == 2
     summary = sync(load_settings(), START, END, SPLIT_ENGINES, show_progress=False)

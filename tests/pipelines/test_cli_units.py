@@ -6,7 +6,6 @@ import datetime as dt
 
 import pytest
 
-from assets.partitions import ENGINES_WITH_ALL
 from pipelines.cli import (
     EXIT_CONFIG,
     EXIT_PARTIAL,
@@ -18,6 +17,7 @@ from pipelines.cli import (
     main,
 )
 from resources.api import errors as E
+from resources.api.endpoints import ENGINES_WITH_ALL
 from settings import ConfigError, load_settings
 
 

@@ -18,10 +18,10 @@ import pytest
 from dagster import DagsterRunStatus
 from dagster._core.test_utils import instance_for_test
 
-from assets.partitions import ENGINES_WITH_ALL
 from pipelines.jobs import DAILY_JOB
 from pipelines.orphans import PID_TAG, fail_orphaned_runs
 from pipelines.schedules import range_tags
+from resources.api.endpoints import ENGINES_WITH_ALL
 from sandbox.testing import SandboxHandle
 from tests.processes.helpers import (
     END,

@@ -12,11 +12,11 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, Definitions, build_sensor_context, instance_for_test
 
-from assets.partitions import ENGINES_WITH_ALL
-from assets.report import report_after_sync
 from pipelines.jobs import DEFAULT_EXECUTOR, SYNC_JOB, all_jobs
+from pipelines.report_runs import report_after_sync
 from pipelines.schedules import range_tags
 from pipelines.syncs import all_assets
+from resources.api.endpoints import ENGINES_WITH_ALL
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle

@@ -22,15 +22,15 @@ from dagster import (
     materialize,
 )
 
-from assets import transforms
 from assets.audits import audit_reports
-from assets.tables import BRANDS, CITED_PAGES
 from pipelines.sensors.audits import AuditSensorSettings
 from resources.api.client import VisibilityClient
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.base import PartitionScope, SnapshotScope
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
+from sync import transforms
+from sync.tables import BRANDS, CITED_PAGES
 
 RUN_KEY_TAG = "dagster/run_key"
 

@@ -6,8 +6,7 @@ from collections.abc import Callable
 
 from dagster import AssetExecutionContext, DagsterInstance, PartitionKeyRange, asset, materialize
 
-from assets.discovery import BRANDS_TAG
-from assets.partitions import DAILY_PARTITIONS, ENGINES_WITH_ALL
+from assets.partitions import DAILY_PARTITIONS
 from pipelines.sensors.competitor_history import (
     TAG_COMPETITORS,
     TREND_ASSET_KEYS,
@@ -16,7 +15,9 @@ from pipelines.sensors.competitor_history import (
 )
 from pipelines.sensors.history_cursor import HistoryBackfill, ObservedCompetitor
 from resources.api.client import VisibilityClient
+from resources.api.endpoints import ENGINES_WITH_ALL
 from sandbox.testing import SandboxHandle
+from sync.discovery import BRANDS_TAG
 from tests.sensors.conftest import api_resource, evaluate
 
 

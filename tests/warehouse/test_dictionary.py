@@ -13,7 +13,6 @@ import psycopg
 import pytest
 from dagster import DagsterInstance, materialize
 
-from assets.tables import ALL_TABLES
 from pipelines.schedules import range_tags
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.common import (
@@ -26,6 +25,7 @@ from resources.warehouse.dictionary import COMMAND, EXAMPLES, render
 from resources.warehouse.resource import WarehouseResource
 from resources.warehouse.views import ANALYST_VIEWS
 from sandbox.testing import SandboxHandle
+from sync.tables import ALL_TABLES
 from tests.assets.conftest import QUIET, selecting
 
 REPO = Path(__file__).resolve().parents[2]

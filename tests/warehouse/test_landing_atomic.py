@@ -1,7 +1,7 @@
 """Nothing half-landed: every chunk of one table's landing commits together, or none does.
 
 On DuckDB (a fresh file; and tables with a key index, as earlier versions created them) and on
-Postgres, through ``replace_partitions_together`` and through ``assets.landing.land`` reading a real
+Postgres, through ``replace_partitions_together`` and through ``sync.landing.land`` reading a real
 spool chunk by chunk. BigQuery's equivalent is in test_bigquery.py.
 """
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from assets.landing import FetchOutcome, SpooledWrites, land
-from assets.planning import Box, Plan, Window
-from assets.spool import DateSpool
 from resources.api.client import RequestStats
 from resources.warehouse.base import PartitionWrite
+from sync.landing import FetchOutcome, SpooledWrites, land
+from sync.planning import Box, Plan, Window
+from sync.spool import DateSpool
 from tests.warehouse.conftest import MENTIONS, Case, mention_rows, scope
 
 ENGINES = ("chatgpt", "claude")

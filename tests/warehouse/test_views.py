@@ -15,8 +15,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from assets import tables as T
-from assets.transforms import rows_to_table
 from resources.warehouse.base import PartitionScope, SnapshotScope
 from resources.warehouse.common import EVOLVED_COLUMN_DESCRIPTION, column_descriptions
 from resources.warehouse.types import from_duckdb_type, from_postgres_type, sql_type
@@ -29,6 +27,8 @@ from resources.warehouse.views import (
     TOP_CITED_PAGES,
     ViewSpec,
 )
+from sync import tables as T
+from sync.transforms import rows_to_table
 from tests.fixtures_bigquery import BigQueryTarget
 from tests.warehouse.conftest import Case
 

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from assets.planning import BrandInput
 from resources.api.client import Row, VisibilityClient
 from resources.api.errors import NotFoundError
+from sync.planning import BrandInput
 
 T = TypeVar("T")
 

@@ -32,8 +32,8 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any
 
-from assets.landing import FetchOutcome, land
 from resources.warehouse.base import WriteResult
+from sync.landing import FetchOutcome, land
 
 #: ``prctl`` option of Linux: the signal a process gets when the thread that created it ends.
 PR_SET_PDEATHSIG = 1
@@ -46,7 +46,7 @@ EXIT_TIMEOUT_SECONDS = 10.0
 _BOOT = (
     "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
     "import sys; sys.path[:] = {path!r}\n"
-    "from assets.lander import serve; serve(*map(int, sys.argv[1:]))\n"
+    "from sync.lander import serve; serve(*map(int, sys.argv[1:]))\n"
 )
 
 
@@ -313,15 +313,15 @@ def _watch_parent(parent_pid: int, lifeline_fd: int) -> None:
 
 def _warm_up() -> None:
     """Import what landing needs while the first table is still being fetched."""
-    import assets.tables  # noqa: F401
     import resources.warehouse.resource  # noqa: F401
+    import sync.tables  # noqa: F401
 
 
 def _land(
     warehouse_config: Mapping[str, Any], table: str, outcome: FetchOutcome, run_id: str
 ) -> list[WriteResult]:
-    from assets.tables import ALL_TABLES
     from resources.warehouse.resource import WarehouseResource
+    from sync.tables import ALL_TABLES
 
     with WarehouseResource(**warehouse_config).get_warehouse(landing=True) as warehouse:
         return land(warehouse, ALL_TABLES[table], outcome, run_id)

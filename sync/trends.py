@@ -13,16 +13,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from assets import tables as T
-from assets import transforms as X
-from assets.builders import PartitionedAsset
-from assets.partitions import DAILY_PARTITIONS, ENGINES_WITH_ALL
-from assets.planning import Call, plan_citation_trends, plan_citation_urls, plan_competitor_trends
-from assets.spool import DateSpool
 from resources.api.client import VisibilityClient
+from resources.api.endpoints import MAX_LIMIT_CITATION_URLS
+from sync import tables as T
+from sync import transforms as X
+from sync.fetching import PartitionedTable
+from sync.planning import Call, plan_citation_trends, plan_citation_urls, plan_competitor_trends
+from sync.spool import DateSpool
 
 #: Most pages the citation URLs endpoint returns (its maximum ``limit``).
-CITATION_URLS_LIMIT = 2000
+CITATION_URLS_LIMIT = MAX_LIMIT_CITATION_URLS
 
 
 def fetch_cited_pages(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
@@ -79,30 +79,24 @@ def capped_notes(spool: DateSpool) -> dict[str, Any]:
     return {"capped_responses": len(capped)}
 
 
-CITED_PAGES = PartitionedAsset(
+CITED_PAGES = PartitionedTable(
     spec=T.CITED_PAGES,
-    partitions_def=DAILY_PARTITIONS,
-    engine_order=ENGINES_WITH_ALL,
     planner=plan_citation_urls,
     fetch_one=fetch_cited_pages,
     with_rollup=True,
     upstream="brands",
     notes=capped_notes,
 )
-CITATION_TRENDS = PartitionedAsset(
+CITATION_TRENDS = PartitionedTable(
     spec=T.CITATION_TRENDS,
-    partitions_def=DAILY_PARTITIONS,
-    engine_order=ENGINES_WITH_ALL,
     planner=plan_citation_trends,
     fetch_one=fetch_citation_trends,
     with_rollup=True,
     needs_competitors=True,
     upstream="tracked_competitors",
 )
-COMPETITOR_TRENDS = PartitionedAsset(
+COMPETITOR_TRENDS = PartitionedTable(
     spec=T.COMPETITOR_TRENDS,
-    partitions_def=DAILY_PARTITIONS,
-    engine_order=ENGINES_WITH_ALL,
     planner=plan_competitor_trends,
     fetch_one=fetch_competitor_trends,
     with_rollup=True,

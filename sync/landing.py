@@ -18,13 +18,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from assets.planning import ALL, Box, Call, Plan, Window, expected_requests
-from assets.prefetch import StopSignal
-from assets.spool import DateSpool, bucket_windows
-from assets.transforms import concat, filter_cells, keep_rows, select_box
 from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
 from resources.warehouse.base import PartitionScope, PartitionWrite, TableSpec, Warehouse, WriteResult
+from sync.planning import ALL, Box, Call, Plan, Window, expected_requests
+from sync.prefetch import StopSignal
+from sync.spool import DateSpool, bucket_windows
+from sync.transforms import concat, filter_cells, keep_rows, select_box
 
 #: Rows of a paged call transformed at a time.
 SLICE_ROWS = 5_000

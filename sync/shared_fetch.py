@@ -30,9 +30,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from assets.landing import FetchOutcome
-from assets.planning import Cell
-from assets.prefetch import StopSignal
+from sync.landing import FetchOutcome
+from sync.planning import Cell
+from sync.prefetch import StopSignal
 
 #: A backfill's directory untouched this long is left over (its backfill was cancelled or died).
 STALE_SECONDS = 24 * 3600

@@ -6,13 +6,12 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from assets import tables as T
-from assets import transforms as X
-from assets.builders import PartitionedAsset
-from assets.landing import slices
-from assets.partitions import DAILY_PARTITIONS, ENGINES_WITH_ALL
-from assets.planning import Call, plan_answers, plan_mentions
 from resources.api.client import VisibilityClient
+from sync import tables as T
+from sync import transforms as X
+from sync.fetching import PartitionedTable
+from sync.landing import slices
+from sync.planning import Call, plan_answers, plan_mentions
 
 
 def fetch_mentions(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
@@ -32,20 +31,16 @@ def fetch_answers(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
         yield X.answers_table(batch, call.brand_id)
 
 
-PROMPT_MENTIONS = PartitionedAsset(
+PROMPT_MENTIONS = PartitionedTable(
     spec=T.PROMPT_MENTIONS,
-    partitions_def=DAILY_PARTITIONS,
-    engine_order=ENGINES_WITH_ALL,
     planner=plan_mentions,
     fetch_one=fetch_mentions,
     with_rollup=False,
     needs_prompts=True,
     upstream="prompts",
 )
-ANSWERS = PartitionedAsset(
+ANSWERS = PartitionedTable(
     spec=T.ANSWERS,
-    partitions_def=DAILY_PARTITIONS,
-    engine_order=ENGINES_WITH_ALL,
     planner=plan_answers,
     fetch_one=fetch_answers,
     with_rollup=False,

@@ -32,25 +32,27 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-ALL = "all"
+from resources.api import endpoints as api
+from resources.api.endpoints import ALL
 
 Cell = tuple[dt.date, str]
 
 
 class Endpoint(StrEnum):
-    """``METHOD template``: the names the client's ``stats.requests_by_endpoint`` and the sandbox use."""
+    """The endpoints the planner plans calls to, named by the client's keys (``METHOD template``,
+    what ``stats.requests_by_endpoint`` and the sandbox count): one vocabulary, defined by the client."""
 
-    BRANDS = "GET /v1/brands"
-    BRAND = "GET /v1/brands/{id}"
-    TOPICS = "GET /v1/brands/{id}/topics"
-    PROMPTS = "GET /v1/brands/{id}/prompts"
-    TRACKED_COMPETITORS = "GET /v1/brands/{id}/tracked-competitors"
-    GENERATIONS = "GET /v1/brands/{id}/generations"
-    MENTIONS = "GET /v1/prompts/{id}/mentions"
-    ANSWERS = "GET /v1/brands/{id}/answers"
-    COMPETITOR_TRENDS = "GET /v1/brands/{id}/competitors/trends"
-    CITATION_TRENDS = "GET /v1/brands/{id}/citations/trends"
-    CITATION_URLS = "GET /v1/brands/{id}/citations/urls"
+    BRANDS = api.LIST_BRANDS.key
+    BRAND = api.GET_BRAND.key
+    TOPICS = api.LIST_TOPICS.key
+    PROMPTS = api.LIST_PROMPTS.key
+    TRACKED_COMPETITORS = api.LIST_TRACKED_COMPETITORS.key
+    GENERATIONS = api.LIST_GENERATIONS.key
+    MENTIONS = api.LIST_PROMPT_MENTIONS.key
+    ANSWERS = api.LIST_ANSWERS.key
+    COMPETITOR_TRENDS = api.COMPETITOR_TRENDS.key
+    CITATION_TRENDS = api.CITATION_TRENDS.key
+    CITATION_URLS = api.CITATION_URLS.key
 
 
 @dataclass(frozen=True, order=True)

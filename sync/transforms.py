@@ -1,4 +1,4 @@
-"""Pure transforms: API rows and responses -> Arrow tables shaped like :mod:`assets.tables`.
+"""Pure transforms: API rows and responses -> Arrow tables shaped like :mod:`sync.tables`.
 
 Decisions (also in docs/OPERATIONS.md):
 
@@ -27,12 +27,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from assets import tables as T
-from assets.planning import Box, Cell, Window
 from resources.api.endpoints import json_kind
 from resources.api.errors import ResponseShapeError
 from resources.api.redaction import excerpt, sanitize
 from resources.warehouse.base import TableSpec
+from sync import tables as T
+from sync.planning import Box, Cell, Window
 
 Row = Mapping[str, Any]
 

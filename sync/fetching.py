@@ -1,0 +1,121 @@
+"""What the sync knows about fetching a table, whoever runs it (Dagster-free).
+
+A date x engine table is a :class:`PartitionedTable`: a planner that turns the cells to land into
+the fewest API calls, and the fetch of one call; :func:`fetch_partitioned` discovers the brands,
+plans, and spools the rows to disk. A snapshot table is a :class:`SnapshotTable`: one listing of
+the whole set. :mod:`sync.catalog` lists every table; ``assets/`` turns them into Dagster assets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from resources.api.client import VisibilityClient
+from resources.api.endpoints import ENGINES_WITH_ALL
+from resources.warehouse.base import TableSpec
+from sync.discovery import BrandScope, Discovery, brand_inputs
+from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOne, FetchOutcome, brand_engines, fetch_to_spool
+from sync.planning import BrandInput, Cell, Plan
+from sync.prefetch import StopSignal
+from sync.spool import DateSpool
+
+Planner = Callable[[set[Cell], list[BrandInput], Sequence[str]], Plan]
+
+
+@dataclass(frozen=True)
+class PartitionedTable:
+    """How one date x engine table is fetched: its planner (which calls), and one call's fetch."""
+
+    spec: TableSpec
+    planner: Planner
+    fetch_one: FetchOne
+    #: whether the all-engine rollup (``all``) is fetched for this table, or its cells stay empty
+    with_rollup: bool
+    engine_order: tuple[str, ...] = ENGINES_WITH_ALL
+    needs_prompts: bool = False
+    needs_competitors: bool = False
+    #: upstream asset, for lineage only (its rows are read from the API, not from the warehouse)
+    upstream: str | None = None
+    description: str = ""
+    #: metadata from the fetched rows beyond the counts (e.g. capped responses)
+    notes: Callable[[DateSpool], dict[str, Any]] | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def fetch_partitioned(
+    client: VisibilityClient,
+    asset: PartitionedTable,
+    cells: set[Cell],
+    only: Sequence[str],
+    on_progress: Callable[[int, int], None] | None = None,
+    stop: StopSignal | None = None,
+    discovery: Discovery | None = None,
+    spool_parent: Path | None = None,
+) -> FetchOutcome:
+    """Discover the brands, plan the run, and spool its rows (no Dagster: reusable in benchmarks)."""
+    started = time.monotonic()
+    listings = discovery or Discovery()
+    scope: BrandScope = listings.scope(client, only)
+    inputs = brand_inputs(
+        client, scope, prompts=asset.needs_prompts, competitors=asset.needs_competitors, discovery=listings
+    )
+    plan = asset.planner(cells, inputs, asset.engine_order)
+    assert asset.spec.date_column is not None
+    spool = DateSpool.create(
+        asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name, parent=spool_parent
+    )
+    prompts_not_found: set[str] = set()
+    try:
+        not_found = fetch_to_spool(
+            client, asset.spec, plan, asset.fetch_one, spool, on_progress, prompts_not_found, stop
+        )
+        scope.drop(not_found)
+        spool.close()
+    except BaseException:
+        spool.remove()
+        raise
+    outcome = FetchOutcome(
+        table=asset.spec.name,
+        plan=plan,
+        spool=spool,
+        brand_engines=brand_engines(scope.brands, with_rollup=asset.with_rollup),
+        out_of_scope=list(scope.out_of_scope),
+        stats=client.stats,
+        fetch_seconds=time.monotonic() - started,
+    )
+    if asset.notes is not None:
+        outcome.notes = asset.notes(spool)
+    if prompts_not_found:
+        outcome.notes["prompts_not_found"] = sorted(prompts_not_found)
+    return outcome
+
+
+#: ``(client, scope, notes, run tags, discovery) -> rows``. A per-brand fetch whose listing of a brand
+#: was truncated records it in ``notes["capped"]`` ({brand id: {rows, total_count}}): the rows absent
+#: from a truncated listing may still exist, so those brands are upserted but never retired.
+SnapshotFetch = Callable[
+    [VisibilityClient, BrandScope, dict[str, Any], Mapping[str, str], Discovery], pa.Table
+]
+
+
+@dataclass(frozen=True)
+class SnapshotTable:
+    """How one snapshot table is listed.
+
+    ``per_brand``: rows belong to brands, and rows of the listed brands that vanished are retired.
+    Otherwise (``brands``) nothing is retired: a brand absent from the listing may be deleted or
+    merely outside a brand-scoped key's reach (the service answers 404 for both), and a key must
+    never touch brands it cannot see; ``last_seen_at`` says when a brand was last listed.
+    """
+
+    spec: TableSpec
+    fetch_rows: SnapshotFetch
+    per_brand: bool
+    upstream: str | None = None
+    description: str = ""
