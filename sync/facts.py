@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from resources.api import endpoints as api
 from resources.api.client import VisibilityClient
 from sync import tables as T
 from sync import transforms as X
@@ -33,6 +34,7 @@ def fetch_answers(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
 
 PROMPT_MENTIONS = PartitionedTable(
     spec=T.PROMPT_MENTIONS,
+    endpoints=(api.LIST_PROMPT_MENTIONS,),
     planner=plan_mentions,
     fetch_one=fetch_mentions,
     with_rollup=False,
@@ -41,6 +43,7 @@ PROMPT_MENTIONS = PartitionedTable(
 )
 ANSWERS = PartitionedTable(
     spec=T.ANSWERS,
+    endpoints=(api.LIST_ANSWERS,),
     planner=plan_answers,
     fetch_one=fetch_answers,
     with_rollup=False,

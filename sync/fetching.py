@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from resources.api.client import VisibilityClient
-from resources.api.endpoints import ENGINES_WITH_ALL
+from resources.api.endpoints import ENGINES_WITH_ALL, Endpoint
 from resources.warehouse.base import TableSpec
 from sync.discovery import BrandScope, Discovery, brand_inputs
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOne, FetchOutcome, brand_engines, fetch_to_spool
@@ -33,6 +33,8 @@ class PartitionedTable:
     """How one date x engine table is fetched: its planner (which calls), and one call's fetch."""
 
     spec: TableSpec
+    #: the API endpoints its calls go to (the planner plans calls to these only)
+    endpoints: tuple[Endpoint, ...]
     planner: Planner
     fetch_one: FetchOne
     #: whether the all-engine rollup (``all``) is fetched for this table, or its cells stay empty
@@ -115,6 +117,8 @@ class SnapshotTable:
     """
 
     spec: TableSpec
+    #: the API endpoints its listing reads (beyond the brand listing every sync makes)
+    endpoints: tuple[Endpoint, ...]
     fetch_rows: SnapshotFetch
     per_brand: bool
     upstream: str | None = None

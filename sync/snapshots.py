@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from resources.api import endpoints as api
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_PAGING
 from sync import tables as T
@@ -96,9 +97,15 @@ def _generations(
 
 #: Listed in this order in one step: brands first (every other table is per brand).
 SNAPSHOT_TABLES = (
-    SnapshotTable(T.BRANDS, _brands, per_brand=False),
-    SnapshotTable(T.TOPICS, _topics, per_brand=True, upstream="brands"),
-    SnapshotTable(T.PROMPTS, _prompts, per_brand=True, upstream="brands"),
-    SnapshotTable(T.TRACKED_COMPETITORS, _competitors, per_brand=True, upstream="brands"),
-    SnapshotTable(T.GENERATIONS, _generations, per_brand=True, upstream="brands"),
+    SnapshotTable(T.BRANDS, (api.LIST_BRANDS, api.GET_BRAND), _brands, per_brand=False),
+    SnapshotTable(T.TOPICS, (api.LIST_TOPICS,), _topics, per_brand=True, upstream="brands"),
+    SnapshotTable(T.PROMPTS, (api.LIST_PROMPTS,), _prompts, per_brand=True, upstream="brands"),
+    SnapshotTable(
+        T.TRACKED_COMPETITORS,
+        (api.LIST_TRACKED_COMPETITORS,),
+        _competitors,
+        per_brand=True,
+        upstream="brands",
+    ),
+    SnapshotTable(T.GENERATIONS, (api.LIST_GENERATIONS,), _generations, per_brand=True, upstream="brands"),
 )

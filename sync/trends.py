@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from resources.api import endpoints as api
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_CITATION_URLS
 from sync import tables as T
@@ -81,6 +82,7 @@ def capped_notes(spool: DateSpool) -> dict[str, Any]:
 
 CITED_PAGES = PartitionedTable(
     spec=T.CITED_PAGES,
+    endpoints=(api.CITATION_URLS,),
     planner=plan_citation_urls,
     fetch_one=fetch_cited_pages,
     with_rollup=True,
@@ -89,6 +91,7 @@ CITED_PAGES = PartitionedTable(
 )
 CITATION_TRENDS = PartitionedTable(
     spec=T.CITATION_TRENDS,
+    endpoints=(api.CITATION_TRENDS,),
     planner=plan_citation_trends,
     fetch_one=fetch_citation_trends,
     with_rollup=True,
@@ -97,6 +100,7 @@ CITATION_TRENDS = PartitionedTable(
 )
 COMPETITOR_TRENDS = PartitionedTable(
     spec=T.COMPETITOR_TRENDS,
+    endpoints=(api.COMPETITOR_TRENDS,),
     planner=plan_competitor_trends,
     fetch_one=fetch_competitor_trends,
     with_rollup=True,

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
 import threading
@@ -26,10 +24,10 @@ from pipelines.cli import EXIT_OK, dagster_hint, main, query_hint
 from resources.api.config import KEY_SETTING, URL_SETTING
 from settings import Settings, load_settings
 from sync.tables import PARTITIONED_TABLES, SNAPSHOT_TABLES
+from tests.pipelines.terminal import run_on_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_SECONDS = 180.0
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 SNAPSHOTS = [t.name for t in SNAPSHOT_TABLES]
 DAILY = [t.name for t in PARTITIONED_TABLES]
 #: Variables that make rich treat any output as a terminal, or none as one.
@@ -126,40 +124,10 @@ def test_a_piped_demo_says_each_step_in_requests_and_ends_with_a_query_that_work
             assert instance.get_latest_materialization_event(AssetKey(table)) is not None, table
 
 
-def run_on_a_terminal(cwd: Path, env: dict[str, str]) -> tuple[int, str]:
-    """Exit code and what the terminal showed (escape sequences removed)."""
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(
-        demo_command(), stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal, env=env, cwd=cwd
-    )
-    os.close(terminal)
-    shown = bytearray()
-    deadline = time.monotonic() + TIMEOUT_SECONDS
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([controller], [], [], 1.0)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:  # EIO: the command closed the terminal
-                break
-            if not chunk:
-                break
-            shown += chunk
-        code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        os.close(controller)
-    return code, ANSI.sub("", shown.decode("utf-8", "replace")).replace("\r", "\n")
-
-
 def test_on_a_terminal_every_table_gets_a_bar_in_requests_and_the_demo_says_how_to_record_runs(
     tmp_path: Path,
 ) -> None:
-    code, shown = run_on_a_terminal(tmp_path, demo_env())
+    code, shown = run_on_a_terminal(demo_command(), env=demo_env(), cwd=tmp_path, timeout=TIMEOUT_SECONDS)
 
     assert code == EXIT_OK, shown
     finished = dict(re.findall(r"^(\w+)\s+━+\s+(\d+/\d+) requests\s+landed", shown, re.MULTILINE))

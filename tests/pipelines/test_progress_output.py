@@ -7,22 +7,19 @@ shell gives it) and once with its output piped (what cron, CI or ``| tee`` give 
 from __future__ import annotations
 
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from pipelines.cli import EXIT_OK
 from tests.assets.conftest import FACTS, TRENDS
+from tests.pipelines.terminal import run_on_a_terminal
 from tests.pipelines.test_cli import env  # noqa: F401  # the sandbox URL and key, a fresh DuckDB file
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGV = ["run", "--start", "2026-10-30", "--end", "2026-10-31", "--engine", "chatgpt"]
 TIMEOUT_SECONDS = 120.0
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: A progress line: the table, its bar, requests done / planned (made, once landed).
 PROGRESS_LINE = re.compile(r"^(\w+)\s+━+\s+(\d+)/(\d+)\s+requests\b", re.MULTILINE)
 #: Variables that make rich treat any output as a terminal, or none as one.
@@ -40,38 +37,8 @@ def command() -> list[str]:
     return [sys.executable, "-m", "pipelines.cli", *ARGV]
 
 
-def run_on_a_terminal() -> tuple[int, str]:
-    """Exit code and what the terminal showed (escape sequences removed)."""
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(
-        command(), stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal, env=command_env(), cwd=ROOT
-    )
-    os.close(terminal)
-    shown = bytearray()
-    deadline = time.monotonic() + TIMEOUT_SECONDS
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([controller], [], [], 1.0)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:  # EIO: the command closed the terminal
-                break
-            if not chunk:
-                break
-            shown += chunk
-        code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        os.close(controller)
-    return code, ANSI.sub("", shown.decode("utf-8", "replace")).replace("\r", "\n")
-
-
 def test_a_terminal_shows_a_progress_bar_per_daily_table_up_to_its_planned_calls(env: Path) -> None:  # noqa: F811
-    code, shown = run_on_a_terminal()
+    code, shown = run_on_a_terminal(command(), env=command_env(), cwd=ROOT, timeout=TIMEOUT_SECONDS)
 
     assert code == EXIT_OK, shown
     finished = {table: (done, planned) for table, done, planned in PROGRESS_LINE.findall(shown)}

@@ -62,3 +62,25 @@ def _template(path: str) -> str:
     import re
 
     return re.sub(r"\{[^}]+\}", "{}", path)
+
+
+def test_each_daily_table_plans_calls_to_its_own_endpoints_only() -> None:
+    """The catalog's endpoints of a table are what its planner plans (one vocabulary, the client's)."""
+    import datetime as dt
+
+    from sync.planning import BrandInput
+
+    brand = BrandInput(
+        brand_id="b1",
+        engines=frozenset({"chatgpt", "claude"}),
+        domain="example.com",
+        prompt_ids=("p1", "p2"),
+        competitor_domains=("rival.example",),
+    )
+    days = [dt.date(2026, 10, 1) + dt.timedelta(days=n) for n in range(8)]
+    cells = {(day, engine) for day in days for engine in ("chatgpt", "claude", "all")}
+    for table in catalog.DAILY:
+        plan = table.planner(cells, [brand], table.engine_order)
+        planned = {str(call.endpoint) for call in plan.calls}
+        assert planned, table.spec.name
+        assert planned <= {e.key for e in table.endpoints}, table.spec.name
