@@ -86,8 +86,9 @@ def test_sequential_calls_against_a_dead_service_share_one_deadline_and_later_on
         with resource.get_client() as second:
             again, second_took = _timed(lambda: second.get_brand("b1"))
             assert second.stats.total_requests == 0  # not even sent
-    assert 1.0 <= first_took < 1.6
-    assert isinstance(again, TransportError) and second_took < 0.1
+    # the deadline's clock starts with the budget, a moment before the call: about 1 s, not 1 s per call
+    assert 0.9 <= first_took < 2.5
+    assert isinstance(again, TransportError) and second_took < 0.5
     assert dead in str(error) and "gave up after" in str(error) and "connect_error" in str(error)
     assert (
         dead in str(again)
