@@ -3,7 +3,7 @@
 Column names are the API's field names plus the keys the connector adds (README.md, "Tables"). The
 descriptions land as column comments (DuckDB, Postgres) or descriptions (BigQuery), in Dagster's
 ``dagster/column_schema`` and in the data dictionary docs/TABLES.md (generated from these specs by
-``python -m resources.warehouse.dictionary``), so BI users read them where they query. A file a
+``python -m sync.dictionary``), so BI users read them where they query. A file a
 description names must exist in this repository (tests/warehouse/test_dictionary.py).
 
 Decisions kept here (see docs/OPERATIONS.md):
@@ -334,15 +334,23 @@ COMPETITOR_TRENDS = TableSpec(
     date_column="date",
 )
 
-SNAPSHOT_TABLES: tuple[TableSpec, ...] = (BRANDS, TOPICS, PROMPTS, TRACKED_COMPETITORS, GENERATIONS)
-PARTITIONED_TABLES: tuple[TableSpec, ...] = (
-    PROMPT_MENTIONS,
-    ANSWERS,
-    CITED_PAGES,
-    CITATION_TRENDS,
-    COMPETITOR_TRENDS,
-)
-ALL_TABLES: dict[str, TableSpec] = {t.name: t for t in (*SNAPSHOT_TABLES, AUDIT_REPORTS, *PARTITIONED_TABLES)}
+#: Every landed table by name (which a sync lands, and in what order: :mod:`sync.catalog`).
+ALL_TABLES: dict[str, TableSpec] = {
+    t.name: t
+    for t in (
+        BRANDS,
+        TOPICS,
+        PROMPTS,
+        TRACKED_COMPETITORS,
+        GENERATIONS,
+        AUDIT_REPORTS,
+        PROMPT_MENTIONS,
+        ANSWERS,
+        CITED_PAGES,
+        CITATION_TRENDS,
+        COMPETITOR_TRENDS,
+    )
+}
 
 #: The endpoint whose rows each table lands (named in the transforms' errors).
 SOURCE_ENDPOINTS: dict[str, str] = {

@@ -187,3 +187,15 @@ def test_the_sync_core_imports_neither_dagster_nor_the_layers_above_it() -> None
         if name.split(".")[0] in above
     }
     assert found == set(), f"the core imports from above it: {sorted(found)}"
+
+
+def test_resources_import_nothing_from_the_layers_above_them() -> None:
+    """The API client and the warehouse engines serve the core; they never reach back into it."""
+    above = {"sync", "assets", "pipelines", "report"}
+    found = {
+        f"{_relative(file)}: {name}"
+        for file, tree in _modules("resources")
+        for name in _imported(tree)
+        if name.split(".")[0] in above
+    }
+    assert found == set(), f"resources/ imports from above it: {sorted(found)}"

@@ -23,13 +23,13 @@ from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 from pipelines.cli import EXIT_OK, dagster_hint, main, query_hint
 from resources.api.config import KEY_SETTING, URL_SETTING
 from settings import Settings, load_settings
-from sync.tables import PARTITIONED_TABLES, SNAPSHOT_TABLES
+from sync import catalog
 from tests.pipelines.terminal import run_on_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_SECONDS = 180.0
-SNAPSHOTS = [t.name for t in SNAPSHOT_TABLES]
-DAILY = [t.name for t in PARTITIONED_TABLES]
+SNAPSHOTS = [t.spec.name for t in catalog.SNAPSHOTS]
+DAILY = [t.spec.name for t in catalog.DAILY]
 #: Variables that make rich treat any output as a terminal, or none as one.
 RICH_OVERRIDES = ("FORCE_TERMINAL", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "COLUMNS", "LINES")
 

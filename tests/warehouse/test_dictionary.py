@@ -21,10 +21,10 @@ from resources.warehouse.common import (
     SNAPSHOT_COLUMNS,
     current_view_description,
 )
-from resources.warehouse.dictionary import COMMAND, EXAMPLES, render
 from resources.warehouse.resource import WarehouseResource
 from resources.warehouse.views import ANALYST_VIEWS
 from sandbox.testing import SandboxHandle
+from sync.dictionary import COMMAND, EXAMPLES, render
 from sync.tables import ALL_TABLES
 from tests.assets.conftest import QUIET, selecting
 

@@ -1,6 +1,6 @@
 """The data dictionary, docs/TABLES.md, generated from the specs the writers use.
 
-    python -m resources.warehouse.dictionary > docs/TABLES.md
+    python -m sync.dictionary > docs/TABLES.md
 
 Tables come from the :class:`~resources.warehouse.base.TableSpec` list given (``sync.tables`` for
 the file; read at the command line only, so this module stays below the assets layer), views from
@@ -21,8 +21,9 @@ from resources.warehouse.base import Column, TableSpec
 from resources.warehouse.common import LOAD_COLUMNS, SNAPSHOT_COLUMNS, current_view_name
 from resources.warehouse.types import Kind, SqlType, bigquery_type, duckdb_type, postgres_type, sql_type
 from resources.warehouse.views import ANALYST_VIEWS, ViewSpec
+from sync.tables import ALL_TABLES
 
-COMMAND = "python -m resources.warehouse.dictionary > docs/TABLES.md"
+COMMAND = "python -m sync.dictionary > docs/TABLES.md"
 
 
 @dataclass(frozen=True)
@@ -266,8 +267,6 @@ def render(
 
 
 def main() -> None:
-    from sync.tables import ALL_TABLES  # the specs the assets land (a layer above this module)
-
     sys.stdout.write(render(list(ALL_TABLES.values())))
 
 
