@@ -28,12 +28,13 @@ from dagster import (
     AssetCheckSeverity,
     AssetExecutionContext,
     AssetKey,
+    AssetMaterialization,
     AssetsDefinition,
     AssetSpec,
     BackfillPolicy,
     MaterializeResult,
     MetadataValue,
-    PartitionsDefinition,
+    MultiPartitionsDefinition,
     TableColumn,
     TableSchema,
     multi_asset,
@@ -41,7 +42,7 @@ from dagster import (
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 
 from assets.checks import CheckInputs, TableCheck, checks_of
-from assets.partitions import parse_partition_keys
+from assets.partitions import cell_keys, parse_partition_keys, requested_cells
 from resources.api.client import RequestStats
 from resources.api.errors import SyncCancelled
 from resources.warehouse.base import SnapshotScope, TableSpec, Warehouse, WriteResult
@@ -273,6 +274,38 @@ def backfill_targets(context: AssetExecutionContext, tables: Sequence[str]) -> d
     return None
 
 
+def run_cells(context: AssetExecutionContext, partitions_def: MultiPartitionsDefinition) -> set[Cell]:
+    """The cells this run was asked for (:func:`assets.partitions.requested_cells`), said in its log.
+
+    Dagster's own ``context.partition_keys`` is not used: in a job backfill's run it reads the
+    per-dimension tags copied from the range's first partition, i.e. one partition of the range.
+    """
+    cells = requested_cells(context.run.tags, partitions_def)
+    try:
+        dagster_view = parse_partition_keys(context.partition_keys)
+    except Exception:  # Dagster cannot read these tags at all; ours did
+        dagster_view = set()
+    if dagster_view != cells:
+        context.log.info(
+            f"landing the {len(cells)} partitions of the run's range tags; Dagster's run context "
+            f"names {len(dagster_view)} (the per-dimension tags a job backfill copies next to its range)"
+        )
+    return cells
+
+
+def landed_events(
+    table: str, cells: set[Cell], metadata: Mapping[str, Any]
+) -> Iterator[AssetMaterialization]:
+    """One materialization per cell landed, whatever Dagster's run context believes the run targets.
+
+    Recorded as events (the step's outputs are optional, ``can_subset``) so that the partitions in
+    Dagster's event log are exactly the ones written; a ``MaterializeResult`` would be recorded for
+    the context's partitions instead.
+    """
+    for key in cell_keys(cells):
+        yield AssetMaterialization(asset_key=table, partition=key, metadata=metadata)
+
+
 def shared_fetches(context: AssetExecutionContext) -> SharedFetches | None:
     backfill_id = context.run.tags.get(BACKFILL_ID_TAG)
     if not backfill_id:
@@ -284,7 +317,7 @@ def build_partitioned_assets(
     name: str,
     assets: Sequence[PartitionedTable],
     *,
-    partitions_def: PartitionsDefinition,
+    partitions_def: MultiPartitionsDefinition,
     group_name: str,
     description: str,
 ) -> AssetsDefinition:
@@ -319,12 +352,12 @@ def build_partitioned_assets(
         required_resource_keys=set(RESOURCE_KEYS),
         description=description,
     )
-    def sync(context: AssetExecutionContext) -> Iterator[MaterializeResult | AssetCheckResult]:
+    def sync(context: AssetExecutionContext) -> Iterator[AssetMaterialization | AssetCheckResult]:
         yield from _run_checks(context, _checks_alone(context, [a.spec.name for a in assets]))
         selected = [a for key, a in by_key.items() if key in context.selected_asset_keys]
         if not selected:
             return
-        cells = parse_partition_keys(context.partition_keys)
+        cells = run_cells(context, partitions_def)
         only = brand_filter(context.run.tags)
         api = context.resources.api
         discovery = discovery_for(sync_id(context.run_id, context.run.tags))
@@ -406,10 +439,8 @@ def build_partitioned_assets(
                     item.release(False)
                     continue
                 item.release(True)
-                landed = time.monotonic() - started
-                yield MaterializeResult(
-                    asset_key=table, metadata=_landed_metadata(asset, outcome, results, landed)
-                )
+                metadata = _landed_metadata(asset, outcome, results, time.monotonic() - started)
+                yield from landed_events(table, cells, metadata)
                 # while the next table is fetched
                 yield from _run_checks(context, checks_of([table]), ask_api=asks_api)
         _raise_failures(failures)

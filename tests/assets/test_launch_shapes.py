@@ -1,0 +1,210 @@
+"""Every launch shape reaches the partitioned step as run tags; the step lands exactly what they ask.
+
+Pure tests of the one rule (:func:`assets.partitions.requested_cells`, no I/O, a seeded property
+test among them), then real in-process runs against the sandbox with the tags each UI path sends,
+the job backfill's (a range plus the per-dimension tags of its first partition, which Dagster's own
+run context reads as that one partition) first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from dagster import AssetKey, DagsterInstance, materialize
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assets.partitions import (
+    DAILY_PARTITIONS,
+    PartitionRequestError,
+    cell_keys,
+    date_engine_partitions,
+    partition_key,
+    requested_cells,
+)
+from resources.api.endpoints import ENGINES_WITH_ALL
+from tests.assets.conftest import QUIET, Sync, selecting
+
+D = dt.date(2026, 10, 20)
+RANGE_START, RANGE_END = ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG
+
+
+def job_backfill_tags(first: dt.date, last: dt.date, engines: tuple[str, ...]) -> dict[str, str]:
+    """A job backfill's run: its range, plus the dimension tags of the range's first partition."""
+    return {
+        RANGE_START: str(partition_key(first, engines[0])),
+        RANGE_END: str(partition_key(last, engines[-1])),
+        "dagster/partition/date": first.isoformat(),
+        "dagster/partition/engine": engines[0],
+    }
+
+
+def rectangle(first: dt.date, last: dt.date, engines: tuple[str, ...]) -> set[tuple[dt.date, str]]:
+    n = (last - first).days + 1
+    return {(first + dt.timedelta(days=i), e) for i in range(n) for e in engines}
+
+
+# --------------------------------------------------------------------------------------------
+# the rule, without I/O
+
+
+def test_a_range_wins_over_the_first_partitions_dimension_tags_a_job_backfill_copies() -> None:
+    engines = ENGINES_WITH_ALL  # the job page's "engine: all" picks every engine
+    tags = job_backfill_tags(D, D, engines)
+
+    assert requested_cells(tags, DAILY_PARTITIONS) == rectangle(D, D, engines)
+
+
+def test_a_single_partition_run_asks_for_that_partition() -> None:
+    key = str(partition_key(D, "claude"))
+    tags = {
+        PARTITION_NAME_TAG: key,
+        "dagster/partition/date": D.isoformat(),
+        "dagster/partition/engine": "claude",
+    }
+
+    assert requested_cells(tags, DAILY_PARTITIONS) == {(D, "claude")}
+    only_dims = {"dagster/partition/date": D.isoformat(), "dagster/partition/engine": "claude"}
+    assert requested_cells(only_dims, DAILY_PARTITIONS) == {(D, "claude")}
+
+
+@pytest.mark.parametrize(
+    ("tags", "named"),
+    [
+        ({}, "names no partition"),
+        ({RANGE_START: f"{D}|chatgpt"}, "needs both ends"),
+        (
+            {RANGE_START: f"{D}|chatgpt", RANGE_END: f"{D}|all", PARTITION_NAME_TAG: f"{D}|chatgpt"},
+            "not both",
+        ),
+        (
+            {RANGE_START: f"{D}|chatgpt", RANGE_END: f"{D}|all", "dagster/partition/engine": "claude"},
+            "dagster/partition/engine='claude'",
+        ),
+        ({PARTITION_NAME_TAG: f"{D}|claude", "dagster/partition/engine": "gemini"}, "disagree"),
+        ({"dagster/partition/engine": "claude"}, "not every dimension"),
+        ({RANGE_START: f"{D}|all", RANGE_END: f"{D - dt.timedelta(days=2)}|chatgpt"}, "names no partition"),
+        ({RANGE_START: "yesterday|all", RANGE_END: f"{D}|all"}, "'yesterday|all'"),
+    ],
+)
+def test_tags_that_do_not_say_one_set_of_partitions_are_refused_by_name(
+    tags: dict[str, str], named: str
+) -> None:
+    with pytest.raises(PartitionRequestError, match=named.replace("|", r"\|").replace("(", r"\(")):
+        requested_cells(tags, DAILY_PARTITIONS)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    first=st.integers(min_value=0, max_value=60),
+    days=st.integers(min_value=1, max_value=30),
+    lo=st.integers(min_value=0, max_value=len(ENGINES_WITH_ALL) - 1),
+    width=st.integers(min_value=1, max_value=len(ENGINES_WITH_ALL)),
+    shape=st.sampled_from(["range", "job_backfill", "single"]),
+)
+def test_every_launch_shape_of_a_rectangle_asks_for_exactly_its_cells(
+    first: int, days: int, lo: int, width: int, shape: str
+) -> None:
+    start = dt.date(2026, 8, 1) + dt.timedelta(days=first)
+    last = start + dt.timedelta(days=days - 1)
+    engines = ENGINES_WITH_ALL[lo : lo + width]
+    if shape == "single":
+        last, engines = start, engines[:1]
+    tags = {
+        "range": {
+            RANGE_START: str(partition_key(start, engines[0])),
+            RANGE_END: str(partition_key(last, engines[-1])),
+        },
+        "job_backfill": job_backfill_tags(start, last, engines),
+        "single": {PARTITION_NAME_TAG: str(partition_key(start, engines[0]))},
+    }[shape]
+
+    cells = requested_cells(tags, date_engine_partitions(dt.date(2026, 1, 1)))
+
+    assert cells == rectangle(start, last, engines)
+    assert len(cell_keys(cells)) == len(cells)
+
+
+# --------------------------------------------------------------------------------------------
+# real runs
+
+
+def materialized_cells(instance: DagsterInstance, run_id: str, table: str) -> list[str]:
+    records = instance.get_records_for_run(run_id, of_type=None).records  # type: ignore[arg-type]
+    return sorted(
+        str(r.event_log_entry.dagster_event.partition)
+        for r in records
+        if r.event_log_entry.dagster_event is not None
+        and r.event_log_entry.dagster_event.is_step_materialization
+        and r.event_log_entry.dagster_event.asset_key == AssetKey(table)
+    )
+
+
+def run_with_tags(sync: Sync, tables: list[str], tags: dict[str, str]) -> Any:
+    defs, selection = selecting(tables)
+    return materialize(
+        defs,
+        selection=selection,
+        instance=sync.instance,
+        resources=sync.resources(),
+        tags=tags,
+        run_config=QUIET,
+        raise_on_error=False,
+    )
+
+
+def test_a_job_backfills_run_lands_and_records_every_cell_of_its_range(sync: Sync) -> None:
+    """The job page's "Materialize all" of one day x every engine: one run, eight partitions."""
+    tables = ["prompt_mentions", "competitor_trends"]
+    tags = job_backfill_tags(D, D, ENGINES_WITH_ALL)
+
+    result = run_with_tags(sync, tables, tags)
+
+    assert result.success
+    asked = cell_keys(rectangle(D, D, ENGINES_WITH_ALL))
+    for table in tables:
+        assert materialized_cells(sync.instance, result.run_id, table) == sorted(asked)
+    engines = {e for (e,) in sync.query("SELECT DISTINCT engine FROM competitor_trends")}
+    assert "all" in engines and len(engines) > 2, engines
+    mention_engines = {e for (e,) in sync.query("SELECT DISTINCT engine FROM prompt_mentions")}
+    assert len(mention_engines) > 1, mention_engines
+
+
+def test_a_run_over_the_all_column_alone_lands_only_rollup_rows(sync: Sync) -> None:
+    tags = {
+        RANGE_START: str(partition_key(D, "all")),
+        RANGE_END: str(partition_key(D + dt.timedelta(days=1), "all")),
+    }
+
+    result = run_with_tags(sync, ["competitor_trends", "citation_trends"], tags)
+
+    assert result.success
+    assert {e for (e,) in sync.query("SELECT DISTINCT engine FROM competitor_trends")} == {"all"}
+    assert materialized_cells(sync.instance, result.run_id, "citation_trends") == [
+        f"{D}|all",
+        f"{D + dt.timedelta(days=1)}|all",
+    ]
+
+
+def test_a_run_whose_tags_disagree_fails_naming_them_and_writes_nothing(sync: Sync) -> None:
+    tags = {**job_backfill_tags(D, D, ENGINES_WITH_ALL), "dagster/partition/engine": "gemini"}
+    sync.sandbox.reset_stats()
+
+    result = run_with_tags(sync, ["prompt_mentions"], tags)
+
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    message = str(failure.step_failure_data.error)
+    assert "dagster/partition/engine='gemini'" in message and "disagree" in message
+    assert materialized_cells(sync.instance, result.run_id, "prompt_mentions") == []
+    assert sync.sandbox.stats() == {} or sum(sum(s.values()) for s in sync.sandbox.stats().values()) == 0
+    assert not sync.db.exists() or not sync.query(
+        "SELECT * FROM information_schema.tables WHERE table_name = 'prompt_mentions'"
+    )
