@@ -47,7 +47,7 @@ from resources.api.client import RequestStats
 from resources.api.errors import SyncCancelled
 from resources.warehouse.base import SnapshotScope, TableSpec, Warehouse, WriteResult
 from sync import progress
-from sync.discovery import BrandScope, brand_filter, discovery_for, sync_id
+from sync.discovery import BrandScope, Discovery, brand_filter, discovery_for, sync_id
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
 from sync.lander import Lander
 from sync.landing import (
@@ -58,7 +58,9 @@ from sync.landing import (
 from sync.planning import ALL, Cell, Plan, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
 from sync.shared_fetch import SharedFetches
+from sync.snapshots import listed_snapshots
 from sync.summary import TableSummary
+from sync.tables import BRANDS
 
 API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
@@ -443,9 +445,50 @@ def build_partitioned_assets(
                 yield from landed_events(table, cells, metadata)
                 # while the next table is fetched
                 yield from _run_checks(context, checks_of([table]), ask_api=asks_api)
+        try:
+            yield from land_listed_snapshots(context, discovery, only)
+        except SyncCancelled:
+            raise
+        except Exception as exc:
+            context.log.error(f"snapshot listings not landed ({exc}); those tables keep their rows")
+            failures["listed snapshots"] = exc
         _raise_failures(failures)
 
     return sync
+
+
+def land_listed_snapshots(
+    context: AssetExecutionContext, discovery: Discovery, only: Sequence[str]
+) -> Iterator[AssetMaterialization]:
+    """Upsert the brands, prompts and competitors the daily tables listed, when no snapshot step runs.
+
+    A backfill of the daily group alone would otherwise leave a fresh warehouse without the tables
+    the views and the report join to (docs/OPERATIONS.md, "Backfilling the daily group alone").
+    Costs no request: only what this run already listed is landed.
+    """
+    in_run = set(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
+    if AssetKey(BRANDS.name) in in_run:
+        return  # the run's snapshot step lists and lands them whole
+    listed = listed_snapshots(discovery, only)
+    if not listed:
+        return
+    with context.resources.warehouse.get_warehouse() as warehouse, warehouse.session():
+        for table, scope, rows in listed:
+            warehouse.ensure_table(table.spec)
+            result = warehouse.upsert_snapshot(
+                table.spec, rows, context.run_id, _retire_scope(table, scope, {}, context)
+            )
+            context.log.info(f"{table.spec.name}: {rows.num_rows} rows as listed by this sync's daily tables")
+            yield AssetMaterialization(
+                asset_key=table.spec.name,
+                metadata={
+                    "rows_written": result.rows_written,
+                    "rows_retired": result.rows_deleted,
+                    "dagster/row_count": rows.num_rows,
+                    "landed_by": "sync_daily: the run synced no snapshot step; these are the listings "
+                    "its daily tables made (no extra request)",
+                },
+            )
 
 
 # ---------------------------------------------------------------------------------------------

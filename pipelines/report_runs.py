@@ -1,44 +1,140 @@
-"""The report's job, and the sensor that launches it after each successful sync.
+"""The report's job, and the sensor that refreshes the report after the daily tables land.
 
-The sensor requests one report run per successful ``visibility_sync`` run, whoever launched it: the
-schedule, the UI, or ``visibility-sync run`` with ``DAGSTER_HOME`` set (those runs come from no code
-location, so the sensor watches every location's runs and picks the sync job by name).
+The sensor requests one report run after each successful run that landed daily tables, whoever
+launched it and through whichever job: the schedule, ``visibility-sync run`` recorded in
+``DAGSTER_HOME`` (those runs come from no code location, so the sensor reads the whole instance),
+an asset page, the group's dialog, a job page, the launchpad. The runs of one backfill refresh it
+once, after the backfill has ended (its last run), so a 30-run backfill draws the report once, from
+the whole backfill's data.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+
 from dagster import (
     AssetSelection,
+    DagsterEventType,
+    DagsterInstance,
     DagsterRunStatus,
     DefaultSensorStatus,
     RunRequest,
-    RunStatusSensorContext,
+    RunsFilter,
+    SensorEvaluationContext,
+    SensorResult,
     SkipReason,
     define_asset_job,
-    run_status_sensor,
+    sensor,
 )
+from dagster._core.execution.backfill import BULK_ACTION_TERMINAL_STATUSES
+from dagster._core.storage.tags import BACKFILL_ID_TAG
 
 from assets.report import REPORT_JOB, visibility_report
-from pipelines.jobs import SYNC_JOB
+from sync.catalog import DAILY
+
+SENSOR_NAME = "visibility_report_after_sync"
+DAILY_TABLES = frozenset(t.spec.name for t in DAILY)
+#: Runs read per tick; more wait for the next tick (the cursor keeps its place).
+RUNS_PER_TICK = 100
 
 report_job = define_asset_job(
     REPORT_JOB,
     selection=AssetSelection.assets(visibility_report),
-    description="Draws the visual report from the warehouse; launched after each successful sync.",
+    description="Draws the visual report from the warehouse; launched after each sync that landed "
+    "daily tables (after the last run of a backfill).",
 )
 
 
-@run_status_sensor(
-    name="visibility_report_after_sync",
-    run_status=DagsterRunStatus.SUCCESS,
-    monitor_all_code_locations=True,
-    request_job=report_job,
+@dataclass
+class ReportCursor:
+    """Where the sensor is: runs updated after ``after`` (a timestamp) not yet read; backfills whose
+    runs landed daily tables, waiting for their end."""
+
+    after: float
+    backfills: list[str] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, raw: str | None) -> ReportCursor | None:
+        if not raw:
+            return None
+        try:
+            data = json.loads(raw)
+            return cls(after=float(data["after"]), backfills=[str(b) for b in data.get("backfills", [])])
+        except (ValueError, KeyError, TypeError):
+            return None  # a cursor of the former run-status sensor: start from now
+
+    def dump(self) -> str:
+        return json.dumps({"after": self.after, "backfills": self.backfills})
+
+
+def landed_daily_tables(instance: DagsterInstance, run_id: str) -> bool:
+    records = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
+    return any(
+        r.event_log_entry.dagster_event is not None
+        and r.event_log_entry.dagster_event.asset_key is not None
+        and r.event_log_entry.dagster_event.asset_key.path[-1] in DAILY_TABLES
+        for r in records
+    )
+
+
+def report_requests(instance: DagsterInstance, cursor: ReportCursor) -> tuple[list[RunRequest], ReportCursor]:
+    """The report runs due since ``cursor``, and the cursor after them (pure but for the reads)."""
+    requests: list[RunRequest] = []
+    pending = list(cursor.backfills)
+    after = cursor.after
+    records = instance.get_run_records(
+        filters=RunsFilter(
+            statuses=[DagsterRunStatus.SUCCESS],
+            updated_after=dt.datetime.fromtimestamp(cursor.after, dt.UTC),
+        ),
+        limit=RUNS_PER_TICK,
+        order_by="update_timestamp",
+        ascending=True,
+    )
+    for record in records:
+        after = max(after, record.update_timestamp.timestamp())
+        run = record.dagster_run
+        if run.job_name == REPORT_JOB or not landed_daily_tables(instance, run.run_id):
+            continue
+        backfill_id = run.tags.get(BACKFILL_ID_TAG)
+        if backfill_id:
+            if backfill_id not in pending:
+                pending.append(backfill_id)
+            continue
+        requests.append(
+            RunRequest(run_key=f"after-{run.run_id}", tags={"visibility/after_sync_run": run.run_id})
+        )
+    for backfill_id in list(pending):
+        backfill = instance.get_backfill(backfill_id)
+        if backfill is not None and backfill.status not in BULK_ACTION_TERMINAL_STATUSES:
+            continue  # runs may still come: wait for the backfill's end
+        pending.remove(backfill_id)
+        if backfill is not None:
+            requests.append(
+                RunRequest(
+                    run_key=f"after-backfill-{backfill_id}", tags={"visibility/after_backfill": backfill_id}
+                )
+            )
+    return requests, ReportCursor(after=after, backfills=pending)
+
+
+@sensor(
+    name=SENSOR_NAME,
+    job=report_job,
+    minimum_interval_seconds=30,
     default_status=DefaultSensorStatus.RUNNING,
-    description=f"Requests a `{REPORT_JOB}` run after each successful `{SYNC_JOB}` run (schedule, UI "
-    "or `visibility-sync run` recorded in DAGSTER_HOME).",
+    description=f"Refreshes `{REPORT_JOB}` after each successful run that landed daily tables (schedule, "
+    "UI, job page, `visibility-sync run` recorded in DAGSTER_HOME); once per backfill, after its last run.",
 )
-def report_after_sync(context: RunStatusSensorContext) -> RunRequest | SkipReason:
-    run = context.dagster_run
-    if run.job_name != SYNC_JOB:
-        return SkipReason(f"run {run.run_id} is a {run.job_name} run, not {SYNC_JOB}")
-    return RunRequest(run_key=f"after-{run.run_id}", tags={"visibility/after_sync_run": run.run_id})
+def report_after_sync(context: SensorEvaluationContext) -> SensorResult | SkipReason:
+    cursor = ReportCursor.parse(context.cursor)
+    if cursor is None:  # first tick: from now on (no report for runs that predate the sensor)
+        context.update_cursor(ReportCursor(after=dt.datetime.now(dt.UTC).timestamp()).dump())
+        return SkipReason("started: watching runs from now on")
+    requests, cursor = report_requests(context.instance, cursor)
+    waiting = f"; waiting for backfills {', '.join(cursor.backfills)} to end" if cursor.backfills else ""
+    if not requests:
+        return SensorResult(skip_reason=f"no new run landed daily tables{waiting}", cursor=cursor.dump())
+    return SensorResult(run_requests=requests, cursor=cursor.dump())

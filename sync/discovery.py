@@ -121,6 +121,23 @@ class Discovery:
         scope.drop({b for b, r in rows.items() if r is None})
         return {b: r for b, r in rows.items() if r is not None}
 
+    def listed(self, only: Sequence[str] = ()) -> tuple[BrandScope | None, dict[str, dict[str, list[Row]]]]:
+        """What this sync has listed so far, without a request: the brand scope (None: not yet
+        listed) and each listing that covers every brand in it (brand id -> rows)."""
+        with self._lock:
+            cached = self._scopes.get(tuple(only))
+            if cached is None:
+                return None, {}
+            gone = {b for listing in self._listings.values() for b, rows in listing.items() if rows is None}
+            scope = BrandScope(brands=list(cached.brands), out_of_scope=list(cached.out_of_scope))
+            scope.drop(gone & set(scope.brand_ids))
+            complete = {
+                name: {b: list(listing[b] or ()) for b in scope.brand_ids}
+                for name, listing in self._listings.items()
+                if all(b in listing for b in scope.brand_ids)
+            }
+        return scope, complete
+
     def prompts(self, client: VisibilityClient, scope: BrandScope) -> dict[str, list[Row]]:
         return self.listing("prompts", client, scope, lambda b: list(client.list_prompts(b)))
 

@@ -5,7 +5,7 @@ Each sync lists the whole set; rows that vanish stay in the table with ``is_curr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -109,3 +109,31 @@ SNAPSHOT_TABLES = (
     ),
     SnapshotTable(T.GENERATIONS, (api.LIST_GENERATIONS,), _generations, per_brand=True, upstream="brands"),
 )
+
+
+def listed_snapshots(
+    discovery: Discovery, only: Sequence[str] = ()
+) -> list[tuple[SnapshotTable, BrandScope, pa.Table]]:
+    """The snapshot tables a sync's daily tables already listed, as rows to upsert (no request).
+
+    A sync of the daily tables alone (the ``visibility_daily`` group's backfill) lists the brands,
+    and the prompts or tracked competitors its tables need; landing those listings keeps the views
+    and the report, which name brands and competitors, whole in a warehouse that was never given a
+    snapshot sync. Topics and generations are not listed by the daily tables, so they are not here.
+    """
+    scope, listings = discovery.listed(only)
+    if scope is None:
+        return []
+    out: list[tuple[SnapshotTable, BrandScope, pa.Table]] = [
+        (SNAPSHOT_TABLES[0], scope, X.brands_table(scope.brands))
+    ]
+    builders = {
+        T.PROMPTS.name: (T.PROMPTS, X.prompts_table),
+        T.TRACKED_COMPETITORS.name: (T.TRACKED_COMPETITORS, X.tracked_competitors_table),
+    }
+    for table in SNAPSHOT_TABLES:
+        if table.spec.name in builders and table.spec.name in listings:
+            spec, build = builders[table.spec.name]
+            rows = listings[table.spec.name]
+            out.append((table, scope, X.concat(spec, [build(r, b) for b, r in rows.items()])))
+    return out

@@ -208,3 +208,37 @@ def test_a_run_whose_tags_disagree_fails_naming_them_and_writes_nothing(sync: Sy
     assert not sync.db.exists() or not sync.query(
         "SELECT * FROM information_schema.tables WHERE table_name = 'prompt_mentions'"
     )
+
+
+def test_a_backfill_of_the_daily_group_alone_leaves_every_view_and_the_report_working(sync: Sync) -> None:
+    """The README's group backfill into a fresh warehouse: no snapshot step runs in it."""
+    from assets.report import visibility_report
+    from resources.warehouse.resource import WarehouseResource
+    from resources.warehouse.views import ANALYST_VIEWS
+    from sync.catalog import DAILY
+
+    tags = {
+        RANGE_START: str(partition_key(D, ENGINES_WITH_ALL[0])),
+        RANGE_END: str(partition_key(D + dt.timedelta(days=1), ENGINES_WITH_ALL[-1])),
+    }
+    result = run_with_tags(sync, [t.spec.name for t in DAILY], tags)
+    assert result.success
+
+    tables = {t for (t,) in sync.query("SELECT table_name FROM information_schema.tables")}
+    assert {"brands", "prompts", "tracked_competitors"} <= tables
+    assert not {"topics", "generations"} & tables  # not listed by the daily tables: not landed
+    for view in ANALYST_VIEWS:  # two weekdays: no Sunday, so no week has ended in the weekly view
+        rows = sync.query(f"SELECT COUNT(*) FROM {view.name}")[0][0]
+        assert rows > 0 or view.name == "competitor_trends_weekly", view.name
+    brands = {b for (b,) in sync.query("SELECT id FROM brands_current")}
+    assert brands == {b for (b,) in sync.query("SELECT DISTINCT brand_id FROM competitor_trends")}
+    landed = {e.asset_key.path[-1] for e in result.get_asset_materialization_events() if e.partition is None}
+    assert landed == {"brands", "prompts", "tracked_competitors"}
+
+    report = materialize(
+        [visibility_report],
+        instance=sync.instance,
+        resources={"warehouse": WarehouseResource(url=f"duckdb:///{sync.db}", schema_name="visibility")},
+        raise_on_error=False,
+    )
+    assert report.success
