@@ -67,9 +67,9 @@ def report_folder(warehouse: WarehouseResource, instance: DagsterInstance) -> Pa
             group_name=REPORT_GROUP,
             deps=[AssetKey(table) for table in REQUIRED_TABLES],
             description="Share of voice over time of each brand and its tracked competitors, visibility "
-            "by engine, and the most-cited pages with their change: a PNG, shown in the "
-            "materialization's metadata. Runs after each successful sync (sensor "
-            "`visibility_report_after_sync`).",
+            "by engine, and the most-cited pages with their change. **To see it:** the *Metadata* "
+            "table below, row `report`, *[Show Markdown]*. Refreshed after each run that lands the "
+            "daily tables, once per backfill (sensor `visibility_report_after_sync`).",
             kinds={"matplotlib"},
         )
     ],

@@ -260,6 +260,17 @@ def chromium() -> str | None:
     return found or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
 
+#: Headless, as root too, and quiet on a machine without internet (no background connections).
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
 def screenshot(url: str, path: Path, *, height: int = 1000, timeout: float = 120.0) -> str:
     """``url`` rendered by headless Chromium once its scripts have run: the PNG at ``path``, and the
     page's DOM (returned) to check what it shows. Chromium and its helpers end with the call."""
@@ -323,3 +334,33 @@ def test_screenshots_show_the_asset_graph_and_the_reports_asset_page(
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         for image in images:
             shutil.copyfile(image, SCREENSHOTS / image.name)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(chromium() is None, reason="no Chromium installed")
+def test_the_report_image_opens_with_one_click_from_the_assets_page(
+    stack: D.DagsterStack, launched: Launched, tmp_path: Path
+) -> None:
+    """The asset's page opens on *Overview*; its *Metadata* table's ``report`` row holds *[Show
+    Markdown]*, whose one click shows the image (docs/OPERATIONS.md, "The report")."""
+    from playwright.sync_api import sync_playwright
+
+    stack.graphql("mutation { setNuxSeen }")
+    shot = tmp_path / "ui-report-dialog.png"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{stack.url}/assets/{REPORT_ASSET}", wait_until="networkidle", timeout=120_000)
+            row = page.locator("tr", has=page.get_by_text("report", exact=True))
+            row.get_by_text("[Show Markdown]").click(timeout=60_000)  # the one click
+            image = page.get_by_role("dialog").locator("img[alt='visibility report']")
+            image.wait_for(state="visible", timeout=60_000)
+            width, height = image.evaluate("i => [i.naturalWidth, i.naturalHeight]")
+            page.screenshot(path=str(shot))
+        finally:
+            browser.close()
+    assert width >= 1000 and height >= 300  # the drawn report, not a broken-image icon
+    assert shot.read_bytes().startswith(PNG_SIGNATURE) and shot.stat().st_size > 50_000
+    if os.environ.get("VISIBILITY_UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(shot, SCREENSHOTS / shot.name)
