@@ -39,7 +39,7 @@ from dagster import (
     TableSchema,
     multi_asset,
 )
-from dagster._core.storage.tags import BACKFILL_ID_TAG
+from dagster._core.storage.tags import BACKFILL_ID_TAG, PARTITION_SET_TAG
 
 from assets.checks import CheckInputs, TableCheck, checks_of
 from assets.partitions import cell_keys, parse_partition_keys, requested_cells
@@ -282,7 +282,7 @@ def run_cells(context: AssetExecutionContext, partitions_def: MultiPartitionsDef
     Dagster's own ``context.partition_keys`` is not used: in a job backfill's run it reads the
     per-dimension tags copied from the range's first partition, i.e. one partition of the range.
     """
-    cells = requested_cells(context.run.tags, partitions_def)
+    cells = requested_cells(context.run.tags, partitions_def, job_backfill_partitions(context))
     try:
         dagster_view = parse_partition_keys(context.partition_keys)
     except Exception:  # Dagster cannot read these tags at all; ours did
@@ -293,6 +293,15 @@ def run_cells(context: AssetExecutionContext, partitions_def: MultiPartitionsDef
             f"names {len(dagster_view)} (the per-dimension tags a job backfill copies next to its range)"
         )
     return cells
+
+
+def job_backfill_partitions(context: AssetExecutionContext) -> frozenset[str]:
+    """The partition keys of the job backfill this run belongs to (empty: not a job backfill's run)."""
+    backfill_id = context.run.tags.get(BACKFILL_ID_TAG)
+    if not backfill_id or PARTITION_SET_TAG not in context.run.tags:
+        return frozenset()
+    backfill = context.instance.get_backfill(backfill_id)
+    return frozenset(backfill.partition_names or ()) if backfill is not None else frozenset()
 
 
 def landed_events(

@@ -18,7 +18,7 @@ so a mistake in the API or warehouse settings does not stop the import.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from dagster import (
     DailyPartitionsDefinition,
@@ -81,7 +81,9 @@ class PartitionRequestError(ValueError):
 
 
 def requested_cells(
-    tags: Mapping[str, str], partitions_def: MultiPartitionsDefinition
+    tags: Mapping[str, str],
+    partitions_def: MultiPartitionsDefinition,
+    job_backfill_partitions: Collection[str] = (),
 ) -> set[tuple[dt.date, str]]:
     """The ``(date, engine)`` cells a run was asked for, read from its tags by one rule.
 
@@ -92,7 +94,10 @@ def requested_cells(
       between its ends, as Dagster's ``MultiPartitionsDefinition`` reads a range. It wins over the
       per-dimension tags, which a *job* backfill copies from the range's first partition next to
       the range (Dagster's run context then reads that one partition only: the defect this rule
-      closes). Those copies must equal the range's first partition; any other value is a conflict;
+      closes). Those copies must name the range's first partition or, in a job backfill's run
+      (``job_backfill_partitions``: the backfill's partition keys), one of the backfill's partitions
+      (Dagster copies the first partition of the chunk of runs it submits onto each of them); any
+      other value is a conflict;
     * one partition (``dagster/partition``, with or without ``dagster/partition/<dimension>``);
     * ``dagster/partition/<dimension>`` tags alone, naming every dimension.
 
@@ -123,9 +128,11 @@ def requested_cells(
             raise PartitionRequestError(f"{what} {key!r} does not name every dimension of {sorted(dims)}")
         return parsed
 
-    def agree(first: MultiPartitionKey, why: str) -> None:
+    def agree(first: MultiPartitionKey, why: str, copied_from: Collection[str] = ()) -> None:
         unknown = set(by_dim) - dims
         clash = {d: v for d, v in by_dim.items() if d in dims and first.keys_by_dimension[d] != v}
+        if clash and not unknown and set(by_dim) == dims and str(MultiPartitionKey(by_dim)) in copied_from:
+            return  # the job backfill's copy of its first partition's tags
         if unknown or clash:
             raise PartitionRequestError(
                 f"the run's partition tags disagree ({why}): {named(*RANGE_AND_NAME_TAGS)}; "
@@ -140,7 +147,7 @@ def requested_cells(
                 f"a run has a range or one partition, not both: {named(*RANGE_AND_NAME_TAGS)}"
             )
         first, last = parse(start, "range start"), parse(end, "range end")
-        agree(first, "per-dimension tags other than the range's first partition")
+        agree(first, "per-dimension tags other than the range's first partition", job_backfill_partitions)
         try:
             keys = partitions_def.get_partition_keys_in_range(PartitionKeyRange(str(first), str(last)))
         except Exception as exc:

@@ -62,6 +62,25 @@ def test_a_range_wins_over_the_first_partitions_dimension_tags_a_job_backfill_co
     assert requested_cells(tags, DAILY_PARTITIONS) == rectangle(D, D, engines)
 
 
+def test_a_job_backfill_run_may_carry_the_dimension_tags_of_another_run_of_its_backfill() -> None:
+    """Dagster copies the first partition of each chunk of runs onto every run of the chunk."""
+    day_after = D + dt.timedelta(days=1)
+    tags = {
+        RANGE_START: str(partition_key(day_after, "chatgpt")),
+        RANGE_END: str(partition_key(day_after, "claude")),
+        "dagster/partition/date": D.isoformat(),
+        "dagster/partition/engine": "chatgpt",
+    }
+    backfill = [str(partition_key(d, e)) for d in (D, day_after) for e in ("chatgpt", "claude")]
+
+    assert requested_cells(tags, DAILY_PARTITIONS, backfill) == {
+        (day_after, "chatgpt"),
+        (day_after, "claude"),
+    }
+    with pytest.raises(PartitionRequestError, match="disagree"):
+        requested_cells(tags, DAILY_PARTITIONS)  # not a job backfill's run: a conflict
+
+
 def test_a_single_partition_run_asks_for_that_partition() -> None:
     key = str(partition_key(D, "claude"))
     tags = {
