@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import duckdb
 import pytest
 from dagster import AssetKey, DagsterInstance, materialize
 from dagster._core.storage.tags import (
@@ -261,3 +262,117 @@ def test_a_backfill_of_the_daily_group_alone_leaves_every_view_and_the_report_wo
         raise_on_error=False,
     )
     assert report.success
+
+
+# --------------------------------------------------------------------------------------------
+# random selections, split as Dagster splits a backfill, each run launched with that shape's tags
+
+PROPERTY_TABLES = ["prompt_mentions", "competitor_trends", "cited_pages"]
+
+
+def day_rows(db: Any, table: str) -> set[tuple[Any, ...]]:
+    """Every row but the writer's columns, with its (date, engine) cell first; trends' day rows."""
+    from sync.catalog import BY_NAME
+
+    spec = BY_NAME[table].spec
+    where = "WHERE granularity = 'day'" if table == "competitor_trends" else ""
+    with duckdb.connect(str(db), read_only=True) as con:
+        names = [
+            c
+            for (c,) in con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = ? "
+                "AND schema_name = 'visibility' AND column_name NOT IN ('_loaded_at', '_run_id') "
+                "ORDER BY column_name",
+                [table],
+            ).fetchall()
+        ]
+        shown = ", ".join(f'"{n}"' for n in names)
+        cell = f"CAST({spec.date_column} AS DATE), {spec.engine_column}"
+        sql = f"SELECT {cell}, {shown} FROM visibility.{table} {where}"
+        return {tuple(str(v) for v in row) for row in con.execute(sql).fetchall()}
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=4,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    picked=st.sets(
+        st.tuples(st.integers(min_value=0, max_value=2), st.sampled_from(ENGINES_WITH_ALL)),
+        min_size=1,
+        max_size=9,
+    ),
+    shape=st.sampled_from(["asset_backfill", "job_backfill"]),
+)
+def test_random_selections_split_as_dagster_splits_them_land_exactly_their_cells(
+    sandbox: Any, tmp_path_factory: pytest.TempPathFactory, picked: set[tuple[int, str]], shape: str
+) -> None:
+    import time
+
+    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+    from dagster._core.storage.tags import BACKFILL_ID_TAG, PARTITION_SET_TAG
+
+    folder = tmp_path_factory.mktemp("selection")
+    asked = {(D + dt.timedelta(days=i), e) for i, e in picked}
+    keys = cell_keys(asked)
+    ranges = DAILY_PARTITIONS.subset_with_partition_keys(keys).get_partition_key_ranges(DAILY_PARTITIONS)
+    with DagsterInstance.ephemeral() as instance:
+        ui = Sync(sandbox, folder / "ui.duckdb", instance)
+        backfill_id = f"prop{abs(hash((frozenset(picked), shape))) % 10**8}"
+        base: dict[str, str] = {BACKFILL_ID_TAG: backfill_id}
+        if shape == "job_backfill":  # the partition set's tags of the chunk's first partition on every run
+            first = DAILY_PARTITIONS.get_partition_key_from_str(ranges[0].start)
+            base |= {PARTITION_SET_TAG: "visibility_daily_partition_set"}
+            base |= {f"dagster/partition/{d}": v for d, v in first.keys_by_dimension.items()}
+            instance.add_backfill(
+                PartitionBackfill(
+                    backfill_id=backfill_id,
+                    status=BulkActionStatus.REQUESTED,
+                    from_failure=False,
+                    tags={},
+                    backfill_timestamp=time.time(),
+                    partition_names=keys,
+                )
+            )
+        recorded: set[tuple[str, str]] = set()
+        for key_range in ranges:
+            result = run_with_tags(
+                ui, PROPERTY_TABLES, {**base, RANGE_START: key_range.start, RANGE_END: key_range.end}
+            )
+            assert result.success, [
+                str(e.step_failure_data.error) for e in result.all_events if e.is_step_failure
+            ]
+            recorded |= set(materialized_cells_all(instance, result.run_id))
+
+        reference = Sync(sandbox, folder / "reference.duckdb", instance)  # one run over the bounding box
+        box_dates = sorted({d for d, _ in asked})
+        box_engines = tuple(e for e in ENGINES_WITH_ALL if any(c[1] == e for c in asked))
+        first_engine, last_engine = box_engines[0], box_engines[-1]
+        tags = {
+            RANGE_START: str(partition_key(box_dates[0], first_engine)),
+            RANGE_END: str(partition_key(box_dates[-1], last_engine)),
+        }
+        assert run_with_tags(reference, PROPERTY_TABLES, tags).success
+
+    assert recorded == {(t, k) for t in PROPERTY_TABLES for k in keys}
+    wanted = {(d.isoformat(), e) for d, e in asked}
+    for table in PROPERTY_TABLES:
+        landed = day_rows(ui.db, table)
+        assert {r[:2] for r in landed} <= wanted, table  # no row outside the cells asked for
+        expected = {r for r in day_rows(reference.db, table) if r[:2] in wanted}
+        assert landed == expected, table
+
+
+def materialized_cells_all(instance: DagsterInstance, run_id: str) -> list[tuple[str, str]]:
+    from dagster import DagsterEventType
+
+    records = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
+    return [
+        (r.event_log_entry.dagster_event.asset_key.path[-1], str(r.event_log_entry.dagster_event.partition))
+        for r in records
+        if r.event_log_entry.dagster_event is not None
+        and r.event_log_entry.dagster_event.partition is not None
+    ]
