@@ -247,6 +247,114 @@ _TRENDS = """## Competitor trends: days, weeks and windows
 """
 
 
+#: What of the spec lands where: (the spec's, lands in, not landed and why).
+_COVERAGE_ROWS: tuple[tuple[str, str, str], ...] = (
+    (
+        "Brand",
+        "`brands`",
+        "",
+    ),
+    (
+        "Topic",
+        "`topics` (+ `brand_id`)",
+        "",
+    ),
+    (
+        "Prompt (assumed shape, README.md)",
+        "`prompts`",
+        "",
+    ),
+    (
+        "Prompt mention",
+        "`prompt_mentions` (+ `brand_id`)",
+        "",
+    ),
+    (
+        "Answer (assumed shape)",
+        "`answers`; fields beyond the assumed ones as extra columns",
+        "",
+    ),
+    (
+        "Generation summary row",
+        "`generations`",
+        "`brief_md`, `draft_md`, `slug`, `meta_title`, `meta_description`: omitted from list rows by the "
+        "service; the single-record fetch (one request per generation) is not synced",
+    ),
+    (
+        "Audit report",
+        "`audit_reports` (the finished report's body as JSON text in `report`)",
+        "the finished report's fields: not specified",
+    ),
+    (
+        "Tracked competitor",
+        "`tracked_competitors` (+ `brand_id`)",
+        "",
+    ),
+    (
+        "Untrack result",
+        "nothing: the next sync keeps the competitor with `is_current = false`",
+        "",
+    ),
+    (
+        "CompetitorTrend `granularity`, `from`, `to`, `engine`",
+        "`competitor_trends`: `granularity`, `period_start` and `date` of the `window` rows, `engine` "
+        "(`all` for the null rollup)",
+        "",
+    ),
+    (
+        "CompetitorTrendEntity, its `series` and `totals`",
+        "`competitor_trends` rows of granularity `day` / `week` (series) and `window` (totals)",
+        "",
+    ),
+    (
+        "Citation trend `target`, `series`",
+        "`citation_trends` rows of granularity `day`",
+        "",
+    ),
+    (
+        "Citation trend `summary` (`change.absolute`, `change.percentage` too)",
+        "`citation_trends` rows of granularity `window` (`change_absolute`, `change_percentage`)",
+        "",
+    ),
+    (
+        "Citation trends by `url`, by topic",
+        "`citation_trends`: the pages of `VISIBILITY_CITATION_URLS` (`target_type` `url`), the own "
+        "domain within each topic of `VISIBILITY_CITATION_TOPICS` (`topic_id`)",
+        "competitor domains per topic: not synced (a call per domain and topic)",
+    ),
+    (
+        "Most-cited page rows and envelope",
+        "`cited_pages` (+ `rank`; `total_count`, `total_citations`, `capped` on every row)",
+        "`has_more`, `next_cursor`: constant; the topic filter: not synced",
+    ),
+    (
+        "Topic create and rename, untrack, audit request",
+        "operations (`visibility-sync` commands, Dagster jobs), then the tables above",
+        "",
+    ),
+    (
+        "Rate-limit headers, `X-Request-Id`",
+        "run metadata and error messages, not tables",
+        "",
+    ),
+    (
+        "Recommendations, content optimizations, visibility, brand creation, competitor tracking, one "
+        "generation or audit",
+        "nothing: the spec names them without showing them",
+        "",
+    ),
+)
+
+
+def _coverage() -> str:
+    lines = ["| the spec's | lands in | not landed, and why |", "|---|---|---|"]
+    lines += [f"| {spec} | {where} | {why} |" for spec, where, why in _COVERAGE_ROWS]
+    return (
+        "## What of the service's spec lands where\n\nEvery field of every list or trend the spec "
+        "shows lands, under its own name; what does not, and why:\n\n" + "\n".join(lines) + "\n"
+    )
+
+
 _VIEWS = """## Views
 
 For BI tools: each writer (DuckDB, Postgres, BigQuery) creates them once their tables exist.
@@ -343,6 +451,7 @@ def render(
         _INTRO,
         conventions,
         _TRENDS,
+        _coverage(),
         "## Tables\n",
         *(_table(t) for t in tables),
         _VIEWS,
