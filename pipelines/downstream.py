@@ -65,9 +65,14 @@ def for_downstream(
     return list(map_asset_specs(qualify, assets))
 
 
+class WarehouseDuckDB(DuckDBResource):
+    """Your own SQL on the DuckDB warehouse file, from your assets (docs/DOWNSTREAM.md). Keep the
+    connections short: the sync waits for them to close before it lands a table."""
+
+
 def downstream_resources(settings: Settings, warehouse: WarehouseResource) -> dict[str, Any]:
     """The IO manager of the landed tables, and on DuckDB a ``DuckDBResource`` on the same file."""
     resources: dict[str, Any] = {LANDED_TABLES_IO_MANAGER: LandedTablesIOManager(warehouse=warehouse)}
     if url_scheme(settings.warehouse_url) == "duckdb":
-        resources[DUCKDB_RESOURCE] = DuckDBResource(database=str(duckdb_path(settings.warehouse_url)))
+        resources[DUCKDB_RESOURCE] = WarehouseDuckDB(database=str(duckdb_path(settings.warehouse_url)))
     return resources

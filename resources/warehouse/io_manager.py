@@ -33,7 +33,8 @@ PARTITION_EXPR = "partition_expr"
 
 
 class LandedTablesIOManager(ConfigurableIOManager):
-    """Loads a landed table, or the partitions an input depends on, as a pandas DataFrame."""
+    """Hands the landed tables to your own assets as pandas DataFrames: the rows of the partitions
+    each asset depends on (docs/DOWNSTREAM.md). It only reads."""
 
     warehouse: WarehouseResource
 
