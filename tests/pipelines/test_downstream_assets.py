@@ -313,3 +313,23 @@ def test_the_landed_tables_io_manager_refuses_to_store_a_users_output(tmp_path: 
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert "only reads" in str(failure.event_specific_data)
+
+
+@asset
+def brand_list(brands: pd.DataFrame) -> None:
+    received["brands"] = brands
+
+
+def test_a_snapshot_table_reaches_a_user_asset_whole(tmp_path: Any) -> None:
+    from resources.warehouse.base import SnapshotScope
+
+    url = f"duckdb:///{tmp_path}/visibility.duckdb"
+    rows = rows_to_table(T.BRANDS, [{"id": BRAND, "name": "Acme"}, {"id": "b2", "name": "Other"}])
+    with warehouse_from_url(url, "visibility") as warehouse:
+        warehouse.ensure_table(T.BRANDS)
+        warehouse.upsert_snapshot(T.BRANDS, rows, "r1", SnapshotScope())
+    defs = user_definitions({"VISIBILITY_WAREHOUSE": url}, {}, brand_list)
+    with DagsterInstance.ephemeral() as instance:
+        assert defs.resolve_job_def("user_brand_list").execute_in_process(instance=instance).success
+    assert sorted(received["brands"]["name"]) == ["Acme", "Other"]
+    assert bool(received["brands"]["is_current"].all())
