@@ -66,11 +66,13 @@ from resources.warehouse.urls import (
 
 __all__ = [
     "AuditSettings",
+    "CitationTargetSettings",
     "ConfigError",
     "PartitionSettings",
     "Settings",
     "is_loopback_host",
     "load_audit_settings",
+    "load_citation_target_settings",
     "load_partition_settings",
     "load_settings",
 ]
@@ -326,6 +328,39 @@ class AuditSettings(_EnvironmentSettings):
         return number
 
 
+CITATION_URLS_SETTING = "VISIBILITY_CITATION_URLS"
+CITATION_TOPICS_SETTING = "VISIBILITY_CITATION_TOPICS"
+
+
+class CitationTargetSettings(_EnvironmentSettings):
+    """Citation trends synced beyond the own and competitor domains (docs/TABLES.md)."""
+
+    #: pages whose citation trend each brand syncs (space or comma separated, absolute http(s) URLs)
+    urls: Annotated[list[str], NoDecode] = Field(default_factory=list, validation_alias=CITATION_URLS_SETTING)
+    #: topics (ids or names, comma separated) within which each brand's own domain is trended
+    topics: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias=CITATION_TOPICS_SETTING
+    )
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _pages(cls, value: Any) -> list[str]:
+        from urllib.parse import urlsplit
+
+        urls = value.replace(",", " ").split() if isinstance(value, str) else list(value or [])
+        for url in urls:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"{CITATION_URLS_SETTING}: {url[:80]!r} is not an absolute http(s) URL")
+        return list(dict.fromkeys(urls))
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _topics(cls, value: Any) -> list[str]:
+        topics = value.split(",") if isinstance(value, str) else list(value or [])
+        return list(dict.fromkeys(t.strip() for t in topics if t.strip()))
+
+
 _Model = TypeVar("_Model", bound=_EnvironmentSettings)
 
 
@@ -369,3 +404,8 @@ def load_partition_settings(
 def load_audit_settings(env: Mapping[str, str] | None = None) -> AuditSettings:
     """The audit sensor's ``VISIBILITY_AUDIT_*`` settings (defaults where unset)."""
     return _load(AuditSettings, env)
+
+
+def load_citation_target_settings(env: Mapping[str, str] | None = None) -> CitationTargetSettings:
+    """The tracked pages and topics whose citation trends a sync lands (``VISIBILITY_CITATION_*``)."""
+    return _load(CitationTargetSettings, env)

@@ -42,7 +42,7 @@ from dagster import (
 from dagster._core.storage.tags import BACKFILL_ID_TAG, PARTITION_SET_TAG
 
 from assets.checks import CheckInputs, TableCheck, checks_of
-from assets.partitions import cell_keys, parse_partition_keys, requested_cells
+from assets.partitions import DATE_DIM, ENGINE_DIM, cell_keys, parse_partition_keys, requested_cells
 from resources.api.client import RequestStats
 from resources.api.errors import SyncCancelled
 from resources.warehouse.base import SnapshotScope, TableSpec, Warehouse, WriteResult
@@ -77,11 +77,20 @@ def column_schema(spec: TableSpec) -> TableSchema:
 
 
 def definition_metadata(spec: TableSpec) -> dict[str, Any]:
-    return {
+    """What the UI shows of a table, and what IO managers need to read it for users' own assets.
+
+    ``partition_expr``: the column of each partition dimension, as Dagster's database IO managers
+    read it. ``dagster/table_name`` is the bare name here; the code location qualifies it with the
+    warehouse's catalog and schema (:func:`pipelines.downstream.for_downstream`).
+    """
+    metadata: dict[str, Any] = {
         "dagster/column_schema": column_schema(spec),
         "dagster/table_name": spec.name,
         "table_key": ", ".join(spec.key),
     }
+    if spec.kind == "partitioned":
+        metadata["partition_expr"] = {DATE_DIM: spec.date_column, ENGINE_DIM: spec.engine_column}
+    return metadata
 
 
 def table_asset_spec(

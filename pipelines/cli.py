@@ -476,6 +476,26 @@ def _redact(url: str) -> str:
     return redact_url(url)
 
 
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+
+
+def brand_ids(settings: Settings, refs: Sequence[str]) -> list[str]:
+    """``--brand`` values as brand ids, like the write commands take them: an id as given (a brand
+    out of the key's scope is then reported by the sync), a name resolved among the brands the key
+    reaches (one ``GET /v1/brands`` per name; an unknown or ambiguous name stops the run before it)."""
+    wanted = [ref.strip() for ref in refs]
+    if all(_UUID.fullmatch(ref) for ref in wanted):
+        return wanted
+    from resources.api.operations import resolve_brand
+    from resources.api.resource import VisibilityAPIResource
+
+    url, key = settings.require_api()
+    deadline = settings.retry_deadline_seconds
+    api = VisibilityAPIResource(api_url=url, api_key=key, retry_deadline_seconds=deadline)
+    with api.get_client() as client:
+        return [ref if _UUID.fullmatch(ref) else resolve_brand(client, ref).id for ref in wanted]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from resources.api.endpoints import ENGINES_WITH_ALL
 
@@ -501,9 +521,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"--engine {', '.join(unknown)} unknown; use {', '.join(ENGINES_WITH_ALL)}")
     check_warehouse(settings)
-    summary = sync(
-        settings, start, end, engines, args.brand or (), show_progress=not args.quiet, verbose=args.verbose
-    )
+    brands = brand_ids(settings, args.brand or ())
+    summary = sync(settings, start, end, engines, brands, show_progress=not args.quiet, verbose=args.verbose)
     if summary.exit_code == EXIT_INTERRUPTED:
         raise KeyboardInterrupt
     print_summary(summary, settings, start, end)
@@ -750,7 +769,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--engine", action="append", metavar="E", help="engine to sync (repeatable; `all` = rollup)"
     )
-    run.add_argument("--brand", action="append", metavar="ID", help="only this brand id (repeatable)")
+    run.add_argument(
+        "--brand", action="append", metavar="BRAND", help="only this brand, by id or name (repeatable)"
+    )
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.add_argument("--verbose", action="store_true", help="Dagster's own log, stack traces included")
     run.set_defaults(handler=cmd_run)

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from dagster import EnvVar
 
+from pipelines.downstream import downstream_resources
 from resources.api.config import KEY_SETTING, URL_SETTING
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.base import WAREHOUSE_SETTING
@@ -48,8 +49,14 @@ def run_secrets(settings: Settings) -> dict[str, str]:
 
 
 def build_resources(settings: Settings) -> dict[str, Any]:
-    """``api`` and ``warehouse`` from the settings; secrets as ``EnvVar`` (module docstring)."""
+    """``api``, ``warehouse`` and the landed tables' IO manager (and ``duckdb`` on DuckDB) from the
+    settings; secrets as ``EnvVar`` (module docstring)."""
     warehouse_url = settings.warehouse_url
+    warehouse = WarehouseResource(
+        url=EnvVar(WAREHOUSE_SETTING) if _holds_password(warehouse_url) else warehouse_url,
+        schema_name=settings.schema_name,
+        duckdb_landing_memory_limit=settings.duckdb_memory_limit,
+    )
     return {
         "api": VisibilityAPIResource(
             # no secret in an API URL (validated); unset: the run fails naming the variable
@@ -57,11 +64,9 @@ def build_resources(settings: Settings) -> dict[str, Any]:
             api_key=EnvVar(KEY_SETTING),
             retry_deadline_seconds=settings.retry_deadline_seconds,
         ),
-        "warehouse": WarehouseResource(
-            url=EnvVar(WAREHOUSE_SETTING) if _holds_password(warehouse_url) else warehouse_url,
-            schema_name=settings.schema_name,
-            duckdb_landing_memory_limit=settings.duckdb_memory_limit,
-        ),
+        "warehouse": warehouse,
+        # users' own assets read the landed tables through these (pipelines/downstream.py)
+        **downstream_resources(settings, warehouse),
     }
 
 

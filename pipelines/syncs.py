@@ -13,17 +13,20 @@ from dagster import Definitions
 from assets.checks import with_freshness_policies
 from assets.daily import daily_assets
 from assets.snapshots import snapshot_assets
+from pipelines.downstream import for_downstream
 from pipelines.jobs import DEFAULT_EXECUTOR, all_jobs
 from pipelines.resources import build_resources
-from settings import Settings
+from settings import Settings, load_citation_target_settings
 
 all_assets = [*snapshot_assets, *daily_assets]
 
 
 def sync_definitions(settings: Settings) -> Definitions:
-    """The syncs' assets (with freshness policies), checks and jobs, with the settings' resources."""
+    """The syncs' assets (with freshness policies, loadable by users' own assets), checks and jobs,
+    with the settings' resources. A bad ``VISIBILITY_CITATION_*`` stops here, before any request."""
+    load_citation_target_settings()
     return Definitions(
-        assets=with_freshness_policies(all_assets),
+        assets=for_downstream(with_freshness_policies(all_assets), settings),
         jobs=all_jobs,
         resources=build_resources(settings),
         executor=DEFAULT_EXECUTOR,

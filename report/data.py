@@ -80,6 +80,14 @@ class BrandSection:
     share_of_voice: tuple[ShareSeries, ...]  # own brand first, then competitors by mean share
     visibility: EngineGrid
     top_pages: tuple[PageTrend, ...]
+    #: days of the window the brand was measured on (it has share-of-voice points): the others are
+    #: marked on the chart, and left out of the pages' change
+    measured_days: tuple[dt.date, ...] = ()
+
+    @property
+    def compared_days(self) -> int:
+        """Measured days in each half of the pages' change (the middle one left out when odd)."""
+        return len(self.measured_days) // 2
 
     @property
     def entities(self) -> tuple[str, ...]:
@@ -133,13 +141,14 @@ def load_report_data(
     pages = _by_brand(q.top_cited_page_days(warehouse, start, end, per_brand=top_pages))
     brands = q.current_brands(warehouse)
     domains = _entity_domains(brands, q.current_competitors(warehouse))
-    half = dt.timedelta(days=(end - start).days // 2)
 
     sections: list[BrandSection] = []
     for brand in brands:
         if brand.id not in shares and brand.id not in scores and brand.id not in pages:
             continue  # nothing landed for it in the window
         series = _share_series(shares.get(brand.id, []))
+        measured = tuple(sorted({p.date for p in shares.get(brand.id, [])}))
+        half = len(measured) // 2  # like with like: as many measured days on each side
         sections.append(
             BrandSection(
                 brand_id=brand.id,
@@ -148,8 +157,12 @@ def load_report_data(
                 share_of_voice=series,
                 visibility=_engine_grid(scores.get(brand.id, []), [s.entity for s in series]),
                 top_pages=_page_trends(
-                    pages.get(brand.id, []), domains.get(brand.id, {}), start + half, end - half
+                    pages.get(brand.id, []),
+                    domains.get(brand.id, {}),
+                    set(measured[:half]),
+                    set(measured[len(measured) - half :]),
                 ),
+                measured_days=measured,
             )
         )
     return ReportData(
@@ -222,8 +235,10 @@ def _owner(root_domain: str | None, domains: dict[str, str]) -> str | None:
 
 
 def _page_trends(
-    days: list[q.PageDay], domains: dict[str, str], earlier_end: dt.date, later_start: dt.date
+    days: list[q.PageDay], domains: dict[str, str], earlier: set[dt.date], later: set[dt.date]
 ) -> tuple[PageTrend, ...]:
+    """The pages with their citations over the window, and over the earlier and the later half of
+    the brand's measured days (equal numbers of days, so a gap in the data is no fall)."""
     by_url: dict[str, list[q.PageDay]] = defaultdict(list)
     for d in days:
         by_url[d.url].append(d)
@@ -233,8 +248,8 @@ def _page_trends(
             url=rows[0].url,
             owner=_owner(rows[0].root_domain, domains),
             citations=sum(r.citations for r in rows),
-            earlier=sum(r.citations for r in rows if r.date < earlier_end),
-            later=sum(r.citations for r in rows if r.date >= later_start),
+            earlier=sum(r.citations for r in rows if r.date in earlier),
+            later=sum(r.citations for r in rows if r.date in later),
         )
         for rows in ranked
     )

@@ -13,6 +13,7 @@ row (its line, and the bars of pages on its domain).
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import html
 import io
 import math
@@ -41,6 +42,7 @@ TITLE = "AI search visibility report"
 OWN_COLOR = "#1b4f9c"
 COMPETITOR_COLORS = ("#e07b39", "#2f9e6e", "#b5446e", "#8c6bb1", "#c9a227", "#4fa3c7", "#7a7a7a", "#d4605a")
 THIRD_PARTY_COLOR = "#b8c0c9"
+NOT_MEASURED_COLOR = "#eceff3"
 UP_COLOR, DOWN_COLOR, MUTED = "#2e7d32", "#c62828", "#5f6b76"
 ENGINE_LABELS = {
     "chatgpt": "ChatGPT",
@@ -102,9 +104,8 @@ def render_html(data: ReportData, png: bytes | None = None) -> str:
         "td,th{padding:.2rem .8rem;border-bottom:1px solid #e4e7eb;text-align:left}"
         "td.n{text-align:right;font-variant-numeric:tabular-nums}.muted{color:#5f6b76}</style>",
         "</head><body>",
-        f"<h1>{html.escape(TITLE)}</h1>",
-        f'<p class="muted">{html.escape(_window_text(data))}</p>',
-        f'<img alt="{html.escape(TITLE)}" src="{png_data_uri(png)}">',
+        # the image opens with the title and the window: the page does not repeat them
+        f'<img alt="{html.escape(TITLE + ": " + _window_text(data))}" src="{png_data_uri(png)}">',
     ]
     for section in data.sections:
         parts.append(f"<h2>{html.escape(_brand_title(section))}</h2>")
@@ -157,7 +158,7 @@ def _draw_brand(subfig: SubFigure, section: BrandSection, data: ReportData) -> N
     )
     _draw_share_of_voice(share_ax, section, colors, data)
     _draw_engine_grid(grid_ax, section.visibility)
-    _draw_top_pages(pages_ax, section.top_pages, colors, f"{_half_days(data)}-day change")
+    _draw_top_pages(pages_ax, section.top_pages, colors, _change_title(section))
 
 
 def _draw_share_of_voice(ax: Axes, section: BrandSection, colors: dict[str, str], data: ReportData) -> None:
@@ -169,16 +170,24 @@ def _draw_share_of_voice(ax: Axes, section: BrandSection, colors: dict[str, str]
     if not section.share_of_voice:
         _no_data(ax)
         return
+    window = [data.start + dt.timedelta(days=i) for i in range((data.end - data.start).days)]
     for s in section.share_of_voice:
+        by_day = dict(zip(s.dates, s.values, strict=True))
         ax.plot(
-            s.dates,
-            s.values,
+            window,
+            [by_day.get(day, math.nan) for day in window],  # a day without a point breaks the line
             label=s.entity,
             color=colors[s.entity],
             linewidth=3.0 if s.is_own_brand else 1.7,
             marker="o",
             markersize=4 if s.is_own_brand else 2.5,
             zorder=3 if s.is_own_brand else 2,
+        )
+    measured = set(section.measured_days) or {day for s in section.share_of_voice for day in s.dates}
+    missing = [day for day in window if day not in measured]
+    for day in missing:  # not measured: shaded, and no line drawn across it
+        ax.axvspan(
+            day - dt.timedelta(hours=12), day + dt.timedelta(hours=12), color=NOT_MEASURED_COLOR, zorder=0
         )
     top = max(v for s in section.share_of_voice for v in s.values)
     ax.set_ylim(0, max(10.0, math.ceil(top * 1.15 / 5) * 5))
@@ -189,15 +198,23 @@ def _draw_share_of_voice(ax: Axes, section: BrandSection, colors: dict[str, str]
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%d %b"))
     ax.grid(axis="y", color="#e4e7eb", linewidth=0.8)
+    handles, labels = ax.get_legend_handles_labels()
+    if missing:
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(color=NOT_MEASURED_COLOR))
+        labels.append(f"not measured ({len(missing)} day{'s' if len(missing) > 1 else ''})")
     legend = ax.legend(
+        handles,
+        labels,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.09),
-        ncol=min(4, len(section.share_of_voice)),
+        ncol=min(4, len(labels)),
         frameon=False,
         fontsize=11,
         handlelength=1.8,
     )
-    for text, s in zip(legend.get_texts(), section.share_of_voice, strict=True):
+    for text, s in zip(legend.get_texts(), section.share_of_voice, strict=False):
         if s.is_own_brand:
             text.set_fontweight("bold")
 
@@ -311,16 +328,16 @@ def _window_text(data: ReportData) -> str:
     )
 
 
-def _half_days(data: ReportData) -> int:
-    return (data.end - data.start).days // 2
+def _change_title(section: BrandSection) -> str:
+    days = section.compared_days
+    return f"change: last {days} measured day{'s' if days != 1 else ''} vs the {days} before"
 
 
 def _legend_text(data: ReportData) -> str:
-    half = _half_days(data)
     return (
         "Bold/blue: your brand. Page bars take the colour of the brand whose site it is "
-        "(grey: third party); "
-        f"change: last {half} days vs the {half} before."
+        "(grey: third party); change: the later half of the brand's measured days vs the earlier "
+        "half (days it was not measured, shaded, are left out)."
     )
 
 

@@ -28,14 +28,53 @@ COMMAND = "python -m sync.dictionary > docs/TABLES.md"
 
 @dataclass(frozen=True)
 class Example:
-    """An example query; ``postgres`` None means the DuckDB SQL runs on Postgres as it is."""
+    """An example query; ``postgres`` or ``bigquery`` None: the DuckDB SQL runs there as it is."""
 
     title: str
     duckdb: str
     postgres: str | None = None
+    bigquery: str | None = None
+
+    def sql(self, engine: str) -> str:
+        """The query for ``engine`` (``duckdb``, ``postgres``, ``bigquery``)."""
+        own = {"postgres": self.postgres, "bigquery": self.bigquery}.get(engine)
+        return (own or self.duckdb).strip()
 
 
 EXAMPLES: tuple[Example, ...] = (
+    Example(
+        "Which engine mentions us most this week (the last 7 days)",
+        """
+SELECT brand, engine, SUM(mention_count) AS mentions_7d
+FROM share_of_voice_daily
+WHERE is_your_brand AND engine <> 'all'
+  AND date > (SELECT MAX(date) FROM share_of_voice_daily) - 7
+GROUP BY brand_id, brand, engine
+ORDER BY brand, mentions_7d DESC
+""",
+        bigquery="""
+SELECT brand, engine, SUM(mention_count) AS mentions_7d
+FROM share_of_voice_daily
+WHERE is_your_brand AND engine <> 'all'
+  AND date > DATE_SUB((SELECT MAX(date) FROM share_of_voice_daily), INTERVAL 7 DAY)
+GROUP BY brand_id, brand, engine
+ORDER BY brand, mentions_7d DESC
+""",
+    ),
+    Example(
+        "Are we gaining on a competitor? Our lead in share of voice, week by week (all engines)",
+        """
+SELECT brand, entity_name AS competitor, week_start,
+       brand_share_of_voice AS our_share_of_voice, share_of_voice AS their_share_of_voice,
+       brand_share_of_voice - share_of_voice AS our_lead,
+       brand_share_of_voice - share_of_voice
+           - LAG(brand_share_of_voice - share_of_voice)
+                 OVER (PARTITION BY brand_id, entity_name ORDER BY week_start) AS lead_change
+FROM competitor_trends_weekly
+WHERE engine = 'all' AND NOT is_your_brand  -- AND entity_name = 'Tandemio'
+ORDER BY brand, competitor, week_start
+""",
+    ),
     Example(
         "Share of voice over the last 7 landed days, per brand and engine",
         """
@@ -45,6 +84,16 @@ SELECT brand, engine, entity_name,
            AS share_of_voice_7d
 FROM share_of_voice_daily
 WHERE date > (SELECT MAX(date) FROM share_of_voice_daily) - 7
+GROUP BY brand_id, brand, engine, entity_name
+ORDER BY brand, engine, share_of_voice_7d DESC
+""",
+        bigquery="""
+SELECT brand, engine, entity_name,
+       ROUND(100.0 * SUM(mention_count)
+             / NULLIF(SUM(SUM(mention_count)) OVER (PARTITION BY brand_id, engine), 0), 1)
+           AS share_of_voice_7d
+FROM share_of_voice_daily
+WHERE date > DATE_SUB((SELECT MAX(date) FROM share_of_voice_daily), INTERVAL 7 DAY)
 GROUP BY brand_id, brand, engine, entity_name
 ORDER BY brand, engine, share_of_voice_7d DESC
 """,
@@ -61,19 +110,20 @@ ORDER BY brand, share_of_voice DESC
     Example(
         "Weekly visibility of each brand, per engine (complete ISO weeks)",
         """
-SELECT brand_name, engine, week_start, week_end, visibility_score, share_of_voice, mention_count
+SELECT brand, engine, week_start, week_end, visibility_score, share_of_voice, mention_count
 FROM competitor_trends_weekly
 WHERE is_your_brand
-ORDER BY brand_name, engine, week_start
+ORDER BY brand, engine, week_start
 """,
     ),
     Example(
         "The service's own totals over the newest synced window",
         """
-SELECT brand_name, engine, window_start, window_last_day, detection_rate, visibility_score, share_of_voice
+SELECT brand, entity_name, engine, window_start, window_last_day, detection_rate, visibility_score,
+       share_of_voice
 FROM competitor_trend_totals
 WHERE window_last_day = (SELECT MAX(window_last_day) FROM competitor_trend_totals)
-ORDER BY brand_id, engine, share_of_voice DESC
+ORDER BY brand, engine, share_of_voice DESC
 """,
     ),
     Example(
@@ -88,21 +138,31 @@ WHERE granularity = 'day' AND engine = 'all'
 GROUP BY brand_id, brand_name
 ORDER BY brand_id, mentions DESC
 """,
+        bigquery="""
+SELECT brand_id, brand_name,
+       SUM(mention_count) AS mentions,
+       100.0 * SUM(responses_with_brand) / NULLIF(SUM(responses_answered), 0) AS detection_rate
+FROM competitor_trends
+WHERE granularity = 'day' AND engine = 'all'
+  AND date > DATE_SUB((SELECT MAX(date) FROM competitor_trends WHERE granularity = 'day'), INTERVAL 14 DAY)
+GROUP BY brand_id, brand_name
+ORDER BY brand_id, mentions DESC
+""",
     ),
     Example(
-        "The 3 most-cited pages of each brand's own domain, per engine",
+        "The 3 most-cited pages of each brand's own domain over its last 28 landed days, per engine",
         """
-SELECT brand, engine, url, citations, days_cited, capped_days
-FROM top_cited_pages
+SELECT brand, engine, window_start, window_end, url, citations, days_cited, capped_days
+FROM top_cited_pages_28d
 WHERE is_own_domain
 QUALIFY ROW_NUMBER() OVER (PARTITION BY brand_id, engine ORDER BY citations DESC, url) <= 3
 ORDER BY brand, engine, citations DESC
 """,
         """
-SELECT brand, engine, url, citations, days_cited, capped_days
+SELECT brand, engine, window_start, window_end, url, citations, days_cited, capped_days
 FROM (
     SELECT *, ROW_NUMBER() OVER (PARTITION BY brand_id, engine ORDER BY citations DESC, url) AS n
-    FROM top_cited_pages
+    FROM top_cited_pages_28d
     WHERE is_own_domain
 ) AS pages
 WHERE n <= 3
@@ -110,6 +170,8 @@ ORDER BY brand, engine, citations DESC
 """,
     ),
 )
+
+ENGINE_NAMES = {"duckdb": "DuckDB", "postgres": "Postgres", "bigquery": "BigQuery"}
 
 
 # --- rendering ------------------------------------------------------------------------------------
@@ -185,6 +247,137 @@ _TRENDS = """## Competitor trends: days, weeks and windows
 """
 
 
+#: What of the spec lands where: (the spec's, lands in, not landed and why).
+_COVERAGE_ROWS: tuple[tuple[str, str, str], ...] = (
+    (
+        "Brand",
+        "`brands`",
+        "",
+    ),
+    (
+        "Topic",
+        "`topics` (+ `brand_id`)",
+        "",
+    ),
+    (
+        "Prompt (assumed shape, README.md)",
+        "`prompts`",
+        "",
+    ),
+    (
+        "Prompt mention",
+        "`prompt_mentions` (+ `brand_id`)",
+        "",
+    ),
+    (
+        "Answer (assumed shape)",
+        "`answers`; fields beyond the assumed ones as extra columns",
+        "",
+    ),
+    (
+        "Generation summary row",
+        "`generations`",
+        "`brief_md`, `draft_md`, `slug`, `meta_title`, `meta_description`: omitted from list rows by the "
+        "service; the single-record fetch (one request per generation) is not synced",
+    ),
+    (
+        "Audit report",
+        "`audit_reports` (the finished report's body as JSON text in `report`)",
+        "the finished report's fields: not specified",
+    ),
+    (
+        "Tracked competitor",
+        "`tracked_competitors` (+ `brand_id`)",
+        "",
+    ),
+    (
+        "Untrack result",
+        "nothing: the next sync keeps the competitor with `is_current = false`",
+        "",
+    ),
+    (
+        "CompetitorTrend `granularity`, `from`, `to`, `engine`",
+        "`competitor_trends`: `granularity`, `period_start` and `date` of the `window` rows, `engine` "
+        "(`all` for the null rollup)",
+        "",
+    ),
+    (
+        "CompetitorTrendEntity, its `series` and `totals`",
+        "`competitor_trends` rows of granularity `day` / `week` (series) and `window` (totals)",
+        "",
+    ),
+    (
+        "Citation trend `target`, `series`",
+        "`citation_trends` rows of granularity `day`",
+        "",
+    ),
+    (
+        "Citation trend `summary` (`change.absolute`, `change.percentage` too)",
+        "`citation_trends` rows of granularity `window` (`change_absolute`, `change_percentage`)",
+        "",
+    ),
+    (
+        "Citation trends by `url`, by topic",
+        "`citation_trends`: the pages of `VISIBILITY_CITATION_URLS` (`target_type` `url`), the own "
+        "domain within each topic of `VISIBILITY_CITATION_TOPICS` (`topic_id`)",
+        "competitor domains per topic: not synced (a call per domain and topic)",
+    ),
+    (
+        "Most-cited page rows and envelope",
+        "`cited_pages` (+ `rank`; `total_count`, `total_citations`, `capped` on every row)",
+        "`has_more`, `next_cursor`: constant; the topic filter: not synced",
+    ),
+    (
+        "Topic create and rename, untrack, audit request",
+        "operations (`visibility-sync` commands, Dagster jobs), then the tables above",
+        "",
+    ),
+    (
+        "Rate-limit headers, `X-Request-Id`",
+        "run metadata and error messages, not tables",
+        "",
+    ),
+    (
+        "Recommendations, content optimizations, visibility, brand creation, competitor tracking, one "
+        "generation or audit",
+        "nothing: the spec names them without showing them",
+        "",
+    ),
+)
+
+
+def _coverage() -> str:
+    lines = ["| the spec's | lands in | not landed, and why |", "|---|---|---|"]
+    lines += [f"| {spec} | {where} | {why} |" for spec, where, why in _COVERAGE_ROWS]
+    return (
+        "## What of the service's spec lands where\n\nEvery field of every list or trend the spec "
+        "shows lands, under its own name; what does not, and why:\n\n" + "\n".join(lines) + "\n"
+    )
+
+
+_VIEWS = """## Views
+
+For BI tools: each writer (DuckDB, Postgres, BigQuery) creates them once their tables exist.
+
+**Names.** Every view follows one rule, so a question about "us" against "them" needs no join:
+
+- `brand_id`, `brand`: the **owning brand**, whose answers were measured (the brand of yours a row
+  was fetched for; `brand` is its name from `brands`). Every view has both.
+- `entity_name`, `competitor_id`, `is_your_brand`: the **entity measured** in those answers: the
+  owning brand itself (`is_your_brand`, no `competitor_id`) or one of its tracked competitors.
+- `brand_share_of_voice`: the owning brand's own figure of the same period and engine, on every
+  entity's row (`brand_share_of_voice - share_of_voice` is the lead over that competitor).
+
+The tables keep the API's field names: `brand_name` is the entity's name in `competitor_trends`
+(`entity_name` in the views), the competitor's in `tracked_competitors`, and the brand named in an
+answer in `prompt_mentions`.
+
+**Windows.** `share_of_voice_daily` has a `date` to filter on; `top_cited_pages` sums every landed
+day, `top_cited_pages_7d` and `top_cited_pages_28d` the 7 and 28 newest landed days of each brand and
+engine (days not landed are skipped, so a window is always that many measured days once they exist).
+"""
+
+
 def type_names(st: SqlType) -> tuple[str, str, str]:
     """DuckDB, Postgres and BigQuery spellings of a logical type."""
     bq = bigquery_type(st)
@@ -231,12 +424,16 @@ def _view(view: ViewSpec) -> str:
 
 
 def _example(example: Example) -> str:
-    if example.postgres is None:
-        return f"### {example.title}\n\nDuckDB and Postgres:\n\n```sql\n{example.duckdb.strip()};\n```\n"
-    return (
-        f"### {example.title}\n\nDuckDB:\n\n```sql\n{example.duckdb.strip()};\n```\n\n"
-        f"Postgres:\n\n```sql\n{example.postgres.strip()};\n```\n"
-    )
+    """The query once per distinct SQL, headed by the engines it runs on as written."""
+    engines_by_sql: dict[str, list[str]] = {}
+    for engine, name in ENGINE_NAMES.items():
+        engines_by_sql.setdefault(example.sql(engine), []).append(name)
+    blocks = [
+        f"{' and '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)}:\n\n"
+        f"```sql\n{sql};\n```\n"
+        for sql, names in engines_by_sql.items()
+    ]
+    return f"### {example.title}\n\n" + "\n".join(blocks)
 
 
 def render(
@@ -254,13 +451,14 @@ def render(
         _INTRO,
         conventions,
         _TRENDS,
+        _coverage(),
         "## Tables\n",
         *(_table(t) for t in tables),
-        "## Views\n\nFor BI tools: each writer (DuckDB, Postgres, BigQuery) creates them once their "
-        "tables exist.\n",
+        _VIEWS,
         *(_view(v) for v in views),
-        "## Example queries\n\nRun after the schema setup above; the tests run each on a synced DuckDB file "
-        "and Postgres schema.\n",
+        "## Example queries\n\nRun after the schema setup above (on BigQuery, with the dataset as the "
+        "query's default dataset); the tests run each on a synced DuckDB file and Postgres schema, and "
+        "on the BigQuery emulator.\n",
         *(_example(e) for e in examples),
     ]
     return "\n".join(parts)

@@ -141,6 +141,9 @@ class Discovery:
     def prompts(self, client: VisibilityClient, scope: BrandScope) -> dict[str, list[Row]]:
         return self.listing("prompts", client, scope, lambda b: list(client.list_prompts(b)))
 
+    def topics(self, client: VisibilityClient, scope: BrandScope) -> dict[str, list[Row]]:
+        return self.listing("topics", client, scope, lambda b: list(client.list_topics(b)))
+
     def competitors(self, client: VisibilityClient, scope: BrandScope) -> dict[str, list[Row]]:
         return self.listing(
             "tracked_competitors", client, scope, lambda b: list(client.list_tracked_competitors(b))
@@ -175,9 +178,20 @@ def brand_inputs(
     prompts: bool = False,
     competitors: bool = False,
     discovery: Discovery | None = None,
+    targets: CitationTargets | None = None,
 ) -> list[BrandInput]:
-    """The planner's view of each brand, reading prompts and/or tracked competitors when needed."""
+    """The planner's view of each brand, reading prompts, tracked competitors and topics when needed.
+
+    ``targets``: pages every brand trends, and topics (ids or names) each brand trends its own
+    domain within; a brand trends the topics it has (listed once per sync), and skips the others.
+    """
     listings = discovery or Discovery()
+    targets = targets or CitationTargets()
+    topic_ids: dict[str, tuple[str, ...]] = {}
+    if targets.topics:
+        topic_ids = {
+            b: matching_topics(rows, targets.topics) for b, rows in listings.topics(client, scope).items()
+        }
     prompt_ids: dict[str, tuple[str, ...]] = {}
     domains: dict[str, tuple[str, ...]] = {}
     if prompts:
@@ -196,6 +210,27 @@ def brand_inputs(
             domain=brand.get("domain"),
             prompt_ids=prompt_ids.get(str(brand["id"]), ()),
             competitor_domains=domains.get(str(brand["id"]), ()),
+            citation_urls=targets.urls,
+            citation_topic_ids=topic_ids.get(str(brand["id"]), ()),
         )
         for brand in scope.brands
     ]
+
+
+@dataclass(frozen=True)
+class CitationTargets:
+    """Citation trends to sync beyond the own and competitor domains (``VISIBILITY_CITATION_*``)."""
+
+    urls: tuple[str, ...] = ()
+    #: topic ids or names (names case-insensitive)
+    topics: tuple[str, ...] = ()
+
+
+def matching_topics(rows: Sequence[Row], wanted: Sequence[str]) -> tuple[str, ...]:
+    """Ids of a brand's topics named by id or (case-insensitively) by name in ``wanted``."""
+    keys = {w.strip().lower() for w in wanted}
+    return tuple(
+        str(r["id"])
+        for r in rows
+        if str(r.get("id", "")).lower() in keys or str(r.get("name") or "").lower() in keys
+    )

@@ -19,7 +19,7 @@ import pyarrow as pa
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES_WITH_ALL, Endpoint
 from resources.warehouse.base import TableSpec
-from sync.discovery import BrandScope, Discovery, brand_inputs
+from sync.discovery import BrandScope, CitationTargets, Discovery, brand_inputs
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOne, FetchOutcome, brand_engines, fetch_to_spool
 from sync.planning import BrandInput, Cell, Plan
 from sync.prefetch import StopSignal
@@ -48,6 +48,8 @@ class PartitionedTable:
     #: metadata from the fetched rows beyond the counts (e.g. capped responses)
     notes: Callable[[DateSpool], dict[str, Any]] | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    #: citation trends: the tracked pages and topics, read when the table is fetched
+    targets: Callable[[], CitationTargets] | None = None
 
 
 def fetch_partitioned(
@@ -65,7 +67,12 @@ def fetch_partitioned(
     listings = discovery or Discovery()
     scope: BrandScope = listings.scope(client, only)
     inputs = brand_inputs(
-        client, scope, prompts=asset.needs_prompts, competitors=asset.needs_competitors, discovery=listings
+        client,
+        scope,
+        prompts=asset.needs_prompts,
+        competitors=asset.needs_competitors,
+        discovery=listings,
+        targets=asset.targets() if asset.targets else None,
     )
     plan = asset.planner(cells, inputs, asset.engine_order)
     assert asset.spec.date_column is not None

@@ -13,8 +13,9 @@ engine)``, not necessarily contiguous or rectangular. The planner turns it into 
   ``granularity=week`` call per brand and engine whose dates include a Sunday: a week is owned by the
   partition of its last day, so the call covers the whole ISO weeks (Monday to Sunday) of those
   Sundays (docs/TABLES.md, "Competitor trends: days, weeks and windows").
-* **citation trends**: one call per brand, target domain (own domain, each tracked competitor's
-  domains) and engine, over the hull.
+* **citation trends**: one call per brand, target and engine, over the hull. Targets: the own
+  domain, each tracked competitor's domains, the tracked URLs (``VISIBILITY_CITATION_URLS``) and the
+  own domain within each tracked topic (``VISIBILITY_CITATION_TOPICS``).
 * **citation URLs**: aggregated over the request window, so one call per brand, engine and day.
 
 Engines a brand is not measured on are skipped (the service has no data there). Landing writes the
@@ -88,6 +89,10 @@ class BrandInput:
     prompt_ids: tuple[str, ...] = ()
     #: Domains of the brand's tracked competitors, trended by citation trends.
     competitor_domains: tuple[str, ...] = ()
+    #: Pages whose citation trends are synced (``VISIBILITY_CITATION_URLS``).
+    citation_urls: tuple[str, ...] = ()
+    #: The brand's topics (ids) within which its own domain's citation trend is synced.
+    citation_topic_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,10 @@ class Call:
     prompt_id: str | None = None
     #: citation trends: the domain trended; None trends the brand's own domain (the API default)
     domain: str | None = None
+    #: citation trends: the page trended (instead of a domain)
+    url: str | None = None
+    #: citation trends: only the answers to the prompts of this topic
+    topic_id: str | None = None
     #: competitor trends: ``day`` or ``week`` (the API's ``granularity``); None for other endpoints
     granularity: str | None = None
 
@@ -274,7 +283,7 @@ def plan_answers(
 
 
 def _hull_calls_per_engine(
-    endpoint: Endpoint, brand: BrandInput, cells: frozenset[Cell], domain: str | None = None
+    endpoint: Endpoint, brand: BrandInput, cells: frozenset[Cell], target: CitationTarget | None = None
 ) -> list[Call]:
     mine = _brand_cells(cells, brand, with_rollup=True)
     days_by_engine: dict[str, list[dt.date]] = defaultdict(list)
@@ -285,7 +294,13 @@ def _hull_calls_per_engine(
         window = hull(days_by_engine[engine])
         assert window is not None
         calls.append(
-            Call(endpoint, brand.brand_id, window, engine=None if engine == ALL else engine, domain=domain)
+            Call(
+                endpoint,
+                brand.brand_id,
+                window,
+                engine=None if engine == ALL else engine,
+                **dataclasses.asdict(target or CitationTarget()),
+            )
         )
     return calls
 
@@ -332,29 +347,41 @@ def plan_competitor_trends(
     return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
 
 
-def citation_targets(brand: BrandInput) -> list[str | None]:
-    """``None`` (the brand's own domain, the API default) then each distinct competitor domain."""
+@dataclass(frozen=True)
+class CitationTarget:
+    """What one citation trend call trends: a domain (None: the brand's own), or a page, within one
+    topic's prompts or all of them."""
+
+    domain: str | None = None
+    url: str | None = None
+    topic_id: str | None = None
+
+
+def citation_targets(brand: BrandInput) -> list[CitationTarget]:
+    """The own domain, each distinct competitor domain, each tracked page, the own domain per topic."""
     own = (brand.domain or "").lower()
     seen: set[str] = set()
-    targets: list[str | None] = [None]
+    targets = [CitationTarget()]
     for domain in brand.competitor_domains:
         key = domain.lower()
         if key and key != own and key not in seen:
             seen.add(key)
-            targets.append(domain)
+            targets.append(CitationTarget(domain=domain))
+    targets += [CitationTarget(url=url) for url in dict.fromkeys(brand.citation_urls)]
+    targets += [CitationTarget(topic_id=topic) for topic in dict.fromkeys(brand.citation_topic_ids)]
     return targets
 
 
 def plan_citation_trends(
     cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
 ) -> Plan:
-    """Citation trends: one call per brand x target domain x engine (incl. ``all``) over the hull."""
+    """Citation trends: one call per brand x target x engine (incl. ``all``) over the hull."""
     frozen, brand_list = frozenset(cells), list(brands)
     calls = [
         c
         for b in brand_list
         for target in citation_targets(b)
-        for c in _hull_calls_per_engine(Endpoint.CITATION_TRENDS, b, frozen, domain=target)
+        for c in _hull_calls_per_engine(Endpoint.CITATION_TRENDS, b, frozen, target)
     ]
     return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
 

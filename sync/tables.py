@@ -260,32 +260,79 @@ CITED_PAGES = TableSpec(
     date_column="date",
 )
 
+#: ``competitor_trends.granularity`` and ``citation_trends.granularity`` values: the API's series
+#: buckets, and the request window's totals (competitor trends) or summary (citation trends).
+DAY, WEEK, WINDOW = "day", "week", "window"
+#: ``citation_trends.topic_id`` of a trend over every prompt (no topic filter).
+ALL_TOPICS = "all"
+
 CITATION_TRENDS = TableSpec(
     name="citation_trends",
-    description="Daily citations of a domain by each brand's answers (GET /v1/brands/{id}/citations/trends): "
-    "the brand's own domain and each tracked competitor's domains, per engine and `all`. Days the brand "
-    "did not run are absent; days it ran without citing the target have 0.",
+    description="Citations of a domain or page by each brand's answers "
+    "(GET /v1/brands/{id}/citations/trends), "
+    "per engine and `all`: the brand's own domain, each tracked competitor's domains, the pages of "
+    "VISIBILITY_CITATION_URLS, and the own domain within each topic of VISIBILITY_CITATION_TOPICS. "
+    "granularity `day`: the series (days the brand did not run are absent; days it ran without citing "
+    "the target have 0); `window`: the response's summary over the request window, with its change, "
+    "owned by the window's last day (like competitor_trends' window totals).",
     columns=(
         _BRAND_ID,
         _ENGINE,
         Column(
-            "target_type", STRING, "What is trended: `domain` (other types not specified).", nullable=False
+            "granularity",
+            STRING,
+            "`day`: a series point; `window`: the summary over the whole request window (period_start "
+            "to date).",
+            nullable=False,
+            default=DAY,
         ),
-        Column("target_value", STRING, "The domain (or page) trended.", nullable=False),
+        Column(
+            "target_type",
+            STRING,
+            "What is trended: `domain` or `url` (the API's target.type).",
+            nullable=False,
+        ),
+        Column("target_value", STRING, "The domain or page trended.", nullable=False),
+        Column(
+            "topic_id",
+            STRING,
+            "Topic (uuid) whose prompts the citations are counted over; `all` for every prompt.",
+            nullable=False,
+            default=ALL_TOPICS,
+        ),
         Column("is_own_domain", BOOL, "True when the target is the brand's own domain."),
-        Column("date", DATE, "Day of the series point.", nullable=False),
-        Column("citations", INT, "Citations of the target that day."),
+        Column(
+            "date",
+            DATE,
+            "Day of the series point (`day`); the request window's last day (`window`).",
+            nullable=False,
+        ),
+        Column(
+            "period_start",
+            DATE,
+            "First day the row covers: the day (`day`), the request's `from` (`window`). Null on rows "
+            "landed before this column existed.",
+        ),
+        Column("citations", INT, "Citations of the target over the row's period."),
         Column("avg_position", FLOAT, "Average position of those citations."),
-        Column("brand_total_citations", INT, "All citations in the brand's answers that day."),
+        Column("brand_total_citations", INT, "All citations in the brand's answers over the row's period."),
         Column("share", FLOAT, "citations over brand_total_citations (scale as the API gives it)."),
+        Column(
+            "change_absolute",
+            FLOAT,
+            "`window` rows: the summary's change.absolute (how the service measures it is not specified); "
+            "null on `day` rows.",
+        ),
+        Column(
+            "change_percentage",
+            FLOAT,
+            "`window` rows: the summary's change.percentage; null on `day` rows.",
+        ),
     ),
-    key=("brand_id", "engine", "target_type", "target_value", "date"),
+    key=("brand_id", "engine", "granularity", "target_type", "target_value", "topic_id", "date"),
     kind="partitioned",
     date_column="date",
 )
-
-#: ``competitor_trends.granularity`` values: the API's series buckets, and the request window's totals.
-DAY, WEEK, WINDOW = "day", "week", "window"
 
 COMPETITOR_TRENDS = TableSpec(
     name="competitor_trends",

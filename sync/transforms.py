@@ -376,20 +376,46 @@ def cited_pages_table(
     return rows_to_table(T.CITED_PAGES, shaped)
 
 
-def citation_trend_table(data: Row, *, brand_id: str, engine: str) -> pa.Table:
-    """Series points of one target; ``summary`` is recomputable (sum of citations) and not landed."""
+def citation_trend_table(
+    data: Row, *, brand_id: str, engine: str, topic_id: str | None = None, window: Window | None = None
+) -> pa.Table:
+    """Series points of one target as ``day`` rows, and its ``summary`` (over the request window, with
+    its change: not a sum of the points) as a ``window`` row owned by the window's last day. ``window``
+    (the request's) dates the summary; without it the summary is not landed."""
     target = data.get("target") or {}
+    common = {
+        "brand_id": brand_id,
+        "engine": engine,
+        "target_type": target.get("type"),
+        "target_value": target.get("value"),
+        "is_own_domain": target.get("is_own_domain"),
+        "topic_id": topic_id or T.ALL_TOPICS,
+    }
     shaped = [
-        {
-            **point,
-            "brand_id": brand_id,
-            "engine": engine,
-            "target_type": target.get("type"),
-            "target_value": target.get("value"),
-            "is_own_domain": target.get("is_own_domain"),
-        }
+        {**point, **common, "granularity": T.DAY, "period_start": point.get("date")}
         for point in data.get("series") or ()
     ]
+    summary = data.get("summary")
+    if window is not None and summary is not None:
+        if not isinstance(summary, Mapping):
+            raise TransformError(
+                f"{T.CITATION_TRENDS.name}: `summary` of {json_kind(summary)} {_quote(summary)} where an "
+                "object was expected; nothing was written",
+                table=T.CITATION_TRENDS.name,
+                endpoint=T.SOURCE_ENDPOINTS[T.CITATION_TRENDS.name],
+            )
+        change = summary.get("change") if isinstance(summary.get("change"), Mapping) else {}
+        shaped.append(
+            {
+                **{k: v for k, v in summary.items() if k != "change"},
+                **common,
+                "granularity": T.WINDOW,
+                "period_start": window.start,
+                "date": window.end - dt.timedelta(days=1),
+                "change_absolute": change.get("absolute"),
+                "change_percentage": change.get("percentage"),
+            }
+        )
     return rows_to_table(T.CITATION_TRENDS, shaped)
 
 

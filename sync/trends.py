@@ -18,6 +18,7 @@ from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_CITATION_URLS
 from sync import tables as T
 from sync import transforms as X
+from sync.discovery import CitationTargets
 from sync.fetching import PartitionedTable
 from sync.planning import Call, plan_citation_trends, plan_citation_urls, plan_competitor_trends
 from sync.spool import DateSpool
@@ -46,10 +47,28 @@ def fetch_cited_pages(client: VisibilityClient, call: Call) -> Iterator[pa.Table
 
 
 def fetch_citation_trends(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
+    """One target's day series and its summary over the call's window (one request)."""
     data = client.citation_trends(
-        call.brand_id, domain=call.domain, engine=call.engine, start=call.window.start, end=call.window.end
+        call.brand_id,
+        domain=call.domain,
+        url=call.url,
+        topic_id=call.topic_id,
+        engine=call.engine,
+        start=call.window.start,
+        end=call.window.end,
     )
-    yield X.citation_trend_table(data, brand_id=call.brand_id, engine=call.landed_engine)
+    yield X.citation_trend_table(
+        data, brand_id=call.brand_id, engine=call.landed_engine, topic_id=call.topic_id, window=call.window
+    )
+
+
+def citation_targets_from_settings() -> CitationTargets:
+    """``VISIBILITY_CITATION_URLS`` and ``VISIBILITY_CITATION_TOPICS``, read when the table is fetched
+    (validated earlier, with the other settings, when the definitions are built)."""
+    from settings import load_citation_target_settings
+
+    read = load_citation_target_settings()
+    return CitationTargets(urls=tuple(read.urls), topics=tuple(read.topics))
 
 
 def fetch_competitor_trends(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
@@ -97,6 +116,7 @@ CITATION_TRENDS = PartitionedTable(
     with_rollup=True,
     needs_competitors=True,
     upstream="tracked_competitors",
+    targets=citation_targets_from_settings,
 )
 COMPETITOR_TRENDS = PartitionedTable(
     spec=T.COMPETITOR_TRENDS,

@@ -101,11 +101,11 @@ POLLING_STOPPERS = (RateLimitError, QuotaExceededError, *SERVICE_UNAVAILABLE)
 
 
 class AuditSensorSettings(ConfigurableResource):
-    """What the audit sensor audits and how much it may spend. See docs/SENSORS.md.
+    """Which pages the audit sensor audits and how many audits it may request a day (the
+    VISIBILITY_AUDIT_* variables; docs/SENSORS.md)."""
 
-    Built from :class:`~settings.AuditSettings` (the ``VISIBILITY_AUDIT_*`` variables, read and
-    validated there), so the sensor gets its settings as a resource, never from the environment.
-    """
+    # For developers: built from settings.AuditSettings (the variables are read and validated
+    # there), so the sensor gets its settings as a resource, never from the environment.
 
     audits_per_day: int = DEFAULT_AUDITS_PER_DAY
     reaudit_interval_days: float = DEFAULT_REAUDIT_DAYS

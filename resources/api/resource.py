@@ -72,24 +72,27 @@ def shared_budget(
 
 
 class VisibilityAPIResource(dg.ConfigurableResource):
-    """Settings of the visibility API; ``get_client()`` opens a client for one asset or sync.
+    """The AI-search visibility service the sync reads: its URL and key (VISIBILITY_API_URL,
+    VISIBILITY_API_KEY; the key is never logged or stored) and how hard the sync may press it. The
+    defaults suit every key: the sync slows down by itself when the service asks it to."""
 
-    Every client of one resource instance (one per run, per process) shares one request budget, so
-    what one asset learnt about the limits holds for the next; inside ``shared_budget`` every run of
-    the process using the same key shares one. That budget is also the sync's retry deadline (one
-    outage clock for every client: once the service has failed for ``retry_deadline_seconds``,
-    every further call fails at once), its cancel switch (``cancel()``) and its wait hook
-    (``get_budget().on_wait``). Counters stay per client, so each asset reports its own requests.
-    Pass the key as ``EnvVar("VISIBILITY_API_KEY")`` so it stays out of code and run config; Dagster
-    shows an ``EnvVar`` by name but holds the resolved value inside a run, so this class also masks
-    the key in its own ``repr``/``str``.
-    """
+    # For developers: ``get_client()`` opens a client for one asset or sync.
+    #
+    # Every client of one resource instance (one per run, per process) shares one request budget, so
+    # what one asset learnt about the limits holds for the next; inside ``shared_budget`` every run of
+    # the process using the same key shares one. That budget is also the sync's retry deadline (one
+    # outage clock for every client: once the service has failed for ``retry_deadline_seconds``,
+    # every further call fails at once), its cancel switch (``cancel()``) and its wait hook
+    # (``get_budget().on_wait``). Counters stay per client, so each asset reports its own requests.
+    # Pass the key as ``EnvVar("VISIBILITY_API_KEY")`` so it stays out of code and run config; Dagster
+    # shows an ``EnvVar`` by name but holds the resolved value inside a run, so this class also masks
+    # the key in its own ``repr``/``str``.
 
     api_url: str = Field(
         description="Base URL of the service (VISIBILITY_API_URL); https:// unless the host is loopback."
     )
     api_key: str = Field(
-        description="Bearer key (VISIBILITY_API_KEY); pass EnvVar('VISIBILITY_API_KEY'). Never logged."
+        description="Bearer key (VISIBILITY_API_KEY), read from the environment; never logged or stored."
     )
     max_concurrency: int = Field(
         default=8, description="Most requests in flight; lowered at run time on concurrency_limited."

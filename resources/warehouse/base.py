@@ -47,6 +47,9 @@ class Column:
     type: pa.DataType
     description: str
     nullable: bool = True
+    #: the value rows landed before the column existed take when a writer adds it (a key column
+    #: added to an existing table needs one)
+    default: str | None = None
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ from resources.warehouse.common import (
     ExistingColumn,
     LoadPlan,
     WriteStamp,
+    added_column_default,
     column_descriptions,
     current_view_description,
     current_view_name,
@@ -598,6 +599,10 @@ class BigQueryWarehouse(Warehouse):
                 # descriptions, because DDL OPTIONS would need the text spliced into SQL
                 column = f"{quote_identifier(c.name)} {type_name(c.type)}"
                 self.client.query(f"ALTER TABLE {ref} ADD COLUMN IF NOT EXISTS {column}").result()
+                default = added_column_default(spec, c.name)
+                if default:  # BigQuery leaves the existing rows NULL: a key column needs a value
+                    name = quote_identifier(c.name)
+                    self.client.query(f"UPDATE {ref} SET {name} = {default} WHERE {name} IS NULL").result()
             fresh = self.client.get_table(self._table_id(spec.name))
             fresh.schema = table_schema(spec, plan, table.schema)
             fresh.description = spec.description

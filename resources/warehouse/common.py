@@ -124,6 +124,15 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def added_column_default(spec: TableSpec, column: str) -> str | None:
+    """The value rows landed before ``column`` existed take when a writer adds it (a key column
+    added to a table: the rows must hold one), as a SQL literal; None leaves them NULL."""
+    for c in spec.columns:
+        if c.name == column and c.default is not None:
+            return quote_literal(c.default)
+    return None
+
+
 def quote_literal(text: str) -> str:
     """A standard SQL string literal, for DDL that takes no parameters (COMMENT ON)."""
     if "\x00" in text:

@@ -99,6 +99,7 @@ from resources.warehouse.common import (
     LoadPlan,
     ViewShape,
     WriteStamp,
+    added_column_default,
     column_descriptions,
     current_view_description,
     current_view_name,
@@ -732,7 +733,9 @@ class DuckDBWarehouse(Warehouse):
             _exec(con, f"CREATE TABLE {ref} ({', '.join(defs)})")
         else:
             for c in plan.columns:
-                _exec(con, f"ALTER TABLE {ref} ADD COLUMN {q(c.name)} {duckdb_type(c.type)}")
+                default = added_column_default(spec, c.name)  # DuckDB writes it into the existing rows
+                fill = f" DEFAULT {default}" if default else ""
+                _exec(con, f"ALTER TABLE {ref} ADD COLUMN {q(c.name)} {duckdb_type(c.type)}{fill}")
         for column, text in plan.comments:
             target = f"TABLE {ref}" if column is None else f"COLUMN {ref}.{q(column)}"
             _exec(con, f"COMMENT ON {target} IS {quote_literal(text)}")

@@ -48,6 +48,7 @@ from resources.warehouse.common import (
     LoadPlan,
     ViewShape,
     ViewWork,
+    added_column_default,
     column_descriptions,
     current_view_description,
     current_view_name,
@@ -313,7 +314,11 @@ class PostgresWarehouse(Warehouse):
             cur.execute(f"CREATE TABLE {ref} ({', '.join(defs)})")  # type: ignore[arg-type]
         else:
             for c in plan.columns:
-                cur.execute(f"ALTER TABLE {ref} ADD COLUMN {q(c.name)} {postgres_type(c.type)}")  # type: ignore[arg-type]
+                default = added_column_default(spec, c.name)  # Postgres writes it into the existing rows
+                fill = f" DEFAULT {default}" if default else ""
+                cur.execute(f"ALTER TABLE {ref} ADD COLUMN {q(c.name)} {postgres_type(c.type)}{fill}")  # type: ignore[arg-type]
+            if {c.name for c in plan.columns} & set(spec.key):
+                self._rekey(cur, spec)
         for column, comment in plan.comments:
             target = f"TABLE {ref}" if column is None else f"COLUMN {ref}.{q(column)}"
             cur.execute(pgsql.SQL(f"COMMENT ON {target} IS {{}}").format(pgsql.Literal(comment)))  # type: ignore[arg-type]
@@ -323,6 +328,22 @@ class PostgresWarehouse(Warehouse):
             body = f"SELECT * FROM {ref} WHERE {q(IS_CURRENT)}"
             self._write_view(cur, current_view_name(spec), body, work, comments)
         return plan
+
+    def _rekey(self, cur: psycopg.Cursor[Any], spec: TableSpec) -> None:
+        """Move the primary key to the spec's key once a key column was added (its rows filled)."""
+        cur.execute(
+            "SELECT con.conname, array_agg(a.attname::text ORDER BY k.n) FROM pg_constraint con "
+            "CROSS JOIN LATERAL unnest(con.conkey) WITH ORDINALITY AS k(attnum, n) "
+            "JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum "
+            "WHERE con.contype = 'p' AND con.conrelid = %(ref)s::regclass GROUP BY con.conname",
+            {"ref": self.table_ref(spec.name)},
+        )
+        found = cur.fetchone()
+        if found is not None and list(found[1]) == list(spec.key):
+            return
+        ref = self.table_ref(spec.name)
+        drop = f"DROP CONSTRAINT {q(found[0])}, " if found is not None else ""
+        cur.execute(f"ALTER TABLE {ref} {drop}ADD PRIMARY KEY ({', '.join(q(k) for k in spec.key)})")  # type: ignore[arg-type]
 
     def _lock_table(self, cur: psycopg.Cursor[Any], table: str) -> None:
         """Serialise writers of one table until commit.

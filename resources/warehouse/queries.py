@@ -228,13 +228,14 @@ class ExpectedCells:
 #: Rules of "no partition landed empty when the API reported rows", by landed table.
 EXPECTED_CELLS: dict[str, ExpectedCells] = {
     # The day's citation trend of the brand's own domain counts every citation in its answers:
-    # a positive brand_total_citations means the citation URL list of that day is not empty.
+    # a positive brand_total_citations means the citation URL list of that day is not empty (a
+    # `window` summary's total covers its whole window, not its last day).
     "cited_pages": ExpectedCells(
         landed_table="cited_pages",
         landed_date_column="date",
         source_table="citation_trends",
         source_sql="SELECT DISTINCT brand_id, engine, date AS day FROM {src} "
-        "WHERE is_own_domain AND brand_total_citations > 0",
+        "WHERE is_own_domain AND brand_total_citations > 0 AND granularity = 'day'",
     ),
     # Mentions of the brand or a tracked competitor that day mean the prompts' mentions are not empty.
     "prompt_mentions": ExpectedCells(

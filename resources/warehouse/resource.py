@@ -81,7 +81,10 @@ def warehouse_from_url(url: str, schema: str = DEFAULT_SCHEMA, **options: Any) -
 
 
 class WarehouseResource(ConfigurableResource):
-    """The warehouse for Dagster assets: set ``url`` from ``EnvVar("VISIBILITY_WAREHOUSE")``."""
+    """Where the sync lands the tables: DuckDB, Postgres or BigQuery (VISIBILITY_WAREHOUSE), and the
+    schema (VISIBILITY_SCHEMA). A password in the URL is read from the environment, never stored."""
+
+    # For developers: set ``url`` from ``EnvVar("VISIBILITY_WAREHOUSE")`` when it holds a password.
 
     url: str = Field(
         default=DEFAULT_WAREHOUSE_URL,

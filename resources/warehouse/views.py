@@ -52,12 +52,29 @@ class ViewSpec:
 
 # --- columns shared by several views --------------------------------------------------------------
 
-_BRAND_ID = Column("brand_id", STRING, "Brand (uuid) the row was fetched for.")
-_BRAND = Column("brand", STRING, "Name of that brand (brands.name; null if the brand never landed).")
+# the naming rule of every view (docs/TABLES.md): `brand_id` / `brand` is the owning brand, whose
+# answers were measured; `entity_name` / `competitor_id` / `is_your_brand` is the entity measured
+_BRAND_ID = Column("brand_id", STRING, "The owning brand (uuid): the brand whose answers were measured.")
+_BRAND = Column("brand", STRING, "Name of the owning brand (brands.name; null if the brand never landed).")
 _ENGINE = Column("engine", STRING, "Answer engine, or `all` for the service's all-engine rollup.")
-_ENTITY = Column("entity_name", STRING, "The brand itself or one of its tracked competitors.")
+_ENTITY = Column(
+    "entity_name",
+    STRING,
+    "The entity measured: the owning brand itself or one of its tracked competitors (the API's brand_name).",
+)
 _COMPETITOR_ID = Column("competitor_id", STRING, "Tracked competitor id (uuid); null for the brand itself.")
 _IS_YOUR_BRAND = Column("is_your_brand", BOOL, "True for the caller's brand.")
+_BRAND_SHARE_OF_VOICE = Column(
+    "brand_share_of_voice",
+    FLOAT,
+    "0-100: the owning brand's own share of voice in the same period and engine, on every row: "
+    "compare it with share_of_voice of a competitor's row.",
+)
+#: the owning brand's row of the same brand, engine and period (the window runs after the WHERE)
+_BRAND_SHARE_OF_VOICE_SQL = (
+    "MAX(CASE WHEN t.is_your_brand THEN t.share_of_voice END) "
+    "OVER (PARTITION BY t.brand_id, t.engine, t.date) AS brand_share_of_voice"
+)
 _LOADED = Column(LOADED_AT, TIMESTAMP, "When the row was last written (UTC).")
 _RUN = Column(RUN_ID, STRING, "The Dagster run that last wrote the row.")
 
@@ -92,23 +109,27 @@ def _trend_period_view(
         description=description,
         columns=(
             _BRAND_ID,
+            _BRAND,
             _ENGINE,
+            _ENTITY,
             _COMPETITOR_ID,
-            Column("brand_name", STRING, "Name of the entity (the brand or a competitor)."),
             _IS_YOUR_BRAND,
             Column("domains", STRINGS, "The entity's website domains."),
             Column("history_from", DATE, "Earliest date with complete history for the entity."),
             start,
             last,
             *TREND_METRICS,
+            _BRAND_SHARE_OF_VOICE,
             _LOADED,
             _RUN,
         ),
-        sources=("competitor_trends",),
+        sources=("competitor_trends", "brands"),
         query=f"""
-SELECT t.brand_id, t.engine, t.competitor_id, t.brand_name, t.is_your_brand, t.domains, t.history_from,
-       t.period_start AS {start.name}, t.date AS {last.name}, {_METRIC_LIST}, t._loaded_at, t._run_id
+SELECT t.brand_id, b.name AS brand, t.engine, t.brand_name AS entity_name, t.competitor_id, t.is_your_brand,
+       t.domains, t.history_from, t.period_start AS {start.name}, t.date AS {last.name}, {_METRIC_LIST},
+       {_BRAND_SHARE_OF_VOICE_SQL}, t._loaded_at, t._run_id
 FROM {{competitor_trends}} AS t
+LEFT JOIN {{brands}} AS b ON b.id = t.brand_id
 WHERE t.granularity = '{granularity}'
 """,
     )
@@ -158,13 +179,14 @@ SHARE_OF_VOICE_DAILY = ViewSpec(
             "0-100: the entity's mentions over the brand plus tracked competitors; sums to 100 per "
             "brand, engine and day with mentions.",
         ),
+        _BRAND_SHARE_OF_VOICE,
     ),
     sources=("competitor_trends", "brands"),
-    query="""
+    query=f"""
 SELECT t.brand_id, b.name AS brand, t.engine, t.date, t.brand_name AS entity_name, t.competitor_id,
-       t.is_your_brand, t.mention_count, t.share_of_voice
-FROM {competitor_trends} AS t
-LEFT JOIN {brands} AS b ON b.id = t.brand_id
+       t.is_your_brand, t.mention_count, t.share_of_voice, {_BRAND_SHARE_OF_VOICE_SQL}
+FROM {{competitor_trends}} AS t
+LEFT JOIN {{brands}} AS b ON b.id = t.brand_id
 WHERE t.granularity = 'day'
 """,
 )
@@ -197,42 +219,97 @@ WHERE t.granularity = 'day'
 """,
 )
 
-TOP_CITED_PAGES = ViewSpec(
-    name="top_cited_pages",
-    description="Pages cited in each brand's answers over every landed day, per engine, with their "
-    "domain, ranked by citations (cited_pages summed). A day's list is top-N: capped_days says how "
-    "many of the page's days were truncated, so its citations may be undercounted.",
-    columns=(
-        _BRAND_ID,
-        _BRAND,
-        _ENGINE,
-        Column("url", STRING, "Cited page."),
-        Column("domain", STRING, "Host of the cited page."),
-        Column("root_domain", STRING, "Registrable root domain of the page."),
-        Column("is_own_domain", BOOL, "True when the page's root domain is the brand's own domain."),
-        Column("citations", INT, "Citations of the page, summed over the landed days."),
-        Column("days_cited", INT, "Landed days on which the page was cited."),
-        Column("first_cited", DATE, "First landed day the page was cited."),
-        Column("last_cited", DATE, "Last landed day the page was cited."),
-        Column("capped_days", INT, "Of those days, the ones whose page list the service truncated."),
-        Column(
-            "citation_rank", INT, "1 for the most-cited page of the brand and engine (ties share a rank)."
-        ),
-    ),
-    sources=("cited_pages", "brands"),
-    query="""
-SELECT c.brand_id, b.name AS brand, c.engine, c.url, c.domain, c.root_domain,
+_CITED_PAGE_COLUMNS = (
+    Column("url", STRING, "Cited page."),
+    Column("domain", STRING, "Host of the cited page."),
+    Column("root_domain", STRING, "Registrable root domain of the page."),
+    Column("is_own_domain", BOOL, "True when the page's root domain is the brand's own domain."),
+)
+_CITED_PAGE_SUMS = """c.url, c.domain, c.root_domain,
        COALESCE(LOWER(c.root_domain) = LOWER(b.domain), FALSE) AS is_own_domain,
        CAST(SUM(c.citation_count) AS BIGINT) AS citations, CAST(COUNT(*) AS BIGINT) AS days_cited,
        MIN(c.date) AS first_cited, MAX(c.date) AS last_cited,
        CAST(SUM(CASE WHEN c.capped THEN 1 ELSE 0 END) AS BIGINT) AS capped_days,
        CAST(RANK() OVER (PARTITION BY c.brand_id, c.engine ORDER BY SUM(c.citation_count) DESC) AS BIGINT)
-           AS citation_rank
-FROM {cited_pages} AS c
-LEFT JOIN {brands} AS b ON b.id = c.brand_id
+           AS citation_rank"""
+
+
+def _cited_page_sums(days: str) -> tuple[Column, ...]:
+    return (
+        Column("citations", INT, f"Citations of the page, summed over {days}."),
+        Column("days_cited", INT, f"Days of {days} on which the page was cited."),
+        Column("first_cited", DATE, f"First day of {days} the page was cited."),
+        Column("last_cited", DATE, f"Last day of {days} the page was cited."),
+        Column("capped_days", INT, "Of those days, the ones whose page list the service truncated."),
+        Column(
+            "citation_rank", INT, "1 for the most-cited page of the brand and engine (ties share a rank)."
+        ),
+    )
+
+
+TOP_CITED_PAGES = ViewSpec(
+    name="top_cited_pages",
+    description="Pages cited in each brand's answers over every landed day, per engine, with their "
+    "domain, ranked by citations (cited_pages summed). A day's list is top-N: capped_days says how "
+    "many of the page's days were truncated, so its citations may be undercounted. For a recent window: "
+    "top_cited_pages_7d and top_cited_pages_28d.",
+    columns=(_BRAND_ID, _BRAND, _ENGINE, *_CITED_PAGE_COLUMNS, *_cited_page_sums("the landed days")),
+    sources=("cited_pages", "brands"),
+    query=f"""
+SELECT c.brand_id, b.name AS brand, c.engine, {_CITED_PAGE_SUMS}
+FROM {{cited_pages}} AS c
+LEFT JOIN {{brands}} AS b ON b.id = c.brand_id
 GROUP BY c.brand_id, b.name, b.domain, c.engine, c.url, c.domain, c.root_domain
 """,
 )
+
+
+def _top_cited_pages_of_recent_days(days: int) -> ViewSpec:
+    """top_cited_pages over each brand and engine's ``days`` newest landed days (portable: no date
+    arithmetic; a day counts once the brand's cited pages of that engine landed)."""
+    window = f"the brand and engine's {days} newest landed days"
+    return ViewSpec(
+        name=f"top_cited_pages_{days}d",
+        description=f"Pages cited in each brand's answers over its {days} newest landed days, per engine "
+        "(window_start to window_end; days without a landing, e.g. not synced yet, are skipped, not "
+        "counted), ranked by citations. Otherwise as top_cited_pages.",
+        columns=(
+            _BRAND_ID,
+            _BRAND,
+            _ENGINE,
+            Column("window_start", DATE, f"First day of {window}."),
+            Column("window_end", DATE, f"Last day of {window} (its newest landed day)."),
+            Column("days_landed", INT, f"Days in the window: {days}, or fewer when fewer have landed."),
+            *_CITED_PAGE_COLUMNS,
+            *_cited_page_sums("the window"),
+        ),
+        sources=("cited_pages", "brands"),
+        query=f"""
+WITH landed_days AS (
+    SELECT brand_id, engine, date,
+           DENSE_RANK() OVER (PARTITION BY brand_id, engine ORDER BY date DESC) AS days_back
+    FROM (SELECT DISTINCT brand_id, engine, date FROM {{cited_pages}}) AS d
+), recent AS (
+    SELECT brand_id, engine, date FROM landed_days WHERE days_back <= {days}
+), spans AS (
+    SELECT brand_id, engine, MIN(date) AS window_start, MAX(date) AS window_end,
+           CAST(COUNT(*) AS BIGINT) AS days_landed
+    FROM recent GROUP BY brand_id, engine
+)
+SELECT c.brand_id, b.name AS brand, c.engine, s.window_start, s.window_end, s.days_landed,
+       {_CITED_PAGE_SUMS}
+FROM {{cited_pages}} AS c
+JOIN recent AS r ON r.brand_id = c.brand_id AND r.engine = c.engine AND r.date = c.date
+JOIN spans AS s ON s.brand_id = c.brand_id AND s.engine = c.engine
+LEFT JOIN {{brands}} AS b ON b.id = c.brand_id
+GROUP BY c.brand_id, b.name, b.domain, c.engine, s.window_start, s.window_end, s.days_landed,
+         c.url, c.domain, c.root_domain
+""",
+    )
+
+
+TOP_CITED_PAGES_7D = _top_cited_pages_of_recent_days(7)
+TOP_CITED_PAGES_28D = _top_cited_pages_of_recent_days(28)
 
 #: Every analyst view, in creation order.
 ANALYST_VIEWS: tuple[ViewSpec, ...] = (
@@ -241,6 +318,8 @@ ANALYST_VIEWS: tuple[ViewSpec, ...] = (
     COMPETITOR_TRENDS_WEEKLY,
     COMPETITOR_TREND_TOTALS,
     TOP_CITED_PAGES,
+    TOP_CITED_PAGES_7D,
+    TOP_CITED_PAGES_28D,
 )
 
 

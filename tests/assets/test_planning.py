@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 from resources.api.endpoints import ENGINES, ENGINES_WITH_ALL
@@ -9,6 +10,7 @@ from sync.planning import (
     ALL,
     Box,
     BrandInput,
+    CitationTarget,
     Endpoint,
     Window,
     boxes,
@@ -118,7 +120,29 @@ def test_trend_calls_span_the_hull_of_a_non_contiguous_run() -> None:
 
 
 def test_citation_targets_are_the_own_domain_then_distinct_competitor_domains() -> None:
-    assert citation_targets(FULL) == [None, "rival.com", "other.io"]
+    assert citation_targets(FULL) == [
+        CitationTarget(),
+        CitationTarget(domain="rival.com"),
+        CitationTarget(domain="other.io"),
+    ]
+
+
+def test_tracked_pages_and_topics_are_citation_targets_of_their_own_calls() -> None:
+    brand = dataclasses.replace(
+        FULL,
+        citation_urls=("https://acme.com/guide", "https://rival.com/x", "https://acme.com/guide"),
+        citation_topic_ids=("t1",),
+    )
+    assert citation_targets(brand)[3:] == [
+        CitationTarget(url="https://acme.com/guide"),
+        CitationTarget(url="https://rival.com/x"),
+        CitationTarget(topic_id="t1"),
+    ]
+    plan = plan_citation_trends(cells(days(3), ["chatgpt", ALL]), [brand], ENGINES_WITH_ALL)
+    assert len(plan.calls) == 6 * 2
+    topic_calls = [c for c in plan.calls if c.topic_id == "t1"]
+    assert {(c.engine, c.domain, c.url) for c in topic_calls} == {("chatgpt", None, None), (None, None, None)}
+    assert {c.url for c in plan.calls if c.url} == {"https://acme.com/guide", "https://rival.com/x"}
 
 
 def test_citation_trends_are_one_call_per_brand_target_and_engine() -> None:

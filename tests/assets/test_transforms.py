@@ -112,17 +112,59 @@ def test_citation_trend_points_carry_the_flattened_target() -> None:
         "summary": {"citations": 2},
     }
     table = citation_trend_table(data, brand_id="b1", engine="all")
-    assert table.to_pylist()[0] == {
+    assert table.to_pylist() == [  # without the request's window the summary cannot be dated: day rows only
+        {
+            "brand_id": "b1",
+            "engine": "all",
+            "granularity": "day",
+            "target_type": "domain",
+            "target_value": "rival.com",
+            "topic_id": "all",
+            "is_own_domain": False,
+            "date": D,
+            "period_start": D,
+            "citations": 2,
+            "avg_position": 1.5,
+            "brand_total_citations": 10,
+            "share": 20.0,
+            "change_absolute": None,
+            "change_percentage": None,
+        }
+    ]
+
+
+def test_the_citation_trend_summary_lands_as_a_window_row_on_the_windows_last_day() -> None:
+    data = {
+        "target": {"type": "url", "value": "https://acme.com/guide", "is_own_domain": True},
+        "series": [{"date": "2024-03-01", "citations": 2, "avg_position": 1.5, "brand_total_citations": 10}],
+        "summary": {
+            "citations": 7,
+            "avg_position": 2.25,
+            "share": 14.0,
+            "brand_total_citations": 50,
+            "change": {"absolute": -3, "percentage": -30.0},
+        },
+    }
+    window = Window(D - dt.timedelta(days=6), D + dt.timedelta(days=1))
+    table = citation_trend_table(data, brand_id="b1", engine="claude", topic_id="t1", window=window)
+    day, summary = table.to_pylist()
+    assert (day["granularity"], day["topic_id"], day["target_type"]) == ("day", "t1", "url")
+    assert summary == {
         "brand_id": "b1",
-        "engine": "all",
-        "target_type": "domain",
-        "target_value": "rival.com",
-        "is_own_domain": False,
+        "engine": "claude",
+        "granularity": "window",
+        "target_type": "url",
+        "target_value": "https://acme.com/guide",
+        "topic_id": "t1",
+        "is_own_domain": True,
         "date": D,
-        "citations": 2,
-        "avg_position": 1.5,
-        "brand_total_citations": 10,
-        "share": 20.0,
+        "period_start": window.start,
+        "citations": 7,
+        "avg_position": 2.25,
+        "brand_total_citations": 50,
+        "share": 14.0,
+        "change_absolute": -3.0,
+        "change_percentage": -30.0,
     }
 
 

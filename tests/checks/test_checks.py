@@ -165,8 +165,10 @@ def test_partition_materialized_empty_while_the_service_reported_citations_fails
     trend = {
         "brand_id": BRAND,
         "engine": "chatgpt",
+        "granularity": "day",
         "target_type": "domain",
         "target_value": "acme.com",
+        "topic_id": "all",
         "is_own_domain": True,
         "citations": 3,
         "avg_position": 1.0,

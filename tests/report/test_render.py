@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
+import math
 import re
 
 from report.data import BrandSection, EngineGrid, PageTrend, ReportData, ShareSeries
@@ -58,3 +60,25 @@ def test_the_html_page_embeds_the_png_escapes_names_and_links_the_pages() -> Non
     assert '<a href="https://acme.example/a?x=1&amp;y=2">' in page
     assert "▲ 100%" in page
     assert not re.search(r'(src|href)="(?!data:|https://acme)', page)  # nothing fetched from elsewhere
+
+
+def test_a_day_the_brand_was_not_measured_breaks_its_lines_and_is_marked() -> None:
+    measured = (START, START + dt.timedelta(days=1), START + dt.timedelta(days=3))
+    gap = dataclasses.replace(
+        section(()),
+        share_of_voice=(ShareSeries("Acme <Tools>", True, measured, (40.0, 42.0, 45.0)),),
+        measured_days=measured,
+    )
+    data = ReportData(start=START, end=START + dt.timedelta(days=4), sections=(gap,))
+    share = next(ax for ax in build_figure(data).get_axes() if ax.get_gid() == SHARE_OF_VOICE_GID + "b1")
+    [line] = share.get_lines()
+    assert [math.isnan(v) for v in line.get_ydata()] == [False, False, True, False]  # no line across it
+    assert [t.get_text() for t in share.get_legend().get_texts()] == ["Acme <Tools>", "not measured (1 day)"]
+    assert len(share.patches) == 1  # the day is shaded
+
+
+def test_the_html_page_has_one_title_the_images() -> None:
+    data = ReportData(start=START, end=START + dt.timedelta(days=4), sections=(section(()),))
+    page = render_html(data, b"\x89PNG fake")
+    body = page.split("<body>", 1)[1]
+    assert "<h1" not in body and body.count("AI search visibility report") == 1  # the image's alt text

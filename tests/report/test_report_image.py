@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import math
 
 import numpy as np
 import pytest
@@ -71,9 +72,6 @@ def test_each_brand_has_one_share_of_voice_line_per_brand_and_tracked_competitor
         assert in_trends == expected
         lines = {line.get_label(): line for line in ax.get_lines()}
         assert set(lines) == expected
-        assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-            line.get_label() for line in ax.get_lines()
-        ]
         # the brand's own line carries the landed values, day by day
         own = lines[brands[brand_id]]
         landed = synced.query(
@@ -81,21 +79,41 @@ def test_each_brand_has_one_share_of_voice_line_per_brand_and_tracked_competitor
             f"AND brand_id = '{brand_id}' AND competitor_id IS NULL ORDER BY date"
         )
         assert landed[0][0] >= FIRST_DAY
-        assert list(own.get_xdata()) == [d for d, _ in landed]
-        assert list(own.get_ydata()) == pytest.approx([v for _, v in landed])
+        drawn = [(d, v) for d, v in zip(own.get_xdata(), own.get_ydata(), strict=True) if not math.isnan(v)]
+        assert [d for d, _ in drawn] == [d for d, _ in landed]
+        assert [v for _, v in drawn] == pytest.approx([v for _, v in landed])
+        # a day the brand was not measured breaks the line (no value) and is named in the legend
+        section = next(s for s in data.sections if s.brand_id == brand_id)
+        window = (data.end - data.start).days
+        missing = window - len(section.measured_days)
+        assert len(own.get_xdata()) == window
+        not_measured = [f"not measured ({missing} day{'s' if missing > 1 else ''})"] if missing else []
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+            line.get_label() for line in ax.get_lines()
+        ] + not_measured
         assert own.get_linewidth() > max(line.get_linewidth() for line in lines.values() if line is not own)
 
 
 def test_top_pages_are_the_most_cited_of_the_window_with_both_halves(
     synced: Synced, data: ReportData
 ) -> None:
-    half = (data.end - data.start).days // 2
-    earlier_end, later_start = data.start + dt.timedelta(days=half), data.end - dt.timedelta(days=half)
     for section in data.sections:
+        # like with like: the earlier and the later half of the days the brand was measured on
+        measured = [
+            d
+            for (d,) in synced.query(
+                "SELECT DISTINCT date FROM competitor_trends WHERE engine = 'all' AND granularity = 'day' "
+                f"AND brand_id = '{section.brand_id}' AND date >= DATE '{data.start}' ORDER BY date"
+            )
+        ]
+        assert tuple(measured) == section.measured_days
+        half = len(measured) // 2
+        earlier = ", ".join(f"DATE '{d}'" for d in measured[:half])
+        later = ", ".join(f"DATE '{d}'" for d in measured[len(measured) - half :])
         expected = synced.query(
             "SELECT url, SUM(citation_count) AS n, "
-            f"SUM(CASE WHEN date < DATE '{earlier_end}' THEN citation_count ELSE 0 END) AS earlier, "
-            f"SUM(CASE WHEN date >= DATE '{later_start}' THEN citation_count ELSE 0 END) AS later "
+            f"SUM(CASE WHEN date IN ({earlier}) THEN citation_count ELSE 0 END) AS earlier, "
+            f"SUM(CASE WHEN date IN ({later}) THEN citation_count ELSE 0 END) AS later "
             f"FROM cited_pages WHERE engine = 'all' AND brand_id = '{section.brand_id}' "
             "GROUP BY url ORDER BY n DESC, url LIMIT 5"
         )

@@ -3,8 +3,10 @@ example queries run on a DuckDB file and a Postgres schema synced from the sandb
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from dagster import DagsterInstance, materialize
 
 from pipelines.schedules import range_tags
 from resources.api.resource import VisibilityAPIResource
+from resources.warehouse.base import PartitionScope
 from resources.warehouse.common import (
     EVOLVED_COLUMN_DESCRIPTION,
     LOAD_COLUMNS,
@@ -24,9 +27,13 @@ from resources.warehouse.common import (
 from resources.warehouse.resource import WarehouseResource
 from resources.warehouse.views import ANALYST_VIEWS
 from sandbox.testing import SandboxHandle
+from sync import tables as T
 from sync.dictionary import COMMAND, EXAMPLES, render
 from sync.tables import ALL_TABLES
+from sync.transforms import rows_to_table
 from tests.assets.conftest import QUIET, selecting
+from tests.fixtures_bigquery import BigQueryTarget
+from tests.warehouse.conftest import Case
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES_MD = REPO / "docs" / "TABLES.md"
@@ -98,9 +105,7 @@ def sync(sandbox: SandboxHandle, warehouse: WarehouseResource) -> None:
 
 
 def run_examples(execute: Any, engine: str) -> dict[str, list[tuple[Any, ...]]]:
-    return {
-        e.title: execute(e.postgres if engine == "postgres" and e.postgres else e.duckdb) for e in EXAMPLES
-    }
+    return {e.title: execute(e.sql(engine)) for e in EXAMPLES}
 
 
 def assert_answered(results: dict[str, list[tuple[Any, ...]]]) -> None:
@@ -120,7 +125,11 @@ def test_the_example_queries_run_on_a_synced_duckdb_file(sandbox: SandboxHandle,
     weeks = results["Weekly visibility of each brand, per engine (complete ISO weeks)"]
     assert {(r[2], r[3]) for r in weeks} == {(dt.date(2026, 10, 19), dt.date(2026, 10, 25))}
     windows = results["The service's own totals over the newest synced window"]
-    assert {(r[2], r[3]) for r in windows} == {(FIRST, LAST)}
+    assert {(r[3], r[4]) for r in windows} == {(FIRST, LAST)}
+    engines = results["Which engine mentions us most this week (the last 7 days)"]
+    assert {r[1] for r in engines} == {"copilot"}  # the synced engines, less the `all` rollup
+    leads = results["Are we gaining on a competitor? Our lead in share of voice, week by week (all engines)"]
+    assert all(r[1] != r[0] and r[5] == r[3] - r[4] for r in leads)
 
 
 @pytest.mark.postgres
@@ -137,5 +146,38 @@ def test_the_example_queries_run_on_a_synced_postgres_schema(
 
         results = run_examples(execute, "postgres")
     assert_answered(results)
-    own_pages = results["The 3 most-cited pages of each brand's own domain, per engine"]
+    own_pages = results[
+        "The 3 most-cited pages of each brand's own domain over its last 28 landed days, per engine"
+    ]
     assert max(sum(1 for r in own_pages if r[:2] == key[:2]) for key in own_pages) <= 3
+
+
+@pytest.mark.timeout(240)
+def test_the_example_queries_run_on_bigquery(bigquery_target: BigQueryTarget) -> None:
+    """The same examples on the emulator (real BigQuery when configured), over rows landed by the writer."""
+    from google.cloud import bigquery
+
+    from tests.warehouse.test_views import BRAND, SUN, land_all, trend
+
+    dataset = f"examples_{uuid.uuid4().hex[:10]}"
+    wh = dataclasses.replace(bigquery_target, dataset=dataset).warehouse()
+    client = bigquery_target.client
+    try:
+        land_all(Case("bigquery", wh, dataset))
+        per_engine = [{**trend("day", "Acme", SUN, SUN, 2, 50.0), "engine": "chatgpt"}]
+        scope = PartitionScope((BRAND,), SUN, SUN + dt.timedelta(days=1), ("chatgpt",))
+        wh.replace_partitions(
+            T.COMPETITOR_TRENDS, rows_to_table(T.COMPETITOR_TRENDS, per_engine), scope, "r2"
+        )
+        config = bigquery.QueryJobConfig(default_dataset=f"{bigquery_target.project}.{dataset}")
+
+        def execute(sql: str) -> list[tuple[Any, ...]]:
+            return [tuple(row.values()) for row in client.query(sql, job_config=config).result()]
+
+        results = run_examples(execute, "bigquery")
+    finally:
+        client.delete_dataset(f"{bigquery_target.project}.{dataset}", delete_contents=True, not_found_ok=True)
+    assert_answered(results)
+    assert results["Which engine mentions us most this week (the last 7 days)"] == [("Acme", "chatgpt", 2)]
+    leads = results["Are we gaining on a competitor? Our lead in share of voice, week by week (all engines)"]
+    assert [(r[1], r[3], r[4], r[5]) for r in leads] == [("Rival", 60.0, 40.0, 20.0)]

@@ -25,6 +25,8 @@ from resources.warehouse.views import (
     LATEST_DAY_PER_BRAND,
     SHARE_OF_VOICE_DAILY,
     TOP_CITED_PAGES,
+    TOP_CITED_PAGES_7D,
+    TOP_CITED_PAGES_28D,
     ViewSpec,
 )
 from sync import tables as T
@@ -179,7 +181,7 @@ def test_column_descriptions_name_every_column_in_table_order() -> None:
 
 def test_a_view_is_created_once_all_its_tables_exist(case: Case) -> None:
     case.warehouse.ensure_table(T.COMPETITOR_TRENDS)
-    assert view_names(case) == {COMPETITOR_TRENDS_WEEKLY.name, COMPETITOR_TREND_TOTALS.name}
+    assert view_names(case) == set()  # every trend view names the owning brand: it needs brands
     case.warehouse.ensure_table(T.BRANDS)
     assert view_names(case) == {
         "brands_current",
@@ -189,7 +191,7 @@ def test_a_view_is_created_once_all_its_tables_exist(case: Case) -> None:
         LATEST_DAY_PER_BRAND.name,
     }
     case.warehouse.ensure_table(T.CITED_PAGES)
-    assert TOP_CITED_PAGES.name in view_names(case)
+    assert {TOP_CITED_PAGES.name, TOP_CITED_PAGES_7D.name, TOP_CITED_PAGES_28D.name} <= view_names(case)
 
 
 @pytest.mark.parametrize("view", ANALYST_VIEWS, ids=lambda v: v.name)
@@ -229,16 +231,55 @@ def test_latest_day_per_brand_holds_each_entity_on_the_newest_day(case: Case) ->
 
 def test_weekly_and_totals_views_name_their_periods(case: Case) -> None:
     land_all(case)
-    weeks = read(case, COMPETITOR_TRENDS_WEEKLY.name, "brand_name")
-    assert [(r["brand_name"], r["week_start"], r["week_end"], r["mention_count"]) for r in weeks] == [
+    weeks = read(case, COMPETITOR_TRENDS_WEEKLY.name, "entity_name")
+    assert [(r["entity_name"], r["week_start"], r["week_end"], r["mention_count"]) for r in weeks] == [
         ("Acme", MON, SUN, 20),
         ("Rival", MON, SUN, 13),
     ]
-    totals = read(case, COMPETITOR_TREND_TOTALS.name, "brand_name")
+    totals = read(case, COMPETITOR_TREND_TOTALS.name, "entity_name")
     assert [(r["window_start"], r["window_last_day"], r["mention_count"]) for r in totals] == [
         (SUN - dt.timedelta(days=1), SUN, 4),
         (SUN - dt.timedelta(days=1), SUN, 2),
     ]
+
+
+@pytest.mark.parametrize("view", [SHARE_OF_VOICE_DAILY, COMPETITOR_TRENDS_WEEKLY, COMPETITOR_TREND_TOTALS])
+def test_trend_views_carry_the_owning_brand_and_its_share_of_voice_on_every_entitys_row(
+    case: Case, view: ViewSpec
+) -> None:
+    land_all(case)
+    rows = read(case, view.name, "1")
+    assert {r["brand"] for r in rows} == {"Acme"} and {r["brand_id"] for r in rows} == {BRAND}
+    assert {r["entity_name"] for r in rows} == {"Acme", "Rival"}
+    for r in rows:  # the rival's row holds the brand's figure of the same period, so no join is needed
+        period = r.get("date") or r.get("week_end") or r.get("window_last_day")
+        own = next(
+            o
+            for o in rows
+            if o["is_your_brand"]
+            and (o.get("date") or o.get("week_end") or o.get("window_last_day")) == period
+        )
+        assert r["brand_share_of_voice"] == own["share_of_voice"]
+
+
+def test_recent_top_cited_pages_cover_the_newest_landed_days_of_each_brand_and_engine(case: Case) -> None:
+    land_all(case)
+    # nine more days of one page, the newest five days ago (a window is landed days, not calendar days)
+    days = [SUN - dt.timedelta(days=n) for n in range(14, 5, -1)]
+    rows = rows_to_table(T.CITED_PAGES, [page(d, "https://rival.com/old", "rival.com", 1) for d in days])
+    scope = PartitionScope((BRAND,), days[0], days[-1] + dt.timedelta(days=1), ("chatgpt",))
+    case.warehouse.replace_partitions(T.CITED_PAGES, rows, scope, "run-2")
+    landed = sorted({*days, SUN - dt.timedelta(days=1), SUN})
+    week = read(case, TOP_CITED_PAGES_7D.name, "citation_rank, url")
+    assert {(r["window_start"], r["window_end"], r["days_landed"]) for r in week} == {(landed[-7], SUN, 7)}
+    assert [(r["url"], r["citations"], r["days_cited"], r["citation_rank"]) for r in week] == [
+        ("https://rival.com/old", 5, 5, 1),  # its five newest days only
+        ("https://www.acme.com/guide", 5, 2, 1),
+        ("https://rival.com/compare", 4, 1, 3),
+    ]
+    month = read(case, TOP_CITED_PAGES_28D.name, "citation_rank, url")
+    assert {(r["window_start"], r["days_landed"]) for r in month} == {(landed[0], len(landed))}
+    assert {r["url"]: r["citations"] for r in month}["https://rival.com/old"] == len(days)
 
 
 def test_top_cited_pages_sums_the_days_ranks_and_flags_own_and_capped_pages(case: Case) -> None:
@@ -270,7 +311,7 @@ def test_a_changed_view_spec_re_creates_the_view_on_the_next_landing(
 
     narrower = dataclasses.replace(
         COMPETITOR_TRENDS_WEEKLY,
-        columns=COMPETITOR_TRENDS_WEEKLY.columns[:2],
+        columns=(COMPETITOR_TRENDS_WEEKLY.columns[0], COMPETITOR_TRENDS_WEEKLY.columns[2]),  # id, engine
         query="SELECT t.brand_id, t.engine FROM {competitor_trends} AS t WHERE t.granularity = 'week'",
     )
     monkeypatch.setattr(views, "ANALYST_VIEWS", (narrower,))

@@ -1,0 +1,107 @@
+"""Landed tables as pandas DataFrames for users' own assets, on every warehouse.
+
+Users' assets downstream of a landed table receive the rows of the partitions they depend on. This
+loader reads through the connector's own :class:`WarehouseResource`: the same URL, schema and secrets
+as the sync, DuckDB files opened read-only (waiting while a table lands), SQLAlchemy on Postgres, the
+configured client on BigQuery; one query per input, Arrow to pandas. Why not dagster-duckdb-pandas's
+or dagster-gcp-pandas's IO managers: docs/DOWNSTREAM.md.
+
+It follows the ``partition_expr`` convention of Dagster's database IO managers: the upstream asset's
+definition metadata maps each partition dimension to its column (``{"date": "checked_on", "engine":
+"engine"}``), and an input receives exactly the rows of the date x engine partitions it depends on,
+whatever its partition mapping (one cell, a day's engines, a week, several disjoint ranges): read as
+first to last date x those engines, then cut to the partitions. It only reads: the sync writes the
+tables, never an IO manager.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from dagster import ConfigurableIOManager, InputContext, MultiPartitionKey, OutputContext
+
+from resources.warehouse.base import Warehouse
+from resources.warehouse.resource import WarehouseResource
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Definition metadata of a partitioned table asset: dimension name -> column (Dagster's convention).
+PARTITION_EXPR = "partition_expr"
+
+
+class LandedTablesIOManager(ConfigurableIOManager):
+    """Hands the landed tables to your own assets as pandas DataFrames: the rows of the partitions
+    each asset depends on (docs/DOWNSTREAM.md). It only reads."""
+
+    warehouse: WarehouseResource
+
+    def open_warehouse(self) -> Warehouse:
+        """A new warehouse handle (closed after the input is read)."""
+        return self.warehouse.get_warehouse()
+
+    def handle_output(self, context: OutputContext, obj: Any) -> None:
+        raise TypeError(
+            f"asset {context.asset_key.to_user_string() if context.has_asset_key else context.name}: "
+            "the landed-tables IO manager only reads; the sync writes these tables. Give your own "
+            "assets another io_manager_key."
+        )
+
+    def load_input(self, context: InputContext) -> pd.DataFrame:
+        table = context.asset_key.path[-1]
+        with self.open_warehouse() as warehouse:
+            sql, params = select_statement(warehouse, table, context)
+            frame = warehouse.query(sql, params).to_pandas()
+        if not context.has_asset_partitions:
+            return frame
+        columns = partition_columns(table, context)
+        cells = partition_cells(context.asset_partition_keys)
+        inside = [
+            (d, e) in cells for d, e in zip(frame[columns["date"]], frame[columns["engine"]], strict=True)
+        ]
+        return frame[inside].reset_index(drop=True)
+
+
+def select_statement(warehouse: Warehouse, table: str, context: InputContext) -> tuple[str, dict[str, Any]]:
+    """The ``SELECT`` of the rows the input depends on (every row of an unpartitioned table)."""
+    sql = f"SELECT * FROM {warehouse.table_ref(table)}"
+    if not context.has_asset_partitions:
+        return sql, {}
+    columns = partition_columns(table, context)
+    cells = partition_cells(context.asset_partition_keys)
+    days, engines = {d for d, _ in cells}, {e for _, e in cells}
+    if not cells:
+        return f"{sql} WHERE 1 = 0", {}
+    engine_list = ", ".join("'" + e.replace("'", "''") + "'" for e in sorted(engines))
+    date_column, engine_column = columns["date"], columns["engine"]
+    where = (
+        f"{date_column} >= :first_day AND {date_column} <= :last_day AND {engine_column} IN ({engine_list})"
+    )
+    return f"{sql} WHERE {where}", {"first_day": min(days), "last_day": max(days)}
+
+
+def partition_columns(table: str, context: InputContext) -> Mapping[str, str]:
+    """The upstream asset's ``partition_expr``: the column of each partition dimension."""
+    upstream = context.upstream_output.definition_metadata if context.upstream_output else {}
+    columns = (upstream or {}).get(PARTITION_EXPR)
+    columns = getattr(columns, "value", columns)  # a JSON metadata value, or the raw mapping
+    if not isinstance(columns, Mapping) or not {"date", "engine"} <= set(columns):
+        raise ValueError(
+            f"asset {table!r} is partitioned but its definition metadata has no {PARTITION_EXPR!r} "
+            "mapping of the date and engine dimensions to columns"
+        )
+    return columns
+
+
+def partition_cells(keys: Any) -> set[tuple[dt.date, str]]:
+    """``date|engine`` partition keys -> {(date, engine)}."""
+    cells: set[tuple[dt.date, str]] = set()
+    for key in keys:
+        if isinstance(key, MultiPartitionKey):
+            day, engine = key.keys_by_dimension["date"], key.keys_by_dimension["engine"]
+        else:
+            day, _, engine = str(key).partition("|")
+        cells.add((dt.date.fromisoformat(day), engine))
+    return cells
