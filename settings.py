@@ -345,20 +345,31 @@ class CitationTargetSettings(_EnvironmentSettings):
     @field_validator("urls", mode="before")
     @classmethod
     def _pages(cls, value: Any) -> list[str]:
-        from urllib.parse import urlsplit
-
-        urls = value.replace(",", " ").split() if isinstance(value, str) else list(value or [])
-        for url in urls:
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ConfigError(f"{CITATION_URLS_SETTING}: {url[:80]!r} is not an absolute http(s) URL")
-        return list(dict.fromkeys(urls))
+        return citation_pages(value, CITATION_URLS_SETTING)
 
     @field_validator("topics", mode="before")
     @classmethod
     def _topics(cls, value: Any) -> list[str]:
-        topics = value.split(",") if isinstance(value, str) else list(value or [])
-        return list(dict.fromkeys(t.strip() for t in topics if t.strip()))
+        return citation_topics(value)
+
+
+def citation_pages(value: Any, setting: str) -> list[str]:
+    """Tracked pages (a list, or one space or comma separated string): absolute http(s) URLs, once
+    each; a bad one is a ``ConfigError`` naming ``setting`` (the variable, or the run's config field)."""
+    from urllib.parse import urlsplit
+
+    urls = value.replace(",", " ").split() if isinstance(value, str) else list(value or [])
+    for url in urls:
+        parts = urlsplit(str(url))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{setting}: {str(url)[:80]!r} is not an absolute http(s) URL")
+    return list(dict.fromkeys(str(u) for u in urls))
+
+
+def citation_topics(value: Any) -> list[str]:
+    """Topic ids or names (a list, or one comma separated string), once each, blanks dropped."""
+    topics = value.split(",") if isinstance(value, str) else list(value or [])
+    return list(dict.fromkeys(str(t).strip() for t in topics if str(t).strip()))
 
 
 _Model = TypeVar("_Model", bound=_EnvironmentSettings)

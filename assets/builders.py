@@ -32,6 +32,7 @@ from dagster import (
     AssetsDefinition,
     AssetSpec,
     BackfillPolicy,
+    Config,
     MaterializeResult,
     MetadataValue,
     MultiPartitionsDefinition,
@@ -40,6 +41,7 @@ from dagster import (
     multi_asset,
 )
 from dagster._core.storage.tags import BACKFILL_ID_TAG, PARTITION_SET_TAG
+from pydantic import Field
 
 from assets.checks import CheckInputs, TableCheck, checks_of
 from assets.partitions import DATE_DIM, ENGINE_DIM, cell_keys, parse_partition_keys, requested_cells
@@ -47,7 +49,7 @@ from resources.api.client import RequestStats
 from resources.api.errors import SyncCancelled
 from resources.warehouse.base import SnapshotScope, TableSpec, Warehouse, WriteResult
 from sync import progress
-from sync.discovery import BrandScope, Discovery, brand_filter, discovery_for, sync_id
+from sync.discovery import BrandScope, CitationTargets, Discovery, brand_filter, discovery_for, sync_id
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
 from sync.lander import Lander
 from sync.landing import (
@@ -285,6 +287,36 @@ def backfill_targets(context: AssetExecutionContext, tables: Sequence[str]) -> d
     return None
 
 
+class DailySyncConfig(Config):
+    """The run's own choice of citation trend targets (the launchpad's config of ``sync_daily``)."""
+
+    citation_urls: list[str] | None = Field(
+        default=None,
+        description="Pages whose citation trend each brand gets in this run (absolute http(s) URLs), "
+        "instead of VISIBILITY_CITATION_URLS. Leave unset to use the setting; [] for none.",
+    )
+    citation_topics: list[str] | None = Field(
+        default=None,
+        description="Topics (ids or names) within which each brand's own domain is trended in this "
+        "run, instead of VISIBILITY_CITATION_TOPICS. Leave unset to use the setting; [] for none.",
+    )
+
+    def citation_targets(self) -> CitationTargets | None:
+        """The targets this run asks for (None: the settings'); a bad URL fails naming the field."""
+        if self.citation_urls is None and self.citation_topics is None:
+            return None
+        from settings import citation_pages, citation_topics, load_citation_target_settings
+
+        default = load_citation_target_settings()
+        urls = (
+            default.urls
+            if self.citation_urls is None
+            else citation_pages(self.citation_urls, "config citation_urls")
+        )
+        topics = default.topics if self.citation_topics is None else citation_topics(self.citation_topics)
+        return CitationTargets(urls=tuple(urls), topics=tuple(topics))
+
+
 def run_cells(context: AssetExecutionContext, partitions_def: MultiPartitionsDefinition) -> set[Cell]:
     """The cells this run was asked for (:func:`assets.partitions.requested_cells`), said in its log.
 
@@ -372,12 +404,15 @@ def build_partitioned_assets(
         required_resource_keys=set(RESOURCE_KEYS),
         description=description,
     )
-    def sync(context: AssetExecutionContext) -> Iterator[AssetMaterialization | AssetCheckResult]:
+    def sync(
+        context: AssetExecutionContext, config: DailySyncConfig
+    ) -> Iterator[AssetMaterialization | AssetCheckResult]:
         yield from _run_checks(context, _checks_alone(context, [a.spec.name for a in assets]))
         selected = [a for key, a in by_key.items() if key in context.selected_asset_keys]
         if not selected:
             return
         cells = run_cells(context, partitions_def)
+        citation_targets = config.citation_targets()
         only = brand_filter(context.run.tags)
         api = context.resources.api
         discovery = discovery_for(sync_id(context.run_id, context.run.tags))
@@ -398,6 +433,7 @@ def build_partitioned_assets(
                     stop,
                     discovery,
                     spool_parent,
+                    citation_targets,
                 )
             _log_fetch(context, table, outcome)
             return outcome

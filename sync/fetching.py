@@ -61,8 +61,12 @@ def fetch_partitioned(
     stop: StopSignal | None = None,
     discovery: Discovery | None = None,
     spool_parent: Path | None = None,
+    targets: CitationTargets | None = None,
 ) -> FetchOutcome:
-    """Discover the brands, plan the run, and spool its rows (no Dagster: reusable in benchmarks)."""
+    """Discover the brands, plan the run, and spool its rows (no Dagster: reusable in benchmarks).
+
+    ``targets``: the run's own tracked pages and topics (its asset config), instead of the table's
+    (``VISIBILITY_CITATION_*``)."""
     started = time.monotonic()
     listings = discovery or Discovery()
     scope: BrandScope = listings.scope(client, only)
@@ -72,7 +76,7 @@ def fetch_partitioned(
         prompts=asset.needs_prompts,
         competitors=asset.needs_competitors,
         discovery=listings,
-        targets=asset.targets() if asset.targets else None,
+        targets=targets if targets is not None or not asset.targets else asset.targets(),
     )
     plan = asset.planner(cells, inputs, asset.engine_order)
     assert asset.spec.date_column is not None

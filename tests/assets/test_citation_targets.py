@@ -87,3 +87,59 @@ def test_citation_target_settings_refuse_what_is_not_a_page() -> None:
         }
     )
     assert (read.urls, read.topics) == (["https://a.io/x", "https://b.io"], ["Pricing", "t1"])
+
+
+def run_with_config(sync: Sync, first: dt.date, last: dt.date, config: dict[str, object]) -> object:
+    from dagster import materialize
+
+    from pipelines.schedules import range_tags
+    from tests.assets.conftest import QUIET, selecting
+
+    defs, selection = selecting(["citation_trends"])
+    return materialize(
+        defs,
+        selection=selection,
+        instance=sync.instance,
+        resources=sync.resources(),
+        tags=range_tags(first, last, (ALL,)),
+        run_config={**QUIET, "ops": {"sync_daily": {"config": config}}},
+        raise_on_error=False,
+    )
+
+
+def test_a_runs_config_picks_its_own_tracked_pages_instead_of_the_setting(
+    sync: Sync, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dates = days(D, 2)
+    sync.run(["cited_pages"], dates[0], dates[-1], (ALL,))
+    [(brand_id, url)] = sync.query(
+        "SELECT brand_id, url FROM cited_pages WHERE engine = 'all' ORDER BY citation_count DESC, url LIMIT 1"
+    )
+    monkeypatch.setenv("VISIBILITY_CITATION_URLS", "https://not-this-one.example/page")
+
+    result = run_with_config(sync, dates[0], dates[-1], {"citation_urls": [url]})
+
+    assert result.success  # type: ignore[attr-defined]
+    pages = sync.query("SELECT DISTINCT target_value FROM citation_trends WHERE target_type = 'url'")
+    assert pages == [(url,)]
+    assert (
+        sync.query(
+            "SELECT COUNT(*) FROM citation_trends WHERE brand_id = ? AND target_value = ?", [brand_id, url]
+        )[0][0]
+        > 0
+    )
+
+
+def test_a_bad_page_in_a_runs_config_fails_naming_the_field_before_any_request(
+    sync: Sync, sandbox: SandboxHandle
+) -> None:
+    sandbox.reset_stats()
+
+    result = run_with_config(sync, D, D, {"citation_urls": ["acme.com/pricing"]})
+
+    assert not result.success  # type: ignore[attr-defined]
+    failure = next(e for e in result.all_events if e.is_step_failure)  # type: ignore[attr-defined]
+    assert "config citation_urls: 'acme.com/pricing' is not an absolute http(s) URL" in str(
+        failure.step_failure_data.error
+    )
+    assert sum(sum(s.values()) for s in sandbox.stats().values()) == 0
