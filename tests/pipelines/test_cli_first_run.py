@@ -95,8 +95,8 @@ def test_a_piped_demo_says_each_step_in_requests_and_ends_with_a_query_that_work
     code, timed, out, err = run_piped(tmp_path, demo_env(DAGSTER_HOME=str(home)))
 
     assert code == EXIT_OK, out + err
-    first_second, first_line = timed[0]
-    assert first_line == "Starting the sandbox on loopback..." and first_second < 5.0, timed[:3]
+    # said before anything else (lines are sorted by arrival; no time bound: load only delays it)
+    assert timed[0][1] == "Starting the sandbox on loopback...", timed[:3]
     # stderr: the progress, as it happens; stdout: what a script may keep (no progress in it)
     assert "listing brands" in err and "requests" in err and "calls" not in out + err
     for table in SNAPSHOTS:
