@@ -117,13 +117,13 @@ def landed_rows(db: Path) -> int:
 
     with duckdb.connect(str(db), read_only=True) as con:
         tables = [
-            r[0]
+            (r[0], r[1])
             for r in con.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
-                "AND table_schema = 'main' AND table_name NOT LIKE '\\_%' ESCAPE '\\'"
+                "SELECT table_schema, table_name FROM information_schema.tables "
+                "WHERE table_type = 'BASE TABLE' AND NOT starts_with(table_name, '_')"
             ).fetchall()
         ]
-        return sum(int(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]) for t in tables)
+        return sum(int(con.execute(f'SELECT count(*) FROM "{s}"."{t}"').fetchone()[0]) for s, t in tables)
 
 
 def run_tree(
@@ -189,7 +189,7 @@ def sample_pages(sandbox: D.SandboxService, days: int, pages: int) -> list[bytes
             prompts += [p["id"] for p in http.get(f"/v1/brands/{brand['id']}/prompts").json()["data"]]
         window = {"from": start.isoformat(), "to": end.isoformat(), "limit": 999}
         for brand in brands[:2]:
-            bodies.append(_get(http, f"/v1/brands/{brand['id']}/answers", window))
+            bodies.append(_get(http, f"/v1/brands/{brand['id']}/answers", {**window, "limit": 100}))
         step = max(1, len(prompts) // pages)
         for prompt in prompts[::step][: pages - len(bodies)]:
             bodies.append(_get(http, f"/v1/prompts/{prompt}/mentions", window))
