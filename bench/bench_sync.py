@@ -61,6 +61,8 @@ class TreeSampler:
     def __init__(self, every: float = 0.05) -> None:
         self.every = every
         self.peak = 0
+        #: the peak RSS of one process of each role (the command, its landing worker)
+        self.peaks: dict[str, int] = {}
         self._roots: list[int] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -87,9 +89,12 @@ class TreeSampler:
                     continue
                 for proc in procs:
                     try:
-                        total += proc.memory_info().rss
+                        rss = proc.memory_info().rss
+                        role = "lander" if "sync.lander" in " ".join(proc.cmdline()) else "command"
                     except psutil.Error:
                         continue
+                    total += rss
+                    self.peaks[role] = max(self.peaks.get(role, 0), rss)
             self.peak = max(self.peak, total)
             self._stop.wait(self.every)
 
@@ -110,6 +115,7 @@ class TreeRun:
     requests: int
     throttled: int
     tail: str
+    peaks_mb: dict[str, float]
 
 
 def landed_rows(db: Path) -> int:
@@ -126,6 +132,9 @@ def landed_rows(db: Path) -> int:
         return sum(int(con.execute(f'SELECT count(*) FROM "{s}"."{t}"').fetchone()[0]) for s, t in tables)
 
 
+CODE_ROOT = ROOT  # --code-root: another tree (e.g. ``git archive`` of a commit, for a baseline)
+
+
 def run_tree(
     sandbox: D.SandboxService, label: str, args: list[str], db: Path, log_dir: Path
 ) -> TreeRun:
@@ -136,7 +145,9 @@ def run_tree(
     outcome: dict[str, Any] = {}
 
     def start() -> None:
-        outcome["cli"] = D.run_cli(args, url=sandbox.url, key=sandbox.key, db=db, log_dir=log_dir)
+        outcome["cli"] = D.run_cli(
+            args, url=sandbox.url, key=sandbox.key, db=db, log_dir=log_dir, code_root=CODE_ROOT
+        )
 
     with sampler:
         thread = threading.Thread(target=start)
@@ -156,6 +167,7 @@ def run_tree(
         D.served(stats),
         D.throttled(stats),
         cli.output[-1500:],
+        {role: round(v / 2**20, 1) for role, v in sampler.peaks.items()},
     )
 
 
@@ -234,7 +246,7 @@ def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work:
         runs[n] = run_tree(sandbox, f"{n} days", D.cli_args(dates, None), work / f"rows-{n}.duckdb", work)
         r = runs[n]
         print(f"{n} days: exit {r.exit_code}, wall {r.wall} s, cpu {r.cpu} s, peak {r.peak_rss_mb} MB, "
-              f"rows {r.rows}, requests {r.requests} ({r.throttled} x 429)", flush=True)
+              f"rows {r.rows}, requests {r.requests} ({r.throttled} x 429), peaks {r.peaks_mb}", flush=True)
         if r.exit_code != 0:
             print(r.tail)
     bare = sorted(bare_figures)[len(bare_figures) // 2]
@@ -246,16 +258,17 @@ def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work:
     lines.append("")
     lines.append(
         "| days | exit | rows landed | requests (429) | wall s | wall / (requests / rate) | tree CPU s "
-        "| CPU µs / row | peak tree RSS MB | RSS / 400 MB |"
+        "| CPU µs / row | peak tree RSS MB | RSS / 400 MB | peak of the command / landing worker MB |"
     )
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, r in runs.items():
         bound = r.requests / rate
         per_row = r.cpu / r.rows * 1e6 if r.rows else float("nan")
         lines.append(
             f"| {n} | {r.exit_code} | {r.rows:,} | {r.requests:,} ({r.throttled}) | {r.wall} | "
             f"{r.wall:.1f} / {bound:.1f} = **{r.wall / bound:.2f}x** | {r.cpu} | {per_row:.1f} | "
-            f"{r.peak_rss_mb} | **{r.peak_rss_mb / RSS_BOUND_MB:.2f}x** |"
+            f"{r.peak_rss_mb} | **{r.peak_rss_mb / RSS_BOUND_MB:.2f}x** | "
+            f"{r.peaks_mb.get('command', 0):.0f} / {r.peaks_mb.get('lander', 0):.0f} |"
         )
     small, large = runs[min(days)], runs[max(days)]
     if large.rows > small.rows:
@@ -283,7 +296,12 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
     def one(brand: str) -> None:
         args = [*D.cli_args(dates, None)[:-1], "--brand", brand, "--quiet"]
         results[brand] = D.run_cli(
-            args, url=sandbox.url, key=sandbox.key, db=work / f"shared-{brand}.duckdb", log_dir=work
+            args,
+            url=sandbox.url,
+            key=sandbox.key,
+            db=work / f"shared-{brand}.duckdb",
+            log_dir=work,
+            code_root=CODE_ROOT,
         )
 
     sampler = TreeSampler()
@@ -336,7 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared-rate", type=float, default=20.0)
     parser.add_argument("--shared-days", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--code-root", type=Path, default=ROOT, help="the tree whose CLI runs")
     args = parser.parse_args(argv)
+    global CODE_ROOT
+    CODE_ROOT = args.code_root.resolve()
     D.install_signal_handlers()
     scenarios = args.scenarios.split(",")
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-sync-{os.getpid()}"
@@ -348,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         SECTION,
         "",
         f"`bench/bench_sync.py --scenarios {args.scenarios} --days {args.days} --rate {args.rate:g}`, "
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, code `{commit}`{dirty}, {os.cpu_count()} cores "
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, code `{commit}`{dirty}"
+        f"{'' if CODE_ROOT == ROOT else f' (command line from {CODE_ROOT})'}, {os.cpu_count()} cores "
         f"shared with other work (load average {os.getloadavg()[0]:.1f} at the start). Sandbox `large` "
         "workspace in its own process; dates end on 2026-10-31.",
         "",

@@ -312,13 +312,27 @@ def _plain_extra(array: pa.Array) -> bool:
     return not pa.types.is_nested(kind)
 
 
+def _given(spec: TableSpec, column: Any, value: Any, length: int) -> pa.Array:
+    """A column the connector sets: an array as it is, or one value repeated (strictly typed)."""
+    if isinstance(value, pa.Array | pa.ChunkedArray):
+        if value.type == column.type:
+            return value
+        return _converted(spec, column, value.to_pylist())
+    return _converted(spec, column, [value] * length)
+
+
 def rows_to_table(
-    spec: TableSpec, rows: Sequence[Row], constants: Mapping[str, Any] | None = None
+    spec: TableSpec,
+    rows: Sequence[Row],
+    constants: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> pa.Table:
     """Rows (API field names, plus the keys the connector adds) -> the spec's schema plus extras.
 
     ``constants``: a value for a column that is the same on every row (``brand_id``), used where a
     row has no such key (as if each row were ``{**constants, **row}``, without copying the rows).
+    ``overrides``: values of declared columns the connector sets whatever the rows hold (as if each
+    row were ``{**row, **overrides}``): one value for every row, or an Arrow array of one per row.
 
     Rows are turned into columns by Arrow in one pass (type inference in C++); a column whose
     inferred type is not exactly what the strict converters accept (a boolean where a number
@@ -327,6 +341,7 @@ def rows_to_table(
     error, so nothing of the batch can be written.
     """
     constants = constants or {}
+    overrides = overrides or {}
     known = {c.name for c in spec.columns}
     pivoted = _pivot(rows) if rows else None
     present: dict[str, pa.Array] = {}
@@ -337,7 +352,9 @@ def rows_to_table(
     for column in spec.columns:
         name = column.name
         array: pa.Array | None = None
-        if pivoted is not None:
+        if name in overrides:
+            array = _given(spec, column, overrides[name], len(rows))
+        elif pivoted is not None:
             if name not in present:
                 array = (
                     pa.array([constants[name]] * len(rows), type=column.type)
@@ -441,20 +458,16 @@ def cited_pages_table(
     capped: bool,
 ) -> pa.Table:
     """One day's ranked pages; ``rank`` is the API's order (ranked by citation count)."""
-    shaped = [
-        {
-            **row,
-            "brand_id": brand_id,
-            "date": day,
-            "engine": engine,
-            "rank": i,
-            "total_count": total_count,
-            "total_citations": total_citations,
-            "capped": capped,
-        }
-        for i, row in enumerate(rows, start=1)
-    ]
-    return rows_to_table(T.CITED_PAGES, shaped)
+    given = {
+        "brand_id": brand_id,
+        "date": day,
+        "engine": engine,
+        "rank": pa.array(range(1, len(rows) + 1), type=pa.int64()),
+        "total_count": total_count,
+        "total_citations": total_citations,
+        "capped": capped,
+    }
+    return rows_to_table(T.CITED_PAGES, _listed(rows), overrides=given)
 
 
 def citation_trend_table(data: Row, *, brand_id: str, engine: str) -> pa.Table:
