@@ -133,6 +133,7 @@ def landed_rows(db: Path) -> int:
 
 
 CODE_ROOT = ROOT  # --code-root: another tree (e.g. ``git archive`` of a commit, for a baseline)
+EXTRA_ENV: dict[str, str] = {}  # --env NAME=VALUE: settings of the command line under test
 
 
 def run_tree(
@@ -146,7 +147,13 @@ def run_tree(
 
     def start() -> None:
         outcome["cli"] = D.run_cli(
-            args, url=sandbox.url, key=sandbox.key, db=db, log_dir=log_dir, code_root=CODE_ROOT
+            args,
+            url=sandbox.url,
+            key=sandbox.key,
+            db=db,
+            log_dir=log_dir,
+            code_root=CODE_ROOT,
+            extra_env=EXTRA_ENV,
         )
 
     with sampler:
@@ -189,7 +196,8 @@ def _watch_new_services(sampler: TreeSampler, count: int, timeout: float = 60.0)
 
 
 def sample_pages(sandbox: D.SandboxService, days: int, pages: int) -> list[bytes]:
-    """Raw bodies of mention pages (most of the rows of a sync) and answer pages, over ``days``."""
+    """Raw bodies of the pages of the three tables that hold most of a sync's rows: prompt mentions
+    (over ``days``), answers, and cited pages (one day, as the sync asks for them)."""
     start = NEWEST - dt.timedelta(days=days - 1)
     end = D.SANDBOX_TODAY
     headers = {"Authorization": f"Bearer {sandbox.key}"}
@@ -202,6 +210,11 @@ def sample_pages(sandbox: D.SandboxService, days: int, pages: int) -> list[bytes
         window = {"from": start.isoformat(), "to": end.isoformat(), "limit": 999}
         for brand in brands[:2]:
             bodies.append(_get(http, f"/v1/brands/{brand['id']}/answers", {**window, "limit": 100}))
+        one_day = {"from": NEWEST.isoformat(), "to": end.isoformat(), "limit": 2000}
+        for brand in brands[:2]:
+            for engine in ("chatgpt", "claude", "perplexity", "gemini", "copilot"):
+                path = f"/v1/brands/{brand['id']}/citations/urls"
+                bodies.append(_get(http, path, {**one_day, "engine": engine}))
         step = max(1, len(prompts) // pages)
         for prompt in prompts[::step][: pages - len(bodies)]:
             bodies.append(_get(http, f"/v1/prompts/{prompt}/mentions", window))
@@ -252,8 +265,9 @@ def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work:
     bare = sorted(bare_figures)[len(bare_figures) // 2]
     lines.append(
         f"Bare decode, same run: `json.loads` + `pa.Table.from_pylist` of {len(bodies)} pages "
-        f"({sample_rows:,} rows of mentions and answers, the rows of most of a sync), best of 3, median "
-        f"of {len(bare_figures)} measurements taken between the runs: **{bare:.2f} µs a row**."
+        f"({sample_rows:,} rows of prompt mentions, answers and cited pages: most of a sync's rows), "
+        f"best of 3, median of {len(bare_figures)} measurements taken between the runs: "
+        f"**{bare:.2f} µs a row**."
     )
     lines.append("")
     lines.append(
@@ -355,9 +369,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared-days", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--code-root", type=Path, default=ROOT, help="the tree whose CLI runs")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     args = parser.parse_args(argv)
     global CODE_ROOT
     CODE_ROOT = args.code_root.resolve()
+    EXTRA_ENV.update(item.split("=", 1) for item in args.env)
     D.install_signal_handlers()
     scenarios = args.scenarios.split(",")
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-sync-{os.getpid()}"

@@ -312,7 +312,15 @@ def _watch_parent(parent_pid: int, lifeline_fd: int) -> None:
 
 
 def _warm_up() -> None:
-    """Import what landing needs while the first table is still being fetched."""
+    """Import what landing needs while the first table is still being fetched.
+
+    Arrow allocates from the C library's allocator here: its default (mimalloc) keeps the pages of
+    each landed chunk for reuse, so the worker's resident memory grew with the chunks it had landed
+    (bench/RESULTS.md, *Memory*); the system allocator gives them back.
+    """
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
     import resources.warehouse.resource  # noqa: F401
     import sync.tables  # noqa: F401
 

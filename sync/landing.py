@@ -26,8 +26,10 @@ from sync.prefetch import StopSignal
 from sync.spool import DateSpool, bucket_windows
 from sync.transforms import concat, filter_cells, keep_rows, select_box
 
-#: Rows of a paged call transformed at a time.
-SLICE_ROWS = 5_000
+#: Rows of a paged call transformed at a time: about one page. Each of the fetch's threads holds
+#: its slice as Python objects (a row's dict costs ten times its Arrow form); the calls' tables are
+#: then gathered (``BATCH_ROWS``) before Arrow's per-table costs are paid.
+SLICE_ROWS = 1_000
 #: Longest date span of one write: bounds memory (rows of one chunk) whatever the run's length.
 DEFAULT_DAYS_PER_WRITE = 7
 
