@@ -314,24 +314,26 @@ def _watch_parent(parent_pid: int, lifeline_fd: int) -> None:
 def _warm_up() -> None:
     """Import what landing needs while the first table is still being fetched.
 
-    Arrow allocates from the C library's allocator here: its default (mimalloc) keeps the pages of
-    each landed chunk for reuse, so the worker's resident memory grew with the chunks it had landed
-    (bench/RESULTS.md, *Memory*); the system allocator gives them back.
+    Nothing of Dagster: the worker needs the warehouse's engine only (importing Dagster was most of
+    the worker's start-up CPU, and 40 MB of its memory). Arrow allocates from the C library's
+    allocator here: its default (mimalloc) keeps the pages of each landed chunk for reuse, so the
+    worker's resident memory stayed at its largest chunk's; the system allocator gives them back.
     """
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())
-    import resources.warehouse.resource  # noqa: F401
+    import resources.warehouse.duckdb
+    import resources.warehouse.factory  # noqa: F401
     import sync.tables  # noqa: F401
 
 
 def _land(
     warehouse_config: Mapping[str, Any], table: str, outcome: FetchOutcome, run_id: str
 ) -> list[WriteResult]:
-    from resources.warehouse.resource import WarehouseResource
+    from resources.warehouse.factory import warehouse_for
     from sync.tables import ALL_TABLES
 
-    with WarehouseResource(**warehouse_config).get_warehouse(landing=True) as warehouse:
+    with warehouse_for(warehouse_config, landing=True) as warehouse:
         return land(warehouse, ALL_TABLES[table], outcome, run_id)
 
 
