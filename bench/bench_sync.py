@@ -284,12 +284,15 @@ def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work:
             f"{r.peak_rss_mb} | **{r.peak_rss_mb / RSS_BOUND_MB:.2f}x** | "
             f"{r.peaks_mb.get('command', 0):.0f} / {r.peaks_mb.get('lander', 0):.0f} |"
         )
-    small, large = runs[min(days)], runs[max(days)]
-    if large.rows > small.rows:
+    small = runs[days[0]]
+    for n in days[1:]:
+        large = runs[n]
+        if large.rows <= small.rows or large.exit_code or small.exit_code:
+            continue
         marginal = (large.cpu - small.cpu) / (large.rows - small.rows) * 1e6
         lines.append("")
         lines.append(
-            f"Marginal CPU per landed row ({min(days)} -> {max(days)} days): ({large.cpu} - {small.cpu}) s / "
+            f"Marginal CPU per landed row ({days[0]} -> {n} days): ({large.cpu} - {small.cpu}) s / "
             f"({large.rows:,} - {small.rows:,}) rows = {marginal:.2f} µs; against the bare decode: "
             f"{marginal:.2f} / {bare:.2f} = **{marginal / bare:.2f}x** (target <= 1.5x)."
         )

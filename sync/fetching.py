@@ -23,7 +23,7 @@ from sync.discovery import BrandScope, Discovery, brand_inputs
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOne, FetchOutcome, brand_engines, fetch_to_spool
 from sync.planning import BrandInput, Cell, Plan
 from sync.prefetch import StopSignal
-from sync.spool import DateSpool
+from sync.spool import DateSpool, use_returning_allocator
 
 Planner = Callable[[set[Cell], list[BrandInput], Sequence[str]], Plan]
 
@@ -62,6 +62,7 @@ def fetch_partitioned(
 ) -> FetchOutcome:
     """Discover the brands, plan the run, and spool its rows (no Dagster: reusable in benchmarks)."""
     started = time.monotonic()
+    use_returning_allocator()
     listings = discovery or Discovery()
     scope: BrandScope = listings.scope(client, only)
     inputs = brand_inputs(

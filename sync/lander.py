@@ -315,13 +315,12 @@ def _warm_up() -> None:
     """Import what landing needs while the first table is still being fetched.
 
     Nothing of Dagster: the worker needs the warehouse's engine only (importing Dagster was most of
-    the worker's start-up CPU, and 40 MB of its memory). Arrow allocates from the C library's
-    allocator here: its default (mimalloc) keeps the pages of each landed chunk for reuse, so the
-    worker's resident memory stayed at its largest chunk's; the system allocator gives them back.
+    the worker's start-up CPU, and 40 MB of its memory). Arrow's freed buffers go back to the system
+    (``use_returning_allocator``), so the worker does not stay at its largest chunk's memory.
     """
-    import pyarrow as pa
+    from sync.spool import use_returning_allocator
 
-    pa.set_memory_pool(pa.system_memory_pool())
+    use_returning_allocator()
     import resources.warehouse.duckdb
     import resources.warehouse.factory  # noqa: F401
     import sync.tables  # noqa: F401

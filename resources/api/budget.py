@@ -247,6 +247,9 @@ class Permit:
     #: its send number and wall-clock send time in the key's ledger (shared with other processes)
     shared_seq: int | None = None
     shared_sent_at: float = 0.0
+    #: its answer's X-RateLimit headers and arrival time, written to the ledger when it is released
+    #: (one locked write of the file per request for both)
+    shared_answer: tuple[WindowHeaders, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -548,8 +551,10 @@ class RequestBudget:
         endpoint_headers = parse_window(headers, ENDPOINT_LIMIT_PREFIX)
         with self._cond:
             self._answered = True
-            shared = permit.shared_seq is not None
-            if global_headers.present and not (shared and self._observe_shared(permit, global_headers)):
+            shared = permit.shared_seq is not None and self._ledger is not None and self._ledger.usable
+            if global_headers.present and shared:
+                permit.shared_answer = (global_headers, time.time())
+            elif global_headers.present:
                 unseen = self._unseen_by(permit.seq, permit.sent_at)
                 self._global.observe(
                     global_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
@@ -561,19 +566,22 @@ class RequestBudget:
                 )
             self._cond.notify_all()
 
-    def _observe_shared(self, permit: Permit, headers: WindowHeaders) -> bool:
-        """Correct the ledger's window from an answer; False when the ledger is unusable."""
+    def _release_shared(self, permit: Permit) -> None:
+        """Correct the ledger's window from the permit's answer, and take the request off its
+        requests in flight."""
         assert self._ledger is not None and permit.shared_seq is not None
         with self._ledger.transaction() as state:
             if state is None:
-                return False
-            window = _shared_window(state)
-            unseen = _unseen_in_ledger(state, permit.shared_seq, permit.shared_sent_at)
-            window.observe(
-                headers, time.time(), seq=permit.shared_seq, sent_at=permit.shared_sent_at, unseen=unseen
-            )
-            _store_window(window, state)
-            return True
+                return
+            if permit.shared_answer is not None:
+                headers, answered_at = permit.shared_answer
+                window = _shared_window(state)
+                unseen = _unseen_in_ledger(state, permit.shared_seq, permit.shared_sent_at)
+                window.observe(
+                    headers, answered_at, seq=permit.shared_seq, sent_at=permit.shared_sent_at, unseen=unseen
+                )
+                _store_window(window, state)
+            state.in_flight.pop(permit.shared_seq, None)
 
     def release(self, permit: Permit, *, success: bool = True) -> None:
         """Give the slot back; a success may grow the concurrency limit."""
@@ -584,9 +592,7 @@ class RequestBudget:
             saturated = len(self._in_flight) >= self._aimd.slots
             self._in_flight.pop(permit.seq, None)
             if permit.shared_seq is not None and self._ledger is not None:
-                with self._ledger.transaction() as state:
-                    if state is not None:
-                        state.in_flight.pop(permit.shared_seq, None)
+                self._release_shared(permit)
             if success:
                 self._aimd.on_success(saturated)
             self._cond.notify_all()
