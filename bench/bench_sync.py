@@ -350,13 +350,14 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
     ]
 
 
-def write_section(text: str) -> None:
+def write_section(text: str, section: str = SECTION) -> None:
+    """Replace ``section`` of bench/RESULTS.md (from its heading to the next ``## ``) with ``text``."""
     current = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = current.find(SECTION)
+    start = current.find(section)
     if start == -1:
         current = current.rstrip() + "\n\n" + text
     else:
-        end = current.find("\n## ", start + len(SECTION))
+        end = current.find("\n## ", start + len(section))
         current = current[:start] + text.rstrip() + "\n" + ("" if end == -1 else current[end:])
     RESULTS.write_text(current.rstrip() + "\n")
 
