@@ -26,7 +26,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +41,8 @@ logger = logging.getLogger("visibility.api")
 LEDGER_DIRECTORY = "visibility-sync-keys"
 #: An in-flight entry older than this is dropped even if its process lives (a request times out sooner).
 STALE_SECONDS = 300.0
+#: How long a process found alive is taken to be alive before it is looked up again.
+PID_CHECK_SECONDS = 1.0
 #: Largest ledger file read (a few hundred requests in flight fit many times over).
 MAX_BYTES = 1 << 20
 
@@ -87,11 +89,11 @@ class LedgerState:
         data["in_flight"] = {str(k): list(v) for k, v in self.in_flight.items()}
         return json.dumps(data, separators=(",", ":")).encode()
 
-    def drop_stale(self, now: float, own_pid: int) -> None:
+    def drop_stale(self, now: float, own_pid: int, alive: Callable[[int], bool] = _alive) -> None:
         gone = [
             seq
             for seq, (pid, sent_at) in self.in_flight.items()
-            if now - sent_at > STALE_SECONDS or (pid != own_pid and not _alive(pid))
+            if now - sent_at > STALE_SECONDS or (pid != own_pid and not alive(pid))
         ]
         for seq in gone:
             del self.in_flight[seq]
@@ -106,6 +108,8 @@ class KeyLedger:
         self._fd: int | None = None
         self.usable = fcntl is not None
         self.pid = os.getpid()
+        #: pid -> (alive, when checked): each other process is looked up at most once a second
+        self._seen: dict[int, tuple[bool, float]] = {}
 
     @classmethod
     def for_key(cls, api_url: str, api_key: str, directory: Path | None = None) -> KeyLedger | None:
@@ -157,8 +161,17 @@ class KeyLedger:
             with contextlib.suppress(OSError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
             return None, None
-        state.drop_stale(time.time(), self.pid)
+        state.drop_stale(time.time(), self.pid, self._alive)
         return state, fd
+
+    def _alive(self, pid: int) -> bool:
+        now = time.monotonic()
+        known = self._seen.get(pid)
+        if known is None or now - known[1] > PID_CHECK_SECONDS:
+            if len(self._seen) > 1024:
+                self._seen.clear()
+            known = self._seen[pid] = (_alive(pid), now)
+        return known[0]
 
     def _end(self, fd: int, state: LedgerState | None) -> None:
         try:
