@@ -374,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--code-root", type=Path, default=ROOT, help="the tree whose CLI runs")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument(
+        "--shared-baseline", type=Path, help="a tree (git archive of a commit) whose four runs go first"
+    )
     args = parser.parse_args(argv)
     global CODE_ROOT
     CODE_ROOT = args.code_root.resolve()
@@ -404,6 +407,12 @@ def main(argv: list[str] | None = None) -> int:
             lines.append("")
         if "shared" in scenarios:
             lines += ["### One key, four runs", ""]
+            if args.shared_baseline is not None:
+                current, CODE_ROOT = CODE_ROOT, args.shared_baseline.resolve()
+                lines.append(f"Before (the command line of `{args.shared_baseline}`, same sandbox and run):")
+                lines += scenario_shared(sandbox, args.shared_rate, args.shared_days, work)
+                lines += ["", "Now:"]
+                CODE_ROOT = current
             lines += scenario_shared(sandbox, args.shared_rate, args.shared_days, work)
             lines.append("")
     text = "\n".join(header + lines)

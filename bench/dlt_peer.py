@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     pipeline = dlt.pipeline(
         pipeline_name=f"visibility_peer_{args.db.stem}",
         destination=dlt.destinations.duckdb(str(args.db)),
-        dataset_name="peer",
+        dataset_name="dlt_peer",
         pipelines_dir=str(args.db.parent / "dlt-pipelines"),
     )
     info = pipeline.run(source(args.url, args.key, args.days))
