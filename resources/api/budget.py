@@ -61,8 +61,9 @@ ANNOUNCE_MIN_SECONDS = 1.0
 ANNOUNCE_EVERY_SECONDS = 5.0
 
 
-#: How often a request waiting for a slot that another process holds looks again (nothing wakes it).
-SHARED_SLOT_POLL_SECONDS = 0.01
+#: How often a process whose requests wait for a slot that other processes hold looks at the ledger
+#: again (nothing wakes it; a slot of its own freed wakes it at once).
+SHARED_SLOT_POLL_SECONDS = 0.05
 
 #: Requests sent this close together may reach the service in either order (threads, connections),
 #: so an answer's ``remaining`` may not yet count a request sent just *before* it.
@@ -311,6 +312,9 @@ class RequestBudget:
         self._announced_at: dict[str, float] = {}
         #: the key's window and requests in flight, shared with the other processes on this machine
         self._ledger = ledger
+        #: until then (clock) this process's requests wait without reading the ledger: one of them
+        #: just found the key's slots taken or its window spent (a release of ours ends it early)
+        self._shared_hold_until = 0.0
 
     def _endpoint(self, endpoint: str) -> RateWindow:
         window = self._endpoints.get(endpoint)
@@ -477,7 +481,10 @@ class RequestBudget:
                 endpoint_window = self._endpoint(endpoint)
                 gate = None
                 endpoint_delay = 0.0
-                if len(self._in_flight) < self._slots():
+                held = now < self._shared_hold_until and (
+                    deadline is None or self._shared_hold_until <= deadline
+                )
+                if len(self._in_flight) < self._slots() and not held:
                     endpoint_delay = endpoint_window.delay(
                         now,
                         unanswered_since_newest=self._unseen_by(
@@ -485,6 +492,14 @@ class RequestBudget:
                         ),
                     )
                     gate = self._shared_gate(endpoint_delay <= 0.0)
+                    if gate is not None and gate[0] < 0.0:  # every slot of the key is taken
+                        self._shared_hold_until = now + SHARED_SLOT_POLL_SECONDS
+                if held:
+                    # another thread of this process found the key's budget spent a moment ago:
+                    # wait with it instead of locking the ledger again
+                    self._cond.wait(self._shared_hold_until - now)
+                    waited_rate += self._clock() - now
+                    continue
                 if len(self._in_flight) >= self._slots() or (gate is not None and gate[0] < 0.0):
                     wait = MAX_WAIT_SLICE_SECONDS if gate is None else SHARED_SLOT_POLL_SECONDS
                     if deadline is not None and now + wait > deadline:
@@ -525,6 +540,8 @@ class RequestBudget:
                 if deadline is not None and now + delay > deadline:
                     scope = "global" if global_delay >= endpoint_delay else f"endpoint {endpoint}"
                     raise BudgetExhausted(delay, scope)
+                if gate is not None and global_delay >= endpoint_delay:
+                    self._shared_hold_until = now + min(global_delay, MAX_WAIT_SLICE_SECONDS)
                 if not announced and delay >= ANNOUNCE_MIN_SECONDS:
                     announced = True
                     if global_delay >= endpoint_delay:
@@ -593,6 +610,7 @@ class RequestBudget:
             self._in_flight.pop(permit.seq, None)
             if permit.shared_seq is not None and self._ledger is not None:
                 self._release_shared(permit)
+                self._shared_hold_until = 0.0  # a slot and an answer: worth a look at the ledger
             if success:
                 self._aimd.on_success(saturated)
             self._cond.notify_all()
