@@ -9,6 +9,10 @@ everyone, not just the request that was refused.
 The arithmetic (``RateWindow``, ``AIMDLimit``) is pure and takes the time as an argument, so it is
 tested without sleeping; ``RequestBudget`` adds the locking and the waiting.
 
+With a ``KeyLedger`` (``key_ledger.py``; the resource gives one), the global window and the requests
+in flight live in a file that every process using the key on this machine locks around each send
+and each answer: runs side by side share the key's one rate limit and concurrency.
+
 A budget is also what the clients of one sync share beyond the rate limit (one budget per sync:
 ``VisibilityAPIResource`` hands the same one to every client it opens, ``shared_budget`` to every run
 of the process):
@@ -280,7 +284,8 @@ class RequestBudget:
     set (``cancel()`` sets it too); a private one when not given. ``retry_deadline_seconds``: how long
     the sync's clients keep retrying once the service is unreachable, counted from the outage's start
     (``None``: each client's own ``retry_deadline_seconds``); a client's own, shorter deadline still
-    bounds each of its calls (a sensor tick's).
+    bounds each of its calls (a sensor tick's). ``ledger``: the key's ledger shared with the other
+    processes of this machine (``None``: this process paces alone).
     """
 
     def __init__(
