@@ -4,7 +4,10 @@ Usage: ``.venv/bin/python bench/run_all.py [name ...]`` with names among sandbox
 backfill (default: all; on 2 cores about 15 minutes without the backfill benchmark, which launches
 its backfills through a real webserver and daemon and takes most of an hour on the large workspace),
 or ``backfill-quick`` (the backfill benchmark's ``--quick``: demo workspace, 3 days, a few scenarios,
-about 10 minutes, RESULTS.md left alone). Each benchmark runs in its own process.
+about 10 minutes, RESULTS.md left alone), ``sync`` (``bench_sync.py``: CPU per landed row, pace,
+memory of the whole process tree, one key shared by four runs) or ``small`` (``bench_small.py``:
+small syncs beside a dlt ``rest_api`` peer; needs ``pip install -e '.[bench]'``). Each benchmark
+runs in its own process.
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 BENCHMARKS = ("sandbox", "api", "warehouse", "backfill")
 #: other ways to run a benchmark: name -> (benchmark, its arguments)
-VARIANTS = {"backfill-quick": ("backfill", ["--quick"])}
+VARIANTS = {
+    "backfill-quick": ("backfill", ["--quick"]),
+    # by name only: the whole-tree sync figures (about 8 minutes) and the dlt peer (needs `.[bench]`)
+    "sync": ("sync", []),
+    "small": ("small", []),
+}
 
 
 def main(argv: list[str]) -> int:

@@ -23,7 +23,7 @@ from sync.discovery import BrandScope, CitationTargets, Discovery, brand_inputs
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOne, FetchOutcome, brand_engines, fetch_to_spool
 from sync.planning import BrandInput, Cell, Plan
 from sync.prefetch import StopSignal
-from sync.spool import DateSpool
+from sync.spool import DateSpool, use_returning_allocator
 
 Planner = Callable[[set[Cell], list[BrandInput], Sequence[str]], Plan]
 
@@ -68,6 +68,7 @@ def fetch_partitioned(
     ``targets``: the run's own tracked pages and topics (its asset config), instead of the table's
     (``VISIBILITY_CITATION_*``)."""
     started = time.monotonic()
+    use_returning_allocator()
     listings = discovery or Discovery()
     scope: BrandScope = listings.scope(client, only)
     inputs = brand_inputs(

@@ -21,13 +21,15 @@ import pyarrow.compute as pc
 from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
 from resources.warehouse.base import PartitionScope, PartitionWrite, TableSpec, Warehouse, WriteResult
-from sync.planning import ALL, Box, Call, Plan, Window, expected_requests
+from sync.planning import ALL, Box, Call, Cell, Plan, Window, expected_requests
 from sync.prefetch import StopSignal
 from sync.spool import DateSpool, bucket_windows
 from sync.transforms import concat, filter_cells, keep_rows, select_box
 
-#: Rows of a paged call transformed at a time.
-SLICE_ROWS = 5_000
+#: Rows of a paged call transformed at a time: about one page. Each of the fetch's threads holds
+#: its slice as Python objects (a row's dict costs ten times its Arrow form); the calls' tables are
+#: then gathered (``BATCH_ROWS``) before Arrow's per-table costs are paid.
+SLICE_ROWS = 1_000
 #: Longest date span of one write: bounds memory (rows of one chunk) whatever the run's length.
 DEFAULT_DAYS_PER_WRITE = 7
 
@@ -51,6 +53,45 @@ class FetchOutcome:
     fetch_seconds: float = 0.0
 
 
+#: Rows of several calls filtered and spooled together: most calls answer a few hundred rows, and
+#: Arrow's per-call costs (a filter, a bucket split, a concatenation) would then cost more CPU than
+#: the rows themselves (bench/RESULTS.md, *CPU per landed row*).
+BATCH_ROWS = 20_000
+
+
+class _CallBatch:
+    """Tables of many calls, filtered to the run's cells and spooled once ``BATCH_ROWS`` are held."""
+
+    def __init__(self, spec: TableSpec, spool: DateSpool, cells: frozenset[Cell] | set[Cell]) -> None:
+        assert spec.date_column is not None
+        self._spec = spec
+        self._spool = spool
+        self._cells = cells
+        self._lock = threading.Lock()
+        self._tables: list[pa.Table] = []
+        self._rows = 0
+
+    def add(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        with self._lock:
+            self._tables.append(table)
+            self._rows += table.num_rows
+            if self._rows >= BATCH_ROWS:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if not self._tables:
+            return
+        tables, self._tables, self._rows = self._tables, [], 0
+        assert self._spec.date_column is not None
+        self._spool.append(filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells))
+
+
 def fetch_to_spool(
     client: VisibilityClient,
     spec: TableSpec,
@@ -72,17 +113,14 @@ def fetch_to_spool(
     with ``FetchCancelled``.
     """
     assert spec.date_column is not None
-    date_column = spec.date_column
-    lock = threading.Lock()
+    batch = _CallBatch(spec, spool, plan.cells)
 
     def work(call: Call) -> tuple[Call, bool]:
         if stop is not None:  # the run stopped: start no further call (the running ones end)
             stop.raise_if_set()
         try:
             for table in fetch_one(client, call):
-                part = filter_cells(table, date_column, plan.cells)
-                with lock:
-                    spool.append(part)
+                batch.add(table)
         except NotFoundError:
             return call, False
         return call, True
@@ -98,6 +136,7 @@ def fetch_to_spool(
                 prompt_misses[call.brand_id].add(call.prompt_id)
         if on_progress is not None:
             on_progress(done, total)
+    batch.flush()
     for brand_id, prompt_ids in sorted(prompt_misses.items()):
         if brand_id in not_found:
             continue

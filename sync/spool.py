@@ -29,6 +29,17 @@ STALE_SECONDS = 24 * 3600
 FLUSH_ROWS = 50_000
 
 
+def use_returning_allocator() -> None:
+    """Arrow's buffers from the C library's allocator, which gives freed pages back to the system.
+
+    Arrow's default (mimalloc) keeps them for reuse, so a process that spooled or landed a large
+    table stays at its largest batch's memory for the rest of the run (bench/RESULTS.md, *Sync:
+    whole process tree*). Process-wide; called by the fetch and by the landing worker.
+    """
+    if pa.default_memory_pool().backend_name != "system":
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
 def sweep_stale(now: float | None = None) -> list[str]:
     """Remove spools left by processes killed more than a day ago."""
     now = time.time() if now is None else now

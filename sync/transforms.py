@@ -184,22 +184,13 @@ def _converter(arrow_type: pa.DataType) -> Any:
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
 
 
-def _fast_array(values: list[Any], arrow_type: pa.DataType) -> pa.Array | None:
-    """The common case converted by Arrow itself (C++, no Python call per value), or None.
+def _accepted_kind(kind: pa.DataType, arrow_type: pa.DataType) -> bool:
+    """Whether Arrow's inferred ``kind`` holds exactly what the Python converters would accept.
 
-    It accepts only what the Python converters would turn into the same values (ISO strings for
-    dates and zoned date-times, integers for BIGINT, ...); anything else (a boolean where a number
-    belongs, an integral float, a date-time without zone) returns None, and the converters decide,
-    with their errors naming the column. A sync converts a million rows: this is its main CPU cost.
+    Integers for BIGINT (a boolean or an integral float is not inferred as an integer), numbers for
+    DOUBLE, booleans, strings, lists of strings; nulls everywhere.
     """
-    try:
-        if pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type):
-            return pc.cast(pa.array(values, type=pa.string()), arrow_type)
-        inferred = pa.array(values)
-    except _ARROW_ERRORS:
-        return None
-    kind = inferred.type
-    accepted = (
+    return (
         pa.types.is_null(kind)
         or (pa.types.is_integer(arrow_type) and pa.types.is_integer(kind))
         or (pa.types.is_floating(arrow_type) and (pa.types.is_floating(kind) or pa.types.is_integer(kind)))
@@ -207,12 +198,43 @@ def _fast_array(values: list[Any], arrow_type: pa.DataType) -> pa.Array | None:
         or (pa.types.is_string(arrow_type) and pa.types.is_string(kind))
         or (pa.types.is_list(arrow_type) and pa.types.is_list(kind) and pa.types.is_string(kind.value_type))
     )
-    if not accepted:
+
+
+def _typed(inferred: pa.Array, arrow_type: pa.DataType) -> pa.Array | None:
+    """An array Arrow inferred, in ``arrow_type``, or None when the converters must decide.
+
+    Dates and date-times come as ISO strings and are parsed by Arrow's cast (a string Arrow cannot
+    parse, a date-time where a date belongs, a zone-less date-time: None, the converters decide).
+    """
+    kind = inferred.type
+    if kind == arrow_type:
+        return inferred
+    if pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type):
+        if not (pa.types.is_string(kind) or pa.types.is_null(kind)):
+            return None
+    elif not _accepted_kind(kind, arrow_type):
         return None
     try:
         return inferred.cast(arrow_type)
     except _ARROW_ERRORS:
         return None
+
+
+def _fast_array(values: list[Any], arrow_type: pa.DataType) -> pa.Array | None:
+    """The common case converted by Arrow itself (C++, no Python call per value), or None.
+
+    It accepts only what the Python converters would turn into the same values (ISO strings for
+    dates and zoned date-times, integers for BIGINT, ...); anything else (a boolean where a number
+    belongs, an integral float, a date-time without zone) returns None, and the converters decide,
+    with their errors naming the column.
+    """
+    try:
+        if pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type):
+            return pc.cast(pa.array(values, type=pa.string()), arrow_type)
+        inferred = pa.array(values)
+    except _ARROW_ERRORS:
+        return None
+    return _typed(inferred, arrow_type)
 
 
 def _is_nested(value: Any) -> bool:
@@ -247,43 +269,115 @@ def _extra_array(values: list[Any], *, table: str, name: str) -> pa.Array:
         return pa.array([_to_string(v) for v in values], type=pa.string())
 
 
-def rows_to_table(spec: TableSpec, rows: Sequence[Row]) -> pa.Table:
+def _column_error(spec: TableSpec, name: str, message: str) -> TransformError:
+    return TransformError(
+        f"{spec.name}.{name}: {message}",
+        table=spec.name,
+        column=name,
+        endpoint=T.SOURCE_ENDPOINTS.get(spec.name),
+    )
+
+
+def _converted(spec: TableSpec, column: Any, raw: list[Any]) -> pa.Array:
+    """One declared column from its Python values: Arrow's conversion, else the strict converters."""
+    array = _fast_array(raw, column.type)
+    if array is not None:
+        return array
+    convert = _converter(column.type)
+    try:
+        return pa.array([convert(v) for v in raw], type=column.type)
+    except (TypeError, ValueError, OverflowError, pa.ArrowException) as exc:
+        raise _column_error(
+            spec, column.name, f"cannot read as {column.type}: {exc}; nothing was written"
+        ) from None
+
+
+def _pivot(rows: Sequence[Row]) -> pa.StructArray | None:
+    """Every row's fields as typed columns in one pass of Arrow's C++ (types inferred), or None
+    when a field mixes types (or holds an integer beyond 64 bits): then each column is read alone."""
+    try:
+        pivoted = pa.array(rows)
+    except (*_ARROW_ERRORS, TypeError, ValueError):
+        return None
+    return pivoted if pa.types.is_struct(pivoted.type) else None
+
+
+def _plain_extra(array: pa.Array) -> bool:
+    """An unknown field Arrow inferred as a scalar, or as a list of (non-null) strings: kept as is."""
+    kind = array.type
+    if pa.types.is_struct(kind) or pa.types.is_map(kind) or pa.types.is_null(kind):
+        return False
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.types.is_string(kind.value_type) and pc.list_flatten(array).null_count == 0
+    return not pa.types.is_nested(kind)
+
+
+def _given(spec: TableSpec, column: Any, value: Any, length: int) -> pa.Array:
+    """A column the connector sets: an array as it is, or one value repeated (strictly typed)."""
+    if isinstance(value, pa.Array | pa.ChunkedArray):
+        if value.type == column.type:
+            return value
+        return _converted(spec, column, value.to_pylist())
+    return _converted(spec, column, [value] * length)
+
+
+def rows_to_table(
+    spec: TableSpec,
+    rows: Sequence[Row],
+    constants: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> pa.Table:
     """Rows (API field names, plus the keys the connector adds) -> the spec's schema plus extras.
 
-    Raises ``TransformError`` (naming table, column and endpoint) for a value that does not fit its
-    declared column; nothing is returned, so nothing of the batch can be written.
+    ``constants``: a value for a column that is the same on every row (``brand_id``), used where a
+    row has no such key (as if each row were ``{**constants, **row}``, without copying the rows).
+    ``overrides``: values of declared columns the connector sets whatever the rows hold (as if each
+    row were ``{**row, **overrides}``): one value for every row, or an Arrow array of one per row.
+
+    Rows are turned into columns by Arrow in one pass (type inference in C++); a column whose
+    inferred type is not exactly what the strict converters accept (a boolean where a number
+    belongs, a date Arrow cannot parse...) is read again from its Python values by the converters,
+    which raise the ``TransformError`` (naming table, column and endpoint). Nothing is returned on
+    error, so nothing of the batch can be written.
     """
+    constants = constants or {}
+    overrides = overrides or {}
     known = {c.name for c in spec.columns}
-    endpoint = T.SOURCE_ENDPOINTS.get(spec.name)
+    pivoted = _pivot(rows) if rows else None
+    present: dict[str, pa.Array] = {}
+    if pivoted is not None:
+        present = {field.name: pivoted.field(i) for i, field in enumerate(pivoted.type)}
     arrays: list[pa.Array] = []
     fields: list[pa.Field] = []
     for column in spec.columns:
-        raw = [row.get(column.name) for row in rows]
-        array = _fast_array(raw, column.type)
-        if array is None:
-            convert = _converter(column.type)
-            try:
-                values = [convert(v) for v in raw]
-                array = pa.array(values, type=column.type)
-            except (TypeError, ValueError, OverflowError, pa.ArrowException) as exc:
-                message = (
-                    f"{spec.name}.{column.name}: cannot read as {column.type}: {exc}; nothing was written"
+        name = column.name
+        array: pa.Array | None = None
+        if name in overrides:
+            array = _given(spec, column, overrides[name], len(rows))
+        elif pivoted is not None:
+            if name not in present:
+                array = (
+                    pa.array([constants[name]] * len(rows), type=column.type)
+                    if name in constants
+                    else pa.nulls(len(rows), column.type)
                 )
-                raise TransformError(
-                    message, table=spec.name, column=column.name, endpoint=endpoint
-                ) from None
+            elif name not in constants:
+                array = _typed(present[name], column.type)
+        if array is None:
+            default = constants.get(name)
+            array = _converted(spec, column, [row.get(name, default) for row in rows])
         if not column.nullable and array.null_count:
-            raise TransformError(
-                f"{spec.name}.{column.name}: required value missing in an API row",
-                table=spec.name,
-                column=column.name,
-                endpoint=endpoint,
-            )
+            raise _column_error(spec, name, "required value missing in an API row")
         arrays.append(array)
-        fields.append(pa.field(column.name, column.type, nullable=column.nullable))
-    extras = sorted(set().union(*rows) - known)
+        fields.append(pa.field(name, column.type, nullable=column.nullable))
+    if pivoted is not None:
+        extras = sorted(set(present) - known)
+    else:
+        extras = sorted(set().union(*rows) - known) if rows else []
     for name in extras:
-        array = _extra_array([row.get(name) for row in rows], table=spec.name, name=name)
+        array = present.get(name) if pivoted is not None else None
+        if array is None or not _plain_extra(array):
+            array = _extra_array([row.get(name) for row in rows], table=spec.name, name=name)
         arrays.append(array)
         fields.append(pa.field(name, array.type))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
@@ -317,24 +411,28 @@ def with_brand(rows: Iterable[Row], brand_id: str) -> list[dict[str, Any]]:
     return [{"brand_id": brand_id, **row} for row in rows]
 
 
+def _listed(rows: Iterable[Row]) -> Sequence[Row]:
+    return rows if isinstance(rows, list | tuple) else list(rows)
+
+
 def brands_table(rows: Sequence[Row]) -> pa.Table:
     return rows_to_table(T.BRANDS, rows)
 
 
 def topics_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.TOPICS, with_brand(rows, brand_id))
+    return rows_to_table(T.TOPICS, _listed(rows), {"brand_id": brand_id})
 
 
 def prompts_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.PROMPTS, with_brand(rows, brand_id))
+    return rows_to_table(T.PROMPTS, _listed(rows), {"brand_id": brand_id})
 
 
 def tracked_competitors_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.TRACKED_COMPETITORS, with_brand(rows, brand_id))
+    return rows_to_table(T.TRACKED_COMPETITORS, _listed(rows), {"brand_id": brand_id})
 
 
 def generations_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.GENERATIONS, with_brand(rows, brand_id))
+    return rows_to_table(T.GENERATIONS, _listed(rows), {"brand_id": brand_id})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,11 +440,11 @@ def generations_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
 
 
 def mentions_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.PROMPT_MENTIONS, with_brand(rows, brand_id))
+    return rows_to_table(T.PROMPT_MENTIONS, _listed(rows), {"brand_id": brand_id})
 
 
 def answers_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.ANSWERS, with_brand(rows, brand_id))
+    return rows_to_table(T.ANSWERS, _listed(rows), {"brand_id": brand_id})
 
 
 def cited_pages_table(
@@ -360,20 +458,16 @@ def cited_pages_table(
     capped: bool,
 ) -> pa.Table:
     """One day's ranked pages; ``rank`` is the API's order (ranked by citation count)."""
-    shaped = [
-        {
-            **row,
-            "brand_id": brand_id,
-            "date": day,
-            "engine": engine,
-            "rank": i,
-            "total_count": total_count,
-            "total_citations": total_citations,
-            "capped": capped,
-        }
-        for i, row in enumerate(rows, start=1)
-    ]
-    return rows_to_table(T.CITED_PAGES, shaped)
+    given = {
+        "brand_id": brand_id,
+        "date": day,
+        "engine": engine,
+        "rank": pa.array(range(1, len(rows) + 1), type=pa.int64()),
+        "total_count": total_count,
+        "total_citations": total_citations,
+        "capped": capped,
+    }
+    return rows_to_table(T.CITED_PAGES, _listed(rows), overrides=given)
 
 
 def citation_trend_table(

@@ -9,6 +9,10 @@ everyone, not just the request that was refused.
 The arithmetic (``RateWindow``, ``AIMDLimit``) is pure and takes the time as an argument, so it is
 tested without sleeping; ``RequestBudget`` adds the locking and the waiting.
 
+With a ``KeyLedger`` (``key_ledger.py``; the resource gives one), the global window and the requests
+in flight live in a file that every process using the key on this machine locks around each send
+and each answer: runs side by side share the key's one rate limit and concurrency.
+
 A budget is also what the clients of one sync share beyond the rate limit (one budget per sync:
 ``VisibilityAPIResource`` hands the same one to every client it opens, ``shared_budget`` to every run
 of the process):
@@ -40,6 +44,7 @@ from resources.api.headers import (
     WindowHeaders,
     parse_window,
 )
+from resources.api.key_ledger import KeyLedger, LedgerState
 from resources.api.redaction import API_LOGGER
 
 logger = logging.getLogger(API_LOGGER)
@@ -59,6 +64,10 @@ ANNOUNCE_MIN_SECONDS = 1.0
 #: At most one log line per cause this often (``on_wait`` is called for every announced wait).
 ANNOUNCE_EVERY_SECONDS = 5.0
 
+
+#: How often a process whose requests wait for a slot that other processes hold looks at the ledger
+#: again (nothing wakes it; a slot of its own freed wakes it at once).
+SHARED_SLOT_POLL_SECONDS = 0.05
 
 #: Requests sent this close together may reach the service in either order (threads, connections),
 #: so an answer's ``remaining`` may not yet count a request sent just *before* it.
@@ -182,6 +191,40 @@ class AIMDLimit:
         return True
 
 
+_SHARED_FIELDS = (
+    "limit",
+    "remaining",
+    "reset_at",
+    "reset_from_header",
+    "blocked_until",
+    "block_reason",
+    "newest_seq",
+    "newest_sent_at",
+)
+
+
+def _shared_window(state: LedgerState) -> RateWindow:
+    """The key's global window as the ledger holds it (wall-clock times)."""
+    window = RateWindow("X-RateLimit-Reset")
+    for name in _SHARED_FIELDS:
+        setattr(window, name, getattr(state, name))
+    return window
+
+
+def _store_window(window: RateWindow, state: LedgerState) -> None:
+    for name in _SHARED_FIELDS:
+        setattr(state, name, getattr(window, name))
+
+
+def _unseen_in_ledger(state: LedgerState, seq: int, sent_at: float) -> int:
+    """Requests of every process the answer to ledger request ``seq`` may not have counted."""
+    since = sent_at - REORDER_SECONDS
+    return sum(
+        1 for other, (_, other_sent_at) in state.in_flight.items()
+        if other != seq and (other > seq or other_sent_at >= since)
+    )
+
+
 class BudgetExhausted(Exception):
     """Waiting for the budget would pass the caller's deadline."""
 
@@ -206,6 +249,12 @@ class Permit:
     waited_for_rate: float = 0.0
     waited_for_slot: float = 0.0
     released: bool = False
+    #: its send number and wall-clock send time in the key's ledger (shared with other processes)
+    shared_seq: int | None = None
+    shared_sent_at: float = 0.0
+    #: its answer's X-RateLimit headers and arrival time, written to the ledger when it is released
+    #: (one locked write of the file per request for both)
+    shared_answer: tuple[WindowHeaders, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -235,7 +284,8 @@ class RequestBudget:
     set (``cancel()`` sets it too); a private one when not given. ``retry_deadline_seconds``: how long
     the sync's clients keep retrying once the service is unreachable, counted from the outage's start
     (``None``: each client's own ``retry_deadline_seconds``); a client's own, shorter deadline still
-    bounds each of its calls (a sensor tick's).
+    bounds each of its calls (a sensor tick's). ``ledger``: the key's ledger shared with the other
+    processes of this machine (``None``: this process paces alone).
     """
 
     def __init__(
@@ -246,6 +296,7 @@ class RequestBudget:
         on_wait: WaitCallback | None = None,
         cancel_event: threading.Event | None = None,
         retry_deadline_seconds: float | None = None,
+        ledger: KeyLedger | None = None,
     ) -> None:
         if retry_deadline_seconds is not None and not retry_deadline_seconds > 0:
             raise ValueError("retry_deadline_seconds must be positive")
@@ -264,6 +315,11 @@ class RequestBudget:
         self._outage: Outage | None = None
         self._announce_lock = threading.Lock()
         self._announced_at: dict[str, float] = {}
+        #: the key's window and requests in flight, shared with the other processes on this machine
+        self._ledger = ledger
+        #: until then (clock) this process's requests wait without reading the ledger: one of them
+        #: just found the key's slots taken or its window spent (a release of ours ends it early)
+        self._shared_hold_until = 0.0
 
     def _endpoint(self, endpoint: str) -> RateWindow:
         window = self._endpoints.get(endpoint)
@@ -378,12 +434,42 @@ class RequestBudget:
         # Until the first answer tells us the limits, one request probes alone.
         return self._aimd.slots if self._answered else 1
 
+    def _shared_gate(self, may_take: bool) -> tuple[float, str, int | None, float] | None:
+        """The key's global window as every process on this machine sees it (the ledger), or None
+        when there is no usable ledger (the local window decides).
+
+        Returns ``(delay, reason, seq, sent_at)``: ``delay`` is ``-1.0`` when every slot of the key
+        is taken by requests of this and other processes; ``seq`` is the ledger's send number when
+        a request was taken (``may_take``: the endpoint's window allows it too).
+        """
+        ledger = self._ledger
+        if ledger is None or not ledger.usable:
+            return None
+        wall = time.time()
+        with ledger.transaction() as state:
+            if state is None:
+                return None
+            if len(state.in_flight) >= self._aimd.slots:
+                return -1.0, "requests in flight", None, wall
+            window = _shared_window(state)
+            unseen = _unseen_in_ledger(state, window.newest_seq, window.newest_sent_at)
+            delay = window.delay(wall, unanswered_since_newest=unseen)
+            seq = None
+            if delay <= 0.0 and may_take:
+                window.take()
+                state.seq += 1
+                seq = state.seq
+                state.in_flight[seq] = (ledger.pid, wall)
+            _store_window(window, state)
+            return delay, window.reason(wall), seq, wall
+
     def acquire(self, endpoint: str, *, deadline: float | None = None) -> Permit:
         """Block until a slot is free and both the global and the endpoint window allow a request.
 
-        Raises ``BudgetExhausted`` instead of waiting past ``deadline`` (a ``clock()`` value), and
-        ``SyncCancelled`` as soon as the sync is cancelled. A wait for a rate-limit window of
-        ``ANNOUNCE_MIN_SECONDS`` or more is announced once per call.
+        With a ledger (``KeyLedger``), the global window and the slots count the requests of every
+        process using the key on this machine. Raises ``BudgetExhausted`` instead of waiting past
+        ``deadline`` (a ``clock()`` value), and ``SyncCancelled`` as soon as the sync is cancelled. A
+        wait for a rate-limit window of ``ANNOUNCE_MIN_SECONDS`` or more is announced once per call.
         """
         waited_rate = 0.0
         waited_slot = 0.0
@@ -397,8 +483,30 @@ class RequestBudget:
                 if self._cancel.is_set():
                     raise SyncCancelled(endpoint=endpoint)
                 now = self._clock()
-                if len(self._in_flight) >= self._slots():
-                    wait = MAX_WAIT_SLICE_SECONDS
+                endpoint_window = self._endpoint(endpoint)
+                gate = None
+                endpoint_delay = 0.0
+                held = now < self._shared_hold_until and (
+                    deadline is None or self._shared_hold_until <= deadline
+                )
+                if len(self._in_flight) < self._slots() and not held:
+                    endpoint_delay = endpoint_window.delay(
+                        now,
+                        unanswered_since_newest=self._unseen_by(
+                            endpoint_window.newest_seq, endpoint_window.newest_sent_at, endpoint
+                        ),
+                    )
+                    gate = self._shared_gate(endpoint_delay <= 0.0)
+                    if gate is not None and gate[0] < 0.0:  # every slot of the key is taken
+                        self._shared_hold_until = now + SHARED_SLOT_POLL_SECONDS
+                if held:
+                    # another thread of this process found the key's budget spent a moment ago:
+                    # wait with it instead of locking the ledger again
+                    self._cond.wait(self._shared_hold_until - now)
+                    waited_rate += self._clock() - now
+                    continue
+                if len(self._in_flight) >= self._slots() or (gate is not None and gate[0] < 0.0):
+                    wait = MAX_WAIT_SLICE_SECONDS if gate is None else SHARED_SLOT_POLL_SECONDS
                     if deadline is not None and now + wait > deadline:
                         wait = max(0.0, deadline - now)
                         if wait == 0.0:
@@ -406,22 +514,21 @@ class RequestBudget:
                     self._cond.wait(wait)
                     waited_slot += self._clock() - now
                     continue
-                endpoint_window = self._endpoint(endpoint)
-                global_delay = self._global.delay(
-                    now,
-                    unanswered_since_newest=self._unseen_by(
-                        self._global.newest_seq, self._global.newest_sent_at
-                    ),
-                )
-                endpoint_delay = endpoint_window.delay(
-                    now,
-                    unanswered_since_newest=self._unseen_by(
-                        endpoint_window.newest_seq, endpoint_window.newest_sent_at, endpoint
-                    ),
-                )
+                if gate is None:
+                    global_delay = self._global.delay(
+                        now,
+                        unanswered_since_newest=self._unseen_by(
+                            self._global.newest_seq, self._global.newest_sent_at
+                        ),
+                    )
+                    global_reason = self._global.reason(now)
+                    shared_seq, shared_sent_at = None, 0.0
+                else:
+                    global_delay, global_reason, shared_seq, shared_sent_at = gate
                 delay = max(global_delay, endpoint_delay)
                 if delay <= 0.0:
-                    self._global.take()
+                    if shared_seq is None:
+                        self._global.take()
                     endpoint_window.take()
                     self._seq += 1
                     self._in_flight[self._seq] = (endpoint, now)
@@ -432,15 +539,22 @@ class RequestBudget:
                         sent_at=now,
                         waited_for_rate=waited_rate,
                         waited_for_slot=waited_slot,
+                        shared_seq=shared_seq,
+                        shared_sent_at=shared_sent_at,
                     )
                 if deadline is not None and now + delay > deadline:
                     scope = "global" if global_delay >= endpoint_delay else f"endpoint {endpoint}"
                     raise BudgetExhausted(delay, scope)
+                if gate is not None and global_delay >= endpoint_delay:
+                    self._shared_hold_until = now + min(global_delay, MAX_WAIT_SLICE_SECONDS)
                 if not announced and delay >= ANNOUNCE_MIN_SECONDS:
                     announced = True
                     if global_delay >= endpoint_delay:
-                        reason = self._global.reason(now)
-                        announcement = ("rate_limit", delay, f"rate limit: waiting {delay:.1f} s ({reason})")
+                        announcement = (
+                            "rate_limit",
+                            delay,
+                            f"rate limit: waiting {delay:.1f} s ({global_reason})",
+                        )
                     else:
                         reason = endpoint_window.reason(now)
                         announcement = (
@@ -459,7 +573,10 @@ class RequestBudget:
         endpoint_headers = parse_window(headers, ENDPOINT_LIMIT_PREFIX)
         with self._cond:
             self._answered = True
-            if global_headers.present:
+            shared = permit.shared_seq is not None and self._ledger is not None and self._ledger.usable
+            if global_headers.present and shared:
+                permit.shared_answer = (global_headers, time.time())
+            elif global_headers.present:
                 unseen = self._unseen_by(permit.seq, permit.sent_at)
                 self._global.observe(
                     global_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
@@ -471,6 +588,23 @@ class RequestBudget:
                 )
             self._cond.notify_all()
 
+    def _release_shared(self, permit: Permit) -> None:
+        """Correct the ledger's window from the permit's answer, and take the request off its
+        requests in flight."""
+        assert self._ledger is not None and permit.shared_seq is not None
+        with self._ledger.transaction() as state:
+            if state is None:
+                return
+            if permit.shared_answer is not None:
+                headers, answered_at = permit.shared_answer
+                window = _shared_window(state)
+                unseen = _unseen_in_ledger(state, permit.shared_seq, permit.shared_sent_at)
+                window.observe(
+                    headers, answered_at, seq=permit.shared_seq, sent_at=permit.shared_sent_at, unseen=unseen
+                )
+                _store_window(window, state)
+            state.in_flight.pop(permit.shared_seq, None)
+
     def release(self, permit: Permit, *, success: bool = True) -> None:
         """Give the slot back; a success may grow the concurrency limit."""
         with self._cond:
@@ -479,6 +613,9 @@ class RequestBudget:
             permit.released = True
             saturated = len(self._in_flight) >= self._aimd.slots
             self._in_flight.pop(permit.seq, None)
+            if permit.shared_seq is not None and self._ledger is not None:
+                self._release_shared(permit)
+                self._shared_hold_until = 0.0  # a slot and an answer: worth a look at the ledger
             if success:
                 self._aimd.on_success(saturated)
             self._cond.notify_all()
@@ -497,14 +634,25 @@ class RequestBudget:
             until = self._clock() + seconds
             window = self._global if endpoint is None else self._endpoint(endpoint)
             window.block(until, reason)
+            if endpoint is None and self._ledger is not None:  # every process on the key holds back
+                with self._ledger.transaction() as state:
+                    if state is not None:
+                        shared = _shared_window(state)
+                        shared.block(time.time() + seconds, reason)
+                        _store_window(shared, state)
             self._cond.notify_all()
 
     def snapshot(self) -> BudgetSnapshot:
         with self._cond:
+            window = self._global
+            if self._ledger is not None and self._ledger.usable:
+                with self._ledger.transaction() as state:
+                    if state is not None:
+                        window = _shared_window(state)
             return BudgetSnapshot(
                 concurrency_limit=self._aimd.value,
                 in_flight=len(self._in_flight),
-                remaining=self._global.remaining,
-                limit=self._global.limit,
+                remaining=window.remaining,
+                limit=window.limit,
                 endpoint_remaining={name: w.remaining for name, w in self._endpoints.items()},
             )

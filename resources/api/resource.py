@@ -20,6 +20,7 @@ from resources.api.config import (
     validate_base_url,
 )
 from resources.api.errors import ConfigurationError
+from resources.api.key_ledger import KeyLedger
 
 _HIDDEN = "[hidden]"
 
@@ -61,6 +62,7 @@ def shared_budget(
                 on_wait=on_wait,
                 cancel_event=cancel_event,
                 retry_deadline_seconds=retry_deadline_seconds,
+                ledger=KeyLedger.for_key(api_url, api_key),  # shared with other processes on the key
             ),
         )
     try:
@@ -138,7 +140,9 @@ class VisibilityAPIResource(dg.ConfigurableResource):
                 with _SHARED_GUARD:
                     shared = _SHARED_BUDGETS.get(_identity(self.api_url, self.api_key))
                 self._budget = shared or RequestBudget(
-                    self.max_concurrency, retry_deadline_seconds=self.retry_deadline_seconds
+                    self.max_concurrency,
+                    retry_deadline_seconds=self.retry_deadline_seconds,
+                    ledger=KeyLedger.for_key(self.api_url, self.api_key),
                 )
             return self._budget
 

@@ -1,4 +1,4 @@
-"""Choosing the engine from configuration: :func:`warehouse_from_url` and the Dagster resource.
+"""The Dagster resource of the warehouse (the engine is chosen by :mod:`resources.warehouse.factory`).
 
 The URL is validated before any I/O (the rules and defaults are :mod:`resources.warehouse.urls`'s,
 shared with ``settings.py``), and every error names the setting to fix
@@ -16,16 +16,15 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from resources.warehouse.base import WAREHOUSE_SETTING, Warehouse, WarehouseConfigError
+from resources.warehouse.factory import warehouse_for, warehouse_from_url
 from resources.warehouse.urls import (
     DEFAULT_LANDING_MEMORY_LIMIT,
     DEFAULT_SCHEMA,
     DEFAULT_WAREHOUSE_URL,
-    POSTGRES_SCHEMES,
     SCHEMA_SETTING,
     bigquery_target,
     duckdb_path,
     redact_url,
-    url_scheme,
     validate_memory_limit,
     validate_schema_name,
 )
@@ -45,39 +44,6 @@ __all__ = [
     "validate_schema_name",
     "warehouse_from_url",
 ]
-
-
-def warehouse_from_url(url: str, schema: str = DEFAULT_SCHEMA, **options: Any) -> Warehouse:
-    """The warehouse a URL names. Validates everything first; opens no connection.
-
-    ``options`` go to the engine's constructor (e.g. ``lock_timeout_seconds`` for DuckDB).
-    """
-    if not isinstance(url, str) or not url.strip():
-        raise WarehouseConfigError(f"{WAREHOUSE_SETTING} is empty (expected {_EXPECTED})")
-    url = url.strip()
-    scheme = url_scheme(url)
-    if scheme == "duckdb":
-        from resources.warehouse.duckdb import DuckDBWarehouse
-
-        return DuckDBWarehouse(duckdb_path(url), validate_schema_name(schema), **options)
-    if scheme in POSTGRES_SCHEMES:
-        from resources.warehouse.postgres import PostgresWarehouse
-
-        validate_schema_name(schema)
-        problem: str | None = None
-        try:
-            return PostgresWarehouse(url, schema, **options)
-        except ValueError as exc:  # messages there are built from the redacted URL only
-            problem = str(exc)
-        raise WarehouseConfigError(f"{WAREHOUSE_SETTING}: {problem}")
-    if scheme == "bigquery":
-        project, dataset = bigquery_target(url)
-        from resources.warehouse.bigquery import BigQueryWarehouse  # lazy: optional client library
-
-        return BigQueryWarehouse(project=project, dataset=dataset, **options)
-    raise WarehouseConfigError(
-        f"{WAREHOUSE_SETTING}: unsupported warehouse URL {redact_url(url)!r} (expected {_EXPECTED})"
-    )
 
 
 class WarehouseResource(ConfigurableResource):
@@ -132,13 +98,13 @@ class WarehouseResource(ConfigurableResource):
         :class:`~resources.warehouse.duckdb.LockWait` while a connection waits for the file lock,
         and once when the wait ends (the same waits are logged on ``visibility.warehouse``).
         """
-        options: dict[str, Any] = {}
-        if self._is_duckdb:
-            options["lock_timeout_seconds"] = self.lock_timeout_seconds
-            options["on_wait"] = on_wait
-            if landing:
-                options["memory_limit"] = self._landing_memory_limit()
-        return warehouse_from_url(self.url, self.schema_name, **options)
+        settings = {
+            "url": self.url,
+            "schema_name": self.schema_name,
+            "lock_timeout_seconds": self.lock_timeout_seconds,
+            "duckdb_landing_memory_limit": self.duckdb_landing_memory_limit,
+        }
+        return warehouse_for(settings, landing=landing, on_wait=on_wait)
 
     @property
     def _is_duckdb(self) -> bool:

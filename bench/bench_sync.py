@@ -1,0 +1,426 @@
+"""Whole-process-tree benchmark of ``visibility-sync run``: CPU per landed row, pace, memory, one key shared.
+
+    .venv/bin/python bench/bench_sync.py                       # rows (1 and 10 days) + shared key
+    .venv/bin/python bench/bench_sync.py --scenarios rows --days 1,4 --rate 100 --no-write
+    .venv/bin/python bench/bench_sync.py --scenarios shared --shared-rate 20
+
+Every figure is a ratio against a bound measured in the same run (the machine is shared):
+
+* ``rows``: the command line as a process (``python -m pipelines.cli run``) over the newest 1 and N
+  days of the sandbox's ``large`` workspace, into a fresh DuckDB file. CPU: the whole process tree
+  (the command, its landing worker; ``RUSAGE_CHILDREN`` of this process around the run, every
+  descendant is waited for). Peak RSS: the sum of the tree's resident sets, sampled every 50 ms.
+  *CPU per landed row*: the marginal CPU between the 1-day and the N-day sync divided by the extra
+  rows landed (every table), against the **bare decode**: ``json.loads`` + ``pa.Table.from_pylist``
+  of a sample of the same endpoints' pages (raw bodies fetched once, then decoded in this process),
+  timed in the same run. *Pace*: wall / (requests the sandbox answered / rate limit).
+  Memory: peak tree RSS / 400 MB.
+* ``shared``: four ``visibility-sync run --brand X`` at once (one brand each) on one key limited to
+  ``--shared-rate`` requests/s: share of 429 answers, and the wall of the slowest against the rate
+  bound of the requests the four landed (successful requests / rate).
+
+Results go to ``bench/RESULTS.md`` under ``## Sync: whole process tree`` (not with ``--no-write``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import resource
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import daemon as D  # the harness next to this file
+
+ROOT = D.ROOT
+RESULTS = ROOT / "bench" / "RESULTS.md"
+SECTION = "## Sync: whole process tree"
+NEWEST = D.SANDBOX_TODAY - dt.timedelta(days=1)
+RSS_BOUND_MB = 400.0
+
+
+# ---------------------------------------------------------------------------------------------
+# the process tree
+
+
+class TreeSampler:
+    """Peak of the summed RSS of a process and all its descendants, sampled in a thread."""
+
+    def __init__(self, every: float = 0.05) -> None:
+        self.every = every
+        self.peak = 0
+        #: the peak RSS of one process of each role (the command, its landing worker)
+        self.peaks: dict[str, int] = {}
+        self._roots: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def watch(self, pid: int) -> None:
+        self._roots.append(pid)
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            for pid in list(self._roots):
+                try:
+                    root = psutil.Process(pid)
+                    procs = [root, *root.children(recursive=True)]
+                except psutil.Error:
+                    continue
+                for proc in procs:
+                    try:
+                        rss = proc.memory_info().rss
+                        role = "lander" if "sync.lander" in " ".join(proc.cmdline()) else "command"
+                    except psutil.Error:
+                        continue
+                    total += rss
+                    self.peaks[role] = max(self.peaks.get(role, 0), rss)
+            self.peak = max(self.peak, total)
+            self._stop.wait(self.every)
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class TreeRun:
+    label: str
+    exit_code: int
+    wall: float
+    cpu: float
+    peak_rss_mb: float
+    rows: int
+    requests: int
+    throttled: int
+    tail: str
+    peaks_mb: dict[str, float]
+
+
+def landed_rows(db: Path) -> int:
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        tables = [
+            (r[0], r[1])
+            for r in con.execute(
+                "SELECT table_schema, table_name FROM information_schema.tables "
+                "WHERE table_type = 'BASE TABLE' AND NOT starts_with(table_name, '_')"
+            ).fetchall()
+        ]
+        return sum(int(con.execute(f'SELECT count(*) FROM "{s}"."{t}"').fetchone()[0]) for s, t in tables)
+
+
+CODE_ROOT = ROOT  # --code-root: another tree (e.g. ``git archive`` of a commit, for a baseline)
+EXTRA_ENV: dict[str, str] = {}  # --env NAME=VALUE: settings of the command line under test
+
+
+def run_tree(
+    sandbox: D.SandboxService, label: str, args: list[str], db: Path, log_dir: Path
+) -> TreeRun:
+    """One ``visibility-sync`` process: wall, tree CPU, tree peak RSS, requests, rows landed."""
+    sandbox.reset_stats()
+    before = children_cpu()
+    sampler = TreeSampler()
+    outcome: dict[str, Any] = {}
+
+    def start() -> None:
+        outcome["cli"] = D.run_cli(
+            args,
+            url=sandbox.url,
+            key=sandbox.key,
+            db=db,
+            log_dir=log_dir,
+            code_root=CODE_ROOT,
+            extra_env=EXTRA_ENV,
+        )
+
+    with sampler:
+        thread = threading.Thread(target=start)
+        thread.start()
+        _watch_new_services(sampler, 1)
+        thread.join()
+    cpu = children_cpu() - before
+    stats = sandbox.stats()
+    cli = outcome["cli"]
+    return TreeRun(
+        label,
+        cli.exit_code,
+        cli.wall_seconds,
+        round(cpu, 2),
+        round(sampler.peak / 2**20, 1),
+        landed_rows(db) if cli.exit_code == 0 else 0,
+        D.served(stats),
+        D.throttled(stats),
+        cli.output[-1500:],
+        {role: round(v / 2**20, 1) for role, v in sampler.peaks.items()},
+    )
+
+
+def _watch_new_services(sampler: TreeSampler, count: int, timeout: float = 60.0) -> list[int]:
+    """Hand the sampler the pids of the next ``count`` services started (``D.Service.live``)."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while len(seen) < count and time.monotonic() < deadline:
+        for service in list(D.Service.live):
+            if service.name == "visibility-sync" and service.pid not in seen:
+                seen.add(service.pid)
+                sampler.watch(service.pid)
+        time.sleep(0.01)
+    return sorted(seen)
+
+
+# ---------------------------------------------------------------------------------------------
+# the bare decode
+
+
+def sample_pages(sandbox: D.SandboxService, days: int, pages: int) -> list[bytes]:
+    """Raw bodies of the pages of the three tables that hold most of a sync's rows: prompt mentions
+    (over ``days``), answers, and cited pages (one day, as the sync asks for them)."""
+    start = NEWEST - dt.timedelta(days=days - 1)
+    end = D.SANDBOX_TODAY
+    headers = {"Authorization": f"Bearer {sandbox.key}"}
+    bodies: list[bytes] = []
+    with httpx.Client(base_url=sandbox.url, headers=headers, timeout=60) as http:
+        brands = http.get("/v1/brands", params={"limit": 999}).json()["data"]
+        prompts: list[str] = []
+        for brand in brands:
+            prompts += [p["id"] for p in http.get(f"/v1/brands/{brand['id']}/prompts").json()["data"]]
+        window = {"from": start.isoformat(), "to": end.isoformat(), "limit": 999}
+        for brand in brands[:2]:
+            bodies.append(_get(http, f"/v1/brands/{brand['id']}/answers", {**window, "limit": 100}))
+        one_day = {"from": NEWEST.isoformat(), "to": end.isoformat(), "limit": 2000}
+        for brand in brands[:2]:
+            for engine in ("chatgpt", "claude", "perplexity", "gemini", "copilot"):
+                path = f"/v1/brands/{brand['id']}/citations/urls"
+                bodies.append(_get(http, path, {**one_day, "engine": engine}))
+        step = max(1, len(prompts) // pages)
+        for prompt in prompts[::step][: pages - len(bodies)]:
+            bodies.append(_get(http, f"/v1/prompts/{prompt}/mentions", window))
+    return bodies
+
+
+def _get(http: httpx.Client, path: str, params: dict[str, Any]) -> bytes:
+    for _ in range(50):
+        response = http.get(path, params=params)
+        if response.status_code != 429:
+            response.raise_for_status()
+            return response.content
+        time.sleep(1.0)
+    raise RuntimeError(f"{path}: still 429 after 50 tries")
+
+
+def bare_decode_us_per_row(bodies: list[bytes], repeat: int = 3) -> tuple[float, int]:
+    """CPU microseconds per row of ``json.loads`` + ``pa.Table.from_pylist`` (best of ``repeat``)."""
+    rows = sum(len(json.loads(b)["data"]) for b in bodies)
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.process_time()
+        for body in bodies:
+            pa.Table.from_pylist(json.loads(body)["data"])
+        best = min(best, time.process_time() - started)
+    return best / rows * 1e6, rows
+
+
+# ---------------------------------------------------------------------------------------------
+# scenarios
+
+
+def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work: Path) -> list[str]:
+    lines: list[str] = []
+    bodies = sample_pages(sandbox, max(days), pages=80)
+    runs: dict[int, TreeRun] = {}
+    bare_figures: list[float] = []
+    for n in days:
+        bare, sample_rows = bare_decode_us_per_row(bodies)
+        bare_figures.append(bare)
+        dates = [NEWEST - dt.timedelta(days=i) for i in range(n)]
+        runs[n] = run_tree(sandbox, f"{n} days", D.cli_args(dates, None), work / f"rows-{n}.duckdb", work)
+        r = runs[n]
+        print(f"{n} days: exit {r.exit_code}, wall {r.wall} s, cpu {r.cpu} s, peak {r.peak_rss_mb} MB, "
+              f"rows {r.rows}, requests {r.requests} ({r.throttled} x 429), peaks {r.peaks_mb}", flush=True)
+        if r.exit_code != 0:
+            print(r.tail)
+    bare = sorted(bare_figures)[len(bare_figures) // 2]
+    lines.append(
+        f"Bare decode, same run: `json.loads` + `pa.Table.from_pylist` of {len(bodies)} pages "
+        f"({sample_rows:,} rows of prompt mentions, answers and cited pages: most of a sync's rows), "
+        f"best of 3, median of {len(bare_figures)} measurements taken between the runs: "
+        f"**{bare:.2f} µs a row**."
+    )
+    lines.append("")
+    lines.append(
+        "| days | exit | rows landed | requests (429) | wall s | wall / (requests / rate) | tree CPU s "
+        "| CPU µs / row | peak tree RSS MB | RSS / 400 MB | peak of the command / landing worker MB |"
+    )
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for n, r in runs.items():
+        bound = r.requests / rate
+        per_row = r.cpu / r.rows * 1e6 if r.rows else float("nan")
+        lines.append(
+            f"| {n} | {r.exit_code} | {r.rows:,} | {r.requests:,} ({r.throttled}) | {r.wall} | "
+            f"{r.wall:.1f} / {bound:.1f} = **{r.wall / bound:.2f}x** | {r.cpu} | {per_row:.1f} | "
+            f"{r.peak_rss_mb} | **{r.peak_rss_mb / RSS_BOUND_MB:.2f}x** | "
+            f"{r.peaks_mb.get('command', 0):.0f} / {r.peaks_mb.get('lander', 0):.0f} |"
+        )
+    small = runs[days[0]]
+    for n in days[1:]:
+        large = runs[n]
+        if large.rows <= small.rows or large.exit_code or small.exit_code:
+            continue
+        marginal = (large.cpu - small.cpu) / (large.rows - small.rows) * 1e6
+        lines.append("")
+        lines.append(
+            f"Marginal CPU per landed row ({days[0]} -> {n} days): ({large.cpu} - {small.cpu}) s / "
+            f"({large.rows:,} - {small.rows:,}) rows = {marginal:.2f} µs; against the bare decode: "
+            f"{marginal:.2f} / {bare:.2f} = **{marginal / bare:.2f}x** (target <= 1.5x)."
+        )
+    return lines
+
+
+def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Path) -> list[str]:
+    """Four runs, one brand each, one key: 429 share and wall against the rate bound."""
+    headers = {"Authorization": f"Bearer {sandbox.key}"}
+    brands = [b["id"] for b in httpx.get(f"{sandbox.url}/v1/brands", headers=headers).json()["data"]][:4]
+    dates = [NEWEST - dt.timedelta(days=i) for i in range(days)]
+    httpx.post(f"{sandbox.url}/_sandbox/config", json={"limits": {"rate_per_second": rate,
+               "burst": max(1, int(rate))}}, timeout=30).raise_for_status()
+    sandbox.reset_stats()
+    before = children_cpu()
+    results: dict[str, D.CliOutcome] = {}
+
+    def one(brand: str) -> None:
+        args = [*D.cli_args(dates, None)[:-1], "--brand", brand, "--quiet"]
+        results[brand] = D.run_cli(
+            args,
+            url=sandbox.url,
+            key=sandbox.key,
+            db=work / f"shared-{brand}.duckdb",
+            log_dir=work,
+            code_root=CODE_ROOT,
+        )
+
+    sampler = TreeSampler()
+    started = time.monotonic()
+    with sampler:
+        threads = [threading.Thread(target=one, args=(b,)) for b in brands]
+        for t in threads:
+            t.start()
+        _watch_new_services(sampler, len(brands))
+        for t in threads:
+            t.join()
+    wall = time.monotonic() - started
+    cpu = children_cpu() - before
+    stats = sandbox.stats()
+    total, refused = D.served(stats), D.throttled(stats)
+    bound = (total - refused) / rate
+    codes = sorted({r.exit_code for r in results.values()})
+    for brand, r in results.items():
+        if r.exit_code != 0:
+            print(brand, r.output[-1500:])
+    return [
+        f"Four `visibility-sync run --brand X` at once (one brand each, {days} day(s), every table), "
+        "one key, "
+        f"sandbox rate limit {rate:g} requests/s (burst {int(rate)}): exit codes {codes}; "
+        f"{total:,} requests, {refused:,} answered 429 = **{refused / total:.1%}** (target <= 3 %); "
+        f"wall {wall:.1f} s / ({total - refused:,} successful requests / {rate:g}/s = {bound:.1f} s) = "
+        f"**{wall / bound:.2f}x** (target <= 1.15x); tree CPU {cpu:.1f} s; peak RSS of the four trees "
+        f"{sampler.peak / 2**20:.0f} MB."
+    ]
+
+
+def write_section(text: str, section: str = SECTION) -> None:
+    """Replace ``section`` of bench/RESULTS.md (from its heading to the next ``## ``) with ``text``."""
+    current = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    start = current.find(section)
+    if start == -1:
+        current = current.rstrip() + "\n\n" + text
+    else:
+        end = current.find("\n## ", start + len(section))
+        current = current[:start] + text.rstrip() + "\n" + ("" if end == -1 else current[end:])
+    RESULTS.write_text(current.rstrip() + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scenarios", default="rows,shared")
+    parser.add_argument("--days", default="1,10", help="days of the rows scenario (first: the base)")
+    parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--shared-rate", type=float, default=20.0)
+    parser.add_argument("--shared-days", type=int, default=3)
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--code-root", type=Path, default=ROOT, help="the tree whose CLI runs")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument(
+        "--shared-baseline", type=Path, help="a tree (git archive of a commit) whose four runs go first"
+    )
+    args = parser.parse_args(argv)
+    global CODE_ROOT
+    CODE_ROOT = args.code_root.resolve()
+    EXTRA_ENV.update(item.split("=", 1) for item in args.env)
+    D.install_signal_handlers()
+    scenarios = args.scenarios.split(",")
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-sync-{os.getpid()}"
+    work.mkdir(parents=True, exist_ok=True)
+    commit = os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip()
+    dirty = os.popen(f"git -C {ROOT} status --porcelain").read().strip()
+    dirty = " with uncommitted changes" if dirty else ""
+    header = [
+        SECTION,
+        "",
+        f"`bench/bench_sync.py --scenarios {args.scenarios} --days {args.days} --rate {args.rate:g}`, "
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, code `{commit}`{dirty}"
+        f"{'' if CODE_ROOT == ROOT else f' (command line from {CODE_ROOT})'}, {os.cpu_count()} cores "
+        f"shared with other work (load average {os.getloadavg()[0]:.1f} at the start). Sandbox `large` "
+        "workspace in its own process; dates end on 2026-10-31.",
+        "",
+    ]
+    lines: list[str] = []
+    with D.sandbox_service(size="large", rate=args.rate, log_dir=work) as sandbox:
+        if "rows" in scenarios:
+            days = [int(d) for d in args.days.split(",")]
+            lines += [f"### CPU per landed row, pace, memory (rate limit {args.rate:g} requests/s)", ""]
+            lines += scenario_rows(sandbox, days, args.rate, work)
+            lines.append("")
+        if "shared" in scenarios:
+            lines += ["### One key, four runs", ""]
+            if args.shared_baseline is not None:
+                current, CODE_ROOT = CODE_ROOT, args.shared_baseline.resolve()
+                lines.append(f"Before (the command line of `{args.shared_baseline}`, same sandbox and run):")
+                lines += scenario_shared(sandbox, args.shared_rate, args.shared_days, work)
+                lines += ["", "Now:"]
+                CODE_ROOT = current
+            lines += scenario_shared(sandbox, args.shared_rate, args.shared_days, work)
+            lines.append("")
+    text = "\n".join(header + lines)
+    print(text)
+    if not args.no_write:
+        write_section(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""One key's rate window and requests in flight, shared by every process of this machine using it.
+
+Each process paces itself from the service's ``X-RateLimit-*`` headers (``budget.RateWindow``), but
+runs on one key draw on one limit: four runs that each believe the whole window is theirs trade 429s
+(bench/RESULTS.md, *One key, four runs*). The ledger is a small JSON file per (URL, key) in the temp
+directory, read and written under an exclusive ``flock`` by every process for every request: the
+window's estimate (the newest answer's ``remaining``, the reset time, a Retry-After block) and the
+requests in flight of every process, so each answer is corrected for the requests of *all* processes
+that it cannot have counted yet, and the concurrency limit counts everyone's requests in flight.
+
+The file name is a keyed hash of the URL and the key (never the key), in a directory of the user's
+own (runs of one user share the budget). A process killed mid-request
+leaves its entries behind; they are dropped once their process is gone or after
+``STALE_SECONDS``. Across machines (Kubernetes run pods) this file is not shared: Dagster's
+concurrency pools bound the runs that may use the key at once (docs/OPERATIONS.md).
+POSIX only (``fcntl``); elsewhere, and when the file cannot be used, each process paces alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+logger = logging.getLogger("visibility.api")
+
+#: Where the ledgers live (one file per URL and key), under the temp directory.
+LEDGER_DIRECTORY = "visibility-sync-keys"
+#: An in-flight entry older than this is dropped even if its process lives (a request times out sooner).
+STALE_SECONDS = 300.0
+#: How long a process found alive is taken to be alive before it is looked up again.
+PID_CHECK_SECONDS = 1.0
+#: Largest ledger file read (a few hundred requests in flight fit many times over).
+MAX_BYTES = 1 << 20
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True
+
+
+@dataclass
+class LedgerState:
+    """The shared part of a key's budget, in wall-clock seconds (``time.time()``)."""
+
+    limit: int | None = None
+    remaining: int | None = None
+    reset_at: float | None = None
+    reset_from_header: bool = False
+    blocked_until: float = 0.0
+    block_reason: str = "Retry-After"
+    newest_seq: int = 0
+    newest_sent_at: float = 0.0
+    seq: int = 0
+    #: global send number -> (pid, send time)
+    in_flight: dict[int, tuple[int, float]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, raw: bytes) -> LedgerState:
+        if not raw:
+            return cls()
+        try:
+            data = json.loads(raw)
+            in_flight = {int(k): (int(v[0]), float(v[1])) for k, v in data.pop("in_flight", {}).items()}
+            return cls(**data, in_flight=in_flight)
+        except (ValueError, TypeError, KeyError, IndexError):
+            return cls()  # a torn or foreign file: start afresh (it is only an estimate)
+
+    def dump(self) -> bytes:
+        data = {k: v for k, v in self.__dict__.items() if k != "in_flight"}
+        data["in_flight"] = {str(k): list(v) for k, v in self.in_flight.items()}
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    def drop_stale(self, now: float, own_pid: int, alive: Callable[[int], bool] = _alive) -> None:
+        gone = [
+            seq
+            for seq, (pid, sent_at) in self.in_flight.items()
+            if now - sent_at > STALE_SECONDS or (pid != own_pid and not alive(pid))
+        ]
+        for seq in gone:
+            del self.in_flight[seq]
+
+
+class KeyLedger:
+    """The locked file of one key; :meth:`transaction` yields its state and writes it back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self.usable = fcntl is not None
+        self.pid = os.getpid()
+        #: pid -> (alive, when checked): each other process is looked up at most once a second
+        self._seen: dict[int, tuple[bool, float]] = {}
+
+    @classmethod
+    def for_key(cls, api_url: str, api_key: str, directory: Path | None = None) -> KeyLedger | None:
+        """The ledger of ``api_key`` at ``api_url`` on this machine, or None where files cannot be shared."""
+        if fcntl is None:
+            return None
+        digest = hashlib.blake2b(
+            f"{api_url.rstrip('/')}\n{api_key}".encode(), digest_size=16, person=b"visibility-key"
+        ).hexdigest()
+        user = os.getuid() if hasattr(os, "getuid") else 0
+        folder = directory or Path(tempfile.gettempdir()) / f"{LEDGER_DIRECTORY}-{user}"
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)  # one user's runs share; another's cannot meddle
+        except OSError:
+            return None
+        return cls(folder / f"{digest}.json")
+
+    def _open(self) -> int:
+        if self._fd is None or self.pid != os.getpid():  # a forked child opens its own
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+            self.pid = os.getpid()
+        return self._fd
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[LedgerState | None]:
+        """The state, under the file's lock, written back after the block (None, and no lock, once
+        the file proved unusable: the caller then paces alone)."""
+        with self._lock:
+            state, fd = self._begin()
+            try:
+                yield state
+            finally:
+                if fd is not None:
+                    self._end(fd, state)
+
+    def _begin(self) -> tuple[LedgerState | None, int | None]:
+        if not self.usable:
+            return None, None
+        try:
+            fd = self._open()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            self._give_up(exc)
+            return None, None
+        try:
+            state = LedgerState.load(os.pread(fd, MAX_BYTES, 0))
+        except OSError as exc:
+            self._give_up(exc)
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            return None, None
+        state.drop_stale(time.time(), self.pid, self._alive)
+        return state, fd
+
+    def _alive(self, pid: int) -> bool:
+        now = time.monotonic()
+        known = self._seen.get(pid)
+        if known is None or now - known[1] > PID_CHECK_SECONDS:
+            if len(self._seen) > 1024:
+                self._seen.clear()
+            known = self._seen[pid] = (_alive(pid), now)
+        return known[0]
+
+    def _end(self, fd: int, state: LedgerState | None) -> None:
+        try:
+            if state is not None:
+                data = state.dump()
+                os.pwrite(fd, data, 0)
+                os.ftruncate(fd, len(data))
+        except OSError as exc:
+            self._give_up(exc)
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _give_up(self, exc: OSError) -> None:
+        self.usable = False
+        logger.warning(
+            "the request budget shared with other processes on this key is unavailable (%s: %s); "
+            "this process paces alone",
+            type(exc).__name__,
+            exc.strerror or exc,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+                self._fd = None

@@ -1,0 +1,109 @@
+"""One key's budget shared through a locked file by every process that uses it on this machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from resources.api.budget import BudgetExhausted, RequestBudget
+from resources.api.key_ledger import KeyLedger, LedgerState
+
+KEY = "vsk_0123456789abcdef0123456789abcdef"
+URL = "http://127.0.0.1:9"
+
+
+def ledger_in(tmp_path: Path) -> KeyLedger:
+    ledger = KeyLedger.for_key(URL, KEY, directory=tmp_path)
+    assert ledger is not None
+    return ledger
+
+
+def answered(budget: RequestBudget, remaining: int, reset: int, *, limit: int = 20) -> None:
+    """One request through ``budget``, answered with these X-RateLimit headers."""
+    permit = budget.acquire("GET /v1/brands")
+    headers = httpx.Headers(
+        {
+            "X-RateLimit-Limit": str(limit),
+            "X-RateLimit-Remaining": str(remaining),
+            "X-RateLimit-Reset": str(reset),
+        }
+    )
+    budget.observe(permit, headers)
+    budget.release(permit)
+
+
+def test_a_window_spent_by_one_process_holds_back_another(tmp_path: Path) -> None:
+    first = RequestBudget(4, ledger=ledger_in(tmp_path))
+    second = RequestBudget(4, ledger=ledger_in(tmp_path))  # another process: its own open file
+    answered(first, remaining=0, reset=30)
+    with pytest.raises(BudgetExhausted) as caught:
+        second.acquire("GET /v1/brands", deadline=second.now() + 0.3)
+    assert caught.value.scope == "global"
+    assert second.snapshot().remaining == 0
+
+
+def test_without_a_ledger_each_budget_paces_alone(tmp_path: Path) -> None:
+    first, second = RequestBudget(4), RequestBudget(4)
+    answered(first, remaining=0, reset=30)
+    second.release(second.acquire("GET /v1/brands", deadline=second.now() + 0.3))
+
+
+def test_requests_in_flight_of_every_process_count_against_the_slots(tmp_path: Path) -> None:
+    first = RequestBudget(2, ledger=ledger_in(tmp_path))
+    second = RequestBudget(2, ledger=ledger_in(tmp_path))
+    answered(first, remaining=15, reset=1)
+    answered(second, remaining=14, reset=1)
+    held = [first.acquire("GET /v1/brands"), first.acquire("GET /v1/brands")]
+    with pytest.raises(BudgetExhausted) as caught:
+        second.acquire("GET /v1/brands", deadline=second.now() + 0.3)
+    assert caught.value.scope == "concurrency"
+    first.release(held.pop())
+    second.release(second.acquire("GET /v1/brands", deadline=second.now() + 5))
+    first.release(held.pop())
+
+
+def test_a_retry_after_block_holds_back_every_process(tmp_path: Path) -> None:
+    first = RequestBudget(4, ledger=ledger_in(tmp_path))
+    second = RequestBudget(4, ledger=ledger_in(tmp_path))
+    first.block(30.0)
+    with pytest.raises(BudgetExhausted):
+        second.acquire("GET /v1/brands", deadline=second.now() + 0.3)
+
+
+def test_requests_of_a_process_that_died_are_forgotten(tmp_path: Path) -> None:
+    ledger = ledger_in(tmp_path)
+    command = [sys.executable, "-c", "import os; print(os.getpid())"]
+    dead = subprocess.run(command, capture_output=True, text=True, check=True)
+    dead_pid = int(dead.stdout)
+    state = LedgerState(seq=2, in_flight={1: (dead_pid, time.time()), 2: (dead_pid, time.time())})
+    ledger.path.write_bytes(state.dump())
+    budget = RequestBudget(1, ledger=ledger)
+    answered(budget, remaining=10, reset=1)  # would wait forever if the dead process's requests held the slot
+    with ledger.transaction() as current:
+        assert current is not None and current.in_flight == {}
+
+
+def test_the_ledger_names_neither_the_key_nor_keeps_it(tmp_path: Path) -> None:
+    ledger = ledger_in(tmp_path)
+    budget = RequestBudget(4, ledger=ledger)
+    answered(budget, remaining=3, reset=1)
+    assert KEY not in ledger.path.name and KEY[4:] not in ledger.path.name
+    assert KEY[4:] not in ledger.path.read_text()
+    assert json.loads(ledger.path.read_text())["remaining"] <= 3
+    assert KeyLedger.for_key(URL, "vsk_other", directory=tmp_path).path != ledger.path  # type: ignore[union-attr]
+
+
+def test_an_unreadable_ledger_leaves_the_process_pacing_alone(tmp_path: Path) -> None:
+    ledger = ledger_in(tmp_path)
+    ledger.path.mkdir()  # a directory where the file belongs: it cannot be opened
+    budget = RequestBudget(4, ledger=ledger)
+    answered(budget, remaining=0, reset=30)
+    assert not ledger.usable
+    with pytest.raises(BudgetExhausted):  # the local window still paces
+        budget.acquire("GET /v1/brands", deadline=budget.now() + 0.3)
