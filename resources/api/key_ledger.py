@@ -9,15 +9,18 @@ requests in flight of every process, so each answer is corrected for the request
 that it cannot have counted yet, and the concurrency limit counts everyone's requests in flight.
 
 The file name is a keyed hash of the URL and the key (never the key), in a directory of the user's
-own (runs of one user share the budget). A process killed mid-request
-leaves its entries behind; they are dropped once their process is gone or after
-``STALE_SECONDS``. Across machines (Kubernetes run pods) this file is not shared: Dagster's
+own (runs of one user share the budget). A process leaving the key (at its exit) removes its entries,
+and the file and folder when no other live process has a request in it, so a sync leaves nothing in
+the temp directory. A process killed mid-request leaves its entries behind; they are dropped once
+their process is gone or after ``STALE_SECONDS``, and the file goes with the next process's exit.
+Across machines (Kubernetes run pods) this file is not shared: Dagster's
 concurrency pools bound the runs that may use the key at once (docs/OPERATIONS.md).
 POSIX only (``fcntl``); elsewhere, and when the file cannot be used, each process paces alone.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -107,6 +110,7 @@ class KeyLedger:
         self._lock = threading.Lock()
         self._fd: int | None = None
         self.usable = fcntl is not None
+        self._registered = False
         self.pid = os.getpid()
         #: pid -> (alive, when checked): each other process is looked up at most once a second
         self._seen: dict[int, tuple[bool, float]] = {}
@@ -129,9 +133,61 @@ class KeyLedger:
 
     def _open(self) -> int:
         if self._fd is None or self.pid != os.getpid():  # a forked child opens its own
+            self.path.parent.mkdir(mode=0o700, exist_ok=True)  # the last process may have removed it
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+            if self.pid != os.getpid() or not self._registered:
+                atexit.register(self.release)  # the last process on the key removes the file
+                self._registered = True
             self.pid = os.getpid()
         return self._fd
+
+    def _locked(self) -> int:
+        """The file's descriptor, locked; reopened when the last process on the key removed the file
+        since this one opened it (its lock would no longer be the one the others take)."""
+        for _ in range(3):
+            fd = self._open()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if os.fstat(fd).st_ino == os.stat(self.path).st_ino:
+                    return fd
+            except FileNotFoundError:
+                pass
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            self._fd = None
+        raise OSError("the key's ledger file keeps being replaced")
+
+    def release(self) -> None:
+        """This process leaves the key: its requests leave the ledger, and the file (and its folder)
+        go when no other live process has a request in it, so runs leave nothing on disk."""
+        with self._lock:
+            if not self.usable or self._fd is None or self.pid != os.getpid():
+                return
+            try:
+                fd = self._locked()
+            except OSError:
+                return
+            try:
+                state = LedgerState.load(os.pread(fd, MAX_BYTES, 0))
+                state.drop_stale(time.time(), self.pid, self._alive)
+                state.in_flight = {k: v for k, v in state.in_flight.items() if v[0] != self.pid}
+                if not state.in_flight:
+                    self.path.unlink(missing_ok=True)
+                    with contextlib.suppress(OSError):
+                        self.path.parent.rmdir()  # only when empty
+                else:
+                    data = state.dump()
+                    os.pwrite(fd, data, 0)
+                    os.ftruncate(fd, len(data))
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                self._fd = None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[LedgerState | None]:
@@ -149,8 +205,7 @@ class KeyLedger:
         if not self.usable:
             return None, None
         try:
-            fd = self._open()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = self._locked()
         except OSError as exc:
             self._give_up(exc)
             return None, None

@@ -112,11 +112,11 @@ from resources.warehouse.common import (
     view_work,
 )
 from resources.warehouse.types import duckdb_type, from_duckdb_type, sql_type_or_default
+from resources.warehouse.urls import DEFAULT_LOCK_TIMEOUT_SECONDS
 from resources.warehouse.views import views_reading
 
 q = quote_identifier
 
-DEFAULT_LOCK_TIMEOUT_SECONDS = 600.0
 #: the smallest ``memory_limit`` accepted: below it DuckDB fails ordinary chunk writes
 MIN_MEMORY_LIMIT_BYTES = 32 * 1000**2
 _MEMORY_UNITS = {"kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}

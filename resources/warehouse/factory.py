@@ -15,6 +15,7 @@ from typing import Any
 from resources.warehouse.base import WAREHOUSE_SETTING, Warehouse, WarehouseConfigError
 from resources.warehouse.urls import (
     DEFAULT_LANDING_MEMORY_LIMIT,
+    DEFAULT_LOCK_TIMEOUT_SECONDS,
     DEFAULT_SCHEMA,
     POSTGRES_SCHEMES,
     bigquery_target,
@@ -25,9 +26,6 @@ from resources.warehouse.urls import (
     validate_schema_name,
 )
 from resources.warehouse.urls import EXPECTED_URLS as _EXPECTED
-
-#: DuckDB only: how long a writer waits for another process's write lock, unless set.
-DEFAULT_LOCK_TIMEOUT_SECONDS = 600.0
 
 
 def warehouse_from_url(url: str, schema: str = DEFAULT_SCHEMA, **options: Any) -> Warehouse:

@@ -21,6 +21,8 @@ DEFAULT_SCHEMA = "visibility"
 #: keeps the landing worker's memory flat in the days of a backfill, for somewhat slower chunk writes
 #: (docs/OPERATIONS.md, *DuckDB's memory budget for landing*; bench/RESULTS.md, *Landing memory*)
 DEFAULT_LANDING_MEMORY_LIMIT = "64MB"
+#: DuckDB only: how long a writer waits for another process's write lock, unless set.
+DEFAULT_LOCK_TIMEOUT_SECONDS = 600.0
 POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 #: Every scheme a warehouse URL may start with (lower case).
 WAREHOUSE_SCHEMES = ("duckdb", *POSTGRES_SCHEMES, "bigquery")

@@ -107,3 +107,36 @@ def test_an_unreadable_ledger_leaves_the_process_pacing_alone(tmp_path: Path) ->
     assert not ledger.usable
     with pytest.raises(BudgetExhausted):  # the local window still paces
         budget.acquire("GET /v1/brands", deadline=budget.now() + 0.3)
+
+
+def test_the_last_process_to_leave_a_key_removes_its_ledger_and_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "keys"
+    ledger = KeyLedger.for_key(URL, KEY, directory=folder)
+    assert ledger is not None
+    with ledger.transaction() as state:
+        assert state is not None
+        state.in_flight[1] = (ledger.pid, time.time())
+    assert ledger.path.exists()
+
+    ledger.release()
+
+    assert not ledger.path.exists() and not folder.exists()
+
+
+def test_a_ledger_another_live_process_uses_stays_and_a_process_reopens_a_removed_one(tmp_path: Path) -> None:
+    import os
+
+    ledger, other = ledger_in(tmp_path), ledger_in(tmp_path)
+    with ledger.transaction() as state:
+        assert state is not None
+        state.in_flight[1] = (os.getppid(), time.time())  # a live process of the same user
+    ledger.release()
+    assert ledger.path.exists()
+    with other.transaction() as state:
+        assert state is not None and 1 in state.in_flight
+
+    ledger.path.unlink()  # as the last process to leave does
+    with other.transaction() as state:  # the open descriptor's file is gone: the ledger is reopened
+        assert state is not None and state.in_flight == {}
+        state.in_flight[2] = (other.pid, time.time())
+    assert json.loads(ledger.path.read_bytes())["in_flight"]["2"][0] == other.pid

@@ -175,9 +175,12 @@ def test_the_chart_instance_has_every_limit_and_setting_of_the_project_dagster_y
     project = yaml.safe_load(PROJECT_YAML.read_text())
 
     assert set(project) <= set(from_chart), "a dagster.yaml setting has no counterpart in the Helm values"
+    production = yaml.safe_load((ROOT / "deploy" / "dagster.yaml").read_text())
     for key, expected in project.items():
         if key == "run_monitoring":  # the chart adds a start timeout for pods that never start
             assert {k: from_chart[key][k] for k in expected} == expected
+        elif key == "concurrency":  # runs are pods: the production limits (deploy/dagster.yaml)
+            assert from_chart[key] == production[key], "Helm concurrency differs from deploy/dagster.yaml"
         else:
             assert from_chart[key] == expected, f"Helm values for `{key}` differ from dagster.yaml"
 

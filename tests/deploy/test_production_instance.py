@@ -168,4 +168,11 @@ def test_production_yaml_keeps_every_setting_of_the_project_instance_but_storage
 
     assert set(production) == {*project, "storage"}
     for key, value in project.items():
+        if key == "concurrency":  # runs on separate machines share no fetch and no key budget: 2 at once
+            limits = production[key]
+            assert limits["pools"]["default_limit"] == 2 and limits["runs"]["tag_concurrency_limits"] == [
+                {"key": "dagster/backfill", "limit": 2}
+            ]
+            assert value["pools"]["default_limit"] == 8  # one machine: a backfill's runs all at once
+            continue
         assert production[key] == value, f"deploy/dagster.yaml `{key}` differs from dagster.yaml"

@@ -147,7 +147,8 @@ def compare_cells(ui: Path, cli: Path, table: str, cell_set: set[tuple[str, str]
             ).fetchall()
         ]
         shown = ", ".join(f't."{c}"' for c in columns)
-        day_rows = "AND t.granularity = 'day'" if table == "competitor_trends" else ""
+        # trends' day rows: week and window rows depend on each fetch's window
+        day_rows = "AND t.granularity = 'day'" if table in ("competitor_trends", "citation_trends") else ""
         inside = f"EXISTS (SELECT 1 FROM cells WHERE d = CAST(t.{date} AS DATE) AND e = t.{engine})"
 
         def rows(db: str, where: str) -> str:
