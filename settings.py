@@ -42,12 +42,18 @@ from pydantic_settings import (
 )
 
 from resources.api.config import (
+    DEFAULT_REQUEST_FLOOR,
+    DEFAULT_REQUESTS_PER_CALL,
     DEFAULT_RETRY_DEADLINE_SECONDS,
     KEY_SETTING,
+    REQUEST_FACTOR_SETTING,
+    REQUEST_FLOOR_SETTING,
     URL_SETTING,
     is_loopback_host,
     validate_api_key,
     validate_base_url,
+    validate_request_floor,
+    validate_requests_per_call,
     validate_retry_deadline,
 )
 from resources.api.errors import ConfigurationError
@@ -229,6 +235,8 @@ _DOMAIN_RULES: dict[str, Callable[[str], Any]] = {
     "schema_name": validate_schema_name,
     "duckdb_memory_limit": partial(validate_memory_limit, setting=MEMORY_LIMIT_SETTING),
     "retry_deadline_seconds": validate_retry_deadline,
+    "request_budget_floor": validate_request_floor,
+    "request_budget_factor": validate_requests_per_call,
 }
 
 
@@ -243,6 +251,11 @@ class Settings(PartitionSettings):
     duckdb_memory_limit: str = DEFAULT_LANDING_MEMORY_LIMIT
     #: how long a sync retries an unreachable service, counted once for the whole sync
     retry_deadline_seconds: float = DEFAULT_RETRY_DEADLINE_SECONDS
+    #: the sync's request budget: a floor, plus this many requests per planned call
+    request_budget_floor: int = Field(default=DEFAULT_REQUEST_FLOOR, validation_alias=REQUEST_FLOOR_SETTING)
+    request_budget_factor: int = Field(
+        default=DEFAULT_REQUESTS_PER_CALL, validation_alias=REQUEST_FACTOR_SETTING
+    )
 
     @field_validator(*_DOMAIN_RULES, mode="before")
     @classmethod

@@ -77,6 +77,7 @@ def exit_codes() -> list[tuple[type[BaseException], int]]:
         (E.RateLimitError, EXIT_UNAVAILABLE),
         (E.QuotaExceededError, EXIT_UNAVAILABLE),
         (E.PagingError, EXIT_UNAVAILABLE),
+        (E.RequestBudgetExceeded, EXIT_UNAVAILABLE),
         (E.ResponseShapeError, EXIT_UNAVAILABLE),
         (E.SyncCancelled, EXIT_INTERRUPTED),
         (DagsterExecutionInterruptedError, EXIT_INTERRUPTED),
@@ -312,7 +313,13 @@ def sync(
     summary = RunSummary()
     with (
         _progress(show_progress) as bar,
-        shared_budget(api_url, api_key, retry_deadline_seconds=settings.retry_deadline_seconds) as budget,
+        shared_budget(
+            api_url,
+            api_key,
+            retry_deadline_seconds=settings.retry_deadline_seconds,
+            request_floor=settings.request_budget_floor,
+            requests_per_call=settings.request_budget_factor,
+        ) as budget,
         _status_lines(budget, bar),
         _recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
     ):

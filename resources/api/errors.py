@@ -137,6 +137,30 @@ class PagingError(VisibilityAPIError):
         super().__init__(message, endpoint=endpoint, status=status, code=code, request_id=request_id)
 
 
+class RequestBudgetExceeded(VisibilityAPIError):
+    """The sync spent its request budget (``RequestBudget.allow_requests``): a service that never
+    ends a walk. ``requests``: requests made by the sync; ``pages``: pages of the walk that met the
+    bound (when a walk did)."""
+
+    hint = (
+        "If the service really holds that much, raise VISIBILITY_REQUEST_BUDGET_FACTOR or "
+        "VISIBILITY_REQUEST_BUDGET_FLOOR"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        requests: int | None = None,
+        pages: int | None = None,
+        endpoint: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self.requests = requests
+        self.pages = pages
+        super().__init__(message, endpoint=endpoint, request_id=request_id)
+
+
 class ResponseShapeError(VisibilityAPIError):
     """A field is missing, or of another type than the spec declares; names the endpoint and the
     field (``field``), so nothing of the wrong type is written."""

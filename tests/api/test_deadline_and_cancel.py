@@ -98,7 +98,9 @@ def test_sequential_calls_against_a_dead_service_share_one_deadline_and_later_on
     assert KEY not in str(error) + str(again) + caplog.text
     unreachable = [r for r in caplog.records if "unreachable" in r.getMessage()]
     assert len(unreachable) == 1 and unreachable[0].levelno == logging.WARNING  # throttled, not spammy
-    assert f"service unreachable at {dead} (connect_error), retrying for" in unreachable[0].getMessage()
+    assert f"service unreachable at {dead} (connect_error), retrying GET /v1/brands for" in (
+        unreachable[0].getMessage()
+    )
 
 
 def test_a_check_against_a_dead_service_names_its_url_but_no_path_or_key(dead: str) -> None:
