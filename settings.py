@@ -86,6 +86,12 @@ START_DATE_SETTING = "VISIBILITY_START_DATE"
 LOOKBACK_SETTING = "VISIBILITY_LOOKBACK_DAYS"
 #: Without VISIBILITY_START_DATE the first partition is this many days before today.
 DEFAULT_HISTORY_DAYS = 90
+#: The earliest first partition: ChatGPT's public launch (2022-11-30). None of the seven engines the
+#: service measures answered anyone before it, so no brand can have history earlier; a start date
+#: before it (``0001-01-01``) would only spend requests on days that cannot hold data.
+EARLIEST_START_DATE = dt.date(2022, 11, 30)
+#: A first partition may lie ahead (the schedule skips until it comes), by at most this many days.
+MAX_START_DAYS_AHEAD = 366
 DEFAULT_LOOKBACK_DAYS = 3
 #: Bounds of VISIBILITY_LOOKBACK_DAYS: the service restates recent days, not years.
 MAX_LOOKBACK_DAYS = 365
@@ -214,9 +220,19 @@ class PartitionSettings(_EnvironmentSettings):
             return today - dt.timedelta(days=DEFAULT_HISTORY_DAYS)
         text = str(value).strip()
         try:
-            return dt.date.fromisoformat(text)
+            day = dt.date.fromisoformat(text)
         except ValueError:
-            raise ConfigError(f"{START_DATE_SETTING} must be a date YYYY-MM-DD, got {text!r}") from None
+            raise ConfigError(f"{START_DATE_SETTING} must be a date YYYY-MM-DD, got {text[:40]!r}") from None
+        reading = _READING.get()
+        today = (reading.today if reading else None) or dt.date.today()
+        latest = today + dt.timedelta(days=MAX_START_DAYS_AHEAD)
+        if not EARLIEST_START_DATE <= day <= latest:
+            raise ConfigError(
+                f"{START_DATE_SETTING} must be between {EARLIEST_START_DATE} (the earliest day AI "
+                f"answer engines have history) and {latest} (a year ahead: the schedule waits for it), "
+                f"got {text!r}"
+            )
+        return day
 
     @field_validator("lookback_days", mode="before")
     @classmethod

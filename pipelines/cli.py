@@ -526,9 +526,12 @@ def check(settings: Settings) -> str:
     from resources.api.resource import VisibilityAPIResource
 
     url, key = settings.require_api()
-    # a check answers quickly: a few seconds of retries, not a sync's patience
+    # a check answers quickly: a few seconds of retries, not a sync's patience, unless the user set
+    # VISIBILITY_RETRY_DEADLINE_SECONDS: then that deadline holds for the check too
+    chosen = "retry_deadline_seconds" in settings.model_fields_set
+    deadline = settings.retry_deadline_seconds if chosen else CHECK_DEADLINE_SECONDS
     resource = VisibilityAPIResource(
-        api_url=url, api_key=key, timeout_seconds=10.0, retry_deadline_seconds=CHECK_DEADLINE_SECONDS
+        api_url=url, api_key=key, timeout_seconds=min(10.0, deadline), retry_deadline_seconds=deadline
     )
     with resource.get_client() as client:
         first = next(iter(client.list_brands()), None)

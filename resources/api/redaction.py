@@ -7,8 +7,9 @@ request id, an error ``code`` or ``message``, a header value or a body excerpt:
   not only after ``Bearer``, and any ``Bearer <token>`` is redacted too. A service that echoes the
   ``Authorization`` header into ``X-Request-Id`` must not get the key into an exception. So is any
   run of ``MIN_FRAGMENT_CHARS`` or more characters of the key's secret part (the key without its
-  ``vsk_``-style prefix) that holds a digit, in any case, plain or escaped (``%41``, ``\u0041``, ``\x41``, ``&#65;``):
-  a service that quotes the key's hex tail, or a URL- or JSON-escaped copy, leaks it just as well.
+  ``vsk_``-style prefix) that holds a digit, in any case, plain or escaped (``%41``, ``\u0041``,
+  ``\x41``, ``&#65;``): a service that quotes the key's hex tail, or a URL- or JSON-escaped copy,
+  leaks it just as well.
 * **sanitize**: control and format characters become ``?`` and the text is bounded, so a hostile
   answer cannot forge log lines or flood a message.
 
