@@ -58,3 +58,26 @@ def test_the_html_page_embeds_the_png_escapes_names_and_links_the_pages() -> Non
     assert '<a href="https://acme.example/a?x=1&amp;y=2">' in page
     assert "▲ 100%" in page
     assert not re.search(r'(src|href)="(?!data:|https://acme)', page)  # nothing fetched from elsewhere
+
+
+def test_only_http_and_https_pages_become_links_anything_else_is_text() -> None:
+    urls = [
+        "javascript:alert(document.cookie)",
+        "JavaScript:alert(1)",
+        " javascript:alert(1)",
+        "java\tscript:alert(1)",
+        "data:text/html,<script>alert(1)</script>",
+        "vbscript:msgbox(1)",
+        "//evil.example/x",
+        "https:no-host",
+        "https://acme.example/ok",
+        "HTTP://acme.example/caps",
+    ]
+    pages = tuple(PageTrend(url, None, 5, 2, 3) for url in urls)
+    page = render_html(
+        ReportData(start=START, end=START + dt.timedelta(days=4), sections=(section(pages),)), b"png"
+    )
+    links = re.findall(r'<a href="([^"]*)"', page)
+    assert links == ["https://acme.example/ok", "HTTP://acme.example/caps"]
+    assert "javascript:alert(document.cookie)" in page  # still shown, as text
+    assert "&lt;script&gt;" in page and "<script>" not in page

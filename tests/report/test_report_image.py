@@ -74,15 +74,17 @@ def test_each_brand_has_one_share_of_voice_line_per_brand_and_tracked_competitor
         assert [t.get_text() for t in ax.get_legend().get_texts()] == [
             line.get_label() for line in ax.get_lines()
         ]
-        # the brand's own line carries the landed values, day by day
+        # every line (the brand's own and each competitor's) carries its landed values, day by day
         own = lines[brands[brand_id]]
-        landed = synced.query(
-            "SELECT date, share_of_voice FROM competitor_trends WHERE engine = 'all' AND granularity = 'day' "
-            f"AND brand_id = '{brand_id}' AND competitor_id IS NULL ORDER BY date"
-        )
-        assert landed[0][0] >= FIRST_DAY
-        assert list(own.get_xdata()) == [d for d, _ in landed]
-        assert list(own.get_ydata()) == pytest.approx([v for _, v in landed])
+        for name, line in lines.items():
+            landed = synced.query(
+                "SELECT date, share_of_voice FROM competitor_trends WHERE engine = 'all' "
+                f"AND granularity = 'day' AND brand_id = '{brand_id}' "
+                f"AND brand_name = '{name.replace(chr(39), chr(39) * 2)}' ORDER BY date"
+            )
+            assert landed and landed[0][0] >= FIRST_DAY
+            assert list(line.get_xdata()) == [d for d, _ in landed], name
+            assert list(line.get_ydata()) == pytest.approx([v for _, v in landed]), name
         assert own.get_linewidth() > max(line.get_linewidth() for line in lines.values() if line is not own)
 
 
