@@ -686,7 +686,7 @@ class VisibilityClient:
 
     def _not_repeated(self, endpoint: ep.Endpoint, failure: _Failure) -> VisibilityAPIError:
         error_type = ServerError if failure.status is not None and failure.status >= 500 else TransportError
-        return error_type(
+        error = error_type(
             f"{failure.cause} ({failure.detail}) at {self._origin}; not retried because a "
             f"{endpoint.method} may already have been applied and the service offers no idempotency "
             "key: check the result before repeating it",
@@ -695,6 +695,8 @@ class VisibilityClient:
             code=failure.code,
             request_id=failure.request_id,
         )
+        error.may_have_applied = True
+        return error
 
     # ------------------------------------------------------------------------------------------
     # Rows: types and engines

@@ -20,6 +20,9 @@ class VisibilityAPIError(Exception):
 
     #: What the user should do about it; appended to the message.
     hint: str = ""
+    #: A write whose request may have been applied although no usable answer came back (a dropped
+    #: connection, a 500): read the record back before repeating it.
+    may_have_applied: bool = False
 
     def __init__(
         self,
