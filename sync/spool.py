@@ -142,6 +142,7 @@ class Spool:
         self._buffer: list[pa.Table] = []
         self._buffered = 0
         self._writer: ipc.RecordBatchFileWriter | None = None
+        self._sink: pa.NativeFile | None = None
         self._schema: pa.Schema | None = None
 
     def __getstate__(self) -> dict[str, object]:
@@ -183,15 +184,23 @@ class Spool:
                 table = conformed
         if self._writer is None:
             path = str(Path(self.directory) / f"segment-{len(self.segments):05d}.arrow")
-            self._writer = ipc.new_file(path, table.schema)
-            self._schema = table.schema
+            self._sink = pa.OSFile(path, "wb")
             self.segments.append(path)
+            self._writer = ipc.new_file(self._sink, table.schema)
+            self._schema = table.schema
         self._writer.write_table(table)
 
     def _close_segment(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer, self._schema = None, None
+        """Close the open segment; its file is closed even when the last write fails (a full disk),
+        so removing the spool frees its space at once."""
+        writer, sink = self._writer, self._sink
+        self._writer, self._schema, self._sink = None, None, None
+        try:
+            if writer is not None:
+                writer.close()
+        finally:
+            if sink is not None:
+                sink.close()
 
     def close(self) -> None:
         """Flush and close; required before reading (landing happens in another process)."""

@@ -1031,7 +1031,7 @@ def _not_json_detail(answer: _Answer) -> str:
         shown = f"starting {excerpt(start, 60)}" if start else "empty"
     else:
         shown = f"a JSON {type(answer.body).__name__}"
-    return f"the HTTP {answer.status} answer is not a JSON object ({media}, {shown})"
+    return f"the answer is not a JSON object ({media}, {shown})"
 
 
 def _ids(answer: _Answer) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import datetime as dt
 import itertools
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import time
@@ -167,5 +168,6 @@ def test_a_full_disk_is_one_line_naming_the_spool_folder_and_tmpdir(tmp_path: Pa
         assert "\n" not in message and spool.directory in message and "set TMPDIR" in message
         assert "no space left on the device of the spool folder" in message
         assert list(small.iterdir()) == []  # nothing left behind
+        assert shutil.disk_usage(small).used < 2**20 // 4  # and no open file holds the space
     finally:
-        subprocess.run(["umount", str(small)], check=False)
+        subprocess.run(["umount", "--lazy", str(small)], check=False)

@@ -96,7 +96,8 @@ def test_a_piped_demo_says_each_step_in_requests_and_ends_with_a_query_that_work
 
     assert code == EXIT_OK, out + err
     first_second, first_line = timed[0]
-    assert first_line == "Starting the sandbox on loopback..." and first_second < 5.0, timed[:3]
+    # said before the slow part, not after it (no seconds bound: a loaded machine starts Python slowly)
+    assert first_line == "Starting the sandbox on loopback..." and first_second < timed[1][0], timed[:3]
     # stderr: the progress, as it happens; stdout: what a script may keep (no progress in it)
     assert "listing brands" in err and "requests" in err and "calls" not in out + err
     for table in SNAPSHOTS:
