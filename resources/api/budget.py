@@ -278,6 +278,7 @@ class RequestBudget:
         self.on_wait: WaitCallback | None = on_wait
         self._cancel = cancel_event if cancel_event is not None else threading.Event()
         self._outage: Outage | None = None
+        self._refused_since: float | None = None
         self._announce_lock = threading.Lock()
         self._announced_at: dict[str, float] = {}
 
@@ -374,6 +375,25 @@ class RequestBudget:
         if self._outage is not None:  # unlocked read: the common case costs nothing
             with self._cond:
                 self._outage = None
+
+    def note_refused(self) -> None:
+        """A 429 that asks to wait: start the refusal clock (shared by every client) unless it runs."""
+        if self._refused_since is None:
+            with self._cond:
+                if self._refused_since is None:
+                    self._refused_since = self._clock()
+
+    def note_success(self) -> None:
+        """A success: the service takes requests again, the refusal clock stops."""
+        if self._refused_since is not None:  # unlocked read: the common case costs nothing
+            with self._cond:
+                self._refused_since = None
+
+    @property
+    def refused_since(self) -> float | None:
+        """Since when every answer has been a 429 (``None`` once a request succeeds): with the outage
+        clock, what keeps a sync within one retry deadline however many calls it makes."""
+        return self._refused_since
 
     @property
     def outage(self) -> Outage | None:

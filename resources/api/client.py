@@ -402,14 +402,26 @@ class VisibilityClient:
         return shared if shared is not None else self._retry_deadline
 
     def _call_deadline(self, call_deadline: float) -> float:
-        """The call's own deadline, or the sync's if an outage started earlier (whichever is first)."""
-        outage = self._budget.outage
-        if outage is None:
+        """The call's own deadline, or the sync's if an outage (or a run of 429s) started earlier
+        (whichever is first)."""
+        outage, refused = self._budget.outage, self._budget.refused_since
+        starts = [t for t in (outage.since if outage is not None else None, refused) if t is not None]
+        if not starts:
             return call_deadline
-        return min(call_deadline, outage.since + self._sync_deadline())
+        return min(call_deadline, min(starts) + self._sync_deadline())
 
     def _fail_fast(self, endpoint: ep.Endpoint) -> None:
-        """Once the sync's outage outlived the retry deadline, fail at once instead of retrying again."""
+        """Once the sync's outage (or its run of 429s) outlived the retry deadline, fail at once
+        instead of retrying again."""
+        refused = self._budget.refused_since
+        if refused is not None and self._budget.now() - refused >= self._sync_deadline():
+            raise RateLimitError(
+                f"not sent: the service at {self._origin} has answered every request with 429 for "
+                f"{self._budget.now() - refused:.0f}s, past the {self._sync_deadline():g}s retry deadline "
+                "the calls of this sync share; run again later",
+                endpoint=endpoint.key,
+                status=429,
+            )
         outage = self._budget.outage
         if outage is None:
             return
@@ -491,7 +503,10 @@ class VisibilityClient:
                         raise
                     if isinstance(outcome, dict):
                         success = True
+                        budget.note_success()
                         return outcome, answer.request_id
+                    if answer.status == 429:
+                        budget.note_refused()
                     failure, delay = outcome
                 else:
                     assert failure is not None

@@ -19,7 +19,7 @@ import pytest
 
 from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
-from resources.api.errors import SyncCancelled, TransportError, VisibilityAPIError
+from resources.api.errors import RateLimitError, SyncCancelled, TransportError, VisibilityAPIError
 from resources.api.resource import VisibilityAPIResource, shared_budget
 from sandbox.testing import SandboxHandle
 from tests.api.conftest import FAST
@@ -318,3 +318,24 @@ def _no_stray_threads() -> Iterator[None]:
             return
         time.sleep(0.05)
     raise AssertionError(f"threads left running: {stray}")
+
+
+def _rate_limited_briefly_forever(seen: Seen) -> tuple[int, dict[str, str], Any]:
+    body = {"error": {"code": "rate_limited", "message": "slow down"}}
+    return 429, {"Retry-After": "1", "X-Request-Id": "r-429"}, body
+
+
+def test_a_service_answering_429_for_ever_costs_one_deadline_per_sync_not_one_per_call() -> None:
+    with fake_service(_rate_limited_briefly_forever) as service:
+        resource = VisibilityAPIResource(api_url=service.url, api_key=KEY, retry_deadline_seconds=3.0)
+        with resource.get_client() as first:
+            error, _ = Background(lambda: list(first.list_brands())).result()
+        sent = len(service.seen)
+        with resource.get_client() as second:
+            call = Background(lambda: second.get_brand("b1"))
+            call.mark()
+            again, took = call.result()
+            assert second.stats.total_requests == 0  # not even sent
+    assert isinstance(error, RateLimitError) and sent >= 2
+    # the refusals are the sync's: the second call gets what is left of the deadline (nothing), not 3 s
+    assert isinstance(again, RateLimitError) and "3s retry deadline" in str(again) and took < 2.5
