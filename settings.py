@@ -42,12 +42,18 @@ from pydantic_settings import (
 )
 
 from resources.api.config import (
+    DEFAULT_REQUEST_FLOOR,
+    DEFAULT_REQUESTS_PER_CALL,
     DEFAULT_RETRY_DEADLINE_SECONDS,
     KEY_SETTING,
+    REQUEST_FACTOR_SETTING,
+    REQUEST_FLOOR_SETTING,
     URL_SETTING,
     is_loopback_host,
     validate_api_key,
     validate_base_url,
+    validate_request_floor,
+    validate_requests_per_call,
     validate_retry_deadline,
 )
 from resources.api.errors import ConfigurationError
@@ -82,6 +88,12 @@ START_DATE_SETTING = "VISIBILITY_START_DATE"
 LOOKBACK_SETTING = "VISIBILITY_LOOKBACK_DAYS"
 #: Without VISIBILITY_START_DATE the first partition is this many days before today.
 DEFAULT_HISTORY_DAYS = 90
+#: The earliest first partition: ChatGPT's public launch (2022-11-30). None of the seven engines the
+#: service measures answered anyone before it, so no brand can have history earlier; a start date
+#: before it (``0001-01-01``) would only spend requests on days that cannot hold data.
+EARLIEST_START_DATE = dt.date(2022, 11, 30)
+#: A first partition may lie ahead (the schedule skips until it comes), by at most this many days.
+MAX_START_DAYS_AHEAD = 366
 DEFAULT_LOOKBACK_DAYS = 3
 #: Bounds of VISIBILITY_LOOKBACK_DAYS: the service restates recent days, not years.
 MAX_LOOKBACK_DAYS = 365
@@ -210,9 +222,19 @@ class PartitionSettings(_EnvironmentSettings):
             return today - dt.timedelta(days=DEFAULT_HISTORY_DAYS)
         text = str(value).strip()
         try:
-            return dt.date.fromisoformat(text)
+            day = dt.date.fromisoformat(text)
         except ValueError:
-            raise ConfigError(f"{START_DATE_SETTING} must be a date YYYY-MM-DD, got {text!r}") from None
+            raise ConfigError(f"{START_DATE_SETTING} must be a date YYYY-MM-DD, got {text[:40]!r}") from None
+        reading = _READING.get()
+        today = (reading.today if reading else None) or dt.date.today()
+        latest = today + dt.timedelta(days=MAX_START_DAYS_AHEAD)
+        if not EARLIEST_START_DATE <= day <= latest:
+            raise ConfigError(
+                f"{START_DATE_SETTING} must be between {EARLIEST_START_DATE} (the earliest day AI "
+                f"answer engines have history) and {latest} (a year ahead: the schedule waits for it), "
+                f"got {text!r}"
+            )
+        return day
 
     @field_validator("lookback_days", mode="before")
     @classmethod
@@ -231,6 +253,8 @@ _DOMAIN_RULES: dict[str, Callable[[str], Any]] = {
     "schema_name": validate_schema_name,
     "duckdb_memory_limit": partial(validate_memory_limit, setting=MEMORY_LIMIT_SETTING),
     "retry_deadline_seconds": validate_retry_deadline,
+    "request_budget_floor": validate_request_floor,
+    "request_budget_factor": validate_requests_per_call,
 }
 
 
@@ -245,6 +269,11 @@ class Settings(PartitionSettings):
     duckdb_memory_limit: str = DEFAULT_LANDING_MEMORY_LIMIT
     #: how long a sync retries an unreachable service, counted once for the whole sync
     retry_deadline_seconds: float = DEFAULT_RETRY_DEADLINE_SECONDS
+    #: the sync's request budget: a floor, plus this many requests per planned call
+    request_budget_floor: int = Field(default=DEFAULT_REQUEST_FLOOR, validation_alias=REQUEST_FLOOR_SETTING)
+    request_budget_factor: int = Field(
+        default=DEFAULT_REQUESTS_PER_CALL, validation_alias=REQUEST_FACTOR_SETTING
+    )
 
     @field_validator(*_DOMAIN_RULES, mode="before")
     @classmethod

@@ -248,15 +248,21 @@ class EndlessCursor(Rewrite):
     """Every page of the picked target says ``has_more: true`` with a new ``next_cursor``.
 
     A request carrying an invented cursor is sent upstream without it, so the service serves the
-    target's first page again. ``fresh_rows`` gives each repeated page's rows new ids, so only a
-    page bound (not duplicate detection) can stop the walk.
+    target's first page again. ``fresh_rows`` gives each repeated page's rows new ids (the client
+    finds the same rows under new ids); ``invented`` also new answers behind them (new
+    ``response_id`` and ``position``), so only the sync's request budget can stop the walk.
     """
 
-    def __init__(self, pattern: str, *, nth: int = 2, fresh_rows: bool = False) -> None:
+    def __init__(
+        self, pattern: str, *, nth: int = 2, fresh_rows: bool = False, invented: bool = False
+    ) -> None:
         super().__init__()
-        self.name = "endless_cursor_fresh" if fresh_rows else "endless_cursor"
+        fresh_rows = fresh_rows or invented
+        kind = "invented" if invented else "fresh" if fresh_rows else ""
+        self.name = f"endless_cursor_{kind}" if kind else "endless_cursor"
         self.picker = TargetPicker(pattern, nth)
         self.fresh_rows = fresh_rows
+        self.invented = invented
         self.endpoint_marker = _marker(pattern)
         self._pages = itertools.count(1)
 
@@ -279,10 +285,27 @@ class EndlessCursor(Rewrite):
             for row in payload["data"]:
                 if isinstance(row, dict) and isinstance(row.get("id"), str):
                     row["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{row['id']}/{page}"))
+                    if self.invented:
+                        row["response_id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{row['id']}/answer"))
+                        row["position"] = page
         payload["has_more"] = True
         payload["next_cursor"] = f"{ENDLESS_PREFIX}{page}-{uuid.uuid4().hex}"
         self.record(target=request.target, page=page)
         return response.with_json(payload)
+
+
+def _secret_part(key: str) -> str:
+    return key.split("_", 1)[-1]
+
+
+#: How a service may quote a key: what the client must scrub in every form.
+ECHO_FORMS: dict[str, Callable[[str], str]] = {
+    "key": lambda key: key,
+    "tail": _secret_part,
+    "tail_upper": lambda key: _secret_part(key).upper(),
+    "url_escaped": lambda key: "".join(f"%{ord(ch):02X}" for ch in _secret_part(key)),
+    "json_escaped": lambda key: "".join(f"\\u{ord(ch):04x}" for ch in _secret_part(key)),
+}
 
 
 class EchoKey(Rewrite):
@@ -291,7 +314,9 @@ class EchoKey(Rewrite):
     ``fail_first``: the first request to every distinct target answers 503 (JSON error whose
     message quotes the key, ``Retry-After: 0``), so a run that retries still completes.
     ``persistent``: the picked target always answers ``status`` with a body quoting the key
-    (``html``: an HTML page instead of the JSON envelope), so the run fails.
+    (``html``: an HTML page instead of the JSON envelope), so the run fails. ``form``: how the key is
+    quoted (``ECHO_FORMS``: whole, its secret part without the prefix, upper-cased, URL- or
+    JSON-escaped).
     """
 
     def __init__(
@@ -301,9 +326,11 @@ class EchoKey(Rewrite):
         fail_first: bool = False,
         persistent: tuple[str, int, int, str] | None = None,
         html: bool = False,
+        form: str = "key",
     ) -> None:
         super().__init__()
         self.name = name
+        self.form = form
         self.fail_first = fail_first
         self.picker = TargetPicker(persistent[0], persistent[1]) if persistent else None
         self.status = persistent[2] if persistent else 200
@@ -313,7 +340,7 @@ class EchoKey(Rewrite):
         self._seen: set[str] = set()
 
     def respond(self, request: ProxyRequest, response: ProxyResponse) -> ProxyResponse:
-        key = request.key
+        key = ECHO_FORMS[self.form](request.key)
         headers = {**response.headers, "x-request-id": key}
         if self.picker is not None and self.picker.picks(request):
             self.record(target=request.target, kind="persistent", status=self.status)
@@ -487,6 +514,8 @@ def bad_response(kind: str, *, nth: int = 2) -> Rewrite:
         return EndlessCursor(MENTIONS, nth=nth)
     if kind == "endless_cursor_fresh":
         return EndlessCursor(MENTIONS, nth=nth, fresh_rows=True)
+    if kind == "endless_cursor_invented":
+        return EndlessCursor(MENTIONS, nth=nth, invented=True)
     if kind == "huge_number":
         return RowRewrite(
             kind, ANSWERS, "mention_count", lambda value: HUGE, nth=nth, endpoint_marker="answers"
@@ -503,7 +532,8 @@ def bad_response(kind: str, *, nth: int = 2) -> Rewrite:
     raise ValueError(f"unknown bad response {kind!r}; use one of {', '.join(BAD_KINDS)}")
 
 
-#: Every bad-response kind; ``endless_cursor_fresh`` is opt-in (only a page bound stops it).
+#: Every bad-response kind; ``endless_cursor_invented`` is opt-in (only the sync's request budget
+#: stops it: some minutes).
 BAD_KINDS: tuple[str, ...] = (
     "truncated_json",
     "html_200",
@@ -517,5 +547,6 @@ BAD_KINDS: tuple[str, ...] = (
     "huge_number",
     "huge_number_double",
     "endless_cursor_fresh",
+    "endless_cursor_invented",
 )
 DEFAULT_BAD_KINDS: tuple[str, ...] = BAD_KINDS[:-1]

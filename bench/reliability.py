@@ -19,15 +19,20 @@ Scenarios (``--scenario``):
              descendant of the killed process survives, each table is either as before the kill or
              complete, and after every re-run the tables equal a clean run's. The first kill meets
              an empty warehouse, later ones a warehouse holding the window's first days only (so a
-             torn table differs from both), all with one ``TMPDIR`` (a killed run's spool stays);
+             torn table differs from both), all with one ``TMPDIR`` (a killed run leaves its spool);
              every second kill comes after the landing worker started, in a run recorded into a
-             ``DAGSTER_HOME`` (compute-log capture adds processes of its own).
+             ``DAGSTER_HOME`` (compute-log capture adds processes of its own). The re-run removes
+             the killed run's spools (their owner process is gone): none may remain after it.
 ``overlap``  two runs at once on one warehouse (then a staggered pair, then a pair recording into
              one ``DAGSTER_HOME``): both exit 0, no duplicate keys, tables equal a clean run's.
 ``keys``     the API key searched for after successful, failed and killed runs, with a proxy that
-             echoes it in ``X-Request-Id`` and in error bodies: Dagster storage and compute logs,
+             echoes it (whole, or its secret part plain, upper-cased, URL- or JSON-escaped) in
+             ``X-Request-Id`` and in error bodies: Dagster storage and compute logs,
              every table dumped to text, the warehouse files, ``TMPDIR``, the working folder,
              stdout and stderr. Zero hits.
+``limits``   ``check`` against a dead service with ``VISIBILITY_RETRY_DEADLINE_SECONDS`` 5 and 10
+             (exit 4 naming that deadline, within it plus start-up), and a run with
+             ``VISIBILITY_START_DATE=0001-01-01`` (exit 2 naming the setting, no request sent).
 ``bad``      bad answers through the proxy (``--bad``: see ``bench/proxy.py``): each run ends with a
              clear error (non-zero documented exit code, a one-line message naming the endpoint and
              field, no traceback) or a correct landing; never a partial table: every table is either
@@ -71,7 +76,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -99,7 +104,7 @@ from bench.proxy import (  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Reliability"
-SCENARIOS: tuple[str, ...] = ("soak", "sigkill", "overlap", "keys", "bad")
+SCENARIOS: tuple[str, ...] = ("soak", "sigkill", "overlap", "keys", "bad", "limits")
 BACKENDS: tuple[str, ...] = ("duckdb", "postgres")
 SCHEMA = "visibility"
 #: Columns the writer owns (stamps of a run, first/last seen): never compared.
@@ -108,7 +113,14 @@ WRITER_COLUMNS = frozenset({"_loaded_at", "_run_id", "first_seen_at", "last_seen
 SANDBOX_EXTRA_FIELDS = frozenset({"x_sandbox_extra", "confidence", "model_family", "labels", "request_cost"})
 #: Documented exit codes of ``visibility-sync`` (docs/OPERATIONS.md).
 DOCUMENTED_EXIT_CODES = frozenset({0, 1, 2, 3, 4, 130})
-QUICK_BAD_KINDS: tuple[str, ...] = ("wrong_type_position", "truncated_json", "endless_cursor", "nul_text")
+QUICK_BAD_KINDS: tuple[str, ...] = (
+    "wrong_type_position",
+    "truncated_json",
+    "html_200",
+    "endless_cursor",
+    "endless_cursor_fresh",
+    "nul_text",
+)
 KEY_RUNS: tuple[str, ...] = (
     "success",
     "success_echo",
@@ -116,8 +128,12 @@ KEY_RUNS: tuple[str, ...] = (
     "fail_401_echo",
     "fail_html_echo",
     "killed_echo",
+    "fail_400_tail_echo",
+    "fail_400_tail_upper_echo",
+    "fail_400_url_escaped_echo",
+    "fail_400_json_escaped_echo",
 )
-QUICK_KEY_RUNS: tuple[str, ...] = ("success_echo", "fail_500_echo", "killed_echo")
+QUICK_KEY_RUNS: tuple[str, ...] = ("success_echo", "fail_500_echo", "killed_echo", "fail_400_tail_echo")
 #: Seconds a descendant of a finished or killed CLI may take to go (the lander's own exit timeout
 #: is 10 s after a normal end; a killed parent's worker dies at once by PR_SET_PDEATHSIG).
 KILLED_GRACE_SECONDS = 3.0
@@ -641,9 +657,15 @@ def key_needles(key: str) -> dict[str, bytes]:
     import base64
 
     secret = key.split("_", 1)[-1] if len(key.split("_", 1)[-1]) >= 16 else key
+    half = secret[: len(secret) // 2]
     return {
         "key": key.encode(),
         "secret part": secret.encode(),
+        "secret part, upper-cased": secret.upper().encode(),
+        "first half of the secret part": half.encode(),
+        "last half of the secret part": secret[len(half) :].encode(),
+        "secret part, URL-escaped": "".join(f"%{ord(ch):02X}" for ch in half).encode(),
+        "secret part, JSON-escaped": "".join(f"\\u{ord(ch):04x}" for ch in half).encode(),
         "UTF-16": key.encode("utf-16-le"),
         "base64": base64.b64encode(key.encode()).rstrip(b"="),
         "base64 bearer": base64.b64encode(f"Bearer {key}".encode()).rstrip(b"="),
@@ -1184,9 +1206,17 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
         mid = read_state(target)
         for problem in torn_tables(mid, before, reference):
             result.fail(f"after kill #{index + 1} at {run.killed_at:.1f} s: {problem}")
+        killed_spools = sorted(p.name for p in tmpdir.glob("visibility-spool-*"))
         rerun = h.run_cli(target, start, end, label=f"re-run {backend} #{index + 1}", tmpdir=tmpdir)
         result.runs += 1
         result.observed += _process_problems(rerun)
+        left = sorted(p.name for p in tmpdir.glob("visibility-spool-*"))
+        result.notes.append(
+            f"kill #{index + 1}: {len(killed_spools)} spool(s) left by the killed run, "
+            f"{len(left)} after the re-run"
+        )
+        if left:
+            result.fail(f"re-run #{index + 1} left the killed run's spools behind: {', '.join(left[:3])}")
         if rerun.rc != 0:
             result.fail(f"re-run #{index + 1} after the kill at {run.killed_at:.1f} s: {rerun.brief()}")
         after = read_state(target)
@@ -1269,6 +1299,9 @@ def _key_rewrite(kind: str) -> tuple[Rewrite | None, bool]:
         return EchoKey(kind, persistent=(ANSWERS, 2, 200, ""), html=True), False
     if kind == "killed_echo":
         return EchoKey(kind), False
+    if kind.startswith("fail_400_") and kind.endswith("_echo"):
+        form = kind.removeprefix("fail_400_").removesuffix("_echo")
+        return EchoKey(kind, persistent=(MENTIONS, 2, 400, "invalid_request"), form=form), False
     raise ValueError(f"unknown key run {kind!r}; use one of {', '.join(KEY_RUNS)}")
 
 
@@ -1416,7 +1449,10 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
                 result.notes.append(_landed_note(after.get(table), events[0]))
         else:
             lines = run.failure_lines()
-            result.notes.append(f"{run.brief()}; proxy changed {len(events)} answer(s)")
+            result.notes.append(
+                f"{run.brief()}; proxy changed {len(events)} answer(s) of {rewrite.requests} request(s), "
+                f"{run.seconds:.0f} s"
+            )
             if run.rc not in DOCUMENTED_EXIT_CODES:
                 result.fail(f"undocumented exit code {run.rc}")
             if not lines:
@@ -1480,6 +1516,77 @@ def _check_landed_values(kind: str, table: TableState | None, events: list[dict[
 
 
 # ---------------------------------------------------------------------------------------------
+# 6. limits: deadlines and settings bounds
+
+
+def _command(h: Harness, args: Sequence[str], env: Mapping[str, str], label: str) -> tuple[int, str, float]:
+    """Run ``visibility-sync ARGS`` with the suite's environment plus ``env``: (exit, output, seconds)."""
+    rundir = h.workdir / "runs" / h._name(label)
+    rundir.mkdir(parents=True)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_"))}
+    environ.update(VISIBILITY_API_KEY=h.key, TMPDIR=str(rundir), COLUMNS="400", NO_COLOR="1", **dict(env))
+    began = time.monotonic()
+    done = subprocess.run(
+        [*_cli_command(), *args], env=environ, cwd=rundir, capture_output=True, text=True, timeout=900
+    )
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - began
+
+
+def scenario_limits(h: Harness, backend: str) -> list[Result]:
+    """``check`` honours the retry deadline; a start date before any engine's history is refused
+    before the first request."""
+    results = []
+    with socket_closed_port() as port:
+        for deadline in (5, 10):
+            result = Result(f"check, dead service, VISIBILITY_RETRY_DEADLINE_SECONDS={deadline}", backend)
+            env = {
+                "VISIBILITY_API_URL": f"http://127.0.0.1:{port}",
+                "VISIBILITY_RETRY_DEADLINE_SECONDS": str(deadline),
+                "VISIBILITY_WAREHOUSE": h.new_warehouse(backend, f"check_{deadline}_{backend}").url,
+            }
+            rc, output, seconds = _command(h, ["check"], env, f"check {deadline}")
+            result.runs, result.seconds = 1, seconds
+            line = next((ln for ln in output.splitlines() if "retry deadline" in ln), "")
+            result.notes.append(f"exit {rc} after {seconds:.1f} s (start-up included): {_clip(line, 200)}")
+            if rc != 4 or f"retry deadline {deadline}s" not in output:
+                result.fail(f"expected exit 4 naming the {deadline}s deadline: exit {rc}")
+            retried = re.search(r"failed every attempt for ([0-9.]+)s", output)
+            if retried is None or not deadline - 0.5 <= float(retried.group(1)) <= deadline + 3:
+                result.fail(f"retried {retried.group(1) if retried else '?'} s for a {deadline} s deadline")
+            result.passed = not result.observed
+            results.append(result)
+    result = Result("VISIBILITY_START_DATE=0001-01-01", backend)
+    with run_proxy(h.sandbox.url) as proxy:
+        start, end = h.window
+        env = {
+            "VISIBILITY_API_URL": proxy.url,
+            "VISIBILITY_START_DATE": "0001-01-01",
+            "VISIBILITY_WAREHOUSE": h.new_warehouse(backend, f"start_date_{backend}").url,
+        }
+        args = ["run", "--start", start.isoformat(), "--end", end.isoformat(), "--quiet"]
+        rc, output, seconds = _command(h, args, env, "start date")
+        sent = proxy.rewrite.requests
+    result.runs, result.seconds = 1, seconds
+    result.notes.append(f"exit {rc}, {sent} request(s): {_clip(output.strip().splitlines()[-1], 200)}")
+    if rc != 2 or "VISIBILITY_START_DATE" not in output or sent:
+        result.fail(f"expected exit 2 naming VISIBILITY_START_DATE, no request: exit {rc}, {sent} sent")
+    result.passed = not result.observed
+    results.append(result)
+    return results
+
+
+@contextlib.contextmanager
+def socket_closed_port() -> Iterator[int]:
+    """A loopback port nothing listens on (bound, then closed: connections are refused)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    yield port
+
+
+# ---------------------------------------------------------------------------------------------
 # running and reporting
 
 RUNNERS: dict[str, Callable[[Harness, str], list[Result]]] = {
@@ -1488,6 +1595,7 @@ RUNNERS: dict[str, Callable[[Harness, str], list[Result]]] = {
     "overlap": scenario_overlap,
     "keys": scenario_keys,
     "bad": scenario_bad,
+    "limits": scenario_limits,
 }
 
 

@@ -77,6 +77,7 @@ def exit_codes() -> list[tuple[type[BaseException], int]]:
         (E.RateLimitError, EXIT_UNAVAILABLE),
         (E.QuotaExceededError, EXIT_UNAVAILABLE),
         (E.PagingError, EXIT_UNAVAILABLE),
+        (E.RequestBudgetExceeded, EXIT_UNAVAILABLE),
         (E.ResponseShapeError, EXIT_UNAVAILABLE),
         (E.SyncCancelled, EXIT_INTERRUPTED),
         (DagsterExecutionInterruptedError, EXIT_INTERRUPTED),
@@ -312,7 +313,13 @@ def sync(
     summary = RunSummary()
     with (
         _progress(show_progress) as bar,
-        shared_budget(api_url, api_key, retry_deadline_seconds=settings.retry_deadline_seconds) as budget,
+        shared_budget(
+            api_url,
+            api_key,
+            retry_deadline_seconds=settings.retry_deadline_seconds,
+            request_floor=settings.request_budget_floor,
+            requests_per_call=settings.request_budget_factor,
+        ) as budget,
         _status_lines(budget, bar),
         _recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
     ):
@@ -538,9 +545,12 @@ def check(settings: Settings) -> str:
     from resources.api.resource import VisibilityAPIResource
 
     url, key = settings.require_api()
-    # a check answers quickly: a few seconds of retries, not a sync's patience
+    # a check answers quickly: a few seconds of retries, not a sync's patience, unless the user set
+    # VISIBILITY_RETRY_DEADLINE_SECONDS: then that deadline holds for the check too
+    chosen = "retry_deadline_seconds" in settings.model_fields_set
+    deadline = settings.retry_deadline_seconds if chosen else CHECK_DEADLINE_SECONDS
     resource = VisibilityAPIResource(
-        api_url=url, api_key=key, timeout_seconds=10.0, retry_deadline_seconds=CHECK_DEADLINE_SECONDS
+        api_url=url, api_key=key, timeout_seconds=min(10.0, deadline), retry_deadline_seconds=deadline
     )
     with resource.get_client() as client:
         first = next(iter(client.list_brands()), None)

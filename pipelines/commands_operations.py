@@ -70,7 +70,7 @@ def _client(settings: Settings) -> VisibilityClient:
 
 def confirmed(args: argparse.Namespace, plan: str) -> bool:
     """Show the plan; ``--yes`` or an answer of y/yes goes ahead, anything else (EOF too) does not."""
-    console.print(f"About to {escape(plan)}.", soft_wrap=True)
+    console.print(f"About to {escape(ops.visible(plan))}.", soft_wrap=True)
     if args.yes:
         return True
     try:
@@ -87,7 +87,7 @@ def _progress_lines() -> Iterator[None]:
 
     class Handler(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            console.print(escape(record.getMessage()), soft_wrap=True)
+            console.print(escape(ops.visible(record.getMessage())), soft_wrap=True)
 
     logger = logging.getLogger(PROGRESS_LOGGER)
     handler = Handler(level=logging.INFO)
@@ -145,13 +145,13 @@ def carry_out(
         except ops.InvalidInputError as exc:  # an empty --brand: a usage error, like a bad URL
             raise ConfigError(str(exc)) from None
     if not plan.changes:
-        console.print(escape(plan.describe()), soft_wrap=True)
+        console.print(escape(ops.visible(plan.describe())), soft_wrap=True)
         return EXIT_OK
     if not confirmed(args, plan.describe()):
         err.print("cancelled: nothing was changed")
         return EXIT_PARTIAL
     outcome: ops.Outcome = run_operation(settings, job_name, job_config(plan))
-    console.print(escape(outcome.describe() + note), soft_wrap=True)
+    console.print(escape(ops.visible(outcome.describe() + note)), soft_wrap=True)
     return EXIT_OK if outcome.ok else EXIT_PARTIAL
 
 

@@ -7,8 +7,8 @@ default run launcher cannot tell (it has no worker health check), so the process
 its run's tags (:func:`process_tags`) and the next ``visibility-sync`` on the same host ends the
 runs whose process is gone (:func:`fail_orphaned_runs`).
 
-Stdlib only (no psutil): a pid is alive if ``kill(pid, 0)`` finds it and, on Linux, it is not a
-zombie and started at the recorded time (so a reused pid is not mistaken for the run's process).
+Whether a process is alive is :mod:`sync.processes`' rule (shared with the spool's sweep): the pid,
+and on Linux its start time, so a reused pid is not mistaken for the run's process.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+from sync.processes import alive as _alive
+from sync.processes import started as _started
 
 PID_TAG = "visibility/pid"
 HOST_TAG = "visibility/host"
@@ -77,57 +78,3 @@ def fail_orphaned_runs(instance: DagsterInstance, log: Callable[[str], object] |
             log(f"run {current.run_id} of job {current.job_name}: {message}")
         ended.append(current.run_id)
     return ended
-
-
-# ---------------------------------------------------------------------------------------------
-# processes, with the stdlib
-
-
-@dataclass(frozen=True)
-class _Stat:
-    state: str
-    start_ticks: str
-
-
-def _stat(pid: int) -> _Stat | None:
-    """State and start time of ``pid`` from ``/proc`` (None where there is no ``/proc``)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()  # the name (field 2) may hold spaces and parens
-    return _Stat(state=fields[0], start_ticks=fields[19])  # fields 3 and 22 of proc(5)
-
-
-def _boot_id() -> str | None:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
-
-
-def _started(pid: int) -> str | None:
-    """``<boot id>/<start ticks>`` of ``pid`` on Linux; None elsewhere."""
-    stat, boot = _stat(pid), _boot_id()
-    if stat is None or boot is None:
-        return None
-    return f"{boot}/{stat.start_ticks}"
-
-
-def _alive(pid: int, started: str | None) -> bool:
-    """Whether ``pid`` still runs and is the process that recorded ``started`` (when recorded)."""
-    if os.name != "posix":
-        return True  # os.kill would end the process there: never guess
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's process: it exists
-    stat = _stat(pid)
-    if stat is None:
-        return True
-    if stat.state in ("Z", "X"):  # killed, waiting for its parent to reap it
-        return False
-    now = _started(pid) if started is not None else None
-    return now is None or now == started

@@ -63,6 +63,8 @@ def build_resources(settings: Settings) -> dict[str, Any]:
             api_url=settings.api_url or EnvVar(URL_SETTING),
             api_key=EnvVar(KEY_SETTING),
             retry_deadline_seconds=settings.retry_deadline_seconds,
+            request_budget_floor=settings.request_budget_floor,
+            request_budget_factor=settings.request_budget_factor,
         ),
         "warehouse": warehouse,
         # users' own assets read the landed tables through these (pipelines/downstream.py)

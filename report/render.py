@@ -18,6 +18,7 @@ import html
 import io
 import math
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from report.data import BrandSection, EngineGrid, PageTrend, ReportData
 
@@ -116,9 +117,8 @@ def render_html(data: ReportData, png: bytes | None = None) -> str:
         parts.append("</table>")
         parts.append("<table><tr><th>top cited page</th><th>whose</th><th>citations</th><th>change</th></tr>")
         for page in section.top_pages:
-            url = html.escape(page.url)
             parts.append(
-                f'<tr><td><a href="{url}">{url}</a></td><td>{html.escape(page.owner or "third party")}</td>'
+                f"<tr><td>{_page_link(page.url)}</td><td>{html.escape(page.owner or 'third party')}</td>"
                 f'<td class="n">{page.citations:,}</td>'
                 f'<td class="n">{html.escape(_change_text(page))}</td></tr>'
             )
@@ -354,6 +354,20 @@ def _change_color(page: PageTrend) -> str:
     if change is None or abs(change) <= 0.5:
         return MUTED
     return UP_COLOR if change > 0 else DOWN_COLOR
+
+
+def _page_link(url: str) -> str:
+    """A live link only for an http(s) URL with a host; anything else (``javascript:``, ``data:``, a
+    scheme hidden behind blanks or control characters) is shown as text, never made clickable."""
+    shown = html.escape(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return shown
+    clean = url == url.strip() and url.isprintable()
+    if clean and parts.scheme.lower() in ("http", "https") and parts.netloc:
+        return f'<a href="{shown}">{shown}</a>'
+    return shown
 
 
 def _short_url(url: str) -> str:

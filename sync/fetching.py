@@ -80,6 +80,7 @@ def fetch_partitioned(
         targets=targets if targets is not None or not asset.targets else asset.targets(),
     )
     plan = asset.planner(cells, inputs, asset.engine_order)
+    client.budget.allow_planned_calls(len(plan.calls), asset.spec.name)
     assert asset.spec.date_column is not None
     spool = DateSpool.create(
         asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name, parent=spool_parent

@@ -4,12 +4,21 @@ The widest windows mean one mentions call per prompt for the whole run: a day's 
 only when every prompt's call is done. Fetched rows (already filtered to the run's cells) are
 appended to Arrow IPC files; landing then reads them back one write-scope at a time, batch by
 batch, holding only that scope's rows.
+
+Nothing is left on disk: a spool is removed once its table landed or failed; a spool whose process
+was killed carries its owner (``OWNER_FILE``: host, pid, start time) and is removed by the next spool
+created on the same host once that process is gone (spools without an owner, after a day); a full
+disk is one ``SpoolDiskFullError`` naming the folder and ``TMPDIR``, the setting that moves it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import errno
+import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -20,10 +29,67 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from sync.processes import alive, started
+
 #: Temp-directory prefix of every spool, so stale ones can be found and swept.
 SPOOL_PREFIX = "visibility-spool-"
-#: A spool left behind (its process was killed before removing it) is swept after this long.
+#: A spool left behind without an owner file is swept after this long.
 STALE_SECONDS = 24 * 3600
+#: ``<host>\n<pid>\n<start time>`` of the process that created a spool.
+OWNER_FILE = "owner"
+#: The setting that moves the spool (Python's ``tempfile`` reads it).
+SPOOL_SETTING = "TMPDIR"
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class SpoolDiskFullError(OSError):
+    """The spool's disk is full: one line naming the folder and the setting that moves it."""
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
+        return True
+    text = str(exc)  # pyarrow's IO errors carry the errno in their text only
+    return isinstance(exc, OSError) and ("No space left on device" in text or "Disk quota exceeded" in text)
+
+
+@contextlib.contextmanager
+def disk_full_named(directory: str | Path) -> Iterator[None]:
+    """Turn a full disk under ``directory`` into ``SpoolDiskFullError`` (one line, no traceback needed)."""
+    try:
+        yield
+    except SpoolDiskFullError:
+        raise
+    except OSError as exc:
+        if not _is_disk_full(exc):
+            raise
+        free = shutil.disk_usage(directory).free if Path(directory).exists() else 0
+        raise SpoolDiskFullError(
+            errno.ENOSPC,
+            f"no space left on the device of the spool folder {directory} ({free // 2**20} MiB free): "
+            f"set {SPOOL_SETTING} to a folder on a larger disk; the partial spool was removed and no "
+            "table was changed by it",
+        ) from None
+
+
+def _write_owner(directory: str) -> None:
+    pid = os.getpid()
+    Path(directory, OWNER_FILE).write_text(f"{socket.gethostname()}\n{pid}\n{started(pid) or ''}\n")
+
+
+def _owner_gone(directory: Path) -> bool | None:
+    """True when the spool's owner process (on this host) is gone; None when it cannot be told."""
+    try:
+        host, pid, start = (directory / OWNER_FILE).read_text().split("\n")[:3]
+        number = int(pid)
+    except (OSError, ValueError):
+        return None
+    if host != socket.gethostname() or number <= 0:
+        return None
+    if number == os.getpid():
+        return start not in ("", started(number))  # this process: gone only if the pid was reused
+    return not alive(number, start or None)
+
 
 #: Rows buffered in memory before a batch is written to disk.
 FLUSH_ROWS = 50_000
@@ -41,12 +107,16 @@ def use_returning_allocator() -> None:
 
 
 def sweep_stale(now: float | None = None) -> list[str]:
-    """Remove spools left by processes killed more than a day ago."""
+    """Remove the spools of processes that are gone (killed before removing them), at once when the
+    spool names its owner, after ``STALE_SECONDS`` otherwise."""
     now = time.time() if now is None else now
     removed: list[str] = []
     for path in Path(tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*"):
         try:
-            if path.is_dir() and now - path.stat().st_mtime > STALE_SECONDS:
+            if not path.is_dir():
+                continue
+            gone = _owner_gone(path)
+            if gone or (gone is None and now - path.stat().st_mtime > STALE_SECONDS):
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(str(path))
         except OSError:
@@ -83,6 +153,7 @@ class Spool:
         self._buffer: list[pa.Table] = []
         self._buffered = 0
         self._writer: ipc.RecordBatchFileWriter | None = None
+        self._sink: pa.NativeFile | None = None
         self._schema: pa.Schema | None = None
 
     def __getstate__(self) -> dict[str, object]:
@@ -124,15 +195,23 @@ class Spool:
                 table = conformed
         if self._writer is None:
             path = str(Path(self.directory) / f"segment-{len(self.segments):05d}.arrow")
-            self._writer = ipc.new_file(path, table.schema)
-            self._schema = table.schema
+            self._sink = pa.OSFile(path, "wb")
             self.segments.append(path)
+            self._writer = ipc.new_file(self._sink, table.schema)
+            self._schema = table.schema
         self._writer.write_table(table)
 
     def _close_segment(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer, self._schema = None, None
+        """Close the open segment; its file is closed even when the last write fails (a full disk),
+        so removing the spool frees its space at once."""
+        writer, sink = self._writer, self._sink
+        self._writer, self._schema, self._sink = None, None, None
+        try:
+            if writer is not None:
+                writer.close()
+        finally:
+            if sink is not None:
+                sink.close()
 
     def close(self) -> None:
         """Flush and close; required before reading (landing happens in another process)."""
@@ -193,7 +272,14 @@ class DateSpool:
     ) -> DateSpool:
         """A new spool in the temp directory, or in ``parent`` (a backfill's shared fetch)."""
         sweep_stale()
-        directory = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{name}-", dir=parent)
+        folder = parent if parent is not None else tempfile.gettempdir()
+        with disk_full_named(folder):
+            directory = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{name}-", dir=parent)
+            try:
+                _write_owner(directory)
+            except BaseException:
+                shutil.rmtree(directory, ignore_errors=True)
+                raise
         return cls(directory, date_column, days_per_bucket)
 
     @property
@@ -213,16 +299,18 @@ class DateSpool:
         days = pc.cast(table[self.date_column], pa.int32())
         keys = pc.floor(pc.divide(pc.cast(days, pa.float64()), float(self.days_per_bucket)))
         keys = pc.cast(keys, pa.int64())
-        for key in pc.unique(keys).to_pylist():
-            self._bucket(int(key)).append(table.filter(pc.equal(keys, key)))
-        # the memory bound is for the whole spool, however many buckets a long run has
-        if sum(s.buffered for s in self.buckets.values()) >= FLUSH_ROWS:
-            for spool in self.buckets.values():
-                spool.flush()
+        with disk_full_named(self.directory):
+            for key in pc.unique(keys).to_pylist():
+                self._bucket(int(key)).append(table.filter(pc.equal(keys, key)))
+            # the memory bound is for the whole spool, however many buckets a long run has
+            if sum(s.buffered for s in self.buckets.values()) >= FLUSH_ROWS:
+                for spool in self.buckets.values():
+                    spool.flush()
 
     def close(self) -> None:
-        for spool in self.buckets.values():
-            spool.close()
+        with disk_full_named(self.directory):
+            for spool in self.buckets.values():
+                spool.close()
 
     def read(
         self,
@@ -247,5 +335,6 @@ class DateSpool:
 
     def remove(self) -> None:
         for spool in self.buckets.values():
-            spool._close_segment()
+            with contextlib.suppress(OSError):  # a full disk may fail the last write: remove anyway
+                spool._close_segment()
         shutil.rmtree(self.directory, ignore_errors=True)

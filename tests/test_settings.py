@@ -67,6 +67,21 @@ MESSAGES = [
         "01/02/2026",
         "VISIBILITY_START_DATE must be a date YYYY-MM-DD, got '01/02/2026'",
     ),
+    (
+        "VISIBILITY_REQUEST_BUDGET_FLOOR",
+        "10",
+        "VISIBILITY_REQUEST_BUDGET_FLOOR must be between 100 and 100000000, got '10'",
+    ),
+    (
+        "VISIBILITY_REQUEST_BUDGET_FACTOR",
+        "lots",
+        "VISIBILITY_REQUEST_BUDGET_FACTOR must be a whole number, got 'lots'",
+    ),
+    (
+        "VISIBILITY_REQUEST_BUDGET_FACTOR",
+        "0",
+        "VISIBILITY_REQUEST_BUDGET_FACTOR must be between 1 and 100000, got '0'",
+    ),
     ("VISIBILITY_LOOKBACK_DAYS", "three", "VISIBILITY_LOOKBACK_DAYS must be an integer, got 'three'"),
     ("VISIBILITY_LOOKBACK_DAYS", "366", "VISIBILITY_LOOKBACK_DAYS must be between 0 and 365, got '366'"),
     (
@@ -129,6 +144,19 @@ def test_each_bad_setting_is_one_config_error_with_the_message_naming_its_variab
     assert "\n" not in str(error) and "validation error" not in str(error)
     # pydantic's report (it quotes the input, perhaps the key) is neither the cause nor the context
     assert error.__cause__ is None and not isinstance(error.__context__, ValidationError)
+
+
+@pytest.mark.parametrize("value", ["0001-01-01", "2022-11-29", "2027-11-22", "9999-12-31"])
+def test_a_start_date_outside_the_services_possible_history_is_refused(value: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_partition_settings({"VISIBILITY_START_DATE": value}, today=dt.date(2026, 11, 20))
+    assert str(caught.value) == (
+        "VISIBILITY_START_DATE must be between 2022-11-30 (the earliest day AI answer engines have "
+        f"history) and 2027-11-21 (a year ahead: the schedule waits for it), got '{value}'"
+    )
+    for edge in ("2022-11-30", "2027-11-21"):
+        settings = load_partition_settings({"VISIBILITY_START_DATE": edge}, today=dt.date(2026, 11, 20))
+        assert settings.start_date == dt.date.fromisoformat(edge)
 
 
 def test_a_bad_audit_setting_does_not_stop_a_sync_and_a_bad_sync_setting_not_the_partitions() -> None:

@@ -24,6 +24,10 @@ of the process):
 * **cancellation**: ``cancel()`` (or setting the ``cancel_event`` given to the constructor) wakes
   every wait at once (pacing, slots, backoff, Retry-After) and makes every call raise
   ``SyncCancelled``;
+* **the request allowance** (``allow_requests``, ``take_request``): how many requests the sync may
+  send, grown by each table's plan (a multiple of its planned calls) on top of a floor, so a service
+  that never ends a walk (new cursors, new rows on every page) stops the sync within minutes with
+  ``RequestBudgetExceeded`` instead of some millions of requests later;
 * **announcements**: every wait of a second or more, and every wait for an unreachable service, is
   logged on ``visibility.api`` (INFO; WARNING when unreachable; at most one line per cause every
   ``ANNOUNCE_EVERY_SECONDS``) and passed to the optional ``on_wait(cause, seconds, message)`` hook.
@@ -37,7 +41,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from resources.api.errors import SyncCancelled
+from resources.api.errors import RequestBudgetExceeded, SyncCancelled
 from resources.api.headers import (
     ENDPOINT_LIMIT_PREFIX,
     RATE_LIMIT_PREFIX,
@@ -297,9 +301,21 @@ class RequestBudget:
         cancel_event: threading.Event | None = None,
         retry_deadline_seconds: float | None = None,
         ledger: KeyLedger | None = None,
+        request_floor: int | None = None,
+        requests_per_call: int = 1,
     ) -> None:
         if retry_deadline_seconds is not None and not retry_deadline_seconds > 0:
             raise ValueError("retry_deadline_seconds must be positive")
+        if request_floor is not None and request_floor < 1:
+            raise ValueError("request_floor must be at least 1")
+        if requests_per_call < 1:
+            raise ValueError("requests_per_call must be at least 1")
+        #: Requests the sync may send (None: no bound): ``request_floor`` (listings, discovery), then
+        #: ``requests_per_call`` for every call a table's plan adds (``allow_planned_calls``).
+        self._allowance = request_floor
+        self.requests_per_call = requests_per_call
+        self._requests_taken = 0
+        self._allowance_reasons: list[str] = []
         self._clock = clock
         self.retry_deadline_seconds = retry_deadline_seconds
         self._cond = threading.Condition()
@@ -313,6 +329,7 @@ class RequestBudget:
         self.on_wait: WaitCallback | None = on_wait
         self._cancel = cancel_event if cancel_event is not None else threading.Event()
         self._outage: Outage | None = None
+        self._refused_since: float | None = None
         self._announce_lock = threading.Lock()
         self._announced_at: dict[str, float] = {}
         #: the key's window and requests in flight, shared with the other processes on this machine
@@ -363,6 +380,42 @@ class RequestBudget:
             raise SyncCancelled(endpoint=endpoint)
         self.check_cancelled(endpoint)
 
+    # -- the request allowance ------------------------------------------------------------------
+
+    def allow_planned_calls(self, calls: int, what: str) -> None:
+        """Grow the sync's allowance by ``requests_per_call`` for each of a plan's ``calls`` (further
+        pages and retries included); no-op when the budget has no allowance."""
+        with self._cond:
+            if self._allowance is None or calls <= 0:
+                return
+            self._allowance += calls * self.requests_per_call
+            if len(self._allowance_reasons) < 12:
+                self._allowance_reasons.append(f"{what}: {calls} planned call(s)")
+
+    @property
+    def requests_taken(self) -> int:
+        return self._requests_taken
+
+    @property
+    def request_allowance(self) -> int | None:
+        return self._allowance
+
+    def take_request(self, endpoint: str) -> None:
+        """Count one request about to be sent; raise ``RequestBudgetExceeded`` once the sync's
+        allowance is spent (every later call of the sync fails the same way, without sending)."""
+        with self._cond:
+            if self._allowance is not None and self._requests_taken >= self._allowance:
+                plans = "; ".join(self._allowance_reasons) or "no table planned yet"
+                raise RequestBudgetExceeded(
+                    f"not sent: the sync has made {self._requests_taken} requests, all its request budget "
+                    f"allows ({self._allowance}: the floor plus {self.requests_per_call} per planned call; "
+                    f"{plans}); a service that keeps inventing pages meets this bound instead of "
+                    "running for hours",
+                    endpoint=endpoint,
+                    requests=self._requests_taken,
+                )
+            self._requests_taken += 1
+
     # -- the outage clock -----------------------------------------------------------------------
 
     def note_unreachable(self, cause: str) -> Outage:
@@ -378,6 +431,25 @@ class RequestBudget:
         if self._outage is not None:  # unlocked read: the common case costs nothing
             with self._cond:
                 self._outage = None
+
+    def note_refused(self) -> None:
+        """A 429 that asks to wait: start the refusal clock (shared by every client) unless it runs."""
+        if self._refused_since is None:
+            with self._cond:
+                if self._refused_since is None:
+                    self._refused_since = self._clock()
+
+    def note_success(self) -> None:
+        """A success: the service takes requests again, the refusal clock stops."""
+        if self._refused_since is not None:  # unlocked read: the common case costs nothing
+            with self._cond:
+                self._refused_since = None
+
+    @property
+    def refused_since(self) -> float | None:
+        """Since when every answer has been a 429 (``None`` once a request succeeds): with the outage
+        clock, what keeps a sync within one retry deadline however many calls it makes."""
+        return self._refused_since
 
     @property
     def outage(self) -> Outage | None:

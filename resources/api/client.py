@@ -184,8 +184,9 @@ class _Failure:
 
     @property
     def unreachable(self) -> bool:
-        """A transport failure or a 5xx: what runs the budget's outage clock."""
-        return self.status is None or self.status >= 500
+        """A transport failure, a 5xx, a 408 or a success that is not JSON: what runs the budget's
+        outage clock (the service answers nothing usable)."""
+        return self.status is None or self.status >= 500 or self.status == 408 or self.cause == "not_json"
 
     def outage_cause(self) -> str:
         if self.status is None:
@@ -199,6 +200,26 @@ class _Answer:
     body: Any
     request_id: str | None
     headers: httpx.Headers
+    #: the first bytes of a body that is not JSON, for the error that quotes it
+    raw_start: bytes = b""
+
+    @property
+    def content_type(self) -> str:
+        return (self.headers.get("content-type") or "").split(";")[0].strip().lower()
+
+    @property
+    def is_json_object(self) -> bool:
+        """A JSON object, under a JSON content type (or none): what every success must be."""
+        media = self.content_type
+        declared_json = not media or media == "application/json" or media.endswith("+json")
+        return isinstance(self.body, dict) and declared_json
+
+    @property
+    def usable(self) -> bool:
+        """Whether the service answered something a retry cannot improve on (the outage clock stops)."""
+        if self.status >= 500 or self.status == 408:
+            return False
+        return not (200 <= self.status < 300 and not self.is_json_object)
 
 
 def _iso(day: dt.date | None) -> str | None:
@@ -372,7 +393,8 @@ class VisibilityClient:
             time.monotonic() - started,
             request_id,
         )
-        return _Answer(response.status_code, decoded, request_id, response.headers), None
+        raw_start = response.content[:80] if decoded is None else b""
+        return _Answer(response.status_code, decoded, request_id, response.headers, raw_start), None
 
     def _sync_deadline(self) -> float:
         """Seconds the sync retries an unreachable service: the budget's, else this client's."""
@@ -380,14 +402,26 @@ class VisibilityClient:
         return shared if shared is not None else self._retry_deadline
 
     def _call_deadline(self, call_deadline: float) -> float:
-        """The call's own deadline, or the sync's if an outage started earlier (whichever is first)."""
-        outage = self._budget.outage
-        if outage is None:
+        """The call's own deadline, or the sync's if an outage (or a run of 429s) started earlier
+        (whichever is first)."""
+        outage, refused = self._budget.outage, self._budget.refused_since
+        starts = [t for t in (outage.since if outage is not None else None, refused) if t is not None]
+        if not starts:
             return call_deadline
-        return min(call_deadline, outage.since + self._sync_deadline())
+        return min(call_deadline, min(starts) + self._sync_deadline())
 
     def _fail_fast(self, endpoint: ep.Endpoint) -> None:
-        """Once the sync's outage outlived the retry deadline, fail at once instead of retrying again."""
+        """Once the sync's outage (or its run of 429s) outlived the retry deadline, fail at once
+        instead of retrying again."""
+        refused = self._budget.refused_since
+        if refused is not None and self._budget.now() - refused >= self._sync_deadline():
+            raise RateLimitError(
+                f"not sent: the service at {self._origin} has answered every request with 429 for "
+                f"{self._budget.now() - refused:.0f}s, past the {self._sync_deadline():g}s retry deadline "
+                "the calls of this sync share; run again later",
+                endpoint=endpoint.key,
+                status=429,
+            )
         outage = self._budget.outage
         if outage is None:
             return
@@ -423,6 +457,7 @@ class VisibilityClient:
         attempt = 0
         last: _Failure | None = None
         ambiguous = False  # an earlier attempt ended without telling whether it was applied
+        not_json = 0  # successes that were not JSON: one is retried, the second is a shape error
         while True:
             try:
                 permit = budget.acquire(endpoint.key, deadline=self._call_deadline(call_deadline))
@@ -434,6 +469,11 @@ class VisibilityClient:
             if self._quota_error is not None:
                 budget.release(permit, success=False)
                 raise self._quota_stop(endpoint)
+            try:
+                budget.take_request(endpoint.key)
+            except BaseException:
+                budget.release(permit, success=False)
+                raise
             self._counters.request(endpoint.key)
             success = False
             try:
@@ -441,13 +481,15 @@ class VisibilityClient:
                 if answer is not None:
                     budget.observe(permit, answer.headers)
                     code = _error_code(answer.body)
-                    if answer.status >= 500:
-                        budget.note_unreachable(f"HTTP {answer.status}" + (f" {code}" if code else ""))
-                    else:
+                    if answer.usable:
                         budget.note_reachable()
+                    elif answer.status < 300:
+                        budget.note_unreachable(f"HTTP {answer.status} not JSON")
+                    else:
+                        budget.note_unreachable(f"HTTP {answer.status}" + (f" {code}" if code else ""))
                     self._counters.response(answer.status, code)
                     try:
-                        outcome = self._judge(endpoint, answer, permit, attempt)
+                        outcome = self._judge(endpoint, answer, permit, attempt, not_json)
                     except NotFoundError as exc:
                         if ambiguous and endpoint.method == "DELETE":
                             raise NotFoundError(
@@ -461,7 +503,10 @@ class VisibilityClient:
                         raise
                     if isinstance(outcome, dict):
                         success = True
+                        budget.note_success()
                         return outcome, answer.request_id
+                    if answer.status == 429:
+                        budget.note_refused()
                     failure, delay = outcome
                 else:
                     assert failure is not None
@@ -475,6 +520,7 @@ class VisibilityClient:
                 budget.release(permit, success=success)
             last = failure
             ambiguous = ambiguous or failure.cause in _AMBIGUOUS_CAUSES
+            not_json += failure.cause == "not_json"
             attempt += 1
             now = budget.now()
             deadline = self._call_deadline(call_deadline)
@@ -497,14 +543,22 @@ class VisibilityClient:
                 self._counters.wait("backoff", delay)
 
     def _announce_retry(self, endpoint: ep.Endpoint, failure: _Failure, delay: float, left: float) -> None:
-        """Say what the coming backoff waits for (the budget throttles the log lines)."""
-        if failure.unreachable and self._budget.outage is not None:
+        """Say what the coming backoff waits for, and which request it retries (the budget throttles
+        the log lines)."""
+        if failure.cause == "not_json":
+            self._budget.announce(
+                "unreachable",
+                delay,
+                f"retrying {endpoint.key} once at {self._origin}: {failure.detail}",
+                warning=True,
+            )
+        elif failure.unreachable and self._budget.outage is not None:
             what = "unreachable" if failure.status is None else "failing"
             self._budget.announce(
                 "unreachable",
                 delay,
-                f"service {what} at {self._origin} ({failure.outage_cause()}), "
-                f"retrying for {max(0.0, left):.0f} more s",
+                f"service {what} at {self._origin} ({failure.outage_cause()}), retrying {endpoint.key} "
+                f"for {max(0.0, left):.0f} more s",
                 warning=True,
             )
         elif delay > 0:
@@ -515,7 +569,7 @@ class VisibilityClient:
             )
 
     def _judge(
-        self, endpoint: ep.Endpoint, answer: _Answer, permit: Permit, attempt: int
+        self, endpoint: ep.Endpoint, answer: _Answer, permit: Permit, attempt: int, not_json: int = 0
     ) -> dict[str, Any] | tuple[_Failure, float]:
         """A success body, or (the failure, seconds to wait before retrying); raises typed errors."""
         error = answer.body.get("error") if isinstance(answer.body, dict) else None
@@ -533,13 +587,20 @@ class VisibilityClient:
         retry_after = parse_retry_after(answer.headers.get("retry-after"))
         action = decision.action
         if action is Action.SUCCESS:
-            if not isinstance(answer.body, dict):
-                if may_retry_after_ambiguous_failure(endpoint.method):
-                    return _Failure("invalid_body", "the body is not complete JSON", **_ids(answer)), (
-                        self._backoff(attempt)
-                    )
-                raise self._not_repeated(
-                    endpoint, _Failure("invalid_body", "the body is not complete JSON", **_ids(answer))
+            if not answer.is_json_object:
+                # A proxy's HTML page or a cut body: retried once (a cut may be a glitch); the second
+                # is a shape error at once, so a service that answers HTML costs seconds, not deadlines.
+                what = _not_json_detail(answer)
+                if not_json == 0 and may_retry_after_ambiguous_failure(endpoint.method):
+                    return _Failure("not_json", what, **_ids(answer)), self._backoff(0)
+                if not may_retry_after_ambiguous_failure(endpoint.method):
+                    raise self._not_repeated(endpoint, _Failure("invalid_body", what, **_ids(answer)))
+                raise ResponseShapeError(
+                    f"{what}, twice in a row; a success must be a JSON object (is a proxy or a login "
+                    f"page in front of {self._origin}?)",
+                    endpoint=endpoint.key,
+                    status=answer.status,
+                    request_id=answer.request_id,
                 )
             if "data" not in answer.body:
                 raise ResponseShapeError(
@@ -640,7 +701,7 @@ class VisibilityClient:
 
     def _not_repeated(self, endpoint: ep.Endpoint, failure: _Failure) -> VisibilityAPIError:
         error_type = ServerError if failure.status is not None and failure.status >= 500 else TransportError
-        return error_type(
+        error = error_type(
             f"{failure.cause} ({failure.detail}) at {self._origin}; not retried because a "
             f"{endpoint.method} may already have been applied and the service offers no idempotency "
             "key: check the result before repeating it",
@@ -649,6 +710,8 @@ class VisibilityClient:
             code=failure.code,
             request_id=failure.request_id,
         )
+        error.may_have_applied = True
+        return error
 
     # ------------------------------------------------------------------------------------------
     # Rows: types and engines
@@ -973,6 +1036,17 @@ def _block_reason(retry_after: float | None, code: str | None) -> str:
     if retry_after is not None:
         return "Retry-After"
     return f"backoff after 429 {code or 'rate_limited'}, no Retry-After"
+
+
+def _not_json_detail(answer: _Answer) -> str:
+    """What a success that is not a JSON object was: its content type and its first characters."""
+    media = sanitize(answer.content_type or "no content type", 60)
+    if isinstance(answer.body, dict) or answer.body is None:
+        start = answer.raw_start.decode("utf-8", "replace").strip()
+        shown = f"starting {excerpt(start, 60)}" if start else "empty"
+    else:
+        shown = f"a JSON {type(answer.body).__name__}"
+    return f"the answer is not a JSON object ({media}, {shown})"
 
 
 def _ids(answer: _Answer) -> dict[str, Any]:

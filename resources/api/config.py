@@ -18,6 +18,14 @@ from resources.api.errors import ConfigurationError
 URL_SETTING = "VISIBILITY_API_URL"
 KEY_SETTING = "VISIBILITY_API_KEY"
 RETRY_DEADLINE_SETTING = "VISIBILITY_RETRY_DEADLINE_SECONDS"
+REQUEST_FLOOR_SETTING = "VISIBILITY_REQUEST_BUDGET_FLOOR"
+REQUEST_FACTOR_SETTING = "VISIBILITY_REQUEST_BUDGET_FACTOR"
+#: The sync's request budget: this many requests for the listings (brands, prompts, snapshots)...
+DEFAULT_REQUEST_FLOOR = 10_000
+MIN_REQUEST_FLOOR, MAX_REQUEST_FLOOR = 100, 100_000_000
+#: ...plus this many per call a table's plan makes (its first page, further pages, retries).
+DEFAULT_REQUESTS_PER_CALL = 20
+MIN_REQUESTS_PER_CALL, MAX_REQUESTS_PER_CALL = 1, 100_000
 #: Default and bounds of the retry deadline one sync shares (seconds).
 DEFAULT_RETRY_DEADLINE_SECONDS = 300.0
 MIN_RETRY_DEADLINE_SECONDS = 1.0
@@ -115,3 +123,34 @@ def validate_retry_deadline(value: float | str | None, *, setting: str = RETRY_D
             f"{MAX_RETRY_DEADLINE_SECONDS:g} seconds, got {str(value)[:40]!r}"
         )
     return seconds
+
+
+def _whole_number(value: int | str | None, setting: str, default: int, low: int, high: int) -> int:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return default
+    text = str(value).strip()
+    try:
+        number = int(text)
+    except ValueError:
+        raise ConfigurationError(f"{setting} must be a whole number, got {text[:40]!r}") from None
+    if not low <= number <= high:
+        raise ConfigurationError(f"{setting} must be between {low} and {high}, got {text[:40]!r}")
+    return number
+
+
+def validate_request_floor(value: int | str | None) -> int:
+    """Requests a sync may make before any table's plan adds to its budget (listings, discovery)."""
+    return _whole_number(
+        value, REQUEST_FLOOR_SETTING, DEFAULT_REQUEST_FLOOR, MIN_REQUEST_FLOOR, MAX_REQUEST_FLOOR
+    )
+
+
+def validate_requests_per_call(value: int | str | None) -> int:
+    """Requests a sync may make per planned call (first page, further pages, retries)."""
+    return _whole_number(
+        value,
+        REQUEST_FACTOR_SETTING,
+        DEFAULT_REQUESTS_PER_CALL,
+        MIN_REQUESTS_PER_CALL,
+        MAX_REQUESTS_PER_CALL,
+    )

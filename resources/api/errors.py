@@ -20,6 +20,9 @@ class VisibilityAPIError(Exception):
 
     #: What the user should do about it; appended to the message.
     hint: str = ""
+    #: A write whose request may have been applied although no usable answer came back (a dropped
+    #: connection, a 500): read the record back before repeating it.
+    may_have_applied: bool = False
 
     def __init__(
         self,
@@ -135,6 +138,30 @@ class PagingError(VisibilityAPIError):
     ) -> None:
         self.pages = pages
         super().__init__(message, endpoint=endpoint, status=status, code=code, request_id=request_id)
+
+
+class RequestBudgetExceeded(VisibilityAPIError):
+    """The sync spent its request budget (``RequestBudget.allow_requests``): a service that never
+    ends a walk. ``requests``: requests made by the sync; ``pages``: pages of the walk that met the
+    bound (when a walk did)."""
+
+    hint = (
+        "If the service really holds that much, raise VISIBILITY_REQUEST_BUDGET_FACTOR or "
+        "VISIBILITY_REQUEST_BUDGET_FLOOR"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        requests: int | None = None,
+        pages: int | None = None,
+        endpoint: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self.requests = requests
+        self.pages = pages
+        super().__init__(message, endpoint=endpoint, request_id=request_id)
 
 
 class ResponseShapeError(VisibilityAPIError):

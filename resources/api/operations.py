@@ -12,21 +12,28 @@ Idempotency follows the spec: a POST can neither be repeated safely nor be given
 key, so ``create_topic`` looks for a topic of the same name first and creates none when one exists,
 and an audit is never resubmitted (the client does not repeat a POST whose outcome is unknown).
 Renaming to the current name sends nothing. Untracking what is not tracked is refused by name
-resolution, before the DELETE.
+resolution, before the DELETE. A rename or an untrack whose answer was lost (a dropped connection, a
+500) is not repeated blindly: the record is read back, and the change is sent again only if it was
+not applied; the outcome's ``note`` says which (``_send_and_confirm``). A DELETE answered 404 after
+an earlier attempt reached the service counts as done.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from resources.api.client import VisibilityClient
+from resources.api.errors import NotFoundError, VisibilityAPIError
 from resources.api.redaction import sanitize
 
+#: Most sends of one rename or untrack: the first, then one more each time a read-back after a lost
+#: answer shows it was not applied.
+MAX_WRITE_SENDS = 3
 #: Most candidate names an "unknown name" message lists.
 _LISTED_NAMES = 10
 #: Longest name or URL quoted in a message.
@@ -154,12 +161,62 @@ def validate_audit_url(url: str) -> str:
     return candidate
 
 
+def visible(text: str) -> str:
+    """``text`` with control and format characters escaped (``\\x1b``, ``\\r``): safe to print
+    on a terminal, whoever chose it (a user's argument, a name the service returned)."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def validate_topic_name(name: str) -> str:
-    """A topic name without surrounding blanks; an empty one is refused before any request."""
+    """A topic name without surrounding blanks; an empty one, or one holding control characters (an
+    escape sequence pasted by mistake), is refused before any request."""
     cleaned = name.strip()
     if not cleaned:
         raise InvalidInputError("the topic name is empty")
+    if not cleaned.isprintable():
+        raise InvalidInputError(
+            f"the topic name '{visible(cleaned)[:_MAX_NAME_CHARS]}' holds control characters; "
+            "give it as plain text"
+        )
     return cleaned
+
+
+Row = dict[str, Any]
+
+
+def _send_and_confirm(
+    send: Callable[[], Row], applied: Callable[[], Row | None], what: str
+) -> tuple[Row, str | None]:
+    """Send a PATCH or DELETE; after an answer that does not say whether it was applied, read the
+    record back (``applied``: the row as changed, or None) instead of repeating it blindly.
+
+    Returns the answer (or the row read back) and a note saying how the outcome was learnt (None when
+    the first answer said it). A 404 after an earlier attempt reached the service counts as done.
+    """
+    notes: list[str] = []
+    for _ in range(MAX_WRITE_SENDS):
+        try:
+            return send(), "; ".join(notes) or None
+        except NotFoundError:
+            done = applied() if notes else None
+            if done is None:
+                raise
+            notes.append("the repeated request was answered 404 and reading it back shows it done")
+            return done, "; ".join(notes)
+        except VisibilityAPIError as exc:
+            if not exc.may_have_applied:
+                raise
+            lost = f"the answer was lost ({_quoted(exc.detail.split(';')[0])})"
+            done = applied()
+            if done is not None:
+                notes.append(f"{lost}; reading it back shows it applied")
+                return done, "; ".join(notes)
+            notes.append(f"{lost}; reading it back shows it not applied, so it was sent again")
+    raise OperationError(
+        f"{what}: not applied after {MAX_WRITE_SENDS} attempts ({'; '.join(notes)}); nothing changed"
+    )
 
 
 def _now() -> dt.datetime:
@@ -328,6 +385,8 @@ class UntrackOutcome:
     brand: Named
     competitor: Named
     untracked: bool
+    #: how the outcome was learnt when the first answer was lost (read back, sent again)
+    note: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -335,7 +394,9 @@ class UntrackOutcome:
 
     def describe(self) -> str:
         done = "untracked" if self.untracked else "NOT untracked (the service said untracked: false)"
-        return f"competitor {self.competitor} of brand {self.brand}: {done}"
+        return f"competitor {self.competitor} of brand {self.brand}: {done}" + (
+            f" ({self.note})" if self.note else ""
+        )
 
     def metadata(self) -> Metadata:
         return {
@@ -344,6 +405,7 @@ class UntrackOutcome:
             "competitor_id": self.competitor.id,
             "competitor_name": self.competitor.name,
             "untracked": self.untracked,
+            "note": self.note,
         }
 
 
@@ -353,9 +415,18 @@ def plan_untrack(client: VisibilityClient, brand: str, competitor: str) -> Untra
 
 
 def untrack_competitor(client: VisibilityClient, plan: UntrackPlan) -> UntrackOutcome:
-    """``DELETE /v1/brands/{id}/tracked-competitors/{competitorId}``."""
-    answer = client.untrack_competitor(plan.brand.id, plan.competitor.id)
-    return UntrackOutcome(plan.brand, plan.competitor, answer.get("untracked") is True)
+    """``DELETE /v1/brands/{id}/tracked-competitors/{competitorId}``; read back after a lost answer."""
+
+    def untracked() -> Row | None:
+        still = {str(row.get("id")) for row in client.list_tracked_competitors(plan.brand.id)}
+        return None if plan.competitor.id in still else {"id": plan.competitor.id, "untracked": True}
+
+    answer, note = _send_and_confirm(
+        lambda: client.untrack_competitor(plan.brand.id, plan.competitor.id),
+        untracked,
+        f"untrack competitor {plan.competitor}",
+    )
+    return UntrackOutcome(plan.brand, plan.competitor, answer.get("untracked") is True, note)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,13 +442,16 @@ class TopicOutcome:
     action: str
     previous_name: str | None = None
     prompt_count: int | None = None
+    #: how the outcome was learnt when the first answer was lost (read back, sent again)
+    note: str | None = None
 
     ok = True
 
     def describe(self) -> str:
         if self.action == "renamed":
             renamed = f"renamed from '{self.previous_name}' to '{self.topic.name}'"
-            return f"topic {self.topic.id} of brand {self.brand}: {renamed}"
+            note = f" ({self.note})" if self.note else ""
+            return f"topic {self.topic.id} of brand {self.brand}: {renamed}{note}"
         if self.action == "created":
             return f"topic {self.topic} of brand {self.brand}: created"
         return f"topic {self.topic} of brand {self.brand}: unchanged (already so named); nothing was sent"
@@ -391,6 +465,7 @@ class TopicOutcome:
             "action": self.action,
             "previous_name": self.previous_name,
             "prompt_count": self.prompt_count,
+            "note": self.note,
         }
 
 
@@ -463,7 +538,17 @@ def rename_topic(client: VisibilityClient, plan: RenameTopicPlan) -> TopicOutcom
     """``PATCH /v1/brands/{id}/topics/{topicId}``; nothing is sent when the name is already right."""
     if not plan.changes:
         return TopicOutcome(plan.brand, plan.topic, "unchanged")
-    row = client.rename_topic(plan.brand.id, plan.topic.id, plan.new_name)
+
+    def renamed() -> Row | None:
+        rows = client.list_topics(plan.brand.id)
+        row = next((r for r in rows if str(r.get("id")) == plan.topic.id), None)
+        return row if row is not None and row.get("name") == plan.new_name else None
+
+    row, note = _send_and_confirm(
+        lambda: client.rename_topic(plan.brand.id, plan.topic.id, plan.new_name),
+        renamed,
+        f"rename topic {plan.topic}",
+    )
     topic = Named(str(row["id"]), _quoted(row.get("name", plan.new_name)))
     return TopicOutcome(
         plan.brand,
@@ -471,6 +556,7 @@ def rename_topic(client: VisibilityClient, plan: RenameTopicPlan) -> TopicOutcom
         "renamed",
         previous_name=plan.topic.name,
         prompt_count=_count(row.get("prompt_count")),
+        note=note,
     )
 
 

@@ -7,9 +7,14 @@ endpoint, the pages read and the request id) instead of an endless loop. A walk 
 * a cursor already sent in this walk (the cursor repeats), or a page whose rows repeat an earlier
   page's (the cursor changes on every page but the service serves the same rows);
 * ``has_more: true`` on an empty page, or without a usable ``next_cursor``;
+* a page whose rows equal an earlier page's but for their ``id`` (the service invents new ids for
+  rows it already served);
 * more pages than the answer's own ``total_count`` allows (``ceil(total_count / limit)`` plus
-  ``TOTAL_COUNT_SLACK_PAGES`` for rows added during the walk), when the service sends one;
-* more than ``max_pages`` pages in all (``DEFAULT_MAX_PAGES``): a service that keeps inventing rows.
+  ``TOTAL_COUNT_SLACK_PAGES`` for rows added during the walk), when the service sends one: the first
+  ``total_count`` of the walk sets the bound, so a count that grows with every page does not move it;
+* more than ``max_pages`` pages in all (``DEFAULT_MAX_PAGES``): a service that keeps inventing rows;
+* the sync's request budget spent (``RequestBudgetExceeded``, re-raised with the walk's pages and
+  last request id): the bound across walks, since each walk alone may look plausible.
 
 Memory stays flat: cursors and pages are remembered as 16-byte digests, never as the strings or rows.
 """
@@ -23,7 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from resources.api.endpoints import INT64_MAX, INT64_MIN
-from resources.api.errors import PagingError, ResponseShapeError
+from resources.api.errors import PagingError, RequestBudgetExceeded, ResponseShapeError
 
 Row = dict[str, Any]
 Body = dict[str, Any]
@@ -48,6 +53,22 @@ def _page_digest(rows: list[Any]) -> bytes:
     return _digest("\x1f".join(parts))
 
 
+def _content_digest(rows: list[Any]) -> bytes | None:
+    """A page's rows without their ``id``: equal for a page served again under invented ids
+    (None when no row has an id and other fields: ``_page_digest`` already covers the rows)."""
+    if not any(isinstance(row, dict) and "id" in row and len(row) > 1 for row in rows):
+        return None
+    parts = [
+        json.dumps(
+            {k: v for k, v in row.items() if k != "id"} if isinstance(row, dict) else row,
+            sort_keys=True,
+            default=str,
+        )
+        for row in rows
+    ]
+    return _digest("\x1e".join(parts))
+
+
 class CursorPaginator:
     """Tracks one paging walk: which cursor to send next and whether the walk is over.
 
@@ -65,6 +86,7 @@ class CursorPaginator:
         self.max_pages = max_pages
         self._seen_cursors: set[bytes] = set()
         self._seen_pages: dict[bytes, int] = {}
+        self._seen_contents: dict[bytes, int] = {}
         self._next: str | None = None
         self._done = False
         self.pages = 0
@@ -96,9 +118,10 @@ class CursorPaginator:
         total = body.get("total_count")
         if isinstance(total, bool) or not isinstance(total, int) or total < 0:
             return
+        if self.page_bound is not None:
+            return  # the first count bounds the walk: one that grows with every page must not move it
         per_page = self.limit or 1
-        bound = max(1, math.ceil(total / per_page)) + TOTAL_COUNT_SLACK_PAGES
-        self.page_bound = bound if self.page_bound is None else max(self.page_bound, bound)
+        self.page_bound = max(1, math.ceil(total / per_page)) + TOTAL_COUNT_SLACK_PAGES
 
     def feed(self, body: Body, *, request_id: str | None = None) -> list[Row]:
         """Take one page's body; return its rows and move to the next state."""
@@ -142,6 +165,15 @@ class CursorPaginator:
                 f"page {self.pages} repeats the rows of page {earlier} under a new cursor", request_id
             )
         self._seen_pages[page_key] = self.pages
+        content_key = _content_digest(rows)
+        if content_key is not None:
+            earlier = self._seen_contents.get(content_key)
+            if earlier is not None:
+                raise self._stop(
+                    f"page {self.pages} repeats the rows of page {earlier} under new ids and a new cursor",
+                    request_id,
+                )
+            self._seen_contents[content_key] = self.pages
         self._bound_from_total(body)
         if self.page_bound is not None and self.pages >= self.page_bound:
             raise self._stop(
@@ -178,8 +210,21 @@ def iterate_pages(
     filter a whole page instead. ``limit`` and ``max_pages`` bound the walk (``CursorPaginator``).
     """
     paginator = CursorPaginator(endpoint, limit=limit, max_pages=max_pages)
+    request_id: str | None = None
     while not paginator.done:
-        body, request_id = fetch(paginator.cursor)
+        try:
+            body, request_id = fetch(paginator.cursor)
+        except RequestBudgetExceeded as exc:
+            if paginator.pages == 0:
+                raise
+            raise RequestBudgetExceeded(
+                f"{exc.detail}; this walk had read {paginator.pages} page(s) and {paginator.rows} row(s), "
+                "the last still with has_more=true",
+                requests=exc.requests,
+                pages=paginator.pages,
+                endpoint=endpoint,
+                request_id=request_id,
+            ) from None
         rows = paginator.feed(body, request_id=request_id)
         if on_page is not None:
             rows = on_page(rows, request_id)

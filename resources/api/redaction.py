@@ -5,7 +5,11 @@ request id, an error ``code`` or ``message``, a header value or a body excerpt:
 
 * **scrub**: every key registered by a client (``register_secret``) is replaced wherever it occurs,
   not only after ``Bearer``, and any ``Bearer <token>`` is redacted too. A service that echoes the
-  ``Authorization`` header into ``X-Request-Id`` must not get the key into an exception.
+  ``Authorization`` header into ``X-Request-Id`` must not get the key into an exception. So is any
+  run of ``MIN_FRAGMENT_CHARS`` or more characters of the key's secret part (the key without its
+  ``vsk_``-style prefix) that holds a digit, in any case, plain or escaped (``%41``, ``\u0041``,
+  ``\x41``, ``&#65;``): a service that quotes the key's hex tail, or a URL- or JSON-escaped copy,
+  leaks it just as well.
 * **sanitize**: control and format characters become ``?`` and the text is bounded, so a hostile
   answer cannot forge log lines or flood a message.
 
@@ -43,10 +47,33 @@ GUARDED_LOGGERS: tuple[str, ...] = (
     "httpcore.proxy",
 )
 
+#: Shortest run of a key's secret part that is scrubbed on its own (8 hex digits: 32 bits of the key).
+MIN_FRAGMENT_CHARS = 8
+#: A key's non-secret prefix (``vsk_``, ``vis_live_``): letters ending in ``_`` or ``-``, at most 16.
+_KEY_PREFIX = re.compile(r"^(?:[A-Za-z]{1,8}[_-]){1,2}")
+#: One character of text as a service may escape it: percent, JSON/Python, HTML entity (escaped once
+#: or twice), or itself.
+_ESCAPED_CHAR = re.compile(
+    r"%(?:25)?(?P<pct>[0-9A-Fa-f]{2})|\\+u(?P<u>[0-9A-Fa-f]{4})|\\+x(?P<x>[0-9A-Fa-f]{2})"
+    r"|&#(?:[xX](?P<hx>[0-9A-Fa-f]{1,6})|(?P<dec>[0-9]{1,7}));|(?P<char>[\s\S])"
+)
+_ESCAPE_MARKS = ("%", "\\", "&#")
+
 _installed = False
 _lock = threading.Lock()
 #: Keys of every client of this process, longest first (a key that contains another is replaced whole).
 _secrets: tuple[str, ...] = ()
+#: Every ``MIN_FRAGMENT_CHARS``-long run of the registered keys' secret parts, lower-cased.
+_fragments: frozenset[str] = frozenset()
+#: Finds any of ``_fragments`` holding a digit (case-insensitive) in one pass; None until a key is.
+_fragment_pattern: re.Pattern[str] | None = None
+
+
+def secret_part(key: str) -> str:
+    """The part of a key that is secret: the key without its type prefix (``vsk_``)."""
+    prefix = _KEY_PREFIX.match(key)
+    body = key[prefix.end() :] if prefix else key
+    return body if len(body) >= MIN_FRAGMENT_CHARS else key
 
 
 def register_secret(value: str) -> None:
@@ -54,9 +81,18 @@ def register_secret(value: str) -> None:
     global _secrets
     if not value:
         return
+    global _fragments, _fragment_pattern
     with _lock:
         if value not in _secrets:
             _secrets = tuple(sorted({*_secrets, value}, key=len, reverse=True))
+            body = secret_part(value).lower()
+            runs = {body[i : i + MIN_FRAGMENT_CHARS] for i in range(len(body) - MIN_FRAGMENT_CHARS + 1)}
+            _fragments = _fragments | runs
+            # A run starts a match only if it holds a digit: a key may contain words ("deadline")
+            # that ordinary text holds too; a match then grows over the key's other runs both ways.
+            starts = sorted(run for run in _fragments if any(ch.isdigit() for ch in run))
+            if starts:
+                _fragment_pattern = re.compile("|".join(re.escape(run) for run in starts), re.IGNORECASE)
 
 
 def redact(text: str) -> str:
@@ -64,12 +100,69 @@ def redact(text: str) -> str:
     return _BEARER.sub(r"\1" + REDACTED, text)
 
 
+def _decoded(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` with escaped characters decoded, and each decoded character's span in ``text``."""
+    chars: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for match in _ESCAPED_CHAR.finditer(text):
+        groups = match.groupdict()
+        if groups["char"] is not None:
+            char = groups["char"]
+        else:
+            digits = groups["pct"] or groups["u"] or groups["x"] or groups["hx"]
+            number = int(digits, 16) if digits is not None else int(groups["dec"] or "0")
+            char = chr(number) if number <= 0x10FFFF else "?"
+        chars.append(char)
+        spans.append(match.span())
+    return "".join(chars), spans
+
+
+def _scrub_fragments(text: str) -> str:
+    """Replace every run of ``MIN_FRAGMENT_CHARS`` or more characters of a key's secret part."""
+    pattern = _fragment_pattern
+    if pattern is None:
+        return text
+    escaped = any(mark in text for mark in _ESCAPE_MARKS)
+    if not escaped and pattern.search(text) is None:  # the common case: one pass in C
+        return text
+    view, spans = _decoded(text) if escaped else (text, None)
+    lowered = view.lower()
+    covered: list[tuple[int, int]] = []  # runs of the decoded view, merged
+    start = 0
+    while True:
+        match = pattern.search(lowered, start)
+        if match is None:
+            break
+        begin, end = match.start(), match.end()
+        while begin > 0 and lowered[begin - 1 : begin - 1 + MIN_FRAGMENT_CHARS] in _fragments:
+            begin -= 1
+        while end < len(lowered) and lowered[end - MIN_FRAGMENT_CHARS + 1 : end + 1] in _fragments:
+            end += 1
+        if covered and begin <= covered[-1][1]:
+            covered[-1] = (covered[-1][0], max(end, covered[-1][1]))
+        else:
+            covered.append((begin, end))
+        start = max(match.start() + 1, end - MIN_FRAGMENT_CHARS + 1)
+    if not covered:
+        return text
+    pieces: list[str] = []
+    position = 0
+    for begin, end in covered:
+        source_begin, source_end = (spans[begin][0], spans[end - 1][1]) if spans else (begin, end)
+        pieces.append(text[position:source_begin])
+        pieces.append(REDACTED)
+        position = source_end
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
 def scrub(text: str) -> str:
-    """``text`` without any registered key (wherever it occurs) or bearer token."""
+    """``text`` without any registered key (wherever it occurs, whole, in part or escaped) or bearer
+    token."""
     for secret in _secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
-    return redact(text)
+    return redact(_scrub_fragments(text))
 
 
 def _printable(text: str) -> str:

@@ -14,6 +14,8 @@ from pydantic import Field, PrivateAttr
 from resources.api.budget import RequestBudget, WaitCallback
 from resources.api.client import VisibilityClient
 from resources.api.config import (
+    DEFAULT_REQUEST_FLOOR,
+    DEFAULT_REQUESTS_PER_CALL,
     DEFAULT_RETRY_DEADLINE_SECONDS,
     RETRY_DEADLINE_SETTING,
     validate_api_key,
@@ -42,6 +44,8 @@ def shared_budget(
     on_wait: WaitCallback | None = None,
     cancel_event: threading.Event | None = None,
     retry_deadline_seconds: float | None = None,
+    request_floor: int | None = DEFAULT_REQUEST_FLOOR,
+    requests_per_call: int = DEFAULT_REQUESTS_PER_CALL,
 ) -> Iterator[RequestBudget]:
     """One request budget for every run of this process using the key, while the block lasts.
 
@@ -49,8 +53,9 @@ def shared_budget(
     the daily and rollup assets side by side) would otherwise pace separately and trade 429s over the
     key's one rate limit. The budget is also the sync's outage clock (one retry deadline for all its
     calls: ``retry_deadline_seconds``, else each resource's), its cancel switch (``budget.cancel()``,
-    or set ``cancel_event``) and its wait hook (``on_wait``, also settable as ``budget.on_wait``).
-    Nested blocks for the same key reuse the outer budget (and ignore the keyword arguments).
+    or set ``cancel_event``), its wait hook (``on_wait``, also settable as ``budget.on_wait``) and its
+    request allowance (``request_floor`` plus ``requests_per_call`` per planned call). Nested blocks
+    for the same key reuse the outer budget (and ignore the keyword arguments).
     """
     ident = _identity(api_url, api_key)
     with _SHARED_GUARD:
@@ -63,6 +68,8 @@ def shared_budget(
                 cancel_event=cancel_event,
                 retry_deadline_seconds=retry_deadline_seconds,
                 ledger=KeyLedger.for_key(api_url, api_key),  # shared with other processes on the key
+                request_floor=request_floor,
+                requests_per_call=requests_per_call,
             ),
         )
     try:
@@ -109,6 +116,16 @@ class VisibilityAPIResource(dg.ConfigurableResource):
     backoff_base_seconds: float = Field(
         default=0.5, description="First backoff step of the jittered exponential backoff."
     )
+    request_budget_floor: int = Field(
+        default=DEFAULT_REQUEST_FLOOR,
+        description="VISIBILITY_REQUEST_BUDGET_FLOOR: requests a run may make before its plans add to "
+        "its request budget (listings, discovery).",
+    )
+    request_budget_factor: int = Field(
+        default=DEFAULT_REQUESTS_PER_CALL,
+        description="VISIBILITY_REQUEST_BUDGET_FACTOR: requests a run may make per planned call "
+        "(further pages and retries included); a service that never ends a walk stops there.",
+    )
 
     _budget: RequestBudget | None = PrivateAttr(default=None)
     _budget_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -143,6 +160,8 @@ class VisibilityAPIResource(dg.ConfigurableResource):
                     self.max_concurrency,
                     retry_deadline_seconds=self.retry_deadline_seconds,
                     ledger=KeyLedger.for_key(self.api_url, self.api_key),
+                    request_floor=self.request_budget_floor,
+                    requests_per_call=self.request_budget_factor,
                 )
             return self._budget
 

@@ -49,18 +49,20 @@ def classify(status: int, code: str | None) -> Decision:
     return Decision(Action.FAIL, code or f"http_{status}")
 
 
-#: Methods that may be repeated without changing the result a second time (RFC 9110, 9.2.2).
-IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "PATCH"})
+#: Methods repeated blindly after an answer that does not say whether they were applied: reads.
+SAFE_TO_REPEAT_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def may_retry_after_ambiguous_failure(method: str) -> bool:
-    """Whether a request whose outcome is unknown (a 500, a read timeout) may be sent again.
+    """Whether a request whose outcome is unknown (a 500, a read timeout) may be sent again at once.
 
-    A POST that reached the service may have created its record, and the spec offers no
-    idempotency key, so a repeat could create a duplicate topic or audit. PATCH here renames to a
-    fixed name and DELETE untracks, both of which land in the same state when repeated.
+    Only reads. A POST that reached the service may have created its record (the spec offers no
+    idempotency key: a repeat could create a duplicate topic or audit). A PATCH or DELETE would land
+    in the same state when repeated, but repeating it blindly cannot tell the user whether the first
+    one was applied, and a repeated DELETE is answered 404: the caller reads the record back instead
+    (``resources/api/operations.py``) and says which. The error raised carries ``may_have_applied``.
     """
-    return method.upper() in IDEMPOTENT_METHODS
+    return method.upper() in SAFE_TO_REPEAT_METHODS
 
 
 def full_jitter(

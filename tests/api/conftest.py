@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import html
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -57,3 +60,17 @@ def assert_no_key() -> Callable[..., None]:
                 assert key not in text, f"the {role} key leaked"
 
     return check
+
+
+def key_parts_in(text: str, key: str, run: int = 8) -> list[str]:
+    """Runs of ``run`` characters of the key's secret part (after ``vsk_``) that ``text`` holds, in
+    any case, also once URL- or JSON-unescaped: what a scrubbed text must not hold."""
+    secret = key.split("_", 1)[-1].lower()
+    views = [text, urllib.parse.unquote(urllib.parse.unquote(text)), html.unescape(text)]
+    with contextlib.suppress(UnicodeDecodeError):
+        views.append(text.encode("latin-1", "backslashreplace").decode("unicode_escape"))
+    found = []
+    for view in views:
+        lowered = view.lower()
+        found += [secret[i : i + run] for i in range(len(secret) - run + 1) if secret[i : i + run] in lowered]
+    return found

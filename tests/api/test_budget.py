@@ -191,3 +191,27 @@ def test_budget_wakes_waiters_when_a_slot_frees_on_another_thread() -> None:
     budget.release(first)
     thread.join(5)
     assert acquired.is_set()
+
+
+def test_the_request_allowance_is_the_floor_plus_a_multiple_of_the_planned_calls() -> None:
+    from resources.api.errors import RequestBudgetExceeded
+
+    budget = RequestBudget(2, request_floor=3, requests_per_call=4)
+    budget.allow_planned_calls(2, "prompt_mentions")
+    assert budget.request_allowance == 3 + 2 * 4
+    for _ in range(11):
+        budget.take_request("GET /v1/brands")
+    with pytest.raises(RequestBudgetExceeded) as caught:
+        budget.take_request("GET /v1/brands")
+    assert budget.requests_taken == 11 and caught.value.requests == 11
+    assert "allows (11: the floor plus 4 per planned call; prompt_mentions: 2 planned call(s))" in str(
+        caught.value
+    )
+
+
+def test_a_budget_without_a_floor_counts_but_never_refuses() -> None:
+    budget = RequestBudget(2)
+    budget.allow_planned_calls(5, "answers")
+    for _ in range(1000):
+        budget.take_request("GET /v1/brands")
+    assert budget.request_allowance is None and budget.requests_taken == 1000

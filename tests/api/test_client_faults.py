@@ -11,13 +11,16 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
+from resources.api import operations as ops
 from resources.api.client import VisibilityClient
-from resources.api.errors import NotFoundError, ServerError, TransportError
+from resources.api.errors import ServerError, TransportError
 from sandbox.faults import FaultRates, FaultsConfig, decide
 from sandbox.testing import SandboxHandle
-from tests.api.conftest import make_client, sandbox_total
+from tests.api.conftest import FAST, make_client, sandbox_total
+from tests.api.proxies import RewritingProxy, answer
 from tests.fixtures_sandbox import SANDBOX_TODAY, test_sandbox_config
 
 #: Older than the restated days (3), so restate faults cannot change the rows compared.
@@ -151,22 +154,30 @@ def test_writes_create_rename_untrack_and_audit(sandbox_factory: Callable[..., S
         assert api.stats.requests_by_endpoint["GET /v1/audit-reports/{id}"] >= 1
 
 
-def test_idempotent_write_is_retried_through_hostile_faults(
+def test_renames_under_hostile_faults_are_read_back_not_repeated_blindly(
     sandbox_factory: Callable[..., SandboxHandle],
 ) -> None:
     handle = sandbox_factory()
-    brand_id = handle.world.brands[0].id
-    topic_id = next(t.id for t in handle.world.brands[0].topics)
+    brand = handle.world.brands[0]
+    topic_id = next(t.id for t in brand.topics)
     faults = {"profile": "hostile", "seed": 3, "overrides": {"quota": 0.0, "retry_after_max_s": 1}}
     handle.configure(faults=faults)
+    outcomes = []
     with make_client(handle) as api:
-        names = [api.rename_topic(brand_id, topic_id, "Renamed")["name"] for _ in range(6)]
-        stats = api.stats
-    assert names == ["Renamed"] * 6
-    assert stats.total_retries > 0  # seed 3 faults some of these PATCHes; they were repeated
-    assert stats.requests_by_endpoint["PATCH /v1/brands/{id}/topics/{topicId}"] == sandbox_total(
-        handle.stats()
-    )
+        for n in range(8):
+            plan = ops.plan_rename_topic(api, brand.id, topic_id, f"Renamed {n}")
+            outcomes.append(ops.rename_topic(api, plan))
+        sent = api.stats.requests_by_endpoint["PATCH /v1/brands/{id}/topics/{topicId}"]
+        final = {t["id"]: t["name"] for t in api.list_topics(brand.id)}[topic_id]
+    assert [o.topic.name for o in outcomes] == [f"Renamed {n}" for n in range(8)] and final == "Renamed 7"
+    served = handle.stats()["PATCH /v1/brands/{id}/topics/{topicId}"]
+    assert sent == sum(served.values())  # every PATCH the client sent, the sandbox counted
+    lost = [o for o in outcomes if o.note]
+    assert lost, "seed 3 loses some of these PATCHes' answers"
+    assert all("the answer was lost" in o.note and "reading it back shows it" in o.note for o in lost)
+    assert all(o.note in o.describe() for o in lost)
+    # a lost answer is followed by a read-back, and a PATCH is re-sent only when it was not applied
+    assert sent == len(outcomes) + sum(o.note.count("sent again") for o in lost)
 
 
 def test_post_after_a_dropped_connection_is_not_repeated(
@@ -205,13 +216,7 @@ def test_posts_under_hostile_faults_succeed_or_say_they_were_not_repeated_and_ne
     assert set(created) <= set(listed)
 
 
-def test_delete_repeated_after_a_dropped_answer_says_it_was_probably_applied(
-    sandbox_factory: Callable[..., SandboxHandle],
-) -> None:
-    handle = sandbox_factory()
-    brand_id = handle.world.brands[0].id
-    with make_client(handle) as api:
-        competitor_id = next(iter(api.list_tracked_competitors(brand_id)))["id"]
+def _drops_the_first_delete_only(handle: SandboxHandle, brand_id: str, competitor_id: str) -> None:
     path = f"/v1/brands/{brand_id}/tracked-competitors/{competitor_id}"
     rates = FaultRates(drop=0.5)
     # The sandbox's faults are a pure function of the seed: pick one that drops the first DELETE only.
@@ -220,15 +225,72 @@ def test_delete_repeated_after_a_dropped_answer_says_it_was_probably_applied(
         for s in range(1000)
         if decide(rates, s, "DELETE", path, 0).kind == "drop"
         and decide(rates, s, "DELETE", path, 1).kind is None
+        and all(
+            decide(rates, s, "GET", f"/v1/brands/{brand_id}/tracked-competitors", n).kind is None
+            for n in range(3)
+        )
     )
     handle.configure(faults={"profile": "none", "seed": seed, "overrides": {"drop": 0.5}})
-    with make_client(handle) as api, pytest.raises(NotFoundError) as caught:
-        api.untrack_competitor(brand_id, competitor_id)
-    assert "probably applied" in str(caught.value)
-    assert handle.stats()["DELETE /v1/brands/{id}/tracked-competitors/{competitorId}"] == {
-        "dropped": 1,
-        "404": 1,
-    }
-    handle.configure(faults={"profile": "none", "overrides": {}})
+
+
+def test_a_delete_whose_answer_was_dropped_is_read_back_and_not_sent_again(
+    sandbox_factory: Callable[..., SandboxHandle],
+) -> None:
+    handle = sandbox_factory()
+    brand = handle.world.brands[0]
     with make_client(handle) as api:
-        assert competitor_id not in {row["id"] for row in api.list_tracked_competitors(brand_id)}
+        competitor_id = next(iter(api.list_tracked_competitors(brand.id)))["id"]
+        plan = ops.plan_untrack(api, brand.id, competitor_id)
+    _drops_the_first_delete_only(handle, brand.id, competitor_id)
+    with make_client(handle) as api:
+        with pytest.raises(TransportError) as caught:  # the client alone does not repeat it blindly
+            api.untrack_competitor(brand.id, competitor_id)
+        assert caught.value.may_have_applied and "not retried" in str(caught.value)
+    handle.configure(faults={"profile": "none", "overrides": {}})
+    with make_client(handle) as api:  # the DELETE was applied before its answer was dropped
+        assert competitor_id not in {row["id"] for row in api.list_tracked_competitors(brand.id)}
+
+    handle.track(brand.id, plan.competitor.name)  # track it again, then untrack through the operation
+    with make_client(handle) as api:
+        plan = ops.plan_untrack(api, brand.id, plan.competitor.name)
+    _drops_the_first_delete_only(handle, brand.id, plan.competitor.id)
+    handle.reset_stats()
+    with make_client(handle) as api:
+        outcome = ops.untrack_competitor(api, plan)
+    assert outcome.untracked and outcome.note is not None
+    assert "the answer was lost" in outcome.note and "reading it back shows it applied" in outcome.note
+    assert outcome.note in outcome.describe() and outcome.metadata()["note"] == outcome.note
+    assert handle.stats()["DELETE /v1/brands/{id}/tracked-competitors/{competitorId}"] == {"dropped": 1}
+
+
+def test_a_delete_answered_404_after_a_lost_attempt_counts_as_done(
+    sandbox_factory: Callable[..., SandboxHandle],
+) -> None:
+    """A stale read-back (a replica behind the primary) says "still tracked": the DELETE is sent again,
+    answered 404, and the read-back that follows shows it done."""
+    sandbox = sandbox_factory()
+    brand = sandbox.world.brands[1]
+    state = {"deletes": 0, "stale_reads": 1}
+
+    def lose_then_stale(request: httpx.Request, original: httpx.Response) -> httpx.Response:
+        if request.method == "DELETE":
+            state["deletes"] += 1
+            if state["deletes"] == 1:  # applied, but the answer is a 502
+                return answer(original, status=502, body={"error": {"code": "bad_gateway", "message": "x"}})
+        elif "tracked-competitors" in request.url.path and state["deletes"] == 1 and state["stale_reads"]:
+            state["stale_reads"] -= 1
+            body = original.json()
+            body["data"].append({**tracked, "id": competitor_id})
+            return answer(original, body=body)
+        return original
+
+    with make_client(sandbox) as api:
+        tracked = next(iter(api.list_tracked_competitors(brand.id)))
+        competitor_id = tracked["id"]
+        plan = ops.plan_untrack(api, brand.id, competitor_id)
+    with VisibilityClient(
+        sandbox.url, sandbox.keys["workspace"], transport=RewritingProxy(lose_then_stale), **FAST
+    ) as api:
+        outcome = ops.untrack_competitor(api, plan)
+    assert state["deletes"] == 2 and outcome.untracked
+    assert outcome.note is not None and "answered 404" in outcome.note and "sent again" in outcome.note

@@ -4,7 +4,9 @@ server text is also free of control characters and bounded."""
 
 from __future__ import annotations
 
+import json
 import logging
+import urllib.parse
 from collections.abc import Callable
 
 import httpx
@@ -14,7 +16,7 @@ from resources.api.client import VisibilityClient
 from resources.api.errors import BadRequestError, NotFoundError, PagingError, ServerError, VisibilityAPIError
 from resources.api.redaction import MAX_TOKEN_CHARS, sanitize, scrub
 from sandbox.testing import SandboxHandle
-from tests.api.conftest import FAST
+from tests.api.conftest import FAST, key_parts_in
 from tests.api.proxies import RewritingProxy, answer, bearer_of
 
 
@@ -157,3 +159,51 @@ def test_scrubbing_a_text_again_leaves_the_mask_as_it_was() -> None:
     once = scrub(f"(Authorization: Bearer {key})")
     assert once == f"(Authorization: Bearer {REDACTED})"
     assert scrub(scrub(once)) == once
+
+
+def _echo_forms(key: str) -> dict[str, str]:
+    """How a server may quote the key without its prefix: what the client must still scrub."""
+    tail = key.split("_", 1)[1]
+    return {
+        "tail": tail,
+        "tail_upper": tail.upper(),
+        "tail_part": tail[5:21],
+        "url_escaped": urllib.parse.quote(key, safe="").replace("_", "%5F"),
+        "url_escaped_every_char": "".join(f"%{ord(ch):02X}" for ch in tail),
+        "json_escaped": "".join(f"\\u{ord(ch):04x}" for ch in tail),
+        "json_in_json": json.dumps({"k": "".join(f"\\u{ord(ch):04x}" for ch in tail)}),
+        "html_entities": "".join(f"&#{ord(ch)};" for ch in tail),
+    }
+
+
+@pytest.mark.parametrize("form", list(_echo_forms("vsk_0123456789abcdef0123456789abcdef")))
+def test_a_key_echoed_without_its_prefix_or_escaped_reaches_no_error_log_or_metadata(
+    sandbox: SandboxHandle, caplog: pytest.LogCaptureFixture, form: str
+) -> None:
+    def echo_form(request: httpx.Request, original: httpx.Response) -> httpx.Response:
+        quoted = _echo_forms(bearer_of(request))[form]
+        headers = {"X-Request-Id": f"req-{quoted}"}
+        if original.status_code >= 400:
+            body = {"error": {"code": f"bad_{quoted}", "message": f"key {quoted} is not valid here"}}
+            return answer(original, headers=headers, body=body, reason=quoted.encode())
+        return answer(original, headers=headers, reason=quoted.encode())
+
+    key = sandbox.keys["workspace"]
+    with caplog.at_level(logging.DEBUG), echoing_client(sandbox, echo_form) as api:
+        list(api.list_brands())
+        with pytest.raises(NotFoundError) as caught:
+            api.get_brand("0000-not-a-brand")
+        metadata = api.stats.to_metadata()
+    texts = [*_texts_of(caught.value), caplog.text, str(metadata)]
+    texts += [f"{r.getMessage()} {r.args!r}" for r in caplog.records]
+    assert "[redacted]" in str(caught.value)
+    assert not [part for text in texts for part in key_parts_in(text, key)]
+
+
+def test_runs_of_the_key_are_scrubbed_but_words_it_shares_with_ordinary_text_are_not() -> None:
+    from resources.api.redaction import register_secret
+
+    register_secret("vk_test_deadline_0123456789")
+    assert scrub("past the 1s retry deadline") == "past the 1s retry deadline"
+    assert scrub("tail deadline_0123456789!") == "tail [redacted]!"
+    assert scrub("part 1234567 and 12345678") == "part 1234567 and [redacted]"  # 8 characters or more

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -57,7 +59,12 @@ def incompatible_table(db: Path) -> None:
         con.execute(f"CREATE TABLE {SCHEMA}.prompt_mentions (id BOOLEAN PRIMARY KEY)")
 
 
-def gone(pid: int, timeout: float = 5.0) -> bool:
+#: How long a test waits for a process to end: generous, so a loaded machine (two suites at once, a
+#: CPU hog) does not fail it; a process that should end does so in well under a second when idle.
+PATIENCE_SECONDS = 60.0
+
+
+def gone(pid: int, timeout: float = PATIENCE_SECONDS) -> bool:
     """``pid`` ended (a zombie counts as ended) within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -177,8 +184,8 @@ def test_a_lander_left_by_an_exception_kills_its_worker_at_once(outcome: FetchOu
         time.sleep(1.5)
         started = time.monotonic()
         lander.__exit__(RuntimeError, RuntimeError("the step failed"), None)
-        assert time.monotonic() - started < 5
-        landing.join(timeout=5)
+        assert time.monotonic() - started < 30  # far less than the 60 s the landing would wait
+        landing.join(timeout=PATIENCE_SECONDS)
 
     assert gone(pid, timeout=0)
     assert len(errors) == 1 and isinstance(errors[0], LandingError)
@@ -231,4 +238,61 @@ def test_the_worker_exits_when_its_lifeline_to_the_parent_closes(db: Path) -> No
         assert pid is not None and lander._worker is not None
         os.close(lander._worker._lifeline)  # as the kernel does when the parent dies
         lander._worker._lifeline = os.open(os.devnull, os.O_RDONLY)  # so the exit closes something valid
-        assert gone(pid, timeout=3)
+        assert gone(pid)
+
+
+#: Run by a child subreaper (so the worker, once orphaned, is its child and its process group is not
+#: orphaned: no SIGHUP from the kernel): start a Lander in a parent process, stop its worker (its
+#: lifeline watchdog cannot run then), SIGKILL the parent, and say how the worker ended.
+_PDEATHSIG_PROBE = """
+import ctypes, os, signal, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+url, schema, patience = sys.argv[1], sys.argv[2], float(sys.argv[3])
+parent = subprocess.Popen([sys.executable, "-c", (
+    "import sys, time\\n"
+    "from sync.lander import Lander\\n"
+    "with Lander({'url': sys.argv[1], 'schema_name': sys.argv[2]}) as lander:\\n"
+    "    print(lander.worker_pid, flush=True)\\n"
+    "    time.sleep(600)\\n"), url, schema], stdout=subprocess.PIPE)
+worker = int(parent.stdout.readline())
+deadline = time.monotonic() + patience
+READ = {"x86_64": 0, "aarch64": 63}[os.uname().machine]
+with open(f"/proc/{worker}/cmdline", "rb") as cmdline:
+    requests_fd = int(cmdline.read().split(b"\\0")[-4])  # serve(parent, requests, results, lifeline)
+def reading_requests():
+    with open(f"/proc/{worker}/syscall") as syscall:
+        fields = syscall.read().split()
+    return fields[0] == str(READ) and int(fields[1], 16) == requests_fd
+while not reading_requests():  # serve() calls prctl(PR_SET_PDEATHSIG) before its first read
+    assert time.monotonic() < deadline, "the worker did not start"
+    time.sleep(0.05)
+os.kill(worker, signal.SIGSTOP)
+parent.kill()
+parent.wait()
+deadline = time.monotonic() + patience
+while time.monotonic() < deadline:
+    pid, status = os.waitpid(worker, os.WNOHANG)  # the orphaned worker is this subreaper's child now
+    if pid:
+        print("killed by", os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exit")
+        break
+    time.sleep(0.05)
+else:
+    os.kill(worker, signal.SIGKILL)
+    os.waitpid(worker, 0)
+    print("still alive")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_stopped_worker_is_killed_by_the_kernel_when_its_parent_is_sigkilled(db: Path) -> None:
+    """PR_SET_PDEATHSIG on its own: a stopped worker cannot run its lifeline watchdog, but the
+    kernel's SIGKILL reaches it all the same."""
+    root = Path(__file__).resolve().parents[2]
+    probe = subprocess.run(
+        [sys.executable, "-c", _PDEATHSIG_PROBE, f"duckdb:///{db}", SCHEMA, str(PATIENCE_SECONDS)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=4 * PATIENCE_SECONDS,
+    )
+    assert probe.stdout.strip() == f"killed by {int(signal.SIGKILL)}", probe.stderr[-2000:]

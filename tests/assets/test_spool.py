@@ -6,11 +6,15 @@ import datetime as dt
 import itertools
 import os
 import pickle
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
 from sync import spool as spool_module
 from sync.spool import DateSpool, Spool, bucket_of, bucket_windows
@@ -97,3 +101,73 @@ def test_spools_left_by_failed_lands_are_swept_after_a_day(tmp_path, monkeypatch
     os.utime(other, (day_ago, day_ago))
     assert spool_module.sweep_stale() == [str(old)]
     assert fresh.exists() and other.exists() and not old.exists()
+
+
+_SPOOL_THEN_WAIT = """
+import sys, time
+import pyarrow as pa, datetime as dt
+from sync.spool import DateSpool
+spool = DateSpool.create("date", 7, name="prompt_mentions")
+spool.append(pa.table({"date": [dt.date(2026, 11, 1)] * 1000, "v": list(range(1000))}))
+spool.close()
+print(spool.directory, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_runs_spool_is_removed_by_the_next_spool_once_its_process_is_gone(
+    tmp_path: Path,
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    owners = [
+        subprocess.Popen([sys.executable, "-c", _SPOOL_THEN_WAIT], cwd=root, env=env, stdout=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    try:
+        assert owners[0].stdout is not None and owners[1].stdout is not None
+        killed, living = (Path(p.stdout.readline().decode().strip()) for p in owners)  # type: ignore[union-attr]
+        assert killed.is_dir() and living.is_dir() and any(killed.rglob("*.arrow"))
+        owners[0].kill()
+        owners[0].wait(timeout=60)
+        # the next run's spool: a fresh process, with the same TMPDIR
+        sweeper = subprocess.run(
+            [sys.executable, "-c", "from sync.spool import DateSpool; DateSpool.create('date', 7).remove()"],
+            cwd=root,
+            env=env,
+            timeout=120,
+            check=True,
+        )
+        assert sweeper.returncode == 0
+        assert not killed.exists()  # its owner is gone: removed at once, not a day later
+        assert living.is_dir()  # its owner still runs: kept
+    finally:
+        for owner in owners:
+            owner.kill()
+            owner.wait(timeout=60)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [living.name]
+
+
+def test_a_full_disk_is_one_line_naming_the_spool_folder_and_tmpdir(tmp_path: Path) -> None:
+    """A real full disk: a 2 MiB tmpfs (needs root to mount; skipped elsewhere)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        spool = DateSpool.create("date", 7, name="prompt_mentions", parent=small)
+        rows = pa.table({"date": [dt.date(2026, 11, 1)] * 200_000, "text": ["x" * 40] * 200_000})
+        with pytest.raises(spool_module.SpoolDiskFullError) as caught:
+            spool.append(rows)
+            spool.close()
+        spool.remove()
+        message = str(caught.value)
+        assert "\n" not in message and spool.directory in message and "set TMPDIR" in message
+        assert "no space left on the device of the spool folder" in message
+        assert list(small.iterdir()) == []  # nothing left behind
+        assert shutil.disk_usage(small).used < 2**20 // 4  # and no open file holds the space
+    finally:
+        subprocess.run(["umount", "--lazy", str(small)], check=False)

@@ -141,3 +141,11 @@ def test_a_brand_outside_a_scoped_key_is_unknown_to_it(sandbox: SandboxHandle) -
             ops.resolve_brand(scoped, outside)
         with pytest.raises(NotFoundError):  # what the service itself says about it
             next(iter(scoped.list_topics(outside)))
+
+
+def test_a_topic_name_with_control_characters_is_refused_before_any_request_and_shown_escaped() -> None:
+    with pytest.raises(ops.InvalidInputError) as caught:
+        ops.validate_topic_name("Pricing\x1b[31m red\x07\rX")
+    message = str(caught.value)
+    assert "Pricing\\x1b[31m red\\x07\\rX" in message and message.isprintable()
+    assert ops.visible("ok name") == "ok name" and ops.visible("a\u202eb") == "a\\u202eb"

@@ -92,6 +92,21 @@ def test_check_reports_an_unreachable_service(env: Path, monkeypatch: pytest.Mon
     assert f"http://127.0.0.1:{port}" in capsys.readouterr().err  # names what it could not reach
 
 
+@pytest.mark.parametrize("deadline", ["2", None])
+def test_check_honours_the_retry_deadline_setting(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys, deadline: str | None
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("VISIBILITY_API_URL", f"http://127.0.0.1:{port}")
+    if deadline is not None:
+        monkeypatch.setenv("VISIBILITY_RETRY_DEADLINE_SECONDS", deadline)
+    assert main(["check"]) == EXIT_UNAVAILABLE
+    said = "2s" if deadline else "3s"  # unset: the check's own few seconds
+    assert f"retry deadline {said}" in capsys.readouterr().err
+
+
 def test_run_lands_the_range_and_prints_what_landed(env: Path, capsys) -> None:
     argv = ["run", "--start", "2026-10-30", "--end", "2026-10-31", "--engine", "chatgpt", "--engine", "all"]
     assert main([*argv, "--quiet"]) == EXIT_OK

@@ -33,6 +33,16 @@ def test_the_definitions_load_with_every_table_job_and_schedule() -> None:
     assert defs.asset_checks
 
 
+def test_the_code_location_launches_the_report_after_each_sync() -> None:
+    from dagster import DefaultSensorStatus
+
+    from assets.report import REPORT_JOB
+
+    sensor = defs.resolve_sensor_def("visibility_report_after_sync")  # fails if left out of the defs
+    assert sensor.default_status == DefaultSensorStatus.RUNNING
+    assert sensor.job_name == REPORT_JOB and defs.resolve_job_def(REPORT_JOB).name == REPORT_JOB
+
+
 def test_every_asset_shows_its_column_schema_with_descriptions() -> None:
     specs = [spec for asset in all_assets for spec in asset.specs]
     assert {s.key.path[-1] for s in specs} == set(ALL_TABLES) - {"audit_reports"}

@@ -108,5 +108,5 @@ def test_a_stop_while_the_service_is_unreachable_ends_the_sync_at_once_with_one_
     output = log.read_text()
     assert code == 130, output
     assert took < 5, f"took {took:.1f}s to stop"
-    assert dead in output and "retrying for" in output
+    assert dead in output and "retrying GET /v1/brands for" in output
     assert output.count("interrupted") == 1 and "Traceback" not in output

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def harness() -> Iterator[R.Harness]:
-    config = R.SuiteConfig.quick_config(key_runs=("success_echo", "fail_500_echo"))
+    config = R.SuiteConfig.quick_config(key_runs=("success_echo", "fail_500_echo", "fail_400_tail_echo"))
     with R.Harness(config) as h:
         yield h
 
@@ -61,3 +61,9 @@ def test_a_bad_response_fails_clearly_or_lands_completely_never_partially(
     harness: R.Harness, kind: str
 ) -> None:
     assert_passed(R.scenario_bad(harness, "duckdb", [kind]))
+
+
+def test_check_honours_the_retry_deadline_and_a_start_date_before_any_history_is_refused(
+    harness: R.Harness,
+) -> None:
+    assert_passed(R.scenario_limits(harness, "duckdb"))

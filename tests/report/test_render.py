@@ -82,3 +82,26 @@ def test_the_html_page_has_one_title_the_images() -> None:
     page = render_html(data, b"\x89PNG fake")
     body = page.split("<body>", 1)[1]
     assert "<h1" not in body and body.count("AI search visibility report") == 1  # the image's alt text
+
+
+def test_only_http_and_https_pages_become_links_anything_else_is_text() -> None:
+    urls = [
+        "javascript:alert(document.cookie)",
+        "JavaScript:alert(1)",
+        " javascript:alert(1)",
+        "java\tscript:alert(1)",
+        "data:text/html,<script>alert(1)</script>",
+        "vbscript:msgbox(1)",
+        "//evil.example/x",
+        "https:no-host",
+        "https://acme.example/ok",
+        "HTTP://acme.example/caps",
+    ]
+    pages = tuple(PageTrend(url, None, 5, 2, 3) for url in urls)
+    page = render_html(
+        ReportData(start=START, end=START + dt.timedelta(days=4), sections=(section(pages),)), b"png"
+    )
+    links = re.findall(r'<a href="([^"]*)"', page)
+    assert links == ["https://acme.example/ok", "HTTP://acme.example/caps"]
+    assert "javascript:alert(document.cookie)" in page  # still shown, as text
+    assert "&lt;script&gt;" in page and "<script>" not in page

@@ -72,17 +72,21 @@ def test_each_brand_has_one_share_of_voice_line_per_brand_and_tracked_competitor
         assert in_trends == expected
         lines = {line.get_label(): line for line in ax.get_lines()}
         assert set(lines) == expected
-        # the brand's own line carries the landed values, day by day
+        # every line (the brand's own and each competitor's) carries its landed values, day by day;
+        # a day the brand was not measured breaks the lines (no value) and is named in the legend
         own = lines[brands[brand_id]]
-        landed = synced.query(
-            "SELECT date, share_of_voice FROM competitor_trends WHERE engine = 'all' AND granularity = 'day' "
-            f"AND brand_id = '{brand_id}' AND competitor_id IS NULL ORDER BY date"
-        )
-        assert landed[0][0] >= FIRST_DAY
-        drawn = [(d, v) for d, v in zip(own.get_xdata(), own.get_ydata(), strict=True) if not math.isnan(v)]
-        assert [d for d, _ in drawn] == [d for d, _ in landed]
-        assert [v for _, v in drawn] == pytest.approx([v for _, v in landed])
-        # a day the brand was not measured breaks the line (no value) and is named in the legend
+        for name, line in lines.items():
+            landed = synced.query(
+                "SELECT date, share_of_voice FROM competitor_trends WHERE engine = 'all' "
+                f"AND granularity = 'day' AND brand_id = '{brand_id}' "
+                f"AND brand_name = '{name.replace(chr(39), chr(39) * 2)}' ORDER BY date"
+            )
+            assert landed and landed[0][0] >= FIRST_DAY
+            drawn = [
+                (d, v) for d, v in zip(line.get_xdata(), line.get_ydata(), strict=True) if not math.isnan(v)
+            ]
+            assert [d for d, _ in drawn] == [d for d, _ in landed], name
+            assert [v for _, v in drawn] == pytest.approx([v for _, v in landed]), name
         section = next(s for s in data.sections if s.brand_id == brand_id)
         window = (data.end - data.start).days
         missing = window - len(section.measured_days)
