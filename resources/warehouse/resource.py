@@ -1,11 +1,5 @@
-"""The Dagster resource of the warehouse (the engine is chosen by :mod:`resources.warehouse.factory`).
-
-The URL is validated before any I/O (the rules and defaults are :mod:`resources.warehouse.urls`'s,
-shared with ``settings.py``), and every error names the setting to fix
-(``VISIBILITY_WAREHOUSE``, ``VISIBILITY_SCHEMA``). A Postgres password never appears in a repr, an
-error or a log line. BigQuery is imported only when a ``bigquery://`` URL is used, so its client
-library stays optional at import time.
-"""
+"""The Dagster resource of the warehouse: its configuration, handed to
+:mod:`resources.warehouse.factory`, which validates it before any I/O and chooses the engine."""
 
 from __future__ import annotations
 

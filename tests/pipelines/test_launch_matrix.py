@@ -33,22 +33,14 @@ from dagster import DagsterEventType, DagsterInstance
 from dagster._core.instance.ref import InstanceRef
 
 from bench import daemon as D
+from resources.api.endpoints import ENGINES_WITH_ALL
 from sandbox.testing import SandboxHandle
 from sync.catalog import BY_NAME, DAILY
 from tests.fixtures_sandbox import SANDBOX_TODAY
 
 pytestmark = pytest.mark.slow
 
-ENGINES = (
-    "chatgpt",
-    "claude",
-    "perplexity",
-    "gemini",
-    "google_ai_overviews",
-    "google_ai_mode",
-    "copilot",
-    "all",
-)
+ENGINES = ENGINES_WITH_ALL
 DAILY_TABLES = tuple(t.spec.name for t in DAILY)
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 FAILING = "GET /v1/brands/{id}/answers"
