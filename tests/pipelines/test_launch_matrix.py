@@ -257,6 +257,13 @@ def test_every_ui_launch_shape_lands_exactly_the_cells_it_asks_for(
         at = dt.datetime.combine(b["schedule"][0] + dt.timedelta(days=1), dt.time(3), tzinfo=dt.UTC)
         launches["schedule tick"].run_ids += D.launch_runs(stack, D.schedule_runs(stack, at, ["daily_sync"]))
 
+        by_id = D.wait_backfills(stack, [i for lz in launches.values() for i in lz.backfill_ids], 1200)
+        for launch in launches.values():
+            for backfill_id in launch.backfill_ids:
+                if by_id[backfill_id]["status"] != "COMPLETED_SUCCESS":
+                    launch.problems.append(f"backfill {backfill_id}: {by_id[backfill_id]['status']}")
+                launch.run_ids += [r["runId"] for r in D.backfill_runs(stack, backfill_id)]
+        # the failing endpoint only once every other launch has ended (it is the sandbox's, for all)
         D.wait_runs(stack, launches["launchpad range"].run_ids + launches["schedule tick"].run_ids, 600)
         ui_sandbox.configure(fail_endpoints=[FAILING])
         [cell] = keys(launches["re-execution"].cells)
@@ -269,12 +276,6 @@ def test_every_ui_launch_shape_lands_exactly_the_cells_it_asks_for(
         all_steps = reexecute(stack, from_failure, "ALL_STEPS")
         launches["re-execution"].run_ids += [from_failure, all_steps]
 
-        by_id = D.wait_backfills(stack, [i for lz in launches.values() for i in lz.backfill_ids], 1200)
-        for launch in launches.values():
-            for backfill_id in launch.backfill_ids:
-                if by_id[backfill_id]["status"] != "COMPLETED_SUCCESS":
-                    launch.problems.append(f"backfill {backfill_id}: {by_id[backfill_id]['status']}")
-                launch.run_ids += [r["runId"] for r in D.backfill_runs(stack, backfill_id)]
         for launch in launches.values():
             for run in D.wait_runs(stack, launch.run_ids, 600):
                 if run["status"] != "SUCCESS":
