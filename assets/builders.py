@@ -63,6 +63,7 @@ from sync.shared_fetch import SharedFetches
 from sync.snapshots import listed_snapshots
 from sync.summary import TableSummary
 from sync.tables import BRANDS
+from sync.trends import citation_targets_from_settings
 
 API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
@@ -305,9 +306,9 @@ class DailySyncConfig(Config):
         """The targets this run asks for (None: the settings'); a bad URL fails naming the field."""
         if self.citation_urls is None and self.citation_topics is None:
             return None
-        from settings import citation_pages, citation_topics, load_citation_target_settings
+        from settings import citation_pages, citation_topics
 
-        default = load_citation_target_settings()
+        default = citation_targets_from_settings()
         urls = (
             default.urls
             if self.citation_urls is None

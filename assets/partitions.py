@@ -76,6 +76,10 @@ def parse_partition_keys(keys: list[str] | tuple[str, ...] | set[str]) -> set[tu
     return out
 
 
+#: The tags that name a run's partitions as a whole (shown when they are refused).
+RANGE_AND_NAME_TAGS = (ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG)
+
+
 class PartitionRequestError(ValueError):
     """A run whose tags do not say one set of partitions: it fails before fetching anything."""
 
@@ -166,9 +170,6 @@ def requested_cells(
             )
         return parse_partition_keys([MultiPartitionKey(by_dim)])
     raise PartitionRequestError("the run names no partition (no range, partition or per-dimension tags)")
-
-
-RANGE_AND_NAME_TAGS = (ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG)
 
 
 def cell_keys(cells: set[tuple[dt.date, str]] | frozenset[tuple[dt.date, str]]) -> list[str]:

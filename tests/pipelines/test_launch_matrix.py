@@ -121,15 +121,17 @@ def materialized(instance: DagsterInstance, run_ids: list[str]) -> set[tuple[str
     return out
 
 
-def compare_cells(ui: Path, cli: Path, table: str, cell_set: set[tuple[str, str]] | None) -> dict[str, int]:
-    """Rows of ``cell_set`` (None: rows outside every launch's cells, UI side only) per side."""
+def compare_cells(
+    ui: Path, cli: Path, table: str, cell_set: set[tuple[str, str]], *, outside: bool = False
+) -> dict[str, int]:
+    """Rows of ``cell_set`` per side (``outside``: the UI's rows outside it)."""
     spec = BY_NAME[table].spec
     date, engine = spec.date_column, spec.engine_column
     with duckdb.connect() as con:
         con.execute(f"ATTACH '{ui}' AS a (READ_ONLY)")
         con.execute(f"ATTACH '{cli}' AS b (READ_ONLY)")
         con.execute("CREATE TEMP TABLE cells (d DATE, e VARCHAR)")
-        con.executemany("INSERT INTO cells VALUES (?, ?)", sorted(cell_set or ALL_CELLS))
+        con.executemany("INSERT INTO cells VALUES (?, ?)", sorted(cell_set))
         columns = [
             c
             for (c,) in con.execute(
@@ -146,7 +148,7 @@ def compare_cells(ui: Path, cli: Path, table: str, cell_set: set[tuple[str, str]
         def rows(db: str, where: str) -> str:
             return f"SELECT {shown} FROM {db}.visibility.{table} AS t WHERE {where} {day_rows}"
 
-        if cell_set is None:
+        if outside:
             return {
                 "outside": con.execute(f"SELECT COUNT(*) FROM ({rows('a', 'NOT ' + inside)})").fetchone()[0]
             }
@@ -155,9 +157,6 @@ def compare_cells(ui: Path, cli: Path, table: str, cell_set: set[tuple[str, str]
         only_ui_rows = only_ui.fetchone()[0]
         only_cli = con.execute(f"SELECT COUNT(*) FROM ({rows('b', inside)} EXCEPT ALL {rows('a', inside)})")
         return {"ui": ui_rows, "only_ui": only_ui_rows, "only_cli": only_cli.fetchone()[0]}
-
-
-ALL_CELLS: set[tuple[str, str]] = set()
 
 
 @pytest.mark.timeout(1500)
@@ -199,10 +198,8 @@ def test_every_ui_launch_shape_lands_exactly_the_cells_it_asks_for(
         "schedule tick": Launch("schedule tick", cells(b["schedule"], ENGINES)),
         "re-execution": Launch("re-execution", cells(b["reexecute"], ("chatgpt",))),
     }
-    ALL_CELLS.clear()
-    for launch in launches.values():
-        ALL_CELLS.update(launch.cells)
-    span = sorted({dt.date.fromisoformat(d) for d, _ in ALL_CELLS})
+    all_cells = {cell for launch in launches.values() for cell in launch.cells}
+    span = sorted({dt.date.fromisoformat(d) for d, _ in all_cells})
 
     cli_errors: list[str] = []
 
@@ -310,7 +307,7 @@ def test_every_ui_launch_shape_lands_exactly_the_cells_it_asks_for(
             problems.append(f"{name}: nothing landed")
         problems += [f"{name}: {p}" for p in launch.problems]
     for table in DAILY_TABLES:
-        outside = compare_cells(ui_db, cli_db, table, None)["outside"]
+        outside = compare_cells(ui_db, cli_db, table, all_cells, outside=True)["outside"]
         if outside:
             problems.append(f"{table}: {outside} rows outside every launch's cells")
     if left:

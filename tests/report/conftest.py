@@ -47,6 +47,19 @@ class Synced:
             return con.execute(sql).fetchall()
 
 
+def sync_definitions_for(sandbox: SandboxHandle, db: Path) -> Definitions:
+    """The syncs' assets and jobs against ``sandbox``, landing in the DuckDB file ``db``."""
+    return Definitions(
+        assets=all_assets,
+        jobs=all_jobs,
+        executor=DEFAULT_EXECUTOR,
+        resources={
+            "api": VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"]),
+            "warehouse": WarehouseResource(url=f"duckdb:///{db}", schema_name=SCHEMA),
+        },
+    )
+
+
 @pytest.fixture(scope="package")
 def synced(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synced]:
     root = tmp_path_factory.mktemp("report")
@@ -54,15 +67,7 @@ def synced(sandbox: SandboxHandle, tmp_path_factory: pytest.TempPathFactory) -> 
     (root / "dagster").mkdir()
     with instance_for_test(temp_dir=str(root / "dagster")) as instance:
         before = report_after_sync.evaluate_tick(build_sensor_context(instance=instance))
-        definitions = Definitions(
-            assets=all_assets,
-            jobs=all_jobs,
-            executor=DEFAULT_EXECUTOR,
-            resources={
-                "api": VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"]),
-                "warehouse": WarehouseResource(url=f"duckdb:///{db}", schema_name=SCHEMA),
-            },
-        )
+        definitions = sync_definitions_for(sandbox, db)
         result = definitions.resolve_job_def(SYNC_JOB).execute_in_process(
             instance=instance, tags=range_tags(FIRST_DAY, LAST_DAY, ENGINES_WITH_ALL), run_config=QUIET
         )

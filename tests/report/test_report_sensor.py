@@ -20,14 +20,12 @@ from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 
 from pipelines.definitions import defs
-from pipelines.jobs import DAILY_JOB, DEFAULT_EXECUTOR, SNAPSHOT_JOB, all_jobs
+from pipelines.jobs import DAILY_JOB, SNAPSHOT_JOB
 from pipelines.report_runs import SENSOR_NAME, report_after_sync
 from pipelines.schedules import range_tags
-from pipelines.syncs import all_assets
-from resources.api.resource import VisibilityAPIResource
-from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
 from tests.fixtures_sandbox import SANDBOX_TODAY
+from tests.report.conftest import sync_definitions_for
 
 DAY = SANDBOX_TODAY - dt.timedelta(days=2)
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -55,17 +53,7 @@ class Runs:
 def runs(sandbox: SandboxHandle, tmp_path: Path) -> Iterator[Runs]:
     (tmp_path / "dagster").mkdir()
     with instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
-        definitions = Definitions(
-            assets=all_assets,
-            jobs=all_jobs,
-            executor=DEFAULT_EXECUTOR,
-            resources={
-                "api": VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"]),
-                "warehouse": WarehouseResource(
-                    url=f"duckdb:///{tmp_path / 'w.duckdb'}", schema_name="visibility"
-                ),
-            },
-        )
+        definitions = sync_definitions_for(sandbox, tmp_path / "w.duckdb")
         yield Runs(instance, definitions)
 
 
