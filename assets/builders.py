@@ -1,28 +1,22 @@
-"""Asset factories: one step per kind of table, so a sync is two steps, not one per table.
+"""The sync's two steps as Dagster assets: they run the core's driver (:mod:`sync.driver`) and
+translate what it says into materializations and check results.
 
 * Snapshots (``sync_snapshots``): brands, topics, prompts, tracked competitors and generations in
-  one step of the ``visibility_api`` pool. The brand listing, prompts and competitors are listed
-  once per sync (:class:`sync.discovery.Discovery`) and reused by the partitioned step.
+  one step of the ``visibility_api`` pool.
 * Partitioned tables (``sync_daily``): every date x engine table in one step of the
-  ``visibility_api`` pool. It fetches the tables back to back in a background thread and lands each
-  (from its on-disk spool, in a worker process) while the next is fetched: a backfill is rate-bound,
-  and step hand-offs would leave the rate budget idle. The runs a UI backfill is split into share
-  one fetch per table (:mod:`sync.shared_fetch`), so a backfill costs the planner's requests once.
+  ``visibility_api`` pool, each landed while the next is fetched; the runs a UI backfill is split
+  into share one fetch per table (:mod:`sync.shared_fetch`), so a backfill costs the planner's
+  requests once.
 
-Resources (keys shared with the sensors): ``api`` (``VisibilityAPIResource``) and ``warehouse``
-(``WarehouseResource``).
+What is Dagster's stays here: which cells a run was asked for (its tags, its backfill), the
+materialization events, and the asset checks (they read the instance).
 """
 
-import dataclasses
-import datetime as dt
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import closing, nullcontext
-from dataclasses import dataclass, field
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -45,29 +39,30 @@ from pydantic import Field
 
 from assets.checks import CheckInputs, TableCheck, checks_of
 from assets.partitions import DATE_DIM, ENGINE_DIM, cell_keys, parse_partition_keys, requested_cells
-from resources.api.client import RequestStats
 from resources.api.errors import SyncCancelled
-from resources.warehouse.base import SnapshotScope, TableSpec, Warehouse, WriteResult
+from resources.api.resource import VisibilityAPIResource
+from resources.warehouse.base import TableSpec, Warehouse
+from resources.warehouse.resource import WarehouseResource
 from sync import progress
-from sync.discovery import BrandScope, CitationTargets, Discovery, brand_filter, discovery_for, sync_id
-from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
-from sync.lander import Lander
-from sync.landing import (
-    DEFAULT_DAYS_PER_WRITE,
-    FetchOutcome,
-    requests_beyond_plan,
+from sync.discovery import CitationTargets, brand_filter, discovery_for, sync_id
+from sync.driver import (
+    DailyRequest,
+    SyncEvent,
+    TableFailed,
+    TableLanded,
+    land_listed,
+    raise_failures,
+    sync_daily,
+    sync_snapshots,
 )
-from sync.planning import ALL, Cell, Plan, expected_requests
-from sync.prefetch import StopSignal, fetch_ahead
+from sync.fetching import PartitionedTable, SnapshotTable
+from sync.planning import Cell
 from sync.shared_fetch import SharedFetches
-from sync.snapshots import listed_snapshots
-from sync.summary import TableSummary
 from sync.tables import BRANDS
 from sync.trends import citation_targets_from_settings
 
 API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
-RESOURCE_KEYS = frozenset({"api", "warehouse"})
 #: Under the instance's storage directory: the fetches shared by the runs of a backfill.
 SHARED_FETCH_DIR = "visibility_shared_fetch"
 
@@ -111,85 +106,58 @@ def table_asset_spec(
     )
 
 
-def _summary_metadata(summary: TableSummary) -> dict[str, Any]:
-    """The core's summary of a table as Dagster metadata (lists and dicts as JSON values)."""
-    return _json_values(summary.metadata())
-
-
-def _skipped_engines(plan: Plan) -> dict[str, list[str]]:
-    """Engines of the run each brand is not measured on (nothing to fetch there)."""
-    out: dict[str, list[str]] = {}
-    for brand_id, engine in plan.skipped:
-        out.setdefault(brand_id, []).append(engine)
-    return out
-
-
 def _json_values(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v for k, v in values.items()}
 
 
-def _log_progress(context: AssetExecutionContext, name: str) -> Callable[[int, int], None]:
-    step = {"next": 0.1}
+def _progress(context: AssetExecutionContext) -> Callable[[str, int, int], None]:
+    """Each table's planned calls: to the command line's display, and every tenth to the run's log."""
+    next_step: dict[str, float] = {}
 
-    def on_progress(done: int, total: int) -> None:
+    def on_progress(name: str, done: int, total: int) -> None:
         progress.report(name, done, total)
-        if total and done / total >= step["next"]:
+        if total and done / total >= next_step.get(name, 0.1):
             context.log.info(f"{name}: {done}/{total} calls done")
-            step["next"] = done / total + 0.1
+            next_step[name] = done / total + 0.1
 
     return on_progress
-
-
-class StepFailed(Exception):
-    """Tables of a step that could not be synced (the others were, and are reported)."""
-
-    def __init__(self, failures: Mapping[str, BaseException]) -> None:
-        self.failures = dict(failures)
-        detail = "; ".join(f"{table}: {type(exc).__name__}: {exc}" for table, exc in self.failures.items())
-        super().__init__(f"sync failed for {', '.join(self.failures)} ({detail})")
 
 
 def _run_checks(
     context: AssetExecutionContext,
     checks: Sequence[TableCheck],
+    warehouse: WarehouseResource | Warehouse,
+    api: VisibilityAPIResource | None,
     metadata: Mapping[str, Any] | None = None,
-    *,
-    ask_api: bool = True,
-    warehouse: Warehouse | None = None,
 ) -> Iterator[AssetCheckResult]:
     """Evaluate the selected ``checks`` (of a table that just landed, or of a run of checks alone).
 
     A check that cannot run (its query failed, the API did not answer) is a failed check, not a
-    failed step: the table it checks has landed either way. ``warehouse``: the handle (and session)
-    the table was just landed with, else a new one.
+    failed step: the table it checks has landed either way. ``warehouse``: the handle the table was
+    just landed with (its open session), or the resource to open one. ``api``: None when the checks
+    must not ask the service.
     """
-    from resources.api.errors import SyncCancelled
-
     wanted = [c for c in checks if c.key in context.selected_asset_check_keys]
     if not wanted:
         return
     # one connection for all of them (DuckDB: a new one per query would cost an open of the file each)
-    with (
-        nullcontext(warehouse) if warehouse else context.resources.warehouse.get_warehouse() as warehouse,
-        warehouse.session(),
-    ):
-        api = context.resources.api if ask_api else None
-        inputs = CheckInputs(warehouse, context.instance, context.run.tags, api, metadata)
+    opened = warehouse.get_warehouse() if isinstance(warehouse, WarehouseResource) else nullcontext(warehouse)
+    with opened as handle, handle.session():
+        inputs = CheckInputs(handle, context.instance, context.run.tags, api, metadata)
         for check in wanted:
             try:
-                result = check.run(inputs)
+                yield check.run(inputs)
             except SyncCancelled:
                 raise
             except Exception as exc:
                 context.log.warning(f"{check.table}: check {check.name} could not run ({exc})")
-                result = AssetCheckResult(
+                yield AssetCheckResult(
                     asset_key=check.key.asset_key,
                     check_name=check.name,
                     passed=False,
                     severity=AssetCheckSeverity.ERROR,
                     description=f"the check could not run: {type(exc).__name__}: {exc}",
                 )
-            yield result
 
 
 def _checks_alone(context: AssetExecutionContext, tables: Sequence[str]) -> list[TableCheck]:
@@ -197,62 +165,27 @@ def _checks_alone(context: AssetExecutionContext, tables: Sequence[str]) -> list
     return [c for c in checks_of(tables) if c.key.asset_key not in context.selected_asset_keys]
 
 
-def _raise_failures(failures: Mapping[str, BaseException]) -> None:
-    if len(failures) == 1:
-        raise next(iter(failures.values()))
-    if failures:
-        raise StepFailed(failures)
+def _translated(
+    context: AssetExecutionContext,
+    events: Iterator[SyncEvent],
+    specs: Mapping[str, TableSpec],
+    on_landed: Callable[[TableLanded], Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]],
+) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
+    """The driver's events as Dagster's; fails the step at the end with the tables that failed."""
+    seen: list[SyncEvent] = []
+    for event in events:
+        seen.append(event)
+        if isinstance(event, TableLanded):
+            yield from on_landed(event)
+    raise_failures(seen)
+
+
+def _landed_metadata(event: TableLanded, spec: TableSpec) -> dict[str, Any]:
+    return {**_json_values(event.metadata), "dagster/column_schema": column_schema(spec)}
 
 
 # ---------------------------------------------------------------------------------------------
 # partitioned assets
-
-
-def _log_fetch(context: AssetExecutionContext, name: str, outcome: FetchOutcome) -> None:
-    for brand_id in outcome.out_of_scope:
-        context.log.warning(
-            f"{name}: brand {brand_id} is out of this key's scope (404); skipped, its rows untouched"
-        )
-    for prompt_id in outcome.notes.get("prompts_not_found", []):
-        context.log.warning(
-            f"{name}: prompt {prompt_id} answered 404 (deleted during the run?); skipped, "
-            "its brand's other prompts land"
-        )
-    skipped = _skipped_engines(outcome.plan)
-    if skipped:
-        context.log.info(f"{name}: not fetched, brand not measured on the engine: {skipped}")
-    context.log.info(
-        f"{name}: {len(outcome.plan.calls)} calls planned, {outcome.stats.total_requests} requests made, "
-        f"{outcome.spool.rows} rows fetched"
-    )
-
-
-def _landed_metadata(
-    asset: PartitionedTable, outcome: FetchOutcome, results: list[WriteResult], land_seconds: float
-) -> dict[str, Any]:
-    window = outcome.plan.window
-    return {
-        "fetch_seconds": round(outcome.fetch_seconds, 2),
-        "land_seconds": round(land_seconds, 2),
-        **_summary_metadata(TableSummary.of(results, outcome.stats, outcome.out_of_scope)),
-        "calls_planned": MetadataValue.json(expected_requests(outcome.plan)),
-        "requests_beyond_plan": MetadataValue.json(requests_beyond_plan(outcome.plan, outcome.stats)),
-        "window_start": window.start.isoformat() if window else "",
-        "window_end_exclusive": window.end.isoformat() if window else "",
-        "partitions": len(outcome.plan.cells),
-        "brands_landed": MetadataValue.json(sorted(outcome.brand_engines)),
-        "engines_not_measured": MetadataValue.json(_skipped_engines(outcome.plan)),
-        "dagster/column_schema": column_schema(asset.spec),
-        **_json_values(outcome.notes),
-    }
-
-
-@dataclass
-class _Fetched:
-    """A fetch ready to land, and what to do with its spool once landed (or discarded)."""
-
-    outcome: FetchOutcome
-    release: Callable[[bool], None]
 
 
 def backfill_targets(context: AssetExecutionContext, tables: Sequence[str]) -> dict[str, set[Cell]] | None:
@@ -374,17 +307,11 @@ def build_partitioned_assets(
     group_name: str,
     description: str,
 ) -> AssetsDefinition:
-    """One step syncing the tables of a partitions definition: fetch one while landing another.
+    """One step syncing the tables of a partitions definition (:func:`sync.driver.sync_daily`).
 
-    Tables are fetched one after the other (one client budget, so the rate limit is spent back to
-    back) in the order given, in a background thread, while this step's thread lands the table
-    fetched before and stores its per-partition events. Only the last table's landing is not hidden
-    behind a fetch, so list the table with the longest fetch last. Each table is its own asset
-    (``can_subset``: the UI and the CLI may select any of them); a table whose landing fails does not
-    stop the others from landing, and the step then fails naming it.
-
-    In a run of a backfill, each table's fetch covers the whole backfill's cells and is shared with
-    the backfill's other runs (:mod:`sync.shared_fetch`); the run lands its own cells only.
+    Each table is its own asset (``can_subset``: the UI and the CLI may select any of them); a table
+    that fails does not stop the others from landing, and the step then fails naming it. Each
+    table's checks run right after it lands, while the next table is fetched.
     """
     by_key = {AssetKey(a.spec.name): a for a in assets}
     specs = [
@@ -402,183 +329,89 @@ def build_partitioned_assets(
         backfill_policy=BackfillPolicy.single_run(),
         can_subset=True,
         pool=API_POOL,
-        required_resource_keys=set(RESOURCE_KEYS),
         description=description,
     )
     def sync(
-        context: AssetExecutionContext, config: DailySyncConfig
-    ) -> Iterator[AssetMaterialization | AssetCheckResult]:
-        yield from _run_checks(context, _checks_alone(context, [a.spec.name for a in assets]))
+        context: AssetExecutionContext,
+        config: DailySyncConfig,
+        api: VisibilityAPIResource,
+        warehouse: WarehouseResource,
+    ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
+        yield from _run_checks(context, _checks_alone(context, [a.spec.name for a in assets]), warehouse, api)
         selected = [a for key, a in by_key.items() if key in context.selected_asset_keys]
         if not selected:
             return
-        cells = run_cells(context, partitions_def)
-        citation_targets = config.citation_targets()
-        only = brand_filter(context.run.tags)
-        api = context.resources.api
-        discovery = discovery_for(sync_id(context.run_id, context.run.tags))
-        shared = shared_fetches(context)
-        targets = backfill_targets(context, [a.spec.name for a in selected]) if shared else None
+        request = daily_request(context, partitions_def, config.citation_targets(), selected)
+        asks_api = api if request.compares_totals() else None
+        spec_of = {a.spec.name: a.spec for a in selected}
 
-        def fetch_own(
-            asset: PartitionedTable, stop: StopSignal, spool_parent: Path | None = None
-        ) -> FetchOutcome:
-            table = asset.spec.name
-            with api.get_client() as client:  # own counters; the rate budget is the resource's
-                outcome = fetch_partitioned(
-                    client,
-                    asset,
-                    cells_to_fetch(asset),
-                    only,
-                    _log_progress(context, table),
-                    stop,
-                    discovery,
-                    spool_parent,
-                    citation_targets,
-                )
-            _log_fetch(context, table, outcome)
-            return outcome
-
-        def cells_to_fetch(asset: PartitionedTable) -> set[Cell]:
-            target = (targets or {}).get(asset.spec.name)
-            return cells | target if target else cells
-
-        def fetch(asset: PartitionedTable, stop: StopSignal) -> _Fetched:
-            table = asset.spec.name
-            if shared is None or not (targets or {}).get(table):
-                outcome = fetch_own(asset, stop)
-                return _Fetched(outcome, lambda landed: outcome.spool.remove())
-            target = cells_to_fetch(asset)
-            with shared.claim(table, stop) as claim:
-                if claim.outcome is None or not cells <= claim.outcome.plan.cells:
-                    published = fetch_own(asset, stop, claim.directory)
-                    published.notes["fetched_by_run"] = context.run_id
-                    claim.publish(published)
-                    stats = published.stats
-                else:
-                    published = claim.outcome
-                    stats = RequestStats()
-                    context.log.info(
-                        f"{table}: landing {len(cells)} of the backfill's {len(published.plan.cells)} "
-                        f"partitions from the fetch of run {published.notes.get('fetched_by_run')}"
-                    )
-            own = dataclasses.replace(
-                published,
-                plan=published.plan.restricted_to(cells, asset.engine_order),
-                stats=stats,
-                notes=dict(published.notes),
+        def on_landed(event: TableLanded) -> Iterator[AssetMaterialization | AssetCheckResult]:
+            if event.table not in spec_of:  # a listing the daily tables made (``_with_listed``)
+                yield AssetMaterialization(asset_key=event.table, metadata=_json_values(event.metadata))
+                return
+            yield from landed_events(
+                event.table, set(event.cells), _landed_metadata(event, spec_of[event.table])
             )
-            return _Fetched(
-                own,
-                lambda landed: shared.landed(table, context.run_id, cells, target) if landed else None,
-            )
+            yield from _run_checks(context, checks_of([event.table]), warehouse, asks_api)
 
-        failures: dict[str, BaseException] = {}
-        # of the runs of a backfill, only the one landing its newest `all` partition compares the
-        # landed totals with the API's (the others would ask the same questions again)
-        rollup = [c for c in (targets or {}).get("competitor_trends", ()) if c[1] == ALL]
-        asks_api = not rollup or max(rollup) in cells
-        # a few days land in this process: a worker's start-up would cost more than it saves
-        days = {day for day, _ in cells}
-        lander = Lander(
-            context.resources.warehouse.settings(), in_process=len(days) <= DEFAULT_DAYS_PER_WRITE
-        )
-        fetched = fetch_ahead(selected, fetch, discard=lambda f: f.release(False), on_stop=api.cancel)
-        with lander, closing(fetched):
-            for asset, item in fetched:
-                table, outcome = asset.spec.name, item.outcome
-                started = time.monotonic()
-                try:
-                    results = lander.land(table, outcome, context.run_id)
-                except Exception as exc:  # the other tables still land; the step fails at the end
-                    context.log.error(f"{table}: landing failed ({exc}); the table keeps its previous rows")
-                    failures[table] = exc
-                    item.release(False)
-                    continue
-                item.release(True)
-                metadata = _landed_metadata(asset, outcome, results, time.monotonic() - started)
-                yield from landed_events(table, cells, metadata)
-                # while the next table is fetched
-                yield from _run_checks(context, checks_of([table]), ask_api=asks_api)
-        try:
-            yield from land_listed_snapshots(context, discovery, only)
-        except SyncCancelled:
-            raise
-        except Exception as exc:
-            context.log.error(f"snapshot listings not landed ({exc}); those tables keep their rows")
-            failures["listed snapshots"] = exc
-        _raise_failures(failures)
+        events = sync_daily(selected, request, api, warehouse.settings(), context.log, _progress(context))
+        yield from _translated(context, _with_listed(context, events, request, warehouse), spec_of, on_landed)
 
     return sync
 
 
-def land_listed_snapshots(
-    context: AssetExecutionContext, discovery: Discovery, only: Sequence[str]
-) -> Iterator[AssetMaterialization]:
-    """Upsert the brands, prompts and competitors the daily tables listed, when no snapshot step runs.
+def daily_request(
+    context: AssetExecutionContext,
+    partitions_def: MultiPartitionsDefinition,
+    citation_targets: CitationTargets | None,
+    tables: Sequence[PartitionedTable],
+) -> DailyRequest:
+    """What this run lands (:func:`run_cells`), and the backfill whose fetches it shares."""
+    shared = shared_fetches(context)
+    backfill_cells = backfill_targets(context, [t.spec.name for t in tables]) if shared else None
+    return DailyRequest(
+        run_id=context.run_id,
+        cells=run_cells(context, partitions_def),
+        only=brand_filter(context.run.tags),
+        discovery=discovery_for(sync_id(context.run_id, context.run.tags)),
+        citation_targets=citation_targets,
+        shared=shared,
+        backfill_cells=backfill_cells or {},
+    )
+
+
+def _with_listed(
+    context: AssetExecutionContext,
+    events: Iterator[SyncEvent],
+    request: DailyRequest,
+    warehouse: WarehouseResource,
+) -> Iterator[SyncEvent]:
+    """The daily tables' events, then the listings they made when the run has no snapshot step.
 
     A backfill of the daily group alone would otherwise leave a fresh warehouse without the tables
     the views and the report join to (docs/OPERATIONS.md, "Backfilling the daily group alone").
-    Costs no request: only what this run already listed is landed.
     """
+    yield from events
     in_run = set(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
     if AssetKey(BRANDS.name) in in_run:
         return  # the run's snapshot step lists and lands them whole
-    listed = listed_snapshots(discovery, only)
-    if not listed:
-        return
-    with context.resources.warehouse.get_warehouse() as warehouse, warehouse.session():
-        for table, scope, rows in listed:
-            warehouse.ensure_table(table.spec)
-            result = warehouse.upsert_snapshot(
-                table.spec, rows, context.run_id, _retire_scope(table, scope, {}, context)
-            )
-            context.log.info(f"{table.spec.name}: {rows.num_rows} rows as listed by this sync's daily tables")
-            yield AssetMaterialization(
-                asset_key=table.spec.name,
-                metadata={
-                    "rows_written": result.rows_written,
-                    "rows_retired": result.rows_deleted,
-                    "dagster/row_count": rows.num_rows,
-                    "landed_by": "sync_daily: the run synced no snapshot step; these are the listings "
-                    "its daily tables made (no extra request)",
-                },
-            )
+    try:
+        yield from land_listed(
+            request.discovery, request.only, request.run_id, warehouse.get_warehouse, context.log
+        )
+    except SyncCancelled:
+        raise
+    except Exception as exc:
+        context.log.error(f"snapshot listings not landed ({exc}); those tables keep their rows")
+        yield TableFailed("listed snapshots", exc)
 
 
 # ---------------------------------------------------------------------------------------------
 # snapshot assets
 
 
-def _retire_scope(
-    table: SnapshotTable, scope: BrandScope, notes: dict[str, Any], context: AssetExecutionContext
-) -> SnapshotScope | None:
-    if not table.per_brand:
-        return None
-    capped = set(notes.get("capped") or {})
-    retired = tuple(b for b in scope.brand_ids if b not in capped)
-    if capped:
-        notes["brands_not_retired"] = sorted(capped & set(scope.brand_ids))
-        context.log.warning(
-            f"{table.spec.name}: listing truncated (capped) for brands {sorted(capped)}; their rows are "
-            "upserted only, none retired"
-        )
-    return SnapshotScope(table.spec.brand_column, retired) if retired else None
-
-
-@dataclass
-class _SnapshotFetch:
-    """One snapshot table as listed, or the error that stopped its listing."""
-
-    rows: pa.Table | None = None
-    scope: BrandScope | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
-    stats: RequestStats | None = None
-    error: Exception | None = None
-
-
 def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_name: str) -> AssetsDefinition:
-    """One step listing every selected snapshot table and upserting it (tables are small)."""
+    """One step listing and upserting every selected snapshot table (:func:`sync.driver.sync_snapshots`)."""
     by_key = {AssetKey(t.spec.name): t for t in tables}
     specs = [
         table_asset_spec(t.spec, t.upstream, t.description, group_name, {"visibility/kind": "snapshot"})
@@ -591,96 +424,39 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
         check_specs=[c.spec for c in checks_of(t.spec.name for t in tables)],
         can_subset=True,
         pool=API_POOL,
-        required_resource_keys=set(RESOURCE_KEYS),
         description="Snapshot tables: each listed whole and upserted; rows gone from the API stay "
         "with is_current = false.",
     )
-    def sync(context: AssetExecutionContext) -> Iterator[MaterializeResult | AssetCheckResult]:
-        yield from _run_checks(context, _checks_alone(context, [t.spec.name for t in tables]))
+    def sync(
+        context: AssetExecutionContext, api: VisibilityAPIResource, warehouse: WarehouseResource
+    ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
+        yield from _run_checks(context, _checks_alone(context, [t.spec.name for t in tables]), warehouse, api)
         selected = [t for key, t in by_key.items() if key in context.selected_asset_keys]
+        spec_of = {t.spec.name: t.spec for t in selected}
+
+        def on_landed(event: TableLanded) -> Iterator[MaterializeResult | AssetCheckResult]:
+            assert event.warehouse is not None  # the upsert's session, still open
+            # evaluated before the materialization is recorded, in the upsert's session
+            checked = list(
+                _run_checks(context, checks_of([event.table]), event.warehouse, api, event.metadata)
+            )
+            yield MaterializeResult(
+                asset_key=event.table, metadata=_landed_metadata(event, spec_of[event.table])
+            )
+            yield from checked
+
         only = brand_filter(context.run.tags)
         discovery = discovery_for(sync_id(context.run_id, context.run.tags))
-        failures: dict[str, BaseException] = {}
-
-        def fetch(table: SnapshotTable, stop: StopSignal) -> _SnapshotFetch:
-            """List one table; an error that dooms every later table (a refused key) ends the fetches."""
-            notes: dict[str, Any] = {}
-            try:
-                with context.resources.api.get_client() as client:
-                    scope = discovery.scope(client, only)
-                    rows = table.fetch_rows(client, scope, notes, context.run.tags, discovery)
-                    return _SnapshotFetch(rows, scope, notes, client.stats)
-            except Exception as exc:
-                if _stops_everything(exc):
-                    raise
-                return _SnapshotFetch(error=exc)
-
-        # the next table is listed while this one lands (one round trip each, then a small upsert)
-        # a stop while a listing waits on the API (a retry, the rate limit) cancels the wait
-        fetched = fetch_ahead(selected, fetch, discard=lambda _: None, on_stop=context.resources.api.cancel)
-        with context.resources.warehouse.get_warehouse() as warehouse, closing(fetched):
-            try:
-                for table, item in fetched:
-                    spec = table.spec
-                    try:
-                        if item.error is not None:
-                            raise item.error
-                        assert item.scope is not None and item.rows is not None and item.stats is not None
-                        for brand_id in item.scope.out_of_scope:
-                            context.log.warning(
-                                f"{spec.name}: brand {brand_id} is out of this key's scope (404); skipped"
-                            )
-                        retire = _retire_scope(table, item.scope, item.notes, context)
-                        # the upsert and the table's checks share one connection (one open of a file)
-                        with warehouse.session():
-                            warehouse.ensure_table(spec)
-                            result = warehouse.upsert_snapshot(spec, item.rows, context.run_id, retire)
-                            checked = list(
-                                _run_checks(context, checks_of([spec.name]), item.notes, warehouse=warehouse)
-                            )
-                    except SyncCancelled:
-                        raise
-                    except Exception as exc:
-                        context.log.error(
-                            f"{spec.name}: sync failed ({exc}); the table keeps its previous rows"
-                        )
-                        failures[spec.name] = exc
-                        continue
-                    yield MaterializeResult(
-                        asset_key=spec.name,
-                        metadata={
-                            **_summary_metadata(
-                                TableSummary.of([result], item.stats, item.scope.out_of_scope)
-                            ),
-                            "rows_retired": result.rows_deleted,
-                            "snapshot_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                            "dagster/column_schema": column_schema(spec),
-                            "dagster/row_count": item.rows.num_rows,
-                            **_json_values(item.notes),
-                        },
-                    )
-                    yield from checked
-            except Exception as exc:  # a refused key or an unreachable service: no later table can sync
-                context.log.error(
-                    f"snapshots stopped ({exc}); the tables not synced keep their previous rows"
-                )
-                failures["snapshots"] = exc
-        _raise_failures(failures)
+        events = sync_snapshots(
+            selected,
+            context.run_id,
+            only,
+            context.run.tags,
+            discovery,
+            api,
+            warehouse.get_warehouse,
+            context.log,
+        )
+        yield from _translated(context, events, spec_of, on_landed)
 
     return sync
-
-
-def _stops_everything(exc: BaseException) -> bool:
-    """A refused key, an unreachable service or a stop request fails every later table the same way."""
-    from resources.api import errors as E
-
-    return isinstance(
-        exc,
-        (
-            E.AuthenticationError,
-            E.SubscriptionRequiredError,
-            E.PermissionDeniedError,
-            E.TransportError,
-            E.QuotaExceededError,
-        ),
-    )

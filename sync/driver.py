@@ -1,0 +1,434 @@
+"""A sync's orchestration, whoever runs it (Dagster-free): fetch each table, land it, say what happened.
+
+The driver yields one event per table: :class:`TableLanded` (with its JSON-ready metadata) or
+:class:`TableFailed`. The Dagster steps (``assets/builders.py``) translate the events into
+materializations and evaluate the table's checks when it has landed; the command line renders the
+steps' events. What a failure means for the tables after it is read from the error itself
+(:func:`resources.failures.failure_kind`): a failure every later table would repeat (a refused key,
+an unreachable service, a stop) ends the sync; any other fails its table only.
+
+* :func:`sync_daily`: date x engine tables fetched back to back in a background thread (one client
+  budget, so the rate limit is spent without a gap), each landed in a worker process while the next
+  is fetched. In a backfill's run, each fetch covers the whole backfill and is shared with its other
+  runs (:mod:`sync.shared_fetch`); the run lands its own cells only.
+* :func:`sync_snapshots`: snapshot tables listed one after another (the next while this one lands)
+  and upserted.
+* :func:`land_listed`: the brands, prompts and competitors the daily tables listed, upserted when a
+  run has no snapshot step (no extra request).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, closing
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from resources.api.client import RequestStats, VisibilityClient
+from resources.failures import failure_kind
+from resources.warehouse.base import SnapshotScope, Warehouse
+from sync.discovery import BrandScope, CitationTargets, Discovery
+from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
+from sync.lander import Lander
+from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOutcome, requests_beyond_plan
+from sync.planning import ALL, Cell, Plan, expected_requests
+from sync.prefetch import StopSignal, fetch_ahead
+from sync.shared_fetch import SharedFetches
+from sync.snapshots import listed_snapshots
+from sync.summary import TableSummary
+
+
+class Log(Protocol):
+    """Where the driver says what it does: a ``logging.Logger`` or Dagster's ``context.log``."""
+
+    def info(self, msg: str) -> Any: ...
+    def warning(self, msg: str) -> Any: ...
+    def error(self, msg: str) -> Any: ...
+
+
+class Api(Protocol):
+    """The service as the driver uses it: new clients sharing one budget, and a stop switch."""
+
+    def get_client(self) -> VisibilityClient: ...
+    def cancel(self) -> None: ...
+
+
+OpenWarehouse = Callable[[], AbstractContextManager[Warehouse]]
+#: ``(table, planned calls done, planned calls)``
+OnProgress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class TableLanded:
+    """A table landed: its metadata (JSON-ready) and, for a date x engine table, the cells written.
+
+    ``warehouse``: a snapshot table's open session, still open while the event is handled, so that
+    its checks share the upsert's connection (one open of a DuckDB file).
+    """
+
+    table: str
+    metadata: dict[str, Any]
+    cells: frozenset[Cell] = frozenset()
+    warehouse: Warehouse | None = None
+
+
+@dataclass(frozen=True)
+class TableFailed:
+    """A table not synced (it keeps its previous rows); the sync goes on with the next table."""
+
+    table: str
+    error: BaseException
+
+
+SyncEvent = TableLanded | TableFailed
+
+
+class SyncFailed(Exception):
+    """Tables of a sync that could not be synced (the others were, and are reported)."""
+
+    def __init__(self, failures: Mapping[str, BaseException]) -> None:
+        self.failures = dict(failures)
+        detail = "; ".join(f"{table}: {type(exc).__name__}: {exc}" for table, exc in self.failures.items())
+        super().__init__(f"sync failed for {', '.join(self.failures)} ({detail})")
+
+
+def raise_failures(events: Sequence[SyncEvent]) -> None:
+    """Fail with the one failure of the events (its own class, for its exit code), or all of them."""
+    failures = {e.table: e.error for e in events if isinstance(e, TableFailed)}
+    if len(failures) == 1:
+        raise next(iter(failures.values()))
+    if failures:
+        raise SyncFailed(failures)
+
+
+# ---------------------------------------------------------------------------------------------
+# date x engine tables
+
+
+@dataclass
+class DailyRequest:
+    """What one run of the date x engine tables is asked to land, and with what it shares fetches."""
+
+    run_id: str
+    cells: set[Cell]
+    only: Sequence[str]
+    discovery: Discovery
+    #: the run's own citation targets (None: the settings')
+    citation_targets: CitationTargets | None = None
+    #: the backfill's shared fetches (None: not a backfill's run, or nothing to share)
+    shared: SharedFetches | None = None
+    #: per table, the cells of the whole backfill this run belongs to
+    backfill_cells: dict[str, set[Cell]] = field(default_factory=dict)
+
+    def cells_to_fetch(self, table: str) -> set[Cell]:
+        return self.cells | self.backfill_cells.get(table, set())
+
+    def compares_totals(self) -> bool:
+        """Of a backfill's runs, only the one landing its newest ``all`` cell asks the API for totals
+        (the others would ask the same questions again)."""
+        rollup = [c for c in self.backfill_cells.get("competitor_trends", ()) if c[1] == ALL]
+        return not rollup or max(rollup) in self.cells
+
+
+@dataclass
+class _Fetched:
+    """A fetch ready to land, and what to do with its spool once landed (or discarded)."""
+
+    outcome: FetchOutcome | None
+    release: Callable[[bool], None]
+    error: BaseException | None = None
+
+
+def sync_daily(
+    tables: Sequence[PartitionedTable],
+    request: DailyRequest,
+    api: Api,
+    warehouse_config: Mapping[str, Any],
+    log: Log,
+    on_progress: OnProgress | None = None,
+) -> Iterator[SyncEvent]:
+    """Fetch the tables in order while landing the one fetched before; one event per table.
+
+    Only the last table's landing is not hidden behind a fetch, so list the longest fetch last.
+    """
+    days = {day for day, _ in request.cells}
+    # a few days land in this process: a worker's start-up would cost more than it saves
+    lander = Lander(warehouse_config, in_process=len(days) <= DEFAULT_DAYS_PER_WRITE)
+    fetch = _DailyFetch(request, api, log, on_progress)
+    fetched = fetch_ahead(tables, fetch, discard=lambda f: f.release(False), on_stop=api.cancel)
+    with lander, closing(fetched):
+        for table, item in fetched:
+            yield _land_daily(table, item, request, lander, log)
+
+
+def _land_daily(
+    table: PartitionedTable, item: _Fetched, request: DailyRequest, lander: Lander, log: Log
+) -> SyncEvent:
+    name = table.spec.name
+    if item.outcome is None:
+        assert item.error is not None
+        log.error(f"{name}: sync failed ({item.error}); the table keeps its previous rows")
+        return TableFailed(name, item.error)
+    started = time.monotonic()
+    try:
+        results = lander.land(name, item.outcome, request.run_id)
+    except Exception as exc:  # the other tables still land; the sync fails at the end
+        log.error(f"{name}: landing failed ({exc}); the table keeps its previous rows")
+        item.release(False)
+        return TableFailed(name, exc)
+    item.release(True)
+    summary = TableSummary.of(results, item.outcome.stats, item.outcome.out_of_scope)
+    metadata = daily_metadata(item.outcome, summary, time.monotonic() - started)
+    return TableLanded(name, metadata, frozenset(request.cells))
+
+
+class _DailyFetch:
+    """One table's fetch for :func:`fetch_ahead`: its own cells, or the backfill's shared fetch.
+
+    A failure that the next tables would repeat is raised (it ends the sync); any other is handed
+    to the landing side as the table's failure, and the next table is fetched.
+    """
+
+    def __init__(self, request: DailyRequest, api: Api, log: Log, on_progress: OnProgress | None) -> None:
+        self.request, self.api, self.log, self.on_progress = request, api, log, on_progress
+
+    def __call__(self, table: PartitionedTable, stop: StopSignal) -> _Fetched:
+        try:
+            return self._fetch(table, stop)
+        except Exception as exc:
+            if failure_kind(exc).stops_the_sync:
+                raise
+            return _Fetched(None, lambda landed: None, exc)
+
+    def _fetch(self, table: PartitionedTable, stop: StopSignal) -> _Fetched:
+        name, request = table.spec.name, self.request
+        if request.shared is None or not request.backfill_cells.get(name):
+            outcome = self._fetch_own(table, stop)
+            return _Fetched(outcome, lambda landed: outcome.spool.remove())
+        shared, target = request.shared, request.cells_to_fetch(name)
+        with shared.claim(name, stop) as claim:
+            if claim.outcome is None or not request.cells <= claim.outcome.plan.cells:
+                published = self._fetch_own(table, stop, claim.directory)
+                published.notes["fetched_by_run"] = request.run_id
+                claim.publish(published)
+                stats = published.stats
+            else:
+                published, stats = claim.outcome, RequestStats()
+                self.log.info(
+                    f"{name}: landing {len(request.cells)} of the backfill's {len(published.plan.cells)} "
+                    f"partitions from the fetch of run {published.notes.get('fetched_by_run')}"
+                )
+        own = dataclasses.replace(
+            published,
+            plan=published.plan.restricted_to(request.cells, table.engine_order),
+            stats=stats,
+            notes=dict(published.notes),
+        )
+
+        def release(landed: bool) -> None:
+            if landed:
+                shared.landed(name, request.run_id, request.cells, target)
+
+        return _Fetched(own, release)
+
+    def _fetch_own(self, table: PartitionedTable, stop: StopSignal, spool_parent: Any = None) -> FetchOutcome:
+        name, request = table.spec.name, self.request
+        on_progress = self.on_progress
+        with self.api.get_client() as client:  # own counters; the rate budget is shared
+            outcome = fetch_partitioned(
+                client,
+                table,
+                request.cells_to_fetch(name),
+                request.only,
+                (lambda done, total: on_progress(name, done, total)) if on_progress else None,
+                stop,
+                request.discovery,
+                spool_parent,
+                request.citation_targets,
+            )
+        _log_fetch(self.log, name, outcome)
+        return outcome
+
+
+def _log_fetch(log: Log, name: str, outcome: FetchOutcome) -> None:
+    for brand_id in outcome.out_of_scope:
+        log.warning(f"{name}: brand {brand_id} is out of this key's scope (404); skipped, its rows untouched")
+    for prompt_id in outcome.notes.get("prompts_not_found", []):
+        log.warning(
+            f"{name}: prompt {prompt_id} answered 404 (deleted during the run?); skipped, "
+            "its brand's other prompts land"
+        )
+    skipped = skipped_engines(outcome.plan)
+    if skipped:
+        log.info(f"{name}: not fetched, brand not measured on the engine: {skipped}")
+    log.info(
+        f"{name}: {len(outcome.plan.calls)} calls planned, {outcome.stats.total_requests} requests made, "
+        f"{outcome.spool.rows} rows fetched"
+    )
+
+
+def skipped_engines(plan: Plan) -> dict[str, list[str]]:
+    """Engines of the run each brand is not measured on (nothing to fetch there)."""
+    out: dict[str, list[str]] = {}
+    for brand_id, engine in plan.skipped:
+        out.setdefault(brand_id, []).append(engine)
+    return out
+
+
+def daily_metadata(outcome: FetchOutcome, summary: TableSummary, land_seconds: float) -> dict[str, Any]:
+    """What a date x engine table's materialization says (JSON-ready values)."""
+    window = outcome.plan.window
+    return {
+        "fetch_seconds": round(outcome.fetch_seconds, 2),
+        "land_seconds": round(land_seconds, 2),
+        **summary.metadata(),
+        "calls_planned": expected_requests(outcome.plan),
+        "requests_beyond_plan": requests_beyond_plan(outcome.plan, outcome.stats),
+        "window_start": window.start.isoformat() if window else "",
+        "window_end_exclusive": window.end.isoformat() if window else "",
+        "partitions": len(outcome.plan.cells),
+        "brands_landed": sorted(outcome.brand_engines),
+        "engines_not_measured": skipped_engines(outcome.plan),
+        **outcome.notes,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# snapshot tables
+
+
+@dataclass
+class _Listing:
+    """One snapshot table as listed, or the error that stopped its listing."""
+
+    rows: pa.Table | None = None
+    scope: BrandScope | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+    stats: RequestStats | None = None
+    error: Exception | None = None
+
+
+def sync_snapshots(
+    tables: Sequence[SnapshotTable],
+    run_id: str,
+    only: Sequence[str],
+    run_tags: Mapping[str, str],
+    discovery: Discovery,
+    api: Api,
+    open_warehouse: OpenWarehouse,
+    log: Log,
+) -> Iterator[SyncEvent]:
+    """List each table (the next while this one lands) and upsert it; one event per table.
+
+    A failure every later table would repeat ends the listings: each table not synced then fails.
+    """
+
+    def fetch(table: SnapshotTable, stop: StopSignal) -> _Listing:
+        notes: dict[str, Any] = {}
+        try:
+            with api.get_client() as client:
+                scope = discovery.scope(client, only)
+                rows = table.fetch_rows(client, scope, notes, run_tags, discovery)
+                return _Listing(rows, scope, notes, client.stats)
+        except Exception as exc:
+            if failure_kind(exc).stops_the_sync:
+                raise
+            return _Listing(error=exc)
+
+    # a stop while a listing waits on the API (a retry, the rate limit) cancels the wait
+    fetched = fetch_ahead(tables, fetch, discard=lambda _: None, on_stop=api.cancel)
+    with open_warehouse() as warehouse, closing(fetched):
+        try:
+            for table, listing in fetched:
+                yield from _upsert_listing(table, listing, run_id, warehouse, log)
+        except Exception as exc:  # a refused key or an unreachable service: no later table can sync
+            log.error(f"snapshots stopped ({exc}); the tables not synced keep their previous rows")
+            yield TableFailed("snapshots", exc)
+
+
+def _upsert_listing(
+    table: SnapshotTable, listing: _Listing, run_id: str, warehouse: Warehouse, log: Log
+) -> Iterator[SyncEvent]:
+    spec = table.spec
+    if listing.error is not None:
+        log.error(f"{spec.name}: sync failed ({listing.error}); the table keeps its previous rows")
+        yield TableFailed(spec.name, listing.error)
+        return
+    assert listing.scope is not None and listing.rows is not None and listing.stats is not None
+    for brand_id in listing.scope.out_of_scope:
+        log.warning(f"{spec.name}: brand {brand_id} is out of this key's scope (404); skipped")
+    retire = retire_scope(table, listing.scope, listing.notes, log)
+    # the upsert and the table's checks share one connection (one open of a file)
+    with warehouse.session():
+        try:
+            warehouse.ensure_table(spec)
+            result = warehouse.upsert_snapshot(spec, listing.rows, run_id, retire)
+        except Exception as exc:
+            if failure_kind(exc).stops_the_sync:
+                raise
+            log.error(f"{spec.name}: sync failed ({exc}); the table keeps its previous rows")
+            yield TableFailed(spec.name, exc)
+            return
+        summary = TableSummary.of([result], listing.stats, listing.scope.out_of_scope)
+        yield TableLanded(
+            spec.name,
+            {
+                **summary.metadata(),
+                "rows_retired": result.rows_deleted,
+                "snapshot_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "dagster/row_count": listing.rows.num_rows,
+                **listing.notes,
+            },
+            warehouse=warehouse,
+        )
+
+
+def retire_scope(
+    table: SnapshotTable, scope: BrandScope, notes: dict[str, Any], log: Log
+) -> SnapshotScope | None:
+    """The brands whose vanished rows a listing retires: none for a truncated (capped) listing."""
+    if not table.per_brand:
+        return None
+    capped = set(notes.get("capped") or {})
+    retired = tuple(b for b in scope.brand_ids if b not in capped)
+    if capped:
+        notes["brands_not_retired"] = sorted(capped & set(scope.brand_ids))
+        log.warning(
+            f"{table.spec.name}: listing truncated (capped) for brands {sorted(capped)}; their rows are "
+            "upserted only, none retired"
+        )
+    return SnapshotScope(table.spec.brand_column, retired) if retired else None
+
+
+def land_listed(
+    discovery: Discovery, only: Sequence[str], run_id: str, open_warehouse: OpenWarehouse, log: Log
+) -> Iterator[TableLanded]:
+    """Upsert the brands, prompts and competitors the daily tables listed (no request).
+
+    For a run with no snapshot step: a backfill of the daily group alone would otherwise leave a
+    fresh warehouse without the tables the views and the report join to (docs/OPERATIONS.md,
+    "Backfilling the daily group alone").
+    """
+    listed = listed_snapshots(discovery, only)
+    if not listed:
+        return
+    with open_warehouse() as warehouse, warehouse.session():
+        for table, scope, rows in listed:
+            warehouse.ensure_table(table.spec)
+            result = warehouse.upsert_snapshot(table.spec, rows, run_id, retire_scope(table, scope, {}, log))
+            log.info(f"{table.spec.name}: {rows.num_rows} rows as listed by this sync's daily tables")
+            yield TableLanded(
+                table.spec.name,
+                {
+                    "rows_written": result.rows_written,
+                    "rows_retired": result.rows_deleted,
+                    "dagster/row_count": rows.num_rows,
+                    "landed_by": "sync_daily: the run synced no snapshot step; these are the listings "
+                    "its daily tables made (no extra request)",
+                },
+            )
