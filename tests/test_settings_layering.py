@@ -199,3 +199,36 @@ def test_resources_import_nothing_from_the_layers_above_them() -> None:
         if name.split(".")[0] in above
     }
     assert found == set(), f"resources/ imports from above it: {sorted(found)}"
+
+
+_LOADS_THE_CORE = """
+import pkgutil, sys, importlib
+import sync
+for info in pkgutil.iter_modules(sync.__path__):
+    importlib.import_module(f"sync.{{info.name}}")
+# what the landing worker imports, then a real warehouse it opens (sync/lander.py: _warm_up, _land)
+from sync.lander import _warm_up
+_warm_up()
+from resources.warehouse.factory import warehouse_for
+from sync.tables import ALL_TABLES
+config = {{"url": "duckdb:///{db}", "schema_name": "visibility", "lock_timeout_seconds": 30.0,
+          "duckdb_landing_memory_limit": "1GB"}}
+with warehouse_for(config, landing=True) as warehouse, warehouse.session():
+    for spec in ALL_TABLES.values():
+        warehouse.ensure_table(spec)
+above = {{"dagster", "dagster_webserver", "assets", "pipelines"}}
+loaded = sorted(name for name in sys.modules if name.split(".")[0] in above)
+print(loaded)
+"""
+
+
+def test_the_sync_core_and_its_landing_worker_load_no_dagster_however_deep(tmp_path: Path) -> None:
+    """Follows imports transitively: every ``sync.*`` module, and what the landing worker imports and
+    runs to open a warehouse, in a fresh interpreter that must end without ``dagster`` loaded."""
+    code = _LOADS_THE_CORE.format(db=tmp_path / "core.duckdb")
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"the core loaded: {done.stdout.strip()}"
+    assert (tmp_path / "core.duckdb").exists()  # the worker's path really ran
