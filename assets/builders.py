@@ -65,6 +65,7 @@ API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
 #: Under the instance's storage directory: the fetches shared by the runs of a backfill.
 SHARED_FETCH_DIR = "visibility_shared_fetch"
+SCHEMA_KEY = "dagster/column_schema"
 
 
 def column_schema(spec: TableSpec) -> TableSchema:
@@ -82,7 +83,7 @@ def definition_metadata(spec: TableSpec) -> dict[str, Any]:
     warehouse's catalog and schema (:func:`pipelines.downstream.for_downstream`).
     """
     metadata: dict[str, Any] = {
-        "dagster/column_schema": column_schema(spec),
+        SCHEMA_KEY: column_schema(spec),
         "dagster/table_name": spec.name,
         "table_key": ", ".join(spec.key),
     }
@@ -181,7 +182,7 @@ def _translated(
 
 
 def _landed_metadata(event: TableLanded, spec: TableSpec) -> dict[str, Any]:
-    return {**_json_values(event.metadata), "dagster/column_schema": column_schema(spec)}
+    return {**_json_values(event.metadata), SCHEMA_KEY: column_schema(spec)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,10 +287,15 @@ def landed_events(
 
     Recorded as events (the step's outputs are optional, ``can_subset``) so that the partitions in
     Dagster's event log are exactly the ones written; a ``MaterializeResult`` would be recorded for
-    the context's partitions instead.
+    the context's partitions instead. The column schema, the largest value and the same for every
+    cell, travels on the first and the last event only (the definition carries it too): storing it
+    on every event cost a quarter of each event's write.
     """
-    for key in cell_keys(cells):
-        yield AssetMaterialization(asset_key=table, partition=key, metadata=metadata)
+    keys = cell_keys(cells)
+    lean = {k: v for k, v in metadata.items() if k != SCHEMA_KEY}
+    for index, key in enumerate(keys):
+        ends = index in (0, len(keys) - 1)
+        yield AssetMaterialization(asset_key=table, partition=key, metadata=metadata if ends else lean)
 
 
 def shared_fetches(context: AssetExecutionContext) -> SharedFetches | None:

@@ -376,3 +376,15 @@ def materialized_cells_all(instance: DagsterInstance, run_id: str) -> list[tuple
         if r.event_log_entry.dagster_event is not None
         and r.event_log_entry.dagster_event.partition is not None
     ]
+
+
+def test_every_landed_cell_gets_one_event_and_the_schema_travels_on_the_first_and_last() -> None:
+    from assets.builders import SCHEMA_KEY, landed_events
+
+    days = [dt.date(2026, 10, 1) + dt.timedelta(days=i) for i in range(3)]
+    cells = {(d, e) for d in days for e in ("chatgpt", "gemini")}
+    events = list(landed_events("answers", cells, {SCHEMA_KEY: "schema", "rows_landed": 7}))
+    assert sorted(e.partition for e in events) == sorted(cell_keys(cells))
+    with_schema = [i for i, e in enumerate(events) if SCHEMA_KEY in e.metadata]
+    assert with_schema == [0, len(events) - 1]
+    assert all(e.metadata["rows_landed"].value == 7 for e in events)
