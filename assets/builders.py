@@ -47,7 +47,8 @@ from assets.checks import CheckInputs, TableCheck, checks_of
 from assets.partitions import DATE_DIM, ENGINE_DIM, cell_keys, parse_partition_keys, requested_cells
 from resources.api.client import RequestStats
 from resources.api.errors import SyncCancelled
-from resources.warehouse.base import SnapshotScope, TableSpec, Warehouse, WriteResult
+from resources.warehouse.base import Warehouse
+from resources.warehouse.contract import SnapshotScope, TableSpec, WriteResult
 from sync import progress
 from sync.discovery import BrandScope, CitationTargets, Discovery, brand_filter, discovery_for, sync_id
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned

@@ -16,7 +16,7 @@ Why this shape:
 * Every value (scope, run id, timestamps, query values) is a query parameter; identifiers are
   backquoted by :func:`quote_identifier`. Descriptions are set through the API (DDL ``OPTIONS`` take no
   parameters), so no value is ever string-built into SQL.
-* Table shape changes go through the shared rules of :mod:`resources.warehouse.common`
+* Table shape changes go through the shared rules of :mod:`resources.warehouse.schema_evolution`
   (``plan_load``): new nullable columns are added (``ALTER TABLE ADD COLUMN``, then the schema's
   descriptions are patched), incompatible types raise ``SchemaMismatchError`` before anything is
   written.
@@ -44,32 +44,24 @@ import pyarrow.parquet as pq
 from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from resources.warehouse.backoff import jittered_backoff
-from resources.warehouse.base import (
+from resources.warehouse.base import StagedWrite, Warehouse
+from resources.warehouse.contract import (
     FIRST_SEEN_AT,
     IS_CURRENT,
     LAST_SEEN_AT,
     LOADED_AT,
+    LOGGER_NAME,
     RUN_ID,
     PartitionScope,
     SnapshotScope,
-    StagedWrite,
     TableSpec,
-    Warehouse,
     first_line,
-)
-from resources.warehouse.common import (
-    ExistingColumn,
-    LoadPlan,
-    WriteStamp,
-    added_column_default,
-    column_descriptions,
-    current_view_description,
-    current_view_name,
-    plan_load,
-    retires,
     system_columns,
-    validate_spec,
 )
+from resources.warehouse.ddl import added_column_default
+from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
+from resources.warehouse.scopes import retires
+from resources.warehouse.stamp import WriteStamp
 from resources.warehouse.types import (
     Kind,
     SqlType,
@@ -77,6 +69,8 @@ from resources.warehouse.types import (
     from_bigquery_type,
     sql_type_or_default,
 )
+from resources.warehouse.validation import validate_spec
+from resources.warehouse.view_shape import column_descriptions, current_view_description, current_view_name
 from resources.warehouse.views import views_reading
 
 if TYPE_CHECKING:
@@ -92,8 +86,8 @@ _CLUSTERABLE = frozenset(
     {Kind.BOOLEAN, Kind.BIGINT, Kind.VARCHAR, Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ}
 )
 _MAX_CLUSTER_COLUMNS = 4
-#: The warehouse's logger (the other writers' too): warnings about views that could not be created.
-log = logging.getLogger("visibility.warehouse")
+#: warnings about views that could not be created
+log = logging.getLogger(LOGGER_NAME)
 
 # --- names and types (pure) ----------------------------------------------------------------------
 

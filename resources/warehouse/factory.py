@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from resources.warehouse.base import WAREHOUSE_SETTING, Warehouse, WarehouseConfigError
+from resources.warehouse.base import Warehouse
+from resources.warehouse.contract import WAREHOUSE_SETTING, WarehouseConfigError
 from resources.warehouse.urls import (
     DEFAULT_LANDING_MEMORY_LIMIT,
     DEFAULT_LOCK_TIMEOUT_SECONDS,

@@ -31,35 +31,32 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from resources.warehouse.base import (
+from resources.warehouse.base import StagedWrite, Warehouse
+from resources.warehouse.contract import (
     FIRST_SEEN_AT,
     IS_CURRENT,
     LAST_SEEN_AT,
     LOADED_AT,
+    LOGGER_NAME,
     RUN_ID,
     SnapshotScope,
-    StagedWrite,
     TableSpec,
-    Warehouse,
     first_line,
 )
-from resources.warehouse.common import (
-    ExistingColumn,
-    LoadPlan,
+from resources.warehouse.ddl import SqlDialect, comment_statements, shape_statements
+from resources.warehouse.quoting import quote_identifier
+from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
+from resources.warehouse.types import from_postgres_type, postgres_type
+from resources.warehouse.urls import POSTGRES_SCHEMES
+from resources.warehouse.validation import validate_spec
+from resources.warehouse.view_shape import (
     ViewShape,
     ViewWork,
-    added_column_default,
     column_descriptions,
     current_view_description,
     current_view_name,
-    plan_load,
-    quote_identifier,
-    system_columns,
-    validate_spec,
     view_work,
 )
-from resources.warehouse.types import from_postgres_type, postgres_type, sql_type_or_default
-from resources.warehouse.urls import POSTGRES_SCHEMES
 from resources.warehouse.views import views_reading
 
 q = quote_identifier
@@ -68,10 +65,16 @@ q = quote_identifier
 MAX_IDENTIFIER_BYTES = 63
 COPY_BATCH_ROWS = 65_536
 _SCHEMES = frozenset(POSTGRES_SCHEMES)
-#: The warehouse's logger (the DuckDB writer's too): warnings about views that could not be created.
-log = logging.getLogger("visibility.warehouse")
+#: warnings about views that could not be created
+log = logging.getLogger(LOGGER_NAME)
 #: A view's comment and its columns' comments, in order.
 ViewComments = tuple[str, Sequence[tuple[str, str]]]
+
+
+def dialect(cur: psycopg.Cursor[Any]) -> SqlDialect:
+    """Postgres' DDL: its type names, literals quoted by psycopg for ``cur``'s connection, and a
+    primary key on every table."""
+    return SqlDialect(postgres_type, literal=lambda text: pgsql.Literal(text).as_string(cur))
 
 
 def postgres_sqlalchemy_url(url: str | URL) -> URL:
@@ -240,11 +243,10 @@ class PostgresWarehouse(Warehouse):
             cur.execute(f"DROP VIEW IF EXISTS {view_ref}")  # type: ignore[arg-type]
             cur.execute(f"CREATE VIEW {view_ref} AS {body}")  # type: ignore[arg-type]
         description, columns = comments
-        cur.execute(pgsql.SQL(f"COMMENT ON VIEW {view_ref} IS {{}}").format(pgsql.Literal(description)))  # type: ignore[arg-type]
-        for column, text_ in columns:
-            cur.execute(
-                pgsql.SQL(f"COMMENT ON COLUMN {view_ref}.{q(column)} IS {{}}").format(pgsql.Literal(text_))  # type: ignore[arg-type]
-            )
+        for statement in comment_statements(
+            dialect(cur), view_ref, [(None, description), *columns], relation="VIEW"
+        ):
+            cur.execute(statement)  # type: ignore[arg-type]
 
     def _lock_ddl(self, cur: psycopg.Cursor[Any]) -> None:
         """Serialise the DDL of this schema's writers (then decide again on what is now committed)."""
@@ -302,26 +304,14 @@ class PostgresWarehouse(Warehouse):
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {q(self.schema)}")
         plan = self._plan(cur, spec, rows_schema)
         ref = self.table_ref(spec.name)
-        if plan.create:
-            defs = [
-                f"{q(c.name)} {postgres_type(c.type)}" + (" NOT NULL" if c.name in spec.key else "")
-                for c in plan.columns
-            ]
-            defs += [
-                f"{q(c.name)} {postgres_type(sql_type_or_default(c.type))}" for c in system_columns(spec)
-            ]
-            defs.append(f"PRIMARY KEY ({', '.join(q(k) for k in spec.key)})")
-            cur.execute(f"CREATE TABLE {ref} ({', '.join(defs)})")  # type: ignore[arg-type]
-        else:
-            for c in plan.columns:
-                default = added_column_default(spec, c.name)  # Postgres writes it into the existing rows
-                fill = f" DEFAULT {default}" if default else ""
-                cur.execute(f"ALTER TABLE {ref} ADD COLUMN {q(c.name)} {postgres_type(c.type)}{fill}")  # type: ignore[arg-type]
-            if {c.name for c in plan.columns} & set(spec.key):
-                self._rekey(cur, spec)
-        for column, comment in plan.comments:
-            target = f"TABLE {ref}" if column is None else f"COLUMN {ref}.{q(column)}"
-            cur.execute(pgsql.SQL(f"COMMENT ON {target} IS {{}}").format(pgsql.Literal(comment)))  # type: ignore[arg-type]
+        ddl = dialect(cur)
+        # an added column's default: Postgres writes it into the existing rows
+        for statement in shape_statements(ddl, spec, plan, ref):
+            cur.execute(statement)  # type: ignore[arg-type]
+        if not plan.create and {c.name for c in plan.columns} & set(spec.key):
+            self._rekey(cur, spec)
+        for statement in comment_statements(ddl, ref, plan.comments):
+            cur.execute(statement)  # type: ignore[arg-type]
         work = self._current_view_work(cur, spec, plan)
         if work is not None:
             comments = (current_view_description(spec), column_descriptions(spec, plan.table_columns))

@@ -9,7 +9,8 @@ from typing import Any
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from resources.warehouse.base import WAREHOUSE_SETTING, Warehouse, WarehouseConfigError
+from resources.warehouse.base import Warehouse
+from resources.warehouse.contract import WAREHOUSE_SETTING, WarehouseConfigError
 from resources.warehouse.factory import warehouse_for, warehouse_from_url
 from resources.warehouse.urls import (
     DEFAULT_LANDING_MEMORY_LIMIT,

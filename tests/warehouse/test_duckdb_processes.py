@@ -18,15 +18,9 @@ import pyarrow as pa
 import pytest
 
 from resources.warehouse import duckdb as duckdb_module
-from resources.warehouse.base import SnapshotScope, WarehouseLockTimeout
-from resources.warehouse.duckdb import (
-    KEY_INDEX_MIGRATION_DOC,
-    LOGGER_NAME,
-    DuckDBWarehouse,
-    KeyIndexedTableError,
-    LockWait,
-    lock_holder,
-)
+from resources.warehouse.contract import LOGGER_NAME, SnapshotScope, WarehouseLockTimeout
+from resources.warehouse.duckdb import KEY_INDEX_MIGRATION_DOC, DuckDBWarehouse, KeyIndexedTableError
+from resources.warehouse.duckdb_lock import LockWait, lock_holder
 from tests.warehouse import _workers
 from tests.warehouse.helpers import COMPETITORS, D1, D2, MENTIONS, mention_rows, scope
 

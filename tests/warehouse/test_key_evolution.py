@@ -12,7 +12,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from resources.warehouse.base import PartitionScope
+from resources.warehouse.contract import PartitionScope
 from sync import tables as T
 from sync.transforms import rows_to_table
 from tests.fixtures_bigquery import BigQueryTarget

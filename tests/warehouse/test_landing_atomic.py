@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from resources.api.client import RequestStats
-from resources.warehouse.base import PartitionWrite
+from resources.warehouse.contract import PartitionWrite
 from sync.landing import FetchOutcome, SpooledWrites, land
 from sync.planning import Box, Plan, Window
 from sync.spool import DateSpool

@@ -19,8 +19,9 @@ import pytest
 import resources.warehouse.bigquery as bigquery_module
 import resources.warehouse.duckdb as duckdb_module
 import resources.warehouse.postgres as postgres_module
-from resources.warehouse.base import TEMPLATE_METHODS, PartitionWrite, SnapshotScope, Warehouse
+from resources.warehouse.base import TEMPLATE_METHODS, Warehouse
 from resources.warehouse.bigquery import BigQueryWarehouse
+from resources.warehouse.contract import PartitionWrite, SnapshotScope
 from resources.warehouse.duckdb import DuckDBWarehouse
 from resources.warehouse.postgres import PostgresWarehouse
 from tests.fixtures_bigquery import BigQueryTarget

@@ -15,9 +15,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from resources.warehouse.base import PartitionScope, SnapshotScope
-from resources.warehouse.common import EVOLVED_COLUMN_DESCRIPTION, column_descriptions
+from resources.warehouse.contract import EVOLVED_COLUMN_DESCRIPTION, PartitionScope, SnapshotScope
 from resources.warehouse.types import from_duckdb_type, from_postgres_type, sql_type
+from resources.warehouse.view_shape import column_descriptions
 from resources.warehouse.views import (
     ANALYST_VIEWS,
     COMPETITOR_TREND_TOTALS,
