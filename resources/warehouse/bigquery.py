@@ -212,11 +212,11 @@ def scope_predicate(spec: TableSpec, suffix: str = "") -> str:
     ``suffix`` names the parameters of one write of several (``@brands_0``, ...).
     """
     assert spec.date_column is not None
-    q = quote_identifier
+    quoted = quote_identifier
     return (
-        f"{q(spec.brand_column)} IN UNNEST(@brands{suffix}) "
-        f"AND {q(spec.date_column)} >= @start{suffix} AND {q(spec.date_column)} < @end{suffix} "
-        f"AND {q(spec.engine_column)} IN UNNEST(@engines{suffix})"
+        f"{quoted(spec.brand_column)} IN UNNEST(@brands{suffix}) "
+        f"AND {quoted(spec.date_column)} >= @start{suffix} AND {quoted(spec.date_column)} < @end{suffix} "
+        f"AND {quoted(spec.engine_column)} IN UNNEST(@engines{suffix})"
     )
 
 
@@ -237,12 +237,12 @@ def replace_script(
     """
     if not staged:
         raise ValueError("a replace script needs at least one staged write")
-    q = quote_identifier
+    quoted = quote_identifier
     lines = [f"DECLARE {_deleted_var(i)} INT64 DEFAULT 0;" for i in range(len(staged))]
     lines.append("BEGIN TRANSACTION;")
     for i, (staging, plan) in enumerate(staged):
         where = scope_predicate(spec, f"_{i}")
-        cols = ", ".join(q(c) for c in plan.load_columns)
+        cols = ", ".join(quoted(c) for c in plan.load_columns)
         values = ", ".join(_source("", c, t) for c, t in zip(plan.load_columns, plan.load_types, strict=True))
         lines += [
             f"SET {_deleted_var(i)} = (SELECT COUNT(*) FROM {target} WHERE {where});",
@@ -251,7 +251,7 @@ def replace_script(
         if fault_sql and i == len(staged) - 1:
             lines.append(fault_sql.rstrip(";") + ";")
         lines.append(
-            f"INSERT INTO {target} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "
+            f"INSERT INTO {target} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "
             f"SELECT {values}, @loaded_at_{i}, @run_id FROM {staging};"
         )
     deleted = ", ".join(f"{_deleted_var(i)} AS rows_deleted_{i}" for i in range(len(staged)))
@@ -267,19 +267,19 @@ def merge_statement(
     One statement, so it is atomic by itself. Every source row touches exactly one target row, so
     the rows retired are ``num_dml_affected_rows`` minus the staged rows.
     """
-    q = quote_identifier
-    on = " AND ".join(f"tgt.{q(k)} = src.{q(k)}" for k in spec.key)
+    quoted = quote_identifier
+    on = " AND ".join(f"tgt.{quoted(k)} = src.{quoted(k)}" for k in spec.key)
     typed = list(zip(plan.load_columns, plan.load_types, strict=True))
-    sets = [f"{q(c)} = {_source('src', c, t)}" for c, t in typed if c not in spec.key]
-    sets += [f"{q(c)} = NULL" for c in plan.null_columns]
+    sets = [f"{quoted(c)} = {_source('src', c, t)}" for c, t in typed if c not in spec.key]
+    sets += [f"{quoted(c)} = NULL" for c in plan.null_columns]
     sets += [
-        f"{q(LOADED_AT)} = @loaded_at",
-        f"{q(RUN_ID)} = @run_id",
-        f"{q(IS_CURRENT)} = TRUE",
-        f"{q(LAST_SEEN_AT)} = @loaded_at",
+        f"{quoted(LOADED_AT)} = @loaded_at",
+        f"{quoted(RUN_ID)} = @run_id",
+        f"{quoted(IS_CURRENT)} = TRUE",
+        f"{quoted(LAST_SEEN_AT)} = @loaded_at",
     ]
-    insert_cols = [q(c) for c, _ in typed] + [
-        q(c) for c in (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
+    insert_cols = [quoted(c) for c, _ in typed] + [
+        quoted(c) for c in (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
     ]
     insert_vals = [_source("src", c, t) for c, t in typed] + [
         "@loaded_at",
@@ -295,12 +295,12 @@ def merge_statement(
     )
     if retires(scope):
         assert scope is not None
-        condition = f"tgt.{q(IS_CURRENT)}"
+        condition = f"tgt.{quoted(IS_CURRENT)}"
         if scope.column is not None:
-            condition += f" AND tgt.{q(scope.column)} IN UNNEST(@scope_values)"
+            condition += f" AND tgt.{quoted(scope.column)} IN UNNEST(@scope_values)"
         sql += (
             f"\nWHEN NOT MATCHED BY SOURCE AND {condition} THEN UPDATE SET "
-            f"{q(IS_CURRENT)} = FALSE, {q(LOADED_AT)} = @loaded_at, {q(RUN_ID)} = @run_id"
+            f"{quoted(IS_CURRENT)} = FALSE, {quoted(LOADED_AT)} = @loaded_at, {quoted(RUN_ID)} = @run_id"
         )
     return sql
 

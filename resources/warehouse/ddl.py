@@ -46,24 +46,30 @@ def shape_statements(dialect: SqlDialect, spec: TableSpec, plan: LoadPlan, ref: 
     """``CREATE TABLE`` for a new table (key columns NOT NULL, then the writer's columns), or one
     ``ALTER TABLE ... ADD COLUMN`` per added column; an added column with a default fills the
     existing rows with it. ``ref`` is the table's quoted, qualified name."""
-    q = dialect.identifier
+    quoted = dialect.identifier
     if plan.create:
         defs = [
-            f"{q(c.name)} {dialect.type_name(c.type)}" + (" NOT NULL" if c.name in spec.key else "")
+            f"{quoted(c.name)} {dialect.type_name(c.type)}" + (" NOT NULL" if c.name in spec.key else "")
             for c in plan.columns
         ]
         defs += [
-            f"{q(c.name)} {dialect.type_name(sql_type_or_default(c.type))}" for c in system_columns(spec)
+            f"{quoted(c.name)} {dialect.type_name(sql_type_or_default(c.type))}" for c in system_columns(spec)
         ]
         if spec.kind == "snapshot" or dialect.key_index_on_partitioned:
-            defs.append(f"PRIMARY KEY ({', '.join(q(k) for k in spec.key)})")
+            defs.append(f"PRIMARY KEY ({', '.join(quoted(k) for k in spec.key)})")
         return [f"CREATE TABLE {ref} ({', '.join(defs)})"]
     statements = []
     for c in plan.columns:
         default = added_column_default(spec, c.name, dialect.literal)
         fill = f" DEFAULT {default}" if default else ""
-        statements.append(f"ALTER TABLE {ref} ADD COLUMN {q(c.name)} {dialect.type_name(c.type)}{fill}")
+        statements.append(f"ALTER TABLE {ref} ADD COLUMN {quoted(c.name)} {dialect.type_name(c.type)}{fill}")
     return statements
+
+
+def table_statements(dialect: SqlDialect, spec: TableSpec, plan: LoadPlan, ref: str) -> list[str]:
+    """Everything ``plan`` does to the table ``ref``: its shape (:func:`shape_statements`), then its
+    comments."""
+    return shape_statements(dialect, spec, plan, ref) + comment_statements(dialect, ref, plan.comments)
 
 
 def comment_statements(

@@ -72,7 +72,7 @@ from resources.warehouse.contract import (
     WriteResult,
     first_line,
 )
-from resources.warehouse.ddl import SqlDialect, comment_statements, shape_statements
+from resources.warehouse.ddl import SqlDialect, comment_statements, table_statements
 from resources.warehouse.duckdb_lock import (
     OnWait,
     connect_with_lock_wait,
@@ -96,7 +96,7 @@ from resources.warehouse.view_shape import (
 )
 from resources.warehouse.views import views_reading
 
-q = quote_identifier
+quoted = quote_identifier
 
 #: rows per ON CONFLICT statement (DuckDB's row-group size)
 UPSERT_BATCH_ROWS = 122_880
@@ -112,7 +112,7 @@ def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[
 
 
 #: The name :func:`_exec_on_rows` gives its Arrow table in SQL.
-ROWS = q("_visibility_rows")
+ROWS = quoted("_visibility_rows")
 
 
 def _exec_on_rows(
@@ -154,8 +154,8 @@ class KeyIndexedTableError(SchemaMismatchError):
     @classmethod
     def of(cls, schema: str, table: str, table_ref: str) -> KeyIndexedTableError:
         return cls(
-            f"DuckDB table {schema}.{table} carries a primary-key index, as development versions "
-            "created partitioned tables; this version writes them without it, so nothing was written. "
+            f"DuckDB table {schema}.{table} carries a primary-key index; this writer keeps partitioned "
+            "tables without it, so nothing was written. "
             "With no sync running, recreate it without the index (its rows are kept): "
             f"CREATE OR REPLACE TABLE {table_ref} AS SELECT * FROM {table_ref}; "
             f"see {KEY_INDEX_MIGRATION_DOC}",
@@ -214,8 +214,8 @@ class _ScopedWrite:
         spec = self.spec
         assert spec.date_column is not None
         return (
-            f"list_contains($brands, {q(spec.brand_column)}) AND {q(spec.date_column)} >= $start "
-            f"AND {q(spec.date_column)} < $end AND list_contains($engines, {q(spec.engine_column)})"
+            f"list_contains($brands, {quoted(spec.brand_column)}) AND {quoted(spec.date_column)} >= $start "
+            f"AND {quoted(spec.date_column)} < $end AND list_contains($engines, {quoted(spec.engine_column)})"
         )
 
     @property
@@ -256,7 +256,7 @@ class DuckDBWarehouse(Warehouse):
             raise ValueError("DuckDBWarehouse needs a file path (an in-memory database dies with each write)")
         if lock_timeout_seconds < 0:
             raise ValueError("lock_timeout_seconds must be >= 0")
-        q(schema)  # validates the name
+        quoted(schema)  # validates the name
         self.path = path.expanduser().resolve()
         self.schema = schema
         self.read_only = read_only
@@ -423,7 +423,7 @@ class DuckDBWarehouse(Warehouse):
         return self.path.name.split(".", 1)[0]
 
     def table_ref(self, table: str) -> str:
-        return f"{q(self.catalog)}.{q(self.schema)}.{q(table)}"
+        return f"{quoted(self.catalog)}.{quoted(self.schema)}.{quoted(table)}"
 
     def _existing(self, con: duckdb.DuckDBPyConnection, table: str) -> _Existing:
         session = self._session()
@@ -455,7 +455,7 @@ class DuckDBWarehouse(Warehouse):
         """
         session = self._session()
         if session is None or not session.schema_ready:
-            _exec(con, f"CREATE SCHEMA IF NOT EXISTS {q(self.catalog)}.{q(self.schema)}")
+            _exec(con, f"CREATE SCHEMA IF NOT EXISTS {quoted(self.catalog)}.{quoted(self.schema)}")
             if session is not None:
                 session.schema_ready = True
         existing, comment, _ = self._existing(con, spec.name)
@@ -471,9 +471,7 @@ class DuckDBWarehouse(Warehouse):
         if session is not None and (plan.create or plan.columns or plan.comments):
             session.forget(spec.name)  # read again by the next write, which sees this DDL
         # an added column's default: DuckDB writes it into the existing rows
-        for statement in shape_statements(DIALECT, spec, plan, ref) + comment_statements(
-            DIALECT, ref, plan.comments
-        ):
+        for statement in table_statements(DIALECT, spec, plan, ref):
             _exec(con, statement)
         if spec.kind == "snapshot":
             view = current_view_name(spec)
@@ -491,7 +489,7 @@ class DuckDBWarehouse(Warehouse):
                 _exec(
                     con,
                     f"CREATE OR REPLACE VIEW {self.table_ref(view)} AS "
-                    f"SELECT * FROM {self._relative_ref(spec.name)} WHERE {q(IS_CURRENT)}",
+                    f"SELECT * FROM {self._relative_ref(spec.name)} WHERE {quoted(IS_CURRENT)}",
                 )
             if work is not None:
                 self._comment_view(con, view, description, columns)
@@ -502,7 +500,7 @@ class DuckDBWarehouse(Warehouse):
     def _relative_ref(self, table: str) -> str:
         """A table named schema-relative, for view bodies: DuckDB 2.0 refuses a catalog-qualified name
         there when the schema and the file share a name (it is stored relative anyway)."""
-        return f"{q(self.schema)}.{q(table)}"
+        return f"{quoted(self.schema)}.{quoted(table)}"
 
     def _view_shape(self, con: duckdb.DuckDBPyConnection, view: str) -> ViewShape | None:
         found = _exec(
@@ -590,7 +588,7 @@ class DuckDBWarehouse(Warehouse):
         Arrow's single-threaded hash (the rows are then deduplicated, which is rare)."""
         if data.num_rows < 2:
             return False
-        keys = ", ".join(q(k) for k in spec.key)
+        keys = ", ".join(quoted(k) for k in spec.key)
         found = _exec_on_rows(
             con,
             f"SELECT count(*) FROM (SELECT 1 FROM {ROWS} GROUP BY {keys} HAVING count(*) > 1)",
@@ -623,7 +621,7 @@ class DuckDBWarehouse(Warehouse):
                 self._between_delete_and_insert()
             if data.num_rows and not _key_holds_the_scope(spec):
                 # after the delete, any row left with one of these keys lies outside the scope
-                on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in spec.key)
+                on = " AND ".join(f"t.{quoted(k)} = s.{quoted(k)}" for k in spec.key)
                 keys = data.select(list(spec.key))
                 sql = f"SELECT count(*) FROM {scoped.ref} t SEMI JOIN {ROWS} s ON {on}"
                 clash = int(_exec_on_rows(con, sql, keys)[0][0])
@@ -641,10 +639,10 @@ class DuckDBWarehouse(Warehouse):
         data: pa.Table,
         stamp: WriteStamp,
     ) -> None:
-        cols = ", ".join(q(c) for c in plan.load_columns)
+        cols = ", ".join(quoted(c) for c in plan.load_columns)
         _exec_on_rows(
             con,
-            f"INSERT INTO {self.table_ref(spec.name)} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "
+            f"INSERT INTO {self.table_ref(spec.name)} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "
             f"SELECT {cols}, $ts, $run_id FROM {ROWS}",
             data,
             {"ts": stamp.loaded_at, "run_id": stamp.run_id},
@@ -667,16 +665,16 @@ class DuckDBWarehouse(Warehouse):
             return 0
         params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
         where = (
-            f"tgt.{q(IS_CURRENT)} AND (tgt.{q(LOADED_AT)} IS DISTINCT FROM $ts "
-            f"OR tgt.{q(RUN_ID)} IS DISTINCT FROM $run_id)"
+            f"tgt.{quoted(IS_CURRENT)} AND (tgt.{quoted(LOADED_AT)} IS DISTINCT FROM $ts "
+            f"OR tgt.{quoted(RUN_ID)} IS DISTINCT FROM $run_id)"
         )
         if retire.column is not None:
-            where += f" AND list_contains($values, tgt.{q(retire.column)})"
+            where += f" AND list_contains($values, tgt.{quoted(retire.column)})"
             params["values"] = list(retire.values)
         res = _exec(
             con,
-            f"UPDATE {self.table_ref(spec.name)} AS tgt SET {q(IS_CURRENT)} = false, "
-            f"{q(LOADED_AT)} = $ts, {q(RUN_ID)} = $run_id WHERE {where}",
+            f"UPDATE {self.table_ref(spec.name)} AS tgt SET {quoted(IS_CURRENT)} = false, "
+            f"{quoted(LOADED_AT)} = $ts, {quoted(RUN_ID)} = $run_id WHERE {where}",
             params,
         )
         return int(res[0][0]) if res else 0
@@ -697,19 +695,25 @@ class DuckDBWarehouse(Warehouse):
         Keys are unique across slices (deduplicated before), so slicing changes nothing else.
         """
         ref = self.table_ref(spec.name)
-        cols = ", ".join(q(c) for c in plan.load_columns)
-        updates = [f"{q(c)} = excluded.{q(c)}" for c in plan.load_columns if c not in spec.key]
-        updates += [f"{q(c)} = NULL" for c in plan.null_columns]
-        updates += [f"{q(LOADED_AT)} = excluded.{q(LOADED_AT)}", f"{q(RUN_ID)} = excluded.{q(RUN_ID)}"]
-        updates += [f"{q(IS_CURRENT)} = true", f"{q(LAST_SEEN_AT)} = excluded.{q(LAST_SEEN_AT)}"]
+        cols = ", ".join(quoted(c) for c in plan.load_columns)
+        updates = [f"{quoted(c)} = excluded.{quoted(c)}" for c in plan.load_columns if c not in spec.key]
+        updates += [f"{quoted(c)} = NULL" for c in plan.null_columns]
+        updates += [
+            f"{quoted(LOADED_AT)} = excluded.{quoted(LOADED_AT)}",
+            f"{quoted(RUN_ID)} = excluded.{quoted(RUN_ID)}",
+        ]
+        updates += [
+            f"{quoted(IS_CURRENT)} = true",
+            f"{quoted(LAST_SEEN_AT)} = excluded.{quoted(LAST_SEEN_AT)}",
+        ]
         system = (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
-        insert_cols = f"{cols}, {', '.join(map(q, system))}"
+        insert_cols = f"{cols}, {', '.join(map(quoted, system))}"
         values = f"{cols}, $ts, $run_id, true, $ts, $ts"
         for offset in range(0, data.num_rows, UPSERT_BATCH_ROWS):
             _exec_on_rows(
                 con,
                 f"INSERT INTO {ref} ({insert_cols}) SELECT {values} FROM {ROWS} "
-                f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
+                f"ON CONFLICT ({', '.join(quoted(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
                 data.slice(offset, UPSERT_BATCH_ROWS),
                 {"ts": stamp.loaded_at, "run_id": stamp.run_id},
             )

@@ -3,8 +3,8 @@
 The URL is validated before any I/O (the rules and defaults are :mod:`resources.warehouse.urls`'s,
 shared with ``settings.py``), and every error names the setting to fix
 (``VISIBILITY_WAREHOUSE``, ``VISIBILITY_SCHEMA``). A Postgres password never appears in a repr, an
-error or a log line. BigQuery is imported only when a ``bigquery://`` URL is used, so its client
-library stays optional at import time.
+error or a log line. Each engine's module is imported only when a URL names it: a DuckDB user
+never loads SQLAlchemy or psycopg, and BigQuery's client library stays optional at import time.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from resources.warehouse.contract import (
     TableSpec,
     first_line,
 )
-from resources.warehouse.ddl import SqlDialect, comment_statements, shape_statements
+from resources.warehouse.ddl import SqlDialect, comment_statements, table_statements
 from resources.warehouse.quoting import quote_identifier
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
 from resources.warehouse.types import from_postgres_type, postgres_type
@@ -59,7 +59,7 @@ from resources.warehouse.view_shape import (
 )
 from resources.warehouse.views import views_reading
 
-q = quote_identifier
+quoted = quote_identifier
 
 #: Postgres silently truncates longer identifiers, which could merge two columns: refuse them.
 MAX_IDENTIFIER_BYTES = 63
@@ -141,7 +141,7 @@ def _copy_ready(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 def copy_arrow(cur: psycopg.Cursor[Any], table_sql: str, data: pa.Table) -> None:
     """COPY ``data`` into ``table_sql`` as CSV, one Arrow batch at a time (bounded memory)."""
-    cols = ", ".join(q(c) for c in data.column_names)
+    cols = ", ".join(quoted(c) for c in data.column_names)
     options = pa_csv.WriteOptions(include_header=False)
     with cur.copy(f"COPY {table_sql} ({cols}) FROM STDIN (FORMAT csv)") as copy:  # type: ignore[arg-type]
         for batch in data.to_batches(max_chunksize=COPY_BATCH_ROWS):
@@ -155,7 +155,7 @@ class PostgresWarehouse(Warehouse):
 
     def __init__(self, url: str | URL, schema: str = "visibility", *, engine: Engine | None = None) -> None:
         self._url = postgres_sqlalchemy_url(url)
-        q(schema)
+        quoted(schema)
         check_identifier(schema, "schema name")
         self.schema = schema
         self._engine = engine or create_engine(self._url, pool_pre_ping=True, pool_size=2, max_overflow=2)
@@ -184,7 +184,7 @@ class PostgresWarehouse(Warehouse):
     # --- catalog ----------------------------------------------------------------------------------
 
     def table_ref(self, table: str) -> str:
-        return f"{q(self.schema)}.{q(table)}"
+        return f"{quoted(self.schema)}.{quoted(table)}"
 
     def _existing(
         self, cur: psycopg.Cursor[Any], table: str
@@ -301,21 +301,18 @@ class PostgresWarehouse(Warehouse):
             return plan
         # DDL: serialise writers of this schema, then decide again on what is now committed
         self._lock_ddl(cur)
-        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {q(self.schema)}")
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(self.schema)}")
         plan = self._plan(cur, spec, rows_schema)
         ref = self.table_ref(spec.name)
-        ddl = dialect(cur)
         # an added column's default: Postgres writes it into the existing rows
-        for statement in shape_statements(ddl, spec, plan, ref):
+        for statement in table_statements(dialect(cur), spec, plan, ref):
             cur.execute(statement)  # type: ignore[arg-type]
         if not plan.create and {c.name for c in plan.columns} & set(spec.key):
             self._rekey(cur, spec)
-        for statement in comment_statements(ddl, ref, plan.comments):
-            cur.execute(statement)  # type: ignore[arg-type]
         work = self._current_view_work(cur, spec, plan)
         if work is not None:
             comments = (current_view_description(spec), column_descriptions(spec, plan.table_columns))
-            body = f"SELECT * FROM {ref} WHERE {q(IS_CURRENT)}"
+            body = f"SELECT * FROM {ref} WHERE {quoted(IS_CURRENT)}"
             self._write_view(cur, current_view_name(spec), body, work, comments)
         return plan
 
@@ -332,8 +329,8 @@ class PostgresWarehouse(Warehouse):
         if found is not None and list(found[1]) == list(spec.key):
             return
         ref = self.table_ref(spec.name)
-        drop = f"DROP CONSTRAINT {q(found[0])}, " if found is not None else ""
-        cur.execute(f"ALTER TABLE {ref} {drop}ADD PRIMARY KEY ({', '.join(q(k) for k in spec.key)})")  # type: ignore[arg-type]
+        drop = f"DROP CONSTRAINT {quoted(found[0])}, " if found is not None else ""
+        cur.execute(f"ALTER TABLE {ref} {drop}ADD PRIMARY KEY ({', '.join(quoted(k) for k in spec.key)})")  # type: ignore[arg-type]
 
     def _lock_table(self, cur: psycopg.Cursor[Any], table: str) -> None:
         """Serialise writers of one table until commit.
@@ -368,8 +365,8 @@ class PostgresWarehouse(Warehouse):
 
     def _stage(self, cur: psycopg.Cursor[Any], spec: TableSpec, plan: LoadPlan, data: pa.Table) -> str:
         """COPY ``data`` into a temp table shaped like the target's load columns; returns its name."""
-        stage = q(f"_visibility_stage_{uuid.uuid4().hex}")
-        cols = ", ".join(q(c) for c in plan.load_columns)
+        stage = quoted(f"_visibility_stage_{uuid.uuid4().hex}")
+        cols = ", ".join(quoted(c) for c in plan.load_columns)
         cur.execute(
             f"CREATE TEMP TABLE {stage} ON COMMIT DROP AS "  # type: ignore[arg-type]
             f"SELECT {cols} FROM {self.table_ref(spec.name)} WITH NO DATA"
@@ -389,9 +386,9 @@ class PostgresWarehouse(Warehouse):
             scope = write.scope
             assert scope is not None
             cur.execute(
-                f"DELETE FROM {ref} WHERE {q(spec.brand_column)} = ANY(%(brands)s) "  # type: ignore[arg-type]
-                f"AND {q(spec.date_column)} >= %(start)s AND {q(spec.date_column)} < %(end)s "
-                f"AND {q(spec.engine_column)} = ANY(%(engines)s)",
+                f"DELETE FROM {ref} WHERE {quoted(spec.brand_column)} = ANY(%(brands)s) "  # type: ignore[arg-type]
+                f"AND {quoted(spec.date_column)} >= %(start)s AND {quoted(spec.date_column)} < %(end)s "
+                f"AND {quoted(spec.engine_column)} = ANY(%(engines)s)",
                 {
                     "brands": list(scope.brand_ids),
                     "start": scope.start,
@@ -402,10 +399,10 @@ class PostgresWarehouse(Warehouse):
             deleted.append(max(cur.rowcount, 0))
             if self._between_delete_and_insert is not None:
                 self._between_delete_and_insert()
-            cols = ", ".join(q(c) for c in write.plan.load_columns)
+            cols = ", ".join(quoted(c) for c in write.plan.load_columns)
             try:
                 cur.execute(
-                    f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "  # type: ignore[arg-type]
+                    f"INSERT INTO {ref} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "  # type: ignore[arg-type]
                     f"SELECT {cols}, %(ts)s, %(run_id)s FROM {write.stage}",
                     {"ts": write.stamp.loaded_at, "run_id": write.stamp.run_id},
                 )
@@ -426,33 +423,33 @@ class PostgresWarehouse(Warehouse):
         ``retire`` the stage lacks."""
         ref = self.table_ref(spec.name)
         plan, stage, stamp = staged.plan, staged.stage, staged.stamp
-        cols = ", ".join(q(c) for c in plan.load_columns)
-        updates = [f"{q(c)} = EXCLUDED.{q(c)}" for c in plan.load_columns if c not in spec.key]
-        updates += [f"{q(c)} = NULL" for c in plan.null_columns]
+        cols = ", ".join(quoted(c) for c in plan.load_columns)
+        updates = [f"{quoted(c)} = EXCLUDED.{quoted(c)}" for c in plan.load_columns if c not in spec.key]
+        updates += [f"{quoted(c)} = NULL" for c in plan.null_columns]
         updates += [
-            f"{q(LOADED_AT)} = EXCLUDED.{q(LOADED_AT)}",
-            f"{q(RUN_ID)} = EXCLUDED.{q(RUN_ID)}",
-            f"{q(IS_CURRENT)} = true",
-            f"{q(LAST_SEEN_AT)} = EXCLUDED.{q(LAST_SEEN_AT)}",
+            f"{quoted(LOADED_AT)} = EXCLUDED.{quoted(LOADED_AT)}",
+            f"{quoted(RUN_ID)} = EXCLUDED.{quoted(RUN_ID)}",
+            f"{quoted(IS_CURRENT)} = true",
+            f"{quoted(LAST_SEEN_AT)} = EXCLUDED.{quoted(LAST_SEEN_AT)}",
         ]
         params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
         cur.execute(
-            f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}, {q(IS_CURRENT)}, "  # type: ignore[arg-type]
-            f"{q(FIRST_SEEN_AT)}, {q(LAST_SEEN_AT)}) "
+            f"INSERT INTO {ref} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}, {quoted(IS_CURRENT)}, "  # type: ignore[arg-type]
+            f"{quoted(FIRST_SEEN_AT)}, {quoted(LAST_SEEN_AT)}) "
             f"SELECT {cols}, %(ts)s, %(run_id)s, true, %(ts)s, %(ts)s FROM {stage} "
-            f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
+            f"ON CONFLICT ({', '.join(quoted(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
             params,
         )
         if retire is None:
             return 0
-        match = " AND ".join(f"r.{q(k)} = tgt.{q(k)}" for k in spec.key)
-        where = f"tgt.{q(IS_CURRENT)} AND NOT EXISTS (SELECT 1 FROM {stage} AS r WHERE {match})"
+        match = " AND ".join(f"r.{quoted(k)} = tgt.{quoted(k)}" for k in spec.key)
+        where = f"tgt.{quoted(IS_CURRENT)} AND NOT EXISTS (SELECT 1 FROM {stage} AS r WHERE {match})"
         if retire.column is not None:
-            where += f" AND tgt.{q(retire.column)} = ANY(%(values)s)"
+            where += f" AND tgt.{quoted(retire.column)} = ANY(%(values)s)"
             params = {**params, "values": list(retire.values)}
         cur.execute(
-            f"UPDATE {ref} AS tgt SET {q(IS_CURRENT)} = false, "  # type: ignore[arg-type]
-            f"{q(LOADED_AT)} = %(ts)s, {q(RUN_ID)} = %(run_id)s WHERE {where}",
+            f"UPDATE {ref} AS tgt SET {quoted(IS_CURRENT)} = false, "  # type: ignore[arg-type]
+            f"{quoted(LOADED_AT)} = %(ts)s, {quoted(RUN_ID)} = %(run_id)s WHERE {where}",
             params,
         )
         return max(cur.rowcount, 0)

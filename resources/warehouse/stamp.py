@@ -1,4 +1,5 @@
-"""The values of the writer-owned columns of one write: its run id, and one timestamp for every row."""
+"""Stamping writes: the run id and the ``_loaded_at`` time every row of one write carries, each
+stamp later than every earlier one of this process."""
 
 from __future__ import annotations
 
@@ -31,8 +32,6 @@ class WriteStamp:
 
 
 _stamp_lock = threading.Lock()
-
-
 _last_stamp: dt.datetime | None = None
 
 

@@ -49,8 +49,9 @@ def partition_writes(
 
     The spec, the run id and the first write are checked when this is called, so an engine that
     calls it before opening anything refuses a bad single write before any I/O; the other writes
-    are checked as the engine asks for them (one chunk in memory at a time). Engines stamp each
-    write themselves (:meth:`WriteStamp.now`) when they write it, under their lock if they take one.
+    are checked as the engine asks for them (one chunk in memory at a time). The write procedure
+    stamps each write (:meth:`WriteStamp.now`) when it stages it, inside the engine's write
+    transaction (under its lock if it takes one).
     """
     validate_spec(spec)
     check_run_id(run_id)
