@@ -56,9 +56,7 @@ import pyarrow as pa
 
 from resources.warehouse.base import StagedWrite, Warehouse
 from resources.warehouse.contract import (
-    FIRST_SEEN_AT,
     IS_CURRENT,
-    LAST_SEEN_AT,
     LOADED_AT,
     LOGGER_NAME,
     RUN_ID,
@@ -85,6 +83,7 @@ from resources.warehouse.quoting import quote_identifier
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
 from resources.warehouse.stamp import WriteStamp
 from resources.warehouse.types import duckdb_type, from_duckdb_type
+from resources.warehouse.upsert import upsert_statement
 from resources.warehouse.urls import DEFAULT_LOCK_TIMEOUT_SECONDS
 from resources.warehouse.validation import validate_spec
 from resources.warehouse.view_shape import (
@@ -694,29 +693,10 @@ class DuckDBWarehouse(Warehouse):
         (bench/RESULTS.md, *Warehouse*); slices of :data:`UPSERT_BATCH_ROWS` keep that bounded.
         Keys are unique across slices (deduplicated before), so slicing changes nothing else.
         """
-        ref = self.table_ref(spec.name)
-        cols = ", ".join(quoted(c) for c in plan.load_columns)
-        updates = [f"{quoted(c)} = excluded.{quoted(c)}" for c in plan.load_columns if c not in spec.key]
-        updates += [f"{quoted(c)} = NULL" for c in plan.null_columns]
-        updates += [
-            f"{quoted(LOADED_AT)} = excluded.{quoted(LOADED_AT)}",
-            f"{quoted(RUN_ID)} = excluded.{quoted(RUN_ID)}",
-        ]
-        updates += [
-            f"{quoted(IS_CURRENT)} = true",
-            f"{quoted(LAST_SEEN_AT)} = excluded.{quoted(LAST_SEEN_AT)}",
-        ]
-        system = (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
-        insert_cols = f"{cols}, {', '.join(map(quoted, system))}"
-        values = f"{cols}, $ts, $run_id, true, $ts, $ts"
+        sql = upsert_statement(self.table_ref(spec.name), spec, plan, ROWS, ts="$ts", run_id="$run_id")
+        params = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
         for offset in range(0, data.num_rows, UPSERT_BATCH_ROWS):
-            _exec_on_rows(
-                con,
-                f"INSERT INTO {ref} ({insert_cols}) SELECT {values} FROM {ROWS} "
-                f"ON CONFLICT ({', '.join(quoted(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
-                data.slice(offset, UPSERT_BATCH_ROWS),
-                {"ts": stamp.loaded_at, "run_id": stamp.run_id},
-            )
+            _exec_on_rows(con, sql, data.slice(offset, UPSERT_BATCH_ROWS), params)
 
     # --- queries ----------------------------------------------------------------------------------
 

@@ -33,9 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from resources.warehouse.base import StagedWrite, Warehouse
 from resources.warehouse.contract import (
-    FIRST_SEEN_AT,
     IS_CURRENT,
-    LAST_SEEN_AT,
     LOADED_AT,
     LOGGER_NAME,
     RUN_ID,
@@ -47,6 +45,7 @@ from resources.warehouse.ddl import SqlDialect, comment_statements, table_statem
 from resources.warehouse.quoting import quote_identifier
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
 from resources.warehouse.types import from_postgres_type, postgres_type
+from resources.warehouse.upsert import upsert_statement
 from resources.warehouse.urls import POSTGRES_SCHEMES
 from resources.warehouse.validation import validate_spec
 from resources.warehouse.view_shape import (
@@ -423,23 +422,8 @@ class PostgresWarehouse(Warehouse):
         ``retire`` the stage lacks."""
         ref = self.table_ref(spec.name)
         plan, stage, stamp = staged.plan, staged.stage, staged.stamp
-        cols = ", ".join(quoted(c) for c in plan.load_columns)
-        updates = [f"{quoted(c)} = EXCLUDED.{quoted(c)}" for c in plan.load_columns if c not in spec.key]
-        updates += [f"{quoted(c)} = NULL" for c in plan.null_columns]
-        updates += [
-            f"{quoted(LOADED_AT)} = EXCLUDED.{quoted(LOADED_AT)}",
-            f"{quoted(RUN_ID)} = EXCLUDED.{quoted(RUN_ID)}",
-            f"{quoted(IS_CURRENT)} = true",
-            f"{quoted(LAST_SEEN_AT)} = EXCLUDED.{quoted(LAST_SEEN_AT)}",
-        ]
         params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
-        cur.execute(
-            f"INSERT INTO {ref} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}, {quoted(IS_CURRENT)}, "  # type: ignore[arg-type]
-            f"{quoted(FIRST_SEEN_AT)}, {quoted(LAST_SEEN_AT)}) "
-            f"SELECT {cols}, %(ts)s, %(run_id)s, true, %(ts)s, %(ts)s FROM {stage} "
-            f"ON CONFLICT ({', '.join(quoted(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
-            params,
-        )
+        cur.execute(upsert_statement(ref, spec, plan, stage, ts="%(ts)s", run_id="%(run_id)s"), params)  # type: ignore[arg-type]
         if retire is None:
             return 0
         match = " AND ".join(f"r.{quoted(k)} = tgt.{quoted(k)}" for k in spec.key)

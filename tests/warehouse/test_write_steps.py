@@ -1,4 +1,5 @@
-"""Engine-independent write rules: validation, scope, dedupe, schema-evolution planning (pure)."""
+"""Engine-independent write steps (pure): validation, scope checks, dedupe, schema-evolution planning,
+encoding, NUL cleaning and quoting."""
 
 from __future__ import annotations
 
