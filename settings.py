@@ -57,7 +57,7 @@ from resources.api.config import (
     validate_retry_deadline,
 )
 from resources.api.errors import ConfigurationError
-from resources.warehouse.base import WAREHOUSE_SETTING, WarehouseConfigError
+from resources.warehouse.contract import WAREHOUSE_SETTING, WarehouseConfigError
 from resources.warehouse.urls import (
     DEFAULT_LANDING_MEMORY_LIMIT,
     DEFAULT_SCHEMA,

@@ -41,7 +41,8 @@ from assets.checks import CheckInputs, TableCheck, checks_of
 from assets.partitions import DATE_DIM, ENGINE_DIM, cell_keys, parse_partition_keys, requested_cells
 from resources.api.errors import SyncCancelled
 from resources.api.resource import VisibilityAPIResource
-from resources.warehouse.base import TableSpec, Warehouse
+from resources.warehouse.base import Warehouse
+from resources.warehouse.contract import TableSpec
 from resources.warehouse.resource import WarehouseResource
 from sync import progress
 from sync.discovery import CitationTargets, brand_filter, discovery_for, sync_id

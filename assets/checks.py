@@ -53,7 +53,8 @@ from assets.partitions import PARTITION_SETTINGS
 from resources.api.endpoints import ALL
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse import queries
-from resources.warehouse.base import TableSpec, Warehouse
+from resources.warehouse.base import Warehouse
+from resources.warehouse.contract import TableSpec
 from resources.warehouse.resource import WarehouseResource
 from sync.tables import ALL_TABLES
 

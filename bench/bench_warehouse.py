@@ -49,7 +49,7 @@ import pyarrow.csv as pa_csv
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from resources.warehouse.base import Column, PartitionScope, TableSpec  # noqa: E402
+from resources.warehouse.contract import Column, PartitionScope, TableSpec  # noqa: E402
 
 ENGINES = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot")
 START = dt.date(2026, 1, 1)
@@ -158,7 +158,7 @@ def best_of(repeat: int, setup: Callable[[], Any], run: Callable[[Any], None]) -
 
 def duckdb_columns_sql() -> str:
     """The column definitions the writer gives SPEC's data columns, for the bare baseline's table."""
-    from resources.warehouse.common import quote_identifier as q
+    from resources.warehouse.quoting import quote_identifier as q
     from resources.warehouse.types import duckdb_type, sql_type_or_default
 
     return ", ".join(
@@ -244,8 +244,8 @@ def memory_duckdb(n: int, which: str, out: dict[str, Any]) -> None:
 def bench_postgres(n: int, repeat: int, url: str, out: dict[str, Any]) -> None:
     import psycopg
 
-    from resources.warehouse.common import quote_identifier as q
     from resources.warehouse.postgres import PostgresWarehouse
+    from resources.warehouse.quoting import quote_identifier as q
     from resources.warehouse.types import postgres_type, sql_type_or_default
 
     rows = mention_rows(n)

@@ -63,7 +63,7 @@ def exit_codes() -> list[tuple[type[BaseException], int]]:
     from dagster._core.errors import DagsterExecutionInterruptedError
 
     from resources.api import errors as E
-    from resources.warehouse.base import WarehouseConfigError
+    from resources.warehouse.contract import WarehouseConfigError
 
     return [
         (ConfigError, EXIT_CONFIG),
@@ -407,7 +407,7 @@ def check_warehouse(settings: Settings) -> None:
     """Prove the warehouse takes writes before the first request spends the API's rate budget."""
     from urllib.parse import urlsplit
 
-    from resources.warehouse.base import WarehouseConfigError
+    from resources.warehouse.contract import WarehouseConfigError
     from resources.warehouse.resource import redact_url, warehouse_from_url
 
     try:

@@ -18,13 +18,8 @@ from typing import Any
 import yaml
 
 from assets.checks import DAILY_FRESHNESS
-from resources.warehouse.base import TableSpec
-from resources.warehouse.common import (
-    LOAD_COLUMNS,
-    SNAPSHOT_COLUMNS,
-    current_view_description,
-    current_view_name,
-)
+from resources.warehouse.contract import LOAD_COLUMNS, SNAPSHOT_COLUMNS, TableSpec
+from resources.warehouse.view_shape import current_view_description, current_view_name
 from resources.warehouse.views import ANALYST_VIEWS, ViewSpec
 from sync.tables import ALL_TABLES
 

@@ -26,7 +26,7 @@ from dagster import EnvVar
 from pipelines.downstream import downstream_resources
 from resources.api.config import KEY_SETTING, URL_SETTING
 from resources.api.resource import VisibilityAPIResource
-from resources.warehouse.base import WAREHOUSE_SETTING
+from resources.warehouse.contract import WAREHOUSE_SETTING
 from resources.warehouse.resource import WarehouseResource
 from settings import Settings
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from resources.warehouse.base import Column, TableSpec
-from resources.warehouse.common import LOAD_COLUMNS, SNAPSHOT_COLUMNS, current_view_name
+from resources.warehouse.contract import LOAD_COLUMNS, SNAPSHOT_COLUMNS, Column, TableSpec
 from resources.warehouse.types import Kind, SqlType, bigquery_type, duckdb_type, postgres_type, sql_type
+from resources.warehouse.view_shape import current_view_name
 from resources.warehouse.views import ANALYST_VIEWS, ViewSpec
 from sync.tables import ALL_TABLES
 

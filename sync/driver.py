@@ -31,7 +31,8 @@ import pyarrow as pa
 
 from resources.api.client import RequestStats, VisibilityClient
 from resources.failures import failure_kind
-from resources.warehouse.base import SnapshotScope, Warehouse
+from resources.warehouse.base import Warehouse
+from resources.warehouse.contract import SnapshotScope
 from sync.discovery import BrandScope, CitationTargets, Discovery
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
 from sync.lander import Lander

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES_WITH_ALL, Endpoint
-from resources.warehouse.base import TableSpec
+from resources.warehouse.contract import TableSpec
 from sync.discovery import BrandScope, CitationTargets, Discovery, brand_inputs
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOne, FetchOutcome, brand_engines, fetch_to_spool
 from sync.planning import BrandInput, Cell, Plan

@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any
 
-from resources.warehouse.base import WriteResult
+from resources.warehouse.contract import WriteResult
 from sync.landing import FetchOutcome, land
 
 #: ``prctl`` option of Linux: the signal a process gets when the thread that created it ends.

@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 
 from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
-from resources.warehouse.base import PartitionScope, PartitionWrite, TableSpec, Warehouse, WriteResult
+from resources.warehouse.base import Warehouse
+from resources.warehouse.contract import PartitionScope, PartitionWrite, TableSpec, WriteResult
 from sync.planning import ALL, Box, Call, Cell, Plan, Window, expected_requests
 from sync.prefetch import StopSignal
 from sync.spool import DateSpool, bucket_windows

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from resources.api.client import RequestStats
-from resources.warehouse.base import WriteResult
+from resources.warehouse.contract import WriteResult
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from resources.api import endpoints as ep
-from resources.warehouse.base import Column, TableSpec
+from resources.warehouse.contract import Column, TableSpec
 from resources.warehouse.views import TREND_METRICS
 
 STRING = pa.string()

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from resources.api.endpoints import json_kind
 from resources.api.errors import ResponseShapeError
 from resources.api.redaction import excerpt, sanitize
-from resources.warehouse.base import TableSpec
+from resources.warehouse.contract import TableSpec
 from sync import tables as T
 from sync.planning import Box, Cell, Window
 

@@ -1,155 +1,49 @@
 """The one writer interface every warehouse engine implements, and the write procedure, once.
 
-Table contracts are plain data (:class:`TableSpec`); rows arrive as Arrow tables. Engines own all
-SQL: assets never build SQL themselves.
+Engines own all SQL: assets never build SQL themselves. What callers hand a warehouse and get back
+is :mod:`resources.warehouse.contract`.
 
 :class:`Warehouse` runs every write the same way (docs/ARCHITECTURE.md, *Warehouse*): check without
-I/O, then inside the engine's write transaction (:meth:`Warehouse._write_transaction`) plan the table
-(:meth:`Warehouse._prepare_table`: create or evolve it), encode the rows, deduplicate them by key,
+I/O (:mod:`~resources.warehouse.write_checks`), then inside the engine's write transaction
+(:meth:`Warehouse._write_transaction`) plan the table (:meth:`Warehouse._prepare_table`: create or
+evolve it, :mod:`~resources.warehouse.schema_evolution`), encode the rows
+(:mod:`~resources.warehouse.encoding`), deduplicate them by key (:mod:`~resources.warehouse.dedupe`),
 stage them (:meth:`Warehouse._stage`), and apply them: a replace of partition scopes
 (:meth:`Warehouse._apply_replace`) or a merge with retirement (:meth:`Warehouse._apply_merge`).
-Engines implement only these hooks; the steps and their order live here and in
-:mod:`resources.warehouse.common`.
+Engines implement only these hooks; the steps and their order live here.
 
 :meth:`Warehouse.query` takes one parameter style on every engine: ``:name``, translated to the
-engine's own (:func:`bind_parameters`).
+engine's own (:func:`~resources.warehouse.parameters.bind_parameters`).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
-if TYPE_CHECKING:
-    from resources.warehouse.common import LoadPlan, WriteStamp
-
-#: Columns every landed table carries in addition to its spec.
-LOADED_AT = "_loaded_at"
-RUN_ID = "_run_id"
-#: Extra columns of snapshot tables.
-IS_CURRENT = "is_current"
-FIRST_SEEN_AT = "first_seen_at"
-LAST_SEEN_AT = "last_seen_at"
-#: The setting that names the warehouse; configuration errors name it.
-WAREHOUSE_SETTING = "VISIBILITY_WAREHOUSE"
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: pa.DataType
-    description: str
-    nullable: bool = True
-    #: the value rows landed before the column existed take when a writer adds it (a key column
-    #: added to an existing table needs one)
-    default: str | None = None
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """A landed table: typed columns, key, and how it is written.
-
-    ``kind="partitioned"``: rows are replaced by :class:`PartitionScope` (brand x date range x engine).
-    ``kind="snapshot"``: rows are upserted by key; rows gone from the API are kept with
-    ``is_current = false`` (see :meth:`Warehouse.upsert_snapshot`).
-    """
-
-    name: str
-    description: str
-    columns: tuple[Column, ...]
-    key: tuple[str, ...]
-    kind: Literal["partitioned", "snapshot"]
-    #: partitioned tables: the DATE column the scope's range applies to (also BigQuery's partition column)
-    date_column: str | None = None
-    brand_column: str = "brand_id"
-    engine_column: str = "engine"
-    #: BigQuery clustering
-    cluster_by: tuple[str, ...] = ("brand_id", "engine")
-
-    @property
-    def arrow_schema(self) -> pa.Schema:
-        return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in self.columns])
-
-    def column(self, name: str) -> Column:
-        for c in self.columns:
-            if c.name == name:
-                return c
-        raise KeyError(name)
-
-
-@dataclass(frozen=True)
-class PartitionScope:
-    """Exactly the rows a partitioned write replaces: these brands x [start, end) x these engines."""
-
-    brand_ids: tuple[str, ...]
-    start: dt.date
-    end: dt.date  # exclusive
-    engines: tuple[str, ...]
-
-
-class PartitionWrite(NamedTuple):
-    """One replace of :meth:`Warehouse.replace_partitions_together`: these rows replace this scope."""
-
-    rows: pa.Table
-    scope: PartitionScope
-
-
-@dataclass(frozen=True)
-class SnapshotScope:
-    """Which existing rows a snapshot write may retire (mark ``is_current = false``).
-
-    ``column=None`` means the whole table (for example ``brands`` after a full listing);
-    otherwise rows whose ``column`` is in ``values`` (for example ``brand_id`` of the brands fetched).
-    """
-
-    column: str | None = None
-    values: tuple[Any, ...] = ()
-
-
-@dataclass
-class WriteResult:
-    table: str
-    rows_written: int
-    rows_deleted: int = 0  # partition replace: old rows removed; snapshot: rows retired
-    columns_added: list[str] = field(default_factory=list)
-    #: rows of ``rows`` dropped because a later row had the same key (the last one wins)
-    duplicates_dropped: int = 0
-
-
-class SchemaMismatchError(Exception):
-    """An incompatible type change; names the table, the column and both types. Nothing was written."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        table: str | None = None,
-        column: str | None = None,
-        old_type: str | None = None,
-        new_type: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.table = table
-        self.column = column
-        self.old_type = old_type
-        self.new_type = new_type
-
-
-class WarehouseLockTimeout(Exception):
-    """Another process held the (DuckDB) writer lock longer than the configured timeout."""
-
-
-class WarehouseConfigError(ValueError):
-    """A warehouse setting is invalid, or the warehouse it names cannot be used (found before any
-    API request by :meth:`Warehouse.check_connection`); the message names the setting and never
-    holds a password."""
+from resources.warehouse.contract import (
+    WAREHOUSE_SETTING,
+    PartitionScope,
+    PartitionWrite,
+    SnapshotScope,
+    TableSpec,
+    WarehouseConfigError,
+    WriteResult,
+    first_line,
+)
+from resources.warehouse.dedupe import dedupe_by_key
+from resources.warehouse.encoding import encode_rows
+from resources.warehouse.nul import clean_snapshot_scope
+from resources.warehouse.parameters import bind_parameters
+from resources.warehouse.schema_evolution import LoadPlan
+from resources.warehouse.scopes import retires
+from resources.warehouse.stamp import WriteStamp
+from resources.warehouse.write_checks import check_snapshot_write, partition_writes
 
 
 @dataclass
@@ -242,8 +136,6 @@ class Warehouse(ABC):
         self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
     ) -> list[WriteResult]:
         """One attempt at a landing: every write staged and applied in one write transaction."""
-        from resources.warehouse.common import partition_writes  # common builds on this module
-
         checked = partition_writes(spec, writes, run_id)  # the spec and first write: before any I/O
         results: list[WriteResult] = []
         pending: list[StagedWrite] = []
@@ -270,8 +162,6 @@ class Warehouse(ABC):
         ``scope=None`` retires nothing (pure upsert, e.g. audit reports); nor does a column scope
         without values.
         """
-        from resources.warehouse.common import check_snapshot_write, clean_snapshot_scope, retires
-
         check_snapshot_write(spec, rows, scope, run_id)  # before any I/O
         retire = clean_snapshot_scope(scope) if retires(scope) else None
         with self._write_transaction(spec) as tx:
@@ -283,8 +173,6 @@ class Warehouse(ABC):
         self, tx: Any, spec: TableSpec, rows: pa.Table, run_id: str, scope: PartitionScope | None = None
     ) -> StagedWrite:
         """Plan, encode, deduplicate and stage one write's rows inside the write transaction."""
-        from resources.warehouse.common import WriteStamp, dedupe_by_key, encode_rows
-
         # stamped inside the transaction (DuckDB: under the file lock): later than any row landed before
         stamp = WriteStamp.now(run_id)
         plan = self._prepare_table(tx, spec, rows.schema)
@@ -312,8 +200,9 @@ class Warehouse(ABC):
 
     @abstractmethod
     def _prepare_table(self, tx: Any, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
-        """Plan the write of rows shaped ``rows_schema`` (``common.plan_load``) and create or evolve
-        the table to match; raises ``SchemaMismatchError`` before anything is written."""
+        """Plan the write of rows shaped ``rows_schema``
+        (:func:`~resources.warehouse.schema_evolution.plan_load`) and create or evolve the table to
+        match; raises ``SchemaMismatchError`` before anything is written."""
 
     def _may_repeat_a_key(self, tx: Any, spec: TableSpec, data: pa.Table) -> bool:
         """Whether two rows of ``data`` may share a key (then they are deduplicated, last one wins).
@@ -399,42 +288,3 @@ class Warehouse(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (engines append hints and links on later lines)."""
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
-#: A ``:name`` parameter, or a stretch where colons are not parameters: a quoted string or name, a
-#: comment. ``::`` (a cast) and ``a:b`` (a slice) are not parameters either; ``:name::date`` is one.
-_SQL_PARAMETER = re.compile(
-    r"(?P<skip>'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`(?:[^`\\]|\\.)*`|--[^\n]*|/\*.*?\*/)"
-    r"|(?<![:\w]):(?P<name>[A-Za-z_]\w*)"
-    r"|(?P<percent>%)",
-    re.DOTALL,
-)
-
-
-def bind_parameters(
-    sql: str, params: Mapping[str, Any], placeholder: Callable[[str], str], *, escape_percent: bool = False
-) -> str:
-    """``sql`` with each ``:name`` written as ``placeholder(name)``; a name without a value in
-    ``params`` raises ``ValueError`` naming it. ``escape_percent`` doubles every other ``%`` (for
-    drivers that read ``%`` as a placeholder once parameters are given), but only when there are any.
-    """
-    escape = escape_percent and bool(params)
-
-    def replace(match: re.Match[str]) -> str:
-        name = match["name"]
-        if name is None:
-            text = match[0]
-            return text.replace("%", "%%") if escape else text
-        if name not in params:
-            raise ValueError(f"query parameter :{name} has no value (given: {sorted(params) or 'none'})")
-        return placeholder(name)
-
-    if ":" not in sql and not escape:
-        return sql
-    return _SQL_PARAMETER.sub(replace, sql)

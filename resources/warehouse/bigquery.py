@@ -16,7 +16,7 @@ Why this shape:
 * Every value (scope, run id, timestamps, query values) is a query parameter; identifiers are
   backquoted by :func:`quote_identifier`. Descriptions are set through the API (DDL ``OPTIONS`` take no
   parameters), so no value is ever string-built into SQL.
-* Table shape changes go through the shared rules of :mod:`resources.warehouse.common`
+* Table shape changes go through the shared rules of :mod:`resources.warehouse.schema_evolution`
   (``plan_load``): new nullable columns are added (``ALTER TABLE ADD COLUMN``, then the schema's
   descriptions are patched), incompatible types raise ``SchemaMismatchError`` before anything is
   written.
@@ -44,32 +44,24 @@ import pyarrow.parquet as pq
 from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from resources.warehouse.backoff import jittered_backoff
-from resources.warehouse.base import (
+from resources.warehouse.base import StagedWrite, Warehouse
+from resources.warehouse.contract import (
     FIRST_SEEN_AT,
     IS_CURRENT,
     LAST_SEEN_AT,
     LOADED_AT,
+    LOGGER_NAME,
     RUN_ID,
     PartitionScope,
     SnapshotScope,
-    StagedWrite,
     TableSpec,
-    Warehouse,
     first_line,
-)
-from resources.warehouse.common import (
-    ExistingColumn,
-    LoadPlan,
-    WriteStamp,
-    added_column_default,
-    column_descriptions,
-    current_view_description,
-    current_view_name,
-    plan_load,
-    retires,
     system_columns,
-    validate_spec,
 )
+from resources.warehouse.ddl import added_column_default
+from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
+from resources.warehouse.scopes import retires
+from resources.warehouse.stamp import WriteStamp
 from resources.warehouse.types import (
     Kind,
     SqlType,
@@ -77,6 +69,8 @@ from resources.warehouse.types import (
     from_bigquery_type,
     sql_type_or_default,
 )
+from resources.warehouse.validation import validate_spec
+from resources.warehouse.view_shape import column_descriptions, current_view_description, current_view_name
 from resources.warehouse.views import views_reading
 
 if TYPE_CHECKING:
@@ -92,8 +86,8 @@ _CLUSTERABLE = frozenset(
     {Kind.BOOLEAN, Kind.BIGINT, Kind.VARCHAR, Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ}
 )
 _MAX_CLUSTER_COLUMNS = 4
-#: The warehouse's logger (the other writers' too): warnings about views that could not be created.
-log = logging.getLogger("visibility.warehouse")
+#: warnings about views that could not be created
+log = logging.getLogger(LOGGER_NAME)
 
 # --- names and types (pure) ----------------------------------------------------------------------
 
@@ -218,11 +212,11 @@ def scope_predicate(spec: TableSpec, suffix: str = "") -> str:
     ``suffix`` names the parameters of one write of several (``@brands_0``, ...).
     """
     assert spec.date_column is not None
-    q = quote_identifier
+    quoted = quote_identifier
     return (
-        f"{q(spec.brand_column)} IN UNNEST(@brands{suffix}) "
-        f"AND {q(spec.date_column)} >= @start{suffix} AND {q(spec.date_column)} < @end{suffix} "
-        f"AND {q(spec.engine_column)} IN UNNEST(@engines{suffix})"
+        f"{quoted(spec.brand_column)} IN UNNEST(@brands{suffix}) "
+        f"AND {quoted(spec.date_column)} >= @start{suffix} AND {quoted(spec.date_column)} < @end{suffix} "
+        f"AND {quoted(spec.engine_column)} IN UNNEST(@engines{suffix})"
     )
 
 
@@ -243,12 +237,12 @@ def replace_script(
     """
     if not staged:
         raise ValueError("a replace script needs at least one staged write")
-    q = quote_identifier
+    quoted = quote_identifier
     lines = [f"DECLARE {_deleted_var(i)} INT64 DEFAULT 0;" for i in range(len(staged))]
     lines.append("BEGIN TRANSACTION;")
     for i, (staging, plan) in enumerate(staged):
         where = scope_predicate(spec, f"_{i}")
-        cols = ", ".join(q(c) for c in plan.load_columns)
+        cols = ", ".join(quoted(c) for c in plan.load_columns)
         values = ", ".join(_source("", c, t) for c, t in zip(plan.load_columns, plan.load_types, strict=True))
         lines += [
             f"SET {_deleted_var(i)} = (SELECT COUNT(*) FROM {target} WHERE {where});",
@@ -257,7 +251,7 @@ def replace_script(
         if fault_sql and i == len(staged) - 1:
             lines.append(fault_sql.rstrip(";") + ";")
         lines.append(
-            f"INSERT INTO {target} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "
+            f"INSERT INTO {target} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "
             f"SELECT {values}, @loaded_at_{i}, @run_id FROM {staging};"
         )
     deleted = ", ".join(f"{_deleted_var(i)} AS rows_deleted_{i}" for i in range(len(staged)))
@@ -273,19 +267,19 @@ def merge_statement(
     One statement, so it is atomic by itself. Every source row touches exactly one target row, so
     the rows retired are ``num_dml_affected_rows`` minus the staged rows.
     """
-    q = quote_identifier
-    on = " AND ".join(f"tgt.{q(k)} = src.{q(k)}" for k in spec.key)
+    quoted = quote_identifier
+    on = " AND ".join(f"tgt.{quoted(k)} = src.{quoted(k)}" for k in spec.key)
     typed = list(zip(plan.load_columns, plan.load_types, strict=True))
-    sets = [f"{q(c)} = {_source('src', c, t)}" for c, t in typed if c not in spec.key]
-    sets += [f"{q(c)} = NULL" for c in plan.null_columns]
+    sets = [f"{quoted(c)} = {_source('src', c, t)}" for c, t in typed if c not in spec.key]
+    sets += [f"{quoted(c)} = NULL" for c in plan.null_columns]
     sets += [
-        f"{q(LOADED_AT)} = @loaded_at",
-        f"{q(RUN_ID)} = @run_id",
-        f"{q(IS_CURRENT)} = TRUE",
-        f"{q(LAST_SEEN_AT)} = @loaded_at",
+        f"{quoted(LOADED_AT)} = @loaded_at",
+        f"{quoted(RUN_ID)} = @run_id",
+        f"{quoted(IS_CURRENT)} = TRUE",
+        f"{quoted(LAST_SEEN_AT)} = @loaded_at",
     ]
-    insert_cols = [q(c) for c, _ in typed] + [
-        q(c) for c in (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
+    insert_cols = [quoted(c) for c, _ in typed] + [
+        quoted(c) for c in (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
     ]
     insert_vals = [_source("src", c, t) for c, t in typed] + [
         "@loaded_at",
@@ -301,12 +295,12 @@ def merge_statement(
     )
     if retires(scope):
         assert scope is not None
-        condition = f"tgt.{q(IS_CURRENT)}"
+        condition = f"tgt.{quoted(IS_CURRENT)}"
         if scope.column is not None:
-            condition += f" AND tgt.{q(scope.column)} IN UNNEST(@scope_values)"
+            condition += f" AND tgt.{quoted(scope.column)} IN UNNEST(@scope_values)"
         sql += (
             f"\nWHEN NOT MATCHED BY SOURCE AND {condition} THEN UPDATE SET "
-            f"{q(IS_CURRENT)} = FALSE, {q(LOADED_AT)} = @loaded_at, {q(RUN_ID)} = @run_id"
+            f"{quoted(IS_CURRENT)} = FALSE, {quoted(LOADED_AT)} = @loaded_at, {quoted(RUN_ID)} = @run_id"
         )
     return sql
 

@@ -2,12 +2,9 @@
 
 DuckDB lets one process open a file for writing. The connection is therefore opened per write (or per
 landing of many writes) and closed right after it, so the file lock is held only while writing; a
-second writer waits for the lock (retrying with backoff up to ``lock_timeout_seconds``) instead of
-failing, then raises :class:`~resources.warehouse.base.WarehouseLockTimeout`. While it waits it says
-so: a WARNING on the ``visibility.warehouse`` logger naming the file and the process DuckDB says
-holds it, about every :data:`LOCK_WAIT_NOTICE_SECONDS`, and the handle's ``on_wait`` callback
-(:class:`LockWait`) at the same moments. BI tools open the file read-only
-(:meth:`DuckDBWarehouse.open_read_only`), which also waits while a write is in progress.
+second writer waits for the lock (:mod:`resources.warehouse.duckdb_lock`) instead of failing. BI tools
+open the file read-only (:meth:`DuckDBWarehouse.open_read_only`), which also waits while a write is
+in progress.
 
 :meth:`~resources.warehouse.base.Warehouse.replace_partitions_together` (the write procedure, in
 ``base.py``; this module implements its hooks) lands every chunk of one table's landing in one
@@ -16,43 +13,29 @@ keeps one connection open across several writes and caches the catalog lookups m
 lock is then held for the whole session: meant for landing steps, not for long-lived handles.
 
 Partitioned tables carry no primary-key index; snapshot tables do (their upserts need it). The key
-index (an ART) lives in memory and grows with the table, so a landing process grew with the days of
-a backfill (docs/ARCHITECTURE.md, *Engine flows*). Without it, a partition replace is a delete plus
-an insert, and keys stay unique because every write is deduplicated and refuses a key that exists
-outside its scope (the ``keys_unique`` asset checks verify it too). A partitioned table that still
-carries the index (created by an earlier development version) is refused with
-:class:`KeyIndexedTableError`, naming the table and the one statement that drops the index
-(docs/OPERATIONS.md, *DuckDB tables with a key index*): one write path, no upsert path kept for
-tables of a release that never was.
+index (an ART) lives in memory and grows with the table, so it would make a landing process grow
+with the days of a backfill (docs/ARCHITECTURE.md, *Engine flows*). Without it, a partition replace
+is a delete plus an insert, and keys stay unique because every write is deduplicated and refuses a
+key that exists outside its scope (the ``keys_unique`` asset checks verify it too). A partitioned
+table that carries the index is refused with :class:`KeyIndexedTableError`, naming the table and the
+one statement that drops the index (docs/OPERATIONS.md, *DuckDB tables with a key index*): there is
+one write path.
 
-``memory_limit`` gives a handle's connections a DuckDB memory budget (the landing worker's:
-:class:`~resources.warehouse.resource.WarehouseResource`). DuckDB otherwise keeps what it reads
-cached up to 80% of RAM until the connection closes, and the checkpoint that ends each write merges
-the table's partial row groups: both grew with the table, so a landing process took more memory
-the longer the backfill. Within a budget DuckDB evicts and spills instead. A landing that does not
-fit the budget fails in one of several forms (:func:`is_out_of_memory`: ``OutOfMemoryException``,
-or a ``TransactionException`` at commit saying "failed to pin block", ...); it is rolled back whole
-and retried once without the budget, with a warning. Budgeted connections also leave the checkpoint
-to the moment they close (``checkpoint_threshold``): DuckDB's automatic checkpoint after a commit
-that does not fit the budget is a fatal error that ends the database instance, while the checkpoint
-on close that does not fit leaves the committed writes in the WAL file (every reader sees them) for
-the next checkpoint to fold in. (An explicit ``CHECKPOINT`` fails the fatal way too: closing is the
-safe place.)
+``memory_limit`` gives a handle's connections a DuckDB memory budget
+(:mod:`resources.warehouse.duckdb_memory`).
 
 Retries, all of them (nothing above this module retries a write: not the landing worker, not the
 sync step, and Dagster's ``run_retries`` skip runs whose step failed):
 
 * **A write is retried once, in one case**: a partition landing within ``memory_limit`` that ran out
-  of memory (:func:`is_out_of_memory`) is rolled back whole and run once more without the budget
-  (:meth:`DuckDBWarehouse._run_landing`), since the budget must never fail a sync and
-  a rolled-back landing is safe to repeat. Every other error surfaces at once: a key outside the
-  scope, a schema mismatch or a full disk would fail the same way again. A one-shot iterator of
-  writes is not retried (it cannot start over), and snapshot writes, which land outside the budget,
-  are not either.
-* **Opening the file waits for its lock** (:func:`connect_with_lock_wait`, tenacity): attempts to
-  connect, with jittered backoff from 20 ms to 250 ms, while DuckDB's error says another process
-  holds the lock, up to ``lock_timeout_seconds``; nothing of the write has run yet. Another thread
-  of this process holding the file is waited for the same way (:meth:`DuckDBWarehouse._acquire`).
+  of memory is rolled back whole and run once more without the budget
+  (:meth:`~resources.warehouse.duckdb_memory.MemoryBudget.run_landing`). Every other error surfaces
+  at once: a key outside the scope, a schema mismatch or a full disk would fail the same way again.
+  Snapshot writes, which land outside the budget, are not retried.
+* **Opening the file waits for its lock**
+  (:func:`~resources.warehouse.duckdb_lock.connect_with_lock_wait`); nothing of the write has run
+  yet. Another thread of this process holding the file is waited for the same way
+  (:func:`~resources.warehouse.duckdb_lock.hold_process_lock`).
 """
 
 from __future__ import annotations
@@ -60,94 +43,66 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
 import duckdb
 import pyarrow as pa
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
-from resources.warehouse.backoff import jittered_backoff
-from resources.warehouse.base import (
-    FIRST_SEEN_AT,
+from resources.warehouse.base import StagedWrite, Warehouse
+from resources.warehouse.contract import (
     IS_CURRENT,
-    LAST_SEEN_AT,
     LOADED_AT,
+    LOGGER_NAME,
     RUN_ID,
     WAREHOUSE_SETTING,
     PartitionScope,
     PartitionWrite,
     SchemaMismatchError,
     SnapshotScope,
-    StagedWrite,
     TableSpec,
-    Warehouse,
     WarehouseConfigError,
-    WarehouseLockTimeout,
     WriteResult,
     first_line,
 )
-from resources.warehouse.common import (
-    ExistingColumn,
-    LoadPlan,
+from resources.warehouse.ddl import SqlDialect, comment_statements, table_statements
+from resources.warehouse.duckdb_lock import (
+    OnWait,
+    connect_with_lock_wait,
+    hold_process_lock,
+    is_lock_error,
+    lock_holder,
+)
+from resources.warehouse.duckdb_memory import MemoryBudget
+from resources.warehouse.quoting import quote_identifier
+from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
+from resources.warehouse.stamp import WriteStamp
+from resources.warehouse.types import duckdb_type, from_duckdb_type
+from resources.warehouse.upsert import upsert_statement
+from resources.warehouse.urls import DEFAULT_LOCK_TIMEOUT_SECONDS
+from resources.warehouse.validation import validate_spec
+from resources.warehouse.view_shape import (
     ViewShape,
-    WriteStamp,
-    added_column_default,
     column_descriptions,
     current_view_description,
     current_view_name,
-    is_one_shot,
-    plan_load,
-    quote_identifier,
-    quote_literal,
-    system_columns,
-    validate_spec,
     view_work,
 )
-from resources.warehouse.types import duckdb_type, from_duckdb_type, sql_type_or_default
-from resources.warehouse.urls import DEFAULT_LOCK_TIMEOUT_SECONDS
 from resources.warehouse.views import views_reading
 
-q = quote_identifier
-
-#: the smallest ``memory_limit`` accepted: below it DuckDB fails ordinary chunk writes
-MIN_MEMORY_LIMIT_BYTES = 32 * 1000**2
-_MEMORY_UNITS = {"kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
-_MEMORY_UNITS |= {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
-_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b)\s*$", re.IGNORECASE)
-#: budgeted connections checkpoint when they close, not after a commit (module doc)
-_NO_AUTOCHECKPOINT = "1TB"
+quoted = quote_identifier
 
 #: rows per ON CONFLICT statement (DuckDB's row-group size)
 UPSERT_BATCH_ROWS = 122_880
 
-#: The logger of every warehouse warning (lock waits, landings retried without the budget).
-LOGGER_NAME = "visibility.warehouse"
 log = logging.getLogger(LOGGER_NAME)
-
-#: A wait for the file lock is first reported after this long, then about this often.
-LOCK_WAIT_NOTICE_SECONDS = 5.0
-LOCK_WAIT_FIRST_NOTICE_SECONDS = 1.0
-#: Attempts to open a locked file are this far apart at first, doubling up to the most (jittered).
-LOCK_RETRY_FIRST_SECONDS = 0.02
-LOCK_RETRY_MOST_SECONDS = 0.25
-
-# One DuckDB database instance per file per process: writes from threads of one process take turns.
-# Reentrant: a thread holding a session may still write through another handle on the same file.
-_PROCESS_LOCKS: dict[str, threading.RLock] = {}
-_PROCESS_LOCKS_GUARD = threading.Lock()
-
-
-def _process_lock(path: Path) -> threading.RLock:
-    with _PROCESS_LOCKS_GUARD:
-        return _PROCESS_LOCKS.setdefault(str(path), threading.RLock())
+#: DuckDB's DDL: its type names; partitioned tables carry no key index (module doc)
+DIALECT = SqlDialect(duckdb_type, key_index_on_partitioned=False)
 
 
 def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
@@ -156,7 +111,7 @@ def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[
 
 
 #: The name :func:`_exec_on_rows` gives its Arrow table in SQL.
-ROWS = q("_visibility_rows")
+ROWS = quoted("_visibility_rows")
 
 
 def _exec_on_rows(
@@ -173,41 +128,6 @@ def _exec_on_rows(
     return con.execute(sql, params).fetchall()
 
 
-def parse_memory_limit(value: str) -> int:
-    """Bytes of a DuckDB memory size (``64MB``, ``1GiB``); ``ValueError`` if unreadable or too small."""
-    match = _MEMORY_RE.match(value)
-    if match is None:
-        raise ValueError(
-            f"{value!r} is not a memory size such as 64MB or 1GiB (units: KB, MB, GB, TB, KiB ... TiB)"
-        )
-    size = int(float(match[1]) * _MEMORY_UNITS[match[2].lower()])
-    if size < MIN_MEMORY_LIMIT_BYTES:
-        raise ValueError(f"{value!r} is below the smallest DuckDB budget a write needs (32MB)")
-    return size
-
-
-#: What DuckDB's errors say when memory ran out, whatever their class (checked case-insensitively).
-_OUT_OF_MEMORY_MARKERS = (
-    "out of memory",
-    "failed to pin block",
-    "could not allocate",
-    "failed to allocate",
-    "could not free up enough memory",
-)
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether DuckDB failed for want of memory: ``OutOfMemoryException``, or another class
-    (``TransactionException`` at commit, ``IOException``, ``InvalidInputException``, a fatal error)
-    whose message says so ("failed to pin block", "Out of Memory", "could not allocate", ...)."""
-    if isinstance(exc, duckdb.OutOfMemoryException):
-        return True
-    if not isinstance(exc, duckdb.Error):
-        return False
-    text = str(exc).lower()
-    return any(marker in text for marker in _OUT_OF_MEMORY_MARKERS)
-
-
 def _is_fatal(exc: BaseException) -> bool:
     """DuckDB ended the database instance: it must be closed and opened again."""
     return isinstance(exc, duckdb.FatalException) or "database has been invalidated" in str(exc)
@@ -216,133 +136,6 @@ def _is_fatal(exc: BaseException) -> bool:
 def _committed_before_failing(exc: BaseException) -> bool:
     """A fatal error that DuckDB says came after a durable commit (its automatic checkpoint)."""
     return isinstance(exc, duckdb.Error) and "COMMIT succeeded" in str(exc)
-
-
-def _is_lock_error(exc: Exception) -> bool:
-    text = str(exc)
-    return "Could not set lock" in text or "Conflicting lock" in text
-
-
-_HOLDER_RE = re.compile(
-    r"Conflicting lock is held in (?P<process>.+?) \(PID (?P<pid>\d+)\)(?: by user (?P<user>\S+?))?[.\s]"
-)
-
-
-def lock_holder(message: str) -> str:
-    """Who holds the file lock, as DuckDB's lock error says: ``/usr/bin/python3 (PID 4242)``."""
-    match = _HOLDER_RE.search(message + " ")
-    if match is None:
-        return "another process"
-    holder = f"{match['process']} (PID {match['pid']})"
-    return f"{holder}, user {match['user']}" if match["user"] else holder
-
-
-@dataclass(frozen=True)
-class LockWait:
-    """A writer (or reader) waiting for a DuckDB file, as reported to ``on_wait`` callbacks.
-
-    Reported about every :data:`LOCK_WAIT_NOTICE_SECONDS` while the wait lasts, and once more with
-    ``done=True`` when it ends (the lock was taken, or the wait gave up), so a status line can clear.
-    """
-
-    path: Path
-    #: what holds it: DuckDB's words for another process (``/usr/bin/python3 (PID 4242)``), or
-    #: ``another write of this process``
-    holder: str
-    waited_seconds: float
-    remaining_seconds: float
-    done: bool = False
-
-    @property
-    def message(self) -> str:
-        if self.done:
-            return f"stopped waiting for the DuckDB lock on {self.path} after {self.waited_seconds:.0f} s"
-        return (
-            f"waiting for the DuckDB lock on {self.path} held by {self.holder}, "
-            f"up to {self.remaining_seconds:.0f} more s"
-        )
-
-
-OnWait = Callable[[LockWait], None]
-
-
-class _WaitReporter:
-    """Reports one wait: a log line and the callback, first after a second, then every few seconds."""
-
-    def __init__(self, path: Path, timeout: float, on_wait: OnWait | None) -> None:
-        self.path = path
-        self.timeout = timeout
-        self.on_wait = on_wait
-        self.started = time.monotonic()
-        self.next_notice = self.started + LOCK_WAIT_FIRST_NOTICE_SECONDS
-        self.reported = False
-
-    def waiting(self, holder: str) -> None:
-        now = time.monotonic()
-        if now < self.next_notice:
-            return
-        self.next_notice = now + LOCK_WAIT_NOTICE_SECONDS
-        waited = now - self.started
-        wait = LockWait(self.path, holder, waited, max(self.timeout - waited, 0.0))
-        log.warning("%s (lock_timeout_seconds=%g)", wait.message, self.timeout)
-        self._call(wait)
-        self.reported = True
-
-    def done(self) -> None:
-        if self.reported:
-            waited = time.monotonic() - self.started
-            self._call(LockWait(self.path, "", waited, max(self.timeout - waited, 0.0), done=True))
-
-    def _call(self, wait: LockWait) -> None:
-        if self.on_wait is not None:
-            try:
-                self.on_wait(wait)
-            except Exception:  # a status line must never fail a write
-                log.exception("the on_wait callback failed")
-
-
-def connect_with_lock_wait(
-    path: Path, *, read_only: bool, timeout: float, on_wait: OnWait | None = None
-) -> duckdb.DuckDBPyConnection:
-    """Open ``path``, retrying while another process holds the file lock, up to ``timeout`` seconds.
-
-    The wait is reported (logger ``visibility.warehouse``, and ``on_wait``): see :class:`LockWait`.
-    """
-    reporter = _WaitReporter(path, timeout, on_wait)
-    backoff = jittered_backoff(LOCK_RETRY_FIRST_SECONDS, LOCK_RETRY_MOST_SECONDS)
-
-    def wait(state: RetryCallState) -> float:  # never past the deadline: the last attempt is at it
-        return min(backoff(state), max(timeout - (state.seconds_since_start or 0.0), 0.0))
-
-    def say_who_holds_it(state: RetryCallState) -> None:
-        reporter.waiting(lock_holder(str(_failure(state))))
-
-    def give_up(state: RetryCallState) -> NoReturn:
-        exc = _failure(state)
-        raise WarehouseLockTimeout(
-            f"DuckDB file {path} stayed locked by {lock_holder(str(exc))} for {timeout:g}s "
-            f"(lock_timeout_seconds); DuckDB said: {first_line(exc)}"
-        ) from exc
-
-    retrying = Retrying(
-        retry=retry_if_exception(lambda exc: isinstance(exc, duckdb.IOException) and _is_lock_error(exc)),
-        stop=stop_after_delay(timeout),
-        wait=wait,
-        before_sleep=say_who_holds_it,
-        retry_error_callback=give_up,
-    )
-    try:
-        return retrying(duckdb.connect, str(path), read_only=read_only)
-    finally:
-        reporter.done()
-
-
-def _failure(state: RetryCallState) -> BaseException:
-    """The exception of the attempt that just failed."""
-    assert state.outcome is not None
-    exc = state.outcome.exception()
-    assert exc is not None
-    return exc
 
 
 #: The first bytes of every DuckDB database file hold this at offset 8.
@@ -354,14 +147,14 @@ KEY_INDEX_MIGRATION_DOC = "docs/OPERATIONS.md#duckdb-tables-with-a-key-index"
 
 
 class KeyIndexedTableError(SchemaMismatchError):
-    """A partitioned table still carries the primary-key index development versions gave it: it is
-    refused rather than written another way (module doc). Nothing was written."""
+    """A partitioned table that carries a primary-key index: refused rather than written another way
+    (module doc). Nothing was written."""
 
     @classmethod
     def of(cls, schema: str, table: str, table_ref: str) -> KeyIndexedTableError:
         return cls(
-            f"DuckDB table {schema}.{table} carries a primary-key index, as development versions "
-            "created partitioned tables; this version writes them without it, so nothing was written. "
+            f"DuckDB table {schema}.{table} carries a primary-key index; this writer keeps partitioned "
+            "tables without it, so nothing was written. "
             "With no sync running, recreate it without the index (its rows are kept): "
             f"CREATE OR REPLACE TABLE {table_ref} AS SELECT * FROM {table_ref}; "
             f"see {KEY_INDEX_MIGRATION_DOC}",
@@ -420,8 +213,8 @@ class _ScopedWrite:
         spec = self.spec
         assert spec.date_column is not None
         return (
-            f"list_contains($brands, {q(spec.brand_column)}) AND {q(spec.date_column)} >= $start "
-            f"AND {q(spec.date_column)} < $end AND list_contains($engines, {q(spec.engine_column)})"
+            f"list_contains($brands, {quoted(spec.brand_column)}) AND {quoted(spec.date_column)} >= $start "
+            f"AND {quoted(spec.date_column)} < $end AND list_contains($engines, {quoted(spec.engine_column)})"
         )
 
     @property
@@ -462,21 +255,28 @@ class DuckDBWarehouse(Warehouse):
             raise ValueError("DuckDBWarehouse needs a file path (an in-memory database dies with each write)")
         if lock_timeout_seconds < 0:
             raise ValueError("lock_timeout_seconds must be >= 0")
-        q(schema)  # validates the name
+        quoted(schema)  # validates the name
         self.path = path.expanduser().resolve()
         self.schema = schema
         self.read_only = read_only
         self.lock_timeout_seconds = lock_timeout_seconds
-        if memory_limit is not None:
-            parse_memory_limit(memory_limit)
-        #: DuckDB's memory budget for this handle's connections (module doc); None: DuckDB's default
-        self.memory_limit = memory_limit
+        #: DuckDB's memory budget for this handle's connections; None: DuckDB's default
+        self._budget = MemoryBudget(memory_limit)
         #: called while a connection waits for the file lock (and once when the wait ends): a status
         #: line's hook; the same waits are logged on ``visibility.warehouse`` either way
         self.on_wait = on_wait
         #: test-only fault hook, called inside the transaction after the delete, before the insert
         self._between_delete_and_insert: Callable[[], None] | None = None
         self._local = threading.local()  # .session: this thread's open _Session, if any
+
+    @property
+    def memory_limit(self) -> str | None:
+        """DuckDB's memory budget for this handle's connections (``64MB``); None: DuckDB's default."""
+        return self._budget.limit
+
+    @memory_limit.setter
+    def memory_limit(self, limit: str | None) -> None:
+        self._budget.limit = limit
 
     @classmethod
     def open_read_only(
@@ -541,37 +341,12 @@ class DuckDBWarehouse(Warehouse):
             if self.read_only:
                 raise PermissionError(f"{self!r} was opened read-only")
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock = _process_lock(self.path)
-        self._acquire(lock)
-        try:
+        with hold_process_lock(self.path, timeout=self.lock_timeout_seconds, on_wait=self.on_wait):
             con = self._open(read_only=read_only)
             try:
                 yield con
             finally:
                 con.close()
-        finally:
-            lock.release()
-
-    def _acquire(self, lock: threading.RLock) -> None:
-        """Take this process's lock on the file (another thread's write or session), saying so
-        while waiting, like the wait for another process."""
-        if lock.acquire(blocking=False):
-            return
-        reporter = _WaitReporter(self.path, self.lock_timeout_seconds, self.on_wait)
-        deadline = reporter.started + self.lock_timeout_seconds
-        try:
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise WarehouseLockTimeout(
-                        f"DuckDB file {self.path} stayed busy with another write of this process "
-                        f"(PID {os.getpid()}) for {self.lock_timeout_seconds:g}s (lock_timeout_seconds)"
-                    )
-                if lock.acquire(timeout=min(remaining, 0.5)):
-                    return
-                reporter.waiting(f"another write of this process (PID {os.getpid()})")
-        finally:
-            reporter.done()
 
     def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
         wait = {"timeout": self.lock_timeout_seconds, "on_wait": self.on_wait}
@@ -584,37 +359,9 @@ class DuckDBWarehouse(Warehouse):
                 raise
             con = connect_with_lock_wait(self.path, read_only=False, **wait)
         _exec(con, "SET enable_progress_bar = false")  # no progress bars in run logs
-        if self._budgeted:
-            self._apply_budget(con)
+        if self._budget.active:
+            self._budget.apply(con)
         return con
-
-    def _apply_budget(self, con: duckdb.DuckDBPyConnection) -> None:
-        assert self.memory_limit is not None
-        _exec(con, f"SET memory_limit = {quote_literal(self.memory_limit)}")
-        _exec(con, f"SET checkpoint_threshold = {quote_literal(_NO_AUTOCHECKPOINT)}")
-
-    @property
-    def _budgeted(self) -> bool:
-        """Whether this thread's connections run within ``memory_limit`` now."""
-        return self.memory_limit is not None and not getattr(self._local, "unbudgeted", False)
-
-    @contextmanager
-    def _without_budget(self) -> Iterator[None]:
-        """This thread's connections (an open session's too) use DuckDB's default memory limit."""
-        session = self._session()
-        self._local.unbudgeted = True
-        if session is not None:
-            _exec(session.con, "RESET memory_limit")
-            _exec(session.con, "RESET checkpoint_threshold")
-        try:
-            yield
-        finally:
-            self._local.unbudgeted = False
-            session = self._session()
-            if session is not None and self.memory_limit is not None:
-                # DuckDB refuses a limit below what it holds now: the session then goes on without
-                with contextlib.suppress(duckdb.OutOfMemoryException):
-                    self._apply_budget(session.con)
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -675,7 +422,7 @@ class DuckDBWarehouse(Warehouse):
         return self.path.name.split(".", 1)[0]
 
     def table_ref(self, table: str) -> str:
-        return f"{q(self.catalog)}.{q(self.schema)}.{q(table)}"
+        return f"{quoted(self.catalog)}.{quoted(self.schema)}.{quoted(table)}"
 
     def _existing(self, con: duckdb.DuckDBPyConnection, table: str) -> _Existing:
         session = self._session()
@@ -707,7 +454,7 @@ class DuckDBWarehouse(Warehouse):
         """
         session = self._session()
         if session is None or not session.schema_ready:
-            _exec(con, f"CREATE SCHEMA IF NOT EXISTS {q(self.catalog)}.{q(self.schema)}")
+            _exec(con, f"CREATE SCHEMA IF NOT EXISTS {quoted(self.catalog)}.{quoted(self.schema)}")
             if session is not None:
                 session.schema_ready = True
         existing, comment, _ = self._existing(con, spec.name)
@@ -722,23 +469,9 @@ class DuckDBWarehouse(Warehouse):
         ref = self.table_ref(spec.name)
         if session is not None and (plan.create or plan.columns or plan.comments):
             session.forget(spec.name)  # read again by the next write, which sees this DDL
-        if plan.create:
-            defs = [
-                f"{q(c.name)} {duckdb_type(c.type)}" + (" NOT NULL" if c.name in spec.key else "")
-                for c in plan.columns
-            ]
-            defs += [f"{q(c.name)} {duckdb_type(sql_type_or_default(c.type))}" for c in system_columns(spec)]
-            if spec.kind == "snapshot":  # upserts need the index; partitioned tables do without (module doc)
-                defs.append(f"PRIMARY KEY ({', '.join(q(k) for k in spec.key)})")
-            _exec(con, f"CREATE TABLE {ref} ({', '.join(defs)})")
-        else:
-            for c in plan.columns:
-                default = added_column_default(spec, c.name)  # DuckDB writes it into the existing rows
-                fill = f" DEFAULT {default}" if default else ""
-                _exec(con, f"ALTER TABLE {ref} ADD COLUMN {q(c.name)} {duckdb_type(c.type)}{fill}")
-        for column, text in plan.comments:
-            target = f"TABLE {ref}" if column is None else f"COLUMN {ref}.{q(column)}"
-            _exec(con, f"COMMENT ON {target} IS {quote_literal(text)}")
+        # an added column's default: DuckDB writes it into the existing rows
+        for statement in table_statements(DIALECT, spec, plan, ref):
+            _exec(con, statement)
         if spec.kind == "snapshot":
             view = current_view_name(spec)
             changed = plan.create or plan.columns or plan.comments
@@ -755,7 +488,7 @@ class DuckDBWarehouse(Warehouse):
                 _exec(
                     con,
                     f"CREATE OR REPLACE VIEW {self.table_ref(view)} AS "
-                    f"SELECT * FROM {self._relative_ref(spec.name)} WHERE {q(IS_CURRENT)}",
+                    f"SELECT * FROM {self._relative_ref(spec.name)} WHERE {quoted(IS_CURRENT)}",
                 )
             if work is not None:
                 self._comment_view(con, view, description, columns)
@@ -766,7 +499,7 @@ class DuckDBWarehouse(Warehouse):
     def _relative_ref(self, table: str) -> str:
         """A table named schema-relative, for view bodies: DuckDB 2.0 refuses a catalog-qualified name
         there when the schema and the file share a name (it is stored relative anyway)."""
-        return f"{q(self.schema)}.{q(table)}"
+        return f"{quoted(self.schema)}.{quoted(table)}"
 
     def _view_shape(self, con: duckdb.DuckDBPyConnection, view: str) -> ViewShape | None:
         found = _exec(
@@ -785,10 +518,9 @@ class DuckDBWarehouse(Warehouse):
     def _comment_view(
         self, con: duckdb.DuckDBPyConnection, view: str, description: str, columns: Iterable[tuple[str, str]]
     ) -> None:
-        ref = self.table_ref(view)
-        _exec(con, f"COMMENT ON VIEW {ref} IS {quote_literal(description)}")
-        for column, text in columns:
-            _exec(con, f"COMMENT ON COLUMN {ref}.{q(column)} IS {quote_literal(text)}")
+        comments = [(None, description), *columns]
+        for statement in comment_statements(DIALECT, self.table_ref(view), comments, relation="VIEW"):
+            _exec(con, statement)
 
     def _ensure_views(self, spec: TableSpec) -> None:
         """The analyst views reading ``spec``'s table whose sources all exist: created, re-created or
@@ -828,32 +560,13 @@ class DuckDBWarehouse(Warehouse):
     def _run_landing(
         self, spec: TableSpec, writes: Iterable[PartitionWrite], land: Callable[[], list[WriteResult]]
     ) -> list[WriteResult]:
-        """Within ``memory_limit``, a landing that runs out of memory in any of DuckDB's forms
-        (:func:`is_out_of_memory`) is rolled back whole and run once more without the budget, with a
-        warning; ``writes`` is then iterated a second time (a one-shot iterator is not retried)."""
-        try:
-            return land()
-        except duckdb.Error as exc:  # rolled back: nothing of this landing was written
-            if not (self._budgeted and is_out_of_memory(exc)):
-                raise
-            if is_one_shot(writes):
-                log.warning(
-                    "DuckDB landing of %s exceeded memory_limit=%s and was rolled back; not retried "
-                    "because its writes were a one-shot iterator",
-                    spec.name,
-                    self.memory_limit,
-                )
-                raise
-            log.warning(
-                "DuckDB landing of %s exceeded memory_limit=%s (%s: %s); rolled back whole, retrying "
-                "it once without the budget",
-                spec.name,
-                self.memory_limit,
-                type(exc).__name__,
-                first_line(exc),
-            )
-        with self._without_budget():
-            return land()
+        """Within ``memory_limit``, a landing that runs out of memory is retried once without it
+        (:meth:`~resources.warehouse.duckdb_memory.MemoryBudget.run_landing`)."""
+        return self._budget.run_landing(spec.name, writes, land, self._session_connection)
+
+    def _session_connection(self) -> duckdb.DuckDBPyConnection | None:
+        session = self._session()
+        return None if session is None else session.con
 
     def _write_transaction(self, spec: TableSpec) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         """One transaction on one connection: a landing of many writes commits whole or not at all."""
@@ -874,7 +587,7 @@ class DuckDBWarehouse(Warehouse):
         Arrow's single-threaded hash (the rows are then deduplicated, which is rare)."""
         if data.num_rows < 2:
             return False
-        keys = ", ".join(q(k) for k in spec.key)
+        keys = ", ".join(quoted(k) for k in spec.key)
         found = _exec_on_rows(
             con,
             f"SELECT count(*) FROM (SELECT 1 FROM {ROWS} GROUP BY {keys} HAVING count(*) > 1)",
@@ -907,7 +620,7 @@ class DuckDBWarehouse(Warehouse):
                 self._between_delete_and_insert()
             if data.num_rows and not _key_holds_the_scope(spec):
                 # after the delete, any row left with one of these keys lies outside the scope
-                on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in spec.key)
+                on = " AND ".join(f"t.{quoted(k)} = s.{quoted(k)}" for k in spec.key)
                 keys = data.select(list(spec.key))
                 sql = f"SELECT count(*) FROM {scoped.ref} t SEMI JOIN {ROWS} s ON {on}"
                 clash = int(_exec_on_rows(con, sql, keys)[0][0])
@@ -925,10 +638,10 @@ class DuckDBWarehouse(Warehouse):
         data: pa.Table,
         stamp: WriteStamp,
     ) -> None:
-        cols = ", ".join(q(c) for c in plan.load_columns)
+        cols = ", ".join(quoted(c) for c in plan.load_columns)
         _exec_on_rows(
             con,
-            f"INSERT INTO {self.table_ref(spec.name)} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "
+            f"INSERT INTO {self.table_ref(spec.name)} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "
             f"SELECT {cols}, $ts, $run_id FROM {ROWS}",
             data,
             {"ts": stamp.loaded_at, "run_id": stamp.run_id},
@@ -951,16 +664,16 @@ class DuckDBWarehouse(Warehouse):
             return 0
         params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
         where = (
-            f"tgt.{q(IS_CURRENT)} AND (tgt.{q(LOADED_AT)} IS DISTINCT FROM $ts "
-            f"OR tgt.{q(RUN_ID)} IS DISTINCT FROM $run_id)"
+            f"tgt.{quoted(IS_CURRENT)} AND (tgt.{quoted(LOADED_AT)} IS DISTINCT FROM $ts "
+            f"OR tgt.{quoted(RUN_ID)} IS DISTINCT FROM $run_id)"
         )
         if retire.column is not None:
-            where += f" AND list_contains($values, tgt.{q(retire.column)})"
+            where += f" AND list_contains($values, tgt.{quoted(retire.column)})"
             params["values"] = list(retire.values)
         res = _exec(
             con,
-            f"UPDATE {self.table_ref(spec.name)} AS tgt SET {q(IS_CURRENT)} = false, "
-            f"{q(LOADED_AT)} = $ts, {q(RUN_ID)} = $run_id WHERE {where}",
+            f"UPDATE {self.table_ref(spec.name)} AS tgt SET {quoted(IS_CURRENT)} = false, "
+            f"{quoted(LOADED_AT)} = $ts, {quoted(RUN_ID)} = $run_id WHERE {where}",
             params,
         )
         return int(res[0][0]) if res else 0
@@ -980,23 +693,10 @@ class DuckDBWarehouse(Warehouse):
         (bench/RESULTS.md, *Warehouse*); slices of :data:`UPSERT_BATCH_ROWS` keep that bounded.
         Keys are unique across slices (deduplicated before), so slicing changes nothing else.
         """
-        ref = self.table_ref(spec.name)
-        cols = ", ".join(q(c) for c in plan.load_columns)
-        updates = [f"{q(c)} = excluded.{q(c)}" for c in plan.load_columns if c not in spec.key]
-        updates += [f"{q(c)} = NULL" for c in plan.null_columns]
-        updates += [f"{q(LOADED_AT)} = excluded.{q(LOADED_AT)}", f"{q(RUN_ID)} = excluded.{q(RUN_ID)}"]
-        updates += [f"{q(IS_CURRENT)} = true", f"{q(LAST_SEEN_AT)} = excluded.{q(LAST_SEEN_AT)}"]
-        system = (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
-        insert_cols = f"{cols}, {', '.join(map(q, system))}"
-        values = f"{cols}, $ts, $run_id, true, $ts, $ts"
+        sql = upsert_statement(self.table_ref(spec.name), spec, plan, ROWS, ts="$ts", run_id="$run_id")
+        params = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
         for offset in range(0, data.num_rows, UPSERT_BATCH_ROWS):
-            _exec_on_rows(
-                con,
-                f"INSERT INTO {ref} ({insert_cols}) SELECT {values} FROM {ROWS} "
-                f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
-                data.slice(offset, UPSERT_BATCH_ROWS),
-                {"ts": stamp.loaded_at, "run_id": stamp.run_id},
-            )
+            _exec_on_rows(con, sql, data.slice(offset, UPSERT_BATCH_ROWS), params)
 
     # --- queries ----------------------------------------------------------------------------------
 
@@ -1089,7 +789,7 @@ class DuckDBWarehouse(Warehouse):
                 f"cannot be opened by DuckDB {duckdb.__version__}: {first_line(exc)}"
             ) from None
         except duckdb.Error as exc:
-            if _is_lock_error(exc):  # another process writes: the header said enough
+            if is_lock_error(exc):  # another process writes: the header said enough
                 log.warning(
                     "DuckDB file %s is in use by %s; writes will wait for it (up to "
                     "lock_timeout_seconds=%g s)",

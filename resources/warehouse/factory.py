@@ -3,8 +3,8 @@
 The URL is validated before any I/O (the rules and defaults are :mod:`resources.warehouse.urls`'s,
 shared with ``settings.py``), and every error names the setting to fix
 (``VISIBILITY_WAREHOUSE``, ``VISIBILITY_SCHEMA``). A Postgres password never appears in a repr, an
-error or a log line. BigQuery is imported only when a ``bigquery://`` URL is used, so its client
-library stays optional at import time.
+error or a log line. Each engine's module is imported only when a URL names it: a DuckDB user
+never loads SQLAlchemy or psycopg, and BigQuery's client library stays optional at import time.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from resources.warehouse.base import WAREHOUSE_SETTING, Warehouse, WarehouseConfigError
+from resources.warehouse.base import Warehouse
+from resources.warehouse.contract import WAREHOUSE_SETTING, WarehouseConfigError
 from resources.warehouse.urls import (
     DEFAULT_LANDING_MEMORY_LIMIT,
     DEFAULT_LOCK_TIMEOUT_SECONDS,

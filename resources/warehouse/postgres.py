@@ -31,47 +31,49 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from resources.warehouse.base import (
-    FIRST_SEEN_AT,
+from resources.warehouse.base import StagedWrite, Warehouse
+from resources.warehouse.contract import (
     IS_CURRENT,
-    LAST_SEEN_AT,
     LOADED_AT,
+    LOGGER_NAME,
     RUN_ID,
     SnapshotScope,
-    StagedWrite,
     TableSpec,
-    Warehouse,
     first_line,
 )
-from resources.warehouse.common import (
-    ExistingColumn,
-    LoadPlan,
+from resources.warehouse.ddl import SqlDialect, comment_statements, table_statements
+from resources.warehouse.quoting import quote_identifier
+from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
+from resources.warehouse.types import from_postgres_type, postgres_type
+from resources.warehouse.upsert import upsert_statement
+from resources.warehouse.urls import POSTGRES_SCHEMES
+from resources.warehouse.validation import validate_spec
+from resources.warehouse.view_shape import (
     ViewShape,
     ViewWork,
-    added_column_default,
     column_descriptions,
     current_view_description,
     current_view_name,
-    plan_load,
-    quote_identifier,
-    system_columns,
-    validate_spec,
     view_work,
 )
-from resources.warehouse.types import from_postgres_type, postgres_type, sql_type_or_default
-from resources.warehouse.urls import POSTGRES_SCHEMES
 from resources.warehouse.views import views_reading
 
-q = quote_identifier
+quoted = quote_identifier
 
 #: Postgres silently truncates longer identifiers, which could merge two columns: refuse them.
 MAX_IDENTIFIER_BYTES = 63
 COPY_BATCH_ROWS = 65_536
 _SCHEMES = frozenset(POSTGRES_SCHEMES)
-#: The warehouse's logger (the DuckDB writer's too): warnings about views that could not be created.
-log = logging.getLogger("visibility.warehouse")
+#: warnings about views that could not be created
+log = logging.getLogger(LOGGER_NAME)
 #: A view's comment and its columns' comments, in order.
 ViewComments = tuple[str, Sequence[tuple[str, str]]]
+
+
+def dialect(cur: psycopg.Cursor[Any]) -> SqlDialect:
+    """Postgres' DDL: its type names, literals quoted by psycopg for ``cur``'s connection, and a
+    primary key on every table."""
+    return SqlDialect(postgres_type, literal=lambda text: pgsql.Literal(text).as_string(cur))
 
 
 def postgres_sqlalchemy_url(url: str | URL) -> URL:
@@ -138,7 +140,7 @@ def _copy_ready(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 def copy_arrow(cur: psycopg.Cursor[Any], table_sql: str, data: pa.Table) -> None:
     """COPY ``data`` into ``table_sql`` as CSV, one Arrow batch at a time (bounded memory)."""
-    cols = ", ".join(q(c) for c in data.column_names)
+    cols = ", ".join(quoted(c) for c in data.column_names)
     options = pa_csv.WriteOptions(include_header=False)
     with cur.copy(f"COPY {table_sql} ({cols}) FROM STDIN (FORMAT csv)") as copy:  # type: ignore[arg-type]
         for batch in data.to_batches(max_chunksize=COPY_BATCH_ROWS):
@@ -152,7 +154,7 @@ class PostgresWarehouse(Warehouse):
 
     def __init__(self, url: str | URL, schema: str = "visibility", *, engine: Engine | None = None) -> None:
         self._url = postgres_sqlalchemy_url(url)
-        q(schema)
+        quoted(schema)
         check_identifier(schema, "schema name")
         self.schema = schema
         self._engine = engine or create_engine(self._url, pool_pre_ping=True, pool_size=2, max_overflow=2)
@@ -181,7 +183,7 @@ class PostgresWarehouse(Warehouse):
     # --- catalog ----------------------------------------------------------------------------------
 
     def table_ref(self, table: str) -> str:
-        return f"{q(self.schema)}.{q(table)}"
+        return f"{quoted(self.schema)}.{quoted(table)}"
 
     def _existing(
         self, cur: psycopg.Cursor[Any], table: str
@@ -240,11 +242,10 @@ class PostgresWarehouse(Warehouse):
             cur.execute(f"DROP VIEW IF EXISTS {view_ref}")  # type: ignore[arg-type]
             cur.execute(f"CREATE VIEW {view_ref} AS {body}")  # type: ignore[arg-type]
         description, columns = comments
-        cur.execute(pgsql.SQL(f"COMMENT ON VIEW {view_ref} IS {{}}").format(pgsql.Literal(description)))  # type: ignore[arg-type]
-        for column, text_ in columns:
-            cur.execute(
-                pgsql.SQL(f"COMMENT ON COLUMN {view_ref}.{q(column)} IS {{}}").format(pgsql.Literal(text_))  # type: ignore[arg-type]
-            )
+        for statement in comment_statements(
+            dialect(cur), view_ref, [(None, description), *columns], relation="VIEW"
+        ):
+            cur.execute(statement)  # type: ignore[arg-type]
 
     def _lock_ddl(self, cur: psycopg.Cursor[Any]) -> None:
         """Serialise the DDL of this schema's writers (then decide again on what is now committed)."""
@@ -299,33 +300,18 @@ class PostgresWarehouse(Warehouse):
             return plan
         # DDL: serialise writers of this schema, then decide again on what is now committed
         self._lock_ddl(cur)
-        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {q(self.schema)}")
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(self.schema)}")
         plan = self._plan(cur, spec, rows_schema)
         ref = self.table_ref(spec.name)
-        if plan.create:
-            defs = [
-                f"{q(c.name)} {postgres_type(c.type)}" + (" NOT NULL" if c.name in spec.key else "")
-                for c in plan.columns
-            ]
-            defs += [
-                f"{q(c.name)} {postgres_type(sql_type_or_default(c.type))}" for c in system_columns(spec)
-            ]
-            defs.append(f"PRIMARY KEY ({', '.join(q(k) for k in spec.key)})")
-            cur.execute(f"CREATE TABLE {ref} ({', '.join(defs)})")  # type: ignore[arg-type]
-        else:
-            for c in plan.columns:
-                default = added_column_default(spec, c.name)  # Postgres writes it into the existing rows
-                fill = f" DEFAULT {default}" if default else ""
-                cur.execute(f"ALTER TABLE {ref} ADD COLUMN {q(c.name)} {postgres_type(c.type)}{fill}")  # type: ignore[arg-type]
-            if {c.name for c in plan.columns} & set(spec.key):
-                self._rekey(cur, spec)
-        for column, comment in plan.comments:
-            target = f"TABLE {ref}" if column is None else f"COLUMN {ref}.{q(column)}"
-            cur.execute(pgsql.SQL(f"COMMENT ON {target} IS {{}}").format(pgsql.Literal(comment)))  # type: ignore[arg-type]
+        # an added column's default: Postgres writes it into the existing rows
+        for statement in table_statements(dialect(cur), spec, plan, ref):
+            cur.execute(statement)  # type: ignore[arg-type]
+        if not plan.create and {c.name for c in plan.columns} & set(spec.key):
+            self._rekey(cur, spec)
         work = self._current_view_work(cur, spec, plan)
         if work is not None:
             comments = (current_view_description(spec), column_descriptions(spec, plan.table_columns))
-            body = f"SELECT * FROM {ref} WHERE {q(IS_CURRENT)}"
+            body = f"SELECT * FROM {ref} WHERE {quoted(IS_CURRENT)}"
             self._write_view(cur, current_view_name(spec), body, work, comments)
         return plan
 
@@ -342,8 +328,8 @@ class PostgresWarehouse(Warehouse):
         if found is not None and list(found[1]) == list(spec.key):
             return
         ref = self.table_ref(spec.name)
-        drop = f"DROP CONSTRAINT {q(found[0])}, " if found is not None else ""
-        cur.execute(f"ALTER TABLE {ref} {drop}ADD PRIMARY KEY ({', '.join(q(k) for k in spec.key)})")  # type: ignore[arg-type]
+        drop = f"DROP CONSTRAINT {quoted(found[0])}, " if found is not None else ""
+        cur.execute(f"ALTER TABLE {ref} {drop}ADD PRIMARY KEY ({', '.join(quoted(k) for k in spec.key)})")  # type: ignore[arg-type]
 
     def _lock_table(self, cur: psycopg.Cursor[Any], table: str) -> None:
         """Serialise writers of one table until commit.
@@ -378,8 +364,8 @@ class PostgresWarehouse(Warehouse):
 
     def _stage(self, cur: psycopg.Cursor[Any], spec: TableSpec, plan: LoadPlan, data: pa.Table) -> str:
         """COPY ``data`` into a temp table shaped like the target's load columns; returns its name."""
-        stage = q(f"_visibility_stage_{uuid.uuid4().hex}")
-        cols = ", ".join(q(c) for c in plan.load_columns)
+        stage = quoted(f"_visibility_stage_{uuid.uuid4().hex}")
+        cols = ", ".join(quoted(c) for c in plan.load_columns)
         cur.execute(
             f"CREATE TEMP TABLE {stage} ON COMMIT DROP AS "  # type: ignore[arg-type]
             f"SELECT {cols} FROM {self.table_ref(spec.name)} WITH NO DATA"
@@ -399,9 +385,9 @@ class PostgresWarehouse(Warehouse):
             scope = write.scope
             assert scope is not None
             cur.execute(
-                f"DELETE FROM {ref} WHERE {q(spec.brand_column)} = ANY(%(brands)s) "  # type: ignore[arg-type]
-                f"AND {q(spec.date_column)} >= %(start)s AND {q(spec.date_column)} < %(end)s "
-                f"AND {q(spec.engine_column)} = ANY(%(engines)s)",
+                f"DELETE FROM {ref} WHERE {quoted(spec.brand_column)} = ANY(%(brands)s) "  # type: ignore[arg-type]
+                f"AND {quoted(spec.date_column)} >= %(start)s AND {quoted(spec.date_column)} < %(end)s "
+                f"AND {quoted(spec.engine_column)} = ANY(%(engines)s)",
                 {
                     "brands": list(scope.brand_ids),
                     "start": scope.start,
@@ -412,10 +398,10 @@ class PostgresWarehouse(Warehouse):
             deleted.append(max(cur.rowcount, 0))
             if self._between_delete_and_insert is not None:
                 self._between_delete_and_insert()
-            cols = ", ".join(q(c) for c in write.plan.load_columns)
+            cols = ", ".join(quoted(c) for c in write.plan.load_columns)
             try:
                 cur.execute(
-                    f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}) "  # type: ignore[arg-type]
+                    f"INSERT INTO {ref} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "  # type: ignore[arg-type]
                     f"SELECT {cols}, %(ts)s, %(run_id)s FROM {write.stage}",
                     {"ts": write.stamp.loaded_at, "run_id": write.stamp.run_id},
                 )
@@ -436,33 +422,18 @@ class PostgresWarehouse(Warehouse):
         ``retire`` the stage lacks."""
         ref = self.table_ref(spec.name)
         plan, stage, stamp = staged.plan, staged.stage, staged.stamp
-        cols = ", ".join(q(c) for c in plan.load_columns)
-        updates = [f"{q(c)} = EXCLUDED.{q(c)}" for c in plan.load_columns if c not in spec.key]
-        updates += [f"{q(c)} = NULL" for c in plan.null_columns]
-        updates += [
-            f"{q(LOADED_AT)} = EXCLUDED.{q(LOADED_AT)}",
-            f"{q(RUN_ID)} = EXCLUDED.{q(RUN_ID)}",
-            f"{q(IS_CURRENT)} = true",
-            f"{q(LAST_SEEN_AT)} = EXCLUDED.{q(LAST_SEEN_AT)}",
-        ]
         params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
-        cur.execute(
-            f"INSERT INTO {ref} ({cols}, {q(LOADED_AT)}, {q(RUN_ID)}, {q(IS_CURRENT)}, "  # type: ignore[arg-type]
-            f"{q(FIRST_SEEN_AT)}, {q(LAST_SEEN_AT)}) "
-            f"SELECT {cols}, %(ts)s, %(run_id)s, true, %(ts)s, %(ts)s FROM {stage} "
-            f"ON CONFLICT ({', '.join(q(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}",
-            params,
-        )
+        cur.execute(upsert_statement(ref, spec, plan, stage, ts="%(ts)s", run_id="%(run_id)s"), params)  # type: ignore[arg-type]
         if retire is None:
             return 0
-        match = " AND ".join(f"r.{q(k)} = tgt.{q(k)}" for k in spec.key)
-        where = f"tgt.{q(IS_CURRENT)} AND NOT EXISTS (SELECT 1 FROM {stage} AS r WHERE {match})"
+        match = " AND ".join(f"r.{quoted(k)} = tgt.{quoted(k)}" for k in spec.key)
+        where = f"tgt.{quoted(IS_CURRENT)} AND NOT EXISTS (SELECT 1 FROM {stage} AS r WHERE {match})"
         if retire.column is not None:
-            where += f" AND tgt.{q(retire.column)} = ANY(%(values)s)"
+            where += f" AND tgt.{quoted(retire.column)} = ANY(%(values)s)"
             params = {**params, "values": list(retire.values)}
         cur.execute(
-            f"UPDATE {ref} AS tgt SET {q(IS_CURRENT)} = false, "  # type: ignore[arg-type]
-            f"{q(LOADED_AT)} = %(ts)s, {q(RUN_ID)} = %(run_id)s WHERE {where}",
+            f"UPDATE {ref} AS tgt SET {quoted(IS_CURRENT)} = false, "  # type: ignore[arg-type]
+            f"{quoted(LOADED_AT)} = %(ts)s, {quoted(RUN_ID)} = %(run_id)s WHERE {where}",
             params,
         )
         return max(cur.rowcount, 0)

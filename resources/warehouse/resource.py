@@ -9,7 +9,8 @@ from typing import Any
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from resources.warehouse.base import WAREHOUSE_SETTING, Warehouse, WarehouseConfigError
+from resources.warehouse.base import Warehouse
+from resources.warehouse.contract import WAREHOUSE_SETTING, WarehouseConfigError
 from resources.warehouse.factory import warehouse_for, warehouse_from_url
 from resources.warehouse.urls import (
     DEFAULT_LANDING_MEMORY_LIMIT,
@@ -89,7 +90,7 @@ class WarehouseResource(ConfigurableResource):
         connections get ``duckdb_landing_memory_limit``. Other handles keep DuckDB's default: a
         snapshot upsert maintains a key index, which needs memory in proportion to its rows.
         ``on_wait`` (DuckDB only; ignored by other engines): called with a
-        :class:`~resources.warehouse.duckdb.LockWait` while a connection waits for the file lock,
+        :class:`~resources.warehouse.duckdb_lock.LockWait` while a connection waits for the file lock,
         and once when the wait ends (the same waits are logged on ``visibility.warehouse``).
         """
         settings = {

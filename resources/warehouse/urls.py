@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from resources.warehouse.base import WAREHOUSE_SETTING, WarehouseConfigError
+from resources.warehouse.contract import WAREHOUSE_SETTING, WarehouseConfigError
 
 SCHEMA_SETTING = "VISIBILITY_SCHEMA"
 MEMORY_LIMIT_SETTING = "VISIBILITY_DUCKDB_MEMORY_LIMIT"
@@ -29,6 +29,11 @@ WAREHOUSE_SCHEMES = ("duckdb", *POSTGRES_SCHEMES, "bigquery")
 EXPECTED_URLS = (
     "duckdb:///path/file.duckdb, postgresql://user:pass@host:port/db or bigquery://project/dataset"
 )
+#: the smallest ``memory_limit`` accepted: below it DuckDB fails ordinary chunk writes
+MIN_MEMORY_LIMIT_BYTES = 32 * 1000**2
+_MEMORY_UNITS = {"kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
+_MEMORY_UNITS |= {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b)\s*$", re.IGNORECASE)
 _SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -102,8 +107,6 @@ def validate_warehouse_url(url: str) -> str:
 
 def validate_memory_limit(value: str, setting: str) -> str | None:
     """A DuckDB memory size (``64MB``, ``1GiB``), stripped; None when empty; errors name ``setting``."""
-    from resources.warehouse.duckdb import parse_memory_limit
-
     value = value.strip()
     if not value:
         return None
@@ -112,3 +115,16 @@ def validate_memory_limit(value: str, setting: str) -> str | None:
     except ValueError as exc:
         raise WarehouseConfigError(f"{setting}: {exc}") from None
     return value
+
+
+def parse_memory_limit(value: str) -> int:
+    """Bytes of a DuckDB memory size (``64MB``, ``1GiB``); ``ValueError`` if unreadable or too small."""
+    match = _MEMORY_RE.match(value)
+    if match is None:
+        raise ValueError(
+            f"{value!r} is not a memory size such as 64MB or 1GiB (units: KB, MB, GB, TB, KiB ... TiB)"
+        )
+    size = int(float(match[1]) * _MEMORY_UNITS[match[2].lower()])
+    if size < MIN_MEMORY_LIMIT_BYTES:
+        raise ValueError(f"{value!r} is below the smallest DuckDB budget a write needs (32MB)")
+    return size

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from resources.warehouse.base import LOADED_AT, RUN_ID, Column
+from resources.warehouse.contract import LOADED_AT, RUN_ID, Column
 
 STRING = pa.string()
 INT = pa.int64()

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from resources.api.client import VisibilityClient
-from resources.warehouse.base import SchemaMismatchError
+from resources.warehouse.contract import SchemaMismatchError
 from sandbox.testing import SandboxHandle
 from sync.facts import PROMPT_MENTIONS
 from sync.fetching import fetch_partitioned

@@ -7,7 +7,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from resources.warehouse.base import Column, TableSpec
+from resources.warehouse.contract import Column, TableSpec
 from sync import tables as T
 from sync.planning import Box, Window
 from sync.transforms import (

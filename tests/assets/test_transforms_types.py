@@ -12,7 +12,7 @@ import pytest
 
 from resources.api import endpoints as ep
 from resources.api.errors import ResponseShapeError, VisibilityAPIError
-from resources.warehouse.base import PartitionScope
+from resources.warehouse.contract import PartitionScope
 from resources.warehouse.duckdb import DuckDBWarehouse
 from sync import tables as T
 from sync.transforms import TransformError, answers_table, brands_table, mentions_table

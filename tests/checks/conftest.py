@@ -14,7 +14,7 @@ from dagster import AssetCheckKey, AssetCheckResult, AssetKey, DagsterInstance, 
 
 from assets.checks import CheckInputs, check_by_key
 from resources.api.resource import VisibilityAPIResource
-from resources.warehouse.base import PartitionScope, TableSpec
+from resources.warehouse.contract import PartitionScope, TableSpec
 from resources.warehouse.resource import WarehouseResource
 
 SCHEMA = "visibility"

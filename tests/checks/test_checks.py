@@ -24,7 +24,7 @@ from dagster import (
 
 from assets.checks import TOTALS_WINDOW_DAYS, no_timed_out_audits
 from resources.api.resource import VisibilityAPIResource
-from resources.warehouse.base import PartitionScope
+from resources.warehouse.contract import PartitionScope
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
 from sync import transforms

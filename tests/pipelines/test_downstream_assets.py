@@ -33,7 +33,8 @@ from dagster_duckdb_pandas import DuckDBPandasIOManager
 from assets.partitions import DAILY_PARTITIONS, DATE_DIM, PARTITION_SETTINGS, daily_partitions
 from pipelines.downstream import LANDED_TABLES_IO_MANAGER, for_downstream
 from pipelines.syncs import all_assets, sync_definitions
-from resources.warehouse.base import PartitionScope, Warehouse
+from resources.warehouse.base import Warehouse
+from resources.warehouse.contract import PartitionScope
 from resources.warehouse.io_manager import LandedTablesIOManager
 from resources.warehouse.resource import WarehouseResource, warehouse_from_url
 from settings import load_settings
@@ -321,7 +322,7 @@ def brand_list(brands: pd.DataFrame) -> None:
 
 
 def test_a_snapshot_table_reaches_a_user_asset_whole(tmp_path: Any) -> None:
-    from resources.warehouse.base import SnapshotScope
+    from resources.warehouse.contract import SnapshotScope
 
     url = f"duckdb:///{tmp_path}/visibility.duckdb"
     rows = rows_to_table(T.BRANDS, [{"id": BRAND, "name": "Acme"}, {"id": "b2", "name": "Other"}])

@@ -26,7 +26,7 @@ from assets.audits import audit_reports
 from pipelines.sensors.audits import AuditSensorSettings
 from resources.api.client import VisibilityClient
 from resources.api.resource import VisibilityAPIResource
-from resources.warehouse.base import PartitionScope, SnapshotScope
+from resources.warehouse.contract import PartitionScope, SnapshotScope
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
 from sync import transforms

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from resources.api.client import RequestStats
-from resources.warehouse.base import WriteResult
+from resources.warehouse.contract import WriteResult
 from sync.summary import TableSummary
 
 

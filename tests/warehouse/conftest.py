@@ -9,11 +9,8 @@ from typing import Any
 
 import pytest
 
-from resources.warehouse.base import (
-    LOADED_AT,
-    RUN_ID,
-    Warehouse,
-)
+from resources.warehouse.base import Warehouse
+from resources.warehouse.contract import LOADED_AT, RUN_ID
 from resources.warehouse.duckdb import DuckDBWarehouse
 from resources.warehouse.postgres import PostgresWarehouse
 from tests.warehouse.helpers import COMPETITORS, D1, D2, D3, MENTIONS, mention_rows, scope

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from resources.warehouse.base import Column, PartitionScope, TableSpec
+from resources.warehouse.contract import Column, PartitionScope, TableSpec
 
 D1 = dt.date(2026, 10, 1)
 D2 = dt.date(2026, 10, 2)

@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from resources.warehouse.base import (
+from resources.warehouse.bigquery import STAGING_PREFIX, BigQueryWarehouse
+from resources.warehouse.contract import (
     FIRST_SEEN_AT,
     IS_CURRENT,
     LAST_SEEN_AT,
@@ -28,7 +29,6 @@ from resources.warehouse.base import (
     SnapshotScope,
     TableSpec,
 )
-from resources.warehouse.bigquery import STAGING_PREFIX, BigQueryWarehouse
 from tests.fixtures_bigquery import BigQueryTarget
 from tests.warehouse.conftest import COMPETITORS, D1, D2, D3, MENTIONS, mention_rows, scope
 from tests.warehouse.helpers import EXPECTED_NUL_VALUES, landed_nul_values, nul_rows, nul_scope

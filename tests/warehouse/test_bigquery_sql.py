@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 from google.cloud import bigquery
 
-from resources.warehouse.base import Column, PartitionScope, SnapshotScope, TableSpec
 from resources.warehouse.bigquery import (
     BigQueryWarehouse,
     clustering_fields,
@@ -38,7 +37,9 @@ from resources.warehouse.bigquery import (
     type_name,
     write_parquet,
 )
-from resources.warehouse.common import LoadPlan, WriteStamp, plan_load
+from resources.warehouse.contract import Column, PartitionScope, SnapshotScope, TableSpec
+from resources.warehouse.schema_evolution import LoadPlan, plan_load
+from resources.warehouse.stamp import WriteStamp
 from resources.warehouse.types import Kind, SqlType
 from tests.warehouse.conftest import COMPETITORS, MENTIONS, mention_rows
 

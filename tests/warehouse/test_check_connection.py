@@ -13,8 +13,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from resources.warehouse.base import WarehouseConfigError
-from resources.warehouse.duckdb import LOGGER_NAME, DuckDBWarehouse
+from resources.warehouse.contract import LOGGER_NAME, WarehouseConfigError
+from resources.warehouse.duckdb import DuckDBWarehouse
 from resources.warehouse.postgres import PostgresWarehouse
 from resources.warehouse.resource import warehouse_from_url
 from tests.warehouse import _workers

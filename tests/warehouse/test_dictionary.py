@@ -17,14 +17,14 @@ from dagster import DagsterInstance, materialize
 
 from pipelines.schedules import range_tags
 from resources.api.resource import VisibilityAPIResource
-from resources.warehouse.base import PartitionScope
-from resources.warehouse.common import (
+from resources.warehouse.contract import (
     EVOLVED_COLUMN_DESCRIPTION,
     LOAD_COLUMNS,
     SNAPSHOT_COLUMNS,
-    current_view_description,
+    PartitionScope,
 )
 from resources.warehouse.resource import WarehouseResource
+from resources.warehouse.view_shape import current_view_description
 from resources.warehouse.views import ANALYST_VIEWS
 from sandbox.testing import SandboxHandle
 from sync import tables as T

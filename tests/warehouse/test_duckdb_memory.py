@@ -11,9 +11,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from resources.warehouse.base import PartitionWrite
-from resources.warehouse.duckdb import LOGGER_NAME, DuckDBWarehouse, is_out_of_memory, parse_memory_limit
+from resources.warehouse.contract import LOGGER_NAME, PartitionWrite
+from resources.warehouse.duckdb import DuckDBWarehouse
+from resources.warehouse.duckdb_memory import is_out_of_memory
 from resources.warehouse.resource import WarehouseConfigError, WarehouseResource
+from resources.warehouse.urls import parse_memory_limit
 from tests.warehouse.helpers import D1, D2, D3, MENTIONS, mention_rows, scope
 
 MIB = 1024**2

@@ -18,15 +18,9 @@ import pyarrow as pa
 import pytest
 
 from resources.warehouse import duckdb as duckdb_module
-from resources.warehouse.base import SnapshotScope, WarehouseLockTimeout
-from resources.warehouse.duckdb import (
-    KEY_INDEX_MIGRATION_DOC,
-    LOGGER_NAME,
-    DuckDBWarehouse,
-    KeyIndexedTableError,
-    LockWait,
-    lock_holder,
-)
+from resources.warehouse.contract import LOGGER_NAME, SnapshotScope, WarehouseLockTimeout
+from resources.warehouse.duckdb import KEY_INDEX_MIGRATION_DOC, DuckDBWarehouse, KeyIndexedTableError
+from resources.warehouse.duckdb_lock import LockWait, lock_holder
 from tests.warehouse import _workers
 from tests.warehouse.helpers import COMPETITORS, D1, D2, MENTIONS, mention_rows, scope
 
@@ -175,12 +169,12 @@ def _operations_md_migration(table: str) -> str:
 def test_a_partitioned_table_with_a_key_index_is_refused_until_migrated_as_operations_md_says(
     tmp_path: Path,
 ) -> None:
-    """Development versions created partitioned tables with a primary key: the writer refuses such a
-    table, naming it and the migration, writes nothing; the documented statement moves it over."""
+    """A partitioned table with a primary key is refused, naming the table and the migration, and
+    nothing is written; the documented statement moves it over."""
     path = tmp_path / "visibility.duckdb"  # the default: schema and file share a name
     wh = DuckDBWarehouse(path, "visibility")
     wh.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1")
-    with duckdb.connect(str(path)) as con:  # as those versions left it
+    with duckdb.connect(str(path)) as con:  # a key index on a partitioned table
         con.execute(f"ALTER TABLE {wh.table_ref('mentions')} ADD PRIMARY KEY (id)").fetchall()
     before = wh.query(f"SELECT * FROM {wh.table_ref('mentions')} ORDER BY id").to_pylist()
 

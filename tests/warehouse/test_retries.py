@@ -12,7 +12,8 @@ import pytest
 from tenacity import RetryCallState
 
 from resources.warehouse.backoff import jittered_backoff
-from resources.warehouse.duckdb import LOGGER_NAME, DuckDBWarehouse
+from resources.warehouse.contract import LOGGER_NAME
+from resources.warehouse.duckdb import DuckDBWarehouse
 from tests.warehouse.helpers import D1, D2, MENTIONS, mention_rows, scope
 
 

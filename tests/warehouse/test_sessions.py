@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from resources.warehouse.base import SnapshotScope, WarehouseLockTimeout
+from resources.warehouse.contract import SnapshotScope, WarehouseLockTimeout
 from resources.warehouse.duckdb import DuckDBWarehouse
 from tests.warehouse.conftest import COMPETITORS, D1, D2, D3, MENTIONS, Case, mention_rows, scope
 

@@ -18,16 +18,19 @@ import pytest
 
 import resources.warehouse.bigquery as bigquery_module
 import resources.warehouse.duckdb as duckdb_module
+import resources.warehouse.duckdb_lock as duckdb_lock_module
+import resources.warehouse.duckdb_memory as duckdb_memory_module
 import resources.warehouse.postgres as postgres_module
-from resources.warehouse.base import TEMPLATE_METHODS, PartitionWrite, SnapshotScope, Warehouse
+from resources.warehouse.base import TEMPLATE_METHODS, Warehouse
 from resources.warehouse.bigquery import BigQueryWarehouse
+from resources.warehouse.contract import PartitionWrite, SnapshotScope
 from resources.warehouse.duckdb import DuckDBWarehouse
 from resources.warehouse.postgres import PostgresWarehouse
 from tests.fixtures_bigquery import BigQueryTarget
 from tests.warehouse.conftest import COMPETITORS, D1, D2, D3, MENTIONS, Case, mention_rows, scope
 
 ENGINES: tuple[type[Warehouse], ...] = (DuckDBWarehouse, PostgresWarehouse, BigQueryWarehouse)
-ENGINE_MODULES = (duckdb_module, postgres_module, bigquery_module)
+ENGINE_MODULES = (duckdb_module, duckdb_lock_module, duckdb_memory_module, postgres_module, bigquery_module)
 #: The procedure's steps: only base.py runs them.
 PROCEDURE_STEPS = frozenset(
     {"partition_writes", "check_snapshot_write", "dedupe_by_key", "encode_rows", "clean_snapshot_scope"}

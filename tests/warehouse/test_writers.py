@@ -7,7 +7,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from resources.warehouse.base import (
+from resources.warehouse.contract import (
     FIRST_SEEN_AT,
     IS_CURRENT,
     LAST_SEEN_AT,

@@ -1,0 +1,210 @@
+"""Waiting for a DuckDB file: one writer process at a time, and one write at a time per process.
+
+DuckDB lets one process open a file for writing. A second writer waits for the lock instead of
+failing (:func:`connect_with_lock_wait`: attempts to connect, with jittered backoff from 20 ms to
+250 ms, while DuckDB's error says another process holds the lock, up to ``lock_timeout_seconds``),
+then raises :class:`~resources.warehouse.contract.WarehouseLockTimeout`. Threads of one process take
+turns on a file the same way (:func:`hold_process_lock`). While a wait lasts it is reported: a
+WARNING on the ``visibility.warehouse`` logger naming the file and what holds it, about every
+:data:`LOCK_WAIT_NOTICE_SECONDS`, and the handle's ``on_wait`` callback (:class:`LockWait`) at the
+same moments.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import duckdb
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
+
+from resources.warehouse.backoff import jittered_backoff
+from resources.warehouse.contract import LOGGER_NAME, WarehouseLockTimeout, first_line
+
+log = logging.getLogger(LOGGER_NAME)
+
+#: A wait for the file lock is first reported after this long, then about this often.
+LOCK_WAIT_NOTICE_SECONDS = 5.0
+LOCK_WAIT_FIRST_NOTICE_SECONDS = 1.0
+#: Attempts to open a locked file are this far apart at first, doubling up to the most (jittered).
+LOCK_RETRY_FIRST_SECONDS = 0.02
+LOCK_RETRY_MOST_SECONDS = 0.25
+
+# One DuckDB database instance per file per process: writes from threads of one process take turns.
+# Reentrant: a thread holding a session may still write through another handle on the same file.
+_PROCESS_LOCKS: dict[str, threading.RLock] = {}
+_PROCESS_LOCKS_GUARD = threading.Lock()
+
+
+def is_lock_error(exc: Exception) -> bool:
+    text = str(exc)
+    return "Could not set lock" in text or "Conflicting lock" in text
+
+
+_HOLDER_RE = re.compile(
+    r"Conflicting lock is held in (?P<process>.+?) \(PID (?P<pid>\d+)\)(?: by user (?P<user>\S+?))?[.\s]"
+)
+
+
+def lock_holder(message: str) -> str:
+    """Who holds the file lock, as DuckDB's lock error says: ``/usr/bin/python3 (PID 4242)``."""
+    match = _HOLDER_RE.search(message + " ")
+    if match is None:
+        return "another process"
+    holder = f"{match['process']} (PID {match['pid']})"
+    return f"{holder}, user {match['user']}" if match["user"] else holder
+
+
+@dataclass(frozen=True)
+class LockWait:
+    """A writer (or reader) waiting for a DuckDB file, as reported to ``on_wait`` callbacks.
+
+    Reported about every :data:`LOCK_WAIT_NOTICE_SECONDS` while the wait lasts, and once more with
+    ``done=True`` when it ends (the lock was taken, or the wait gave up), so a status line can clear.
+    """
+
+    path: Path
+    #: what holds it: DuckDB's words for another process (``/usr/bin/python3 (PID 4242)``), or
+    #: ``another write of this process``
+    holder: str
+    waited_seconds: float
+    remaining_seconds: float
+    done: bool = False
+
+    @property
+    def message(self) -> str:
+        if self.done:
+            return f"stopped waiting for the DuckDB lock on {self.path} after {self.waited_seconds:.0f} s"
+        return (
+            f"waiting for the DuckDB lock on {self.path} held by {self.holder}, "
+            f"up to {self.remaining_seconds:.0f} more s"
+        )
+
+
+OnWait = Callable[[LockWait], None]
+
+
+class _WaitReporter:
+    """Reports one wait: a log line and the callback, first after a second, then every few seconds."""
+
+    def __init__(self, path: Path, timeout: float, on_wait: OnWait | None) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.on_wait = on_wait
+        self.started = time.monotonic()
+        self.next_notice = self.started + LOCK_WAIT_FIRST_NOTICE_SECONDS
+        self.reported = False
+
+    def waiting(self, holder: str) -> None:
+        now = time.monotonic()
+        if now < self.next_notice:
+            return
+        self.next_notice = now + LOCK_WAIT_NOTICE_SECONDS
+        waited = now - self.started
+        wait = LockWait(self.path, holder, waited, max(self.timeout - waited, 0.0))
+        log.warning("%s (lock_timeout_seconds=%g)", wait.message, self.timeout)
+        self._call(wait)
+        self.reported = True
+
+    def done(self) -> None:
+        if self.reported:
+            waited = time.monotonic() - self.started
+            self._call(LockWait(self.path, "", waited, max(self.timeout - waited, 0.0), done=True))
+
+    def _call(self, wait: LockWait) -> None:
+        if self.on_wait is not None:
+            try:
+                self.on_wait(wait)
+            except Exception:  # a status line must never fail a write
+                log.exception("the on_wait callback failed")
+
+
+def connect_with_lock_wait(
+    path: Path, *, read_only: bool, timeout: float, on_wait: OnWait | None = None
+) -> duckdb.DuckDBPyConnection:
+    """Open ``path``, retrying while another process holds the file lock, up to ``timeout`` seconds.
+
+    The wait is reported (logger ``visibility.warehouse``, and ``on_wait``): see :class:`LockWait`.
+    """
+    reporter = _WaitReporter(path, timeout, on_wait)
+    backoff = jittered_backoff(LOCK_RETRY_FIRST_SECONDS, LOCK_RETRY_MOST_SECONDS)
+
+    def wait(state: RetryCallState) -> float:  # never past the deadline: the last attempt is at it
+        return min(backoff(state), max(timeout - (state.seconds_since_start or 0.0), 0.0))
+
+    def say_who_holds_it(state: RetryCallState) -> None:
+        reporter.waiting(lock_holder(str(_failure(state))))
+
+    def give_up(state: RetryCallState) -> NoReturn:
+        exc = _failure(state)
+        raise WarehouseLockTimeout(
+            f"DuckDB file {path} stayed locked by {lock_holder(str(exc))} for {timeout:g}s "
+            f"(lock_timeout_seconds); DuckDB said: {first_line(exc)}"
+        ) from exc
+
+    retrying = Retrying(
+        retry=retry_if_exception(lambda exc: isinstance(exc, duckdb.IOException) and is_lock_error(exc)),
+        stop=stop_after_delay(timeout),
+        wait=wait,
+        before_sleep=say_who_holds_it,
+        retry_error_callback=give_up,
+    )
+    try:
+        return retrying(duckdb.connect, str(path), read_only=read_only)
+    finally:
+        reporter.done()
+
+
+def _failure(state: RetryCallState) -> BaseException:
+    """The exception of the attempt that just failed."""
+    assert state.outcome is not None
+    exc = state.outcome.exception()
+    assert exc is not None
+    return exc
+
+
+# One DuckDB database instance per file per process: writes from threads of one process take turns.
+# Reentrant: a thread holding a session may still write through another handle on the same file.
+_PROCESS_LOCKS: dict[str, threading.RLock] = {}
+_PROCESS_LOCKS_GUARD = threading.Lock()
+
+
+@contextmanager
+def hold_process_lock(path: Path, *, timeout: float, on_wait: OnWait | None = None) -> Iterator[None]:
+    """Hold this process's lock on ``path`` (another thread's write or session holds it meanwhile),
+    waiting up to ``timeout`` seconds and saying so while waiting, like the wait for another process."""
+    with _PROCESS_LOCKS_GUARD:
+        lock = _PROCESS_LOCKS.setdefault(str(path), threading.RLock())
+    _acquire(lock, path, timeout, on_wait)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _acquire(lock: threading.RLock, path: Path, timeout: float, on_wait: OnWait | None) -> None:
+    if lock.acquire(blocking=False):
+        return
+    reporter = _WaitReporter(path, timeout, on_wait)
+    deadline = reporter.started + timeout
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WarehouseLockTimeout(
+                    f"DuckDB file {path} stayed busy with another write of this process "
+                    f"(PID {os.getpid()}) for {timeout:g}s (lock_timeout_seconds)"
+                )
+            if lock.acquire(timeout=min(remaining, 0.5)):
+                return
+            reporter.waiting(f"another write of this process (PID {os.getpid()})")
+    finally:
+        reporter.done()

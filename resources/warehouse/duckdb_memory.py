@@ -1,0 +1,136 @@
+"""DuckDB's memory budget for a handle's connections, and the one retry of a landing beyond it.
+
+``memory_limit`` gives a handle's connections a DuckDB memory budget (the landing worker's:
+:class:`~resources.warehouse.resource.WarehouseResource`). DuckDB otherwise keeps what it reads
+cached up to 80% of RAM until the connection closes, and the checkpoint that ends each write merges
+the table's partial row groups: both grow with the table, so a landing process would take more
+memory the longer the backfill. Within a budget DuckDB evicts and spills instead.
+
+A landing that does not fit the budget fails in one of several forms (:func:`is_out_of_memory`:
+``OutOfMemoryException``, or a ``TransactionException`` at commit saying "failed to pin block", ...);
+it is rolled back whole and retried once without the budget, with a warning
+(:meth:`MemoryBudget.run_landing`), since the budget must never fail a sync and a rolled-back landing
+is safe to repeat. A one-shot iterator of writes is not retried (it cannot start over).
+
+Budgeted connections leave the checkpoint to the moment they close (``checkpoint_threshold``):
+DuckDB's automatic checkpoint after a commit that does not fit the budget is a fatal error that ends
+the database instance, while the checkpoint on close that does not fit leaves the committed writes
+in the WAL file (every reader sees them) for the next checkpoint to fold in. (An explicit
+``CHECKPOINT`` fails the fatal way too: closing is the safe place.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+import duckdb
+
+from resources.warehouse.contract import LOGGER_NAME, PartitionWrite, WriteResult, first_line
+from resources.warehouse.quoting import quote_literal
+from resources.warehouse.urls import parse_memory_limit
+from resources.warehouse.write_checks import is_one_shot
+
+log = logging.getLogger(LOGGER_NAME)
+
+#: budgeted connections checkpoint when they close, not after a commit (module doc)
+_NO_AUTOCHECKPOINT = "1TB"
+
+#: What DuckDB's errors say when memory ran out, whatever their class (checked case-insensitively).
+_OUT_OF_MEMORY_MARKERS = (
+    "out of memory",
+    "failed to pin block",
+    "could not allocate",
+    "failed to allocate",
+    "could not free up enough memory",
+)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether DuckDB failed for want of memory: ``OutOfMemoryException``, or another class
+    (``TransactionException`` at commit, ``IOException``, ``InvalidInputException``, a fatal error)
+    whose message says so ("failed to pin block", "Out of Memory", "could not allocate", ...)."""
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return True
+    if not isinstance(exc, duckdb.Error):
+        return False
+    text = str(exc).lower()
+    return any(marker in text for marker in _OUT_OF_MEMORY_MARKERS)
+
+
+class MemoryBudget:
+    """The ``memory_limit`` of one handle's connections (None: DuckDB's default), which a thread
+    lifts while it retries a landing."""
+
+    def __init__(self, limit: str | None) -> None:
+        if limit is not None:
+            parse_memory_limit(limit)
+        self.limit = limit
+        self._local = threading.local()  # .lifted: this thread runs without the budget now
+
+    @property
+    def active(self) -> bool:
+        """Whether this thread's connections run within the budget now."""
+        return self.limit is not None and not getattr(self._local, "lifted", False)
+
+    def apply(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Put ``con`` within the budget (and leave its checkpoint to its close: module doc)."""
+        assert self.limit is not None
+        con.execute(f"SET memory_limit = {quote_literal(self.limit)}").fetchall()
+        con.execute(f"SET checkpoint_threshold = {quote_literal(_NO_AUTOCHECKPOINT)}").fetchall()
+
+    @contextmanager
+    def lifted(self, session: Callable[[], duckdb.DuckDBPyConnection | None]) -> Iterator[None]:
+        """This thread's connections use DuckDB's default memory limit, the open session's
+        (``session()``, asked again at the end: it may have been reopened) included."""
+        con = session()
+        self._local.lifted = True
+        if con is not None:
+            con.execute("RESET memory_limit").fetchall()
+            con.execute("RESET checkpoint_threshold").fetchall()
+        try:
+            yield
+        finally:
+            self._local.lifted = False
+            con = session()
+            if con is not None and self.limit is not None:
+                # DuckDB refuses a limit below what it holds now: the session then goes on without
+                with contextlib.suppress(duckdb.OutOfMemoryException):
+                    self.apply(con)
+
+    def run_landing(
+        self,
+        table: str,
+        writes: Iterable[PartitionWrite],
+        land: Callable[[], list[WriteResult]],
+        session: Callable[[], duckdb.DuckDBPyConnection | None],
+    ) -> list[WriteResult]:
+        """Run ``land``; within the budget, a landing that runs out of memory in any of DuckDB's
+        forms (:func:`is_out_of_memory`) is rolled back whole and run once more without it, with a
+        warning; ``writes`` is then iterated a second time (a one-shot iterator is not retried)."""
+        try:
+            return land()
+        except duckdb.Error as exc:  # rolled back: nothing of this landing was written
+            if not (self.active and is_out_of_memory(exc)):
+                raise
+            if is_one_shot(writes):
+                log.warning(
+                    "DuckDB landing of %s exceeded memory_limit=%s and was rolled back; not retried "
+                    "because its writes were a one-shot iterator",
+                    table,
+                    self.limit,
+                )
+                raise
+            log.warning(
+                "DuckDB landing of %s exceeded memory_limit=%s (%s: %s); rolled back whole, retrying "
+                "it once without the budget",
+                table,
+                self.limit,
+                type(exc).__name__,
+                first_line(exc),
+            )
+        with self.lifted(session):
+            return land()
