@@ -38,7 +38,7 @@ def failure_kind(exc: BaseException) -> FailureKind:
         return FailureKind.REFUSED
     if isinstance(exc, (api_errors.TransportError, api_errors.QuotaExceededError)):
         return FailureKind.UNREACHABLE
-    from resources.warehouse.base import WarehouseConfigError
+    from resources.warehouse.contract import WarehouseConfigError
     from settings import ConfigError
 
     if isinstance(exc, (api_errors.ConfigurationError, WarehouseConfigError, ConfigError)):
