@@ -672,15 +672,6 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
 
 def _stops_everything(exc: BaseException) -> bool:
     """A refused key, an unreachable service or a stop request fails every later table the same way."""
-    from resources.api import errors as E
+    from resources.failures import failure_kind
 
-    return isinstance(
-        exc,
-        (
-            E.AuthenticationError,
-            E.SubscriptionRequiredError,
-            E.PermissionDeniedError,
-            E.TransportError,
-            E.QuotaExceededError,
-        ),
-    )
+    return failure_kind(exc).stops_the_sync

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 import pyarrow as pa
 
+from resources.failures import FailureKind
+
 if TYPE_CHECKING:
     from resources.warehouse.common import LoadPlan, WriteStamp
 
@@ -150,6 +152,8 @@ class WarehouseConfigError(ValueError):
     """A warehouse setting is invalid, or the warehouse it names cannot be used (found before any
     API request by :meth:`Warehouse.check_connection`); the message names the setting and never
     holds a password."""
+
+    failure_kind = FailureKind.CONFIGURATION
 
 
 @dataclass

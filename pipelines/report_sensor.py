@@ -31,7 +31,7 @@ from dagster import (
 from dagster._core.execution.backfill import BULK_ACTION_TERMINAL_STATUSES
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 
-from assets.report import REPORT_JOB, visibility_report
+from assets.visibility_report import REPORT_JOB, visibility_report
 from sync.catalog import DAILY
 
 SENSOR_NAME = "visibility_report_after_sync"
