@@ -6,7 +6,7 @@ calls, prints the plan, asks ``Proceed? [y/N]`` (unless ``--yes``), then runs th
 job in this process: the very job the launchpad runs (``pipelines/operation_jobs.py``), so the change is
 made by the same code, lands the same way (an audit in ``audit_reports``) and, with ``DAGSTER_HOME``
 set, is recorded where the UI shows runs. Without a terminal on stdin and without ``--yes`` a
-command refuses before any request (exit 2). Exit codes are ``pipelines/cli.py``'s; a declined
+command refuses before any request (exit 2). Exit codes are ``pipelines/cli_output.py``'s; a declined
 prompt, an unknown or ambiguous name and an audit still pending at ``--timeout`` exit 1.
 """
 

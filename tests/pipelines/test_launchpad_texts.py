@@ -24,7 +24,7 @@ def launchpad_texts() -> dict[str, str]:
             for name, field in type(resource).model_fields.items():
                 texts[f"resource {key}.{name}"] = field.description or ""
     from assets.visibility_report import ReportConfig
-    from pipelines import operations
+    from pipelines import operation_jobs as operations
 
     configs = [c for c in vars(operations).values() if isinstance(c, type) and issubclass(c, Config)]
     for config in {*configs, ReportConfig} - {Config}:
