@@ -57,6 +57,7 @@ from resources.api.config import (
     validate_retry_deadline,
 )
 from resources.api.errors import ConfigurationError
+from resources.failures import FailureKind
 from resources.warehouse.contract import WAREHOUSE_SETTING, WarehouseConfigError
 from resources.warehouse.urls import (
     DEFAULT_LANDING_MEMORY_LIMIT,
@@ -105,6 +106,8 @@ DEFAULT_NEW_PAGE_DAYS = 7
 
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message names the environment variable."""
+
+    failure_kind = FailureKind.CONFIGURATION
 
 
 @dataclass(frozen=True)

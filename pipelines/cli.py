@@ -1,17 +1,7 @@
-"""``visibility-sync``: run, demo, check, sandbox (DESIGN.md's command line); report (pipelines/report.py).
+"""``visibility-sync``: run, demo, check, sandbox (DESIGN.md's command line), and the commands of
+``pipelines/cli_report.py`` and ``pipelines/cli_operations.py``.
 
-Exit codes (scripts rely on them; docs/OPERATIONS.md):
-
-==  =======================================================================================
-0   everything selected landed (``check``: the key works)
-1   the sync failed or landed partially (a step failed, a requested brand was out of scope)
-2   configuration or usage error, found before the first request (the message names the setting)
-3   the service refused the key: invalid or revoked (401), subscription inactive (402),
-    plan without API access or forbidden (403)
-4   the service could not be reached or kept failing (network, 5xx, rate limits past the deadline,
-    quota exceeded)
-130 interrupted (Ctrl+C)
-==  =======================================================================================
+Exit codes: ``pipelines/cli_output.py``, the kind of the failure (``resources/failures.py``).
 """
 
 from __future__ import annotations
@@ -30,98 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from rich.console import Console
 from rich.markup import escape  # server texts ("[endpoint ...]") are not markup
 from rich.table import Table
 
-from pipelines.report import add_report_parser
+from pipelines.cli_operations import add_operation_commands
+from pipelines.cli_output import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, console, err
+from pipelines.cli_report import add_report_parser
+from pipelines.cli_setup import check_warehouse, recording_instance
+from resources.failures import FailureKind, classified_error, failure_kind, failure_kind_by_name
 from settings import ConfigError, Settings, is_loopback_host, load_settings
-
-EXIT_OK = 0
-EXIT_PARTIAL = 1
-EXIT_CONFIG = 2
-EXIT_REFUSED = 3
-EXIT_UNAVAILABLE = 4
-EXIT_INTERRUPTED = 130
 
 DEMO_DAYS = 14
 CHECK_DEADLINE_SECONDS = 3.0
-
-console = Console(stderr=False, highlight=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True)  # one error, one line, even in a pipe
-
-
-# ---------------------------------------------------------------------------------------------
-# errors -> exit codes
-
-
-def exit_codes() -> list[tuple[type[BaseException], int]]:
-    """The one map from exception types to exit codes, first match wins (subclasses first).
-
-    Used for live exceptions and, by class name, for the serialized errors of a Dagster step.
-    """
-    from dagster._core.errors import DagsterExecutionInterruptedError
-
-    from resources.api import errors as E
-    from resources.warehouse.contract import WarehouseConfigError
-
-    return [
-        (ConfigError, EXIT_CONFIG),
-        (E.ConfigurationError, EXIT_CONFIG),
-        (WarehouseConfigError, EXIT_CONFIG),
-        (E.AuthenticationError, EXIT_REFUSED),
-        (E.SubscriptionRequiredError, EXIT_REFUSED),
-        (E.PermissionDeniedError, EXIT_REFUSED),
-        (E.ServerError, EXIT_UNAVAILABLE),
-        (E.TransportError, EXIT_UNAVAILABLE),
-        (E.RateLimitError, EXIT_UNAVAILABLE),
-        (E.QuotaExceededError, EXIT_UNAVAILABLE),
-        (E.PagingError, EXIT_UNAVAILABLE),
-        (E.RequestBudgetExceeded, EXIT_UNAVAILABLE),
-        (E.ResponseShapeError, EXIT_UNAVAILABLE),
-        (E.SyncCancelled, EXIT_INTERRUPTED),
-        (DagsterExecutionInterruptedError, EXIT_INTERRUPTED),
-        (KeyboardInterrupt, EXIT_INTERRUPTED),
-    ]
-
-
-def exit_code_for(exc: BaseException) -> int:
-    """The documented exit code of an exception raised by a sync or a check."""
-    for kind, code in exit_codes():
-        if isinstance(exc, kind):
-            return code
-    return EXIT_PARTIAL
-
-
-def exit_code_by_name(class_names: Sequence[str]) -> int:
-    """The exit code of a serialized error chain (class names, outermost first)."""
-    by_name: dict[str, int] = {}
-
-    def name_all(kind: type[BaseException], code: int) -> None:
-        by_name.setdefault(kind.__name__, code)
-        for sub in kind.__subclasses__():
-            name_all(sub, code)
-
-    for kind, code in exit_codes():
-        name_all(kind, code)
-    for name in class_names:
-        if name in by_name:
-            return by_name[name]
-    return EXIT_PARTIAL
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    """The API error behind a Dagster step failure, when there is one."""
-    from resources.api.errors import SyncCancelled, VisibilityAPIError
-
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, (VisibilityAPIError, ConfigError, SyncCancelled)):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return exc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,18 +45,18 @@ class RunSummary:
     rows: dict[str, int] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
     out_of_scope: set[str] = field(default_factory=set)
-    failures: list[tuple[str, str, int]] = field(default_factory=list)  # (asset/run, message, code)
+    failures: list[tuple[str, str, FailureKind]] = field(default_factory=list)  # (asset/run, message, kind)
     skipped: list[str] = field(default_factory=list)  # steps not run because an earlier one failed
 
     @property
     def stops(self) -> bool:
-        """A failure that later runs would only repeat (refused key, configuration error)."""
-        return any(_stops_the_sync(code) for _, _, code in self.failures)
+        """A failure that later runs would only repeat (``FailureKind.stops_the_sync``)."""
+        return any(kind.stops_the_sync for _, _, kind in self.failures)
 
     @property
     def exit_code(self) -> int:
         if self.failures:
-            return max(code for _, _, code in self.failures)
+            return max(kind.exit_code for _, _, kind in self.failures)
         return EXIT_PARTIAL if self.out_of_scope else EXIT_OK
 
 
@@ -188,7 +98,7 @@ def _progress(enabled: bool) -> Iterator[Any]:
 
 
 def _collect(result: Any, summary: RunSummary, label: str) -> None:
-    """Rows and requests from the run's materializations; failures with their exit codes.
+    """Rows and requests from the run's materializations; failures with their kinds.
 
     A single-run range emits one event per partition with the same metadata, so within a run each
     asset counts once (the max); a sync split into several runs (non-adjacent engines) adds them up.
@@ -221,10 +131,10 @@ def _collect(result: Any, summary: RunSummary, label: str) -> None:
             data = event.event_specific_data
             error = getattr(data, "error", None)
             message = _innermost_message(error) if error is not None else "step failed"
-            code = _failure_code(error)
-            summary.failures.append((f"{label}: {event.step_key}", message, code))
+            kind = _serialized_kind(error) if error is not None else FailureKind.FAILED
+            summary.failures.append((f"{label}: {event.step_key}", message, kind))
     if not summary.failures:
-        summary.failures.append((label, "run failed", EXIT_PARTIAL))
+        summary.failures.append((label, "run failed", FailureKind.FAILED))
 
 
 def _innermost_message(error: Any) -> str:
@@ -247,20 +157,15 @@ def _innermost_message(error: Any) -> str:
     return text
 
 
-def _stops_the_sync(code: int) -> bool:
-    """A refused key or a configuration error fails every later run the same way: start no more."""
-    return code in (EXIT_CONFIG, EXIT_REFUSED)
-
-
-def _failure_code(error: Any) -> int:
-    """Map a serialized step error back to an exit code by its class names (the chain is serialized)."""
+def _serialized_kind(error: Any) -> FailureKind:
+    """The kind of a serialized step error, by the class names of its chain (outermost first)."""
     names: list[str] = []
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         names.append(error.cls_name or "")
         error = error.cause or getattr(error, "context", None)
-    return exit_code_by_name(names)
+    return failure_kind_by_name(names)
 
 
 def sync(
@@ -280,9 +185,9 @@ def sync(
     selection that is not one contiguous range of Dagster's engine order needs one run per range: the
     first is the whole sync, the others re-run only the date x engine tables (``visibility_daily``).
     The runs share one request budget and one set of brand, prompt and competitor listings
-    (``visibility/sync`` tag). Stops starting runs after one fails on a refused key or a
-    configuration error. Dagster's console log (with its stack traces) shows only when ``verbose``;
-    the summary prints each failure's own message.
+    (``visibility/sync`` tag). Stops starting runs after a failure every later run would repeat
+    (``FailureKind.stops_the_sync``). Dagster's console log (with its stack traces) shows only
+    when ``verbose``; the summary prints each failure's own message.
     """
     import uuid
 
@@ -321,7 +226,7 @@ def sync(
             requests_per_call=settings.request_budget_factor,
         ) as budget,
         _status_lines(budget, bar),
-        _recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
+        recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
     ):
         if recorded:
             fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))
@@ -345,25 +250,6 @@ def sync(
         if bar is not None:
             bar.finish("failed" if summary.failures else "done")
     return summary
-
-
-def _recording_instance() -> Any:
-    """``DAGSTER_HOME``'s instance, created under a file lock: two commands started together on a
-    new home would otherwise race to create Dagster's SQLite tables ("table ... already exists")."""
-    import fcntl
-
-    from dagster import DagsterInstance
-
-    home = Path(os.environ["DAGSTER_HOME"])
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".visibility-sync.lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            instance = DagsterInstance.get()
-            instance.get_runs(limit=1)  # every storage created before the lock is let go
-            return instance
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @contextmanager
@@ -401,29 +287,6 @@ def _status_lines(budget: Any, bar: Any) -> Iterator[None]:
         budget.on_wait = previous
         for logger in loggers:
             logger.removeHandler(handler)
-
-
-def check_warehouse(settings: Settings) -> None:
-    """Prove the warehouse takes writes before the first request spends the API's rate budget."""
-    from urllib.parse import urlsplit
-
-    from resources.warehouse.contract import WarehouseConfigError
-    from resources.warehouse.resource import redact_url, warehouse_from_url
-
-    try:
-        with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse:
-            warehouse.check_connection()
-    except (ConfigError, WarehouseConfigError):
-        raise  # already names the setting
-    except Exception as exc:
-        detail = (str(exc).strip().splitlines() or [""])[0]
-        password = urlsplit(settings.warehouse_url).password
-        if password:
-            detail = detail.replace(password, "***")
-        raise ConfigError(
-            f"VISIBILITY_WAREHOUSE {redact_url(settings.warehouse_url)} cannot be reached or written "
-            f"({type(exc).__name__}: {detail}); nothing was requested from the API"
-        ) from None
 
 
 def _table_counts(settings: Settings) -> dict[str, int | None]:
@@ -470,8 +333,8 @@ def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: 
             f"[yellow]warning:[/yellow] brand {brand} is out of this key's scope (404): "
             "skipped, its rows untouched"
         )
-    for step, message, code in summary.failures:
-        err.print(f"[red]failed[/red] {step}: {escape(message)} (exit {code})")
+    for step, message, kind in summary.failures:
+        err.print(f"[red]failed[/red] {step}: {escape(message)} (exit {kind.exit_code})")
     for step in summary.skipped:
         err.print(f"[yellow]skipped[/yellow] {step}: not run, because an earlier step of the sync failed")
 
@@ -493,8 +356,8 @@ def brand_ids(settings: Settings, refs: Sequence[str]) -> list[str]:
     wanted = [ref.strip() for ref in refs]
     if all(_UUID.fullmatch(ref) for ref in wanted):
         return wanted
-    from resources.api.operations import resolve_brand
     from resources.api.resource import VisibilityAPIResource
+    from resources.api.write_operations import resolve_brand
 
     url, key = settings.require_api()
     deadline = settings.retry_deadline_seconds
@@ -812,8 +675,6 @@ def build_parser() -> argparse.ArgumentParser:
     sb.add_argument("--size", default="demo", choices=("demo", "large"), help="world size")
     sb.set_defaults(handler=cmd_sandbox)
 
-    from pipelines.commands_operations import add_operation_commands  # it imports this module
-
     add_operation_commands(sub)
     add_report_parser(sub)
     return parser
@@ -838,11 +699,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_INTERRUPTED
     except Exception as exc:
-        cause = _root_cause(exc)
-        code = exit_code_for(cause)
-        label = "configuration error" if code == EXIT_CONFIG else "error"
-        err.print(f"[red]{label}:[/red] {escape(str(cause))}")
-        return code
+        kind = failure_kind(exc)
+        label = "configuration error" if kind is FailureKind.CONFIGURATION else "error"
+        err.print(f"[red]{label}:[/red] {escape(str(classified_error(exc)))}")
+        return kind.exit_code
 
 
 def console_main() -> NoReturn:

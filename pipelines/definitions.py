@@ -11,9 +11,9 @@ from dagster import Definitions
 
 from assets.audits import audit_assets, audit_landing_job
 from assets.checks import audit_checks
-from assets.report import report_assets
-from pipelines.operations import operation_jobs
-from pipelines.report_runs import report_after_sync, report_job
+from assets.visibility_report import report_assets
+from pipelines.operation_jobs import operation_jobs
+from pipelines.report_sensor import report_after_sync, report_job
 from pipelines.schedules import build_schedules
 from pipelines.sensors import all_sensors, sensor_resources
 from pipelines.syncs import all_assets, sync_definitions

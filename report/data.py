@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from report import DEFAULT_DAYS, MAX_DAYS
 from resources.api.endpoints import ENGINES
-from resources.warehouse import report_queries as q
+from resources.warehouse import report_queries
 from resources.warehouse.base import Warehouse
 from resources.warehouse.queries import table_exists
 
@@ -26,7 +26,7 @@ MAX_BRANDS = 12
 REQUIRED_TABLES = ("brands", "tracked_competitors", "competitor_trends", "cited_pages")
 RUN_FIRST = "run `visibility-sync run` first"
 
-Row = TypeVar("Row", q.SharePoint, q.EngineVisibility, q.PageDay)
+Row = TypeVar("Row", report_queries.SharePoint, report_queries.EngineVisibility, report_queries.PageDay)
 
 
 class ReportDataMissing(Exception):
@@ -126,21 +126,21 @@ def load_report_data(
     missing = [t for t in REQUIRED_TABLES if not table_exists(warehouse, t)]
     if missing:
         raise ReportDataMissing(f"the warehouse has no {', '.join(missing)} table yet: {RUN_FIRST}")
-    newest = q.newest_trend_date(warehouse)
+    newest = report_queries.newest_trend_date(warehouse)
     if newest is None:
         raise ReportDataMissing(f"no daily competitor_trends rows have landed yet: {RUN_FIRST}")
     end = newest + dt.timedelta(days=1)
     start = end - dt.timedelta(days=days)
-    points = q.share_of_voice_points(warehouse, start, end)
+    points = report_queries.share_of_voice_points(warehouse, start, end)
     # a warehouse synced for fewer days than asked: the window is the days that landed, so the charts
     # are not mostly empty and the page change compares halves of real data
     start = max(start, min((p.date for p in points), default=start))
 
     shares = _by_brand(points)
-    scores = _by_brand(q.visibility_by_engine(warehouse, start, end))
-    pages = _by_brand(q.top_cited_page_days(warehouse, start, end, per_brand=top_pages))
-    brands = q.current_brands(warehouse)
-    domains = _entity_domains(brands, q.current_competitors(warehouse))
+    scores = _by_brand(report_queries.visibility_by_engine(warehouse, start, end))
+    pages = _by_brand(report_queries.top_cited_page_days(warehouse, start, end, per_brand=top_pages))
+    brands = report_queries.current_brands(warehouse)
+    domains = _entity_domains(brands, report_queries.current_competitors(warehouse))
 
     sections: list[BrandSection] = []
     for brand in brands:
@@ -180,8 +180,8 @@ def _by_brand(rows: Iterable[Row]) -> dict[str, list[Row]]:
     return grouped
 
 
-def _share_series(points: list[q.SharePoint]) -> tuple[ShareSeries, ...]:
-    by_entity: dict[tuple[str, bool], list[q.SharePoint]] = defaultdict(list)
+def _share_series(points: list[report_queries.SharePoint]) -> tuple[ShareSeries, ...]:
+    by_entity: dict[tuple[str, bool], list[report_queries.SharePoint]] = defaultdict(list)
     for p in points:
         by_entity[(p.entity, p.is_own_brand)].append(p)
     series = [
@@ -196,7 +196,7 @@ def _share_series(points: list[q.SharePoint]) -> tuple[ShareSeries, ...]:
     return tuple(sorted(series, key=lambda s: (not s.is_own_brand, -s.mean, s.entity)))
 
 
-def _engine_grid(rows: list[q.EngineVisibility], order: list[str]) -> EngineGrid:
+def _engine_grid(rows: list[report_queries.EngineVisibility], order: list[str]) -> EngineGrid:
     """Rows in the share-of-voice chart's order (``order``), then any entity it lacks by name."""
     own = sorted({r.entity for r in rows if r.is_own_brand} - set(order))
     others = sorted({r.entity for r in rows if not r.is_own_brand} - set(order))
@@ -213,7 +213,7 @@ def _engine_grid(rows: list[q.EngineVisibility], order: list[str]) -> EngineGrid
 
 
 def _entity_domains(
-    brands: list[q.BrandRow], competitors: list[q.CompetitorRow]
+    brands: list[report_queries.BrandRow], competitors: list[report_queries.CompetitorRow]
 ) -> dict[str, dict[str, str]]:
     """Per brand id: lower-cased domain -> the entity (the brand or a tracked competitor) it belongs to."""
     out: dict[str, dict[str, str]] = defaultdict(dict)
@@ -235,11 +235,11 @@ def _owner(root_domain: str | None, domains: dict[str, str]) -> str | None:
 
 
 def _page_trends(
-    days: list[q.PageDay], domains: dict[str, str], earlier: set[dt.date], later: set[dt.date]
+    days: list[report_queries.PageDay], domains: dict[str, str], earlier: set[dt.date], later: set[dt.date]
 ) -> tuple[PageTrend, ...]:
     """The pages with their citations over the window, and over the earlier and the later half of
     the brand's measured days (equal numbers of days, so a gap in the data is no fall)."""
-    by_url: dict[str, list[q.PageDay]] = defaultdict(list)
+    by_url: dict[str, list[report_queries.PageDay]] = defaultdict(list)
     for d in days:
         by_url[d.url].append(d)
     ranked = sorted(by_url.values(), key=lambda rows: rows[0].page_rank)

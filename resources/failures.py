@@ -1,48 +1,128 @@
-"""Placeholder, replaced by the CLI helper's module at merge."""
+"""What kind of failure an error is: the one classification the sync's steps and the command line read.
+
+Each error class of the project declares its kind as a class attribute, ``failure_kind =
+FailureKind.X``; subclasses inherit it. :func:`failure_kind` reads it from a live exception (or from
+the first error of its cause chain that declares one), :func:`failure_kind_by_name` from the class
+names of an error Dagster serialized. The kind gives the command's exit code and whether the rest of
+the sync is worth starting.
+
+Imports nothing from the project, so every layer (settings, API client, warehouse, Dagster steps,
+command line) can declare and read kinds without importing another.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from enum import StrEnum
 
 
 class FailureKind(StrEnum):
+    """A failure's kind.
+
+    ``stops_the_sync``: every later table and run of the same sync would meet the same failure
+    before doing any work of its own, so none is started. True for a configuration error (the same
+    settings), a refused key (the same key), an unreachable service or a spent quota (every call
+    fails at once), a cancelled sync. False for a 5xx or a 429 that outlasted the retry deadline
+    (the next call may be answered), a response of the wrong shape or a broken paging (one
+    endpoint's answer), and a spent request budget (each later table's plan adds its own allowance
+    to the budget, so a later table can still land), and for any other failure.
+    """
+
+    #: A setting or an argument is wrong; found before the first request (exit 2).
     CONFIGURATION = "configuration"
+    #: The service refused the key: 401, 402, 403 (exit 3).
     REFUSED = "refused"
+    #: The service cannot be reached (transport errors past the deadline) or the quota is spent (exit 4).
     UNREACHABLE = "unreachable"
+    #: A 5xx or a 429 that persisted past the retry deadline (exit 4).
     TRANSIENT = "transient"
+    #: The service's answer broke the contract (paging, fields), or the sync spent its request
+    #: budget on a walk that never ended (exit 4).
     RESPONSE_SHAPE = "response_shape"
+    #: The sync was cancelled or interrupted (exit 130, as for Ctrl+C).
     CANCELLED = "cancelled"
+    #: Anything else: a step failed (exit 1).
     FAILED = "failed"
 
     @property
     def stops_the_sync(self) -> bool:
-        return self in (
-            FailureKind.CONFIGURATION,
-            FailureKind.REFUSED,
-            FailureKind.UNREACHABLE,
-            FailureKind.CANCELLED,
-        )
+        return self in _STOPS_THE_SYNC
+
+    @property
+    def exit_code(self) -> int:
+        """The command line's exit code (docs/OPERATIONS.md)."""
+        return _EXIT_CODES[self]
+
+
+_STOPS_THE_SYNC = frozenset(
+    {FailureKind.CONFIGURATION, FailureKind.REFUSED, FailureKind.UNREACHABLE, FailureKind.CANCELLED}
+)
+_EXIT_CODES = {
+    FailureKind.CONFIGURATION: 2,
+    FailureKind.REFUSED: 3,
+    FailureKind.UNREACHABLE: 4,
+    FailureKind.TRANSIENT: 4,
+    FailureKind.RESPONSE_SHAPE: 4,
+    FailureKind.CANCELLED: 130,
+    FailureKind.FAILED: 1,
+}
+#: Classes of other code, which cannot declare a kind, by name: Ctrl+C (or SIGTERM) and the
+#: interruption Dagster raises in a step when its run is stopped.
+_OTHER_CLASSES = {
+    "KeyboardInterrupt": FailureKind.CANCELLED,
+    "DagsterExecutionInterruptedError": FailureKind.CANCELLED,
+}
+
+
+def _declared(kind: type[BaseException]) -> FailureKind | None:
+    declared = getattr(kind, "failure_kind", None)
+    if isinstance(declared, FailureKind):
+        return declared
+    return next((_OTHER_CLASSES[k.__name__] for k in kind.__mro__ if k.__name__ in _OTHER_CLASSES), None)
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, then its causes (``__cause__``, else ``__context__``), each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def classified_error(exc: BaseException) -> BaseException:
+    """The error whose kind :func:`failure_kind` reports: ``exc`` or the first of its cause chain
+    that declares a kind (the API error inside Dagster's step failure says what went wrong); ``exc``
+    when none does."""
+    return next((e for e in _chain(exc) if _declared(type(e)) is not None), exc)
 
 
 def failure_kind(exc: BaseException) -> FailureKind:
-    from resources.api import errors as api_errors
+    """The kind declared by ``exc``'s class or by the first of its cause chain that declares one."""
+    return _declared(type(classified_error(exc))) or FailureKind.FAILED
 
-    if isinstance(
-        exc,
-        (
-            api_errors.AuthenticationError,
-            api_errors.SubscriptionRequiredError,
-            api_errors.PermissionDeniedError,
-        ),
-    ):
-        return FailureKind.REFUSED
-    if isinstance(exc, (api_errors.TransportError, api_errors.QuotaExceededError)):
-        return FailureKind.UNREACHABLE
-    from resources.warehouse.contract import WarehouseConfigError
-    from settings import ConfigError
 
-    if isinstance(exc, (api_errors.ConfigurationError, WarehouseConfigError, ConfigError)):
-        return FailureKind.CONFIGURATION
-    if isinstance(exc, api_errors.SyncCancelled):
-        return FailureKind.CANCELLED
-    return FailureKind.FAILED
+def _kinds_by_name() -> dict[str, FailureKind]:
+    """Every loaded exception class that declares a kind, subclasses included, by class name."""
+    kinds = dict(_OTHER_CLASSES)
+    pending: list[type[BaseException]] = [BaseException]
+    seen: set[type[BaseException]] = set()
+    while pending:
+        kind = pending.pop()
+        if kind in seen:
+            continue
+        seen.add(kind)
+        declared = getattr(kind, "failure_kind", None)
+        if isinstance(declared, FailureKind):
+            kinds.setdefault(kind.__name__, declared)
+        pending.extend(kind.__subclasses__())
+    return kinds
+
+
+def failure_kind_by_name(class_names: Sequence[str]) -> FailureKind:
+    """The kind of a serialized error chain (Dagster keeps class names, not classes), outermost first:
+    that of the first name a loaded class that declares a kind bears. The process that ran the step
+    has loaded those classes."""
+    kinds = _kinds_by_name()
+    return next((kinds[name] for name in class_names if name in kinds), FailureKind.FAILED)

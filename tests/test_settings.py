@@ -263,10 +263,11 @@ def test_a_remote_host_over_plain_http_is_refused_by_the_settings_and_the_client
 
 def test_the_sandbox_host_check_is_the_same_loopback_rule() -> None:
     import pipelines.cli
+    import pipelines.cli_output
     import resources.api.config
 
     assert pipelines.cli.is_loopback_host is resources.api.config.is_loopback_host
-    assert pipelines.cli.main(["sandbox", "--host", "example.com"]) == pipelines.cli.EXIT_CONFIG
+    assert pipelines.cli.main(["sandbox", "--host", "example.com"]) == pipelines.cli_output.EXIT_CONFIG
 
 
 def test_repr_and_str_hide_the_key_and_a_warehouse_password() -> None:

@@ -3,7 +3,8 @@
 Every error that comes from an HTTP answer carries the endpoint, the status, the service's stable
 ``code`` and the ``X-Request-Id``, so a user can quote it to support. None of them ever contains the
 API key or the ``Authorization`` header: every text is scrubbed of the registered keys and sanitized
-(``redaction``) when the error is built, whoever built it.
+(``redaction``) when the error is built, whoever built it. Each class declares its ``failure_kind``
+(``resources/failures.py``): what the sync's steps and the command line make of it.
 
 ``SyncCancelled`` is deliberately *not* a ``VisibilityAPIError``: a cancelled sync is not a failure
 of the service, and handlers that catch API errors to carry on (a sensor skipping one audit) must
@@ -13,11 +14,14 @@ not swallow it.
 from __future__ import annotations
 
 from resources.api.redaction import MAX_TEXT_CHARS, sanitize, sanitize_optional, scrub
+from resources.failures import FailureKind
 
 
 class VisibilityAPIError(Exception):
     """Base class of everything the client raises, but ``SyncCancelled``."""
 
+    #: What the sync and the command line make of it (``resources/failures.py``); subclasses narrow it.
+    failure_kind = FailureKind.FAILED
     #: What the user should do about it; appended to the message.
     hint: str = ""
     #: A write whose request may have been applied although no usable answer came back (a dropped
@@ -66,6 +70,7 @@ class BadRequestError(VisibilityAPIError):
 class AuthenticationError(VisibilityAPIError):
     """401: missing_api_key, invalid_api_key."""
 
+    failure_kind = FailureKind.REFUSED
     hint = (
         "Check VISIBILITY_API_KEY: the key is missing, unknown or revoked (create a new one in the dashboard)"
     )
@@ -74,12 +79,14 @@ class AuthenticationError(VisibilityAPIError):
 class SubscriptionRequiredError(VisibilityAPIError):
     """402: subscription_required."""
 
+    failure_kind = FailureKind.REFUSED
     hint = "The workspace's subscription is inactive or past due; renew it in the dashboard"
 
 
 class PermissionDeniedError(VisibilityAPIError):
     """403: plan_not_eligible, forbidden, brand_scope_forbidden."""
 
+    failure_kind = FailureKind.REFUSED
     hint = "The key or plan does not allow this (plan_not_eligible: the plan has no API access)"
 
 
@@ -96,21 +103,27 @@ class MethodNotAllowedError(VisibilityAPIError):
 class RateLimitError(VisibilityAPIError):
     """429 that retries could not get past before the deadline."""
 
+    failure_kind = FailureKind.TRANSIENT
+
 
 class QuotaExceededError(VisibilityAPIError):
     """429 quota_exceeded: never retried."""
 
+    failure_kind = FailureKind.UNREACHABLE
     hint = "The workspace's quota is used up; the sync stopped without retrying"
 
 
 class ServerError(VisibilityAPIError):
     """5xx that persisted past the retry deadline."""
 
+    failure_kind = FailureKind.TRANSIENT
     hint = "The service failed; quote the X-Request-Id when reporting it"
 
 
 class TransportError(VisibilityAPIError):
     """Timeouts, dropped connections and truncated bodies that persisted past the retry deadline."""
+
+    failure_kind = FailureKind.UNREACHABLE
 
 
 class ServiceUnreachableError(TransportError):
@@ -125,6 +138,8 @@ class PagingError(VisibilityAPIError):
     """The service's paging broke its contract: a repeated cursor or page, an empty page with
     has_more, more pages than its ``total_count`` allows or than the walk's cap. ``pages``: pages
     read before stopping."""
+
+    failure_kind = FailureKind.RESPONSE_SHAPE
 
     def __init__(
         self,
@@ -141,10 +156,11 @@ class PagingError(VisibilityAPIError):
 
 
 class RequestBudgetExceeded(VisibilityAPIError):
-    """The sync spent its request budget (``RequestBudget.allow_requests``): a service that never
+    """The sync spent its request budget (``RequestBudget.take_request``): a service that never
     ends a walk. ``requests``: requests made by the sync; ``pages``: pages of the walk that met the
     bound (when a walk did)."""
 
+    failure_kind = FailureKind.RESPONSE_SHAPE
     hint = (
         "If the service really holds that much, raise VISIBILITY_REQUEST_BUDGET_FACTOR or "
         "VISIBILITY_REQUEST_BUDGET_FLOOR"
@@ -168,6 +184,8 @@ class ResponseShapeError(VisibilityAPIError):
     """A field is missing, or of another type than the spec declares; names the endpoint and the
     field (``field``), so nothing of the wrong type is written."""
 
+    failure_kind = FailureKind.RESPONSE_SHAPE
+
     def __init__(
         self,
         message: str,
@@ -189,13 +207,17 @@ InvalidResponseError = ResponseShapeError
 class ConfigurationError(VisibilityAPIError):
     """Bad client configuration (base URL, key), raised before any request."""
 
+    failure_kind = FailureKind.CONFIGURATION
+
 
 class SyncCancelled(Exception):
     """The sync was cancelled (``RequestBudget.cancel()`` or its cancel event): raised by every call
     and every wait of the clients sharing that budget, within a fraction of a second.
 
-    Not a ``VisibilityAPIError`` (see the module docstring); map it like an interrupt (exit 130).
+    Not a ``VisibilityAPIError`` (see the module docstring); its kind is an interrupt's.
     """
+
+    failure_kind = FailureKind.CANCELLED
 
     def __init__(self, message: str = "the sync was cancelled", *, endpoint: str | None = None) -> None:
         self.endpoint = endpoint

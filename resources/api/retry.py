@@ -60,7 +60,7 @@ def may_retry_after_ambiguous_failure(method: str) -> bool:
     idempotency key: a repeat could create a duplicate topic or audit). A PATCH or DELETE would land
     in the same state when repeated, but repeating it blindly cannot tell the user whether the first
     one was applied, and a repeated DELETE is answered 404: the caller reads the record back instead
-    (``resources/api/operations.py``) and says which. The error raised carries ``may_have_applied``.
+    (``resources/api/write_operations.py``) and says which. The error raised carries ``may_have_applied``.
     """
     return method.upper() in SAFE_TO_REPEAT_METHODS
 

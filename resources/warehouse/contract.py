@@ -16,6 +16,8 @@ from typing import Any, Literal, NamedTuple
 
 import pyarrow as pa
 
+from resources.failures import FailureKind
+
 #: Columns every landed table carries in addition to its spec.
 LOADED_AT = "_loaded_at"
 RUN_ID = "_run_id"
@@ -141,6 +143,8 @@ class WarehouseConfigError(ValueError):
     API request by :meth:`~resources.warehouse.base.Warehouse.check_connection`); the message names
     the setting and never
     holds a password."""
+
+    failure_kind = FailureKind.CONFIGURATION
 
 
 def first_line(exc: BaseException) -> str:

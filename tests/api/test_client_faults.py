@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from resources.api import operations as ops
+from resources.api import write_operations as ops
 from resources.api.client import VisibilityClient
 from resources.api.errors import ServerError, TransportError
 from sandbox.faults import FaultRates, FaultsConfig, decide

@@ -232,7 +232,7 @@ def test_a_run_whose_tags_disagree_fails_naming_them_and_writes_nothing(sync: Sy
 
 def test_a_backfill_of_the_daily_group_alone_leaves_every_view_and_the_report_working(sync: Sync) -> None:
     """The README's group backfill into a fresh warehouse: no snapshot step runs in it."""
-    from assets.report import visibility_report
+    from assets.visibility_report import visibility_report
     from resources.warehouse.resource import WarehouseResource
     from resources.warehouse.views import ANALYST_VIEWS
     from sync.catalog import DAILY

@@ -13,7 +13,8 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, RunsFilter
 
-from pipelines.cli import EXIT_CONFIG, EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED, EXIT_UNAVAILABLE, main
+from pipelines.cli import main
+from pipelines.cli_output import EXIT_CONFIG, EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED, EXIT_UNAVAILABLE
 from resources.api.client import VisibilityClient
 from sandbox.testing import SandboxHandle
 from tests.operations.helpers import changes, first_brand, topic_names, tracked_names

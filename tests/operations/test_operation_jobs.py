@@ -13,9 +13,8 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, ExecuteInProcessResult, JobDefinition
 
-from pipelines.config import load_settings
 from pipelines.definitions import build_definitions
-from pipelines.operations import (
+from pipelines.operation_jobs import (
     AUDIT_URL_JOB,
     CREATE_TOPIC_JOB,
     RENAME_TOPIC_JOB,
@@ -31,6 +30,7 @@ from resources.api.client import VisibilityClient
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
+from settings import load_settings
 from tests.operations.helpers import changes, first_brand, topic_names, tracked_names
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.cli import EXIT_CONFIG, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE, main
+from pipelines.cli import main
+from pipelines.cli_output import EXIT_CONFIG, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE
 from sandbox.testing import SandboxHandle
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.cli import EXIT_OK, EXIT_PARTIAL, main
+from pipelines.cli import main
+from pipelines.cli_output import EXIT_OK, EXIT_PARTIAL
 from resources.api.resource import VisibilityAPIResource
 from sandbox.testing import SandboxHandle
 

@@ -1,4 +1,5 @@
-"""How ``visibility-sync`` fails: before any request on a bad warehouse, and readably on a refused key."""
+"""How ``visibility-sync`` fails: before any request on a bad warehouse, readably on a refused key, and
+once on an unreachable service."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import EXIT_CONFIG, EXIT_OK, EXIT_REFUSED, main
+from pipelines.cli import main
+from pipelines.cli_output import EXIT_CONFIG, EXIT_OK, EXIT_REFUSED, EXIT_UNAVAILABLE
 from sandbox.testing import SandboxHandle
 from tests.pipelines.test_cli import ROOT
 
@@ -67,6 +69,19 @@ def test_a_revoked_key_prints_the_api_error_and_stops_after_the_first_run(
     stats = sandbox.stats()
     assert {status for by_status in stats.values() for status in by_status} == {"401"}
     assert sum(sum(by_status.values()) for by_status in stats.values()) <= failures
+
+
+def test_an_unreachable_service_stops_the_sync_after_its_first_run(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Every later run would meet the same dead service: the second engine span's run never starts."""
+    monkeypatch.setenv("VISIBILITY_API_URL", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("VISIBILITY_RETRY_DEADLINE_SECONDS", "2")
+    assert main(["run", "--engine", "chatgpt", "--engine", "all", *ONE_DAY]) == EXIT_UNAVAILABLE
+    err = " ".join(capsys.readouterr().err.split())  # the console wraps long lines
+    assert "failed visibility_sync chatgpt..chatgpt: sync_snapshots:" in err
+    assert "(exit 4)" in err
+    assert "visibility_daily" not in err  # the run of the second span (all..all)
 
 
 def test_verbose_shows_dagster_s_own_log(

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from pipelines.cli import EXIT_OK, dagster_hint, main, query_hint
+from pipelines.cli import dagster_hint, main, query_hint
+from pipelines.cli_output import EXIT_OK
 from resources.api.config import KEY_SETTING, URL_SETTING
 from settings import Settings, load_settings
 from sync import catalog

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from pipelines.cli import EXIT_OK, EXIT_UNAVAILABLE, main
+from pipelines.cli import main
+from pipelines.cli_output import EXIT_OK, EXIT_UNAVAILABLE
 from sandbox.testing import SandboxHandle
 from tests.pipelines.test_cli import env  # noqa: F401  (the fixture)
 

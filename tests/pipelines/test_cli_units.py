@@ -1,4 +1,4 @@
-"""Pure parts of the command line: default window, engine spans, exit codes."""
+"""Pure parts of the command line: default window, engine spans, settings and usage errors."""
 
 from __future__ import annotations
 
@@ -6,17 +6,8 @@ import datetime as dt
 
 import pytest
 
-from pipelines.cli import (
-    EXIT_CONFIG,
-    EXIT_PARTIAL,
-    EXIT_REFUSED,
-    EXIT_UNAVAILABLE,
-    default_window,
-    engine_groups,
-    exit_code_for,
-    main,
-)
-from resources.api import errors as E
+from pipelines.cli import default_window, engine_groups, main
+from pipelines.cli_output import EXIT_CONFIG
 from resources.api.endpoints import ENGINES_WITH_ALL
 from settings import ConfigError, load_settings
 
@@ -32,21 +23,6 @@ def test_engines_become_contiguous_spans_of_the_partition_order() -> None:
     ]
     assert engine_groups(list(ENGINES_WITH_ALL), ENGINES_WITH_ALL) == [("chatgpt", "all")]
     assert engine_groups(["all"], ENGINES_WITH_ALL[:-1]) == []
-
-
-@pytest.mark.parametrize(
-    ("error", "code"),
-    [
-        (ConfigError("x"), EXIT_CONFIG),
-        (E.AuthenticationError("x", status=401), EXIT_REFUSED),
-        (E.SubscriptionRequiredError("x", status=402), EXIT_REFUSED),
-        (E.QuotaExceededError("x", status=429), EXIT_UNAVAILABLE),
-        (E.TransportError("x"), EXIT_UNAVAILABLE),
-        (RuntimeError("x"), EXIT_PARTIAL),
-    ],
-)
-def test_errors_map_to_the_documented_exit_codes(error: BaseException, code: int) -> None:
-    assert exit_code_for(error) == code
 
 
 def test_settings_errors_name_the_variable() -> None:

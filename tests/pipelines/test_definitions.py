@@ -36,7 +36,7 @@ def test_the_definitions_load_with_every_table_job_and_schedule() -> None:
 def test_the_code_location_launches_the_report_after_each_sync() -> None:
     from dagster import DefaultSensorStatus
 
-    from assets.report import REPORT_JOB
+    from assets.visibility_report import REPORT_JOB
 
     sensor = defs.resolve_sensor_def("visibility_report_after_sync")  # fails if left out of the defs
     assert sensor.default_status == DefaultSensorStatus.RUNNING

@@ -23,8 +23,8 @@ def launchpad_texts() -> dict[str, str]:
             texts[f"resource {key}"] = type(resource).__doc__ or ""
             for name, field in type(resource).model_fields.items():
                 texts[f"resource {key}.{name}"] = field.description or ""
-    from assets.report import ReportConfig
-    from pipelines import operations
+    from assets.visibility_report import ReportConfig
+    from pipelines import operation_jobs as operations
 
     configs = [c for c in vars(operations).values() if isinstance(c, type) and issubclass(c, Config)]
     for config in {*configs, ReportConfig} - {Config}:

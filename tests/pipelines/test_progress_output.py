@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipelines.cli import EXIT_OK
+from pipelines.cli_output import EXIT_OK
 from tests.assets.conftest import FACTS, TRENDS
 from tests.pipelines.terminal import run_on_a_terminal
 from tests.pipelines.test_cli import env  # noqa: F401  # the sandbox URL and key, a fresh DuckDB file

@@ -13,7 +13,7 @@ import pytest
 from dagster import DagsterInstance, Definitions, build_sensor_context, instance_for_test
 
 from pipelines.jobs import DEFAULT_EXECUTOR, SYNC_JOB, all_jobs
-from pipelines.report_runs import report_after_sync
+from pipelines.report_sensor import report_after_sync
 from pipelines.schedules import range_tags
 from pipelines.syncs import all_assets
 from resources.api.endpoints import ENGINES_WITH_ALL

@@ -11,10 +11,10 @@ from typing import Any
 
 from dagster import AssetKey, DefaultSensorStatus, ExecuteInProcessResult, build_sensor_context, materialize
 
-from assets.report import REPORT_FILE, REPORT_JOB, visibility_report
+from assets.visibility_report import REPORT_FILE, REPORT_JOB, visibility_report
 from pipelines.definitions import defs
 from pipelines.jobs import SYNC_JOB
-from pipelines.report_runs import report_after_sync
+from pipelines.report_sensor import report_after_sync
 from resources.warehouse.resource import WarehouseResource
 from tests.report.conftest import Synced
 

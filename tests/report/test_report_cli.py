@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import EXIT_CONFIG, EXIT_OK, main
+from pipelines.cli import main
+from pipelines.cli_output import EXIT_CONFIG, EXIT_OK
 from tests.report.conftest import Synced
 
 

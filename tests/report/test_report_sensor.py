@@ -21,7 +21,7 @@ from dagster._core.storage.tags import BACKFILL_ID_TAG
 
 from pipelines.definitions import defs
 from pipelines.jobs import DAILY_JOB, SNAPSHOT_JOB
-from pipelines.report_runs import SENSOR_NAME, report_after_sync
+from pipelines.report_sensor import SENSOR_NAME, report_after_sync
 from pipelines.schedules import range_tags
 from sandbox.testing import SandboxHandle
 from tests.fixtures_sandbox import SANDBOX_TODAY

@@ -31,7 +31,7 @@ from dagster import (
 from dagster._core.execution.backfill import BULK_ACTION_TERMINAL_STATUSES
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 
-from assets.report import REPORT_JOB, visibility_report
+from assets.visibility_report import REPORT_JOB, visibility_report
 from sync.catalog import DAILY
 
 SENSOR_NAME = "visibility_report_after_sync"
@@ -63,7 +63,7 @@ class ReportCursor:
             data = json.loads(raw)
             return cls(after=float(data["after"]), backfills=[str(b) for b in data.get("backfills", [])])
         except (ValueError, KeyError, TypeError):
-            return None  # a cursor of the former run-status sensor: start from now
+            return None  # not a cursor of this shape: start from now
 
     def dump(self) -> str:
         return json.dumps({"after": self.after, "backfills": self.backfills})

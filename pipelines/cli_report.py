@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipelines.config import ConfigError, load_settings
+from pipelines.cli_output import EXIT_OK, console
 from report import DEFAULT_DAYS, MAX_DAYS
+from settings import ConfigError, load_settings
 
 DEFAULT_OUTPUT = Path("data/reports/visibility_report.html")
 
@@ -38,7 +39,6 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pipelines.cli import EXIT_OK, console
     from report.data import ReportDataMissing, load_report_data
     from report.files import is_report_path, write_report
     from resources.warehouse.resource import redact_url, warehouse_from_url

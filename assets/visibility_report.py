@@ -1,5 +1,5 @@
 """The visual report as an asset (``visibility_report``); its job and the sensor that runs it after
-each successful sync are in ``pipelines/report_runs.py``.
+each successful sync are in ``pipelines/report_sensor.py``.
 
 Apart from the sync: the report is in its own group and job, so ``visibility_sync`` (and
 ``visibility-sync run``) never load matplotlib or wait for a drawing.

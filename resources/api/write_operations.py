@@ -1,7 +1,7 @@
 """What a user changes on the service: audit one URL, untrack a competitor, create or rename a topic.
 
-Dagster-free, so the Dagster jobs (``pipelines/operations.py``) and the command line
-(``pipelines/commands_operations.py``) run the same code. Each operation has two halves:
+Dagster-free, so the Dagster jobs (``pipelines/operation_jobs.py``) and the command line
+(``pipelines/cli_operations.py``) run the same code. Each operation has two halves:
 
 * a *plan* (``plan_*``): resolves what the user named (a brand, competitor or topic, by id or by
   name) with read-only calls, so the change can be shown and confirmed before anything changes;

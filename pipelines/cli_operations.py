@@ -3,10 +3,10 @@ endpoints from the command line.
 
 Each command resolves what it was given (brand, competitor, topic: by id or name) with read-only
 calls, prints the plan, asks ``Proceed? [y/N]`` (unless ``--yes``), then runs the operation's Dagster
-job in this process: the very job the launchpad runs (``pipelines/operations.py``), so the change is
+job in this process: the very job the launchpad runs (``pipelines/operation_jobs.py``), so the change is
 made by the same code, lands the same way (an audit in ``audit_reports``) and, with ``DAGSTER_HOME``
 set, is recorded where the UI shows runs. Without a terminal on stdin and without ``--yes`` a
-command refuses before any request (exit 2). Exit codes are ``pipelines/cli.py``'s; a declined
+command refuses before any request (exit 2). Exit codes are ``pipelines/cli_output.py``'s; a declined
 prompt, an unknown or ambiguous name and an audit still pending at ``--timeout`` exit 1.
 """
 
@@ -22,21 +22,15 @@ from typing import Any, TypeVar
 
 from rich.markup import escape
 
-from pipelines.cli import (
-    EXIT_OK,
-    EXIT_PARTIAL,
-    _recording_instance,
-    check_warehouse,
-    console,
-    err,
-)
-from pipelines.config import ConfigError, Settings, load_settings
-from resources.api import operations as ops
+from pipelines.cli_output import EXIT_OK, EXIT_PARTIAL, console, err
+from pipelines.cli_setup import check_warehouse, recording_instance
+from resources.api import write_operations
 from resources.api.client import VisibilityClient
+from settings import ConfigError, Settings, load_settings
 
 PROMPT = "Proceed? [y/N] "
 
-PlanT = TypeVar("PlanT", bound=ops.Plan)
+PlanT = TypeVar("PlanT", bound=write_operations.Plan)
 
 
 def _settings_and_input(args: argparse.Namespace, validate: Callable[[], object]) -> Settings:
@@ -46,7 +40,7 @@ def _settings_and_input(args: argparse.Namespace, validate: Callable[[], object]
     settings.require_api()
     try:
         validate()
-    except ops.InvalidInputError as exc:
+    except write_operations.InvalidInputError as exc:
         raise ConfigError(str(exc)) from None
     if not args.yes and not sys.stdin.isatty():
         command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
@@ -70,7 +64,7 @@ def _client(settings: Settings) -> VisibilityClient:
 
 def confirmed(args: argparse.Namespace, plan: str) -> bool:
     """Show the plan; ``--yes`` or an answer of y/yes goes ahead, anything else (EOF too) does not."""
-    console.print(f"About to {escape(ops.visible(plan))}.", soft_wrap=True)
+    console.print(f"About to {escape(write_operations.visible(plan))}.", soft_wrap=True)
     if args.yes:
         return True
     try:
@@ -83,11 +77,11 @@ def confirmed(args: argparse.Namespace, plan: str) -> bool:
 @contextmanager
 def _progress_lines() -> Iterator[None]:
     """Print the job's progress lines (an audit's id and poll path while it waits) as they come."""
-    from pipelines.operations import PROGRESS_LOGGER
+    from pipelines.operation_jobs import PROGRESS_LOGGER
 
     class Handler(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            console.print(escape(ops.visible(record.getMessage())), soft_wrap=True)
+            console.print(escape(write_operations.visible(record.getMessage())), soft_wrap=True)
 
     logger = logging.getLogger(PROGRESS_LOGGER)
     handler = Handler(level=logging.INFO)
@@ -106,7 +100,7 @@ def run_operation(settings: Settings, job_name: str, config: dict[str, Any]) -> 
     op raised it (the API's ``code`` and ``X-Request-Id`` included), for ``main``'s exit codes."""
     from dagster import DagsterInstance, Definitions
 
-    from pipelines.operations import OPERATION_TAGS, op_name, operation_jobs
+    from pipelines.operation_jobs import OPERATION_TAGS, op_name, operation_jobs
     from pipelines.orphans import process_tags
     from pipelines.resources import build_resources
 
@@ -121,7 +115,7 @@ def run_operation(settings: Settings, job_name: str, config: dict[str, Any]) -> 
     }
     with (
         _progress_lines(),
-        _recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
+        recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
     ):
         result = definitions.resolve_job_def(job_name).execute_in_process(
             run_config=run_config, instance=instance, tags=tags
@@ -142,16 +136,16 @@ def carry_out(
     with _client(settings) as client:
         try:
             plan = plan_with(client)
-        except ops.InvalidInputError as exc:  # an empty --brand: a usage error, like a bad URL
+        except write_operations.InvalidInputError as exc:  # an empty --brand: a usage error, like a bad URL
             raise ConfigError(str(exc)) from None
     if not plan.changes:
-        console.print(escape(ops.visible(plan.describe())), soft_wrap=True)
+        console.print(escape(write_operations.visible(plan.describe())), soft_wrap=True)
         return EXIT_OK
     if not confirmed(args, plan.describe()):
         err.print("cancelled: nothing was changed")
         return EXIT_PARTIAL
-    outcome: ops.Outcome = run_operation(settings, job_name, job_config(plan))
-    console.print(escape(ops.visible(outcome.describe() + note)), soft_wrap=True)
+    outcome: write_operations.Outcome = run_operation(settings, job_name, job_config(plan))
+    console.print(escape(write_operations.visible(outcome.describe() + note)), soft_wrap=True)
     return EXIT_OK if outcome.ok else EXIT_PARTIAL
 
 
@@ -160,12 +154,12 @@ def carry_out(
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    settings = _settings_and_input(args, lambda: ops.validate_audit_url(args.url))
+    settings = _settings_and_input(args, lambda: write_operations.validate_audit_url(args.url))
     check_warehouse(settings)  # the report lands there: prove it takes writes before paying for it
     return carry_out(
         args,
         settings,
-        lambda client: ops.plan_audit(
+        lambda client: write_operations.plan_audit(
             client,
             args.brand,
             args.url,
@@ -190,29 +184,29 @@ def cmd_untrack_competitor(args: argparse.Namespace) -> int:
     return carry_out(
         args,
         settings,
-        lambda client: ops.plan_untrack(client, args.brand, args.competitor),
+        lambda client: write_operations.plan_untrack(client, args.brand, args.competitor),
         "untrack_competitor",
         lambda plan: {"brand": plan.brand.id, "competitor": plan.competitor.id},
     )
 
 
 def cmd_topic_create(args: argparse.Namespace) -> int:
-    settings = _settings_and_input(args, lambda: ops.validate_topic_name(args.name))
+    settings = _settings_and_input(args, lambda: write_operations.validate_topic_name(args.name))
     return carry_out(
         args,
         settings,
-        lambda client: ops.plan_create_topic(client, args.brand, args.name),
+        lambda client: write_operations.plan_create_topic(client, args.brand, args.name),
         "create_topic",
         lambda plan: {"brand": plan.brand.id, "name": plan.name},
     )
 
 
 def cmd_topic_rename(args: argparse.Namespace) -> int:
-    settings = _settings_and_input(args, lambda: ops.validate_topic_name(args.name))
+    settings = _settings_and_input(args, lambda: write_operations.validate_topic_name(args.name))
     return carry_out(
         args,
         settings,
-        lambda client: ops.plan_rename_topic(client, args.brand, args.topic, args.name),
+        lambda client: write_operations.plan_rename_topic(client, args.brand, args.topic, args.name),
         "rename_topic",
         lambda plan: {"brand": plan.brand.id, "topic": plan.topic.id, "new_name": plan.new_name},
     )
@@ -255,14 +249,14 @@ def add_operation_commands(sub: Any) -> None:
     audit.add_argument(
         "--timeout",
         type=_seconds,
-        default=ops.DEFAULT_AUDIT_TIMEOUT_SECONDS,
+        default=write_operations.DEFAULT_AUDIT_TIMEOUT_SECONDS,
         metavar="S",
         help="longest wait for the report (default 300); past it: exit 1, the audit stays pending",
     )
     audit.add_argument(
         "--poll-interval",
         type=_seconds,
-        default=ops.DEFAULT_POLL_INTERVAL_SECONDS,
+        default=write_operations.DEFAULT_POLL_INTERVAL_SECONDS,
         metavar="S",
         help="seconds between two polls (default 2)",
     )

@@ -2,7 +2,7 @@
 
 ``audit_url``, ``untrack_competitor``, ``create_topic`` and ``rename_topic``: one op each (``<job>_op``),
 configured with typed fields the launchpad shows (brand by id or name). The work is
-:mod:`resources.api.operations`, the same code ``visibility-sync audit|untrack-competitor|topic``
+:mod:`resources.api.write_operations`, the same code ``visibility-sync audit|untrack-competitor|topic``
 runs; each op logs what it will do and what it did, and puts the outcome in its metadata (ids,
 names, URLs; never the key). Launching the job is the confirmation: the launchpad's config is the
 plan.
@@ -34,7 +34,7 @@ from dagster import (
 from pydantic import Field, field_validator
 
 from assets.audits import AUDIT_REPORTS_SPEC, FINAL_STATUSES, AuditLandingConfig, audit_row_table
-from resources.api import operations as ops
+from resources.api import write_operations
 from resources.api.client import VisibilityClient
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse import queries
@@ -52,8 +52,8 @@ PROGRESS_LOGGER = "visibility.operations"
 
 _progress = logging.getLogger(PROGRESS_LOGGER)
 
-PlanT = TypeVar("PlanT", bound=ops.Plan)
-OutcomeT = TypeVar("OutcomeT", bound=ops.Outcome)
+PlanT = TypeVar("PlanT", bound=write_operations.Plan)
+OutcomeT = TypeVar("OutcomeT", bound=write_operations.Outcome)
 
 _BRAND_FIELD = "Brand id, or its exact name (case-insensitive), among the brands the key reaches."
 
@@ -65,19 +65,22 @@ class AuditUrlConfig(Config):
     url: str = Field(description="Absolute http(s) URL of the page to audit.")
     wait: bool = Field(default=True, description="Poll until the report is complete (else land it pending).")
     timeout_seconds: float = Field(
-        default=ops.DEFAULT_AUDIT_TIMEOUT_SECONDS,
+        default=write_operations.DEFAULT_AUDIT_TIMEOUT_SECONDS,
         gt=0,
         le=86_400,
         description="Longest wait for the report; past it the run fails and the audit stays pending.",
     )
     poll_interval_seconds: float = Field(
-        default=ops.DEFAULT_POLL_INTERVAL_SECONDS, gt=0, le=600, description="Seconds between two polls."
+        default=write_operations.DEFAULT_POLL_INTERVAL_SECONDS,
+        gt=0,
+        le=600,
+        description="Seconds between two polls.",
     )
 
     @field_validator("url")
     @classmethod
     def _absolute_url(cls, value: str) -> str:
-        return ops.validate_audit_url(value)
+        return write_operations.validate_audit_url(value)
 
 
 class UntrackCompetitorConfig(Config):
@@ -96,7 +99,7 @@ class CreateTopicConfig(Config):
     @field_validator("name")
     @classmethod
     def _not_empty(cls, value: str) -> str:
-        return ops.validate_topic_name(value)
+        return write_operations.validate_topic_name(value)
 
 
 class RenameTopicConfig(Config):
@@ -109,10 +112,10 @@ class RenameTopicConfig(Config):
     @field_validator("new_name")
     @classmethod
     def _not_empty(cls, value: str) -> str:
-        return ops.validate_topic_name(value)
+        return write_operations.validate_topic_name(value)
 
 
-def _metadata(values: ops.Metadata) -> dict[str, Any]:
+def _metadata(values: write_operations.Metadata) -> dict[str, Any]:
     """Dagster metadata from an outcome's plain values (unset ones left out, URLs clickable)."""
     return {
         key: MetadataValue.url(value) if key == "url" and isinstance(value, str) else value
@@ -121,7 +124,7 @@ def _metadata(values: ops.Metadata) -> dict[str, Any]:
     }
 
 
-def land_audit(warehouse: WarehouseResource, outcome: ops.AuditOutcome, run_id: str) -> int:
+def land_audit(warehouse: WarehouseResource, outcome: write_operations.AuditOutcome, run_id: str) -> int:
     """Upsert the audit's row in ``audit_reports`` as the audit sensor's landing does; rows written."""
     config = AuditLandingConfig(
         audit_id=outcome.audit_id,
@@ -148,7 +151,7 @@ def _progress_line(context: OpExecutionContext, text: str) -> None:
 
 
 def _landed(
-    context: OpExecutionContext, warehouse: WarehouseResource, outcome: ops.AuditOutcome
+    context: OpExecutionContext, warehouse: WarehouseResource, outcome: write_operations.AuditOutcome
 ) -> AssetMaterialization:
     try:
         written = land_audit(warehouse, outcome, context.run_id)
@@ -177,9 +180,9 @@ def audit_url_op(
     config: AuditUrlConfig,
     api: VisibilityAPIResource,
     warehouse: WarehouseResource,
-) -> Iterator[AssetMaterialization | Output[ops.AuditOutcome]]:
+) -> Iterator[AssetMaterialization | Output[write_operations.AuditOutcome]]:
     with api.get_client() as client:
-        plan = ops.plan_audit(
+        plan = write_operations.plan_audit(
             client,
             config.brand,
             config.url,
@@ -190,7 +193,7 @@ def audit_url_op(
         context.log.info(f"about to {plan.describe()}")
         with warehouse.get_warehouse() as wh:  # the audit is charged: prove the landing works first
             wh.ensure_table(AUDIT_REPORTS_SPEC)
-        outcome = ops.submit_audit(client, plan)
+        outcome = write_operations.submit_audit(client, plan)
         yield _landed(context, warehouse, outcome)
         if plan.wait:
             _progress_line(
@@ -199,8 +202,8 @@ def audit_url_op(
                 f"{plan.timeout_seconds:g}s for its report ({outcome.poll})",
             )
             try:
-                outcome = ops.await_audit(client, outcome, plan)
-            except ops.AuditStillPendingError as exc:
+                outcome = write_operations.await_audit(client, outcome, plan)
+            except write_operations.AuditStillPendingError as exc:
                 metadata = _metadata(exc.outcome.metadata())
                 raise Failure(description=f"{exc}; landed as pending", metadata=metadata) from exc
             yield _landed(context, warehouse, outcome)
@@ -231,12 +234,12 @@ def _carry_out(
 )
 def untrack_competitor_op(
     context: OpExecutionContext, config: UntrackCompetitorConfig, api: VisibilityAPIResource
-) -> Output[ops.UntrackOutcome]:
+) -> Output[write_operations.UntrackOutcome]:
     return _carry_out(
         context,
         api,
-        lambda client: ops.plan_untrack(client, config.brand, config.competitor),
-        ops.untrack_competitor,
+        lambda client: write_operations.plan_untrack(client, config.brand, config.competitor),
+        write_operations.untrack_competitor,
     )
 
 
@@ -248,12 +251,12 @@ def untrack_competitor_op(
 )
 def create_topic_op(
     context: OpExecutionContext, config: CreateTopicConfig, api: VisibilityAPIResource
-) -> Output[ops.TopicOutcome]:
+) -> Output[write_operations.TopicOutcome]:
     return _carry_out(
         context,
         api,
-        lambda client: ops.plan_create_topic(client, config.brand, config.name),
-        ops.create_topic,
+        lambda client: write_operations.plan_create_topic(client, config.brand, config.name),
+        write_operations.create_topic,
     )
 
 
@@ -265,12 +268,14 @@ def create_topic_op(
 )
 def rename_topic_op(
     context: OpExecutionContext, config: RenameTopicConfig, api: VisibilityAPIResource
-) -> Output[ops.TopicOutcome]:
+) -> Output[write_operations.TopicOutcome]:
     return _carry_out(
         context,
         api,
-        lambda client: ops.plan_rename_topic(client, config.brand, config.topic, config.new_name),
-        ops.rename_topic,
+        lambda client: write_operations.plan_rename_topic(
+            client, config.brand, config.topic, config.new_name
+        ),
+        write_operations.rename_topic,
     )
 
 
