@@ -26,7 +26,7 @@ from resources.warehouse.common import (
     current_view_name,
 )
 from resources.warehouse.views import ANALYST_VIEWS, ViewSpec
-from sync.tables import ALL_TABLES
+from sync.catalog import ALL_TABLES
 
 COMMAND = "python -m pipelines.dbt_sources > dbt/visibility_sources.yml"
 SOURCE = "visibility"

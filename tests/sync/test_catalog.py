@@ -33,7 +33,7 @@ def test_the_catalog_covers_every_synced_table_spec_once() -> None:
     """Every landed table is synced by the catalog, but the audits (landed by their sensor)."""
     synced = [t.spec for t in (*catalog.SNAPSHOTS, *catalog.DAILY)]
     assert len(catalog.BY_NAME) == len(synced)
-    assert {s.name: s for s in synced} == {n: s for n, s in tables.ALL_TABLES.items() if n != "audit_reports"}
+    assert {s.name: s for s in synced} == {n: s for n, s in catalog.ALL_TABLES.items() if n != "audit_reports"}
 
 
 #: Served by the sandbox beyond what the connector reads (sandbox/README.md: brand creation for
