@@ -35,8 +35,8 @@ from sync.planning import citation_targets, hull_per_engine, paged_per_brand, pa
 from sync.trends import (
     capped_notes,
     citation_targets_from_settings,
-    fetch_cited_pages,
     fetch_citation_trends,
+    fetch_cited_pages,
     fetch_competitor_trends,
 )
 
