@@ -30,7 +30,7 @@ from sync import transforms as X
 from sync.discovery import Discovery
 from sync.facts import paged_rows
 from sync.fetching import PartitionedTable, SnapshotTable
-from sync.listings import brand_listing, discovered, list_generations, per_brand_listing
+from sync.listings import brand_listing, discovered, each_brand, list_generations, per_brand_listing
 from sync.planning import citation_targets, hull_per_engine, paged_per_brand, paged_per_prompt, per_day
 from sync.trends import (
     capped_notes,
@@ -55,21 +55,21 @@ BRANDS = SnapshotTable(
 TOPICS = SnapshotTable(
     T.TOPICS,
     (api.LIST_TOPICS,),
-    per_brand_listing(T.TOPICS, VisibilityClient.list_topics, X.topics_table),
+    per_brand_listing(T.TOPICS, each_brand(VisibilityClient.list_topics), X.topics_table),
     per_brand=True,
     upstream="brands",
 )
 PROMPTS = SnapshotTable(
     T.PROMPTS,
     (api.LIST_PROMPTS,),
-    discovered(T.PROMPTS, Discovery.prompts, X.prompts_table),
+    per_brand_listing(T.PROMPTS, discovered(Discovery.prompts), X.prompts_table),
     per_brand=True,
     upstream="brands",
 )
 TRACKED_COMPETITORS = SnapshotTable(
     T.TRACKED_COMPETITORS,
     (api.LIST_TRACKED_COMPETITORS,),
-    discovered(T.TRACKED_COMPETITORS, Discovery.competitors, X.tracked_competitors_table),
+    per_brand_listing(T.TRACKED_COMPETITORS, discovered(Discovery.competitors), X.tracked_competitors_table),
     per_brand=True,
     upstream="brands",
 )

@@ -1,8 +1,9 @@
 """Listings of the snapshot tables by shape (one whole listing per sync), chosen by catalog entries.
 
 Each sync lists the whole set; rows that vanish stay in the table with ``is_current = false``.
-:func:`per_brand_listing` lists any per-brand endpoint; :func:`discovered` reuses what the sync's
-discovery already listed (prompts, tracked competitors: the daily tables need them too).
+:func:`per_brand_listing` lands any per-brand listing: one request per brand (:func:`each_brand`), or
+what the sync's discovery already listed (:func:`discovered`: prompts, tracked competitors, which the
+daily tables need too).
 """
 
 from __future__ import annotations
@@ -58,31 +59,25 @@ def brand_listing(transform: Callable[[list[Row]], pa.Table]) -> SnapshotFetch:
     return fetch
 
 
-def per_brand_listing(
-    spec: TableSpec, read: Callable[[VisibilityClient, str], Iterable[Row]], transform: Transform
-) -> SnapshotFetch:
-    """One listing per brand of the scope (``read(client, brand_id)``), each through ``transform``."""
-
-    def fetch(
-        client: VisibilityClient,
-        scope: BrandScope,
-        notes: dict[str, Any],
-        tags: Mapping[str, str],
-        discovery: Discovery,
-    ) -> pa.Table:
-        rows = per_brand(client, scope, lambda b: list(read(client, b)))
-        return X.concat(spec, [transform(r, b) for b, r in rows.items()])
-
-    return fetch
-
-
+#: ``(client, scope, discovery) -> {brand id: rows}``: where a per-brand listing's rows come from.
+BrandRows = Callable[[VisibilityClient, BrandScope, Discovery], Mapping[str, Iterable[Row]]]
 #: A listing the sync's discovery makes once for every table (``Discovery.prompts``, ...).
 DiscoveryListing = Callable[[Discovery, VisibilityClient, BrandScope], Mapping[str, list[Row]]]
 
 
-def discovered(spec: TableSpec, listing: DiscoveryListing, transform: Transform) -> SnapshotFetch:
-    """The per-brand listing the sync's discovery makes once for every table (the daily tables need
-    prompts and tracked competitors too), each brand's rows through ``transform``."""
+def each_brand(read: Callable[[VisibilityClient, str], Iterable[Row]]) -> BrandRows:
+    """One request (or walk) per brand of the scope: ``read(client, brand_id)``."""
+    return lambda client, scope, discovery: per_brand(client, scope, lambda b: list(read(client, b)))
+
+
+def discovered(listing: DiscoveryListing) -> BrandRows:
+    """The listing the sync's discovery makes once for every table (the daily tables need prompts and
+    tracked competitors too)."""
+    return lambda client, scope, discovery: listing(discovery, client, scope)
+
+
+def per_brand_listing(spec: TableSpec, rows_of: BrandRows, transform: Transform) -> SnapshotFetch:
+    """Each brand's rows of the scope (``rows_of``), each through ``transform``, as one table."""
 
     def fetch(
         client: VisibilityClient,
@@ -91,7 +86,7 @@ def discovered(spec: TableSpec, listing: DiscoveryListing, transform: Transform)
         tags: Mapping[str, str],
         discovery: Discovery,
     ) -> pa.Table:
-        rows = listing(discovery, client, scope)
+        rows = rows_of(client, scope, discovery)
         return X.concat(spec, [transform(r, b) for b, r in rows.items()])
 
     return fetch

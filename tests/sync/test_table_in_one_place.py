@@ -115,6 +115,17 @@ def test_everything_else_is_derived_from_the_entry(in_catalog: PartitionedTable)
     assert plan.cells == frozenset(cells) and not plan.calls  # no brand: nothing to ask
 
 
+def test_a_plain_row_endpoint_needs_no_transform_of_its_own() -> None:
+    """``transforms.brand_rows(spec, fields)`` is this table's transform, with no code."""
+    rows = [
+        {"id": "a1", "prompt_id": "p1", "engine": "claude", "checked_on": "2026-10-20", "brand_position": 2},
+        {"id": "a2", "prompt_id": "p1", "engine": "claude", "checked_on": "2026-10-20", "mention_count": 3},
+    ]
+    generic = X.brand_rows(ANSWER_POSITIONS_SPEC, FIELDS)(rows, "b1")
+    assert generic.equals(answer_positions_table(rows, "b1"))
+    assert generic.column_names == [c.name for c in ANSWER_POSITIONS_SPEC.columns]
+
+
 def test_without_its_entry_the_table_is_nowhere() -> None:
     assert NAME not in catalog.ALL_TABLES
     assert checks_of([NAME]) == []
