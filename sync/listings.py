@@ -44,8 +44,12 @@ def generations_limit(tags: Mapping[str, str]) -> int:
     return max(1, min(GENERATIONS_LIMIT, value))
 
 
-def brand_listing(transform: Callable[[list[Row]], pa.Table]) -> SnapshotFetch:
-    """The brands the sync's scope listed (no request of its own)."""
+#: ``(client, scope, discovery) -> table``: a listing that reads neither the run's tags nor notes.
+Listing = Callable[[VisibilityClient, BrandScope, Discovery], pa.Table]
+
+
+def listing(make: Listing) -> SnapshotFetch:
+    """A snapshot table's fetch from a listing that needs no run tags and leaves no notes."""
 
     def fetch(
         client: VisibilityClient,
@@ -54,9 +58,14 @@ def brand_listing(transform: Callable[[list[Row]], pa.Table]) -> SnapshotFetch:
         tags: Mapping[str, str],
         discovery: Discovery,
     ) -> pa.Table:
-        return transform(scope.brands)
+        return make(client, scope, discovery)
 
     return fetch
+
+
+def brand_listing(transform: Callable[[list[Row]], pa.Table]) -> SnapshotFetch:
+    """The brands the sync's scope listed (no request of its own)."""
+    return listing(lambda client, scope, discovery: transform(scope.brands))
 
 
 #: ``(client, scope, discovery) -> {brand id: rows}``: where a per-brand listing's rows come from.
@@ -70,26 +79,20 @@ def each_brand(read: Callable[[VisibilityClient, str], Iterable[Row]]) -> BrandR
     return lambda client, scope, discovery: per_brand(client, scope, lambda b: list(read(client, b)))
 
 
-def discovered(listing: DiscoveryListing) -> BrandRows:
+def discovered(listed: DiscoveryListing) -> BrandRows:
     """The listing the sync's discovery makes once for every table (the daily tables need prompts and
     tracked competitors too)."""
-    return lambda client, scope, discovery: listing(discovery, client, scope)
+    return lambda client, scope, discovery: listed(discovery, client, scope)
 
 
 def per_brand_listing(spec: TableSpec, rows_of: BrandRows, transform: Transform) -> SnapshotFetch:
     """Each brand's rows of the scope (``rows_of``), each through ``transform``, as one table."""
 
-    def fetch(
-        client: VisibilityClient,
-        scope: BrandScope,
-        notes: dict[str, Any],
-        tags: Mapping[str, str],
-        discovery: Discovery,
-    ) -> pa.Table:
+    def make(client: VisibilityClient, scope: BrandScope, discovery: Discovery) -> pa.Table:
         rows = rows_of(client, scope, discovery)
         return X.concat(spec, [transform(r, b) for b, r in rows.items()])
 
-    return fetch
+    return listing(make)
 
 
 def list_generations(
