@@ -17,11 +17,13 @@ with metadata that says what broke and where (counts plus a few sample rows):
   evidence table has not landed.
 * ``no_timed_out_audits`` on ``audit_reports``: audits that timed out in the last week (WARN).
 
-The checks of the synced tables are :class:`TableCheck`\\ s, declared on the sync steps
-(``check_specs``) and evaluated by them right after each table lands, while the next table is
-fetched: a check is then no step of its own (its start-up and events would add to every sync), and
-a run of checks alone (the UI's "Execute checks") runs the step with no table selected. The audit
-checks stay ``@asset_check``\\ s of the audit asset.
+The checks of the synced tables are :class:`TableCheck`\\ s, derived from their catalog entries
+(:mod:`sync.catalog`): ``keys_unique`` from every spec, and the checks an entry names from
+:data:`DECLARED_CHECKS`. They are declared on the sync steps (``check_specs``) and evaluated by them
+right after each table lands, while the next table is fetched: a check is then no step of its own
+(its start-up and events would add to every sync), and a run of checks alone (the UI's "Execute
+checks") runs the step with no table selected. The audit checks stay ``@asset_check``\\ s of the
+audit asset.
 
 ``DAILY_FRESHNESS`` is attached to every daily asset by :func:`with_freshness_policies`.
 """
@@ -56,7 +58,8 @@ from resources.warehouse import queries
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import TableSpec
 from resources.warehouse.resource import WarehouseResource
-from sync.tables import ALL_TABLES
+from sync import catalog
+from sync.tables import AUDIT_REPORTS
 
 #: Share of voice is rounded per entity by the service; allow that much drift on the sum.
 SOV_TOLERANCE = 0.5
@@ -330,67 +333,81 @@ def no_empty_partitions(table: str, inputs: CheckInputs) -> AssetCheckResult:
 
 # --- the checks of the synced tables --------------------------------------------------------------
 
-TABLE_CHECKS: tuple[TableCheck, ...] = (
-    *(
-        TableCheck(
-            name,
-            "keys_unique",
-            f"No two rows of {name} share a key ({', '.join(spec.key)}).",
-            partial(keys_unique, spec),
-        )
-        for name, spec in ALL_TABLES.items()
-        if name != "audit_reports"
-    ),
-    TableCheck(
-        "cited_pages",
+#: Checks a catalog entry may declare by name (``checks=(...)``), each made for the entry's table.
+DECLARED_CHECKS: dict[str, Callable[[str], TableCheck]] = {
+    "cited_pages_not_capped": lambda table: TableCheck(
+        table,
         "cited_pages_not_capped",
         "Warns when a day's citation URL list was truncated (capped: more pages matched than the limit "
         "returned); the rows landed are then the top N, not the complete set.",
         cited_pages_not_capped,
     ),
-    TableCheck(
-        "generations",
+    "generations_not_capped": lambda table: TableCheck(
+        table,
         "generations_not_capped",
         "Warns when a brand's generations list was truncated (capped) at the last sync, with "
         "total_count and rows landed (from the materialization's `capped` metadata).",
         generations_not_capped,
     ),
-    TableCheck(
-        "competitor_trends",
+    "share_of_voice_sums_to_100": lambda table: TableCheck(
+        table,
         "share_of_voice_sums_to_100",
         f"Per brand, engine and day (week, request window) with mentions, share of voice over the brand "
         f"and its tracked competitors sums to 100 (within {SOV_TOLERANCE} points).",
         share_of_voice_sums_to_100,
     ),
-    TableCheck(
-        "competitor_trends",
+    "window_totals_match_series": lambda table: TableCheck(
+        table,
         "window_totals_match_series",
         f"For each brand's last {TOTALS_WINDOW_DAYS} settled days of the all-engine trend, the service's "
         "window totals (responses, mentions, citations) equal the sums of the landed daily points.",
         window_totals_match_series,
     ),
-    *(
-        TableCheck(
-            table,
-            "no_empty_partitions",
-            f"No materialized brand/engine/day of {table} is empty where {rule.source_table} shows the "
-            f"service had data (last {EMPTY_CHECK_DAYS} days).",
-            partial(no_empty_partitions, table),
-            reads=(rule.source_table,),
-        )
-        for table, rule in queries.EXPECTED_CELLS.items()
+    # its rule (which table says the service had data) is in resources/warehouse/queries.py
+    "no_empty_partitions": lambda table: TableCheck(
+        table,
+        "no_empty_partitions",
+        f"No materialized brand/engine/day of {table} is empty where "
+        f"{queries.EXPECTED_CELLS[table].source_table} shows the service had data (last "
+        f"{EMPTY_CHECK_DAYS} days).",
+        partial(no_empty_partitions, table),
+        reads=(queries.EXPECTED_CELLS[table].source_table,),
     ),
-)
+}
+
+
+def derived_checks(spec: TableSpec) -> list[TableCheck]:
+    """The checks every synced table gets from its spec: no two rows share its key."""
+    return [
+        TableCheck(
+            spec.name,
+            "keys_unique",
+            f"No two rows of {spec.name} share a key ({', '.join(spec.key)}).",
+            partial(keys_unique, spec),
+        )
+    ]
 
 
 def checks_of(tables: Iterable[str]) -> list[TableCheck]:
-    """The checks of ``tables``, in declaration order."""
-    wanted = set(tables)
-    return [check for check in TABLE_CHECKS if check.table in wanted]
+    """The checks of the synced ``tables``, from their catalog entries: those derived from the spec,
+    then those the entry declares (in its order)."""
+    out: list[TableCheck] = []
+    for name in dict.fromkeys(tables):
+        entry = catalog.BY_NAME.get(name)
+        if entry is None:  # a table no sync lands (the audits: their checks are their own)
+            continue
+        out += derived_checks(entry.spec)
+        out += [DECLARED_CHECKS[check](name) for check in entry.checks]
+    return out
+
+
+def table_checks() -> list[TableCheck]:
+    """The checks of every synced table (the catalog's entries, in its order)."""
+    return checks_of(catalog.BY_NAME)
 
 
 def check_by_key(key: AssetCheckKey) -> TableCheck:
-    return next(check for check in TABLE_CHECKS if check.key == key)
+    return next(check for check in table_checks() if check.key == key)
 
 
 # --- audits -------------------------------------------------------------------------------------
@@ -429,17 +446,15 @@ def no_timed_out_audits(warehouse: WarehouseResource) -> AssetCheckResult:
 
 #: Checks of the audit sensor's table.
 audit_checks: list[AssetChecksDefinition] = [
-    _keys_unique_check(ALL_TABLES["audit_reports"]),
+    _keys_unique_check(AUDIT_REPORTS),
     no_timed_out_audits,
 ]
 
 
 # --- freshness ----------------------------------------------------------------------------------
 
-#: Assets the daily schedule materializes (every table but the sensor-driven audit_reports).
-DAILY_ASSET_KEYS: frozenset[AssetKey] = frozenset(
-    _key(name) for name in ALL_TABLES if name != "audit_reports"
-)
+#: Assets the daily schedule materializes (every synced table; not those landed by sensors).
+DAILY_ASSET_KEYS: frozenset[AssetKey] = frozenset(_key(name) for name in catalog.BY_NAME)
 
 
 def with_freshness_policies(

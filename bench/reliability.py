@@ -530,7 +530,7 @@ def _read_postgres(target: Target, schema: str) -> State:
 
 def table_keys() -> dict[str, tuple[str, ...]]:
     """Key columns of every table (``sync/tables.py``)."""
-    from sync.tables import ALL_TABLES
+    from sync.catalog import ALL_TABLES
 
     return {name: tuple(spec.key) for name, spec in ALL_TABLES.items()}
 

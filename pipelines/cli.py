@@ -293,7 +293,7 @@ def _table_counts(settings: Settings) -> dict[str, int | None]:
     """Rows per landed table, read back from the warehouse (None: table absent)."""
     from resources.warehouse.queries import row_count
     from resources.warehouse.resource import warehouse_from_url
-    from sync.tables import ALL_TABLES
+    from sync.catalog import ALL_TABLES
 
     with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse, warehouse.session():
         return {name: row_count(warehouse, name) for name in ALL_TABLES}

@@ -20,7 +20,7 @@ from resources.warehouse.io_manager import LandedTablesIOManager
 from resources.warehouse.resource import WarehouseResource
 from resources.warehouse.urls import bigquery_target, duckdb_path, url_scheme
 from settings import Settings
-from sync.tables import ALL_TABLES
+from sync.catalog import ALL_TABLES
 
 #: The resource key of the IO manager that loads landed tables (the daily and snapshot assets).
 LANDED_TABLES_IO_MANAGER = "landed_tables_io_manager"

@@ -1,24 +1,140 @@
-"""Every table a sync lands, in the order a sync lands them: one list to change when a table or an
-endpoint changes.
+"""Every table a sync lands, one self-contained entry each, in the order a sync lands them.
 
-Each entry knows its table spec (columns, key: :mod:`sync.tables`), the API endpoints it reads, and
-how it is fetched (planner and per-call fetch, or one listing). The Dagster layer declares one asset
-per entry (``assets/snapshots.py``, ``assets/daily.py``); the jobs select them by these groups.
+An entry says everything the rest of the code derives a table from:
+
+* its spec (columns, key, partition columns: :mod:`sync.tables`);
+* the API endpoints it reads;
+* its planner, chosen by the endpoint's shape (:mod:`sync.planning`: paged per brand, paged per
+  prompt, one response per engine over the hull, one per day) and its fetch with its transform
+  (:mod:`sync.facts`, :mod:`sync.trends`, :mod:`sync.listings`);
+* its checks beyond the ones every table gets from its spec (``keys_unique``), by name;
+* its group: an entry of ``DAILY`` is a date x engine table of ``DAILY_GROUP``, an entry of
+  ``SNAPSHOTS`` a snapshot table of ``SNAPSHOT_GROUP``.
+
+Derived from the entries, with no other list to keep: the Dagster assets and their checks
+(``assets/daily.py``, ``assets/snapshots.py``, ``assets/checks.py``), the jobs (they select by
+group), the landing worker's table lookup and the dbt sources and data dictionary
+(:data:`ALL_TABLES`), and the endpoint a transform error names (:func:`source_endpoint`).
+docs/ARCHITECTURE.md, "Adding a table", shows an entry being added.
 """
 
 from __future__ import annotations
 
-from sync.facts import ANSWERS, PROMPT_MENTIONS
+from collections.abc import Iterator, Mapping
+
+from resources.api import endpoints as api
+from resources.api.client import VisibilityClient
+from resources.warehouse.base import TableSpec
+from sync import tables as T
+from sync import transforms as X
+from sync.discovery import Discovery
+from sync.facts import paged_rows
 from sync.fetching import PartitionedTable, SnapshotTable
-from sync.snapshots import SNAPSHOT_TABLES
-from sync.trends import CITATION_TRENDS, CITED_PAGES, COMPETITOR_TRENDS
+from sync.listings import brand_listing, discovered, each_brand, list_generations, per_brand_listing
+from sync.planning import citation_targets, hull_per_engine, paged_per_brand, paged_per_prompt, per_day
+from sync.trends import (
+    capped_notes,
+    citation_targets_from_settings,
+    fetch_citation_trends,
+    fetch_cited_pages,
+    fetch_competitor_trends,
+)
 
 #: Asset groups: the jobs select tables by group, so a new entry is in its jobs without a list to keep.
 SNAPSHOT_GROUP = "visibility_snapshots"
 DAILY_GROUP = "visibility_daily"
 
+# --- snapshot tables: listed whole by one step, brands first (every other table is per brand) -------
+
+BRANDS = SnapshotTable(
+    T.BRANDS,
+    (api.LIST_BRANDS, api.GET_BRAND),
+    brand_listing(X.brands_table),
+    per_brand=False,
+)
+TOPICS = SnapshotTable(
+    T.TOPICS,
+    (api.LIST_TOPICS,),
+    per_brand_listing(T.TOPICS, each_brand(VisibilityClient.list_topics), X.topics_table),
+    per_brand=True,
+    upstream="brands",
+)
+PROMPTS = SnapshotTable(
+    T.PROMPTS,
+    (api.LIST_PROMPTS,),
+    per_brand_listing(T.PROMPTS, discovered(Discovery.prompts), X.prompts_table),
+    per_brand=True,
+    upstream="brands",
+)
+TRACKED_COMPETITORS = SnapshotTable(
+    T.TRACKED_COMPETITORS,
+    (api.LIST_TRACKED_COMPETITORS,),
+    per_brand_listing(T.TRACKED_COMPETITORS, discovered(Discovery.competitors), X.tracked_competitors_table),
+    per_brand=True,
+    upstream="brands",
+)
+GENERATIONS = SnapshotTable(
+    T.GENERATIONS,
+    (api.LIST_GENERATIONS,),
+    list_generations,
+    per_brand=True,
+    upstream="brands",
+    checks=("generations_not_capped",),
+)
+
+# --- date x engine tables: fetched back to back by one step -------------------------------------------
+
+COMPETITOR_TRENDS = PartitionedTable(
+    spec=T.COMPETITOR_TRENDS,
+    endpoints=(api.COMPETITOR_TRENDS,),
+    planner=hull_per_engine(api.COMPETITOR_TRENDS, weeks=True),
+    fetch_one=fetch_competitor_trends,
+    with_rollup=True,
+    upstream="tracked_competitors",
+    checks=("share_of_voice_sums_to_100", "window_totals_match_series"),
+)
+CITATION_TRENDS = PartitionedTable(
+    spec=T.CITATION_TRENDS,
+    endpoints=(api.CITATION_TRENDS,),
+    planner=hull_per_engine(api.CITATION_TRENDS, targets=citation_targets),
+    fetch_one=fetch_citation_trends,
+    with_rollup=True,
+    needs_competitors=True,
+    upstream="tracked_competitors",
+    targets=citation_targets_from_settings,
+)
+CITED_PAGES = PartitionedTable(
+    spec=T.CITED_PAGES,
+    endpoints=(api.CITATION_URLS,),
+    planner=per_day(api.CITATION_URLS),
+    fetch_one=fetch_cited_pages,
+    with_rollup=True,
+    upstream="brands",
+    notes=capped_notes,
+    checks=("cited_pages_not_capped", "no_empty_partitions"),
+)
+PROMPT_MENTIONS = PartitionedTable(
+    spec=T.PROMPT_MENTIONS,
+    endpoints=(api.LIST_PROMPT_MENTIONS,),
+    planner=paged_per_prompt(api.LIST_PROMPT_MENTIONS),
+    fetch_one=paged_rows(VisibilityClient.list_prompt_mentions, X.mentions_table, per_prompt=True),
+    with_rollup=False,
+    needs_prompts=True,
+    upstream="prompts",
+    checks=("no_empty_partitions",),
+)
+ANSWERS = PartitionedTable(
+    spec=T.ANSWERS,
+    endpoints=(api.LIST_ANSWERS,),
+    planner=paged_per_brand(api.LIST_ANSWERS),
+    fetch_one=paged_rows(VisibilityClient.list_answers, X.answers_table),
+    with_rollup=False,
+    upstream="prompts",
+    checks=("no_empty_partitions",),
+)
+
 #: Listed in one step, brands first (every other table is per brand).
-SNAPSHOTS: tuple[SnapshotTable, ...] = SNAPSHOT_TABLES
+SNAPSHOTS: tuple[SnapshotTable, ...] = (BRANDS, TOPICS, PROMPTS, TRACKED_COMPETITORS, GENERATIONS)
 #: Fetched back to back in one step, each landed while the next is fetched: the longest fetches last
 #: (rollups first, then mentions, one call per prompt, then answers, paged per brand).
 DAILY: tuple[PartitionedTable, ...] = (
@@ -29,4 +145,50 @@ DAILY: tuple[PartitionedTable, ...] = (
     ANSWERS,
 )
 
+#: Every synced table's entry by name. The lookups below read it when they are called, so a table
+#: is known everywhere as soon as it is an entry here.
 BY_NAME: dict[str, SnapshotTable | PartitionedTable] = {t.spec.name: t for t in (*SNAPSHOTS, *DAILY)}
+
+#: Tables landed by a sensor, not by a sync step: their spec, and the endpoint their rows come from.
+LANDED_BY_SENSORS: dict[str, tuple[TableSpec, api.Endpoint]] = {
+    T.AUDIT_REPORTS.name: (T.AUDIT_REPORTS, api.POLL_AUDIT),
+}
+
+
+def group_of(name: str) -> str:
+    """The asset group of a synced table (``KeyError`` for a table no sync lands)."""
+    return DAILY_GROUP if isinstance(BY_NAME[name], PartitionedTable) else SNAPSHOT_GROUP
+
+
+def source_endpoint(name: str) -> str | None:
+    """The key of the endpoint whose rows ``name`` lands (its entry's first), for error messages."""
+    if name in BY_NAME:
+        return BY_NAME[name].endpoints[0].key
+    if name in LANDED_BY_SENSORS:
+        return LANDED_BY_SENSORS[name][1].key
+    return None
+
+
+class _AllTables(Mapping[str, TableSpec]):
+    """Every landed table's spec by name: the snapshot tables, those landed by sensors, then the date x
+    engine tables (in the catalog's order). Read from :data:`BY_NAME` on each lookup."""
+
+    def _specs(self) -> dict[str, TableSpec]:
+        snapshots = {n: e.spec for n, e in BY_NAME.items() if isinstance(e, SnapshotTable)}
+        sensors = {n: spec for n, (spec, _) in LANDED_BY_SENSORS.items()}
+        daily = {n: e.spec for n, e in BY_NAME.items() if isinstance(e, PartitionedTable)}
+        return {**snapshots, **sensors, **daily}
+
+    def __getitem__(self, name: str) -> TableSpec:
+        return self._specs()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs())
+
+    def __len__(self) -> int:
+        return len(self._specs())
+
+
+#: Every landed table by name: what the landing worker, the dbt sources, the data dictionary, the CLI's
+#: counts and the downstream assets read.
+ALL_TABLES: Mapping[str, TableSpec] = _AllTables()

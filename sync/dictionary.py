@@ -21,7 +21,7 @@ from resources.warehouse.contract import LOAD_COLUMNS, SNAPSHOT_COLUMNS, Column,
 from resources.warehouse.types import Kind, SqlType, bigquery_type, duckdb_type, postgres_type, sql_type
 from resources.warehouse.view_shape import current_view_name
 from resources.warehouse.views import ANALYST_VIEWS, ViewSpec
-from sync.tables import ALL_TABLES
+from sync.catalog import ALL_TABLES
 
 COMMAND = "python -m sync.dictionary > docs/TABLES.md"
 

@@ -1,51 +1,79 @@
-"""Partitioned row tables with no rollup: prompt mentions and answers (their ``all`` cells stay empty)."""
+"""Fetches by endpoint shape: one planned call of a paged row endpoint -> Arrow batches.
+
+A catalog entry (:mod:`sync.catalog`) picks its fetch here with its transform, as it picks its
+planner in :mod:`sync.planning`; nothing here is written per table. :func:`paged_rows` reads the
+rows of one call (per brand, or per prompt) and hands each slice to the entry's transform.
+:func:`pages_of` reads any paged row endpoint (``engine``, ``from``, ``to``, ``limit``) through the
+client's paging, so a new endpoint needs no client method of its own.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pyarrow as pa
 
-from resources.api import endpoints as api
 from resources.api.client import VisibilityClient
-from sync import tables as T
+from resources.api.endpoints import MAX_LIMIT_PAGING, Endpoint
 from sync import transforms as X
-from sync.fetching import PartitionedTable
-from sync.landing import slices
-from sync.planning import Call, plan_answers, plan_mentions
+from sync.landing import FetchOne, slices
+from sync.planning import Call
+
+Row = Mapping[str, Any]
+#: ``(rows, brand_id) -> table``: an entry's transform of one slice of rows.
+Transform = Callable[[list[dict[str, Any]], str], pa.Table]
 
 
-def fetch_mentions(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
-    assert call.prompt_id is not None
-    rows = client.list_prompt_mentions(
-        call.prompt_id, engine=call.engine, start=call.window.start, end=call.window.end
-    )
-    for batch in slices(rows):
-        yield X.mentions_table(batch, call.brand_id)
+class ReadRows(Protocol):
+    """Rows of one call: ``owner_id`` is the brand, or the prompt of a per-prompt endpoint."""
+
+    def __call__(
+        self, client: VisibilityClient, owner_id: str, /, *, engine: Any, start: Any, end: Any
+    ) -> Iterable[Row]: ...
 
 
-def fetch_answers(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
-    rows = client.list_answers(
-        call.brand_id, engine=call.engine, start=call.window.start, end=call.window.end
-    )
-    for batch in slices(rows):
-        yield X.answers_table(batch, call.brand_id)
+@dataclass(frozen=True)
+class pages_of:  # used like a function: ``pages_of(endpoint)``
+    """Every row of a paged endpoint whose path takes one id (``/v1/brands/{id}/...``), filtered by
+    ``engine`` (None: no filter) and the window ``from``/``to``; validated as ``endpoint`` declares."""
+
+    endpoint: Endpoint
+    limit: int = MAX_LIMIT_PAGING
+
+    def __call__(
+        self, client: VisibilityClient, owner_id: str, /, *, engine: Any, start: Any, end: Any
+    ) -> Iterable[Row]:
+        params = {"engine": engine, "limit": self.limit, "from": start.isoformat(), "to": end.isoformat()}
+        query = {k: v for k, v in params.items() if v is not None}
+        return client._pages(self.endpoint, self.endpoint.path(id=owner_id), query)
 
 
-PROMPT_MENTIONS = PartitionedTable(
-    spec=T.PROMPT_MENTIONS,
-    endpoints=(api.LIST_PROMPT_MENTIONS,),
-    planner=plan_mentions,
-    fetch_one=fetch_mentions,
-    with_rollup=False,
-    needs_prompts=True,
-    upstream="prompts",
-)
-ANSWERS = PartitionedTable(
-    spec=T.ANSWERS,
-    endpoints=(api.LIST_ANSWERS,),
-    planner=plan_answers,
-    fetch_one=fetch_answers,
-    with_rollup=False,
-    upstream="prompts",
-)
+def paged_rows(read: ReadRows, transform: Transform, *, per_prompt: bool = False) -> FetchOne:
+    """One call's rows, read by ``read`` (per brand, or per prompt), in slices through ``transform``.
+
+    A transform error that names no endpoint (a table whose spec has no entry in
+    ``sync.tables.SOURCE_ENDPOINTS``) is given the one :func:`pages_of` read."""
+    endpoint = read.endpoint.key if isinstance(read, pages_of) else None
+
+    def fetch(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
+        owner = call.prompt_id if per_prompt else call.brand_id
+        assert owner is not None, "a per-prompt endpoint needs a planner that plans per prompt"
+        rows = read(client, owner, engine=call.engine, start=call.window.start, end=call.window.end)
+        for batch in slices(rows):
+            try:
+                table = transform(batch, call.brand_id)
+            except X.TransformError as exc:
+                if exc.endpoint is None:
+                    exc.endpoint = endpoint
+                raise
+            yield table
+
+    return fetch
+
+
+#: Prompt mentions: per prompt (their planner plans per prompt).
+fetch_mentions = paged_rows(VisibilityClient.list_prompt_mentions, X.mentions_table, per_prompt=True)
+#: Answers: per brand.
+fetch_answers = paged_rows(VisibilityClient.list_answers, X.answers_table)

@@ -50,6 +50,9 @@ class PartitionedTable:
     tags: dict[str, str] = field(default_factory=dict)
     #: citation trends: the tracked pages and topics, read when the table is fetched
     targets: Callable[[], CitationTargets] | None = None
+    #: checks of the table beyond those every table gets from its spec (``keys_unique``), by name
+    #: (``assets/checks.py``, ``DECLARED_CHECKS``)
+    checks: tuple[str, ...] = ()
 
 
 def fetch_partitioned(
@@ -136,3 +139,6 @@ class SnapshotTable:
     per_brand: bool
     upstream: str | None = None
     description: str = ""
+    #: checks of the table beyond those every table gets from its spec (``keys_unique``), by name
+    #: (``assets/checks.py``, ``DECLARED_CHECKS``)
+    checks: tuple[str, ...] = ()

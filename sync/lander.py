@@ -323,14 +323,14 @@ def _warm_up() -> None:
     use_returning_allocator()
     import resources.warehouse.duckdb
     import resources.warehouse.factory  # noqa: F401
-    import sync.tables  # noqa: F401
+    import sync.catalog  # noqa: F401
 
 
 def _land(
     warehouse_config: Mapping[str, Any], table: str, outcome: FetchOutcome, run_id: str
 ) -> list[WriteResult]:
     from resources.warehouse.factory import warehouse_for
-    from sync.tables import ALL_TABLES
+    from sync.catalog import ALL_TABLES
 
     with warehouse_for(warehouse_config, landing=True) as warehouse:
         return land(warehouse, ALL_TABLES[table], outcome, run_id)

@@ -1,22 +1,26 @@
 """Pure request planning: the partitions of a run -> the fewest API calls, widest windows first.
 
 A run (one partition, a UI backfill, a daily sync with lookback) is a set of *cells* ``(date,
-engine)``, not necessarily contiguous or rectangular. The planner turns it into calls:
+engine)``, not necessarily contiguous or rectangular. A planner turns it into calls. Planners are
+chosen by the shape of the endpoint, not written per table: a catalog entry (:mod:`sync.catalog`)
+names one of these, with its endpoint.
 
-* **mentions** (paged, per prompt): one call per prompt and contiguous run of dates, with no engine
-  filter on the dates where the run covers every engine the brand is measured on, else one call per
-  engine. The date runs of each engine are maximal, so a 30-day backfill is one call per prompt.
-* **answers** (paged, per brand): the same rule as mentions, per brand instead of per prompt.
-* **competitor trends** (one response, no paging): one ``granularity=day`` call per brand and engine
-  over the hull of the engine's dates (``all`` is the call with the engine omitted; days outside the
-  run are dropped; the response's window ``totals`` land from the same call), plus one
-  ``granularity=week`` call per brand and engine whose dates include a Sunday: a week is owned by the
-  partition of its last day, so the call covers the whole ISO weeks (Monday to Sunday) of those
-  Sundays (docs/TABLES.md, "Competitor trends: days, weeks and windows").
-* **citation trends**: one call per brand, target and engine, over the hull. Targets: the own
-  domain, each tracked competitor's domains, the tracked URLs (``VISIBILITY_CITATION_URLS``) and the
-  own domain within each tracked topic (``VISIBILITY_CITATION_TOPICS``).
-* **citation URLs**: aggregated over the request window, so one call per brand, engine and day.
+* :func:`paged_per_prompt` (mentions): one call per prompt and contiguous run of dates, with no
+  engine filter on the dates where the run covers every engine the brand is measured on, else one
+  call per engine. The date runs of each engine are maximal, so a 30-day backfill is one call per
+  prompt.
+* :func:`paged_per_brand` (answers): the same rule, per brand instead of per prompt.
+* :func:`hull_per_engine` (one response, no paging): one call per brand and engine over the hull of
+  the engine's dates (``all`` is the call with the engine omitted; days outside the run are
+  dropped). With ``weeks`` (competitor trends) these ask ``granularity=day`` (the response's window
+  ``totals`` land from the same call), plus one ``granularity=week`` call per brand and engine whose
+  dates include a Sunday: a week is owned by the partition of its last day, so the call covers the
+  whole ISO weeks (Monday to Sunday) of those Sundays (docs/TABLES.md, "Competitor trends: days,
+  weeks and windows"). With ``targets`` (citation trends) one call per target: the own domain, each
+  tracked competitor's domains, the tracked URLs (``VISIBILITY_CITATION_URLS``) and the own domain
+  within each tracked topic (``VISIBILITY_CITATION_TOPICS``).
+* :func:`per_day` (citation URLs): aggregated over the request window, so one call per brand,
+  engine and day.
 
 Engines a brand is not measured on are skipped (the service has no data there). Landing writes the
 boxes of :func:`boxes` (contiguous dates x engine set) so each write replaces exactly the run's
@@ -29,9 +33,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from resources.api import endpoints as api
 from resources.api.endpoints import ALL
@@ -40,8 +45,9 @@ Cell = tuple[dt.date, str]
 
 
 class Endpoint(StrEnum):
-    """The endpoints the planner plans calls to, named by the client's keys (``METHOD template``,
-    what ``stats.requests_by_endpoint`` and the sandbox count): one vocabulary, defined by the client."""
+    """The keys of the shipped endpoints (``METHOD template``, what ``stats.requests_by_endpoint`` and
+    the sandbox count), by short name: one vocabulary, defined by the client. A :class:`Call` holds
+    its endpoint's key, so an endpoint not listed here plans and counts the same way."""
 
     BRANDS = api.LIST_BRANDS.key
     BRAND = api.GET_BRAND.key
@@ -99,7 +105,8 @@ class BrandInput:
 class Call:
     """One API call (its first page). ``engine=None`` means no engine filter."""
 
-    endpoint: Endpoint
+    #: the endpoint's key (``METHOD template``, the client's counters' name)
+    endpoint: str
     brand_id: str
     window: Window
     engine: str | None = None
@@ -224,7 +231,7 @@ def _skipped(
 
 
 def _paged_calls(
-    endpoint: Endpoint, brand: BrandInput, cells: frozenset[Cell], prompt_id: str | None
+    endpoint: str, brand: BrandInput, cells: frozenset[Cell], prompt_id: str | None
 ) -> list[Call]:
     """Unfiltered calls on days covering all the brand's engines, per-engine calls elsewhere."""
     mine = _brand_cells(cells, brand, with_rollup=False)
@@ -259,31 +266,61 @@ def _plan(
     )
 
 
-def plan_mentions(
-    cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
-) -> Plan:
-    """Prompt mentions: per prompt, widest runs, engine filter only where the run is partial."""
-    frozen, brand_list = frozenset(cells), list(brands)
-    calls = [
-        call
-        for brand in brand_list
-        for prompt_id in brand.prompt_ids
-        for call in _paged_calls(Endpoint.MENTIONS, brand, frozen, prompt_id)
-    ]
-    return _plan(frozen, brand_list, with_rollup=False, calls=calls, engine_order=engine_order)
+class Planner(Protocol):
+    """``(cells, brands, engine_order) -> Plan``: what a catalog entry's ``planner`` is."""
+
+    def __call__(
+        self, cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
+    ) -> Plan: ...
 
 
-def plan_answers(
-    cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
-) -> Plan:
-    """Answers: per brand, widest runs, engine filter only where the run is partial."""
-    frozen, brand_list = frozenset(cells), list(brands)
-    calls = [call for brand in brand_list for call in _paged_calls(Endpoint.ANSWERS, brand, frozen, None)]
-    return _plan(frozen, brand_list, with_rollup=False, calls=calls, engine_order=engine_order)
+def _shape(name: str, doc: str, plan: Planner) -> Planner:
+    plan.__name__ = plan.__qualname__ = name  # type: ignore[attr-defined]
+    plan.__doc__ = doc
+    return plan
+
+
+def paged_per_brand(endpoint: api.Endpoint) -> Planner:
+    """A paged row endpoint per brand (``/v1/brands/{id}/...`` with ``engine``, ``from``, ``to``):
+    widest date runs, engine filter only where the run is partial. No rollup."""
+
+    def plan(cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()) -> Plan:
+        frozen, brand_list = frozenset(cells), list(brands)
+        calls = [c for b in brand_list for c in _paged_calls(endpoint.key, b, frozen, None)]
+        return _plan(frozen, brand_list, with_rollup=False, calls=calls, engine_order=engine_order)
+
+    return _shape(f"paged_per_brand({endpoint.key})", paged_per_brand.__doc__ or "", plan)
+
+
+def paged_per_prompt(endpoint: api.Endpoint) -> Planner:
+    """A paged row endpoint per prompt (``/v1/prompts/{id}/...``): as :func:`paged_per_brand`, once per
+    prompt of each brand (the entry sets ``needs_prompts``). No rollup."""
+
+    def plan(cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()) -> Plan:
+        frozen, brand_list = frozenset(cells), list(brands)
+        calls = [
+            call
+            for brand in brand_list
+            for prompt_id in brand.prompt_ids
+            for call in _paged_calls(endpoint.key, brand, frozen, prompt_id)
+        ]
+        return _plan(frozen, brand_list, with_rollup=False, calls=calls, engine_order=engine_order)
+
+    return _shape(f"paged_per_prompt({endpoint.key})", paged_per_prompt.__doc__ or "", plan)
+
+
+@dataclass(frozen=True)
+class CitationTarget:
+    """What one citation trend call trends: a domain (None: the brand's own), or a page, within one
+    topic's prompts or all of them."""
+
+    domain: str | None = None
+    url: str | None = None
+    topic_id: str | None = None
 
 
 def _hull_calls_per_engine(
-    endpoint: Endpoint, brand: BrandInput, cells: frozenset[Cell], target: CitationTarget | None = None
+    endpoint: str, brand: BrandInput, cells: frozenset[Cell], target: CitationTarget | None = None
 ) -> list[Call]:
     mine = _brand_cells(cells, brand, with_rollup=True)
     days_by_engine: dict[str, list[dt.date]] = defaultdict(list)
@@ -314,7 +351,7 @@ def week_start(day: dt.date) -> dt.date:
     return day - dt.timedelta(days=day.weekday())
 
 
-def _week_calls(brand: BrandInput, cells: frozenset[Cell]) -> list[Call]:
+def _week_calls(endpoint: str, brand: BrandInput, cells: frozenset[Cell]) -> list[Call]:
     """Per engine with a Sunday in the run: the whole ISO weeks from the first to the last Sunday."""
     sundays: dict[str, list[dt.date]] = defaultdict(list)
     for day, engine in _brand_cells(cells, brand, with_rollup=True):
@@ -322,7 +359,7 @@ def _week_calls(brand: BrandInput, cells: frozenset[Cell]) -> list[Call]:
             sundays[engine].append(day)
     return [
         Call(
-            Endpoint.COMPETITOR_TRENDS,
+            endpoint,
             brand.brand_id,
             Window(week_start(min(days)), max(days) + dt.timedelta(days=1)),
             engine=None if engine == ALL else engine,
@@ -330,31 +367,6 @@ def _week_calls(brand: BrandInput, cells: frozenset[Cell]) -> list[Call]:
         )
         for engine, days in sorted(sundays.items())
     ]
-
-
-def plan_competitor_trends(
-    cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
-) -> Plan:
-    """Competitor trends: per brand and engine (``all``: engine omitted), one ``day`` call over the
-    hull, and one ``week`` call over the whole weeks of the run's Sundays (none without a Sunday)."""
-    frozen, brand_list = frozenset(cells), list(brands)
-    calls = [
-        dataclasses.replace(c, granularity="day")
-        for b in brand_list
-        for c in _hull_calls_per_engine(Endpoint.COMPETITOR_TRENDS, b, frozen)
-    ]
-    calls += [c for b in brand_list for c in _week_calls(b, frozen)]
-    return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
-
-
-@dataclass(frozen=True)
-class CitationTarget:
-    """What one citation trend call trends: a domain (None: the brand's own), or a page, within one
-    topic's prompts or all of them."""
-
-    domain: str | None = None
-    url: str | None = None
-    topic_id: str | None = None
 
 
 def citation_targets(brand: BrandInput) -> list[CitationTarget]:
@@ -372,36 +384,68 @@ def citation_targets(brand: BrandInput) -> list[CitationTarget]:
     return targets
 
 
-def plan_citation_trends(
-    cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
-) -> Plan:
-    """Citation trends: one call per brand x target x engine (incl. ``all``) over the hull."""
-    frozen, brand_list = frozenset(cells), list(brands)
-    calls = [
-        c
-        for b in brand_list
-        for target in citation_targets(b)
-        for c in _hull_calls_per_engine(Endpoint.CITATION_TRENDS, b, frozen, target)
-    ]
-    return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
+def hull_per_engine(
+    endpoint: api.Endpoint,
+    *,
+    targets: Callable[[BrandInput], list[CitationTarget]] | None = None,
+    weeks: bool = False,
+) -> Planner:
+    """A one-response series endpoint with an all-engine rollup (``all``: engine omitted): one call per
+    brand and engine over the hull of the engine's dates (days outside the run are dropped).
+
+    ``targets``: one such call per target of the brand (citation trends). ``weeks``: the hull calls
+    ask ``granularity=day``, plus one ``granularity=week`` call per brand and engine whose dates
+    include a Sunday, over the whole ISO weeks of those Sundays (competitor trends)."""
+
+    def plan(cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()) -> Plan:
+        frozen, brand_list = frozenset(cells), list(brands)
+        calls = [
+            c
+            for b in brand_list
+            for target in (targets(b) if targets else [None])
+            for c in _hull_calls_per_engine(endpoint.key, b, frozen, target)
+        ]
+        if weeks:
+            calls = [dataclasses.replace(c, granularity="day") for c in calls]
+            calls += [c for b in brand_list for c in _week_calls(endpoint.key, b, frozen)]
+        return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
+
+    return _shape(f"hull_per_engine({endpoint.key})", hull_per_engine.__doc__ or "", plan)
 
 
-def plan_citation_urls(
-    cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
-) -> Plan:
-    """Citation URLs: aggregated over the window, so one call per brand x engine x day."""
-    frozen, brand_list = frozenset(cells), list(brands)
-    calls = [
-        Call(
-            Endpoint.CITATION_URLS,
-            b.brand_id,
-            Window(day, day + dt.timedelta(days=1)),
-            engine=None if engine == ALL else engine,
-        )
-        for b in brand_list
-        for day, engine in sorted(_brand_cells(frozen, b, with_rollup=True))
-    ]
-    return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
+def per_day(endpoint: api.Endpoint) -> Planner:
+    """An endpoint aggregated over its request window, with an all-engine rollup: one call per brand,
+    engine (``all``: engine omitted) and day."""
+
+    def plan(cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()) -> Plan:
+        frozen, brand_list = frozenset(cells), list(brands)
+        calls = [
+            Call(
+                endpoint.key,
+                b.brand_id,
+                Window(day, day + dt.timedelta(days=1)),
+                engine=None if engine == ALL else engine,
+            )
+            for b in brand_list
+            for day, engine in sorted(_brand_cells(frozen, b, with_rollup=True))
+        ]
+        return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
+
+    return _shape(f"per_day({endpoint.key})", per_day.__doc__ or "", plan)
+
+
+# The planners of the shipped tables (their catalog entries choose them; tests and bench name them).
+#: Prompt mentions: per prompt, widest runs, engine filter only where the run is partial.
+plan_mentions = paged_per_prompt(api.LIST_PROMPT_MENTIONS)
+#: Answers: per brand, widest runs, engine filter only where the run is partial.
+plan_answers = paged_per_brand(api.LIST_ANSWERS)
+#: Competitor trends: per brand and engine, one ``day`` call over the hull, one ``week`` call over
+#: the whole weeks of the run's Sundays (none without a Sunday).
+plan_competitor_trends = hull_per_engine(api.COMPETITOR_TRENDS, weeks=True)
+#: Citation trends: one call per brand x target x engine (incl. ``all``) over the hull.
+plan_citation_trends = hull_per_engine(api.CITATION_TRENDS, targets=citation_targets)
+#: Citation URLs: aggregated over the window, so one call per brand x engine x day.
+plan_citation_urls = per_day(api.CITATION_URLS)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -445,6 +445,21 @@ def mentions_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
 
 def answers_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
     return rows_to_table(T.ANSWERS, _listed(rows), {"brand_id": brand_id})
+
+
+def brand_rows(
+    spec: TableSpec, fields: Sequence[str] | None = None
+) -> Callable[[Iterable[Row], str], pa.Table]:
+    """The transform of a plain row endpoint: each row (only ``fields`` of it, if given) plus the
+    ``brand_id`` it was fetched for, typed by ``spec`` (what the answers' and mentions' are)."""
+
+    def transform(rows: Iterable[Row], brand_id: str) -> pa.Table:
+        listed = _listed(rows)
+        if fields is not None:
+            listed = [{name: row.get(name) for name in fields} for row in listed]
+        return rows_to_table(spec, listed, {"brand_id": brand_id})
+
+    return transform
 
 
 def cited_pages_table(

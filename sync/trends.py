@@ -1,5 +1,6 @@
-"""Partitioned assets with an all-engine rollup (date x 7 engines + ``all``): cited pages,
-citation trends, competitor trends. The rollup is fetched (engine omitted), never summed.
+"""The fetches of the series and top-N tables with an all-engine rollup (date x 7 engines + ``all``):
+cited pages, citation trends, competitor trends (their catalog entries: :mod:`sync.catalog`). The
+rollup is fetched (engine omitted), never summed.
 
 Competitor trends land days, weeks and window totals in one table (docs/TABLES.md): the totals
 come with the day series (no request of their own); weeks cost one more call per brand and engine
@@ -13,14 +14,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from resources.api import endpoints as api
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_CITATION_URLS
 from sync import tables as T
 from sync import transforms as X
 from sync.discovery import CitationTargets
-from sync.fetching import PartitionedTable
-from sync.planning import Call, plan_citation_trends, plan_citation_urls, plan_competitor_trends
+from sync.planning import Call
 from sync.spool import DateSpool
 
 #: Most pages the citation URLs endpoint returns (its maximum ``limit``).
@@ -97,32 +96,3 @@ def capped_notes(spool: DateSpool) -> dict[str, Any]:
         for row in part.select(["brand_id", "date", "engine"]).to_pylist():
             capped.add((row["brand_id"], row["date"].isoformat(), row["engine"]))
     return {"capped_responses": len(capped)}
-
-
-CITED_PAGES = PartitionedTable(
-    spec=T.CITED_PAGES,
-    endpoints=(api.CITATION_URLS,),
-    planner=plan_citation_urls,
-    fetch_one=fetch_cited_pages,
-    with_rollup=True,
-    upstream="brands",
-    notes=capped_notes,
-)
-CITATION_TRENDS = PartitionedTable(
-    spec=T.CITATION_TRENDS,
-    endpoints=(api.CITATION_TRENDS,),
-    planner=plan_citation_trends,
-    fetch_one=fetch_citation_trends,
-    with_rollup=True,
-    needs_competitors=True,
-    upstream="tracked_competitors",
-    targets=citation_targets_from_settings,
-)
-COMPETITOR_TRENDS = PartitionedTable(
-    spec=T.COMPETITOR_TRENDS,
-    endpoints=(api.COMPETITOR_TRENDS,),
-    planner=plan_competitor_trends,
-    fetch_one=fetch_competitor_trends,
-    with_rollup=True,
-    upstream="tracked_competitors",
-)

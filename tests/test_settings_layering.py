@@ -210,7 +210,7 @@ for info in pkgutil.iter_modules(sync.__path__):
 from sync.lander import _warm_up
 _warm_up()
 from resources.warehouse.factory import warehouse_for
-from sync.tables import ALL_TABLES
+from sync.catalog import ALL_TABLES
 config = {{"url": "duckdb:///{db}", "schema_name": "visibility", "lock_timeout_seconds": 30.0,
           "duckdb_landing_memory_limit": "1GB"}}
 with warehouse_for(config, landing=True) as warehouse, warehouse.session():

@@ -21,7 +21,7 @@ import pytest
 from resources.api.client import VisibilityClient
 from resources.warehouse.contract import SchemaMismatchError
 from sandbox.testing import SandboxHandle
-from sync.facts import PROMPT_MENTIONS
+from sync.catalog import PROMPT_MENTIONS
 from sync.fetching import fetch_partitioned
 from sync.lander import Lander, LandingError, _portable
 from sync.landing import FetchOutcome

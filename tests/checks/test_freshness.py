@@ -24,7 +24,7 @@ from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget, create_te
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._daemon.freshness import FreshnessDaemon
 
-from sync.tables import ALL_TABLES
+from sync.catalog import ALL_TABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 HOUR = 3600.0

@@ -9,7 +9,7 @@ import yaml
 from assets.checks import DAILY_FRESHNESS
 from pipelines.dbt_sources import COMMAND, render
 from resources.warehouse.duckdb import DuckDBWarehouse
-from sync.tables import ALL_TABLES
+from sync.catalog import ALL_TABLES
 
 SOURCES = Path(__file__).resolve().parents[2] / "dbt" / "visibility_sources.yml"
 

@@ -15,7 +15,7 @@ from pipelines.definitions import all_assets, defs
 from pipelines.jobs import DAILY_JOB, SNAPSHOT_JOB, SYNC_JOB
 from pipelines.schedules import daily_sync_schedule, sync_window
 from settings import load_settings
-from sync.tables import ALL_TABLES
+from sync.catalog import ALL_TABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 RANGE_START = "dagster/asset_partition_range_start"

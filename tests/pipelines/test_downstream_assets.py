@@ -39,6 +39,7 @@ from resources.warehouse.io_manager import LandedTablesIOManager
 from resources.warehouse.resource import WarehouseResource, warehouse_from_url
 from settings import load_settings
 from sync import tables as T
+from sync.catalog import ALL_TABLES
 from sync.transforms import rows_to_table
 from tests.fixtures_bigquery import EMULATOR_PROJECT
 
@@ -280,7 +281,7 @@ def test_daily_assets_name_their_table_in_full_and_their_partition_columns() -> 
     )
     specs = {s.key: s for a in for_downstream(all_assets, settings) for s in a.specs}
     for table in ("prompt_mentions", "answers", "cited_pages", "citation_trends", "competitor_trends"):
-        spec, table_spec = specs[AssetKey(table)], T.ALL_TABLES[table]
+        spec, table_spec = specs[AssetKey(table)], ALL_TABLES[table]
         assert spec.metadata["dagster/table_name"] == f"shop.vis.{table}"
         assert spec.metadata["partition_expr"] == {"date": table_spec.date_column, "engine": "engine"}
         assert spec.metadata["dagster/io_manager_key"] == LANDED_TABLES_IO_MANAGER

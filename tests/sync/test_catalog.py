@@ -9,7 +9,7 @@ from pipelines.jobs import DAILY_JOB, SNAPSHOT_JOB, SYNC_JOB
 from resources.api import endpoints
 from sandbox.app import create_app
 from sandbox.config import SandboxConfig
-from sync import catalog, tables
+from sync import catalog
 
 
 def _job_assets(name: str) -> set[str]:
@@ -33,7 +33,8 @@ def test_the_catalog_covers_every_synced_table_spec_once() -> None:
     """Every landed table is synced by the catalog, but the audits (landed by their sensor)."""
     synced = [t.spec for t in (*catalog.SNAPSHOTS, *catalog.DAILY)]
     assert len(catalog.BY_NAME) == len(synced)
-    assert {s.name: s for s in synced} == {n: s for n, s in tables.ALL_TABLES.items() if n != "audit_reports"}
+    landed = {n: s for n, s in catalog.ALL_TABLES.items() if n != "audit_reports"}
+    assert {s.name: s for s in synced} == landed
 
 
 #: Served by the sandbox beyond what the connector reads (sandbox/README.md: brand creation for
@@ -85,3 +86,24 @@ def test_each_daily_table_plans_calls_to_its_own_endpoints_only() -> None:
         planned = {str(call.endpoint) for call in plan.calls}
         assert planned, table.spec.name
         assert planned <= {e.key for e in table.endpoints}, table.spec.name
+
+
+def test_the_endpoints_transform_errors_name_are_the_entries() -> None:
+    """The shipped transforms name their endpoint from ``tables.SOURCE_ENDPOINTS``: it says what the
+    catalog's entries say."""
+    from sync import tables
+
+    assert dict(tables.SOURCE_ENDPOINTS) == {
+        name: catalog.source_endpoint(name) for name in catalog.ALL_TABLES
+    }
+
+
+def test_every_entry_is_in_its_group_and_its_declared_checks_exist() -> None:
+    from assets.checks import DECLARED_CHECKS, checks_of
+
+    for name, entry in catalog.BY_NAME.items():
+        assert catalog.group_of(name) == (
+            catalog.DAILY_GROUP if entry in catalog.DAILY else catalog.SNAPSHOT_GROUP
+        )
+        assert set(entry.checks) <= set(DECLARED_CHECKS), name
+        assert [c.name for c in checks_of([name])] == ["keys_unique", *entry.checks]

@@ -28,8 +28,8 @@ from resources.warehouse.view_shape import current_view_description
 from resources.warehouse.views import ANALYST_VIEWS
 from sandbox.testing import SandboxHandle
 from sync import tables as T
+from sync.catalog import ALL_TABLES
 from sync.dictionary import COMMAND, EXAMPLES, render
-from sync.tables import ALL_TABLES
 from sync.transforms import rows_to_table
 from tests.assets.conftest import QUIET, selecting
 from tests.fixtures_bigquery import BigQueryTarget

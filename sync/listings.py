@@ -1,0 +1,112 @@
+"""Listings of the snapshot tables by shape (one whole listing per sync), chosen by catalog entries.
+
+Each sync lists the whole set; rows that vanish stay in the table with ``is_current = false``.
+:func:`per_brand_listing` lands any per-brand listing: one request per brand (:func:`each_brand`), or
+what the sync's discovery already listed (:func:`discovered`: prompts, tracked competitors, which the
+daily tables need too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from resources.api.client import VisibilityClient
+from resources.api.endpoints import MAX_LIMIT_PAGING
+from resources.warehouse.base import TableSpec
+from sync import tables as T
+from sync import transforms as X
+from sync.discovery import BrandScope, Discovery, per_brand
+from sync.fetching import SnapshotFetch
+
+Row = Mapping[str, Any]
+#: ``(rows, brand_id) -> table``: an entry's transform of one brand's rows.
+Transform = Callable[[Iterable[Row], str], pa.Table]
+
+#: Run tag: the ``limit`` of the generations listing (default and maximum: the API's 999). Lower
+#: values exist for tests and for trimming a slow first sync; a brand with more generations than
+#: the limit is then capped, and its older rows are kept (never retired).
+GENERATIONS_LIMIT_TAG = "visibility/generations_limit"
+GENERATIONS_LIMIT = MAX_LIMIT_PAGING
+
+
+def generations_limit(tags: Mapping[str, str]) -> int:
+    """The run's generations ``limit`` tag, clamped to ``1..999`` (the default when absent)."""
+    raw = str(tags.get(GENERATIONS_LIMIT_TAG, "") or "").strip()
+    if not raw:
+        return GENERATIONS_LIMIT
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"run tag {GENERATIONS_LIMIT_TAG} must be an integer, got {raw!r}") from None
+    return max(1, min(GENERATIONS_LIMIT, value))
+
+
+#: ``(client, scope, discovery) -> table``: a listing that reads neither the run's tags nor notes.
+Listing = Callable[[VisibilityClient, BrandScope, Discovery], pa.Table]
+
+
+def listing(make: Listing) -> SnapshotFetch:
+    """A snapshot table's fetch from a listing that needs no run tags and leaves no notes."""
+
+    def fetch(
+        client: VisibilityClient,
+        scope: BrandScope,
+        notes: dict[str, Any],
+        tags: Mapping[str, str],
+        discovery: Discovery,
+    ) -> pa.Table:
+        return make(client, scope, discovery)
+
+    return fetch
+
+
+def brand_listing(transform: Callable[[list[Row]], pa.Table]) -> SnapshotFetch:
+    """The brands the sync's scope listed (no request of its own)."""
+    return listing(lambda client, scope, discovery: transform(scope.brands))
+
+
+#: ``(client, scope, discovery) -> {brand id: rows}``: where a per-brand listing's rows come from.
+BrandRows = Callable[[VisibilityClient, BrandScope, Discovery], Mapping[str, Iterable[Row]]]
+#: A listing the sync's discovery makes once for every table (``Discovery.prompts``, ...).
+DiscoveryListing = Callable[[Discovery, VisibilityClient, BrandScope], Mapping[str, list[Row]]]
+
+
+def each_brand(read: Callable[[VisibilityClient, str], Iterable[Row]]) -> BrandRows:
+    """One request (or walk) per brand of the scope: ``read(client, brand_id)``."""
+    return lambda client, scope, discovery: per_brand(client, scope, lambda b: list(read(client, b)))
+
+
+def discovered(listed: DiscoveryListing) -> BrandRows:
+    """The listing the sync's discovery makes once for every table (the daily tables need prompts and
+    tracked competitors too)."""
+    return lambda client, scope, discovery: listed(discovery, client, scope)
+
+
+def per_brand_listing(spec: TableSpec, rows_of: BrandRows, transform: Transform) -> SnapshotFetch:
+    """Each brand's rows of the scope (``rows_of``), each through ``transform``, as one table."""
+
+    def make(client: VisibilityClient, scope: BrandScope, discovery: Discovery) -> pa.Table:
+        rows = rows_of(client, scope, discovery)
+        return X.concat(spec, [transform(r, b) for b, r in rows.items()])
+
+    return listing(make)
+
+
+def list_generations(
+    client: VisibilityClient,
+    scope: BrandScope,
+    notes: dict[str, Any],
+    tags: Mapping[str, str],
+    discovery: Discovery,
+) -> pa.Table:
+    """Generations: a complete set per brand, its ``limit`` from the run's tag; truncated brands are
+    recorded in ``notes["capped"]`` (read by the generations_not_capped check, never retired)."""
+    limit = generations_limit(tags)
+    sets = per_brand(client, scope, lambda b: client.list_generations(b, limit=limit))
+    capped = {b: {"rows": len(s.rows), "total_count": s.total_count} for b, s in sets.items() if s.capped}
+    notes["capped"] = capped  # {brand id: {rows, total_count}}: read by the generations_not_capped check
+    notes["capped_responses"] = len(capped)
+    return X.concat(T.GENERATIONS, [X.generations_table(s.rows, b) for b, s in sets.items()])
