@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 
 from resources.api import endpoints as api
 from resources.api.client import VisibilityClient
-from resources.warehouse.base import TableSpec
+from resources.warehouse.contract import TableSpec
 from sync import tables as T
 from sync import transforms as X
 from sync.discovery import Discovery

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_PAGING
-from resources.warehouse.base import TableSpec
+from resources.warehouse.contract import TableSpec
 from sync import tables as T
 from sync import transforms as X
 from sync.discovery import BrandScope, Discovery, per_brand

@@ -30,7 +30,7 @@ from pipelines.schedules import range_tags
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_ANSWERS, Endpoint
 from resources.api.resource import VisibilityAPIResource
-from resources.warehouse.base import Column, TableSpec
+from resources.warehouse.contract import Column, TableSpec
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
 from sync import catalog
