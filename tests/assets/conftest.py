@@ -18,8 +18,8 @@ from resources.api.endpoints import ENGINES
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
+from tests.sync.conftest import SCHEMA
 
-SCHEMA = "visibility"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
