@@ -1,6 +1,6 @@
 """Nothing half-landed: every chunk of one table's landing commits together, or none does.
 
-On DuckDB (a fresh file; and tables with a key index, as earlier versions created them) and on
+On DuckDB (a fresh file; and tables that carry a key index) and on
 Postgres, through ``replace_partitions_together`` and through ``sync.landing.land`` reading a real
 spool chunk by chunk. BigQuery's equivalent is in test_bigquery.py.
 """
