@@ -6,19 +6,15 @@ Real Dagster runs and real HTTP against the sandbox on loopback, real DuckDB fil
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
-import pytest
 from dagster import DagsterInstance, materialize
 
 from assets.daily import daily_assets
 from assets.partitions import partition_key
-from sync import tables as T
-from sync.landing import DEFAULT_DAYS_PER_WRITE
 from sync.snapshots import GENERATIONS_LIMIT_TAG
-from sync.spool import SPOOL_PREFIX, DateSpool
+from sync.spool import SPOOL_PREFIX
 from tests.assets.conftest import QUIET, SCHEMA, Sync, metadata
 from tests.sync.conftest import D
 
@@ -57,14 +53,6 @@ def test_a_full_generations_listing_still_retires_vanished_generations(sync: Syn
     result = sync.run(["generations"])
     assert metadata(result, "generations")["rows_retired"] == 1
     assert sync.query("SELECT is_current FROM generations WHERE id LIKE 'gone-%'") == [(False,)]
-
-
-@pytest.fixture
-def spool(private_tmp: Path) -> Iterator[DateSpool]:
-    assert T.PROMPT_MENTIONS.date_column is not None
-    made = DateSpool.create(T.PROMPT_MENTIONS.date_column, DEFAULT_DAYS_PER_WRITE, name="test")
-    yield made
-    made.remove()
 
 
 def _break_the_mentions_table(db: Path) -> None:

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.compute as pc
+import pytest
 
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES
@@ -18,6 +20,14 @@ from sync.landing import DEFAULT_DAYS_PER_WRITE, fetch_to_spool
 from sync.planning import BrandInput, plan_mentions
 from sync.spool import DateSpool
 from tests.sync.conftest import D, workspace_inputs
+
+
+@pytest.fixture
+def spool(private_tmp: Path) -> Iterator[DateSpool]:
+    assert T.PROMPT_MENTIONS.date_column is not None
+    made = DateSpool.create(T.PROMPT_MENTIONS.date_column, DEFAULT_DAYS_PER_WRITE, name="test")
+    yield made
+    made.remove()
 
 
 def _brand_rows(spool: DateSpool, brand_id: str) -> int:
