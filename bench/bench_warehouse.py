@@ -28,7 +28,6 @@ import datetime as dt
 import io
 import multiprocessing
 import os
-import re
 import shutil
 import signal
 import sys
@@ -49,6 +48,7 @@ import pyarrow.csv as pa_csv
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.processes import write_section  # noqa: E402
 from resources.warehouse.base import Column, PartitionScope, TableSpec  # noqa: E402
 
 ENGINES = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot")
@@ -373,17 +373,6 @@ def render(n: int, repeat: int, arrow_bytes: int, r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace (or append) the ``## Warehouse`` section, leaving every other section alone."""
-    text = path.read_text() if path.exists() else "# Benchmark results\n\n"
-    pattern = re.compile(r"^## Warehouse\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -422,7 +411,7 @@ def main() -> None:
     section = render(args.rows, args.repeat, arrow_bytes, results)
     print(section)
     if not args.no_write:
-        write_section(args.results, section)
+        write_section("## Warehouse", section, args.results)
 
 
 if __name__ == "__main__":
