@@ -1,12 +1,12 @@
 """The settings: everything the environment configures, read and validated in this one module.
 
-The ground floor of the project: Dagster-free, and it imports nothing from ``assets/`` or
-``pipelines/``. Each setting has its default in one place and is validated by its domain's own rule
-(``resources/api/config.py`` for the API URL, key and retry deadline, with the one loopback rule;
-``resources/warehouse/urls.py`` for the warehouse URL, schema and DuckDB memory budget), before the
-first request or write. A bad value is ONE :class:`ConfigError` whose one-line message names the
-variable to fix; pydantic's multi-line report (which quotes the input, perhaps the key) never
-reaches the user.
+Dagster-free, between the core and ``resources/``: it imports the configuration rules and error
+types of ``resources/`` and nothing from ``sync/``, ``assets/`` or ``pipelines/``. Each setting has
+its default in one place and is validated by its domain's own rule (``resources/api/config.py``
+for the API URL, key and retry deadline, with the one loopback rule; ``resources/warehouse/urls.py``
+for the warehouse URL, schema and DuckDB memory budget), before the first request or write. A bad
+value is ONE :class:`ConfigError` whose one-line message names the variable to fix; pydantic's
+multi-line report (which quotes the input, perhaps the key) never reaches the user.
 
 Three models, read separately so a mistake in one does not stop what needs only another:
 

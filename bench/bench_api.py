@@ -14,33 +14,27 @@ under ``## API client`` (other sections of that file are left as they are).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime as dt
 import itertools
-import os
 import platform
-import re
-import socket
-import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.processes import SANDBOX_TODAY, SandboxService, sandbox_service, write_section
 from resources.api.client import VisibilityClient
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "## API client"
 TOLERANCE = 1.15
 MAX_429_SHARE = 0.02
 PAGE_ROWS = 20
-TODAY = dt.date(2026, 11, 1)
-ROOT = Path(__file__).resolve().parent.parent
+TODAY = SANDBOX_TODAY
 
 
 @dataclasses.dataclass
@@ -80,55 +74,7 @@ def _count(stats: dict[str, dict[str, int]], status: str | None = None) -> int:
     return sum(n for by_status in stats.values() for code, n in by_status.items() if status in (None, code))
 
 
-class SandboxProcess:
-    """The sandbox in its own process (``python -m sandbox``), so client and server do not share a GIL.
-
-    Limits and faults are set through ``POST /_sandbox/config``, as a user would.
-    """
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.http = httpx.Client(base_url=url, timeout=30.0)
-        self.keys: dict[str, str] = self.http.get("/_sandbox/keys").json()["keys"]
-
-    def configure(self, **changes: Any) -> None:
-        self.http.post("/_sandbox/config", json=changes).raise_for_status()
-
-    def stats(self) -> dict[str, dict[str, int]]:
-        return self.http.get("/_sandbox/stats").json()
-
-    def reset_stats(self) -> None:
-        self.http.post("/_sandbox/stats/reset").raise_for_status()
-
-
-@contextlib.contextmanager
-def sandbox_process() -> Iterator[SandboxProcess]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    command = [sys.executable, "-m", "sandbox", "--port", str(port), "--seed", "7"]
-    command += ["--today", TODAY.isoformat()]
-    process = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)}
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                handle = SandboxProcess(url)
-                break
-            except httpx.TransportError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the sandbox did not start") from None
-                time.sleep(0.1)
-        yield handle
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-def run(handle: SandboxProcess, scenario: Scenario, prompt_ids: list[str]) -> Outcome:
+def run(handle: SandboxService, scenario: Scenario, prompt_ids: list[str]) -> Outcome:
     handle.configure(
         limits={
             "rate_per_second": scenario.rate,
@@ -148,7 +94,7 @@ def run(handle: SandboxProcess, scenario: Scenario, prompt_ids: list[str]) -> Ou
     return _measure(handle, scenario, prompt_ids)
 
 
-def _measure(handle: SandboxProcess, scenario: Scenario, prompt_ids: list[str]) -> Outcome:
+def _measure(handle: SandboxService, scenario: Scenario, prompt_ids: list[str]) -> Outcome:
     start, end = TODAY - dt.timedelta(days=1), TODAY
     failures: list[BaseException] = []
     first_window: dict[str, dict[str, int]] = {}
@@ -198,7 +144,7 @@ def _measure(handle: SandboxProcess, scenario: Scenario, prompt_ids: list[str]) 
     )
 
 
-def baseline_ms(handle: SandboxProcess, prompt_ids: list[str], n: int = 40) -> float:
+def baseline_ms(handle: SandboxService, prompt_ids: list[str], n: int = 40) -> float:
     """One page at a time with no added latency: the sandbox's own time per request (not in the bound)."""
     handle.configure(
         limits={"rate_per_second": 100_000.0, "burst": 100_000, "max_concurrent": 1_000, "quota": None},
@@ -219,7 +165,7 @@ def baseline_ms(handle: SandboxProcess, prompt_ids: list[str], n: int = 40) -> f
         return (time.monotonic() - began) / n * 1000.0
 
 
-def _prompt_ids(handle: SandboxProcess) -> list[str]:
+def _prompt_ids(handle: SandboxService) -> list[str]:
     with VisibilityClient(handle.url, handle.keys["workspace"]) as client:
         brand = next(iter(client.list_brands()))
         return [row["id"] for row in client.list_prompts(brand["id"])]
@@ -307,24 +253,16 @@ def render(outcomes: list[Outcome], quick: bool, base_ms: float) -> str:
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
-    """Replace (or append) only the ``## API client`` section of RESULTS.md."""
-    current = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(current):
-        updated = pattern.sub(lambda _: text, current, count=1)
-    else:
-        updated = current.rstrip("\n") + "\n\n" + text
-    RESULTS.write_text(updated)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer pages per scenario")
     parser.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
     args = parser.parse_args(argv)
     outcomes = []
-    with sandbox_process() as handle:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-api-") as logs,
+        sandbox_service(log_dir=Path(logs)) as handle,
+    ):
         prompt_ids = _prompt_ids(handle)
         base_ms = baseline_ms(handle, prompt_ids)
         print(f"sandbox time per request (c=1, L=0): {base_ms:.1f} ms", flush=True)
@@ -336,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             outcomes.append(outcome)
     text = render(outcomes, args.quick, base_ms)
     if not args.no_write:
-        write_section(text)
+        write_section(SECTION, text)
     ok = all(o.ratio <= TOLERANCE for o in outcomes if o.scenario.profile == "none")
     ok &= all(o.failed == 0 for o in outcomes)
     ok &= all(

@@ -43,7 +43,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -53,12 +52,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import daemon as D  # the harness next to this file
+from bench import daemon as D
+from bench.processes import RESULTS, ROOT, write_section
 
-ROOT = D.ROOT
-RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Backfill"
 NEWEST = D.SANDBOX_TODAY - dt.timedelta(days=1)
 DAILY_GROUP = "visibility_daily"
@@ -492,11 +490,7 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
                 f"| {r.get('pickup_seconds', '-')} |"
             )
         lines.append("")
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    block = "\n".join(lines) + "\n"
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + block
-    RESULTS.write_text(text)
+    write_section(SECTION, "\n".join(lines))
 
 
 # ---------------------------------------------------------------------------------------------

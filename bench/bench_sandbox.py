@@ -23,11 +23,9 @@ import argparse
 import contextlib
 import datetime as dt
 import os
-import re
-import socket
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +34,9 @@ import httpx
 import psutil
 from starlette.responses import JSONResponse
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.processes import RESULTS, SANDBOX_TODAY, sandbox_service, write_section
 from sandbox.config import SandboxConfig
 from sandbox.faults import FaultsConfig
 from sandbox.instance import Sandbox
@@ -43,9 +44,7 @@ from sandbox.params import Window
 from sandbox.world import Brand, World
 
 TARGET_MS = 100.0
-RESULTS = Path(__file__).with_name("RESULTS.md")
-ROOT = Path(__file__).resolve().parents[1]
-TODAY = dt.date(2026, 11, 1)
+TODAY = SANDBOX_TODAY
 
 
 def p95(values: list[float]) -> float:
@@ -78,53 +77,23 @@ def page_cpu_ms(sb: Sandbox, brand: Brand, config: SandboxConfig) -> list[float]
 
 
 @contextlib.contextmanager
-def serve_large() -> Iterator[tuple[str, psutil.Process, float]]:
-    """``python -m sandbox --size large`` in its own process (no GIL shared with this client)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    command = [
-        sys.executable,
-        "-m",
-        "sandbox",
-        "--size",
-        "large",
-        "--port",
-        str(port),
-        "--today",
-        TODAY.isoformat(),
-    ]
+def serve_large() -> Iterator[tuple[str, dict[str, str], psutil.Process, float]]:
+    """``python -m sandbox --size large`` in its own process (no GIL shared with this client), its
+    limits out of the way."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while True:
-            try:
-                httpx.get(f"{url}/_sandbox/keys", timeout=1).raise_for_status()
-                break
-            except httpx.TransportError:
-                if process.poll() is not None or time.perf_counter() - started > 60:
-                    raise RuntimeError("the sandbox did not start") from None
-                time.sleep(0.02)
-        yield url, psutil.Process(process.pid), time.perf_counter() - started
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-sandbox-") as logs,
+        sandbox_service(size="large", rate=1e6, max_concurrent=1000, log_dir=Path(logs)) as sb,
+    ):
+        assert sb.service is not None
+        yield sb.url, sb.keys, psutil.Process(sb.service.pid), time.perf_counter() - started
 
 
 def run(prompts_per_brand: int) -> dict[str, float]:
     config = SandboxConfig(size="large", today=TODAY, faults=FaultsConfig(profile="none"))
     load_before = os.getloadavg()[0]
-    with serve_large() as (url, server, startup_s):
+    with serve_large() as (url, keys, server, startup_s):
         after_start = server.memory_info().rss / 1e6
-        loose = {
-            "rate_per_second": 1e6,
-            "burst": 1_000_000,
-            "endpoint_limit": 1_000_000,
-            "max_concurrent": 1000,
-        }
-        httpx.post(f"{url}/_sandbox/config", json={"limits": loose}).raise_for_status()
-        keys = httpx.get(f"{url}/_sandbox/keys").json()["keys"]
         world = World(config)  # the same seed and size: ids to request, generated here, not served
         brands = [b for b in world.brands if b.workspace_id == world.workspaces["main"].id]
         window = {"from": config.history_start.isoformat(), "to": TODAY.isoformat(), "limit": 999}
@@ -203,17 +172,6 @@ def render(f: dict[str, float]) -> str:
     )
 
 
-def write_section(section: str) -> None:
-    """Replace (or append) the ``## Sandbox`` section, leaving the other sections untouched."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
-    pattern = re.compile(r"^## Sandbox\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text.rstrip("\n") + "\n")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=60, help="prompts per brand to page through")
@@ -222,7 +180,7 @@ def main() -> None:
     section = render(run(args.prompts))
     print(section)
     if not args.no_write:
-        write_section(section)
+        write_section("## Sandbox", section)
         print(f"written to {RESULTS}")
 
 

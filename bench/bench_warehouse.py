@@ -1,6 +1,6 @@
 """Benchmark: landing one million mention rows through the warehouse writers.
 
-Targets (issue 4):
+Targets:
 
 * DuckDB: ``replace_partitions`` within 1.5x of a bare ``INSERT INTO t SELECT * FROM arrow_table``
   into an identical table (same columns; like the writer's partitioned tables, no key index),
@@ -28,7 +28,6 @@ import datetime as dt
 import io
 import multiprocessing
 import os
-import re
 import shutil
 import signal
 import sys
@@ -49,6 +48,7 @@ import pyarrow.csv as pa_csv
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.processes import write_section  # noqa: E402
 from resources.warehouse.contract import Column, PartitionScope, TableSpec  # noqa: E402
 
 ENGINES = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot")
@@ -369,29 +369,8 @@ def render(n: int, repeat: int, arrow_bytes: int, r: dict[str, Any]) -> str:
         "The machine is 2 cores shared with other work: absolute times vary run to run by up to 2x; "
         "each ratio compares runs of the same process minutes apart.",
         "",
-        "History: the first DuckDB writer did delete-then-insert; with the primary key a re-run of the "
-        "same 1M rows took 76 s (DuckDB's index is slow when one transaction deletes and re-inserts the "
-        "same keys). It then upserted by key and deleted the scope's rows the write did not send (an "
-        "upsert in one statement needed 4.4x the Arrow size in memory, so it ran in slices of "
-        "122,880 rows). Partitioned tables now carry no key index (its memory grew with the table "
-        "over a long backfill: a 30-day backfill's landing held 1.66x what a 10-day one did), so a "
-        "replace is a delete plus an insert again, with keys kept unique by the writer; a table created "
-        "with the index by an earlier version is refused with the one-statement migration of "
-        'docs/OPERATIONS.md ("DuckDB tables with a key index").',
-        "",
     ]
     return "\n".join(lines)
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace (or append) the ``## Warehouse`` section, leaving every other section alone."""
-    text = path.read_text() if path.exists() else "# Benchmark results\n\n"
-    pattern = re.compile(r"^## Warehouse\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
 
 
 def main() -> None:
@@ -432,7 +411,7 @@ def main() -> None:
     section = render(args.rows, args.repeat, arrow_bytes, results)
     print(section)
     if not args.no_write:
-        write_section(args.results, section)
+        write_section("## Warehouse", section, args.results)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,7 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
+from bench.processes import write_section  # noqa: E402
 from bench.proxy import (  # noqa: E402
     ANSWERS,
     BIG_STRING_CHARS,
@@ -642,10 +643,6 @@ def torn_tables(actual: State, before: State, complete: State) -> list[str]:
         against = compare_table(name, a, complete.get(name))
         problems.append(f"{name} is neither as before nor complete ({'; '.join(against)})")
     return problems
-
-
-def state_summary(state: State) -> str:
-    return ", ".join(f"{n} {len(t.rows)}" for n, t in sorted(state.items()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1680,18 +1677,6 @@ def results_from_json(path: Path) -> tuple[list[Result], dict[str, Any]]:
     return results, meta
 
 
-def write_results(section: str, path: Path = RESULTS) -> None:
-    """Replace the ``## Reliability`` section (or append it); every other section is left as it is."""
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    start = text.find(f"\n{SECTION}\n")
-    if start < 0:
-        path.write_text(text.rstrip("\n") + "\n\n" + section)
-        return
-    nxt = text.find("\n## ", start + 1)
-    rest = text[nxt + 1 :] if nxt >= 0 else ""
-    path.write_text(text[: start + 1] + section + ("\n" + rest if rest else ""))
-
-
 def print_results(results: Sequence[Result]) -> None:
     width = max((len(r.scenario) for r in results), default=10)
     for r in results:
@@ -1791,7 +1776,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = SuiteConfig(
                 **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()}
             )
-        write_results(markdown(results, config, wall, meta.get("command", "bench/reliability.py")))
+        write_section(SECTION, markdown(results, config, wall, meta.get("command", "bench/reliability.py")))
         print(f"wrote the {SECTION!r} section of {RESULTS}")
         return 0
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
@@ -1808,7 +1793,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_results(results)
     write = args.write if args.write is not None else not config.quick
     if write:
-        write_results(markdown(results, config, wall, command.strip()))
+        write_section(SECTION, markdown(results, config, wall, command.strip()))
         print(f"\nwrote the {SECTION!r} section of {RESULTS}")
     if args.json:
         meta = {"command": command.strip(), "wall": round(wall, 1), "config": dataclasses.asdict(config)}

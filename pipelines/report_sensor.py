@@ -63,7 +63,7 @@ class ReportCursor:
             data = json.loads(raw)
             return cls(after=float(data["after"]), backfills=[str(b) for b in data.get("backfills", [])])
         except (ValueError, KeyError, TypeError):
-            return None  # not a cursor of this shape: start from now
+            return None  # a cursor in another shape: start from now
 
     def dump(self) -> str:
         return json.dumps({"after": self.after, "backfills": self.backfills})

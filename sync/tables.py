@@ -19,7 +19,7 @@ Decisions kept here (see docs/OPERATIONS.md):
   column of another type that every later correct run would then fail on. The answer list's shape is
   assumed (README.md, "Assumptions where the service's spec is silent"); the fields the sandbox
   serves beyond it (``brand_mentioned``, ``brand_position``, ``mention_count``, ``citation_count``)
-  are declared for the same reason, with the types earlier versions inferred for them.
+  are declared for the same reason, with the types the sandbox serves them in.
 """
 
 from __future__ import annotations

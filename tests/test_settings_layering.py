@@ -1,4 +1,4 @@
-"""Settings on the ground floor, read from the source: the layers below ``pipelines/`` neither import
+"""Settings in their layer, read from the source: the layers below ``pipelines/`` neither import
 it nor read the environment, ``settings.py`` imports no Dagster, and every default and the list of
 warehouse schemes live in one place."""
 

@@ -13,13 +13,13 @@ keeps one connection open across several writes and caches the catalog lookups m
 lock is then held for the whole session: meant for landing steps, not for long-lived handles.
 
 Partitioned tables carry no primary-key index; snapshot tables do (their upserts need it). The key
-index (an ART) lives in memory and grows with the table, so it would make a landing process grow
-with the days of a backfill (docs/ARCHITECTURE.md, *Engine flows*). Without it, a partition replace
-is a delete plus an insert, and keys stay unique because every write is deduplicated and refuses a
-key that exists outside its scope (the ``keys_unique`` asset checks verify it too). A partitioned
-table that carries the index is refused with :class:`KeyIndexedTableError`, naming the table and the
-one statement that drops the index (docs/OPERATIONS.md, *DuckDB tables with a key index*): there is
-one write path.
+index (an ART) lives in memory and grows with the table, so a landing process would grow with the days of
+a backfill (docs/ARCHITECTURE.md, *Engine flows*). Without it, a partition replace is a delete plus
+an insert, and keys stay unique because every write is deduplicated and refuses a key that exists
+outside its scope (the ``keys_unique`` asset checks verify it too). A partitioned table that
+carries the index (created by hand or by another tool) is refused with
+:class:`KeyIndexedTableError`, naming the table and the one statement that drops the index
+(docs/OPERATIONS.md, *DuckDB tables with a key index*): one write path.
 
 ``memory_limit`` gives a handle's connections a DuckDB memory budget
 (:mod:`resources.warehouse.duckdb_memory`).

@@ -18,8 +18,8 @@ from resources.api.endpoints import ENGINES
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
+from tests.sync.conftest import SCHEMA
 
-SCHEMA = "visibility"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -108,6 +108,6 @@ def metadata(result: ExecuteInProcessResult, asset: str) -> dict[str, Any]:
     return {k: getattr(v, "value", v) for k, v in mats[0].metadata.items()}
 
 
-#: The tables of the former ``sync_daily`` and ``sync_rollups`` steps, selected by name.
+#: The facts tables and the trends tables, selected by name.
 FACTS = ("prompt_mentions", "answers")
 TRENDS = ("competitor_trends", "citation_trends", "cited_pages")

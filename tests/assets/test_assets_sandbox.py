@@ -17,7 +17,6 @@ from sandbox.testing import SandboxHandle
 from settings import load_settings
 from sync.planning import (
     ALL,
-    BrandInput,
     Endpoint,
     expected_requests,
     plan_answers,
@@ -27,35 +26,7 @@ from sync.planning import (
 )
 from tests.assets.conftest import FACTS, TRENDS, Sync, days, metadata
 from tests.fixtures_sandbox import SANDBOX_TODAY
-
-D = dt.date(2026, 10, 20)
-
-
-def workspace_inputs(sandbox: SandboxHandle, *, competitors: bool = False) -> list[BrandInput]:
-    """The planner's inputs, read from the API independently of the assets."""
-    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
-        out = []
-        for brand in client.list_brands():
-            domains: tuple[str, ...] = ()
-            if competitors:
-                domains = tuple(
-                    d for c in client.list_tracked_competitors(brand["id"]) for d in c.get("domains") or ()
-                )
-            out.append(
-                BrandInput(
-                    brand["id"],
-                    frozenset(brand["engines"]),
-                    brand["domain"],
-                    tuple(p["id"] for p in client.list_prompts(brand["id"])),
-                    domains,
-                )
-            )
-        return out
-
-
-def served(sandbox: SandboxHandle) -> dict[str, int]:
-    """Requests the sandbox answered, by endpoint (all statuses)."""
-    return {endpoint: sum(by_status.values()) for endpoint, by_status in sandbox.stats().items()}
+from tests.sync.conftest import D, served, workspace_inputs
 
 
 def materialize_request(sync: Sync, request: RunRequest) -> ExecuteInProcessResult:

@@ -13,7 +13,7 @@ from resources.api.endpoints import ENGINES
 from sandbox.testing import SandboxHandle
 from sync.planning import ALL, Endpoint, plan_competitor_trends
 from tests.assets.conftest import Sync, days, metadata
-from tests.assets.test_assets_sandbox import served, workspace_inputs
+from tests.sync.conftest import served, workspace_inputs
 
 THURSDAY = dt.date(2026, 10, 22)
 SUNDAY = dt.date(2026, 10, 25)

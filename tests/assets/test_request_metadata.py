@@ -22,7 +22,7 @@ from resources.api.endpoints import ALL, ENGINES_WITH_ALL
 from sandbox.faults import FaultsConfig
 from sandbox.testing import SandboxHandle
 from tests.assets.conftest import Sync, metadata
-from tests.assets.test_assets_sandbox import D, workspace_inputs
+from tests.sync.conftest import D, workspace_inputs
 
 SYNCED_TABLES = [key.path[-1] for asset in (*snapshot_assets, *daily_assets) for key in asset.keys]
 CITATION_URLS_PATH = "/citations/urls"

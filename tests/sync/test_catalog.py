@@ -1,32 +1,12 @@
-"""The catalog is the one list of synced tables: the assets, the jobs and the client follow it."""
+"""The catalog is the one list of synced tables: the client and the planners follow it (the jobs:
+tests/pipelines/test_catalog_jobs.py)."""
 
 from __future__ import annotations
 
-from dagster import AssetKey
-
-from pipelines.definitions import defs
-from pipelines.jobs import DAILY_JOB, SNAPSHOT_JOB, SYNC_JOB
 from resources.api import endpoints
 from sandbox.app import create_app
 from sandbox.config import SandboxConfig
 from sync import catalog
-
-
-def _job_assets(name: str) -> set[str]:
-    job = defs.resolve_job_def(name)
-    return {key.to_user_string() for key in job.asset_layer.selected_asset_keys}
-
-
-def test_every_catalog_table_is_an_asset_in_the_jobs_of_its_group() -> None:
-    snapshots = {t.spec.name for t in catalog.SNAPSHOTS}
-    daily = {t.spec.name for t in catalog.DAILY}
-    graph = defs.resolve_asset_graph()
-    for name in snapshots | daily:
-        node = graph.get(AssetKey(name))
-        assert node.group_name == (catalog.SNAPSHOT_GROUP if name in snapshots else catalog.DAILY_GROUP)
-    assert _job_assets(SNAPSHOT_JOB) == snapshots
-    assert _job_assets(DAILY_JOB) == daily
-    assert _job_assets(SYNC_JOB) == snapshots | daily
 
 
 def test_the_catalog_covers_every_synced_table_spec_once() -> None:
@@ -96,14 +76,3 @@ def test_the_endpoints_transform_errors_name_are_the_entries() -> None:
     assert dict(tables.SOURCE_ENDPOINTS) == {
         name: catalog.source_endpoint(name) for name in catalog.ALL_TABLES
     }
-
-
-def test_every_entry_is_in_its_group_and_its_declared_checks_exist() -> None:
-    from assets.checks import DECLARED_CHECKS, checks_of
-
-    for name, entry in catalog.BY_NAME.items():
-        assert catalog.group_of(name) == (
-            catalog.DAILY_GROUP if entry in catalog.DAILY else catalog.SNAPSHOT_GROUP
-        )
-        assert set(entry.checks) <= set(DECLARED_CHECKS), name
-        assert [c.name for c in checks_of([name])] == ["keys_unique", *entry.checks]

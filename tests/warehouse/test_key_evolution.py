@@ -1,8 +1,8 @@
 """A key column added to a landed table: the existing rows take its default, and the key moves.
 
-``citation_trends`` gained ``granularity`` and ``topic_id`` in its key (the summary's `window` rows,
-topic-filtered trends). A table landed before its key gained them must keep its rows, read as `day` rows
-of every prompt, and take the new rows on the next landing (on Postgres its primary key moves).
+``citation_trends`` holds ``granularity`` and ``topic_id`` in its key (the summary's `window` rows,
+topic-filtered trends). A table landed without them keeps its rows, read as `day` rows of every
+prompt, and takes the new rows on the next landing (on Postgres its primary key moves).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tests.warehouse.conftest import Case
 BRAND = "00000000-0000-4000-8000-000000000001"
 DAY = dt.date(2026, 10, 20)
 ADDED = ("granularity", "topic_id", "period_start", "change_absolute", "change_percentage")
-#: citation_trends before its key gained granularity and topic_id
+#: citation_trends without the key columns ADDED
 EARLIER = dataclasses.replace(
     T.CITATION_TRENDS,
     columns=tuple(c for c in T.CITATION_TRENDS.columns if c.name not in ADDED),
@@ -68,7 +68,7 @@ def landed(wh: Any) -> list[tuple[Any, ...]]:
 
 
 EXPECTED = [
-    (DAY, "day", "all", 1),  # landed before the key changed: read as a `day` row of every prompt
+    (DAY, "day", "all", 1),  # landed without the key columns: read as a `day` row of every prompt
     (DAY + dt.timedelta(days=1), "day", "all", 3),
     (DAY + dt.timedelta(days=1), "day", "t1", 1),
     (DAY + dt.timedelta(days=1), "window", "all", 4),

@@ -161,7 +161,7 @@ def test_a_column_the_api_adds_reaches_the_current_view_with_its_comment(case: C
 def test_a_current_view_created_without_column_comments_gets_them_on_the_next_landing(case: Case) -> None:
     case.warehouse.ensure_table(T.BRANDS)
     ref = case.warehouse.table_ref("brands_current")
-    with case.warehouse._transaction() as con:  # a view commented on itself only
+    with case.warehouse._transaction() as con:  # a view with only its own comment
         con.execute(f'COMMENT ON COLUMN {ref}."name" IS NULL')
     assert case.comments("brands_current")["name"] is None
     case.warehouse.ensure_table(T.BRANDS)

@@ -25,8 +25,7 @@ from sync.catalog import PROMPT_MENTIONS
 from sync.fetching import fetch_partitioned
 from sync.lander import Lander, LandingError, _portable
 from sync.landing import FetchOutcome
-from tests.assets.conftest import SCHEMA
-from tests.assets.test_assets_sandbox import D
+from tests.sync.conftest import SCHEMA, D
 
 
 @pytest.fixture

@@ -1,0 +1,329 @@
+"""Processes of the benchmarks and end-to-end tests: the sandbox, the command line, their sections
+of RESULTS.md.
+
+:func:`sandbox_service` (``python -m sandbox`` with the rate limit set through
+``POST /_sandbox/config``) and :func:`run_cli` (``visibility-sync run`` as a process) start a
+:class:`Service`: a child in its own session, ended with its whole process group (code servers and
+run workers included) when its block exits, when the interpreter exits, and on SIGTERM/SIGHUP once
+:func:`install_signal_handlers` ran; as a last resort each group leader gets SIGTERM if the process
+that started it dies (``PR_SET_PDEATHSIG``). :func:`write_section` replaces one ``## `` section of
+``bench/RESULTS.md`` and leaves the others alone.
+
+Nothing here imports Dagster or the project: the code under test may be another tree
+(``code_root``), e.g. an export of the last commit for a baseline.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime as dt
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "RESULTS.md"
+SANDBOX_TODAY = dt.date(2026, 11, 1)  # first day without data: the newest date with data is the 31st
+#: First daily partition of every stack and CLI run started here (the sandbox holds 120 days).
+START_DATE = dt.date(2026, 7, 5)
+
+
+def write_section(section: str, text: str, path: Path = RESULTS) -> None:
+    """Replace the ``section`` heading's section of ``path`` with ``text`` (append it if absent)."""
+    current = path.read_text() if path.exists() else "# Benchmark results\n\n"
+    pattern = re.compile(rf"^{re.escape(section)}\n.*?(?=^## |\Z)", re.S | re.M)
+    block = text.rstrip("\n") + "\n\n"
+    if pattern.search(current):
+        updated = pattern.sub(lambda _: block, current, count=1)
+    else:
+        updated = current.rstrip("\n") + "\n\n" + block
+    path.write_text(updated.rstrip("\n") + "\n")
+
+
+#: Runs first in every child (instead of a ``preexec_fn``, unsafe in a threaded parent): on Linux it
+#: asks for SIGTERM when the thread that started it dies (``PR_SET_PDEATHSIG``: a killed benchmark
+#: or test), leaves if that already happened, then becomes the command (the setting survives exec).
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "parent = int(sys.argv[1])\n"
+    "if sys.platform.startswith('linux'):\n"
+    "    ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n"
+    "if os.getppid() != parent:\n"
+    "    sys.exit(143)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+class Service:
+    """A child process in its own session; :meth:`stop` ends its whole process group."""
+
+    live: set[Service] = set()
+    _lock = threading.Lock()
+
+    def __init__(self, name: str, cmd: Sequence[str], env: Mapping[str, str], cwd: Path, log: Path) -> None:
+        self.name = name
+        self.cmd = list(cmd)
+        self.log_path = log
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *self.cmd],
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: code servers and run workers join it
+        )
+        with Service._lock:
+            Service.live.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # pragma: no cover
+            return True
+        return True
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM to the group, then SIGKILL to whatever of it is left after ``grace`` seconds."""
+        with Service._lock:
+            Service.live.discard(self)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=0.2)
+            if self.proc.poll() is not None and not self._group_alive():
+                break
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        self._log.close()
+
+    @classmethod
+    def stop_all(cls) -> None:
+        for service in list(cls.live):
+            service.stop(grace=5.0)
+
+
+atexit.register(Service.stop_all)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM and SIGHUP end the interpreter through ``SystemExit``: every ``with`` block (and
+    :meth:`Service.stop_all` at exit) then stops the services. Main thread only."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def code_env(code_root: Path, **extra: str) -> dict[str, str]:
+    """This environment with the code tree first on the path and no inherited project settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VISIBILITY_", "DAGSTER_HOME", "DAGSTER_IS_DEV_CLI"))
+    }
+    env["PYTHONPATH"] = os.pathsep.join([str(code_root), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def wait_until(
+    what: str, probe: Any, timeout: float, services: Iterable[Service] = (), every: float = 0.25
+) -> Any:
+    """Call ``probe()`` until it returns something truthy; fail early when a service died."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        for service in services:
+            if not service.alive():
+                raise RuntimeError(f"{service.name} exited ({service.proc.returncode}):\n{service.tail()}")
+        try:
+            value = probe()
+        except (httpx.HTTPError, OSError, KeyError, ValueError, RuntimeError) as exc:
+            last, value = exc, None
+        if value:
+            return value
+        time.sleep(every)
+    tails = "\n".join(f"--- {s.name}\n{s.tail()}" for s in services)
+    raise TimeoutError(f"{what}: not ready after {timeout:.0f} s ({last!r})\n{tails}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the sandbox
+
+
+@dataclass
+class SandboxService:
+    url: str
+    keys: dict[str, str]
+    size: str
+    rate: float
+    service: Service | None = None
+
+    @property
+    def key(self) -> str:
+        return self.keys["workspace"]
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        response = httpx.get(f"{self.url}/_sandbox/stats", timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+    def reset_stats(self) -> None:
+        httpx.post(f"{self.url}/_sandbox/stats/reset", timeout=30).raise_for_status()
+
+    def configure(self, **changes: Any) -> None:
+        """``POST /_sandbox/config``: limits and faults changed as a user would."""
+        httpx.post(f"{self.url}/_sandbox/config", json=changes, timeout=30).raise_for_status()
+
+
+def served(stats: Mapping[str, Mapping[str, int]]) -> int:
+    """Requests the sandbox answered (every status)."""
+    return sum(sum(by_status.values()) for by_status in stats.values())
+
+
+def throttled(stats: Mapping[str, Mapping[str, int]]) -> int:
+    return sum(by_status.get("429", 0) for by_status in stats.values())
+
+
+def by_endpoint(stats: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    return {endpoint: sum(by_status.values()) for endpoint, by_status in sorted(stats.items())}
+
+
+@contextlib.contextmanager
+def sandbox_service(
+    *,
+    size: str = "demo",
+    rate: float = 50.0,
+    seed: int = 7,
+    today: dt.date = SANDBOX_TODAY,
+    code_root: Path = ROOT,
+    log_dir: Path,
+    max_concurrent: int = 16,
+) -> Iterator[SandboxService]:
+    """``python -m sandbox`` in its own process (its GIL is not the sync's), limited to ``rate``/s."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "sandbox", "--port", str(port), "--size", size, "--seed", str(seed)]
+    cmd += ["--today", today.isoformat()]
+    service = Service("sandbox", cmd, code_env(code_root), code_root, log_dir / "sandbox.log")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        keys = wait_until(
+            "sandbox",
+            lambda: httpx.get(f"{url}/_sandbox/keys", timeout=5).json()["keys"],
+            120,
+            [service],
+        )
+        limits = {
+            "rate_per_second": rate,
+            "burst": max(1, int(rate)),
+            "max_concurrent": max_concurrent,
+            "endpoint_limit": 100_000,
+        }
+        httpx.post(f"{url}/_sandbox/config", json={"limits": limits}, timeout=30).raise_for_status()
+        yield SandboxService(url, dict(keys), size, rate, service)
+    finally:
+        service.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line
+
+
+@dataclass
+class CliOutcome:
+    exit_code: int
+    wall_seconds: float
+    output: str
+
+
+def cli_args(dates: Sequence[dt.date], engines: Sequence[str] | None) -> list[str]:
+    args = [
+        "run",
+        "--start",
+        min(dates).isoformat(),
+        "--end",
+        (max(dates) + dt.timedelta(days=1)).isoformat(),
+    ]
+    for engine in engines or ():
+        args += ["--engine", engine]
+    return [*args, "--quiet"]
+
+
+def run_cli(
+    args: Sequence[str],
+    *,
+    url: str,
+    key: str,
+    db: Path,
+    code_root: Path = ROOT,
+    log_dir: Path,
+    extra_env: Mapping[str, str] | None = None,
+    timeout: float = 3600.0,
+    fresh: bool = True,
+) -> CliOutcome:
+    """``visibility-sync <args>`` as a process (``python -m pipelines.cli``: the code tree's own
+    CLI), into ``db`` (a fresh DuckDB file unless not ``fresh``), with no ``DAGSTER_HOME``."""
+    for path in (db, Path(f"{db}.wal")) if fresh else ():
+        path.unlink(missing_ok=True)
+    env = code_env(
+        code_root,
+        VISIBILITY_API_URL=url,
+        VISIBILITY_API_KEY=key,
+        VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
+        VISIBILITY_START_DATE=START_DATE.isoformat(),
+        **dict(extra_env or {}),
+    )
+    log = log_dir / f"cli-{db.stem}-{time.time_ns()}.log"
+    started = time.monotonic()
+    service = Service("visibility-sync", [sys.executable, "-m", "pipelines.cli", *args], env, code_root, log)
+    try:
+        code = service.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        code = -1
+    finally:
+        wall = time.monotonic() - started
+        service.stop(grace=5)
+    return CliOutcome(code, round(wall, 2), service.tail(4000))
