@@ -4,7 +4,7 @@
 
 Spools ``--rows`` mention-like rows (``prompt_mentions``) spread over ``--days`` days x 7 engines x 20
 brands into a real :class:`~sync.spool.DateSpool`, then runs :func:`sync.landing.land` into a
-fresh DuckDB file in a fresh spawned process (as ``sync/lander.py`` does), twice: the first landing
+fresh DuckDB file in a fresh spawned process (as ``sync/landing_worker.py`` does), twice: the first landing
 (an empty table) and a re-landing of the same range (every row replaced). Each landing process
 reports its peak RSS (``ru_maxrss``) and wall time. ``--days-list`` repeats the whole thing for
 several spans with the same rows per day, to show whether the peak grows with the days.

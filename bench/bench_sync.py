@@ -90,7 +90,7 @@ class TreeSampler:
                 for proc in procs:
                     try:
                         rss = proc.memory_info().rss
-                        role = "lander" if "sync.lander" in " ".join(proc.cmdline()) else "command"
+                        role = "lander" if "sync.landing_worker" in " ".join(proc.cmdline()) else "command"
                     except psutil.Error:
                         continue
                     total += rss

@@ -374,7 +374,7 @@ def _short_name(proc: psutil.Process) -> str:
     """``lander`` for the landing worker, else the program's name (``tail``, ``python3``)."""
     try:
         cmd = " ".join(proc.cmdline())
-        return "lander" if "sync.lander" in cmd else Path(proc.cmdline()[0]).name
+        return "lander" if "sync.landing_worker" in cmd else Path(proc.cmdline()[0]).name
     except (psutil.Error, IndexError):
         return "?"
 

@@ -206,8 +206,8 @@ import pkgutil, sys, importlib
 import sync
 for info in pkgutil.iter_modules(sync.__path__):
     importlib.import_module(f"sync.{{info.name}}")
-# what the landing worker imports, then a real warehouse it opens (sync/lander.py: _warm_up, _land)
-from sync.lander import _warm_up
+# what the landing worker imports, then a real warehouse it opens (sync/landing_worker.py: _warm_up, _land)
+from sync.landing_worker import _warm_up
 _warm_up()
 from resources.warehouse.factory import warehouse_for
 from sync.catalog import ALL_TABLES

@@ -56,7 +56,7 @@ def start(argv: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.
 
 def is_landing_worker(process: psutil.Process) -> bool:
     try:
-        return "from sync.lander import serve" in " ".join(process.cmdline())
+        return "from sync.landing_worker import serve" in " ".join(process.cmdline())
     except psutil.Error:
         return False
 

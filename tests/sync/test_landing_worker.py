@@ -23,7 +23,7 @@ from resources.warehouse.contract import SchemaMismatchError
 from sandbox.testing import SandboxHandle
 from sync.catalog import PROMPT_MENTIONS
 from sync.fetching import fetch_partitioned
-from sync.lander import Lander, LandingError, _portable
+from sync.landing_worker import Lander, LandingError, _portable
 from sync.landing import FetchOutcome
 from tests.sync.conftest import SCHEMA, D
 
@@ -249,7 +249,7 @@ ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPE
 url, schema, patience = sys.argv[1], sys.argv[2], float(sys.argv[3])
 parent = subprocess.Popen([sys.executable, "-c", (
     "import sys, time\\n"
-    "from sync.lander import Lander\\n"
+    "from sync.landing_worker import Lander\\n"
     "with Lander({'url': sys.argv[1], 'schema_name': sys.argv[2]}) as lander:\\n"
     "    print(lander.worker_pid, flush=True)\\n"
     "    time.sleep(600)\\n"), url, schema], stdout=subprocess.PIPE)

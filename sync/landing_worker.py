@@ -46,7 +46,7 @@ EXIT_TIMEOUT_SECONDS = 10.0
 _BOOT = (
     "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
     "import sys; sys.path[:] = {path!r}\n"
-    "from sync.lander import serve; serve(*map(int, sys.argv[1:]))\n"
+    "from sync.landing_worker import serve; serve(*map(int, sys.argv[1:]))\n"
 )
 
 
