@@ -35,8 +35,8 @@ from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import SnapshotScope
 from sync.discovery import BrandScope, CitationTargets, Discovery
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
-from sync.landing_worker import Lander
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOutcome, requests_beyond_plan
+from sync.landing_worker import Lander
 from sync.planning import ALL, Cell, Plan, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
 from sync.shared_fetch import SharedFetches

@@ -23,8 +23,8 @@ from resources.warehouse.contract import SchemaMismatchError
 from sandbox.testing import SandboxHandle
 from sync.catalog import PROMPT_MENTIONS
 from sync.fetching import fetch_partitioned
-from sync.landing_worker import Lander, LandingError, _portable
 from sync.landing import FetchOutcome
+from sync.landing_worker import Lander, LandingError, _portable
 from tests.sync.conftest import SCHEMA, D
 
 
