@@ -59,6 +59,7 @@ from sync.landing import (
 )
 from sync.planning import ALL, Cell, Plan, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
+from sync.resume import ResumeStore, resume_root
 from sync.shared_fetch import SharedFetches
 from sync.snapshots import listed_snapshots
 from sync.summary import TableSummary
@@ -418,6 +419,9 @@ def build_partitioned_assets(
         api = context.resources.api
         discovery = discovery_for(sync_id(context.run_id, context.run.tags))
         shared = shared_fetches(context)
+        resume = ResumeStore(
+            resume_root(None if context.instance.is_ephemeral else context.instance.storage_directory())
+        )
         targets = backfill_targets(context, [a.spec.name for a in selected]) if shared else None
 
         def fetch_own(
@@ -435,6 +439,7 @@ def build_partitioned_assets(
                     discovery,
                     spool_parent,
                     citation_targets,
+                    resume=resume,
                 )
             _log_fetch(context, table, outcome)
             return outcome
@@ -507,6 +512,7 @@ def build_partitioned_assets(
         except Exception as exc:
             context.log.error(f"snapshot listings not landed ({exc}); those tables keep their rows")
             failures["listed snapshots"] = exc
+        resume.release() if failures else resume.finish()  # every table landed: its journal goes
         _raise_failures(failures)
 
     return sync

@@ -10,6 +10,7 @@ any chunk leaves the whole table as it was, and a re-run replaces it again.
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from resources.api.errors import NotFoundError
 from resources.warehouse.base import PartitionScope, PartitionWrite, TableSpec, Warehouse, WriteResult
 from sync.planning import ALL, Box, Call, Cell, Plan, Window, expected_requests
 from sync.prefetch import StopSignal
+from sync.resume import CallJournal, call_key
 from sync.spool import DateSpool, bucket_windows
 from sync.transforms import concat, filter_cells, keep_rows, select_box
 
@@ -59,17 +61,34 @@ class FetchOutcome:
 BATCH_ROWS = 20_000
 
 
-class _CallBatch:
-    """Tables of many calls, filtered to the run's cells and spooled once ``BATCH_ROWS`` are held."""
+#: A journalled fetch writes its completed calls at least this often, so a kill loses little.
+JOURNAL_SECONDS = 1.0
 
-    def __init__(self, spec: TableSpec, spool: DateSpool, cells: frozenset[Cell] | set[Cell]) -> None:
+
+class _CallBatch:
+    """Tables of many calls, filtered to the run's cells and spooled once ``BATCH_ROWS`` are held.
+
+    With a ``journal`` (:mod:`sync.resume`), a call's rows are added only once the call completed,
+    and each flush (``BATCH_ROWS`` or ``JOURNAL_SECONDS``) also records them under the calls' keys.
+    """
+
+    def __init__(
+        self,
+        spec: TableSpec,
+        spool: DateSpool,
+        cells: frozenset[Cell] | set[Cell],
+        journal: CallJournal | None = None,
+    ) -> None:
         assert spec.date_column is not None
         self._spec = spec
         self._spool = spool
         self._cells = cells
+        self._journal = journal
         self._lock = threading.Lock()
         self._tables: list[pa.Table] = []
+        self._keys: list[str] = []
         self._rows = 0
+        self._flushed_at = time.monotonic()
 
     def add(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -80,16 +99,30 @@ class _CallBatch:
             if self._rows >= BATCH_ROWS:
                 self._flush_locked()
 
+    def add_call(self, key: str, tables: list[pa.Table]) -> None:
+        """The rows of one completed call (journalled fetch)."""
+        with self._lock:
+            self._tables.extend(t for t in tables if t.num_rows)
+            self._rows += sum(t.num_rows for t in tables)
+            self._keys.append(key)
+            if self._rows >= BATCH_ROWS or time.monotonic() - self._flushed_at >= JOURNAL_SECONDS:
+                self._flush_locked()
+
     def flush(self) -> None:
         with self._lock:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        if not self._tables:
+        self._flushed_at = time.monotonic()
+        if not self._tables and not self._keys:
             return
         tables, self._tables, self._rows = self._tables, [], 0
+        keys, self._keys = self._keys, []
         assert self._spec.date_column is not None
-        self._spool.append(filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells))
+        rows = filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells)
+        self._spool.append(rows)
+        if self._journal is not None:
+            self._journal.record(rows, keys)
 
 
 def fetch_to_spool(
@@ -101,6 +134,7 @@ def fetch_to_spool(
     on_progress: Callable[[int, int], None] | None = None,
     prompts_not_found: set[str] | None = None,
     stop: StopSignal | None = None,
+    journal: CallJournal | None = None,
 ) -> set[str]:
     """Run the plan's calls concurrently, spooling the rows of the run's cells as they arrive.
 
@@ -110,17 +144,21 @@ def fetch_to_spool(
     goes to ``prompts_not_found`` (when given; the caller warns). The brand then leaves the
     scope only if the brand itself answers 404 too (one extra request per such brand), so a brand
     removed mid-run never has its cells emptied. ``stop`` (set when the run stops) ends the fetch early
-    with ``FetchCancelled``.
+    with ``FetchCancelled``. ``journal``: each completed call's rows are also kept there, so a
+    re-run of a killed or failed sync asks only the other calls (:mod:`sync.resume`).
     """
     assert spec.date_column is not None
-    batch = _CallBatch(spec, spool, plan.cells)
+    batch = _CallBatch(spec, spool, plan.cells, journal)
 
     def work(call: Call) -> tuple[Call, bool]:
         if stop is not None:  # the run stopped: start no further call (the running ones end)
             stop.raise_if_set()
         try:
-            for table in fetch_one(client, call):
-                batch.add(table)
+            if journal is None:
+                for table in fetch_one(client, call):
+                    batch.add(table)
+            else:
+                batch.add_call(call_key(call), list(fetch_one(client, call)))
         except NotFoundError:
             return call, False
         return call, True
