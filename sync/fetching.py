@@ -24,7 +24,7 @@ from sync.discovery import BrandScope, CitationTargets, Discovery, brand_inputs
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOne, FetchOutcome, brand_engines, fetch_to_spool
 from sync.planning import BrandInput, Cell, Plan
 from sync.prefetch import StopSignal
-from sync.resume import ResumeStore, call_key, remaining_calls, selection_id
+from sync.resume import ResumePoint, ResumeStore, call_key, remaining_calls, selection_id
 from sync.spool import DateSpool, use_returning_allocator
 
 Planner = Callable[[set[Cell], list[BrandInput], Sequence[str]], Plan]
@@ -94,6 +94,7 @@ def fetch_partitioned(
     prompts_not_found: set[str] = set()
     resumed: dict[str, int] = {}
     journal = None
+    points: dict[str, ResumePoint] = {}
     try:
         to_ask = plan
         if resume is not None:
@@ -102,24 +103,38 @@ def fetch_partitioned(
             )
             journal = resume.journal(selection)
         if journal is not None:
-            done, tables = journal.load({call_key(c) for c in plan.calls})
+            done, tables, points = journal.load({call_key(c) for c in plan.calls})
             for table in tables:
                 spool.append(table)
             to_ask = dataclasses.replace(plan, calls=remaining_calls(plan.calls, done))
-            resumed = {"calls": len(plan.calls) - len(to_ask.calls), "rows": sum(t.num_rows for t in tables)}
+            resumed = {
+                "calls": len(plan.calls) - len(to_ask.calls),
+                "calls_partly": len(points),
+                "rows": sum(t.num_rows for t in tables),
+            }
             if journal.dropped:
                 resumed["entries_dropped"] = journal.dropped
         client.budget.allow_planned_calls(len(to_ask.calls), asset.spec.name)
         not_found = fetch_to_spool(
-            client, asset.spec, to_ask, asset.fetch_one, spool, on_progress, prompts_not_found, stop, journal
+            client,
+            asset.spec,
+            to_ask,
+            asset.fetch_one,
+            spool,
+            on_progress,
+            prompts_not_found,
+            stop,
+            journal,
+            points,
         )
         scope.drop(not_found)
         spool.close()
     except BaseException:
         spool.remove()
-        if journal is not None:
-            journal.close()  # kept on disk: the next fetch of this selection resumes from it
         raise
+    finally:
+        if journal is not None:
+            journal.close()  # kept on disk until the step landed every table (ResumeStore.finish)
     outcome = FetchOutcome(
         table=asset.spec.name,
         plan=plan,
@@ -133,7 +148,7 @@ def fetch_partitioned(
         outcome.notes = asset.notes(spool)
     if prompts_not_found:
         outcome.notes["prompts_not_found"] = sorted(prompts_not_found)
-    if resumed.get("calls"):
+    if resumed.get("calls") or resumed.get("calls_partly"):
         outcome.notes["resumed"] = resumed
     return outcome
 

@@ -21,10 +21,11 @@ import pyarrow.compute as pc
 
 from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
+from resources.api.paging import WALK, WalkPosition
 from resources.warehouse.base import PartitionScope, PartitionWrite, TableSpec, Warehouse, WriteResult
 from sync.planning import ALL, Box, Call, Cell, Plan, Window, expected_requests
 from sync.prefetch import StopSignal
-from sync.resume import CallJournal, call_key
+from sync.resume import CallJournal, ResumePoint, call_key
 from sync.spool import DateSpool, bucket_windows
 from sync.transforms import concat, filter_cells, keep_rows, select_box
 
@@ -87,6 +88,7 @@ class _CallBatch:
         self._lock = threading.Lock()
         self._tables: list[pa.Table] = []
         self._keys: list[str] = []
+        self._parts: dict[str, int] = {}
         self._rows = 0
         self._flushed_at = time.monotonic()
 
@@ -99,12 +101,13 @@ class _CallBatch:
             if self._rows >= BATCH_ROWS:
                 self._flush_locked()
 
-    def add_call(self, key: str, tables: list[pa.Table]) -> None:
-        """The rows of one completed call (journalled fetch)."""
+    def add_call(self, key: str, tables: list[pa.Table], parts: int = 0) -> None:
+        """The (last) rows of one completed call (journalled fetch), ``parts`` partial entries before."""
         with self._lock:
             self._tables.extend(t for t in tables if t.num_rows)
             self._rows += sum(t.num_rows for t in tables)
             self._keys.append(key)
+            self._parts[key] = parts
             if self._rows >= BATCH_ROWS or time.monotonic() - self._flushed_at >= JOURNAL_SECONDS:
                 self._flush_locked()
 
@@ -117,12 +120,16 @@ class _CallBatch:
         if not self._tables and not self._keys:
             return
         tables, self._tables, self._rows = self._tables, [], 0
-        keys, self._keys = self._keys, []
+        keys, self._keys, parts, self._parts = self._keys, [], self._parts, {}
         assert self._spec.date_column is not None
         rows = filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells)
         self._spool.append(rows)
         if self._journal is not None:
-            self._journal.record(rows, keys)
+            self._journal.record(rows, keys, parts)
+
+    def filtered(self, tables: list[pa.Table]) -> pa.Table:
+        assert self._spec.date_column is not None
+        return filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells)
 
 
 def fetch_to_spool(
@@ -135,6 +142,7 @@ def fetch_to_spool(
     prompts_not_found: set[str] | None = None,
     stop: StopSignal | None = None,
     journal: CallJournal | None = None,
+    resume_points: dict[str, ResumePoint] | None = None,
 ) -> set[str]:
     """Run the plan's calls concurrently, spooling the rows of the run's cells as they arrive.
 
@@ -150,6 +158,29 @@ def fetch_to_spool(
     assert spec.date_column is not None
     batch = _CallBatch(spec, spool, plan.cells, journal)
 
+    def journalled(call: Call) -> None:
+        """One call, its rows kept in ``journal``: a paged call's every ``JOURNAL_SECONDS`` too."""
+        assert journal is not None
+        key = call_key(call)
+        point = (resume_points or {}).get(key)
+        position = WalkPosition(start_cursor=point.cursor if point else None)
+        parts, start = (point.parts, point.cursor) if point else (0, None)
+        token = WALK.set(position)
+        try:
+            tables: list[pa.Table] = []
+            since = time.monotonic()
+            for table in fetch_one(client, call):
+                tables.append(table)
+                cursor, position.emitted = position.emitted, None
+                if cursor is not None and time.monotonic() - since >= JOURNAL_SECONDS:
+                    rows = batch.filtered(tables)
+                    journal.record_part(key, parts, rows, start, cursor)
+                    batch.add(rows)
+                    tables, parts, start, since = [], parts + 1, cursor, time.monotonic()
+        finally:
+            WALK.reset(token)
+        batch.add_call(key, tables, parts)
+
     def work(call: Call) -> tuple[Call, bool]:
         if stop is not None:  # the run stopped: start no further call (the running ones end)
             stop.raise_if_set()
@@ -158,7 +189,7 @@ def fetch_to_spool(
                 for table in fetch_one(client, call):
                     batch.add(table)
             else:
-                batch.add_call(call_key(call), list(fetch_one(client, call)))
+                journalled(call)
         except NotFoundError:
             return call, False
         return call, True
@@ -189,7 +220,16 @@ def fetch_to_spool(
 
 
 def slices(rows: Iterable[dict[str, Any]], size: int = SLICE_ROWS) -> Iterator[list[dict[str, Any]]]:
-    """A paged iterator's rows in lists of at most ``size`` (the last may be shorter, never empty)."""
+    """A paged iterator's rows in lists of at most ``size`` (the last may be shorter, never empty).
+
+    Under a resumable fetch (``WALK`` set: :mod:`sync.resume`) a list ends where a page ends, once it
+    holds at least half of ``size``, and records that page's position as ``emitted``: the rows
+    before it can be journalled with the cursor that continues the walk after them.
+    """
+    position = WALK.get()
+    if position is not None:
+        yield from _page_slices(rows, size, position)
+        return
     batch: list[dict[str, Any]] = []
     for row in rows:
         batch.append(row)
@@ -197,6 +237,28 @@ def slices(rows: Iterable[dict[str, Any]], size: int = SLICE_ROWS) -> Iterator[l
             yield batch
             batch = []
     if batch:
+        yield batch
+
+
+def _page_slices(
+    rows: Iterable[dict[str, Any]], size: int, position: WalkPosition
+) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    pages = position.pages
+    for row in rows:
+        if position.pages != pages:  # the rows so far end a page: cut here if enough are held
+            pages = position.pages
+            if len(batch) >= size // 2:
+                position.emitted, position.emitted_pages = position.cursor, pages
+                yield batch
+                batch = []
+        batch.append(row)
+        if len(batch) >= 4 * size:  # a page larger than this: cut mid-page (not resumable there)
+            position.emitted_pages = -1
+            yield batch
+            batch = []
+    if batch:
+        position.emitted, position.emitted_pages = None, -1  # the call's last rows: completed with it
         yield batch
 
 

@@ -25,9 +25,11 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -100,41 +102,94 @@ def selection_id(
     return f"{spec.name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
 
 
+@dataclass(frozen=True)
+class ResumePoint:
+    """A paged call a killed fetch had partly read: its rows up to ``cursor`` are kept."""
+
+    cursor: str
+    #: partial entries kept for the call (the next one written is numbered so)
+    parts: int
+
+
 class CallJournal:
-    """The journal of one selection: files of rows, and a manifest naming the calls each holds."""
+    """The journal of one selection: files of rows, and a manifest naming the calls each holds.
+
+    A complete entry holds the rows of whole calls (``calls``), the last rows of a call whose
+    earlier rows are in its ``parts`` partial entries. A partial entry holds the rows of one paged
+    call from cursor ``from`` to cursor ``cursor`` (its ``seq``-th part).
+    """
 
     def __init__(self, directory: Path, lock: IO[bytes]) -> None:
         self.directory = directory
         self._lock = lock
+        self._write_lock = threading.Lock()
         self._written = len(list(directory.glob("part-*.arrow")))
         #: what :meth:`load` found unusable (for the log)
         self.dropped = 0
 
-    def load(self, wanted: set[str]) -> tuple[set[str], list[pa.Table]]:
-        """The calls already answered (of ``wanted``), and their rows: only entries that check out."""
-        done: set[str] = set()
-        tables: list[pa.Table] = []
+    def _entries(self) -> list[dict[str, Any]]:
         path = self.directory / MANIFEST
+        entries: list[dict[str, Any]] = []
         if not path.exists():
-            return done, tables
+            return entries
         for line in path.read_text().splitlines():
             try:
                 entry = json.loads(line)
-                keys = set(entry["calls"])
-            except (ValueError, KeyError, TypeError):
+                if not isinstance(entry, dict) or not ("calls" in entry or "partial" in entry):
+                    raise ValueError(line)
+            except ValueError:
+                self.dropped += 1  # a line torn by a kill
+                continue
+            entries.append(entry)
+        return entries
+
+    def load(self, wanted: set[str]) -> tuple[set[str], list[pa.Table], dict[str, ResumePoint]]:
+        """The calls already answered (of ``wanted``), the rows kept, and where to resume partly read
+        calls: only entries that check out."""
+        partials: dict[str, dict[int, dict[str, Any]]] = {}
+        completes: list[dict[str, Any]] = []
+        for entry in self._entries():
+            if "partial" in entry:
+                partials.setdefault(str(entry["partial"]), {})[int(entry.get("seq", -1))] = entry  # last wins
+            else:
+                completes.append(entry)
+        chains: dict[str, list[tuple[dict[str, Any], pa.Table]]] = {}
+        for key, parts in partials.items():
+            chain: list[tuple[dict[str, Any], pa.Table]] = []
+            previous: str | None = None
+            while key in wanted and len(chain) in parts:
+                entry = parts[len(chain)]
+                table = self._read(entry)
+                if table is None or entry.get("from") != previous or not isinstance(entry.get("cursor"), str):
+                    break
+                chain.append((entry, table))
+                previous = entry["cursor"]
+            chains[key] = chain
+        done: set[str] = set()
+        tables: list[pa.Table] = []
+        for entry in completes:
+            try:
+                keys = {str(k) for k in entry["calls"]}
+                parts_of = {str(k): int(v) for k, v in (entry.get("parts") or {}).items()}
+            except (KeyError, TypeError, ValueError):
                 self.dropped += 1
                 continue
-            if not keys <= wanted or keys & done:
-                self.dropped += 1
-                continue
-            table = self._read(entry)
+            whole = all(len(chains.get(k, [])) >= n for k, n in parts_of.items())
+            table = self._read(entry) if keys <= wanted and not keys & done and whole else None
             if table is None:
                 self.dropped += 1
                 continue
             done |= keys
+            tables.extend(t for k in keys for _, t in chains.get(k, [])[: parts_of.get(k, 0)])
             if table.num_rows:
                 tables.append(table)
-        return done, tables
+        points: dict[str, ResumePoint] = {}
+        for key, chain in chains.items():
+            if key in done or not chain:
+                continue
+            tables.extend(t for _, t in chain)
+            points[key] = ResumePoint(chain[-1][0]["cursor"], len(chain))
+        return done, [t for t in tables if t.num_rows], points
 
     def _read(self, entry: dict[str, Any]) -> pa.Table | None:
         if entry.get("file") is None:
@@ -148,41 +203,52 @@ class CallJournal:
             return None
         return table if table.num_rows == entry["rows"] else None
 
-    def record(self, table: pa.Table, keys: Sequence[str]) -> None:
-        """Keep ``table``, the rows of the completed calls ``keys`` (file first, then its manifest line)."""
-        if not keys:
-            return
-        entry: dict[str, Any] = {"calls": list(keys), "rows": table.num_rows, "file": None}
-        if table.num_rows:
-            sink = pa.BufferOutputStream()
-            with ipc.new_file(sink, table.schema) as writer:
-                writer.write_table(table)
-            data = sink.getvalue().to_pybytes()
-            name = f"part-{os.getpid()}-{self._written:06d}.arrow"
-            self._written += 1
-            tmp = self.directory / f".{name}.tmp"
-            tmp.write_bytes(data)
-            tmp.replace(self.directory / name)
-            entry.update(file=name, size=len(data), crc32=zlib.crc32(data))
-        with (self.directory / MANIFEST).open("a") as out:
-            out.write(json.dumps(entry) + "\n")
+    def record(self, table: pa.Table, keys: Sequence[str], parts: dict[str, int] | None = None) -> None:
+        """Keep ``table``, the (last) rows of the completed calls ``keys``, file first, then its line."""
+        if keys:
+            self._write(table, {"calls": list(keys), "parts": {k: n for k, n in (parts or {}).items() if n}})
+
+    def record_part(self, key: str, seq: int, table: pa.Table, start: str | None, cursor: str) -> None:
+        """Keep the rows one paged call read from cursor ``start`` (None: its first page) to ``cursor``."""
+        self._write(table, {"partial": key, "seq": seq, "from": start, "cursor": cursor})
+
+    def _write(self, table: pa.Table, entry: dict[str, Any]) -> None:
+        entry.update(rows=table.num_rows, file=None)
+        with self._write_lock:
+            if table.num_rows:
+                sink = pa.BufferOutputStream()
+                with ipc.new_file(sink, table.schema) as writer:
+                    writer.write_table(table)
+                data = sink.getvalue().to_pybytes()
+                name = f"part-{os.getpid()}-{self._written:06d}.arrow"
+                self._written += 1
+                tmp = self.directory / f".{name}.tmp"
+                tmp.write_bytes(data)
+                tmp.replace(self.directory / name)
+                entry.update(file=name, size=len(data), crc32=zlib.crc32(data))
+            with (self.directory / MANIFEST).open("a") as out:
+                out.write(json.dumps(entry) + "\n")
 
     def close(self) -> None:
+        """Let the journal go (the fetch ended): kept on disk for a re-run, or :meth:`ResumeStore.finish`."""
+        if self._lock.closed:
+            return
         with contextlib.suppress(OSError):
             fcntl.flock(self._lock, fcntl.LOCK_UN)
         self._lock.close()
 
-    def remove(self) -> None:
-        self.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
-
 
 class ResumeStore:
-    """The journals of one root; :meth:`finish` removes the ones opened here, once all landed."""
+    """The journals of one root; :meth:`finish` removes the ones opened here, once all landed.
+
+    A journal is locked while its fetch runs only (:meth:`CallJournal.close`), so a step that ends
+    any other way (a failure, a stop) holds nothing: the next attempt, in this process or another,
+    takes it up.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self._opened: list[CallJournal] = []
+        self._opened: list[Path] = []
 
     def journal(self, selection: str) -> CallJournal | None:
         """The selection's journal, locked for this fetch; None when another process holds it or the
@@ -207,23 +273,30 @@ class ResumeStore:
                         leftover.unlink()
         if not (directory / SELECTION).exists():
             (directory / SELECTION).write_text(json.dumps({"format": FORMAT, "created": time.time()}))
-        journal = CallJournal(directory, lock)
-        self._opened.append(journal)
-        return journal
+        self._opened.append(directory)
+        return CallJournal(directory, lock)
 
     def release(self) -> None:
-        """Let the journals go, kept on disk (the step did not land everything)."""
-        for journal in self._opened:
-            journal.close()
+        """Forget the journals opened here, kept on disk (the step did not land everything)."""
         self._opened.clear()
 
     def finish(self) -> None:
-        """Remove the journals opened here: their rows have landed."""
-        for journal in self._opened:
-            journal.remove()
+        """Remove the journals opened here (their rows have landed), unless a fetch holds one now."""
+        for directory in self._opened:
+            _remove_unless_held(directory)
         self._opened.clear()
         with contextlib.suppress(OSError):
             self.root.rmdir()  # only when empty
+
+
+def _remove_unless_held(directory: Path) -> bool:
+    try:
+        with (directory / LOCK).open("a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(directory, ignore_errors=True)
+            return True
+    except OSError:
+        return False
 
 
 def _expired(directory: Path, now: float | None = None) -> bool:
@@ -241,15 +314,8 @@ def sweep_expired(root: Path, now: float | None = None) -> list[Path]:
     """Remove the journals older than ``KEEP_SECONDS`` that no process holds."""
     removed: list[Path] = []
     for path in root.iterdir():
-        if not path.is_dir() or not _expired(path, now):
-            continue
-        try:
-            with (path / LOCK).open("a+b") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(path)
-        except OSError:
-            continue
+        if path.is_dir() and _expired(path, now) and _remove_unless_held(path):
+            removed.append(path)
     return removed
 
 
