@@ -359,6 +359,18 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
     ]
 
 
+def cli_env(sandbox: D.SandboxService, db: Path, code_root: Path = ROOT, **extra: str) -> dict[str, str]:
+    """The environment of a ``visibility-sync`` process against ``sandbox``, into the DuckDB file ``db``."""
+    return D.code_env(
+        code_root,
+        VISIBILITY_API_URL=sandbox.url,
+        VISIBILITY_API_KEY=sandbox.key,
+        VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
+        VISIBILITY_START_DATE=D.START_DATE.isoformat(),
+        **extra,
+    )
+
+
 #: Columns a run sets anew whatever it fetched: left out when two warehouses are compared.
 RUN_COLUMNS = ("_loaded_at", "_run_id", "first_seen_at", "last_seen_at")
 
@@ -420,14 +432,7 @@ def scenario_resume(
     for path in (db, Path(f"{db}.wal")):
         path.unlink(missing_ok=True)
     sandbox.reset_stats()
-    env = D.code_env(
-        CODE_ROOT,
-        VISIBILITY_API_URL=sandbox.url,
-        VISIBILITY_API_KEY=sandbox.key,
-        VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
-        VISIBILITY_START_DATE=D.START_DATE.isoformat(),
-        **EXTRA_ENV,
-    )
+    env = cli_env(sandbox, db, CODE_ROOT, **EXTRA_ENV)
     started = time.monotonic()
     service = D.Service(
         "visibility-sync",
