@@ -233,6 +233,8 @@ class CallJournal:
         """Let the journal go (the fetch ended): kept on disk for a re-run, or :meth:`ResumeStore.finish`."""
         if self._lock.closed:
             return
+        if not (self.directory / MANIFEST).exists():  # nothing kept: nothing to leave behind
+            shutil.rmtree(self.directory, ignore_errors=True)
         with contextlib.suppress(OSError):
             fcntl.flock(self._lock, fcntl.LOCK_UN)
         self._lock.close()
@@ -311,10 +313,12 @@ def _expired(directory: Path, now: float | None = None) -> bool:
 
 
 def sweep_expired(root: Path, now: float | None = None) -> list[Path]:
-    """Remove the journals older than ``KEEP_SECONDS`` that no process holds."""
+    """Remove the journals older than ``KEEP_SECONDS``, and those that kept nothing (a fetch killed
+    before its first call ended), that no process holds."""
     removed: list[Path] = []
     for path in root.iterdir():
-        if path.is_dir() and _expired(path, now) and _remove_unless_held(path):
+        useless = _expired(path, now) or not (path / MANIFEST).exists()
+        if path.is_dir() and useless and _remove_unless_held(path):
             removed.append(path)
     return removed
 
