@@ -104,8 +104,8 @@ def fetch_partitioned(
             journal = resume.journal(selection)
         if journal is not None:
             done, tables, points = journal.load({call_key(c) for c in plan.calls})
-            for table in tables:
-                spool.append(table)
+            for part in tables:
+                spool.append(part.read())
             to_ask = dataclasses.replace(plan, calls=remaining_calls(plan.calls, done))
             resumed = {
                 "calls": len(plan.calls) - len(to_ask.calls),

@@ -102,6 +102,27 @@ def selection_id(
     return f"{spec.name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
 
 
+def _size_and_crc(path: Path, chunk: int = 1 << 20) -> tuple[int, int]:
+    size, crc = 0, 0
+    with path.open("rb") as source:
+        while block := source.read(chunk):
+            size, crc = size + len(block), zlib.crc32(block, crc)
+    return size, crc
+
+
+@dataclass(frozen=True)
+class JournalPart:
+    """One checked file of kept rows, read when it is spooled (a resume holds one file at a time)."""
+
+    path: Path | None
+    num_rows: int
+
+    def read(self) -> pa.Table:
+        assert self.path is not None
+        with pa.OSFile(str(self.path), "rb") as source:
+            return ipc.open_file(source).read_all()
+
+
 @dataclass(frozen=True)
 class ResumePoint:
     """A paged call a killed fetch had partly read: its rows up to ``cursor`` are kept."""
@@ -143,9 +164,9 @@ class CallJournal:
             entries.append(entry)
         return entries
 
-    def load(self, wanted: set[str]) -> tuple[set[str], list[pa.Table], dict[str, ResumePoint]]:
-        """The calls already answered (of ``wanted``), the rows kept, and where to resume partly read
-        calls: only entries that check out."""
+    def load(self, wanted: set[str]) -> tuple[set[str], list[JournalPart], dict[str, ResumePoint]]:
+        """The calls already answered (of ``wanted``), the files of the rows kept (read one at a time:
+        :meth:`JournalPart.read`), and where to resume partly read calls: only entries that check out."""
         partials: dict[str, dict[int, dict[str, Any]]] = {}
         completes: list[dict[str, Any]] = []
         for entry in self._entries():
@@ -153,9 +174,9 @@ class CallJournal:
                 partials.setdefault(str(entry["partial"]), {})[int(entry.get("seq", -1))] = entry  # last wins
             else:
                 completes.append(entry)
-        chains: dict[str, list[tuple[dict[str, Any], pa.Table]]] = {}
+        chains: dict[str, list[tuple[dict[str, Any], JournalPart]]] = {}
         for key, parts in partials.items():
-            chain: list[tuple[dict[str, Any], pa.Table]] = []
+            chain: list[tuple[dict[str, Any], JournalPart]] = []
             previous: str | None = None
             while key in wanted and len(chain) in parts:
                 entry = parts[len(chain)]
@@ -166,7 +187,7 @@ class CallJournal:
                 previous = entry["cursor"]
             chains[key] = chain
         done: set[str] = set()
-        tables: list[pa.Table] = []
+        tables: list[JournalPart] = []
         for entry in completes:
             try:
                 keys = {str(k) for k in entry["calls"]}
@@ -191,17 +212,18 @@ class CallJournal:
             points[key] = ResumePoint(chain[-1][0]["cursor"], len(chain))
         return done, [t for t in tables if t.num_rows], points
 
-    def _read(self, entry: dict[str, Any]) -> pa.Table | None:
+    def _read(self, entry: dict[str, Any]) -> JournalPart | None:
         if entry.get("file") is None:
-            return pa.table({}) if entry.get("rows") == 0 else None
+            return JournalPart(None, 0) if entry.get("rows") == 0 else None
         try:
-            data = (self.directory / Path(entry["file"]).name).read_bytes()
-            if len(data) != entry["size"] or zlib.crc32(data) != entry["crc32"]:
+            path = self.directory / Path(entry["file"]).name
+            if _size_and_crc(path) != (entry["size"], entry["crc32"]):
                 return None
-            table = ipc.open_file(pa.BufferReader(data)).read_all()
+            with pa.OSFile(str(path), "rb") as source:
+                rows = ipc.open_file(source).count_rows()
         except (OSError, KeyError, TypeError, pa.ArrowInvalid):
             return None
-        return table if table.num_rows == entry["rows"] else None
+        return JournalPart(path, rows) if rows == entry["rows"] else None
 
     def record(self, table: pa.Table, keys: Sequence[str], parts: dict[str, int] | None = None) -> None:
         """Keep ``table``, the (last) rows of the completed calls ``keys``, file first, then its line."""
@@ -216,16 +238,14 @@ class CallJournal:
         entry.update(rows=table.num_rows, file=None)
         with self._write_lock:
             if table.num_rows:
-                sink = pa.BufferOutputStream()
-                with ipc.new_file(sink, table.schema) as writer:
-                    writer.write_table(table)
-                data = sink.getvalue().to_pybytes()
                 name = f"part-{os.getpid()}-{self._written:06d}.arrow"
                 self._written += 1
                 tmp = self.directory / f".{name}.tmp"
-                tmp.write_bytes(data)
+                with pa.OSFile(str(tmp), "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+                    writer.write_table(table)
+                size, crc = _size_and_crc(tmp)  # read back from the page cache: no copy held in memory
                 tmp.replace(self.directory / name)
-                entry.update(file=name, size=len(data), crc32=zlib.crc32(data))
+                entry.update(file=name, size=size, crc32=crc)
             with (self.directory / MANIFEST).open("a") as out:
                 out.write(json.dumps(entry) + "\n")
 

@@ -45,9 +45,9 @@ def load(root: Path) -> tuple[set[str], list[pa.Table], int]:
     store = ResumeStore(root)
     journal = store.journal("sel")
     assert journal is not None
-    done, tables, _ = journal.load(set(KEYS))
+    done, parts, _ = journal.load(set(KEYS))
     journal.close()
-    return done, tables, journal.dropped
+    return done, [p.read() for p in parts], journal.dropped
 
 
 def test_the_calls_a_journal_holds_come_back_with_their_rows(tmp_path: Path) -> None:
@@ -102,7 +102,8 @@ def test_a_partly_read_call_resumes_from_the_cursor_of_its_last_whole_part(tmp_p
     journal.record_part(KEYS[3], 2, rows(2, 4), "elsewhere", "c3")  # not the continuation of part 1
     journal.close()
 
-    done, tables, points = journal.load(set(KEYS))
+    done, parts, points = journal.load(set(KEYS))
+    tables = [p.read() for p in parts]
 
     assert done == set() and points[KEYS[3]].cursor == "c2" and points[KEYS[3]].parts == 2
     assert pa.concat_tables(tables).equals(rows(4))
@@ -116,7 +117,8 @@ def test_a_completed_call_keeps_exactly_the_parts_its_entry_names(tmp_path: Path
     journal.record_part(KEYS[3], 1, rows(2, 2), "c1", "c2")  # a killed attempt's part, not used below
     journal.record(rows(3, 2), [KEYS[3]], {KEYS[3]: 1})  # resumed at c1: its last rows
 
-    done, tables, points = journal.load(set(KEYS))
+    done, parts, points = journal.load(set(KEYS))
+    tables = [p.read() for p in parts]
     journal.close()
 
     assert done == {KEYS[3]} and points == {}
