@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import duckdb
 import psutil
 import pytest
 
 from sandbox.testing import SandboxHandle
 from sync.resume import TEMP_PREFIX
 from tests.processes.helpers import END, START, kill_all, start, survivors, sync_env
+from tests.processes.warehouse_rows import rows_of
 
 pytestmark = pytest.mark.slow
 
@@ -49,30 +49,6 @@ def run_to_end(env: dict[str, str], log: Path) -> int:
     finally:
         process.kill()
         process.wait()
-
-
-def rows_of(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    """Every table's rows (every column but those a run sets anew), sorted."""
-    out: dict[str, list[tuple[object, ...]]] = {}
-    with duckdb.connect(str(db), read_only=True) as con:
-        tables = con.execute(
-            "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
-            "AND NOT starts_with(table_name, '_')"
-        ).fetchall()
-        for schema, table in tables:
-            columns = [
-                r[0]
-                for r in con.execute(
-                    "SELECT column_name FROM information_schema.columns WHERE table_schema = ? "
-                    "AND table_name = ? ORDER BY ordinal_position",
-                    [schema, table],
-                ).fetchall()
-                if r[0] not in RUN_COLUMNS
-            ]
-            select = ", ".join(f'CAST("{c}" AS VARCHAR)' for c in columns)
-            rows = con.execute(f'SELECT {select} FROM "{schema}"."{table}"').fetchall()
-            out[f"{schema}.{table}"] = sorted(rows, key=repr)
-    return out
 
 
 def test_a_sync_killed_at_90_percent_is_finished_by_its_rerun_with_few_requests_and_the_same_rows(

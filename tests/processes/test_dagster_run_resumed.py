@@ -14,7 +14,6 @@ import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
-import duckdb
 import pytest
 from dagster import DagsterInstance, JobDefinition, ReexecutionOptions, execute_job, reconstructable
 
@@ -26,6 +25,7 @@ from sync.planning import Endpoint
 from sync.resume import RESUME_DIR
 from tests.fixtures_sandbox import SANDBOX_TODAY
 from tests.processes.helpers import sync_env
+from tests.processes.warehouse_rows import rows_of
 
 pytestmark = pytest.mark.slow
 
@@ -48,20 +48,6 @@ def daily_job() -> JobDefinition:
 
 def served(sandbox: SandboxHandle) -> dict[str, int]:
     return {endpoint: sum(statuses.values()) for endpoint, statuses in sandbox.stats().items()}
-
-
-def rows_of(db: Path) -> dict[str, int]:
-    with duckdb.connect(str(db), read_only=True) as con:
-        tables = con.execute(
-            "SELECT table_schema, table_name FROM information_schema.tables "
-            "WHERE NOT starts_with(table_name, '_') AND table_type = 'BASE TABLE'"
-        ).fetchall()
-        return {
-            t: con.execute(
-                f'SELECT count(*) FROM (SELECT DISTINCT * EXCLUDE (_loaded_at, _run_id) FROM "{s}"."{t}")'
-            ).fetchone()[0]
-            for s, t in tables
-        }
 
 
 def test_a_failed_run_reexecuted_from_failure_asks_only_what_it_had_not_fetched(
