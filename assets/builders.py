@@ -58,6 +58,7 @@ from sync.driver import (
 )
 from sync.fetching import PartitionedTable, SnapshotTable
 from sync.planning import Cell
+from sync.resume import ResumeStore, resume_root
 from sync.shared_fetch import SharedFetches
 from sync.tables import BRANDS
 from sync.trends import citation_targets_from_settings
@@ -384,6 +385,9 @@ def daily_request(
         citation_targets=citation_targets,
         shared=shared,
         backfill_cells=backfill_cells or {},
+        resume=ResumeStore(
+            resume_root(None if context.instance.is_ephemeral else context.instance.storage_directory())
+        ),
     )
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import daemon as D  # the harness next to this file
-from bench_sync import TreeSampler, children_cpu, write_section
+from bench_sync import TreeSampler, children_cpu, cli_env, write_section
 
 ROOT = D.ROOT
 SECTION = "## Small syncs beside dlt"
@@ -52,13 +52,7 @@ def measure(sandbox: D.SandboxService, who: str, days: int, work: Path) -> Run:
     if who == "ours":
         dates = [NEWEST - dt.timedelta(days=i) for i in range(days)]
         cmd = [sys.executable, "-m", "pipelines.cli", *D.cli_args(dates, None)]
-        env = D.code_env(
-            ROOT,
-            VISIBILITY_API_URL=sandbox.url,
-            VISIBILITY_API_KEY=sandbox.key,
-            VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
-            VISIBILITY_START_DATE=D.START_DATE.isoformat(),
-        )
+        env = cli_env(sandbox, db)
     else:
         cmd = [
             sys.executable,

@@ -47,6 +47,8 @@ import daemon as D  # the harness next to this file
 ROOT = D.ROOT
 RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Sync: whole process tree"
+#: ``--scenarios resume`` alone reports here (the other sections stay as measured)
+RESUME_SECTION = "## Resume: killed at 90 %, then the same command"
 NEWEST = D.SANDBOX_TODAY - dt.timedelta(days=1)
 RSS_BOUND_MB = 400.0
 
@@ -137,7 +139,7 @@ EXTRA_ENV: dict[str, str] = {}  # --env NAME=VALUE: settings of the command line
 
 
 def run_tree(
-    sandbox: D.SandboxService, label: str, args: list[str], db: Path, log_dir: Path
+    sandbox: D.SandboxService, label: str, args: list[str], db: Path, log_dir: Path, fresh: bool = True
 ) -> TreeRun:
     """One ``visibility-sync`` process: wall, tree CPU, tree peak RSS, requests, rows landed."""
     sandbox.reset_stats()
@@ -154,6 +156,7 @@ def run_tree(
             log_dir=log_dir,
             code_root=CODE_ROOT,
             extra_env=EXTRA_ENV,
+            fresh=fresh,
         )
 
     with sampler:
@@ -258,8 +261,11 @@ def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work:
         dates = [NEWEST - dt.timedelta(days=i) for i in range(n)]
         runs[n] = run_tree(sandbox, f"{n} days", D.cli_args(dates, None), work / f"rows-{n}.duckdb", work)
         r = runs[n]
-        print(f"{n} days: exit {r.exit_code}, wall {r.wall} s, cpu {r.cpu} s, peak {r.peak_rss_mb} MB, "
-              f"rows {r.rows}, requests {r.requests} ({r.throttled} x 429), peaks {r.peaks_mb}", flush=True)
+        print(
+            f"{n} days: exit {r.exit_code}, wall {r.wall} s, cpu {r.cpu} s, peak {r.peak_rss_mb} MB, "
+            f"rows {r.rows}, requests {r.requests} ({r.throttled} x 429), peaks {r.peaks_mb}",
+            flush=True,
+        )
         if r.exit_code != 0:
             print(r.tail)
     bare = sorted(bare_figures)[len(bare_figures) // 2]
@@ -304,8 +310,11 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
     headers = {"Authorization": f"Bearer {sandbox.key}"}
     brands = [b["id"] for b in httpx.get(f"{sandbox.url}/v1/brands", headers=headers).json()["data"]][:4]
     dates = [NEWEST - dt.timedelta(days=i) for i in range(days)]
-    httpx.post(f"{sandbox.url}/_sandbox/config", json={"limits": {"rate_per_second": rate,
-               "burst": max(1, int(rate))}}, timeout=30).raise_for_status()
+    httpx.post(
+        f"{sandbox.url}/_sandbox/config",
+        json={"limits": {"rate_per_second": rate, "burst": max(1, int(rate))}},
+        timeout=30,
+    ).raise_for_status()
     sandbox.reset_stats()
     before = children_cpu()
     results: dict[str, D.CliOutcome] = {}
@@ -350,6 +359,122 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
     ]
 
 
+def cli_env(sandbox: D.SandboxService, db: Path, code_root: Path = ROOT, **extra: str) -> dict[str, str]:
+    """The environment of a ``visibility-sync`` process against ``sandbox``, into the DuckDB file ``db``."""
+    return D.code_env(
+        code_root,
+        VISIBILITY_API_URL=sandbox.url,
+        VISIBILITY_API_KEY=sandbox.key,
+        VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
+        VISIBILITY_START_DATE=D.START_DATE.isoformat(),
+        **extra,
+    )
+
+
+#: Columns a run sets anew whatever it fetched: left out when two warehouses are compared.
+RUN_COLUMNS = ("_loaded_at", "_run_id", "first_seen_at", "last_seen_at")
+
+
+def same_rows(a: Path, b: Path) -> tuple[bool, str]:
+    """Whether two DuckDB files hold the same rows in every table (every column but ``RUN_COLUMNS``)."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.execute(f"ATTACH '{a}' AS a (READ_ONLY)")
+        con.execute(f"ATTACH '{b}' AS b (READ_ONLY)")
+        tables = con.execute(
+            "SELECT DISTINCT schema_name, table_name FROM duckdb_tables() WHERE database_name IN ('a', 'b') "
+            "AND NOT starts_with(table_name, '_') ORDER BY ALL"
+        ).fetchall()
+        for schema, table in tables:
+            columns = [
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM duckdb_columns() WHERE database_name = 'a' AND schema_name = ? "
+                    "AND table_name = ? ORDER BY column_index",
+                    [schema, table],
+                ).fetchall()
+                if r[0] not in RUN_COLUMNS
+            ]
+            cols = ", ".join(f'"{c}"' for c in columns)
+            for x, y in (("a", "b"), ("b", "a")):
+                differ = con.execute(
+                    f'SELECT count(*) FROM (SELECT {cols} FROM {x}."{schema}"."{table}" EXCEPT ALL '
+                    f'SELECT {cols} FROM {y}."{schema}"."{table}")'
+                ).fetchone()[0]
+                if differ:
+                    return False, f"{schema}.{table}: {differ} rows of {x} not in {y}"
+    return True, f"{len(tables)} tables"
+
+
+#: Listings every sync makes before it plans: a resumed run asks them again (not calls it can skip).
+LISTINGS = ("GET /v1/brands", "/prompts", "/tracked-competitors", "/topics", "/generations", "/competitors")
+
+
+def listing_requests(stats: dict[str, dict[str, int]]) -> int:
+    return sum(sum(v.values()) for endpoint, v in stats.items() if endpoint.endswith(LISTINGS))
+
+
+def scenario_resume(
+    sandbox: D.SandboxService, days: int, rate: float, work: Path, kill_at: float = 0.9
+) -> list[str]:
+    """A clean sync; the same sync killed (SIGKILL of its process group) once it made ``kill_at`` of
+    the clean one's requests; the same command again (same TMPDIR, same DuckDB file)."""
+    import signal
+
+    tmp = work / "resume-tmp"
+    tmp.mkdir(exist_ok=True)
+    EXTRA_ENV["TMPDIR"] = str(tmp)
+    args = D.cli_args([NEWEST - dt.timedelta(days=i) for i in range(days)], None)
+    clean = run_tree(sandbox, "clean", args, work / "resume-clean.duckdb", work)
+    clean_listings = listing_requests(sandbox.stats())
+    db = work / "resume-killed.duckdb"
+    for path in (db, Path(f"{db}.wal")):
+        path.unlink(missing_ok=True)
+    sandbox.reset_stats()
+    env = cli_env(sandbox, db, CODE_ROOT, **EXTRA_ENV)
+    started = time.monotonic()
+    service = D.Service(
+        "visibility-sync",
+        [sys.executable, "-m", "pipelines.cli", *args],
+        env,
+        CODE_ROOT,
+        work / f"cli-killed-{time.time_ns()}.log",
+    )
+    try:
+        while D.served(sandbox.stats()) < kill_at * clean.requests and service.alive():
+            time.sleep(0.05)
+        killed_after = time.monotonic() - started
+        os.killpg(service.pid, signal.SIGKILL)
+        service.proc.wait(timeout=60)
+    finally:
+        service.stop(grace=5)
+    killed_requests = D.served(sandbox.stats())
+    kept_mb = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 2**20
+    rerun = run_tree(sandbox, "re-run", args, db, work, fresh=False)
+    rerun_listings = listing_requests(sandbox.stats())
+    equal, detail = same_rows(work / "resume-clean.duckdb", db) if rerun.exit_code == 0 else (False, "failed")
+    left = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
+    EXTRA_ENV.pop("TMPDIR")
+    ratio = rerun.requests / clean.requests
+    calls = (rerun.requests - rerun_listings) / max(1, clean.requests - clean_listings)
+    print(f"resume: clean {clean}, killed at {killed_requests} after {killed_after:.1f} s, rerun {rerun}")
+    return [
+        f"Large workspace, newest {days} days, every table, rate limit {rate:g} requests/s. A clean "
+        f"`visibility-sync run` (exit {clean.exit_code}): {clean.requests:,} requests "
+        f"({clean_listings} of them listings), {clean.rows:,} rows, {clean.wall} s. The same command "
+        f"into a fresh DuckDB file, SIGKILLed (its process group) at {killed_requests:,} requests "
+        f"({killed_requests / clean.requests:.0%} of the clean run's, {killed_after:.1f} s in); "
+        f"journal kept under TMPDIR: {kept_mb:.1f} MB. The same command again (exit {rerun.exit_code}): "
+        f"**{rerun.requests:,} / {clean.requests:,} = {ratio:.1%}** of the clean run's requests "
+        f"(target <= 15 %); without the listings every sync makes ({rerun_listings} and "
+        f"{clean_listings}): {calls:.1%}; wall {rerun.wall} s / {clean.wall} s = "
+        f"{rerun.wall / clean.wall:.2f}x; tree CPU {rerun.cpu} s / {clean.cpu} s. Rows equal to the clean "
+        f"run's: **{'yes' if equal else 'NO'}** "
+        f"({detail}); files left under TMPDIR after the re-run: {len(left)}.",
+    ]
+
+
 def write_section(text: str, section: str = SECTION) -> None:
     """Replace ``section`` of bench/RESULTS.md (from its heading to the next ``## ``) with ``text``."""
     current = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
@@ -371,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--shared-rate", type=float, default=20.0)
     parser.add_argument("--shared-days", type=int, default=3)
+    parser.add_argument("--resume-days", type=int, default=10)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--code-root", type=Path, default=ROOT, help="the tree whose CLI runs")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -388,10 +514,12 @@ def main(argv: list[str] | None = None) -> int:
     commit = os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip()
     dirty = os.popen(f"git -C {ROOT} status --porcelain").read().strip()
     dirty = " with uncommitted changes" if dirty else ""
+    section = RESUME_SECTION if scenarios == ["resume"] else SECTION
     header = [
-        SECTION,
+        section,
         "",
-        f"`bench/bench_sync.py --scenarios {args.scenarios} --days {args.days} --rate {args.rate:g}`, "
+        f"`bench/bench_sync.py --scenarios {args.scenarios} --days {args.days} "
+        f"--resume-days {args.resume_days} --rate {args.rate:g}`, "
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, code `{commit}`{dirty}"
         f"{'' if CODE_ROOT == ROOT else f' (command line from {CODE_ROOT})'}, {os.cpu_count()} cores "
         f"shared with other work (load average {os.getloadavg()[0]:.1f} at the start). Sandbox `large` "
@@ -415,10 +543,15 @@ def main(argv: list[str] | None = None) -> int:
                 CODE_ROOT = current
             lines += scenario_shared(sandbox, args.shared_rate, args.shared_days, work)
             lines.append("")
+        if "resume" in scenarios:
+            if section != RESUME_SECTION:
+                lines += ["### Resume: killed at 90 %, then the same command", ""]
+            lines += scenario_resume(sandbox, args.resume_days, args.rate, work)
+            lines.append("")
     text = "\n".join(header + lines)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(text, section)
     return 0
 
 

@@ -102,6 +102,7 @@ from bench.proxy import (  # noqa: E402
     bad_response,
     run_proxy,
 )
+from sync.resume import TEMP_PREFIX  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Reliability"
@@ -1060,9 +1061,11 @@ def _garbled(lines: Sequence[str]) -> list[str]:
 
 
 def _temp_problems(run: RunResult) -> list[str]:
-    """A run that ended by itself (landed or failed) leaves its TMPDIR empty: spools are deleted
-    once landed or when landing fails (docs/OPERATIONS.md); only a killed run may leave one."""
-    left = _leftovers(run.tmpdir)
+    """A run that ended by itself leaves its TMPDIR empty: spools are deleted once landed or when
+    landing fails (docs/OPERATIONS.md); only a killed run may leave one. A failed run keeps what it
+    fetched for its re-run (``sync/resume.py``), and nothing else."""
+    failed = run.rc not in (0, None)
+    left = _leftovers(run.tmpdir, skip=TEMP_PREFIX if failed else None)
     if left == "none":
         return []
     if run.killed_at is not None or run.timed_out:
@@ -1070,10 +1073,15 @@ def _temp_problems(run: RunResult) -> list[str]:
     return [f"{run.label}: exit {run.rc} but its TMPDIR still holds {left}"]
 
 
-def _leftovers(folder: Path | None) -> str:
+def _leftovers(folder: Path | None, skip: str | None = None) -> str:
+    """What ``folder`` holds, but for its top-level entries named ``skip*``."""
     if folder is None or not folder.exists():
         return "none"
-    files = [p for p in folder.rglob("*") if p.is_file()]
+    files = [
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not (skip and p.relative_to(folder).parts[0].startswith(skip))
+    ]
     if not files:
         return "none"
     size = sum(p.stat().st_size for p in files)

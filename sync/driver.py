@@ -10,7 +10,9 @@ an unreachable service, a stop) ends the sync; any other fails its table only.
 * :func:`sync_daily`: date x engine tables fetched back to back in a background thread (one client
   budget, so the rate limit is spent without a gap), each landed in a worker process while the next
   is fetched. In a backfill's run, each fetch covers the whole backfill and is shared with its other
-  runs (:mod:`sync.shared_fetch`); the run lands its own cells only.
+  runs (:mod:`sync.shared_fetch`); the run lands its own cells only. What a fetch asked is kept
+  (:mod:`sync.resume`) until every table landed, so a re-run of a failed or killed sync asks only
+  the rest.
 * :func:`sync_snapshots`: snapshot tables listed one after another (the next while this one lands)
   and upserted.
 * :func:`land_listed`: the brands, prompts and competitors the daily tables listed, upserted when a
@@ -39,6 +41,7 @@ from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOutcome, requests_beyond_p
 from sync.landing_worker import Lander
 from sync.planning import ALL, Cell, Plan, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
+from sync.resume import ResumeStore
 from sync.shared_fetch import SharedFetches
 from sync.snapshots import listed_snapshots
 from sync.summary import TableSummary
@@ -125,6 +128,8 @@ class DailyRequest:
     shared: SharedFetches | None = None
     #: per table, the cells of the whole backfill this run belongs to
     backfill_cells: dict[str, set[Cell]] = field(default_factory=dict)
+    #: where fetches keep what they fetched until every table landed (a re-run resumes from it)
+    resume: ResumeStore | None = None
 
     def cells_to_fetch(self, table: str) -> set[Cell]:
         return self.cells | self.backfill_cells.get(table, set())
@@ -162,9 +167,20 @@ def sync_daily(
     lander = Lander(warehouse_config, in_process=len(days) <= DEFAULT_DAYS_PER_WRITE)
     fetch = _DailyFetch(request, api, log, on_progress)
     fetched = fetch_ahead(tables, fetch, discard=lambda f: f.release(False), on_stop=api.cancel)
-    with lander, closing(fetched):
-        for table, item in fetched:
-            yield _land_daily(table, item, request, lander, log)
+    all_landed = False
+    try:
+        with lander, closing(fetched):
+            failed = False
+            for table, item in fetched:
+                event = _land_daily(table, item, request, lander, log)
+                failed = failed or isinstance(event, TableFailed)
+                yield event
+            all_landed = not failed
+    finally:
+        if request.resume is not None and all_landed:
+            request.resume.finish()
+        elif request.resume is not None:  # kept for a re-run of the sync
+            request.resume.release()
 
 
 def _land_daily(
@@ -251,6 +267,7 @@ class _DailyFetch:
                 request.discovery,
                 spool_parent,
                 request.citation_targets,
+                resume=request.resume,
             )
         _log_fetch(self.log, name, outcome)
         return outcome

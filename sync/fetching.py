@@ -8,6 +8,7 @@ the whole set. :mod:`sync.catalog` lists every table; ``assets/`` turns them int
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from sync.discovery import BrandScope, CitationTargets, Discovery, brand_inputs
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOne, FetchOutcome, brand_engines, fetch_to_spool
 from sync.planning import BrandInput, Cell, Plan
 from sync.prefetch import StopSignal
+from sync.resume import ResumePoint, ResumeStore, call_key, remaining_calls, selection_id
 from sync.spool import DateSpool, use_returning_allocator
 
 Planner = Callable[[set[Cell], list[BrandInput], Sequence[str]], Plan]
@@ -65,39 +67,77 @@ def fetch_partitioned(
     discovery: Discovery | None = None,
     spool_parent: Path | None = None,
     targets: CitationTargets | None = None,
+    *,
+    resume: ResumeStore | None = None,
 ) -> FetchOutcome:
     """Discover the brands, plan the run, and spool its rows (no Dagster: reusable in benchmarks).
 
     ``targets``: the run's own tracked pages and topics (its asset config), instead of the table's
-    (``VISIBILITY_CITATION_*``)."""
+    (``VISIBILITY_CITATION_*``). ``resume``: where the fetch journals its completed calls, and finds
+    those of an earlier, killed or failed, fetch of the same selection (:mod:`sync.resume`): only
+    the other calls are asked."""
     started = time.monotonic()
     use_returning_allocator()
     listings = discovery or Discovery()
     scope: BrandScope = listings.scope(client, only)
+    run_targets = targets if targets is not None or not asset.targets else asset.targets()
     inputs = brand_inputs(
         client,
         scope,
         prompts=asset.needs_prompts,
         competitors=asset.needs_competitors,
         discovery=listings,
-        targets=targets if targets is not None or not asset.targets else asset.targets(),
+        targets=run_targets,
     )
     plan = asset.planner(cells, inputs, asset.engine_order)
-    client.budget.allow_planned_calls(len(plan.calls), asset.spec.name)
     assert asset.spec.date_column is not None
     spool = DateSpool.create(
         asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name, parent=spool_parent
     )
     prompts_not_found: set[str] = set()
+    resumed: dict[str, int] = {}
+    journal = None
+    points: dict[str, ResumePoint] = {}
     try:
+        to_ask = plan
+        if resume is not None:
+            selection = selection_id(
+                asset.spec, cells, only, run_targets, client.base_url, client.key_fingerprint
+            )
+            journal = resume.journal(selection)
+        if journal is not None:
+            done, tables, points = journal.load({call_key(c) for c in plan.calls})
+            for part in tables:
+                spool.append(part.read())
+            to_ask = dataclasses.replace(plan, calls=remaining_calls(plan.calls, done))
+            resumed = {
+                "calls": len(plan.calls) - len(to_ask.calls),
+                "calls_partly": len(points),
+                "rows": sum(t.num_rows for t in tables),
+            }
+            if journal.dropped:
+                resumed["entries_dropped"] = journal.dropped
+        client.budget.allow_planned_calls(len(to_ask.calls), asset.spec.name)
         not_found = fetch_to_spool(
-            client, asset.spec, plan, asset.fetch_one, spool, on_progress, prompts_not_found, stop
+            client,
+            asset.spec,
+            to_ask,
+            asset.fetch_one,
+            spool,
+            on_progress,
+            prompts_not_found,
+            stop,
+            journal,
+            points,
         )
         scope.drop(not_found)
         spool.close()
     except BaseException:
         spool.remove()
         raise
+    finally:
+        if journal is not None:
+            journal.close()  # kept on disk until the step landed every table (ResumeStore.finish)
     outcome = FetchOutcome(
         table=asset.spec.name,
         plan=plan,
@@ -111,6 +151,8 @@ def fetch_partitioned(
         outcome.notes = asset.notes(spool)
     if prompts_not_found:
         outcome.notes["prompts_not_found"] = sorted(prompts_not_found)
+    if resumed.get("calls") or resumed.get("calls_partly"):
+        outcome.notes["resumed"] = resumed
     return outcome
 
 

@@ -10,6 +10,7 @@ any chunk leaves the whole table as it was, and a re-run replaces it again.
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -20,10 +21,12 @@ import pyarrow.compute as pc
 
 from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
+from resources.api.paging import WALK, WalkPosition
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import PartitionScope, PartitionWrite, TableSpec, WriteResult
 from sync.planning import ALL, Box, Call, Cell, Plan, Window, expected_requests
 from sync.prefetch import StopSignal
+from sync.resume import CallJournal, ResumePoint, call_key
 from sync.spool import DateSpool, bucket_windows
 from sync.transforms import concat, filter_cells, keep_rows, select_box
 
@@ -60,17 +63,35 @@ class FetchOutcome:
 BATCH_ROWS = 20_000
 
 
-class _CallBatch:
-    """Tables of many calls, filtered to the run's cells and spooled once ``BATCH_ROWS`` are held."""
+#: A journalled fetch writes its completed calls at least this often, so a kill loses little.
+JOURNAL_SECONDS = 1.0
 
-    def __init__(self, spec: TableSpec, spool: DateSpool, cells: frozenset[Cell] | set[Cell]) -> None:
+
+class _CallBatch:
+    """Tables of many calls, filtered to the run's cells and spooled once ``BATCH_ROWS`` are held.
+
+    With a ``journal`` (:mod:`sync.resume`), a call's rows are added only once the call completed,
+    and each flush (``BATCH_ROWS`` or ``JOURNAL_SECONDS``) also records them under the calls' keys.
+    """
+
+    def __init__(
+        self,
+        spec: TableSpec,
+        spool: DateSpool,
+        cells: frozenset[Cell] | set[Cell],
+        journal: CallJournal | None = None,
+    ) -> None:
         assert spec.date_column is not None
         self._spec = spec
         self._spool = spool
         self._cells = cells
+        self._journal = journal
         self._lock = threading.Lock()
         self._tables: list[pa.Table] = []
+        self._keys: list[str] = []
+        self._parts: dict[str, int] = {}
         self._rows = 0
+        self._flushed_at = time.monotonic()
 
     def add(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -81,16 +102,35 @@ class _CallBatch:
             if self._rows >= BATCH_ROWS:
                 self._flush_locked()
 
+    def add_call(self, key: str, tables: list[pa.Table], parts: int = 0) -> None:
+        """The (last) rows of one completed call (journalled fetch), ``parts`` partial entries before."""
+        with self._lock:
+            self._tables.extend(t for t in tables if t.num_rows)
+            self._rows += sum(t.num_rows for t in tables)
+            self._keys.append(key)
+            self._parts[key] = parts
+            if self._rows >= BATCH_ROWS or time.monotonic() - self._flushed_at >= JOURNAL_SECONDS:
+                self._flush_locked()
+
     def flush(self) -> None:
         with self._lock:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        if not self._tables:
+        self._flushed_at = time.monotonic()
+        if not self._tables and not self._keys:
             return
         tables, self._tables, self._rows = self._tables, [], 0
+        keys, self._keys, parts, self._parts = self._keys, [], self._parts, {}
         assert self._spec.date_column is not None
-        self._spool.append(filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells))
+        rows = filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells)
+        self._spool.append(rows)
+        if self._journal is not None:
+            self._journal.record(rows, keys, parts)
+
+    def filtered(self, tables: list[pa.Table]) -> pa.Table:
+        assert self._spec.date_column is not None
+        return filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells)
 
 
 def fetch_to_spool(
@@ -102,6 +142,8 @@ def fetch_to_spool(
     on_progress: Callable[[int, int], None] | None = None,
     prompts_not_found: set[str] | None = None,
     stop: StopSignal | None = None,
+    journal: CallJournal | None = None,
+    resume_points: dict[str, ResumePoint] | None = None,
 ) -> set[str]:
     """Run the plan's calls concurrently, spooling the rows of the run's cells as they arrive.
 
@@ -111,17 +153,44 @@ def fetch_to_spool(
     goes to ``prompts_not_found`` (when given; the caller warns). The brand then leaves the
     scope only if the brand itself answers 404 too (one extra request per such brand), so a brand
     removed mid-run never has its cells emptied. ``stop`` (set when the run stops) ends the fetch early
-    with ``FetchCancelled``.
+    with ``FetchCancelled``. ``journal``: each completed call's rows are also kept there, so a
+    re-run of a killed or failed sync asks only the other calls (:mod:`sync.resume`).
     """
     assert spec.date_column is not None
-    batch = _CallBatch(spec, spool, plan.cells)
+    batch = _CallBatch(spec, spool, plan.cells, journal)
+
+    def journalled(call: Call) -> None:
+        """One call, its rows kept in ``journal``: a paged call's every ``JOURNAL_SECONDS`` too."""
+        assert journal is not None
+        key = call_key(call)
+        point = (resume_points or {}).get(key)
+        position = WalkPosition(start_cursor=point.cursor if point else None)
+        parts, start = (point.parts, point.cursor) if point else (0, None)
+        token = WALK.set(position)
+        try:
+            tables: list[pa.Table] = []
+            since = time.monotonic()
+            for table in fetch_one(client, call):
+                tables.append(table)
+                cursor, position.emitted = position.emitted, None
+                if cursor is not None and time.monotonic() - since >= JOURNAL_SECONDS:
+                    rows = batch.filtered(tables)
+                    journal.record_part(key, parts, rows, start, cursor)
+                    batch.add(rows)
+                    tables, parts, start, since = [], parts + 1, cursor, time.monotonic()
+        finally:
+            WALK.reset(token)
+        batch.add_call(key, tables, parts)
 
     def work(call: Call) -> tuple[Call, bool]:
         if stop is not None:  # the run stopped: start no further call (the running ones end)
             stop.raise_if_set()
         try:
-            for table in fetch_one(client, call):
-                batch.add(table)
+            if journal is None:
+                for table in fetch_one(client, call):
+                    batch.add(table)
+            else:
+                journalled(call)
         except NotFoundError:
             return call, False
         return call, True
@@ -152,7 +221,16 @@ def fetch_to_spool(
 
 
 def slices(rows: Iterable[dict[str, Any]], size: int = SLICE_ROWS) -> Iterator[list[dict[str, Any]]]:
-    """A paged iterator's rows in lists of at most ``size`` (the last may be shorter, never empty)."""
+    """A paged iterator's rows in lists of at most ``size`` (the last may be shorter, never empty).
+
+    Under a resumable fetch (``WALK`` set: :mod:`sync.resume`) a list ends where a page ends, once it
+    holds at least half of ``size``, and records that page's position as ``emitted``: the rows
+    before it can be journalled with the cursor that continues the walk after them.
+    """
+    position = WALK.get()
+    if position is not None:
+        yield from _page_slices(rows, size, position)
+        return
     batch: list[dict[str, Any]] = []
     for row in rows:
         batch.append(row)
@@ -160,6 +238,28 @@ def slices(rows: Iterable[dict[str, Any]], size: int = SLICE_ROWS) -> Iterator[l
             yield batch
             batch = []
     if batch:
+        yield batch
+
+
+def _page_slices(
+    rows: Iterable[dict[str, Any]], size: int, position: WalkPosition
+) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    pages = position.pages
+    for row in rows:
+        if position.pages != pages:  # the rows so far end a page: cut here if enough are held
+            pages = position.pages
+            if len(batch) >= size // 2:
+                position.emitted, position.emitted_pages = position.cursor, pages
+                yield batch
+                batch = []
+        batch.append(row)
+        if len(batch) >= 4 * size:  # a page larger than this: cut mid-page (not resumable there)
+            position.emitted_pages = -1
+            yield batch
+            batch = []
+    if batch:
+        position.emitted, position.emitted_pages = None, -1  # the call's last rows: completed with it
         yield batch
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import hashlib
 import json
 import logging
 import threading
@@ -274,6 +275,10 @@ class VisibilityClient:
         key = validate_api_key(api_key)
         register_secret(key)  # every text quoted from the service is scrubbed of it
         self._origin = origin(self._base_url)
+        # names what a key fetched (sync.resume) without holding the key: a keyed hash, not reversible
+        self._key_fingerprint = hashlib.blake2b(
+            key.encode(), digest_size=16, person=b"visibility-key"
+        ).hexdigest()
         self._max_concurrency = max_concurrency
         self._retry_deadline = retry_deadline_seconds
         self._backoff_base = backoff_base_seconds
@@ -324,6 +329,11 @@ class VisibilityClient:
     @property
     def base_url(self) -> str:
         return self._base_url
+
+    @property
+    def key_fingerprint(self) -> str:
+        """A one-way hash of the key: tells what one key fetched from another's, never the key."""
+        return self._key_fingerprint
 
     @property
     def origin(self) -> str:

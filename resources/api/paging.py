@@ -25,6 +25,8 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from resources.api.endpoints import INT64_MAX, INT64_MIN
@@ -189,6 +191,28 @@ class CursorPaginator:
         return rows
 
 
+@dataclass
+class WalkPosition:
+    """Where the paging walks of this thread stand, for a caller that resumes them (``sync.resume``).
+
+    Set in :data:`WALK` around a paged call: the walk then starts from ``start_cursor`` (a cursor a
+    killed walk had reached) instead of the first page, and after each page whose rows have all been
+    yielded it records the cursor of the next page (``cursor``, None when the walk is over) and
+    counts it in ``pages``.
+    """
+
+    start_cursor: str | None = None
+    cursor: str | None = None
+    pages: int = 0
+    #: set by the consumer: the position its last yielded batch ended at (None: mid-page)
+    emitted: str | None = None
+    emitted_pages: int = -1
+
+
+#: The position of the walks of this thread (threads of ``map_concurrent`` each have their own).
+WALK: ContextVar[WalkPosition | None] = ContextVar("visibility_walk", default=None)
+
+
 #: Fetches one page: takes the cursor (None first) and returns (body, request id).
 PageFetcher = Callable[[str | None], tuple[Body, str | None]]
 #: Turns one page's rows into the rows to yield (validation, filtering), given the request id.
@@ -210,6 +234,9 @@ def iterate_pages(
     filter a whole page instead. ``limit`` and ``max_pages`` bound the walk (``CursorPaginator``).
     """
     paginator = CursorPaginator(endpoint, limit=limit, max_pages=max_pages)
+    position = WALK.get()
+    if position is not None and position.start_cursor is not None:
+        paginator._next = position.start_cursor  # a walk resumed where a killed one stopped
     request_id: str | None = None
     while not paginator.done:
         try:
@@ -230,6 +257,9 @@ def iterate_pages(
             rows = on_page(rows, request_id)
         for row in rows:
             yield validate(row) if validate is not None else row
+        if position is not None:
+            position.cursor = None if paginator.done else paginator.cursor
+            position.pages += 1
 
 
 def _require_int(body: Body, name: str, endpoint: str, request_id: str | None) -> int:

@@ -1,0 +1,347 @@
+"""Resume a killed or failed sync: the calls already answered stay on disk and are not asked again.
+
+A fetch journals the rows of its completed calls (already validated, converted and filtered to the
+run's cells) in a directory owned by its *selection*: the table and its columns, the cells, the brand
+filter, the citation targets, the API's URL and a keyed hash of the key (never the key). Re-running
+the same command, or re-executing the failed Dagster run, plans the same calls, reloads the
+journalled ones and asks only the rest (bench/RESULTS.md, *Resume*).
+
+Where: under the Dagster instance's storage directory (``visibility_resume``) for a recorded
+instance, and under ``TMPDIR`` (``visibility-resume-<uid>``) for the command line's throwaway one.
+How long: a journal older than ``KEEP_SECONDS`` is never used, and is removed by the next store
+opened on that root; a step that landed every table removes its journals
+(:meth:`ResumeStore.finish`). What is trusted: a manifest line is used only whole (one JSON line
+written after its file), its file only when its size, CRC-32 and row count match and every call it
+holds is one the new plan asks; anything else is dropped and those calls are asked again. Two
+processes with the same selection at once: the second fetches without a journal (a lock file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from resources.warehouse.base import TableSpec
+from sync.planning import Call, Cell
+
+#: Bumped when what a journal holds changes: older journals are then never read.
+FORMAT = 1
+#: A journal is used for this long after its fetch started (the rows are that old at most).
+KEEP_SECONDS = 24 * 3600
+#: Under a recorded Dagster instance's storage directory.
+RESUME_DIR = "visibility_resume"
+#: Under ``TMPDIR`` when the instance is a throwaway one (the command line without ``DAGSTER_HOME``).
+TEMP_PREFIX = "visibility-resume-"
+MANIFEST = "manifest.jsonl"
+SELECTION = "selection.json"
+LOCK = "lock"
+
+
+def resume_root(storage_directory: str | None) -> Path:
+    """The root of the resumable fetches: the instance's storage, or the temp folder without one."""
+    if storage_directory:
+        return Path(storage_directory) / RESUME_DIR
+    return Path(tempfile.gettempdir()) / f"{TEMP_PREFIX}{os.getuid()}"
+
+
+def call_key(call: Call) -> str:
+    """A stable name of one call (its endpoint and every parameter)."""
+    text = "|".join(
+        str(v)
+        for v in (
+            call.endpoint,
+            call.brand_id,
+            call.window.start,
+            call.window.end,
+            call.engine,
+            call.prompt_id,
+            call.domain,
+            call.url,
+            call.topic_id,
+            call.granularity,
+        )
+    )
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def selection_id(
+    spec: TableSpec,
+    cells: Iterable[Cell],
+    only: Sequence[str],
+    targets: Any,
+    base_url: str,
+    key_fingerprint: str,
+) -> str:
+    """The name of one selection's journal: a hash of everything that decides its rows."""
+    parts = {
+        "format": FORMAT,
+        "table": spec.name,
+        "columns": [[c.name, str(c.type)] for c in spec.arrow_schema],
+        "cells": sorted([d.isoformat(), e] for d, e in cells),
+        "only": sorted(only),
+        "targets": repr(targets),
+        "api": base_url,
+        "key": key_fingerprint,
+    }
+    text = json.dumps(parts, sort_keys=True)
+    return f"{spec.name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
+
+
+def _size_and_crc(path: Path, chunk: int = 1 << 20) -> tuple[int, int]:
+    size, crc = 0, 0
+    with path.open("rb") as source:
+        while block := source.read(chunk):
+            size, crc = size + len(block), zlib.crc32(block, crc)
+    return size, crc
+
+
+@dataclass(frozen=True)
+class JournalPart:
+    """One checked file of kept rows, read when it is spooled (a resume holds one file at a time)."""
+
+    path: Path | None
+    num_rows: int
+
+    def read(self) -> pa.Table:
+        assert self.path is not None
+        with pa.OSFile(str(self.path), "rb") as source:
+            return ipc.open_file(source).read_all()
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """A paged call a killed fetch had partly read: its rows up to ``cursor`` are kept."""
+
+    cursor: str
+    #: partial entries kept for the call (the next one written is numbered so)
+    parts: int
+
+
+class CallJournal:
+    """The journal of one selection: files of rows, and a manifest naming the calls each holds.
+
+    A complete entry holds the rows of whole calls (``calls``), the last rows of a call whose
+    earlier rows are in its ``parts`` partial entries. A partial entry holds the rows of one paged
+    call from cursor ``from`` to cursor ``cursor`` (its ``seq``-th part).
+    """
+
+    def __init__(self, directory: Path, lock: IO[bytes]) -> None:
+        self.directory = directory
+        self._lock = lock
+        self._write_lock = threading.Lock()
+        self._written = len(list(directory.glob("part-*.arrow")))
+        #: what :meth:`load` found unusable (for the log)
+        self.dropped = 0
+
+    def _entries(self) -> list[dict[str, Any]]:
+        path = self.directory / MANIFEST
+        entries: list[dict[str, Any]] = []
+        if not path.exists():
+            return entries
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+                if not isinstance(entry, dict) or not ("calls" in entry or "partial" in entry):
+                    raise ValueError(line)
+            except ValueError:
+                self.dropped += 1  # a line torn by a kill
+                continue
+            entries.append(entry)
+        return entries
+
+    def load(self, wanted: set[str]) -> tuple[set[str], list[JournalPart], dict[str, ResumePoint]]:
+        """The calls already answered (of ``wanted``), the files of the rows kept (read one at a time:
+        :meth:`JournalPart.read`), and where to resume partly read calls: only entries that check out."""
+        partials: dict[str, dict[int, dict[str, Any]]] = {}
+        completes: list[dict[str, Any]] = []
+        for entry in self._entries():
+            if "partial" in entry:
+                partials.setdefault(str(entry["partial"]), {})[int(entry.get("seq", -1))] = entry  # last wins
+            else:
+                completes.append(entry)
+        chains: dict[str, list[tuple[dict[str, Any], JournalPart]]] = {}
+        for key, parts in partials.items():
+            chain: list[tuple[dict[str, Any], JournalPart]] = []
+            previous: str | None = None
+            while key in wanted and len(chain) in parts:
+                entry = parts[len(chain)]
+                table = self._read(entry)
+                if table is None or entry.get("from") != previous or not isinstance(entry.get("cursor"), str):
+                    break
+                chain.append((entry, table))
+                previous = entry["cursor"]
+            chains[key] = chain
+        done: set[str] = set()
+        tables: list[JournalPart] = []
+        for entry in completes:
+            try:
+                keys = {str(k) for k in entry["calls"]}
+                parts_of = {str(k): int(v) for k, v in (entry.get("parts") or {}).items()}
+            except (KeyError, TypeError, ValueError):
+                self.dropped += 1
+                continue
+            whole = all(len(chains.get(k, [])) >= n for k, n in parts_of.items())
+            table = self._read(entry) if keys <= wanted and not keys & done and whole else None
+            if table is None:
+                self.dropped += 1
+                continue
+            done |= keys
+            tables.extend(t for k in keys for _, t in chains.get(k, [])[: parts_of.get(k, 0)])
+            if table.num_rows:
+                tables.append(table)
+        points: dict[str, ResumePoint] = {}
+        for key, chain in chains.items():
+            if key in done or not chain:
+                continue
+            tables.extend(t for _, t in chain)
+            points[key] = ResumePoint(chain[-1][0]["cursor"], len(chain))
+        return done, [t for t in tables if t.num_rows], points
+
+    def _read(self, entry: dict[str, Any]) -> JournalPart | None:
+        if entry.get("file") is None:
+            return JournalPart(None, 0) if entry.get("rows") == 0 else None
+        try:
+            path = self.directory / Path(entry["file"]).name
+            if _size_and_crc(path) != (entry["size"], entry["crc32"]):
+                return None
+            with pa.OSFile(str(path), "rb") as source:
+                rows = ipc.open_file(source).count_rows()
+        except (OSError, KeyError, TypeError, pa.ArrowInvalid):
+            return None
+        return JournalPart(path, rows) if rows == entry["rows"] else None
+
+    def record(self, table: pa.Table, keys: Sequence[str], parts: dict[str, int] | None = None) -> None:
+        """Keep ``table``, the (last) rows of the completed calls ``keys``, file first, then its line."""
+        if keys:
+            self._write(table, {"calls": list(keys), "parts": {k: n for k, n in (parts or {}).items() if n}})
+
+    def record_part(self, key: str, seq: int, table: pa.Table, start: str | None, cursor: str) -> None:
+        """Keep the rows one paged call read from cursor ``start`` (None: its first page) to ``cursor``."""
+        self._write(table, {"partial": key, "seq": seq, "from": start, "cursor": cursor})
+
+    def _write(self, table: pa.Table, entry: dict[str, Any]) -> None:
+        entry.update(rows=table.num_rows, file=None)
+        with self._write_lock:
+            if table.num_rows:
+                name = f"part-{os.getpid()}-{self._written:06d}.arrow"
+                self._written += 1
+                tmp = self.directory / f".{name}.tmp"
+                with pa.OSFile(str(tmp), "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+                    writer.write_table(table)
+                size, crc = _size_and_crc(tmp)  # read back from the page cache: no copy held in memory
+                tmp.replace(self.directory / name)
+                entry.update(file=name, size=size, crc32=crc)
+            with (self.directory / MANIFEST).open("a") as out:
+                out.write(json.dumps(entry) + "\n")
+
+    def close(self) -> None:
+        """Let the journal go (the fetch ended): kept on disk for a re-run, or :meth:`ResumeStore.finish`."""
+        if self._lock.closed:
+            return
+        if not (self.directory / MANIFEST).exists():  # nothing kept: nothing to leave behind
+            shutil.rmtree(self.directory, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+        self._lock.close()
+
+
+class ResumeStore:
+    """The journals of one root; :meth:`finish` removes the ones opened here, once all landed.
+
+    A journal is locked while its fetch runs only (:meth:`CallJournal.close`), so a step that ends
+    any other way (a failure, a stop) holds nothing: the next attempt, in this process or another,
+    takes it up.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._opened: list[Path] = []
+
+    def journal(self, selection: str) -> CallJournal | None:
+        """The selection's journal, locked for this fetch; None when another process holds it or the
+        folder cannot be written (the fetch then runs without one)."""
+        try:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            sweep_expired(self.root)
+            directory = self.root / selection
+            directory.mkdir(mode=0o700, exist_ok=True)
+            lock = (directory / LOCK).open("a+b")
+        except OSError:
+            return None
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            return None
+        if _expired(directory):
+            for leftover in directory.iterdir():
+                if leftover.name != LOCK:
+                    with contextlib.suppress(OSError):
+                        leftover.unlink()
+        if not (directory / SELECTION).exists():
+            (directory / SELECTION).write_text(json.dumps({"format": FORMAT, "created": time.time()}))
+        self._opened.append(directory)
+        return CallJournal(directory, lock)
+
+    def release(self) -> None:
+        """Forget the journals opened here, kept on disk (the step did not land everything)."""
+        self._opened.clear()
+
+    def finish(self) -> None:
+        """Remove the journals opened here (their rows have landed), unless a fetch holds one now."""
+        for directory in self._opened:
+            _remove_unless_held(directory)
+        self._opened.clear()
+        with contextlib.suppress(OSError):
+            self.root.rmdir()  # only when empty
+
+
+def _remove_unless_held(directory: Path) -> bool:
+    try:
+        with (directory / LOCK).open("a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(directory, ignore_errors=True)
+            return True
+    except OSError:
+        return False
+
+
+def _expired(directory: Path, now: float | None = None) -> bool:
+    now = time.time() if now is None else now
+    try:
+        selection = json.loads((directory / SELECTION).read_text())
+        return now - float(selection["created"]) > KEEP_SECONDS or selection["format"] != FORMAT
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+
+
+def sweep_expired(root: Path, now: float | None = None) -> list[Path]:
+    """Remove the journals older than ``KEEP_SECONDS``, and those that kept nothing (a fetch killed
+    before its first call ended), that no process holds."""
+    removed: list[Path] = []
+    for path in root.iterdir():
+        useless = _expired(path, now) or not (path / MANIFEST).exists()
+        if path.is_dir() and useless and _remove_unless_held(path):
+            removed.append(path)
+    return removed
+
+
+def remaining_calls(calls: Sequence[Call], done: set[str]) -> tuple[Call, ...]:
+    return tuple(c for c in calls if call_key(c) not in done)

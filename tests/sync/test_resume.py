@@ -1,0 +1,211 @@
+"""A fetch's journal: completed calls are reused by the next fetch of the same selection, and an entry
+that does not check out (torn, corrupt, expired, of another plan) is never trusted."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from resources.api.client import VisibilityClient
+from sandbox.testing import SandboxHandle
+from sync import resume as resume_module
+from sync.facts import PROMPT_MENTIONS
+from sync.fetching import fetch_partitioned
+from sync.planning import Call, Endpoint, Window
+from sync.resume import MANIFEST, SELECTION, ResumeStore, call_key, resume_root, selection_id
+from tests.assets.test_assets_sandbox import D
+
+W = Window(dt.date(2026, 9, 1), dt.date(2026, 9, 8))
+CALLS = [Call(Endpoint.MENTIONS, "b1", W, prompt_id=f"p{i}") for i in range(4)]
+KEYS = [call_key(c) for c in CALLS]
+SPEC = PROMPT_MENTIONS.spec
+
+
+def rows(n: int, start: int = 0) -> pa.Table:
+    return pa.table({"id": [f"r{i}" for i in range(start, start + n)], "n": list(range(start, start + n))})
+
+
+def journalled(root: Path) -> ResumeStore:
+    """A store whose journal holds two entries: calls 0-1 (3 rows) and call 2 (no rows)."""
+    store = ResumeStore(root)
+    journal = store.journal("sel")
+    assert journal is not None
+    journal.record(rows(3), KEYS[:2])
+    journal.record(rows(0), KEYS[2:3])
+    journal.close()
+    return store
+
+
+def load(root: Path) -> tuple[set[str], list[pa.Table], int]:
+    store = ResumeStore(root)
+    journal = store.journal("sel")
+    assert journal is not None
+    done, parts, _ = journal.load(set(KEYS))
+    journal.close()
+    return done, [p.read() for p in parts], journal.dropped
+
+
+def test_the_calls_a_journal_holds_come_back_with_their_rows(tmp_path: Path) -> None:
+    journalled(tmp_path)
+
+    done, tables, dropped = load(tmp_path)
+
+    assert done == set(KEYS[:3]) and dropped == 0
+    assert pa.concat_tables(tables).equals(rows(3))
+
+
+def test_a_corrupt_file_is_not_trusted_and_its_calls_are_asked_again(tmp_path: Path) -> None:
+    journalled(tmp_path)
+    part = next((tmp_path / "sel").glob("part-*.arrow"))
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    part.write_bytes(bytes(data))
+
+    done, tables, dropped = load(tmp_path)
+
+    assert done == {KEYS[2]} and tables == [] and dropped == 1
+
+
+def test_a_torn_manifest_line_and_a_missing_file_are_not_trusted(tmp_path: Path) -> None:
+    journalled(tmp_path)
+    manifest = tmp_path / "sel" / MANIFEST
+    manifest.write_text(manifest.read_text() + '{"calls": ["' + KEYS[3])  # killed mid-write
+    next((tmp_path / "sel").glob("part-*.arrow")).unlink()
+
+    done, _, dropped = load(tmp_path)
+
+    assert done == {KEYS[2]} and dropped == 2
+
+
+def test_an_entry_holding_a_call_the_new_plan_does_not_ask_is_dropped_whole(tmp_path: Path) -> None:
+    journalled(tmp_path)
+    store = ResumeStore(tmp_path)
+    journal = store.journal("sel")
+    assert journal is not None
+
+    done, tables, _ = journal.load({KEYS[0], KEYS[2]})  # call 1 left the plan (a prompt deleted)
+
+    assert done == {KEYS[2]} and tables == [] and journal.dropped == 1
+
+
+def test_a_partly_read_call_resumes_from_the_cursor_of_its_last_whole_part(tmp_path: Path) -> None:
+    store = ResumeStore(tmp_path)
+    journal = store.journal("sel")
+    assert journal is not None
+    journal.record_part(KEYS[3], 0, rows(2), None, "c1")
+    journal.record_part(KEYS[3], 1, rows(2, 2), "c1", "c2")
+    journal.record_part(KEYS[3], 2, rows(2, 4), "elsewhere", "c3")  # not the continuation of part 1
+    journal.close()
+
+    done, parts, points = journal.load(set(KEYS))
+    tables = [p.read() for p in parts]
+
+    assert done == set() and points[KEYS[3]].cursor == "c2" and points[KEYS[3]].parts == 2
+    assert pa.concat_tables(tables).equals(rows(4))
+
+
+def test_a_completed_call_keeps_exactly_the_parts_its_entry_names(tmp_path: Path) -> None:
+    store = ResumeStore(tmp_path)
+    journal = store.journal("sel")
+    assert journal is not None
+    journal.record_part(KEYS[3], 0, rows(2), None, "c1")
+    journal.record_part(KEYS[3], 1, rows(2, 2), "c1", "c2")  # a killed attempt's part, not used below
+    journal.record(rows(3, 2), [KEYS[3]], {KEYS[3]: 1})  # resumed at c1: its last rows
+
+    done, parts, points = journal.load(set(KEYS))
+    tables = [p.read() for p in parts]
+    journal.close()
+
+    assert done == {KEYS[3]} and points == {}
+    assert pa.concat_tables(tables).sort_by("n").equals(rows(5))
+
+
+def test_an_expired_journal_is_emptied_before_use_and_swept_by_the_next_store(tmp_path: Path) -> None:
+    journalled(tmp_path)
+    selection = tmp_path / "sel" / SELECTION
+    old = {"format": resume_module.FORMAT, "created": time.time() - resume_module.KEEP_SECONDS - 60}
+    selection.write_text(json.dumps(old))
+
+    assert load(tmp_path)[0] == set()
+
+    journalled(tmp_path / "other")
+    (tmp_path / "other" / "sel" / SELECTION).write_text(json.dumps(old))
+    ResumeStore(tmp_path / "other").journal("another")
+    assert not (tmp_path / "other" / "sel").exists()
+
+
+def test_a_journal_in_use_is_not_shared_and_finish_removes_only_what_was_opened(tmp_path: Path) -> None:
+    first = ResumeStore(tmp_path)
+    journal = first.journal("sel")
+    assert journal is not None
+    assert ResumeStore(tmp_path).journal("sel") is None  # another process's fetch: runs without one
+    journalled(tmp_path / "kept")
+    journal.close()  # the fetch ended
+
+    first.finish()
+
+    assert not (tmp_path / "sel").exists() and (tmp_path / "kept" / "sel").exists()
+
+
+def test_finish_leaves_a_journal_another_fetch_holds_now(tmp_path: Path) -> None:
+    first = ResumeStore(tmp_path)
+    ended = first.journal("sel")
+    assert ended is not None
+    ended.close()
+    again = ResumeStore(tmp_path).journal("sel")  # a second fetch of the same selection, under way
+
+    first.finish()
+
+    assert again is not None and (tmp_path / "sel").exists()
+    again.close()
+
+
+def test_the_selection_names_the_key_by_a_hash_only_and_changes_with_what_decides_the_rows(
+    sandbox: SandboxHandle,
+) -> None:
+    key = sandbox.keys["workspace"]
+    with VisibilityClient(sandbox.url, key) as client:
+        fingerprint = client.key_fingerprint
+    cells = {(D, "chatgpt")}
+    base = selection_id(SPEC, cells, [], None, sandbox.url, fingerprint)
+
+    assert key not in fingerprint and key not in base
+    assert base != selection_id(SPEC, cells, [], None, sandbox.url, "other-key")
+    assert base != selection_id(SPEC, cells, ["b1"], None, sandbox.url, fingerprint)
+    assert base != selection_id(SPEC, {(D, "claude")}, [], None, sandbox.url, fingerprint)
+    assert base == selection_id(SPEC, set(cells), [], None, sandbox.url, fingerprint)
+
+
+def test_the_command_lines_journals_live_under_tmpdir_and_a_recorded_instances_in_its_storage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(resume_module.tempfile, "tempdir", None)
+
+    assert resume_root(None).parent == tmp_path
+    assert resume_root(str(tmp_path / "storage")) == tmp_path / "storage" / resume_module.RESUME_DIR
+
+
+def test_a_second_fetch_of_the_same_selection_asks_none_of_the_calls_the_first_completed(
+    sandbox: SandboxHandle, tmp_path: Path
+) -> None:
+    cells = {(D, "chatgpt"), (D, "claude")}
+    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
+        first = fetch_partitioned(client, PROMPT_MENTIONS, cells, [], resume=ResumeStore(tmp_path))
+    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
+        second = fetch_partitioned(client, PROMPT_MENTIONS, cells, [], resume=ResumeStore(tmp_path))
+        asked = client.stats.requests_by_endpoint.get(Endpoint.MENTIONS, 0)
+    try:
+        assert first.spool.rows > 0 and second.spool.rows == first.spool.rows
+        assert asked == 0
+        assert second.notes["resumed"]["calls"] == len(first.plan.calls)
+        key = sandbox.keys["workspace"].encode()
+        assert not any(key in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    finally:
+        first.spool.remove()
+        second.spool.remove()
