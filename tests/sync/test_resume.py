@@ -14,11 +14,11 @@ import pytest
 from resources.api.client import VisibilityClient
 from sandbox.testing import SandboxHandle
 from sync import resume as resume_module
-from sync.facts import PROMPT_MENTIONS
+from sync.catalog import PROMPT_MENTIONS
 from sync.fetching import fetch_partitioned
 from sync.planning import Call, Endpoint, Window
 from sync.resume import MANIFEST, SELECTION, ResumeStore, call_key, resume_root, selection_id
-from tests.assets.test_assets_sandbox import D
+from tests.sync.conftest import D
 
 W = Window(dt.date(2026, 9, 1), dt.date(2026, 9, 8))
 CALLS = [Call(Endpoint.MENTIONS, "b1", W, prompt_id=f"p{i}") for i in range(4)]
