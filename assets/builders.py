@@ -48,7 +48,6 @@ from assets.partitions import DATE_DIM, ENGINE_DIM, cell_keys, parse_partition_k
 from resources.api.client import RequestStats
 from resources.api.errors import SyncCancelled
 from resources.warehouse.base import SnapshotScope, TableSpec, Warehouse, WriteResult
-from sync import progress
 from sync.discovery import BrandScope, CitationTargets, Discovery, brand_filter, discovery_for, sync_id
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
 from sync.lander import Lander
@@ -67,7 +66,7 @@ from sync.trends import citation_targets_from_settings
 
 API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
-RESOURCE_KEYS = frozenset({"api", "warehouse"})
+RESOURCE_KEYS = frozenset({"api", "warehouse", "progress"})
 #: Under the instance's storage directory: the fetches shared by the runs of a backfill.
 SHARED_FETCH_DIR = "visibility_shared_fetch"
 
@@ -132,7 +131,7 @@ def _log_progress(context: AssetExecutionContext, name: str) -> Callable[[int, i
     step = {"next": 0.1}
 
     def on_progress(done: int, total: int) -> None:
-        progress.report(name, done, total)
+        context.resources.progress.report(name, done, total)
         if total and done / total >= step["next"]:
             context.log.info(f"{name}: {done}/{total} calls done")
             step["next"] = done / total + 0.1

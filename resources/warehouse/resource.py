@@ -15,10 +15,12 @@ from resources.warehouse.urls import (
     DEFAULT_LANDING_MEMORY_LIMIT,
     DEFAULT_SCHEMA,
     DEFAULT_WAREHOUSE_URL,
+    POSTGRES_SCHEMES,
     SCHEMA_SETTING,
     bigquery_target,
     duckdb_path,
     redact_url,
+    url_scheme,
     validate_memory_limit,
     validate_schema_name,
 )
@@ -37,7 +39,21 @@ __all__ = [
     "validate_memory_limit",
     "validate_schema_name",
     "warehouse_from_url",
+    "warehouse_kind",
 ]
+
+
+def warehouse_kind(url: str) -> str:
+    """The Dagster kind of the warehouse a URL names (``duckdb``, ``postgres`` or ``bigquery``: the
+    kinds the UI draws an icon for); a WarehouseConfigError naming the setting for any other URL."""
+    scheme = url_scheme(url)
+    if scheme in POSTGRES_SCHEMES:
+        return "postgres"
+    if scheme in ("duckdb", "bigquery"):
+        return scheme
+    raise WarehouseConfigError(
+        f"{WAREHOUSE_SETTING}: unsupported warehouse URL {redact_url(url)!r} (expected {_EXPECTED})"
+    )
 
 
 class WarehouseResource(ConfigurableResource):

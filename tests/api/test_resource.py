@@ -75,9 +75,11 @@ def test_loopback_http_is_accepted_for_the_sandbox(sandbox: SandboxHandle) -> No
         assert client.budget.snapshot().concurrency_limit == 3
 
 
-def test_runs_share_one_budget_inside_shared_budget_and_only_there(sandbox: SandboxHandle) -> None:
-    from resources.api.resource import shared_budget
-
+def test_runs_given_one_resource_object_share_its_budget_and_configured_runs_get_one_each(
+    sandbox: SandboxHandle,
+) -> None:
+    """The command line hands Dagster its resource as is, so its runs share one budget; a configured
+    resource (the code location's) gets a new one per run from ``setup_for_execution``."""
     key = sandbox.keys["workspace"]
     budgets: list[object] = []
 
@@ -88,16 +90,30 @@ def test_runs_share_one_budget_inside_shared_budget_and_only_there(sandbox: Sand
 
     resource = VisibilityAPIResource(api_url=sandbox.url, api_key=key)
 
-    def run() -> None:
-        assert dg.materialize([budget_seen], resources={"api": resource}).success
+    def run(given: object) -> None:
+        assert dg.materialize([budget_seen], resources={"api": given}).success
 
-    with shared_budget(sandbox.url, key) as shared:
-        run()
-        run()
-        with shared_budget(sandbox.url, key) as nested:  # nested blocks reuse the outer budget
-            assert nested is shared
-        run()
-    run()  # outside the block: each run paces alone again
+    as_is = dg.ResourceDefinition.hardcoded_resource(resource)
+    run(as_is)
+    run(as_is)
+    run(resource)  # configured: Dagster makes a copy for the run, which sets up its own budget
+    run(resource)
 
-    assert budgets[:3] == [shared, shared, shared]
-    assert budgets[3] is not shared
+    shared = resource.get_budget()
+    assert budgets[:2] == [shared, shared]
+    assert budgets[2] is not shared and budgets[3] is not shared and budgets[2] is not budgets[3]
+
+
+def test_a_configured_run_sets_its_budget_up_and_drops_it_at_teardown(sandbox: SandboxHandle) -> None:
+    seen: list[VisibilityAPIResource] = []
+
+    @dg.asset
+    def keep_resource(api: VisibilityAPIResource) -> None:
+        seen.append(api)
+        assert api._budget is not None  # made by setup_for_execution, before the step asked for it
+
+    resource = VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"])
+    assert dg.materialize([keep_resource], resources={"api": resource}).success
+    assert seen and seen[0] is not resource
+    assert seen[0]._budget is None  # the run is over: its budget went with it
+    assert resource._budget is None  # the configured instance itself was never used
