@@ -38,6 +38,7 @@ from pipelines.sensors.history_cursor import (
     partition_keys_from,
 )
 from resources.api.client import VisibilityClient
+from resources.api.config import KEY_SETTING, URL_SETTING
 from resources.api.errors import ConfigurationError, NotFoundError, VisibilityAPIError
 from resources.api.resource import VisibilityAPIResource
 from sync.discovery import BRANDS_TAG
@@ -107,6 +108,14 @@ def _describe(due: Iterable[HistoryBackfill]) -> str:
     )
 
 
+def unconfigured(api: VisibilityAPIResource) -> None:
+    """A ConfigurationError naming the first API setting the resource lacks or holds wrong."""
+    for setting, value in ((URL_SETTING, api.api_url), (KEY_SETTING, api.api_key)):
+        if not value:
+            raise ConfigurationError(f"{setting} is not set")
+    api.validate_settings()
+
+
 @sensor(
     name=HISTORY_SENSOR_NAME,
     asset_selection=list(TREND_ASSET_KEYS),
@@ -117,7 +126,7 @@ def _describe(due: Iterable[HistoryBackfill]) -> str:
 )
 def competitor_history_sensor(context: SensorEvaluationContext, api: VisibilityAPIResource) -> SensorResult:
     try:
-        api.validate_settings()
+        unconfigured(api)
     except ConfigurationError as exc:
         return SensorResult(
             skip_reason=f"the API is not configured where this sensor runs: {exc}; set it in the "

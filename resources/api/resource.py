@@ -33,7 +33,7 @@ class VisibilityAPIResource(dg.ConfigurableResource):
     #
     # Every client of one resource instance shares its request budget, so what one asset learnt about
     # the limits holds for the next. Dagster gives each run (and each sensor tick) its own copy of a
-    # configured resource, and ``setup_for_execution`` gives that copy a new budget: one per run. A
+    # configured resource, set up with no budget of its own yet: one budget per run. A
     # process that runs several runs of one sync (the command line) hands Dagster one instance as is
     # (``ResourceDefinition.hardcoded_resource``, pipelines/resources.py): Dagster neither copies nor
     # sets it up, so its runs share its one budget. That budget is also the sync's retry deadline (one
@@ -95,12 +95,14 @@ class VisibilityAPIResource(dg.ConfigurableResource):
             raise ValueError("max_concurrency must be at least 1")
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """A new budget for the run (or sensor tick) this copy of the resource serves."""
-        with self._budget_lock:
-            self._budget = self._new_budget()
+        """The run (or sensor tick) this copy of the resource serves starts with no budget; its first
+        client makes the run's one, which goes with the copy.
 
-    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        """The run is over: its budget goes with it (the key's ledger file is released at exit)."""
+        Not made here: a run or tick that never calls the API (checks alone, a tick that skips)
+        would leave the key's ledger folder on disk, since only a used ledger removes it at exit. No
+        ``teardown_after_execution`` either: there is nothing to release before the process exits,
+        and it would make the resource one that ``build_sensor_context`` callers must enter.
+        """
         with self._budget_lock:
             self._budget = None
 
@@ -117,8 +119,9 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         """The budget every client of this instance shares: the sync's outage clock, cancel switch
         (``cancel()``), wait hook (``on_wait``) and request allowance.
 
-        Made by ``setup_for_execution`` in a run; made on first use by an instance used as is (the
-        command line's, a script's), which keeps it as long as it lives.
+        Made on first use: once per run for Dagster's per-run copy (``setup_for_execution``), once
+        for an instance used as is (the command line's, a script's), which keeps it as long as it
+        lives.
         """
         with self._budget_lock:
             if self._budget is None:

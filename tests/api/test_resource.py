@@ -4,6 +4,7 @@
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -104,16 +105,25 @@ def test_runs_given_one_resource_object_share_its_budget_and_configured_runs_get
     assert budgets[2] is not shared and budgets[3] is not shared and budgets[2] is not budgets[3]
 
 
-def test_a_configured_run_sets_its_budget_up_and_drops_it_at_teardown(sandbox: SandboxHandle) -> None:
+def test_a_run_that_never_calls_the_api_leaves_nothing_on_disk(
+    sandbox: SandboxHandle, private_tmp: Path
+) -> None:
+    """The run's budget (and the key's ledger folder with it) is made by its first client only."""
     seen: list[VisibilityAPIResource] = []
 
     @dg.asset
-    def keep_resource(api: VisibilityAPIResource) -> None:
+    def no_request(api: VisibilityAPIResource) -> None:
         seen.append(api)
-        assert api._budget is not None  # made by setup_for_execution, before the step asked for it
 
     resource = VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"])
-    assert dg.materialize([keep_resource], resources={"api": resource}).success
-    assert seen and seen[0] is not resource
-    assert seen[0]._budget is None  # the run is over: its budget went with it
-    assert resource._budget is None  # the configured instance itself was never used
+    assert dg.materialize([no_request], resources={"api": resource}).success
+    assert seen and seen[0] is not resource  # the run's own copy
+    assert sorted(private_tmp.iterdir()) == []
+
+    @dg.asset
+    def one_request(api: VisibilityAPIResource) -> None:
+        with api.get_client() as client:
+            list(client.list_brands())
+
+    assert dg.materialize([one_request], resources={"api": resource}).success
+    assert [p.name for p in private_tmp.iterdir()]  # the ledger a used budget shares with other processes
