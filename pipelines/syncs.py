@@ -18,14 +18,11 @@ from assets.snapshots import snapshot_assets
 from pipelines.downstream import for_downstream
 from pipelines.jobs import DEFAULT_EXECUTOR, all_jobs
 from pipelines.resources import build_resources
-from resources.warehouse.resource import warehouse_kind
+from resources.warehouse.resource import WAREHOUSE_KINDS, warehouse_kind
 from settings import Settings, load_citation_target_settings
 from sync.tables import ALL_TABLES
 
 all_assets = [*snapshot_assets, *daily_assets]
-
-#: The kinds that name a warehouse: a table asset shows the configured one alone.
-WAREHOUSE_KINDS = frozenset({"duckdb", "postgres", "bigquery"})
 
 
 def with_warehouse_kind(

@@ -17,6 +17,7 @@ from resources.warehouse.urls import (
     DEFAULT_WAREHOUSE_URL,
     POSTGRES_SCHEMES,
     SCHEMA_SETTING,
+    WAREHOUSE_SCHEMES,
     bigquery_target,
     duckdb_path,
     redact_url,
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_SCHEMA",
     "DEFAULT_WAREHOUSE_URL",
     "SCHEMA_SETTING",
+    "WAREHOUSE_KINDS",
     "WarehouseConfigError",
     "WarehouseResource",
     "bigquery_target",
@@ -49,11 +51,15 @@ def warehouse_kind(url: str) -> str:
     scheme = url_scheme(url)
     if scheme in POSTGRES_SCHEMES:
         return "postgres"
-    if scheme in ("duckdb", "bigquery"):
+    if scheme in WAREHOUSE_SCHEMES:
         return scheme
     raise WarehouseConfigError(
         f"{WAREHOUSE_SETTING}: unsupported warehouse URL {redact_url(url)!r} (expected {_EXPECTED})"
     )
+
+
+#: Every kind :func:`warehouse_kind` gives.
+WAREHOUSE_KINDS = frozenset(warehouse_kind(f"{scheme}:") for scheme in WAREHOUSE_SCHEMES)
 
 
 class WarehouseResource(ConfigurableResource):

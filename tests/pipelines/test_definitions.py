@@ -146,7 +146,7 @@ def test_the_projects_dagster_yaml_frees_slots_of_dead_runs(tmp_path: Path) -> N
 )
 def test_each_landed_table_shows_the_kind_of_the_configured_warehouse(url: str, kind: str) -> None:
     from pipelines.definitions import build_definitions
-    from resources.warehouse.resource import warehouse_kind
+    from resources.warehouse.resource import WAREHOUSE_KINDS, warehouse_kind
 
     assert warehouse_kind(url) == kind
     definitions = build_definitions(load_settings({"VISIBILITY_WAREHOUSE": url}))
@@ -154,9 +154,7 @@ def test_each_landed_table_shows_the_kind_of_the_configured_warehouse(url: str, 
     for table in ALL_TABLES:  # the sync's tables and audit_reports
         expected = {kind} if table == "audit_reports" else {kind, "python"}  # the sync's steps are Python
         assert specs[table].kinds == expected
-        assert {f"dagster/kind/{other}" for other in {"duckdb", "postgres", "bigquery"} - {kind}}.isdisjoint(
-            specs[table].tags
-        )
+        assert {f"dagster/kind/{other}" for other in WAREHOUSE_KINDS - {kind}}.isdisjoint(specs[table].tags)
 
 
 def test_an_unknown_warehouse_url_has_no_kind_and_names_the_setting() -> None:
