@@ -30,6 +30,7 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     MultiPartitionsDefinition,
+    ResourceParam,
     TableColumn,
     TableSchema,
     multi_asset,
@@ -44,7 +45,6 @@ from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import TableSpec
 from resources.warehouse.resource import WarehouseResource
-from sync import progress
 from sync.discovery import CitationTargets, brand_filter, discovery_for, sync_id
 from sync.driver import (
     DailyRequest,
@@ -58,6 +58,7 @@ from sync.driver import (
 )
 from sync.fetching import PartitionedTable, SnapshotTable
 from sync.planning import Cell
+from sync.progress import FetchProgress
 from sync.resume import ResumeStore, resume_root
 from sync.shared_fetch import SharedFetches
 from sync.tables import BRANDS
@@ -113,7 +114,7 @@ def _json_values(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v for k, v in values.items()}
 
 
-def _progress(context: AssetExecutionContext) -> Callable[[str, int, int], None]:
+def _progress(context: AssetExecutionContext, progress: FetchProgress) -> Callable[[str, int, int], None]:
     """Each table's planned calls: to the command line's display, and every tenth to the run's log."""
     next_step: dict[str, float] = {}
 
@@ -344,6 +345,7 @@ def build_partitioned_assets(
         config: DailySyncConfig,
         api: VisibilityAPIResource,
         warehouse: WarehouseResource,
+        progress: ResourceParam[FetchProgress],
     ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
         yield from _run_checks(context, _checks_alone(context, [a.spec.name for a in assets]), warehouse, api)
         selected = [a for key, a in by_key.items() if key in context.selected_asset_keys]
@@ -362,7 +364,9 @@ def build_partitioned_assets(
             )
             yield from _run_checks(context, checks_of([event.table]), warehouse, asks_api)
 
-        events = sync_daily(selected, request, api, warehouse.settings(), context.log, _progress(context))
+        events = sync_daily(
+            selected, request, api, warehouse.settings(), context.log, _progress(context, progress)
+        )
         yield from _translated(context, _with_listed(context, events, request, warehouse), spec_of, on_landed)
 
     return sync

@@ -184,10 +184,12 @@ def sync(
     range tags; with ``DAGSTER_HOME`` set its runs are recorded where the UI shows them. An engine
     selection that is not one contiguous range of Dagster's engine order needs one run per range: the
     first is the whole sync, the others re-run only the date x engine tables (``visibility_daily``).
-    The runs share one request budget and one set of brand, prompt and competitor listings
-    (``visibility/sync`` tag). Stops starting runs after a failure every later run would repeat
-    (``FailureKind.stops_the_sync``). Dagster's console log (with its stack traces) shows only
-    when ``verbose``; the summary prints each failure's own message.
+    The runs share one request budget (they are given one ``api`` resource object, which holds it)
+    and one set of brand, prompt and competitor listings (``visibility/sync`` tag). Their resources
+    hold the settings' secrets themselves (``process_resources``): nothing is read from or written
+    to ``os.environ``, and Dagster stores none of them. Stops starting runs after a failure every
+    later run would repeat (``FailureKind.stops_the_sync``). Dagster's console log (with its stack
+    traces) shows only when ``verbose``; the summary prints each failure's own message.
     """
     import uuid
 
@@ -195,13 +197,15 @@ def sync(
 
     from pipelines.jobs import DAILY_JOB, SYNC_JOB
     from pipelines.orphans import fail_orphaned_runs, process_tags
+    from pipelines.resources import api_resource, process_resources
     from pipelines.schedules import range_tags
     from pipelines.syncs import sync_definitions
     from resources.api.endpoints import ENGINES_WITH_ALL
-    from resources.api.resource import shared_budget
     from sync.discovery import BRANDS_TAG, SYNC_TAG
+    from sync.progress import NO_PROGRESS
 
-    api_url, api_key = settings.require_api()
+    api = api_resource(settings)  # one object for every run of the sync: one request budget
+    budget = api.get_budget()
     definitions = sync_definitions(settings)
     base_tags = {SYNC_TAG: uuid.uuid4().hex, "visibility/launched_by": "visibility-sync"}
     if brands:
@@ -218,18 +222,12 @@ def sync(
     summary = RunSummary()
     with (
         _progress(show_progress) as bar,
-        shared_budget(
-            api_url,
-            api_key,
-            retry_deadline_seconds=settings.retry_deadline_seconds,
-            request_floor=settings.request_budget_floor,
-            requests_per_call=settings.request_budget_factor,
-        ) as budget,
         _status_lines(budget, bar),
         recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
     ):
         if recorded:
             fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))
+        resources = process_resources(settings, api, bar.channel() if bar is not None else NO_PROGRESS)
         for index, (first, final) in enumerate(spans):
             job_name = SYNC_JOB if index == 0 else DAILY_JOB
             label = f"{job_name} {first}..{final}"
@@ -242,6 +240,7 @@ def sync(
                 run_id=run_id,
                 tags={**base_tags, **range_tags(start, last, (first, final))},
                 run_config=quiet,
+                resources=resources,
                 raise_on_error=False,
             )
             _collect(result, summary, label)
@@ -539,7 +538,6 @@ def dagster_hint(cwd: Path | None = None) -> str:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     console.print("Starting the sandbox on loopback...")  # before the imports below: a second of them
-    from pipelines.resources import secrets_for_runs
     from resources.api.config import KEY_SETTING, URL_SETTING
     from resources.api.endpoints import ENGINES_WITH_ALL
     from sandbox.config import SandboxConfig
@@ -560,10 +558,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             soft_wrap=True,
         )
         check_warehouse(settings)
-        with secrets_for_runs(settings):  # the runs read the sandbox's key through Dagster's EnvVar
-            summary = sync(
-                settings, start, end, ENGINES_WITH_ALL, show_progress=not args.quiet, verbose=args.verbose
-            )
+        summary = sync(
+            settings, start, end, ENGINES_WITH_ALL, show_progress=not args.quiet, verbose=args.verbose
+        )
         print_summary(summary, settings, start, end)
     if summary.exit_code == EXIT_OK:
         console.print(f"Done. {query_hint(settings)}", soft_wrap=True, markup=False, highlight=False)

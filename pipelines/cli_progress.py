@@ -5,7 +5,8 @@ Three sources feed one :class:`SyncProgress`:
 * the command's own stages (starting the sandbox, starting the Dagster job): :meth:`SyncProgress.stage`;
 * the Dagster events of the sync's runs (``instance.add_event_listener``): a step starting (listing
   brands, then prompts and competitors), each table landed (its materialization: rows and requests);
-* the assets' progress hook (:mod:`sync.progress`): the planned requests of the table being fetched.
+* the sync's progress channel (:meth:`SyncProgress.channel`, given to the runs as their ``progress``
+  resource): the planned requests of the table being fetched.
 
 One unit throughout: API requests. While a table is fetched its count is the plan's (one request per
 planned call); when it lands, the count becomes the requests it really made (further pages of a
@@ -30,7 +31,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from sync import progress as hook
+from sync.progress import FetchProgress
 
 #: Longest a piped output stays silent while the sync runs.
 HEARTBEAT_SECONDS = 10.0
@@ -79,7 +80,7 @@ class _Requests(ProgressColumn):
 
 
 class SyncProgress:
-    """The sync's state as shown; thread-safe (the hook reports from fetch threads, Dagster events
+    """The sync's state as shown; thread-safe (the progress channel reports from fetch threads, Dagster events
     come from the step's thread). ``console`` is where other status lines go (``waiting: ...``)."""
 
     def __init__(self, console: Console, *, live: bool) -> None:
@@ -119,7 +120,7 @@ class SyncProgress:
                 self._say(text)
 
     def on_fetch(self, table: str, done: int, total: int) -> None:
-        """The assets' hook: ``done`` of the ``total`` planned requests of ``table``."""
+        """The progress channel: ``done`` of the ``total`` planned requests of ``table``."""
         with self._lock:
             item = self._tables.get(table)
             if item is None or item.run != self._run:
@@ -187,7 +188,7 @@ class SyncProgress:
     def _landed(self, table: str, rows: int, requests: int) -> None:
         with self._lock:
             item = self._tables.get(table)
-            if item is None or item.run != self._run:  # a snapshot table: no hook reports
+            if item is None or item.run != self._run:  # a snapshot table: no progress reports
                 item = self._tables[table] = TableProgress(table, run=self._run)
             elif item.state == "landed":  # a run over a range: one event per partition, same figures
                 return
@@ -263,9 +264,14 @@ class SyncProgress:
             elif self._stage:
                 self._say(f"still {self._stage}")
 
+    def channel(self) -> FetchProgress:
+        """The progress channel to give the sync's runs (their ``progress`` resource): it feeds
+        :meth:`on_fetch`."""
+        return FetchProgress(self.on_fetch)
+
     @contextmanager
     def shown(self) -> Iterator[SyncProgress]:
-        """Display while the block runs, fed by the assets' hook; the heartbeat when piped."""
+        """Display while the block runs; the heartbeat when piped."""
         stop = threading.Event()
         beat: threading.Thread | None = None
         if self._bar is None:
@@ -277,7 +283,7 @@ class SyncProgress:
             beat = threading.Thread(target=beat_until_stopped, name="progress-heartbeat", daemon=True)
             beat.start()
         try:
-            with self._bar if self._bar is not None else _nothing(), hook.listening(self.on_fetch):
+            with self._bar if self._bar is not None else _nothing():
                 yield self
         finally:
             stop.set()

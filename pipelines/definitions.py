@@ -16,7 +16,7 @@ from pipelines.operation_jobs import operation_jobs
 from pipelines.report_sensor import report_after_sync, report_job
 from pipelines.schedules import build_schedules
 from pipelines.sensors import all_sensors, sensor_resources
-from pipelines.syncs import all_assets, sync_definitions
+from pipelines.syncs import all_assets, sync_definitions, with_warehouse_kind
 from settings import Settings, load_settings
 
 __all__ = ["all_assets", "build_definitions", "defs"]
@@ -28,7 +28,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
     return Definitions.merge(
         sync_definitions(settings),
         Definitions(
-            assets=[*audit_assets, *report_assets],
+            assets=[*with_warehouse_kind(audit_assets, settings), *report_assets],
             asset_checks=audit_checks,
             jobs=[audit_landing_job, report_job, *operation_jobs],
             schedules=build_schedules(settings),

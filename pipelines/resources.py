@@ -1,12 +1,18 @@
-"""The ``api`` and ``warehouse`` resources built from the :class:`~settings.Settings`.
+"""The resources of a sync built from the :class:`~settings.Settings`, in two forms.
 
-Every value comes from the validated settings except the secrets: Dagster stores a resource's
-configured values in each run's job snapshot (its instance storage), so a key or a password given
-as a plain string would be written there. Secrets are therefore passed as ``EnvVar``, which Dagster
-stores by name and resolves from ``os.environ`` only inside the run: the API key always, the
-warehouse URL when it holds a password. A run resolves them from the environment the settings were
-read from; when the settings came from elsewhere (the demo's sandbox key, a test's mapping),
-:func:`secrets_for_runs` puts them there for the runs of this process, and takes them out again.
+* :func:`build_resources`, for the code location (``dagster dev``, the daemon, the schedule's runs):
+  every value comes from the validated settings except the secrets. Dagster stores a resource's
+  configured values in each run's job snapshot (its instance storage), so a key or a password given
+  as a plain string would be written there; they are therefore passed as ``EnvVar``, which Dagster
+  stores by name and resolves from the run's environment: the API key always, the warehouse URL
+  when it holds a password.
+* :func:`process_resources`, for the runs a command executes in its own process (``visibility-sync
+  run``, ``demo``): the same resources, each handed to Dagster as the very object
+  (``ResourceDefinition.hardcoded_resource``), secrets included. Such a resource has no config, so
+  nothing of it reaches Dagster's storage, and nothing is read from (or written to) ``os.environ``:
+  the settings may come from anywhere (the demo's sandbox key). Dagster neither copies nor sets up
+  such an object, so every run given it shares it: one ``api`` object is one request budget for all
+  the runs of a sync.
 
 Kept apart from :mod:`pipelines.definitions` so the command line can build them without loading the
 whole code location (schedules, sensors and their ``VISIBILITY_AUDIT_*`` settings, which a sync
@@ -15,20 +21,22 @@ does not use and whose mistakes must not stop it).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from dagster import EnvVar
+from dagster import EnvVar, IOManagerDefinition, ResourceDefinition
 
-from pipelines.downstream import downstream_resources
-from resources.api.config import KEY_SETTING, URL_SETTING
+from pipelines.downstream import LANDED_TABLES_IO_MANAGER, downstream_resources
+from resources.api.config import KEY_SETTING
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.contract import WAREHOUSE_SETTING
+from resources.warehouse.io_manager import LandedTablesIOManager
 from resources.warehouse.resource import WarehouseResource
 from settings import Settings
+from sync.progress import NO_PROGRESS, FetchProgress
+
+#: The resource key of the sync's progress channel (:class:`sync.progress.FetchProgress`).
+PROGRESS_RESOURCE = "progress"
 
 
 def _holds_password(url: str) -> bool:
@@ -38,19 +46,19 @@ def _holds_password(url: str) -> bool:
         return True  # unparseable: treat as secret
 
 
-def run_secrets(settings: Settings) -> dict[str, str]:
-    """The secrets the runs read through ``EnvVar``: variable -> value (never log it)."""
-    secrets = {}
-    if settings.api_key is not None:
-        secrets[KEY_SETTING] = settings.api_key.get_secret_value()
-    if _holds_password(settings.warehouse_url):
-        secrets[WAREHOUSE_SETTING] = settings.warehouse_url
-    return secrets
+def _progress_resource(progress: FetchProgress) -> ResourceDefinition:
+    return ResourceDefinition.hardcoded_resource(
+        progress, "How far each table's fetch got, for the command line's display (elsewhere: nowhere)."
+    )
 
 
 def build_resources(settings: Settings) -> dict[str, Any]:
-    """``api``, ``warehouse`` and the landed tables' IO manager (and ``duckdb`` on DuckDB) from the
-    settings; secrets as ``EnvVar`` (module docstring)."""
+    """``api``, ``warehouse``, ``progress`` and the landed tables' IO manager (and ``duckdb`` on
+    DuckDB) from the settings, for the code location; secrets as ``EnvVar`` (module docstring).
+
+    Without an API key (or URL) in the settings, the ``api`` resource holds none: a tick of a sensor
+    given it skips naming the missing variable, a run fails naming it before its first request.
+    """
     warehouse_url = settings.warehouse_url
     warehouse = WarehouseResource(
         url=EnvVar(WAREHOUSE_SETTING) if _holds_password(warehouse_url) else warehouse_url,
@@ -59,35 +67,47 @@ def build_resources(settings: Settings) -> dict[str, Any]:
     )
     return {
         "api": VisibilityAPIResource(
-            # no secret in an API URL (validated); unset: the run fails naming the variable
-            api_url=settings.api_url or EnvVar(URL_SETTING),
-            api_key=EnvVar(KEY_SETTING),
+            api_url=settings.api_url or "",  # no secret in an API URL (validated)
+            api_key="" if settings.api_key is None else EnvVar(KEY_SETTING),
             retry_deadline_seconds=settings.retry_deadline_seconds,
             request_budget_floor=settings.request_budget_floor,
             request_budget_factor=settings.request_budget_factor,
         ),
         "warehouse": warehouse,
+        PROGRESS_RESOURCE: _progress_resource(NO_PROGRESS),
         # users' own assets read the landed tables through these (pipelines/downstream.py)
         **downstream_resources(settings, warehouse),
     }
 
 
-@contextmanager
-def secrets_for_runs(settings: Settings) -> Iterator[None]:
-    """Runs in this process resolve the settings' secrets, then the environment is as it was.
+def api_resource(settings: Settings) -> VisibilityAPIResource:
+    """The ``api`` resource with the settings' own URL and key (ConfigError naming a missing one)."""
+    url, key = settings.require_api()
+    return VisibilityAPIResource(
+        api_url=url,
+        api_key=key,
+        retry_deadline_seconds=settings.retry_deadline_seconds,
+        request_budget_floor=settings.request_budget_floor,
+        request_budget_factor=settings.request_budget_factor,
+    )
 
-    Needed when the settings were not read from ``os.environ`` (the demo), since ``EnvVar`` reads
-    nothing else; when they were, it writes the values already there. Not thread-safe: for a
-    command's own process.
-    """
-    secrets = run_secrets(settings)
-    before = {name: os.environ.get(name) for name in secrets}
-    os.environ.update(secrets)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+
+def process_resources(
+    settings: Settings, api: VisibilityAPIResource, progress: FetchProgress = NO_PROGRESS
+) -> dict[str, ResourceDefinition]:
+    """The resources of the runs this process executes itself, secrets held by the objects (module
+    docstring); give them to ``execute_in_process(resources=...)``. Every run given ``api`` shares
+    its budget."""
+    warehouse = WarehouseResource(
+        url=settings.warehouse_url,
+        schema_name=settings.schema_name,
+        duckdb_landing_memory_limit=settings.duckdb_memory_limit,
+    )
+    return {
+        "api": ResourceDefinition.hardcoded_resource(api, VisibilityAPIResource.__doc__),
+        "warehouse": ResourceDefinition.hardcoded_resource(warehouse, WarehouseResource.__doc__),
+        PROGRESS_RESOURCE: _progress_resource(progress),
+        LANDED_TABLES_IO_MANAGER: IOManagerDefinition.hardcoded_io_manager(
+            LandedTablesIOManager(warehouse=warehouse), LandedTablesIOManager.__doc__
+        ),
+    }

@@ -8,7 +8,9 @@ command line runs the very jobs the UI and the schedule run without loading the 
 
 from __future__ import annotations
 
-from dagster import Definitions
+from collections.abc import Sequence
+
+from dagster import AssetsDefinition, AssetSpec, Definitions, map_asset_specs
 
 from assets.checks import with_freshness_policies
 from assets.daily import daily_assets
@@ -16,17 +18,35 @@ from assets.snapshots import snapshot_assets
 from pipelines.downstream import for_downstream
 from pipelines.jobs import DEFAULT_EXECUTOR, all_jobs
 from pipelines.resources import build_resources
+from resources.warehouse.resource import WAREHOUSE_KINDS, warehouse_kind
 from settings import Settings, load_citation_target_settings
+from sync.catalog import ALL_TABLES
 
 all_assets = [*snapshot_assets, *daily_assets]
 
 
+def with_warehouse_kind(
+    assets: Sequence[AssetsDefinition | AssetSpec], settings: Settings
+) -> list[AssetsDefinition | AssetSpec]:
+    """The assets, each landed table's kinds naming the settings' warehouse (``duckdb``, ``postgres``
+    or ``bigquery``) in place of whatever warehouse it was declared with."""
+    kind = warehouse_kind(settings.warehouse_url)
+
+    def name_warehouse(spec: AssetSpec) -> AssetSpec:
+        if spec.key.path[-1] not in ALL_TABLES:
+            return spec
+        return spec.replace_attributes(kinds=(set(spec.kinds) - WAREHOUSE_KINDS) | {kind})
+
+    return list(map_asset_specs(name_warehouse, assets))
+
+
 def sync_definitions(settings: Settings) -> Definitions:
-    """The syncs' assets (with freshness policies, loadable by users' own assets), checks and jobs,
-    with the settings' resources. A bad ``VISIBILITY_CITATION_*`` stops here, before any request."""
+    """The syncs' assets (with freshness policies, loadable by users' own assets, of the settings'
+    warehouse kind), checks and jobs, with the settings' resources. A bad ``VISIBILITY_CITATION_*``
+    stops here, before any request."""
     load_citation_target_settings()
     return Definitions(
-        assets=for_downstream(with_freshness_policies(all_assets), settings),
+        assets=with_warehouse_kind(for_downstream(with_freshness_policies(all_assets), settings), settings),
         jobs=all_jobs,
         resources=build_resources(settings),
         executor=DEFAULT_EXECUTOR,

@@ -1,37 +1,36 @@
-"""A process-wide progress hook: the CLI shows each table's fetch while assets run in its process.
+"""Where a sync says how far each table's fetch got, as the calls of the table's plan complete.
 
-Assets call :func:`report` as the calls of a table's plan complete; it does nothing unless a listener
-is installed (``pipelines/cli_progress.py``; the Dagster UI has its own display, fed by the step
-logs). The unit is the request: each planned call is one request, and the further pages of a paged
-call (and retries) are counted by the table's materialization (``requests_total``), which the command
-line then shows in their place.
+The channel is handed to the sync explicitly (in Dagster, as the ``progress`` resource): the command
+line gives one that feeds its display (``pipelines/cli_progress.py``); deployments give
+:data:`NO_PROGRESS`, since the Dagster UI shows the step logs instead. The unit is the request: each
+planned call is one request, and the further pages of a paged call (and retries) are counted by the
+table's materialization (``requests_total``), which the command line then shows in their place.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 Listener = Callable[[str, int, int], None]  # (table, planned requests done, planned requests)
 
-_lock = threading.Lock()
-_listeners: list[Listener] = []
+
+class FetchProgress:
+    """A sync's progress channel: ``report`` passes each table's figures to the listener, if any.
+
+    The listener is called from the fetching threads, so it must be thread-safe.
+    """
+
+    def __init__(self, listener: Listener | None = None) -> None:
+        self._listener = listener
+
+    def report(self, table: str, done: int, total: int) -> None:
+        """``done`` of the ``total`` planned requests of ``table`` have completed."""
+        if self._listener is not None:
+            self._listener(table, done, total)
+
+    def __repr__(self) -> str:
+        return "FetchProgress()" if self._listener is None else "FetchProgress(listener)"
 
 
-def report(asset: str, done: int, total: int) -> None:
-    with _lock:
-        listeners = list(_listeners)
-    for listener in listeners:
-        listener(asset, done, total)
-
-
-@contextmanager
-def listening(listener: Listener) -> Iterator[None]:
-    with _lock:
-        _listeners.append(listener)
-    try:
-        yield
-    finally:
-        with _lock:
-            _listeners.remove(listener)
+#: The channel nobody listens to: a sync outside the command line.
+NO_PROGRESS = FetchProgress()

@@ -36,7 +36,7 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from resources.warehouse.base import TableSpec
+from resources.warehouse.contract import TableSpec
 from sync.planning import Call, Cell
 
 #: Bumped when what a journal holds changes: older journals are then never read.

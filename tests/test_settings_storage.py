@@ -1,5 +1,5 @@
-"""Resources built from the settings keep the key out of Dagster's storage, and a run resolves it
-without the environment having held it before (the demo's case)."""
+"""Resources built from the settings keep the key out of Dagster's storage, and a run uses it without
+the environment ever holding it (the demo's case)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from dagster import EnvVar, instance_for_test
 
 from pipelines.jobs import SNAPSHOT_JOB
-from pipelines.resources import build_resources, secrets_for_runs
+from pipelines.resources import api_resource, build_resources, process_resources
 from pipelines.syncs import sync_definitions
 from sandbox.testing import SandboxHandle
 from settings import load_settings
@@ -56,16 +56,19 @@ def test_a_run_resolves_the_key_from_the_settings_and_stores_it_nowhere(
     )
     home = tmp_path / "dagster_home"
     home.mkdir()
-    with instance_for_test(temp_dir=str(home)) as instance, secrets_for_runs(settings):
-        assert os.environ["VISIBILITY_API_KEY"] == key
+    environment = dict(os.environ)
+    with instance_for_test(temp_dir=str(home)) as instance:
         job = sync_definitions(settings).resolve_job_def(SNAPSHOT_JOB)
-        result = job.execute_in_process(instance=instance, raise_on_error=False)
+        resources = process_resources(settings, api_resource(settings))
+        result = job.execute_in_process(instance=instance, resources=resources, raise_on_error=False)
         assert result.success
         assert instance.get_run_records()  # the run and its events are in this storage
-    assert "VISIBILITY_API_KEY" not in os.environ  # put back as it was
+        assert "VISIBILITY_API_KEY" not in os.environ  # the key never went through the environment
+    assert dict(os.environ) == environment
 
     texts = _stored_texts(home)
-    assert any(sandbox.url.encode() in text for text in texts)  # the scan reads the job snapshot
+    # the scan reads the job snapshot: the `duckdb` resource's configured file is there
+    assert any(f"{tmp_path}/wh.duckdb".encode() in text for text in texts)
     assert not [text[:80] for text in texts if key.encode() in text]
 
 

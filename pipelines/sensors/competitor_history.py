@@ -7,11 +7,9 @@ every engine, from the earliest such date to the newest partition, for those com
 (run tag ``visibility/brands``): one single-run partition range, which the assets' planner fetches
 with the fewest calls.
 
-The sensor declares no resource: Dagster builds a tick's resources before it calls the sensor, and
-the code location's ``api`` resource reads ``VISIBILITY_API_URL``/``KEY`` through ``EnvVar``, so with
-them unset (``dagster dev`` started without them) every tick would fail with a config traceback. The
-tick reads the settings itself and, when the API is not configured, skips saying which variable is
-missing. An ``api`` resource given to the tick's context (tests) is used as is.
+The tick is given the code location's ``api`` resource. When ``dagster dev`` was started without
+``VISIBILITY_API_URL``/``KEY``, that resource holds no URL or key (``pipelines/resources.py``), and
+each tick skips saying which variable is missing, without a request.
 """
 
 import datetime as dt
@@ -40,9 +38,9 @@ from pipelines.sensors.history_cursor import (
     partition_keys_from,
 )
 from resources.api.client import VisibilityClient
-from resources.api.errors import NotFoundError, VisibilityAPIError
+from resources.api.config import KEY_SETTING, URL_SETTING
+from resources.api.errors import ConfigurationError, NotFoundError, VisibilityAPIError
 from resources.api.resource import VisibilityAPIResource
-from settings import ConfigError, load_settings
 from sync.discovery import BRANDS_TAG
 
 HISTORY_SENSOR_NAME = "competitor_history_sensor"
@@ -110,17 +108,12 @@ def _describe(due: Iterable[HistoryBackfill]) -> str:
     )
 
 
-def tick_api(context: SensorEvaluationContext) -> VisibilityAPIResource:
-    """The context's ``api`` resource when a caller gave one, else the environment's API settings
-    (ConfigError naming the missing variable)."""
-    given = getattr(context.resources, "api", None)
-    if isinstance(given, VisibilityAPIResource):
-        return given
-    settings = load_settings()
-    url, key = settings.require_api()
-    return VisibilityAPIResource(
-        api_url=url, api_key=key, retry_deadline_seconds=settings.retry_deadline_seconds
-    )
+def unconfigured(api: VisibilityAPIResource) -> None:
+    """A ConfigurationError naming the first API setting the resource lacks or holds wrong."""
+    for setting, value in ((URL_SETTING, api.api_url), (KEY_SETTING, api.api_key)):
+        if not value:
+            raise ConfigurationError(f"{setting} is not set")
+    api.validate_settings()
 
 
 @sensor(
@@ -131,10 +124,10 @@ def tick_api(context: SensorEvaluationContext) -> VisibilityAPIResource:
     description="When a tracked competitor's history_from turns from null to a date (the service "
     "finished backfilling it), refetches competitor and citation trends from that date onward, once.",
 )
-def competitor_history_sensor(context: SensorEvaluationContext) -> SensorResult:
+def competitor_history_sensor(context: SensorEvaluationContext, api: VisibilityAPIResource) -> SensorResult:
     try:
-        api = tick_api(context)
-    except ConfigError as exc:
+        unconfigured(api)
+    except ConfigurationError as exc:
         return SensorResult(
             skip_reason=f"the API is not configured where this sensor runs: {exc}; set it in the "
             "environment of `dagster dev` (or of the daemon and the code location) and restart it",

@@ -14,8 +14,8 @@ in flight live in a file that every process using the key on this machine locks 
 and each answer: runs side by side share the key's one rate limit and concurrency.
 
 A budget is also what the clients of one sync share beyond the rate limit (one budget per sync:
-``VisibilityAPIResource`` hands the same one to every client it opens, ``shared_budget`` to every run
-of the process):
+``VisibilityAPIResource`` hands the same one to every client it opens, during one run or, for an
+instance the command line hands Dagster as is, during all the runs of its sync):
 
 * **the outage clock**: the first transport failure or 5xx starts it, any answer below 500 stops it;
   once the outage is older than the sync's retry deadline (``retry_deadline_seconds`` of the budget,

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from resources.api.budget import RequestBudget, WaitCallback
+from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
 from resources.api.config import (
     DEFAULT_REQUEST_FLOOR,
@@ -26,59 +23,6 @@ from resources.api.key_ledger import KeyLedger
 
 _HIDDEN = "[hidden]"
 
-#: Budgets shared by every resource of one (URL, key) while ``shared_budget`` is active.
-_SHARED_BUDGETS: dict[tuple[str, str], RequestBudget] = {}
-_SHARED_GUARD = threading.Lock()
-
-
-def _identity(api_url: str, api_key: str) -> tuple[str, str]:
-    return api_url.rstrip("/"), hashlib.sha256(api_key.encode()).hexdigest()
-
-
-@contextmanager
-def shared_budget(
-    api_url: str,
-    api_key: str,
-    max_concurrency: int = 8,
-    *,
-    on_wait: WaitCallback | None = None,
-    cancel_event: threading.Event | None = None,
-    retry_deadline_seconds: float | None = None,
-    request_floor: int | None = DEFAULT_REQUEST_FLOOR,
-    requests_per_call: int = DEFAULT_REQUESTS_PER_CALL,
-) -> Iterator[RequestBudget]:
-    """One request budget for every run of this process using the key, while the block lasts.
-
-    Dagster gives each run its own copy of a resource, so two runs at once (the command line syncs
-    the daily and rollup assets side by side) would otherwise pace separately and trade 429s over the
-    key's one rate limit. The budget is also the sync's outage clock (one retry deadline for all its
-    calls: ``retry_deadline_seconds``, else each resource's), its cancel switch (``budget.cancel()``,
-    or set ``cancel_event``), its wait hook (``on_wait``, also settable as ``budget.on_wait``) and its
-    request allowance (``request_floor`` plus ``requests_per_call`` per planned call). Nested blocks
-    for the same key reuse the outer budget (and ignore the keyword arguments).
-    """
-    ident = _identity(api_url, api_key)
-    with _SHARED_GUARD:
-        outer = _SHARED_BUDGETS.get(ident)
-        budget = outer or _SHARED_BUDGETS.setdefault(
-            ident,
-            RequestBudget(
-                max_concurrency,
-                on_wait=on_wait,
-                cancel_event=cancel_event,
-                retry_deadline_seconds=retry_deadline_seconds,
-                ledger=KeyLedger.for_key(api_url, api_key),  # shared with other processes on the key
-                request_floor=request_floor,
-                requests_per_call=requests_per_call,
-            ),
-        )
-    try:
-        yield budget
-    finally:
-        if outer is None:
-            with _SHARED_GUARD:
-                _SHARED_BUDGETS.pop(ident, None)
-
 
 class VisibilityAPIResource(dg.ConfigurableResource):
     """The AI-search visibility service the sync reads: its URL and key (VISIBILITY_API_URL,
@@ -87,15 +31,18 @@ class VisibilityAPIResource(dg.ConfigurableResource):
 
     # For developers: ``get_client()`` opens a client for one asset or sync.
     #
-    # Every client of one resource instance (one per run, per process) shares one request budget, so
-    # what one asset learnt about the limits holds for the next; inside ``shared_budget`` every run of
-    # the process using the same key shares one. That budget is also the sync's retry deadline (one
+    # Every client of one resource instance shares its request budget, so what one asset learnt about
+    # the limits holds for the next. Dagster gives each run (and each sensor tick) its own copy of a
+    # configured resource, set up with no budget of its own yet: one budget per run. A
+    # process that runs several runs of one sync (the command line) hands Dagster one instance as is
+    # (``ResourceDefinition.hardcoded_resource``, pipelines/resources.py): Dagster neither copies nor
+    # sets it up, so its runs share its one budget. That budget is also the sync's retry deadline (one
     # outage clock for every client: once the service has failed for ``retry_deadline_seconds``,
-    # every further call fails at once), its cancel switch (``cancel()``) and its wait hook
-    # (``get_budget().on_wait``). Counters stay per client, so each asset reports its own requests.
-    # Pass the key as ``EnvVar("VISIBILITY_API_KEY")`` so it stays out of code and run config; Dagster
-    # shows an ``EnvVar`` by name but holds the resolved value inside a run, so this class also masks
-    # the key in its own ``repr``/``str``.
+    # every further call fails at once), its cancel switch (``cancel()``), its wait hook
+    # (``get_budget().on_wait``) and its request allowance. Counters stay per client, so each asset
+    # reports its own requests. In a code location pass the key as ``EnvVar("VISIBILITY_API_KEY")``
+    # so it stays out of code and run config; Dagster shows an ``EnvVar`` by name but holds the
+    # resolved value inside a run, so this class also masks the key in its own ``repr``/``str``.
 
     api_url: str = Field(
         description="Base URL of the service (VISIBILITY_API_URL); https:// unless the host is loopback."
@@ -147,27 +94,43 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         if self.max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
 
-    def get_budget(self) -> RequestBudget:
-        """The budget every client of this instance shares (the ``shared_budget`` one when active).
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """The run (or sensor tick) this copy of the resource serves starts with no budget; its first
+        client makes the run's one, which goes with the copy.
 
-        It is the sync's outage clock, cancel switch (``cancel()``) and wait hook (``on_wait``).
+        Not made here: a run or tick that never calls the API (checks alone, a tick that skips)
+        would leave the key's ledger folder on disk, since only a used ledger removes it at exit. No
+        ``teardown_after_execution`` either: there is nothing to release before the process exits,
+        and it would make the resource one that ``build_sensor_context`` callers must enter.
+        """
+        with self._budget_lock:
+            self._budget = None
+
+    def _new_budget(self) -> RequestBudget:
+        return RequestBudget(
+            self.max_concurrency,
+            retry_deadline_seconds=self.retry_deadline_seconds,
+            ledger=KeyLedger.for_key(self.api_url, self.api_key),  # shared with other processes on the key
+            request_floor=self.request_budget_floor,
+            requests_per_call=self.request_budget_factor,
+        )
+
+    def get_budget(self) -> RequestBudget:
+        """The budget every client of this instance shares: the sync's outage clock, cancel switch
+        (``cancel()``), wait hook (``on_wait``) and request allowance.
+
+        Made on first use: once per run for Dagster's per-run copy (``setup_for_execution``), once
+        for an instance used as is (the command line's, a script's), which keeps it as long as it
+        lives.
         """
         with self._budget_lock:
             if self._budget is None:
-                with _SHARED_GUARD:
-                    shared = _SHARED_BUDGETS.get(_identity(self.api_url, self.api_key))
-                self._budget = shared or RequestBudget(
-                    self.max_concurrency,
-                    retry_deadline_seconds=self.retry_deadline_seconds,
-                    ledger=KeyLedger.for_key(self.api_url, self.api_key),
-                    request_floor=self.request_budget_floor,
-                    requests_per_call=self.request_budget_factor,
-                )
+                self._budget = self._new_budget()
             return self._budget
 
     def cancel(self) -> None:
-        """Cancel the sync: every client of this instance (and of its shared budget) stops at once
-        with ``SyncCancelled``, waits included."""
+        """Cancel the sync: every client of this instance's budget stops at once with
+        ``SyncCancelled``, waits included."""
         self.get_budget().cancel()
 
     def get_client(self, *, retry_deadline_seconds: float | None = None) -> VisibilityClient:

@@ -16,10 +16,13 @@ from resources.warehouse.urls import (
     DEFAULT_LANDING_MEMORY_LIMIT,
     DEFAULT_SCHEMA,
     DEFAULT_WAREHOUSE_URL,
+    POSTGRES_SCHEMES,
     SCHEMA_SETTING,
+    WAREHOUSE_SCHEMES,
     bigquery_target,
     duckdb_path,
     redact_url,
+    url_scheme,
     validate_memory_limit,
     validate_schema_name,
 )
@@ -30,6 +33,7 @@ __all__ = [
     "DEFAULT_SCHEMA",
     "DEFAULT_WAREHOUSE_URL",
     "SCHEMA_SETTING",
+    "WAREHOUSE_KINDS",
     "WarehouseConfigError",
     "WarehouseResource",
     "bigquery_target",
@@ -38,7 +42,25 @@ __all__ = [
     "validate_memory_limit",
     "validate_schema_name",
     "warehouse_from_url",
+    "warehouse_kind",
 ]
+
+
+def warehouse_kind(url: str) -> str:
+    """The Dagster kind of the warehouse a URL names (``duckdb``, ``postgres`` or ``bigquery``: the
+    kinds the UI draws an icon for); a WarehouseConfigError naming the setting for any other URL."""
+    scheme = url_scheme(url)
+    if scheme in POSTGRES_SCHEMES:
+        return "postgres"
+    if scheme in WAREHOUSE_SCHEMES:
+        return scheme
+    raise WarehouseConfigError(
+        f"{WAREHOUSE_SETTING}: unsupported warehouse URL {redact_url(url)!r} (expected {_EXPECTED})"
+    )
+
+
+#: Every kind :func:`warehouse_kind` gives.
+WAREHOUSE_KINDS = frozenset(warehouse_kind(f"{scheme}:") for scheme in WAREHOUSE_SCHEMES)
 
 
 class WarehouseResource(ConfigurableResource):

@@ -20,7 +20,7 @@ import pytest
 from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
 from resources.api.errors import RateLimitError, SyncCancelled, TransportError, VisibilityAPIError
-from resources.api.resource import VisibilityAPIResource, shared_budget
+from resources.api.resource import VisibilityAPIResource
 from sandbox.testing import SandboxHandle
 from tests.api.conftest import FAST
 from tests.api.proxies import Seen, dead_url, fake_service
@@ -248,14 +248,14 @@ def test_an_external_cancel_event_stops_a_paging_walk_between_pages(caplog: pyte
 
 
 def test_a_cancelled_budget_refuses_every_later_call_without_sending(sandbox: SandboxHandle) -> None:
-    with shared_budget(sandbox.url, sandbox.keys["workspace"]) as budget:
-        resource = VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"])
-        assert resource.get_budget() is budget
-        budget.cancel()
-        with resource.get_client() as api:
-            with pytest.raises(SyncCancelled, match=r"cancelled \[endpoint GET /v1/brands\]"):
-                list(api.list_brands())
-            assert api.stats.total_requests == 0
+    resource = VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"])
+    budget = resource.get_budget()
+    assert resource.get_budget() is budget  # one for the instance's lifetime
+    budget.cancel()
+    with resource.get_client() as api:
+        with pytest.raises(SyncCancelled, match=r"cancelled \[endpoint GET /v1/brands\]"):
+            list(api.list_brands())
+        assert api.stats.total_requests == 0
 
 
 def test_map_concurrent_ends_quickly_when_cancelled_in_the_middle(dead: str) -> None:

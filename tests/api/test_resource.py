@@ -4,6 +4,7 @@
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -75,9 +76,11 @@ def test_loopback_http_is_accepted_for_the_sandbox(sandbox: SandboxHandle) -> No
         assert client.budget.snapshot().concurrency_limit == 3
 
 
-def test_runs_share_one_budget_inside_shared_budget_and_only_there(sandbox: SandboxHandle) -> None:
-    from resources.api.resource import shared_budget
-
+def test_runs_given_one_resource_object_share_its_budget_and_configured_runs_get_one_each(
+    sandbox: SandboxHandle,
+) -> None:
+    """The command line hands Dagster its resource as is, so its runs share one budget; a configured
+    resource (the code location's) gets a new one per run from ``setup_for_execution``."""
     key = sandbox.keys["workspace"]
     budgets: list[object] = []
 
@@ -88,16 +91,39 @@ def test_runs_share_one_budget_inside_shared_budget_and_only_there(sandbox: Sand
 
     resource = VisibilityAPIResource(api_url=sandbox.url, api_key=key)
 
-    def run() -> None:
-        assert dg.materialize([budget_seen], resources={"api": resource}).success
+    def run(given: object) -> None:
+        assert dg.materialize([budget_seen], resources={"api": given}).success
 
-    with shared_budget(sandbox.url, key) as shared:
-        run()
-        run()
-        with shared_budget(sandbox.url, key) as nested:  # nested blocks reuse the outer budget
-            assert nested is shared
-        run()
-    run()  # outside the block: each run paces alone again
+    as_is = dg.ResourceDefinition.hardcoded_resource(resource)
+    run(as_is)
+    run(as_is)
+    run(resource)  # configured: Dagster makes a copy for the run, which sets up its own budget
+    run(resource)
 
-    assert budgets[:3] == [shared, shared, shared]
-    assert budgets[3] is not shared
+    shared = resource.get_budget()
+    assert budgets[:2] == [shared, shared]
+    assert budgets[2] is not shared and budgets[3] is not shared and budgets[2] is not budgets[3]
+
+
+def test_a_run_that_never_calls_the_api_leaves_nothing_on_disk(
+    sandbox: SandboxHandle, private_tmp: Path
+) -> None:
+    """The run's budget (and the key's ledger folder with it) is made by its first client only."""
+    seen: list[VisibilityAPIResource] = []
+
+    @dg.asset
+    def no_request(api: VisibilityAPIResource) -> None:
+        seen.append(api)
+
+    resource = VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"])
+    assert dg.materialize([no_request], resources={"api": resource}).success
+    assert seen and seen[0] is not resource  # the run's own copy
+    assert sorted(private_tmp.iterdir()) == []
+
+    @dg.asset
+    def one_request(api: VisibilityAPIResource) -> None:
+        with api.get_client() as client:
+            list(client.list_brands())
+
+    assert dg.materialize([one_request], resources={"api": resource}).success
+    assert [p.name for p in private_tmp.iterdir()]  # the ledger a used budget shares with other processes

@@ -18,6 +18,7 @@ from resources.api.endpoints import ENGINES
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
+from sync.progress import NO_PROGRESS
 from tests.sync.conftest import SCHEMA
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -40,6 +41,7 @@ class Sync:
                 api_url=self.sandbox.url, api_key=self.sandbox.keys[role or self.role]
             ),
             "warehouse": WarehouseResource(url=f"duckdb:///{self.db}", schema_name=SCHEMA),
+            "progress": NO_PROGRESS,
         }
 
     def run(

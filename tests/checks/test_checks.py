@@ -28,6 +28,7 @@ from resources.warehouse.contract import PartitionScope
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
 from sync import transforms
+from sync.progress import NO_PROGRESS
 from sync.tables import CITATION_TRENDS, CITED_PAGES, COMPETITOR_TRENDS, PROMPT_MENTIONS
 from tests.checks.conftest import SCHEMA, days_ago, evaluate, execute, land, meta
 from tests.fixtures_sandbox import SANDBOX_TODAY
@@ -281,7 +282,7 @@ def test_checks_run_alone_in_a_dagster_run_of_the_sync_step_without_fetching(
     defs = Definitions(
         assets=daily_assets,
         jobs=[define_asset_job("trend_checks", selection=AssetSelection.checks(*selected))],
-        resources={"warehouse": warehouse, "api": api},
+        resources={"warehouse": warehouse, "api": api, "progress": NO_PROGRESS},
     )
     result = defs.resolve_job_def("trend_checks").execute_in_process(instance=instance, raise_on_error=False)
     assert result.success

@@ -241,7 +241,6 @@ def test_a_piped_sync_says_what_still_runs_when_nothing_else_was_said_for_a_whil
     from rich.console import Console
 
     from pipelines import cli_progress
-    from sync import progress as hook
 
     monkeypatch.setattr(cli_progress, "HEARTBEAT_SECONDS", 0.3)
     piped, lines = Console(file=io.StringIO(), force_terminal=False), io.StringIO()
@@ -249,7 +248,7 @@ def test_a_piped_sync_says_what_still_runs_when_nothing_else_was_said_for_a_whil
     with cli_progress.sync_progress(True, piped, err) as view:
         assert view is not None and not view.live
         view.stage("listing prompts, planning")
-        hook.report("cited_pages", 5, 100)  # 5 %: below the first milestone
+        view.channel().report("cited_pages", 5, 100)  # 5 %: below the first milestone
         time.sleep(1.5)
     shown = lines.getvalue()
 

@@ -87,3 +87,28 @@ def test_the_retry_deadline_defaults_to_300_seconds_and_reaches_the_api_resource
     )
     assert settings.retry_deadline_seconds == 45.0 and "retry_deadline_seconds=45.0" in repr(settings)
     assert build_resources(settings)["api"].retry_deadline_seconds == 45.0
+
+
+def test_the_resources_of_a_commands_own_runs_put_no_secret_in_the_job_snapshot() -> None:
+    """``process_resources`` holds the key and the warehouse password in the objects, not in config:
+    the resource snapshots Dagster stores with each run hold neither (nor does the resources' repr)."""
+    from dagster._core.snap.mode import build_resource_def_snap
+    from dagster._serdes import serialize_value
+
+    from pipelines.resources import api_resource, process_resources
+
+    settings = load_settings(
+        {
+            "VISIBILITY_API_URL": "https://api.example.com",
+            "VISIBILITY_API_KEY": KEY,
+            "VISIBILITY_WAREHOUSE": "postgresql://loader:s3cret-pw@db.internal/analytics",
+        }
+    )
+    api = api_resource(settings)
+    resources = process_resources(settings, api)
+    assert api.api_key == KEY and api.retry_deadline_seconds == settings.retry_deadline_seconds
+    assert set(resources) >= {"api", "warehouse", "progress", "landed_tables_io_manager"}
+    for name, definition in resources.items():
+        stored = serialize_value(build_resource_def_snap(name, definition))
+        assert KEY not in stored and "s3cret-pw" not in stored, name
+    assert KEY not in repr(api) and "s3cret-pw" not in repr(resources)

@@ -133,3 +133,34 @@ def test_the_projects_dagster_yaml_frees_slots_of_dead_runs(tmp_path: Path) -> N
         assert instance.run_monitoring_enabled
         assert instance.run_retries_enabled
         assert not instance.run_retries_retry_on_asset_or_op_failure
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("duckdb:///data/visibility.duckdb", "duckdb"),
+        ("postgresql://loader:pw@db.internal:5432/analytics", "postgres"),
+        ("postgres://db.internal/analytics", "postgres"),
+        ("bigquery://my-project/visibility", "bigquery"),
+    ],
+)
+def test_each_landed_table_shows_the_kind_of_the_configured_warehouse(url: str, kind: str) -> None:
+    from pipelines.definitions import build_definitions
+    from resources.warehouse.resource import WAREHOUSE_KINDS, warehouse_kind
+
+    assert warehouse_kind(url) == kind
+    definitions = build_definitions(load_settings({"VISIBILITY_WAREHOUSE": url}))
+    specs = {spec.key.path[-1]: spec for spec in definitions.resolve_all_asset_specs()}
+    for table in ALL_TABLES:  # the sync's tables and audit_reports
+        expected = {kind} if table == "audit_reports" else {kind, "python"}  # the sync's steps are Python
+        assert specs[table].kinds == expected
+        assert {f"dagster/kind/{other}" for other in WAREHOUSE_KINDS - {kind}}.isdisjoint(specs[table].tags)
+
+
+def test_an_unknown_warehouse_url_has_no_kind_and_names_the_setting() -> None:
+    from resources.warehouse.contract import WarehouseConfigError
+    from resources.warehouse.resource import warehouse_kind
+
+    with pytest.raises(WarehouseConfigError, match="VISIBILITY_WAREHOUSE") as caught:
+        warehouse_kind("mysql://user:secret@host/db")
+    assert "secret" not in str(caught.value)

@@ -20,6 +20,7 @@ from resources.api.endpoints import ENGINES_WITH_ALL
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
+from sync.progress import NO_PROGRESS
 from tests.fixtures_sandbox import SANDBOX_TODAY
 
 SCHEMA = "visibility"
@@ -56,6 +57,7 @@ def sync_definitions_for(sandbox: SandboxHandle, db: Path) -> Definitions:
         resources={
             "api": VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"]),
             "warehouse": WarehouseResource(url=f"duckdb:///{db}", schema_name=SCHEMA),
+            "progress": NO_PROGRESS,
         },
     )
 

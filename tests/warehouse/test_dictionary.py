@@ -30,6 +30,7 @@ from sandbox.testing import SandboxHandle
 from sync import tables as T
 from sync.catalog import ALL_TABLES
 from sync.dictionary import COMMAND, EXAMPLES, render
+from sync.progress import NO_PROGRESS
 from sync.transforms import rows_to_table
 from tests.assets.conftest import QUIET, selecting
 from tests.fixtures_bigquery import BigQueryTarget
@@ -97,6 +98,7 @@ def sync(sandbox: SandboxHandle, warehouse: WarehouseResource) -> None:
             resources={
                 "api": VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"]),
                 "warehouse": warehouse,
+                "progress": NO_PROGRESS,
             },
             tags=range_tags(FIRST, LAST, ("copilot", "all")),
             run_config=QUIET,
