@@ -64,7 +64,6 @@ from resources.api.errors import (
     BadRequestError,
     NotFoundError,
     PermissionDeniedError,
-    QuotaExceededError,
     RateLimitError,
     ServerError,
     ServiceUnreachableError,
@@ -72,6 +71,7 @@ from resources.api.errors import (
     VisibilityAPIError,
 )
 from resources.api.resource import VisibilityAPIResource
+from resources.failures import FailureKind, failure_kind
 from resources.warehouse import queries
 from resources.warehouse.base import Warehouse
 from resources.warehouse.resource import WarehouseResource
@@ -96,8 +96,9 @@ DEFAULT_ENDPOINT_BACKOFF = dt.timedelta(minutes=5)
 FORBIDDEN_BACKOFF = dt.timedelta(hours=1)
 #: No answer after the client's retries within the tick's deadline (the request may have gone through).
 SERVICE_UNAVAILABLE = (ServerError, TransportError)
-#: Errors that make every further poll of this tick fail or wait too: stop polling until next tick.
-POLLING_STOPPERS = (RateLimitError, QuotaExceededError, *SERVICE_UNAVAILABLE)
+#: Failures that make every further poll of this tick fail or wait too (the service is limiting or
+#: failing, not this audit): stop polling until next tick.
+POLLING_STOPPERS = frozenset({FailureKind.TRANSIENT, FailureKind.UNREACHABLE})
 
 
 class AuditSensorSettings(ConfigurableResource):
@@ -226,12 +227,11 @@ def poll_pending(
         try:
             report = client.poll_audit(audit.poll)
             status = str(report.get("status")) if isinstance(report, Mapping) else None
-        except POLLING_STOPPERS as exc:
-            # The service is limiting or failing: every further poll would wait out the deadline too.
-            log.lines.append(f"polling stopped for this tick: {_error_text(exc)}")
-            break
-        except VisibilityAPIError as exc:  # this audit's poll failed (404, bad shape): keep going
-            error = _error_text(exc)
+        except VisibilityAPIError as exc:
+            if failure_kind(exc) in POLLING_STOPPERS:  # every further poll would wait it out too
+                log.lines.append(f"polling stopped for this tick: {_error_text(exc)}")
+                break
+            error = _error_text(exc)  # this audit's poll failed (404, bad shape): keep going
         state, decision = apply_poll(
             state, audit.id, status=status, now=now, policy=policy, report=report, error=error
         )
