@@ -25,8 +25,7 @@ from collections.abc import Iterator, Mapping
 from resources.api import endpoints as api
 from resources.api.client import VisibilityClient
 from resources.warehouse.contract import TableSpec
-from sync import tables as T
-from sync import transforms as X
+from sync import tables, transforms
 from sync.discovery import Discovery
 from sync.facts import paged_rows
 from sync.fetching import PartitionedTable, SnapshotTable
@@ -47,34 +46,36 @@ DAILY_GROUP = "visibility_daily"
 # --- snapshot tables: listed whole by one step, brands first (every other table is per brand) -------
 
 BRANDS = SnapshotTable(
-    T.BRANDS,
+    tables.BRANDS,
     (api.LIST_BRANDS, api.GET_BRAND),
-    brand_listing(X.brands_table),
+    brand_listing(transforms.brands_table),
     per_brand=False,
 )
 TOPICS = SnapshotTable(
-    T.TOPICS,
+    tables.TOPICS,
     (api.LIST_TOPICS,),
-    per_brand_listing(T.TOPICS, each_brand(VisibilityClient.list_topics), X.topics_table),
+    per_brand_listing(tables.TOPICS, each_brand(VisibilityClient.list_topics), transforms.topics_table),
     per_brand=True,
     upstream="brands",
 )
 PROMPTS = SnapshotTable(
-    T.PROMPTS,
+    tables.PROMPTS,
     (api.LIST_PROMPTS,),
-    per_brand_listing(T.PROMPTS, discovered(Discovery.prompts), X.prompts_table),
+    per_brand_listing(tables.PROMPTS, discovered(Discovery.prompts), transforms.prompts_table),
     per_brand=True,
     upstream="brands",
 )
 TRACKED_COMPETITORS = SnapshotTable(
-    T.TRACKED_COMPETITORS,
+    tables.TRACKED_COMPETITORS,
     (api.LIST_TRACKED_COMPETITORS,),
-    per_brand_listing(T.TRACKED_COMPETITORS, discovered(Discovery.competitors), X.tracked_competitors_table),
+    per_brand_listing(
+        tables.TRACKED_COMPETITORS, discovered(Discovery.competitors), transforms.tracked_competitors_table
+    ),
     per_brand=True,
     upstream="brands",
 )
 GENERATIONS = SnapshotTable(
-    T.GENERATIONS,
+    tables.GENERATIONS,
     (api.LIST_GENERATIONS,),
     list_generations,
     per_brand=True,
@@ -85,7 +86,7 @@ GENERATIONS = SnapshotTable(
 # --- date x engine tables: fetched back to back by one step -------------------------------------------
 
 COMPETITOR_TRENDS = PartitionedTable(
-    spec=T.COMPETITOR_TRENDS,
+    spec=tables.COMPETITOR_TRENDS,
     endpoints=(api.COMPETITOR_TRENDS,),
     planner=hull_per_engine(api.COMPETITOR_TRENDS, weeks=True),
     fetch_one=fetch_competitor_trends,
@@ -94,7 +95,7 @@ COMPETITOR_TRENDS = PartitionedTable(
     checks=("share_of_voice_sums_to_100", "window_totals_match_series"),
 )
 CITATION_TRENDS = PartitionedTable(
-    spec=T.CITATION_TRENDS,
+    spec=tables.CITATION_TRENDS,
     endpoints=(api.CITATION_TRENDS,),
     planner=hull_per_engine(api.CITATION_TRENDS, targets=citation_targets),
     fetch_one=fetch_citation_trends,
@@ -104,7 +105,7 @@ CITATION_TRENDS = PartitionedTable(
     targets=citation_targets_from_settings,
 )
 CITED_PAGES = PartitionedTable(
-    spec=T.CITED_PAGES,
+    spec=tables.CITED_PAGES,
     endpoints=(api.CITATION_URLS,),
     planner=per_day(api.CITATION_URLS),
     fetch_one=fetch_cited_pages,
@@ -114,20 +115,20 @@ CITED_PAGES = PartitionedTable(
     checks=("cited_pages_not_capped", "no_empty_partitions"),
 )
 PROMPT_MENTIONS = PartitionedTable(
-    spec=T.PROMPT_MENTIONS,
+    spec=tables.PROMPT_MENTIONS,
     endpoints=(api.LIST_PROMPT_MENTIONS,),
     planner=paged_per_prompt(api.LIST_PROMPT_MENTIONS),
-    fetch_one=paged_rows(VisibilityClient.list_prompt_mentions, X.mentions_table, per_prompt=True),
+    fetch_one=paged_rows(VisibilityClient.list_prompt_mentions, transforms.mentions_table, per_prompt=True),
     with_rollup=False,
     needs_prompts=True,
     upstream="prompts",
     checks=("no_empty_partitions",),
 )
 ANSWERS = PartitionedTable(
-    spec=T.ANSWERS,
+    spec=tables.ANSWERS,
     endpoints=(api.LIST_ANSWERS,),
     planner=paged_per_brand(api.LIST_ANSWERS),
-    fetch_one=paged_rows(VisibilityClient.list_answers, X.answers_table),
+    fetch_one=paged_rows(VisibilityClient.list_answers, transforms.answers_table),
     with_rollup=False,
     upstream="prompts",
     checks=("no_empty_partitions",),
@@ -151,7 +152,7 @@ BY_NAME: dict[str, SnapshotTable | PartitionedTable] = {t.spec.name: t for t in 
 
 #: Tables landed by a sensor, not by a sync step: their spec, and the endpoint their rows come from.
 LANDED_BY_SENSORS: dict[str, tuple[TableSpec, api.Endpoint]] = {
-    T.AUDIT_REPORTS.name: (T.AUDIT_REPORTS, api.POLL_AUDIT),
+    tables.AUDIT_REPORTS.name: (tables.AUDIT_REPORTS, api.POLL_AUDIT),
 }
 
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_PAGING, Endpoint
-from sync import transforms as X
+from sync import transforms
 from sync.landing import FetchOne, slices
 from sync.planning import Call
 
@@ -64,7 +64,7 @@ def paged_rows(read: ReadRows, transform: Transform, *, per_prompt: bool = False
         for batch in slices(rows):
             try:
                 table = transform(batch, call.brand_id)
-            except X.TransformError as exc:
+            except transforms.TransformError as exc:
                 if exc.endpoint is None:
                     exc.endpoint = endpoint
                 raise
@@ -74,6 +74,6 @@ def paged_rows(read: ReadRows, transform: Transform, *, per_prompt: bool = False
 
 
 #: Prompt mentions: per prompt (their planner plans per prompt).
-fetch_mentions = paged_rows(VisibilityClient.list_prompt_mentions, X.mentions_table, per_prompt=True)
+fetch_mentions = paged_rows(VisibilityClient.list_prompt_mentions, transforms.mentions_table, per_prompt=True)
 #: Answers: per brand.
-fetch_answers = paged_rows(VisibilityClient.list_answers, X.answers_table)
+fetch_answers = paged_rows(VisibilityClient.list_answers, transforms.answers_table)

@@ -16,8 +16,7 @@ import pyarrow as pa
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_PAGING
 from resources.warehouse.contract import TableSpec
-from sync import tables as T
-from sync import transforms as X
+from sync import tables, transforms
 from sync.discovery import BrandScope, Discovery, per_brand
 from sync.fetching import SnapshotFetch
 
@@ -90,7 +89,7 @@ def per_brand_listing(spec: TableSpec, rows_of: BrandRows, transform: Transform)
 
     def make(client: VisibilityClient, scope: BrandScope, discovery: Discovery) -> pa.Table:
         rows = rows_of(client, scope, discovery)
-        return X.concat(spec, [transform(r, b) for b, r in rows.items()])
+        return transforms.concat(spec, [transform(r, b) for b, r in rows.items()])
 
     return listing(make)
 
@@ -109,4 +108,6 @@ def list_generations(
     capped = {b: {"rows": len(s.rows), "total_count": s.total_count} for b, s in sets.items() if s.capped}
     notes["capped"] = capped  # {brand id: {rows, total_count}}: read by the generations_not_capped check
     notes["capped_responses"] = len(capped)
-    return X.concat(T.GENERATIONS, [X.generations_table(s.rows, b) for b, s in sets.items()])
+    return transforms.concat(
+        tables.GENERATIONS, [transforms.generations_table(s.rows, b) for b, s in sets.items()]
+    )

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from sync import tables as T
-from sync import transforms as X
+from sync import tables, transforms
 from sync.catalog import SNAPSHOTS
 from sync.discovery import BrandScope, Discovery
 from sync.fetching import SnapshotTable
@@ -35,15 +34,15 @@ def listed_snapshots(
         return []
     by_name = {table.spec.name: table for table in SNAPSHOTS}
     out: list[tuple[SnapshotTable, BrandScope, pa.Table]] = [
-        (by_name[T.BRANDS.name], scope, X.brands_table(scope.brands))
+        (by_name[tables.BRANDS.name], scope, transforms.brands_table(scope.brands))
     ]
     builders = {
-        T.PROMPTS.name: (T.PROMPTS, X.prompts_table),
-        T.TRACKED_COMPETITORS.name: (T.TRACKED_COMPETITORS, X.tracked_competitors_table),
+        tables.PROMPTS.name: (tables.PROMPTS, transforms.prompts_table),
+        tables.TRACKED_COMPETITORS.name: (tables.TRACKED_COMPETITORS, transforms.tracked_competitors_table),
     }
     for table in SNAPSHOTS:
         if table.spec.name in builders and table.spec.name in listings:
             spec, build = builders[table.spec.name]
             rows = listings[table.spec.name]
-            out.append((table, scope, X.concat(spec, [build(r, b) for b, r in rows.items()])))
+            out.append((table, scope, transforms.concat(spec, [build(r, b) for b, r in rows.items()])))
     return out

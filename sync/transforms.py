@@ -31,7 +31,7 @@ from resources.api.endpoints import json_kind
 from resources.api.errors import ResponseShapeError
 from resources.api.redaction import excerpt, sanitize
 from resources.warehouse.contract import TableSpec
-from sync import tables as T
+from sync import tables
 from sync.planning import Box, Cell, Window
 
 Row = Mapping[str, Any]
@@ -263,7 +263,7 @@ def _extra_array(values: list[Any], *, table: str, name: str) -> pa.Array:
             "nothing was written",
             table=table,
             column=name,
-            endpoint=T.SOURCE_ENDPOINTS.get(table),
+            endpoint=tables.SOURCE_ENDPOINTS.get(table),
         ) from None
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return pa.array([_to_string(v) for v in values], type=pa.string())
@@ -274,7 +274,7 @@ def _column_error(spec: TableSpec, name: str, message: str) -> TransformError:
         f"{spec.name}.{name}: {message}",
         table=spec.name,
         column=name,
-        endpoint=T.SOURCE_ENDPOINTS.get(spec.name),
+        endpoint=tables.SOURCE_ENDPOINTS.get(spec.name),
     )
 
 
@@ -416,23 +416,23 @@ def _listed(rows: Iterable[Row]) -> Sequence[Row]:
 
 
 def brands_table(rows: Sequence[Row]) -> pa.Table:
-    return rows_to_table(T.BRANDS, rows)
+    return rows_to_table(tables.BRANDS, rows)
 
 
 def topics_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.TOPICS, _listed(rows), {"brand_id": brand_id})
+    return rows_to_table(tables.TOPICS, _listed(rows), {"brand_id": brand_id})
 
 
 def prompts_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.PROMPTS, _listed(rows), {"brand_id": brand_id})
+    return rows_to_table(tables.PROMPTS, _listed(rows), {"brand_id": brand_id})
 
 
 def tracked_competitors_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.TRACKED_COMPETITORS, _listed(rows), {"brand_id": brand_id})
+    return rows_to_table(tables.TRACKED_COMPETITORS, _listed(rows), {"brand_id": brand_id})
 
 
 def generations_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.GENERATIONS, _listed(rows), {"brand_id": brand_id})
+    return rows_to_table(tables.GENERATIONS, _listed(rows), {"brand_id": brand_id})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,11 +440,11 @@ def generations_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
 
 
 def mentions_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.PROMPT_MENTIONS, _listed(rows), {"brand_id": brand_id})
+    return rows_to_table(tables.PROMPT_MENTIONS, _listed(rows), {"brand_id": brand_id})
 
 
 def answers_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(T.ANSWERS, _listed(rows), {"brand_id": brand_id})
+    return rows_to_table(tables.ANSWERS, _listed(rows), {"brand_id": brand_id})
 
 
 def brand_rows(
@@ -482,7 +482,7 @@ def cited_pages_table(
         "total_citations": total_citations,
         "capped": capped,
     }
-    return rows_to_table(T.CITED_PAGES, _listed(rows), overrides=given)
+    return rows_to_table(tables.CITED_PAGES, _listed(rows), overrides=given)
 
 
 def citation_trend_table(
@@ -498,34 +498,34 @@ def citation_trend_table(
         "target_type": target.get("type"),
         "target_value": target.get("value"),
         "is_own_domain": target.get("is_own_domain"),
-        "topic_id": topic_id or T.ALL_TOPICS,
+        "topic_id": topic_id or tables.ALL_TOPICS,
     }
     shaped = [
-        {**point, **common, "granularity": T.DAY, "period_start": point.get("date")}
+        {**point, **common, "granularity": tables.DAY, "period_start": point.get("date")}
         for point in data.get("series") or ()
     ]
     summary = data.get("summary")
     if window is not None and summary is not None:
         if not isinstance(summary, Mapping):
             raise TransformError(
-                f"{T.CITATION_TRENDS.name}: `summary` of {json_kind(summary)} {_quote(summary)} where an "
-                "object was expected; nothing was written",
-                table=T.CITATION_TRENDS.name,
-                endpoint=T.SOURCE_ENDPOINTS[T.CITATION_TRENDS.name],
+                f"{tables.CITATION_TRENDS.name}: `summary` of {json_kind(summary)} {_quote(summary)} "
+                "where an object was expected; nothing was written",
+                table=tables.CITATION_TRENDS.name,
+                endpoint=tables.SOURCE_ENDPOINTS[tables.CITATION_TRENDS.name],
             )
         change = summary.get("change") if isinstance(summary.get("change"), Mapping) else {}
         shaped.append(
             {
                 **{k: v for k, v in summary.items() if k != "change"},
                 **common,
-                "granularity": T.WINDOW,
+                "granularity": tables.WINDOW,
                 "period_start": window.start,
                 "date": window.end - dt.timedelta(days=1),
                 "change_absolute": change.get("absolute"),
                 "change_percentage": change.get("percentage"),
             }
         )
-    return rows_to_table(T.CITATION_TRENDS, shaped)
+    return rows_to_table(tables.CITATION_TRENDS, shaped)
 
 
 _ENTITY_FIELDS = ("brand_name", "is_your_brand", "domains", "history_from")
@@ -541,26 +541,26 @@ def _trend_date(value: Any, column: str) -> dt.date:
         problem = "missing"
     if day is None:
         raise TransformError(
-            f"{T.COMPETITOR_TRENDS.name}.{column}: {problem}; nothing was written",
-            table=T.COMPETITOR_TRENDS.name,
+            f"{tables.COMPETITOR_TRENDS.name}.{column}: {problem}; nothing was written",
+            table=tables.COMPETITOR_TRENDS.name,
             column=column,
-            endpoint=T.SOURCE_ENDPOINTS[T.COMPETITOR_TRENDS.name],
+            endpoint=tables.SOURCE_ENDPOINTS[tables.COMPETITOR_TRENDS.name],
         )
     return day
 
 
 def _bucket_end(start: dt.date, granularity: str) -> dt.date:
     """The last day of a series bucket: the day itself, or the Sunday of a week starting on Monday."""
-    if granularity == T.DAY:
+    if granularity == tables.DAY:
         return start
-    if granularity == T.WEEK and start.weekday() == 0:
+    if granularity == tables.WEEK and start.weekday() == 0:
         return start + dt.timedelta(days=6)
     raise TransformError(
-        f"{T.COMPETITOR_TRENDS.name}.period_start: a `{granularity}` bucket starting {start} (the "
+        f"{tables.COMPETITOR_TRENDS.name}.period_start: a `{granularity}` bucket starting {start} (the "
         "spec's buckets are days, or weeks starting on Monday); nothing was written",
-        table=T.COMPETITOR_TRENDS.name,
+        table=tables.COMPETITOR_TRENDS.name,
         column="period_start",
-        endpoint=T.SOURCE_ENDPOINTS[T.COMPETITOR_TRENDS.name],
+        endpoint=tables.SOURCE_ENDPOINTS[tables.COMPETITOR_TRENDS.name],
     )
 
 
@@ -570,7 +570,7 @@ def competitor_trend_table(
     """Every entity's series points (the brand, then each tracked competitor), as ``day`` or ``week``
     rows; with ``totals``, each entity's window totals too, as a ``window`` row owned by the window's
     last day. ``window`` (the request's) stands in for a response without ``from``/``to``."""
-    granularity = data.get("granularity") or T.DAY
+    granularity = data.get("granularity") or tables.DAY
     entities = [data["brand"], *(data.get("competitors") or ())] if data.get("brand") else []
     shaped: list[dict[str, Any]] = []
     period: tuple[dt.date, dt.date] | None = None
@@ -599,21 +599,21 @@ def competitor_trend_table(
         if period is not None and entity.get("totals") is not None:
             if not isinstance(entity["totals"], Mapping):
                 raise TransformError(
-                    f"{T.COMPETITOR_TRENDS.name}: `totals` of {json_kind(entity['totals'])} "
+                    f"{tables.COMPETITOR_TRENDS.name}: `totals` of {json_kind(entity['totals'])} "
                     f"{_quote(entity['totals'])} where an object was expected; nothing was written",
-                    table=T.COMPETITOR_TRENDS.name,
-                    endpoint=T.SOURCE_ENDPOINTS[T.COMPETITOR_TRENDS.name],
+                    table=tables.COMPETITOR_TRENDS.name,
+                    endpoint=tables.SOURCE_ENDPOINTS[tables.COMPETITOR_TRENDS.name],
                 )
             shaped.append(
                 {
                     **entity["totals"],
                     **common,
-                    "granularity": T.WINDOW,
+                    "granularity": tables.WINDOW,
                     "period_start": period[0],
                     "date": period[1],
                 }
             )
-    return rows_to_table(T.COMPETITOR_TRENDS, shaped)
+    return rows_to_table(tables.COMPETITOR_TRENDS, shaped)
 
 
 # ---------------------------------------------------------------------------------------------

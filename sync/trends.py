@@ -16,8 +16,7 @@ import pyarrow.compute as pc
 
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_CITATION_URLS
-from sync import tables as T
-from sync import transforms as X
+from sync import tables, transforms
 from sync.discovery import CitationTargets
 from sync.planning import Call
 from sync.spool import DateSpool
@@ -34,7 +33,7 @@ def fetch_cited_pages(client: VisibilityClient, call: Call) -> Iterator[pa.Table
         end=call.window.end,
         limit=CITATION_URLS_LIMIT,
     )
-    yield X.cited_pages_table(
+    yield transforms.cited_pages_table(
         result.rows,
         brand_id=call.brand_id,
         day=call.window.start,
@@ -56,7 +55,7 @@ def fetch_citation_trends(client: VisibilityClient, call: Call) -> Iterator[pa.T
         start=call.window.start,
         end=call.window.end,
     )
-    yield X.citation_trend_table(
+    yield transforms.citation_trend_table(
         data, brand_id=call.brand_id, engine=call.landed_engine, topic_id=call.topic_id, window=call.window
     )
 
@@ -72,7 +71,7 @@ def citation_targets_from_settings() -> CitationTargets:
 
 def fetch_competitor_trends(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
     """A ``day`` call lands its series and its window totals (one request); a ``week`` call its weeks."""
-    granularity = call.granularity or T.DAY
+    granularity = call.granularity or tables.DAY
     data = client.competitor_trends(
         call.brand_id,
         engine=call.engine,
@@ -80,11 +79,11 @@ def fetch_competitor_trends(client: VisibilityClient, call: Call) -> Iterator[pa
         end=call.window.end,
         granularity=granularity,
     )
-    yield X.competitor_trend_table(
+    yield transforms.competitor_trend_table(
         data,
         brand_id=call.brand_id,
         engine=call.landed_engine,
-        totals=granularity == T.DAY,
+        totals=granularity == tables.DAY,
         window=call.window,
     )
 
