@@ -33,9 +33,7 @@ from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.contract import Column, TableSpec
 from resources.warehouse.resource import WarehouseResource
 from sandbox.testing import SandboxHandle
-from sync import catalog
-from sync import tables as T
-from sync import transforms as X
+from sync import catalog, tables, transforms
 from sync.dictionary import render as render_dictionary
 from sync.facts import paged_rows, pages_of
 from sync.fetching import PartitionedTable
@@ -58,12 +56,12 @@ ANSWER_POSITIONS_SPEC = TableSpec(
     description="Where each answer named the brand (a projection of GET /v1/brands/{id}/answers). "
     "Partitioned by checked_on and engine. Declared by a test only.",
     columns=(
-        Column("id", T.STRING, "Answer id (uuid).", nullable=False),
-        Column("brand_id", T.STRING, "Brand (uuid) the row was fetched for.", nullable=False),
-        Column("prompt_id", T.STRING, "Prompt (uuid) the answer responds to."),
-        Column("engine", T.STRING, "Answer engine.", nullable=False),
-        Column("checked_on", T.DATE, "Day the prompt was run on the engine.", nullable=False),
-        Column("brand_position", T.INT, "Position of the brand in the answer; null when not named."),
+        Column("id", tables.STRING, "Answer id (uuid).", nullable=False),
+        Column("brand_id", tables.STRING, "Brand (uuid) the row was fetched for.", nullable=False),
+        Column("prompt_id", tables.STRING, "Prompt (uuid) the answer responds to."),
+        Column("engine", tables.STRING, "Answer engine.", nullable=False),
+        Column("checked_on", tables.DATE, "Day the prompt was run on the engine.", nullable=False),
+        Column("brand_position", tables.INT, "Position of the brand in the answer; null when not named."),
     ),
     key=("id",),
     kind="partitioned",
@@ -74,7 +72,7 @@ ANSWER_POSITIONS_SPEC = TableSpec(
 def answer_positions_table(rows: Iterable[Mapping[str, Any]], brand_id: str) -> pa.Table:
     """The transform: the declared fields of each answer, and the brand it was fetched for."""
     projected = [{name: row.get(name) for name in FIELDS} for row in rows]
-    return X.rows_to_table(ANSWER_POSITIONS_SPEC, projected, {"brand_id": brand_id})
+    return transforms.rows_to_table(ANSWER_POSITIONS_SPEC, projected, {"brand_id": brand_id})
 
 
 ANSWER_POSITIONS = PartitionedTable(
@@ -121,7 +119,7 @@ def test_a_plain_row_endpoint_needs_no_transform_of_its_own() -> None:
         {"id": "a1", "prompt_id": "p1", "engine": "claude", "checked_on": "2026-10-20", "brand_position": 2},
         {"id": "a2", "prompt_id": "p1", "engine": "claude", "checked_on": "2026-10-20", "mention_count": 3},
     ]
-    generic = X.brand_rows(ANSWER_POSITIONS_SPEC, FIELDS)(rows, "b1")
+    generic = transforms.brand_rows(ANSWER_POSITIONS_SPEC, FIELDS)(rows, "b1")
     assert generic.equals(answer_positions_table(rows, "b1"))
     assert generic.column_names == [c.name for c in ANSWER_POSITIONS_SPEC.columns]
 

@@ -38,7 +38,7 @@ from resources.warehouse.contract import PartitionScope
 from resources.warehouse.io_manager import LandedTablesIOManager
 from resources.warehouse.resource import WarehouseResource, warehouse_from_url
 from settings import load_settings
-from sync import tables as T
+from sync import tables
 from sync.catalog import ALL_TABLES
 from sync.transforms import rows_to_table
 from tests.fixtures_bigquery import EMULATOR_PROJECT
@@ -91,8 +91,8 @@ def land(warehouse: Warehouse) -> None:
     scope = PartitionScope((BRAND,), DAYS[0], DAYS[-1] + dt.timedelta(days=1), ())
     with warehouse:
         for spec, rows, engines in (
-            (T.PROMPT_MENTIONS, mention_rows(), MENTION_ENGINES),
-            (T.COMPETITOR_TRENDS, trend_rows(), TREND_ENGINES),
+            (tables.PROMPT_MENTIONS, mention_rows(), MENTION_ENGINES),
+            (tables.COMPETITOR_TRENDS, trend_rows(), TREND_ENGINES),
         ):
             warehouse.ensure_table(spec)
             warehouse.replace_partitions(
@@ -172,7 +172,7 @@ def assert_each_received_exactly_its_partitions() -> None:
     assert sorted(cell["id"]) == sorted(
         r["id"] for r in mention_rows() if r["checked_on"] == DAYS[1] and r["engine"] == "claude"
     )
-    assert set(cell.columns) >= {c.name for c in T.PROMPT_MENTIONS.columns}
+    assert set(cell.columns) >= {c.name for c in tables.PROMPT_MENTIONS.columns}
 
     rollup = received["all"]
     assert sorted(
@@ -326,10 +326,10 @@ def test_a_snapshot_table_reaches_a_user_asset_whole(tmp_path: Any) -> None:
     from resources.warehouse.contract import SnapshotScope
 
     url = f"duckdb:///{tmp_path}/visibility.duckdb"
-    rows = rows_to_table(T.BRANDS, [{"id": BRAND, "name": "Acme"}, {"id": "b2", "name": "Other"}])
+    rows = rows_to_table(tables.BRANDS, [{"id": BRAND, "name": "Acme"}, {"id": "b2", "name": "Other"}])
     with warehouse_from_url(url, "visibility") as warehouse:
-        warehouse.ensure_table(T.BRANDS)
-        warehouse.upsert_snapshot(T.BRANDS, rows, "r1", SnapshotScope())
+        warehouse.ensure_table(tables.BRANDS)
+        warehouse.upsert_snapshot(tables.BRANDS, rows, "r1", SnapshotScope())
     defs = user_definitions({"VISIBILITY_WAREHOUSE": url}, {}, brand_list)
     with DagsterInstance.ephemeral() as instance:
         assert defs.resolve_job_def("user_brand_list").execute_in_process(instance=instance).success

@@ -14,7 +14,7 @@ import pytest
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES
 from sandbox.testing import SandboxHandle
-from sync import tables as T
+from sync import tables
 from sync.facts import fetch_mentions
 from sync.landing import DEFAULT_DAYS_PER_WRITE, fetch_to_spool
 from sync.planning import BrandInput, plan_mentions
@@ -24,8 +24,8 @@ from tests.sync.conftest import D, workspace_inputs
 
 @pytest.fixture
 def spool(private_tmp: Path) -> Iterator[DateSpool]:
-    assert T.PROMPT_MENTIONS.date_column is not None
-    made = DateSpool.create(T.PROMPT_MENTIONS.date_column, DEFAULT_DAYS_PER_WRITE, name="test")
+    assert tables.PROMPT_MENTIONS.date_column is not None
+    made = DateSpool.create(tables.PROMPT_MENTIONS.date_column, DEFAULT_DAYS_PER_WRITE, name="test")
     yield made
     made.remove()
 
@@ -41,8 +41,8 @@ def test_a_404_on_one_prompt_skips_that_prompt_not_its_brand(
     inputs = workspace_inputs(sandbox)
     target = inputs[0]
     cells = {(D, e) for e in ENGINES}
-    assert T.PROMPT_MENTIONS.date_column is not None
-    baseline = DateSpool.create(T.PROMPT_MENTIONS.date_column, DEFAULT_DAYS_PER_WRITE, name="baseline")
+    assert tables.PROMPT_MENTIONS.date_column is not None
+    baseline = DateSpool.create(tables.PROMPT_MENTIONS.date_column, DEFAULT_DAYS_PER_WRITE, name="baseline")
     deleted = str(uuid.uuid4())
     with_deleted = [replace(target, prompt_ids=(*target.prompt_ids, deleted)), *inputs[1:]]
     plan = plan_mentions(cells, with_deleted, ENGINES)
@@ -51,10 +51,10 @@ def test_a_404_on_one_prompt_skips_that_prompt_not_its_brand(
 
     with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
         fetch_to_spool(
-            client, T.PROMPT_MENTIONS, plan_mentions(cells, inputs, ENGINES), fetch_mentions, baseline
+            client, tables.PROMPT_MENTIONS, plan_mentions(cells, inputs, ENGINES), fetch_mentions, baseline
         )
         not_found = fetch_to_spool(
-            client, T.PROMPT_MENTIONS, plan, fetch_mentions, spool, prompts_not_found=skipped
+            client, tables.PROMPT_MENTIONS, plan, fetch_mentions, spool, prompts_not_found=skipped
         )
 
     assert not_found == set()
@@ -74,7 +74,7 @@ def test_prompt_404s_of_a_brand_that_is_gone_drop_the_brand(sandbox: SandboxHand
 
     with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
         not_found = fetch_to_spool(
-            client, T.PROMPT_MENTIONS, plan, fetch_mentions, spool, prompts_not_found=skipped
+            client, tables.PROMPT_MENTIONS, plan, fetch_mentions, spool, prompts_not_found=skipped
         )
 
     assert not_found == {gone.brand_id}

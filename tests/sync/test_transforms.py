@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from resources.warehouse.contract import Column, TableSpec
-from sync import tables as T
+from sync import tables
 from sync.planning import Box, Window
 from sync.transforms import (
     TransformError,
@@ -65,7 +65,7 @@ def test_timestamps_are_utc_and_lists_stay_lists() -> None:
     )
     assert table.column("created_at").to_pylist()[0] == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     assert table.column("aliases").to_pylist() == [["A"]]
-    assert table.schema.field("created_at").type == T.TIMESTAMP
+    assert table.schema.field("created_at").type == tables.TIMESTAMP
 
 
 def test_unknown_fields_are_kept_scalars_typed_and_nested_as_json() -> None:
@@ -218,14 +218,14 @@ def test_select_box_is_half_open_in_dates() -> None:
 
 def test_concat_tolerates_parts_with_different_extra_columns() -> None:
     table = concat(
-        T.PROMPT_MENTIONS, [mentions_table([mention(1, x=1)], "b1"), mentions_table([mention(2)], "b1")]
+        tables.PROMPT_MENTIONS, [mentions_table([mention(1, x=1)], "b1"), mentions_table([mention(2)], "b1")]
     )
     assert table.num_rows == 2 and table.column("x").to_pylist() == [1, None]
 
 
 def test_concat_lands_the_parts_in_one_contiguous_piece_in_order() -> None:
     parts = [mentions_table([mention(i)], "b1") for i in range(50)]
-    table = concat(T.PROMPT_MENTIONS, parts)
+    table = concat(tables.PROMPT_MENTIONS, parts)
     assert {table.column(name).num_chunks for name in table.column_names} == {1}
     assert table.column("id").to_pylist() == pa.concat_tables(parts).column("id").to_pylist()
 
@@ -261,7 +261,10 @@ def one_column(arrow_type: pa.DataType) -> TableSpec:
     ("arrow_type", "values"),
     [
         (pa.date32(), ["2024-03-01", None, "2024-03-02T10:00:00Z", dt.date(2024, 3, 3)]),
-        (T.TIMESTAMP, ["2024-03-01T10:00:00Z", "2024-03-01T10:00:00+02:00", "2024-03-01T10:00:00", None]),
+        (
+            tables.TIMESTAMP,
+            ["2024-03-01T10:00:00Z", "2024-03-01T10:00:00+02:00", "2024-03-01T10:00:00", None],
+        ),
         (pa.int64(), [1, None, 2.0, 3]),
         (pa.float64(), [1, 2.5, None]),
         (pa.bool_(), [True, None, False]),

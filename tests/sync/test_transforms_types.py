@@ -14,7 +14,7 @@ from resources.api import endpoints as ep
 from resources.api.errors import ResponseShapeError, VisibilityAPIError
 from resources.warehouse.contract import PartitionScope
 from resources.warehouse.duckdb import DuckDBWarehouse
-from sync import tables as T
+from sync import tables
 from sync.transforms import TransformError, answers_table, brands_table, mentions_table
 
 DAY = "2024-03-01"
@@ -112,10 +112,10 @@ def test_a_wrongly_typed_batch_writes_nothing_and_the_next_correct_run_lands(tmp
     warehouse = DuckDBWarehouse(tmp_path / "w.duckdb", "visibility")
     day = dt.date.fromisoformat(DAY)
     scope = PartitionScope(("b1",), day, day + dt.timedelta(days=1), ("chatgpt",))
-    warehouse.replace_partitions(T.ANSWERS, answers_table([answer_row(1)], "b1"), scope, "run-1")
+    warehouse.replace_partitions(tables.ANSWERS, answers_table([answer_row(1)], "b1"), scope, "run-1")
 
     def land(rows: list[dict[str, Any]], run_id: str) -> None:
-        warehouse.replace_partitions(T.ANSWERS, answers_table(rows, "b1"), scope, run_id)
+        warehouse.replace_partitions(tables.ANSWERS, answers_table(rows, "b1"), scope, run_id)
 
     with pytest.raises(TransformError):
         land([answer_row(2, mention_count="3")], "run-2")

@@ -27,7 +27,7 @@ from resources.warehouse.resource import WarehouseResource
 from resources.warehouse.view_shape import current_view_description
 from resources.warehouse.views import ANALYST_VIEWS
 from sandbox.testing import SandboxHandle
-from sync import tables as T
+from sync import tables
 from sync.catalog import ALL_TABLES
 from sync.dictionary import COMMAND, EXAMPLES, render
 from sync.progress import NO_PROGRESS
@@ -169,7 +169,7 @@ def test_the_example_queries_run_on_bigquery(bigquery_target: BigQueryTarget) ->
         per_engine = [{**trend("day", "Acme", SUN, SUN, 2, 50.0), "engine": "chatgpt"}]
         scope = PartitionScope((BRAND,), SUN, SUN + dt.timedelta(days=1), ("chatgpt",))
         wh.replace_partitions(
-            T.COMPETITOR_TRENDS, rows_to_table(T.COMPETITOR_TRENDS, per_engine), scope, "r2"
+            tables.COMPETITOR_TRENDS, rows_to_table(tables.COMPETITOR_TRENDS, per_engine), scope, "r2"
         )
         config = bigquery.QueryJobConfig(default_dataset=f"{bigquery_target.project}.{dataset}")
 

@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from resources.warehouse.contract import PartitionScope
-from sync import tables as T
+from sync import tables
 from sync.transforms import rows_to_table
 from tests.fixtures_bigquery import BigQueryTarget
 from tests.warehouse.conftest import Case
@@ -23,8 +23,8 @@ DAY = dt.date(2026, 10, 20)
 ADDED = ("granularity", "topic_id", "period_start", "change_absolute", "change_percentage")
 #: citation_trends without the key columns ADDED
 EARLIER = dataclasses.replace(
-    T.CITATION_TRENDS,
-    columns=tuple(c for c in T.CITATION_TRENDS.columns if c.name not in ADDED),
+    tables.CITATION_TRENDS,
+    columns=tuple(c for c in tables.CITATION_TRENDS.columns if c.name not in ADDED),
     key=("brand_id", "engine", "target_type", "target_value", "date"),
 )
 
@@ -47,7 +47,7 @@ def land_earlier_then_current(wh: Any) -> None:
     wh.ensure_table(EARLIER)
     earlier = [point(DAY, 1), point(DAY + dt.timedelta(days=1), 2)]
     wh.replace_partitions(EARLIER, rows_to_table(EARLIER, earlier), scope, "r1")
-    wh.ensure_table(T.CITATION_TRENDS)
+    wh.ensure_table(tables.CITATION_TRENDS)
     # the next landing of the second day: its day row, a topic's day row, and the window's summary
     second = DAY + dt.timedelta(days=1)
     rows = [
@@ -56,7 +56,7 @@ def land_earlier_then_current(wh: Any) -> None:
         point(second, 4, granularity="window", topic_id="all", period_start=DAY, change_absolute=1.0),
     ]
     later = PartitionScope((BRAND,), second, second + dt.timedelta(days=1), ("all",))
-    wh.replace_partitions(T.CITATION_TRENDS, rows_to_table(T.CITATION_TRENDS, rows), later, "r2")
+    wh.replace_partitions(tables.CITATION_TRENDS, rows_to_table(tables.CITATION_TRENDS, rows), later, "r2")
 
 
 def landed(wh: Any) -> list[tuple[Any, ...]]:
@@ -79,7 +79,7 @@ def test_rows_landed_before_a_key_column_existed_take_its_default_and_new_rows_l
     land_earlier_then_current(case.warehouse)
     assert landed(case.warehouse) == EXPECTED
     if case.keyed_partitions:
-        assert case.primary_key("citation_trends") == list(T.CITATION_TRENDS.key)
+        assert case.primary_key("citation_trends") == list(tables.CITATION_TRENDS.key)
 
 
 def test_bigquery_fills_an_added_key_column_of_the_existing_rows(bigquery_target: BigQueryTarget) -> None:

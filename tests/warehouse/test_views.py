@@ -29,7 +29,7 @@ from resources.warehouse.views import (
     TOP_CITED_PAGES_28D,
     ViewSpec,
 )
-from sync import tables as T
+from sync import tables
 from sync.transforms import rows_to_table
 from tests.fixtures_bigquery import BigQueryTarget
 from tests.warehouse.conftest import Case
@@ -60,7 +60,7 @@ def brands_rows() -> pa.Table:
         {"id": BRAND, "name": "Acme", "domain": "acme.com", "engines": ["chatgpt"]},
         {"id": OTHER, "name": "Other", "domain": "other.io", "engines": ["chatgpt"]},
     ]
-    return rows_to_table(T.BRANDS, rows)
+    return rows_to_table(tables.BRANDS, rows)
 
 
 def trend(
@@ -94,7 +94,7 @@ def trend_rows() -> pa.Table:
         trend("window", "Acme", window_start, SUN, 4, 66.6667),
         trend("window", "Rival", window_start, SUN, 2, 33.3333),
     ]
-    return rows_to_table(T.COMPETITOR_TRENDS, rows)
+    return rows_to_table(tables.COMPETITOR_TRENDS, rows)
 
 
 def page(day: dt.date, url: str, root: str, citations: int, *, capped: bool = False) -> dict[str, Any]:
@@ -118,16 +118,16 @@ def cited_rows() -> pa.Table:
         page(SUN, own, "ACME.com", 3, capped=True),
         page(SUN, rival, "rival.com", 4),
     ]
-    return rows_to_table(T.CITED_PAGES, rows)
+    return rows_to_table(tables.CITED_PAGES, rows)
 
 
 def land_all(case: Case) -> None:
     wh = case.warehouse
-    wh.ensure_table(T.BRANDS)
-    wh.upsert_snapshot(T.BRANDS, brands_rows(), "run-1", SnapshotScope())
+    wh.ensure_table(tables.BRANDS)
+    wh.upsert_snapshot(tables.BRANDS, brands_rows(), "run-1", SnapshotScope())
     for spec, rows, engine in (
-        (T.COMPETITOR_TRENDS, trend_rows(), "all"),
-        (T.CITED_PAGES, cited_rows(), "chatgpt"),
+        (tables.COMPETITOR_TRENDS, trend_rows(), "all"),
+        (tables.CITED_PAGES, cited_rows(), "chatgpt"),
     ):
         wh.ensure_table(spec)
         scope = PartitionScope((BRAND,), MON, SUN + dt.timedelta(days=1), (engine,))
@@ -142,7 +142,7 @@ def described(view: ViewSpec) -> dict[str | None, str | None]:
 
 
 def test_current_views_carry_the_comments_of_their_tables_columns(case: Case) -> None:
-    case.warehouse.ensure_table(T.BRANDS)
+    case.warehouse.ensure_table(tables.BRANDS)
     view, table = case.comments("brands_current"), case.comments("brands")
     assert {k: v for k, v in view.items() if k is not None} == {
         k: v for k, v in table.items() if k is not None
@@ -151,38 +151,38 @@ def test_current_views_carry_the_comments_of_their_tables_columns(case: Case) ->
 
 
 def test_a_column_the_api_adds_reaches_the_current_view_with_its_comment(case: Case) -> None:
-    case.warehouse.ensure_table(T.BRANDS)
+    case.warehouse.ensure_table(tables.BRANDS)
     rows = brands_rows().append_column("tier", pa.array(["gold", "silver"]))
-    case.warehouse.upsert_snapshot(T.BRANDS, rows, "run-1", SnapshotScope())
+    case.warehouse.upsert_snapshot(tables.BRANDS, rows, "run-1", SnapshotScope())
     assert case.comments("brands_current")["tier"] == EVOLVED_COLUMN_DESCRIPTION
     assert {r["tier"] for r in read(case, "brands_current", "id")} == {"gold", "silver"}
 
 
 def test_a_current_view_created_without_column_comments_gets_them_on_the_next_landing(case: Case) -> None:
-    case.warehouse.ensure_table(T.BRANDS)
+    case.warehouse.ensure_table(tables.BRANDS)
     ref = case.warehouse.table_ref("brands_current")
     with case.warehouse._transaction() as con:  # a view with only its own comment
         con.execute(f'COMMENT ON COLUMN {ref}."name" IS NULL')
     assert case.comments("brands_current")["name"] is None
-    case.warehouse.ensure_table(T.BRANDS)
-    assert case.comments("brands_current")["name"] == T.BRANDS.column("name").description
+    case.warehouse.ensure_table(tables.BRANDS)
+    assert case.comments("brands_current")["name"] == tables.BRANDS.column("name").description
 
 
 def test_column_descriptions_name_every_column_in_table_order() -> None:
     names = ["id", "name", "_loaded_at", "is_current", "tier"]
-    described_columns = dict(column_descriptions(T.BRANDS, names))
+    described_columns = dict(column_descriptions(tables.BRANDS, names))
     assert list(described_columns) == names
     assert described_columns["tier"] == EVOLVED_COLUMN_DESCRIPTION
-    assert described_columns["id"] == T.BRANDS.column("id").description
+    assert described_columns["id"] == tables.BRANDS.column("id").description
 
 
 # --- analyst views -------------------------------------------------------------------------------
 
 
 def test_a_view_is_created_once_all_its_tables_exist(case: Case) -> None:
-    case.warehouse.ensure_table(T.COMPETITOR_TRENDS)
+    case.warehouse.ensure_table(tables.COMPETITOR_TRENDS)
     assert view_names(case) == set()  # every trend view names the owning brand: it needs brands
-    case.warehouse.ensure_table(T.BRANDS)
+    case.warehouse.ensure_table(tables.BRANDS)
     assert view_names(case) == {
         "brands_current",
         COMPETITOR_TRENDS_WEEKLY.name,
@@ -190,7 +190,7 @@ def test_a_view_is_created_once_all_its_tables_exist(case: Case) -> None:
         SHARE_OF_VOICE_DAILY.name,
         LATEST_DAY_PER_BRAND.name,
     }
-    case.warehouse.ensure_table(T.CITED_PAGES)
+    case.warehouse.ensure_table(tables.CITED_PAGES)
     assert {TOP_CITED_PAGES.name, TOP_CITED_PAGES_7D.name, TOP_CITED_PAGES_28D.name} <= view_names(case)
 
 
@@ -266,9 +266,9 @@ def test_recent_top_cited_pages_cover_the_newest_landed_days_of_each_brand_and_e
     land_all(case)
     # nine more days of one page, the newest five days ago (a window is landed days, not calendar days)
     days = [SUN - dt.timedelta(days=n) for n in range(14, 5, -1)]
-    rows = rows_to_table(T.CITED_PAGES, [page(d, "https://rival.com/old", "rival.com", 1) for d in days])
+    rows = rows_to_table(tables.CITED_PAGES, [page(d, "https://rival.com/old", "rival.com", 1) for d in days])
     scope = PartitionScope((BRAND,), days[0], days[-1] + dt.timedelta(days=1), ("chatgpt",))
-    case.warehouse.replace_partitions(T.CITED_PAGES, rows, scope, "run-2")
+    case.warehouse.replace_partitions(tables.CITED_PAGES, rows, scope, "run-2")
     landed = sorted({*days, SUN - dt.timedelta(days=1), SUN})
     week = read(case, TOP_CITED_PAGES_7D.name, "citation_rank, url")
     assert {(r["window_start"], r["window_end"], r["days_landed"]) for r in week} == {(landed[-7], SUN, 7)}
@@ -315,7 +315,7 @@ def test_a_changed_view_spec_re_creates_the_view_on_the_next_landing(
         query="SELECT t.brand_id, t.engine FROM {competitor_trends} AS t WHERE t.granularity = 'week'",
     )
     monkeypatch.setattr(views, "ANALYST_VIEWS", (narrower,))
-    case.warehouse.ensure_table(T.COMPETITOR_TRENDS)
+    case.warehouse.ensure_table(tables.COMPETITOR_TRENDS)
     assert set(case.column_types(narrower.name)) == {"brand_id", "engine"}
     assert case.comments(narrower.name) == described(narrower)
 
@@ -323,17 +323,18 @@ def test_a_changed_view_spec_re_creates_the_view_on_the_next_landing(
 def test_a_view_that_cannot_be_created_is_logged_and_the_landing_goes_on(
     case: Case, caplog: pytest.LogCaptureFixture
 ) -> None:
-    case.warehouse.ensure_table(T.BRANDS)
+    case.warehouse.ensure_table(tables.BRANDS)
     ref = case.warehouse.table_ref(SHARE_OF_VOICE_DAILY.name)
     with case.warehouse._transaction() as con:  # a table of the user's where the view belongs
         con.execute(f"CREATE TABLE {ref} (x BIGINT)")
     with caplog.at_level(logging.WARNING, logger="visibility.warehouse"):
-        assert case.warehouse.ensure_table(T.COMPETITOR_TRENDS) == []
+        assert case.warehouse.ensure_table(tables.COMPETITOR_TRENDS) == []
     assert any(SHARE_OF_VOICE_DAILY.name in r.getMessage() for r in caplog.records)
     assert COMPETITOR_TRENDS_WEEKLY.name in view_names(case)  # the other views were created
     scope = PartitionScope((BRAND,), MON, SUN + dt.timedelta(days=1), ("all",))
     assert (
-        case.warehouse.replace_partitions(T.COMPETITOR_TRENDS, trend_rows(), scope, "run-1").rows_written == 8
+        case.warehouse.replace_partitions(tables.COMPETITOR_TRENDS, trend_rows(), scope, "run-1").rows_written
+        == 8
     )
 
 
