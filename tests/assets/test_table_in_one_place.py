@@ -38,6 +38,7 @@ from sync.dictionary import render as render_dictionary
 from sync.facts import paged_rows, pages_of
 from sync.fetching import PartitionedTable
 from sync.planning import paged_per_brand
+from sync.progress import NO_PROGRESS
 
 # --- the whole declaration of the new table: its entry and its transform ---------------------------
 
@@ -167,6 +168,7 @@ def test_the_test_only_table_lands_what_the_sandbox_serves_and_is_checked(
     resources = {
         "api": VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"]),
         "warehouse": WarehouseResource(url=f"duckdb:///{db}", schema_name=SCHEMA),
+        "progress": NO_PROGRESS,
     }
     defs = Definitions(assets=[*snapshot_assets, *daily_assets, step], resources=resources)
     graph = defs.resolve_asset_graph()

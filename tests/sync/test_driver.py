@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import uuid
 from pathlib import Path
 
 import duckdb
@@ -102,7 +103,7 @@ def test_one_failing_endpoint_fails_its_table_and_the_others_still_land(
 
 def test_a_refused_key_ends_the_sync_before_any_table_lands(sandbox: SandboxHandle, tmp_path: Path) -> None:
     request = DailyRequest(run_id="driver-test", cells=set(CELLS), only=(), discovery=Discovery())
-    api = _Api(sandbox.url, "vk_live_" + "0" * 40)
+    api = _Api(sandbox.url, "vk_live_" + (uuid.uuid4().hex * 2)[:40])  # a key the service never issued
     with pytest.raises(AuthenticationError):
         list(sync_daily(DAILY, request, api, _config(tmp_path / "w.duckdb"), LOG))
     assert not (tmp_path / "w.duckdb").exists() or _no_tables(tmp_path / "w.duckdb")
