@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import daemon as D  # the harness next to this file
-from bench_sync import TreeSampler, children_cpu, cli_env, write_section
+from bench_sync import cli_env
 
 ROOT = D.ROOT
 SECTION = "## Small syncs beside dlt"
@@ -65,8 +65,8 @@ def measure(sandbox: D.SandboxService, who: str, days: int, work: Path) -> Run:
         cmd += ["--db", str(db), "--days", str(days)]
         env = D.code_env(ROOT, DLT_TELEMETRY_DISABLED="1", RUNTIME__DLTHUB_TELEMETRY="false")
     sandbox.reset_stats()
-    before = children_cpu()
-    sampler = TreeSampler()
+    before = D.children_cpu()
+    sampler = D.TreeSampler()
     with sampler:
         started = time.monotonic()
         service = D.Service(who, cmd, env, ROOT, work / f"{who}-{days}.log")
@@ -77,7 +77,7 @@ def measure(sandbox: D.SandboxService, who: str, days: int, work: Path) -> Run:
             code = -1
         wall = time.monotonic() - started
         service.stop(grace=5)
-    cpu = children_cpu() - before
+    cpu = D.children_cpu() - before
     if code != 0:
         print(f"{who} {days} days failed ({code}):\n{service.tail()}", flush=True)
     return Run(
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(render(runs, days_list, args.pairs, args.rate))
     print(text)
     if not args.no_write:
-        write_section(text, SECTION)
+        D.write_section(SECTION, text)
     return 0
 
 

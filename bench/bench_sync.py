@@ -28,7 +28,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import resource
 import sys
 import threading
 import time
@@ -37,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -51,59 +49,6 @@ SECTION = "## Sync: whole process tree"
 RESUME_SECTION = "## Resume: killed at 90 %, then the same command"
 NEWEST = D.SANDBOX_TODAY - dt.timedelta(days=1)
 RSS_BOUND_MB = 400.0
-
-
-# ---------------------------------------------------------------------------------------------
-# the process tree
-
-
-class TreeSampler:
-    """Peak of the summed RSS of a process and all its descendants, sampled in a thread."""
-
-    def __init__(self, every: float = 0.05) -> None:
-        self.every = every
-        self.peak = 0
-        #: the peak RSS of one process of each role (the command, its landing worker)
-        self.peaks: dict[str, int] = {}
-        self._roots: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def watch(self, pid: int) -> None:
-        self._roots.append(pid)
-
-    def __enter__(self) -> TreeSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = 0
-            for pid in list(self._roots):
-                try:
-                    root = psutil.Process(pid)
-                    procs = [root, *root.children(recursive=True)]
-                except psutil.Error:
-                    continue
-                for proc in procs:
-                    try:
-                        rss = proc.memory_info().rss
-                        role = "lander" if "sync.landing_worker" in " ".join(proc.cmdline()) else "command"
-                    except psutil.Error:
-                        continue
-                    total += rss
-                    self.peaks[role] = max(self.peaks.get(role, 0), rss)
-            self.peak = max(self.peak, total)
-            self._stop.wait(self.every)
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 @dataclass
@@ -143,8 +88,8 @@ def run_tree(
 ) -> TreeRun:
     """One ``visibility-sync`` process: wall, tree CPU, tree peak RSS, requests, rows landed."""
     sandbox.reset_stats()
-    before = children_cpu()
-    sampler = TreeSampler()
+    before = D.children_cpu()
+    sampler = D.TreeSampler()
     outcome: dict[str, Any] = {}
 
     def start() -> None:
@@ -164,7 +109,7 @@ def run_tree(
         thread.start()
         _watch_new_services(sampler, 1)
         thread.join()
-    cpu = children_cpu() - before
+    cpu = D.children_cpu() - before
     stats = sandbox.stats()
     cli = outcome["cli"]
     return TreeRun(
@@ -181,7 +126,7 @@ def run_tree(
     )
 
 
-def _watch_new_services(sampler: TreeSampler, count: int, timeout: float = 60.0) -> list[int]:
+def _watch_new_services(sampler: D.TreeSampler, count: int, timeout: float = 60.0) -> list[int]:
     """Hand the sampler the pids of the next ``count`` services started (``D.Service.live``)."""
     seen: set[int] = set()
     deadline = time.monotonic() + timeout
@@ -316,7 +261,7 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
         timeout=30,
     ).raise_for_status()
     sandbox.reset_stats()
-    before = children_cpu()
+    before = D.children_cpu()
     results: dict[str, D.CliOutcome] = {}
 
     def one(brand: str) -> None:
@@ -330,7 +275,7 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
             code_root=CODE_ROOT,
         )
 
-    sampler = TreeSampler()
+    sampler = D.TreeSampler()
     started = time.monotonic()
     with sampler:
         threads = [threading.Thread(target=one, args=(b,)) for b in brands]
@@ -340,7 +285,7 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
         for t in threads:
             t.join()
     wall = time.monotonic() - started
-    cpu = children_cpu() - before
+    cpu = D.children_cpu() - before
     stats = sandbox.stats()
     total, refused = D.served(stats), D.throttled(stats)
     bound = (total - refused) / rate
@@ -371,40 +316,11 @@ def cli_env(sandbox: D.SandboxService, db: Path, code_root: Path = ROOT, **extra
     )
 
 
-#: Columns a run sets anew whatever it fetched: left out when two warehouses are compared.
-RUN_COLUMNS = ("_loaded_at", "_run_id", "first_seen_at", "last_seen_at")
-
-
 def same_rows(a: Path, b: Path) -> tuple[bool, str]:
-    """Whether two DuckDB files hold the same rows in every table (every column but ``RUN_COLUMNS``)."""
-    import duckdb
-
-    with duckdb.connect() as con:
-        con.execute(f"ATTACH '{a}' AS a (READ_ONLY)")
-        con.execute(f"ATTACH '{b}' AS b (READ_ONLY)")
-        tables = con.execute(
-            "SELECT DISTINCT schema_name, table_name FROM duckdb_tables() WHERE database_name IN ('a', 'b') "
-            "AND NOT starts_with(table_name, '_') ORDER BY ALL"
-        ).fetchall()
-        for schema, table in tables:
-            columns = [
-                r[0]
-                for r in con.execute(
-                    "SELECT column_name FROM duckdb_columns() WHERE database_name = 'a' AND schema_name = ? "
-                    "AND table_name = ? ORDER BY column_index",
-                    [schema, table],
-                ).fetchall()
-                if r[0] not in RUN_COLUMNS
-            ]
-            cols = ", ".join(f'"{c}"' for c in columns)
-            for x, y in (("a", "b"), ("b", "a")):
-                differ = con.execute(
-                    f'SELECT count(*) FROM (SELECT {cols} FROM {x}."{schema}"."{table}" EXCEPT ALL '
-                    f'SELECT {cols} FROM {y}."{schema}"."{table}")'
-                ).fetchone()[0]
-                if differ:
-                    return False, f"{schema}.{table}: {differ} rows of {x} not in {y}"
-    return True, f"{len(tables)} tables"
+    """Whether two DuckDB files hold the same rows in every table (every column but ``D.RUN_COLUMNS``)."""
+    comparison = D.compare_tables(a, b, drop=D.RUN_COLUMNS)
+    differ = [f"{t}: {c}" for t, c in comparison.items() if not D.same_rows({t: c})]
+    return not differ, "; ".join(differ) or f"{len(comparison)} tables"
 
 
 #: Listings every sync makes before it plans: a resumed run asks them again (not calls it can skip).
@@ -475,18 +391,6 @@ def scenario_resume(
     ]
 
 
-def write_section(text: str, section: str = SECTION) -> None:
-    """Replace ``section`` of bench/RESULTS.md (from its heading to the next ``## ``) with ``text``."""
-    current = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = current.find(section)
-    if start == -1:
-        current = current.rstrip() + "\n\n" + text
-    else:
-        end = current.find("\n## ", start + len(section))
-        current = current[:start] + text.rstrip() + "\n" + ("" if end == -1 else current[end:])
-    RESULTS.write_text(current.rstrip() + "\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -551,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(header + lines)
     print(text)
     if not args.no_write:
-        write_section(text, section)
+        D.write_section(section, text)
     return 0
 
 

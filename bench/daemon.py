@@ -51,7 +51,9 @@ from bench.processes import (  # noqa: E402  (also this module's names for its u
     CliOutcome,
     SandboxService,
     Service,
+    TreeSampler,
     by_endpoint,
+    children_cpu,
     cli_args,
     code_env,
     free_port,
@@ -61,6 +63,7 @@ from bench.processes import (  # noqa: E402  (also this module's names for its u
     served,
     throttled,
     wait_until,
+    write_section,
 )
 
 __all__ = [
@@ -69,13 +72,16 @@ __all__ = [
     "CliOutcome",
     "SandboxService",
     "Service",
+    "TreeSampler",
     "by_endpoint",
+    "children_cpu",
     "cli_args",
     "install_signal_handlers",
     "run_cli",
     "sandbox_service",
     "served",
     "throttled",
+    "write_section",
 ]
 FROM_UI_TAG = {"key": "dagster/from_ui", "value": "true"}  # tagsWithUIExecutionTags
 BACKFILL_TAG = "dagster/backfill"
@@ -1160,17 +1166,29 @@ def planner_minimum(
 
 
 WRITER_COLUMNS = ("_loaded_at", "_run_id")
+#: Columns a run sets anew whatever it fetched (a re-run's differ from a clean run's).
+RUN_COLUMNS = (*WRITER_COLUMNS, "first_seen_at", "last_seen_at")
 
 
-def compare_tables(a: Path, b: Path, tables: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """Per table: rows in ``a`` and ``b`` and rows of each missing from the other (as multisets,
-    every column but the writer's ``_loaded_at`` and ``_run_id``); ``columns`` when they differ."""
+def compare_tables(
+    a: Path, b: Path, tables: Iterable[str] | None = None, drop: Sequence[str] = WRITER_COLUMNS
+) -> dict[str, dict[str, Any]]:
+    """Per table (default: every table of either file): rows in ``a`` and ``b`` and rows of each missing
+    from the other (as multisets, every column but ``drop``); ``columns`` when they differ."""
     import duckdb
 
     out: dict[str, dict[str, Any]] = {}
     with duckdb.connect() as con:
         con.execute(f"ATTACH '{a}' AS a (READ_ONLY)")
         con.execute(f"ATTACH '{b}' AS b (READ_ONLY)")
+        if tables is None:
+            tables = [
+                t
+                for (t,) in con.execute(
+                    "SELECT DISTINCT table_name FROM duckdb_tables() WHERE database_name IN ('a', 'b') "
+                    "AND schema_name = 'visibility' AND NOT starts_with(table_name, '_') ORDER BY ALL"
+                ).fetchall()
+            ]
 
         def columns(db: str, table: str) -> list[str]:
             found = con.execute(
@@ -1178,7 +1196,7 @@ def compare_tables(a: Path, b: Path, tables: Iterable[str]) -> dict[str, dict[st
                 "'visibility' AND table_name = ?",
                 [db, table],
             ).fetchall()
-            return sorted(c for (c,) in found if c not in WRITER_COLUMNS)
+            return sorted(c for (c,) in found if c not in drop)
 
         for table in tables:
             ca, cb = columns("a", table), columns("b", table)

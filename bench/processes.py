@@ -20,6 +20,7 @@ import contextlib
 import datetime as dt
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "RESULTS.md"
@@ -137,6 +139,67 @@ class Service:
 
 
 atexit.register(Service.stop_all)
+
+
+class TreeSampler:
+    """Peak of the summed RSS of some processes and all their descendants, sampled in a thread; every
+    descendant seen is kept in ``seen`` (pid -> process, short name, description), its role's RSS peak
+    in ``peaks`` (``command``, ``lander``: the landing worker)."""
+
+    def __init__(self, every: float = 0.05) -> None:
+        self.every = every
+        self.peak = 0
+        self.peaks: dict[str, int] = {}
+        self.seen: dict[int, tuple[psutil.Process, str, str]] = {}
+        self.lock = threading.Lock()
+        self._roots: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def watch(self, pid: int) -> None:
+        self._roots.append(pid)
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def sample(self) -> None:
+        total = 0
+        for pid in list(self._roots):
+            try:
+                root = psutil.Process(pid)
+                children = root.children(recursive=True)
+            except psutil.Error:
+                continue
+            for proc in [root, *children]:
+                try:
+                    rss = proc.memory_info().rss
+                    cmd = proc.cmdline()
+                except psutil.Error:
+                    continue
+                lander = "sync.landing_worker" in " ".join(cmd)
+                role = "lander" if lander else "command"
+                total += rss
+                self.peaks[role] = max(self.peaks.get(role, 0), rss)
+                if proc is not root and proc.pid not in self.seen:
+                    name = "lander" if lander else Path(cmd[0]).name if cmd else "?"
+                    with self.lock:
+                        self.seen[proc.pid] = (proc, name, f"pid {proc.pid} ({' '.join(cmd)[:120]})")
+        self.peak = max(self.peak, total)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.every)
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def install_signal_handlers() -> None:
