@@ -96,8 +96,7 @@ def render(runs: list[Run], days_list: list[int], pairs: int, rate: float) -> li
         SECTION,
         "",
         f"`bench/bench_small.py --days {','.join(map(str, days_list))} --pairs {pairs}`, "
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores shared with other work "
-        f"(load average {os.getloadavg()[0]:.1f} at the end); sandbox `demo` workspace, rate limit "
+        f"{D.machine()}; sandbox `demo` workspace, rate limit "
         f"{rate:g} requests/s. Medians of {pairs} alternated pairs; ratio = ours / dlt's.",
         "",
         "| days | figure | ours | dlt `rest_api` | ours / dlt |",

@@ -415,18 +415,14 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = args.scenarios.split(",")
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-sync-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
-    commit = os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip()
-    dirty = os.popen(f"git -C {ROOT} status --porcelain").read().strip()
-    dirty = " with uncommitted changes" if dirty else ""
     section = RESUME_SECTION if scenarios == ["resume"] else SECTION
     header = [
         section,
         "",
         f"`bench/bench_sync.py --scenarios {args.scenarios} --days {args.days} "
         f"--resume-days {args.resume_days} --rate {args.rate:g}`, "
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, code `{commit}`{dirty}"
-        f"{'' if CODE_ROOT == ROOT else f' (command line from {CODE_ROOT})'}, {os.cpu_count()} cores "
-        f"shared with other work (load average {os.getloadavg()[0]:.1f} at the start). Sandbox `large` "
+        f"{D.machine('at the start')}, code {D.code_label()}"
+        f"{'' if CODE_ROOT == ROOT else f' (command line from {CODE_ROOT})'}. Sandbox `large` "
         "workspace in its own process; dates end on 2026-10-31.",
         "",
     ]

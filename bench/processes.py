@@ -54,6 +54,27 @@ def write_section(section: str, text: str, path: Path = RESULTS) -> None:
     path.write_text(updated.rstrip("\n") + "\n")
 
 
+def code_label(code_root: Path = ROOT) -> str:
+    """How RESULTS.md names the code under test: its commit, and whether the tree has changes."""
+    git = ["git", "-C", str(code_root)]
+    try:
+        head = subprocess.run(
+            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run([*git, "status", "--porcelain", "-uno"], capture_output=True, text=True)
+    except (subprocess.CalledProcessError, OSError):
+        return f"the tree at `{code_root}`"
+    return f"`{head.stdout.strip()}`" + (" with uncommitted changes" if dirty.stdout.strip() else "")
+
+
+def machine(when: str = "at the end") -> str:
+    """The time and the machine's load, as every section of RESULTS.md states them."""
+    return (
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores shared with other work "
+        f"(load average {os.getloadavg()[0]:.1f} {when})"
+    )
+
+
 #: Runs first in every child (instead of a ``preexec_fn``, unsafe in a threaded parent): on Linux it
 #: asks for SIGTERM when the thread that started it dies (``PR_SET_PDEATHSIG``: a killed benchmark
 #: or test), leaves if that already happened, then becomes the command (the setting survives exec).

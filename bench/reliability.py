@@ -86,7 +86,7 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
-from bench.processes import TreeSampler, free_port, install_signal_handlers, write_section  # noqa: E402
+from bench.processes import TreeSampler, free_port, install_signal_handlers, machine, write_section  # noqa: E402
 from bench.proxy import (  # noqa: E402
     ANSWERS,
     BIG_STRING_CHARS,
@@ -1556,16 +1556,13 @@ def run_suite(h: Harness, scenarios: Sequence[str], backends: Sequence[str]) -> 
 
 def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, command: str) -> str:
     """The ``## Reliability`` section of bench/RESULTS.md."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     passed = sum(r.passed is True for r in results)
     lines = [
         SECTION,
         "",
-        f"`bench/reliability.py` (`{command}`), {now}, {os.cpu_count()} cores shared with other work "
-        f"(load average {load:.1f} at the end); {config.size} sandbox, every engine; SIGKILL and overlap "
-        f"sync {config.long_days} days ending before the restated days (more than 7, so that the sync "
-        f"steps land from their worker process, in two chunks), the other scenarios the first "
+        f"`bench/reliability.py` (`{command}`), {machine()}; {config.size} sandbox, every engine; SIGKILL "
+        f"and overlap sync {config.long_days} days ending before the restated days (more than 7, so that "
+        f"the sync steps land from their worker process, in two chunks), the other scenarios the first "
         f"{config.days} of them; {passed} of {len(results)} scenarios pass, {wall:.0f} s in all. "
         "Tables compared by their rows over every column except `_loaded_at`, `_run_id`, `first_seen_at`, "
         "`last_seen_at`; the key is searched for in Dagster storage and compute logs, every table dumped "
