@@ -32,15 +32,12 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
@@ -48,7 +45,7 @@ import pyarrow.csv as pa_csv
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.processes import write_section  # noqa: E402
+from bench.processes import TreeSampler, write_section  # noqa: E402
 from resources.warehouse.contract import Column, PartitionScope, TableSpec  # noqa: E402
 
 ENGINES = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot")
@@ -108,39 +105,6 @@ def mention_rows(n: int, seed: int = 1) -> pa.Table:
 
 
 # --- measurement ----------------------------------------------------------------------------------
-
-
-class PeakRss:
-    """Samples this process's RSS in a thread; ``peak - base`` is the increase during the block."""
-
-    def __init__(self, interval: float = 0.005) -> None:
-        self.proc = psutil.Process()
-        self.interval = interval
-        self.base = 0
-        self.peak = 0
-        self._stop = threading.Event()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-            time.sleep(self.interval)
-
-    @contextmanager
-    def measure(self) -> Iterator[PeakRss]:
-        self.base = self.peak = self.proc.memory_info().rss
-        self._stop.clear()
-        t = threading.Thread(target=self._run, daemon=True)
-        t.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            t.join()
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-
-    @property
-    def delta(self) -> int:
-        return self.peak - self.base
 
 
 def best_of(repeat: int, setup: Callable[[], Any], run: Callable[[Any], None]) -> float:
@@ -221,8 +185,7 @@ def memory_duckdb(n: int, which: str, out: dict[str, Any]) -> None:
         if which == "rerun":  # the table already holds the same rows: measure the replace only
             DuckDBWarehouse(path, "visibility").replace_partitions(SPEC, rows, SCOPE, "bench-run-0")
             pa.default_memory_pool().release_unused()
-        rss = PeakRss()
-        with rss.measure():
+        with TreeSampler(os.getpid(), every=0.005) as rss:
             if which == "bare":
                 import duckdb
 
@@ -233,7 +196,7 @@ def memory_duckdb(n: int, which: str, out: dict[str, Any]) -> None:
                 con.close()
             else:
                 DuckDBWarehouse(path, "visibility").replace_partitions(SPEC, rows, SCOPE, "bench-run")
-        out[f"duckdb_{which}_rss_delta"] = rss.delta
+        out[f"duckdb_{which}_rss_delta"] = rss.peak - rss.base
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -302,10 +265,9 @@ def memory_postgres(n: int, url: str, out: dict[str, Any]) -> None:
 
     rows = mention_rows(n)
     schema = f"bench_mem_{os.getpid()}"
-    rss = PeakRss()
-    with rss.measure(), PostgresWarehouse(url, schema) as wh:
+    with TreeSampler(os.getpid(), every=0.005) as rss, PostgresWarehouse(url, schema) as wh:
         wh.replace_partitions(SPEC, rows, SCOPE, "bench-run")
-    out["postgres_rss_delta"] = rss.delta
+    out["postgres_rss_delta"] = rss.peak - rss.base
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')  # type: ignore[arg-type]
 

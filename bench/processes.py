@@ -165,15 +165,15 @@ atexit.register(Service.stop_all)
 class TreeSampler:
     """Peak of the summed RSS of some processes and all their descendants, sampled in a thread; every
     descendant seen is kept in ``seen`` (pid -> process, short name, description), its role's RSS peak
-    in ``peaks`` (``command``, ``lander``: the landing worker)."""
+    in ``peaks`` (``command``, ``lander``: the landing worker); ``base``: the RSS when it started."""
 
-    def __init__(self, every: float = 0.05) -> None:
+    def __init__(self, *roots: int, every: float = 0.05) -> None:
         self.every = every
-        self.peak = 0
+        self.peak = self.base = 0
         self.peaks: dict[str, int] = {}
         self.seen: dict[int, tuple[psutil.Process, str, str]] = {}
         self.lock = threading.Lock()
-        self._roots: list[int] = []
+        self._roots = list(roots)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -181,12 +181,15 @@ class TreeSampler:
         self._roots.append(pid)
 
     def __enter__(self) -> TreeSampler:
+        self.sample()
+        self.base = self.peak
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self.sample()
 
     def sample(self) -> None:
         total = 0

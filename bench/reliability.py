@@ -293,9 +293,7 @@ class CliProcess:
         self.out_path = out
         self.err_path = err
         self.started = time.monotonic()
-        self.tree = TreeSampler(every=0.1)
-        self.tree.watch(popen.pid)
-        self.tree.__enter__()
+        self.tree = TreeSampler(popen.pid, every=0.1).__enter__()
 
     @property
     def pid(self) -> int:
