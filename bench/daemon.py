@@ -325,15 +325,9 @@ mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
   launchPartitionBackfill(backfillParams: $backfillParams) {
     __typename
     ... on LaunchBackfillSuccess { backfillId }
-    ... on PartitionSetNotFoundError { message }
-    ... on PartitionKeysNotFoundError { message }
+    ... on Error { message }
     ... on InvalidStepError { invalidStepKey }
     ... on InvalidOutputError { stepKey invalidOutputName }
-    ... on UnauthorizedError { message }
-    ... on PipelineNotFoundError { message }
-    ... on RunConflict { message }
-    ... on ConflictingExecutionParamsError { message }
-    ... on PresetNotFoundError { message }
     ... on RunConfigValidationInvalid { pipelineName errors { message path reason } }
     ... on PythonError { message stack }
   }
@@ -919,16 +913,10 @@ mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
   launchPipelineExecution(executionParams: $executionParams) {
     __typename
     ... on LaunchRunSuccess { run { runId status } }
-    ... on InvalidSubsetError { message }
-    ... on PipelineNotFoundError { message }
+    ... on Error { message }
     ... on RunConfigValidationInvalid { errors { message } }
-    ... on RunConflict { message }
-    ... on UnauthorizedError { message }
-    ... on ConflictingExecutionParamsError { message }
-    ... on PresetNotFoundError { message }
     ... on InvalidStepError { invalidStepKey }
     ... on InvalidOutputError { stepKey invalidOutputName }
-    ... on NoModeProvidedError { message }
     ... on PythonError { message stack }
   }
 }
