@@ -213,15 +213,9 @@ class Result:
         return {True: "pass", False: "FAIL", None: "error"}[self.passed]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "scenario": self.scenario,
-            "backend": self.backend,
-            "result": self.verdict,
-            "runs": self.runs,
-            "seconds": round(self.seconds, 1),
-            "observed": self.observed,
-            "notes": self.notes,
-        }
+        fields = dataclasses.asdict(self)
+        del fields["passed"]
+        return {**fields, "result": self.verdict, "seconds": round(self.seconds, 1)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1598,16 +1592,7 @@ def results_from_json(path: Path) -> tuple[list[Result], dict[str, Any]]:
         meta, data = data.get("meta", {}), data["results"]
     verdicts = {"pass": True, "FAIL": False, "error": None}
     results = [
-        Result(
-            d["scenario"],
-            d["backend"],
-            verdicts[d["result"]],
-            d["runs"],
-            d["seconds"],
-            d["observed"],
-            d["notes"],
-        )
-        for d in data
+        Result(**{k: v for k, v in d.items() if k != "result"}, passed=verdicts[d["result"]]) for d in data
     ]
     return results, meta
 
@@ -1661,32 +1646,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     config = SuiteConfig.quick_config() if args.quick else SuiteConfig()
-    changes: dict[str, Any] = {}
-    if args.scenario:
-        changes["scenarios"] = tuple(dict.fromkeys(args.scenario))
-    if args.backend:
-        changes["backends"] = tuple(dict.fromkeys(args.backend))
-    if args.bad:
-        changes["bad_kinds"] = tuple(dict.fromkeys(args.bad))
-    if args.key_run:
-        changes["key_runs"] = tuple(dict.fromkeys(args.key_run))
-    names = (
-        "kills",
-        "overlap_rounds",
-        "soak_seeds",
-        "days",
-        "long_days",
-        "seed",
-        "size",
-        "run_timeout",
-        "retry_deadline",
-    )
-    for name in names:
-        value = getattr(args, name)
-        if value is not None:
-            changes[name] = value
-    for name, value in changes.items():
-        setattr(config, name, value)
+    repeated = {
+        "scenarios": args.scenario,
+        "backends": args.backend,
+        "bad_kinds": args.bad,
+        "key_runs": args.key_run,
+    }
+    for name, values in repeated.items():
+        if values:
+            setattr(config, name, tuple(dict.fromkeys(values)))
+    for name in ("kills", "overlap_rounds", "soak_seeds", "days", "long_days", "seed", "size", "run_timeout"):
+        if getattr(args, name) is not None:
+            setattr(config, name, getattr(args, name))
+    if args.retry_deadline is not None:
+        config.retry_deadline = args.retry_deadline
     for kind in config.bad_kinds:
         bad_response(kind)  # unknown kinds fail here, before anything starts
     return config
