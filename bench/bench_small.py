@@ -29,7 +29,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import daemon as D  # the harness next to this file
-from bench_sync import cli_env
 
 ROOT = D.ROOT
 SECTION = "## Small syncs beside dlt"
@@ -52,7 +51,7 @@ def measure(sandbox: D.SandboxService, who: str, days: int, work: Path) -> Run:
     if who == "ours":
         dates = [NEWEST - dt.timedelta(days=i) for i in range(days)]
         cmd = [sys.executable, "-m", "pipelines.cli", *D.cli_args(dates, None)]
-        env = cli_env(sandbox, db)
+        env = D.cli_env(sandbox.url, sandbox.key, db)
     else:
         cmd = [
             sys.executable,

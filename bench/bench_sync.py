@@ -89,11 +89,8 @@ def run_tree(
     """One ``visibility-sync`` process: wall, tree CPU, tree peak RSS, requests, rows landed."""
     sandbox.reset_stats()
     before = D.children_cpu()
-    sampler = D.TreeSampler()
-    outcome: dict[str, Any] = {}
-
-    def start() -> None:
-        outcome["cli"] = D.run_cli(
+    with D.TreeSampler() as sampler:
+        cli = D.run_cli(
             args,
             url=sandbox.url,
             key=sandbox.key,
@@ -102,16 +99,10 @@ def run_tree(
             code_root=CODE_ROOT,
             extra_env=EXTRA_ENV,
             fresh=fresh,
+            sampler=sampler,
         )
-
-    with sampler:
-        thread = threading.Thread(target=start)
-        thread.start()
-        _watch_new_services(sampler, 1)
-        thread.join()
     cpu = D.children_cpu() - before
     stats = sandbox.stats()
-    cli = outcome["cli"]
     return TreeRun(
         label,
         cli.exit_code,
@@ -124,19 +115,6 @@ def run_tree(
         cli.output[-1500:],
         {role: round(v / 2**20, 1) for role, v in sampler.peaks.items()},
     )
-
-
-def _watch_new_services(sampler: D.TreeSampler, count: int, timeout: float = 60.0) -> list[int]:
-    """Hand the sampler the pids of the next ``count`` services started (``D.Service.live``)."""
-    seen: set[int] = set()
-    deadline = time.monotonic() + timeout
-    while len(seen) < count and time.monotonic() < deadline:
-        for service in list(D.Service.live):
-            if service.name == "visibility-sync" and service.pid not in seen:
-                seen.add(service.pid)
-                sampler.watch(service.pid)
-        time.sleep(0.01)
-    return sorted(seen)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,15 +251,14 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
             db=work / f"shared-{brand}.duckdb",
             log_dir=work,
             code_root=CODE_ROOT,
+            sampler=sampler,
         )
 
-    sampler = D.TreeSampler()
     started = time.monotonic()
-    with sampler:
+    with D.TreeSampler() as sampler:
         threads = [threading.Thread(target=one, args=(b,)) for b in brands]
         for t in threads:
             t.start()
-        _watch_new_services(sampler, len(brands))
         for t in threads:
             t.join()
     wall = time.monotonic() - started
@@ -302,18 +279,6 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
         f"**{wall / bound:.2f}x** (target <= 1.15x); tree CPU {cpu:.1f} s; peak RSS of the four trees "
         f"{sampler.peak / 2**20:.0f} MB."
     ]
-
-
-def cli_env(sandbox: D.SandboxService, db: Path, code_root: Path = ROOT, **extra: str) -> dict[str, str]:
-    """The environment of a ``visibility-sync`` process against ``sandbox``, into the DuckDB file ``db``."""
-    return D.code_env(
-        code_root,
-        VISIBILITY_API_URL=sandbox.url,
-        VISIBILITY_API_KEY=sandbox.key,
-        VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
-        VISIBILITY_START_DATE=D.START_DATE.isoformat(),
-        **extra,
-    )
 
 
 def same_rows(a: Path, b: Path) -> tuple[bool, str]:
@@ -348,7 +313,7 @@ def scenario_resume(
     for path in (db, Path(f"{db}.wal")):
         path.unlink(missing_ok=True)
     sandbox.reset_stats()
-    env = cli_env(sandbox, db, CODE_ROOT, **EXTRA_ENV)
+    env = D.cli_env(sandbox.url, sandbox.key, db, CODE_ROOT, **EXTRA_ENV)
     started = time.monotonic()
     service = D.Service(
         "visibility-sync",

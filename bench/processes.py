@@ -379,6 +379,18 @@ def cli_args(dates: Sequence[dt.date], engines: Sequence[str] | None) -> list[st
     return [*args, "--quiet"]
 
 
+def cli_env(url: str, key: str, db: Path, code_root: Path = ROOT, **extra: str) -> dict[str, str]:
+    """The environment of a ``visibility-sync`` process against ``url``, into the DuckDB file ``db``."""
+    return code_env(
+        code_root,
+        VISIBILITY_API_URL=url,
+        VISIBILITY_API_KEY=key,
+        VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
+        VISIBILITY_START_DATE=START_DATE.isoformat(),
+        **extra,
+    )
+
+
 def run_cli(
     args: Sequence[str],
     *,
@@ -390,22 +402,19 @@ def run_cli(
     extra_env: Mapping[str, str] | None = None,
     timeout: float = 3600.0,
     fresh: bool = True,
+    sampler: TreeSampler | None = None,
 ) -> CliOutcome:
     """``visibility-sync <args>`` as a process (``python -m pipelines.cli``: the code tree's own
-    CLI), into ``db`` (a fresh DuckDB file unless not ``fresh``), with no ``DAGSTER_HOME``."""
+    CLI), into ``db`` (a fresh DuckDB file unless not ``fresh``), with no ``DAGSTER_HOME``; its tree
+    watched by ``sampler`` when given."""
     for path in (db, Path(f"{db}.wal")) if fresh else ():
         path.unlink(missing_ok=True)
-    env = code_env(
-        code_root,
-        VISIBILITY_API_URL=url,
-        VISIBILITY_API_KEY=key,
-        VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
-        VISIBILITY_START_DATE=START_DATE.isoformat(),
-        **dict(extra_env or {}),
-    )
+    env = cli_env(url, key, db, code_root, **dict(extra_env or {}))
     log = log_dir / f"cli-{db.stem}-{time.time_ns()}.log"
     started = time.monotonic()
     service = Service("visibility-sync", [sys.executable, "-m", "pipelines.cli", *args], env, code_root, log)
+    if sampler is not None:
+        sampler.watch(service.pid)
     try:
         code = service.proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
