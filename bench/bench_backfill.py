@@ -185,14 +185,8 @@ def measure_ui(
         path.unlink(missing_ok=True)
     D.wait_idle(stack)
     sb.reset_stats()
-    outcome = D.run_ui_backfill(
-        stack,
-        assets=selection.assets,
-        group=selection.group,
-        dates=dates,
-        engines=engines,
-        timeout=args.timeout,
-    )
+    picked = D.UiSelection(tuple(dates), selection.assets, selection.group, engines or None)
+    outcome = D.run_ui_backfills(stack, [picked], args.timeout)[0]
     D.wait_idle(stack)
     stats = sb.stats()
     requests = D.served(stats)

@@ -756,20 +756,6 @@ def run_ui_backfills(
     return outcomes
 
 
-def run_ui_backfill(
-    stack: DagsterStack,
-    *,
-    assets: Sequence[str] = (),
-    group: str | None = None,
-    dates: Sequence[dt.date],
-    engines: Sequence[str] | None = None,
-    timeout: float = 3600.0,
-) -> BackfillOutcome:
-    """One selection: its dialog(s) launched, then waited for."""
-    selection = UiSelection(tuple(dates), tuple(assets), group, tuple(engines) if engines else None)
-    return run_ui_backfills(stack, [selection], timeout)[0]
-
-
 def wait_idle(stack: DagsterStack, timeout: float = 120.0) -> None:
     """Until no run is queued or in progress (e.g. a crashed run's retry)."""
     query = """query Busy {
