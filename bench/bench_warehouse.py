@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import io
-import multiprocessing
 import os
 import shutil
 import signal
@@ -45,7 +44,7 @@ import pyarrow.csv as pa_csv
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.processes import TreeSampler, write_section  # noqa: E402
+from bench.processes import TreeSampler, in_child, write_section  # noqa: E402
 from resources.warehouse.contract import Column, PartitionScope, TableSpec  # noqa: E402
 
 ENGINES = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot")
@@ -272,18 +271,6 @@ def memory_postgres(n: int, url: str, out: dict[str, Any]) -> None:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')  # type: ignore[arg-type]
 
 
-def _child(target: Callable[..., None], *args: Any) -> dict[str, Any]:
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Manager() as manager:
-        out = manager.dict()
-        proc = ctx.Process(target=target, args=(*args, out))
-        proc.start()
-        proc.join()
-        if proc.exitcode != 0:
-            raise RuntimeError(f"{target.__name__} failed (exit {proc.exitcode})")
-        return dict(out)
-
-
 # --- report ---------------------------------------------------------------------------------------
 
 
@@ -350,10 +337,10 @@ def main() -> None:
 
     arrow_bytes = mention_rows(args.rows).nbytes
     print(f"{args.rows:,} rows, Arrow size {_mb(arrow_bytes)}")
-    results = _child(bench_duckdb, args.rows, args.repeat)
-    results.update(_child(memory_duckdb, args.rows, "land"))
-    results.update(_child(memory_duckdb, args.rows, "bare"))
-    results.update(_child(memory_duckdb, args.rows, "rerun"))
+    results = in_child(bench_duckdb, args.rows, args.repeat)
+    results.update(in_child(memory_duckdb, args.rows, "land"))
+    results.update(in_child(memory_duckdb, args.rows, "bare"))
+    results.update(in_child(memory_duckdb, args.rows, "rerun"))
     print("duckdb", results)
     server = None
     url = args.postgres_url
@@ -363,8 +350,8 @@ def main() -> None:
         server = start_embedded_postgres()
         url = server.url
     try:
-        pg = _child(bench_postgres, args.rows, args.repeat, url)
-        pg.update(_child(memory_postgres, args.rows, url))
+        pg = in_child(bench_postgres, args.rows, args.repeat, url)
+        pg.update(in_child(memory_postgres, args.rows, url))
         print("postgres", pg)
         results.update(pg)
     finally:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
+import multiprocessing
 import os
 import re
 import resource
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,19 @@ class TreeSampler:
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def in_child(target: Callable[..., None], *args: Any) -> dict[str, Any]:
+    """``target(*args, out)`` in a fresh spawned process: the dict ``out`` it filled."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager:
+        out = manager.dict()
+        proc = ctx.Process(target=target, args=(*args, out))
+        proc.start()
+        proc.join()
+        if proc.exitcode != 0:
+            raise RuntimeError(f"{target.__name__} failed (exit {proc.exitcode})")
+        return dict(out)
 
 
 def install_signal_handlers() -> None:
