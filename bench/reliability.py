@@ -94,6 +94,8 @@ from bench.proxy import (  # noqa: E402
     DEFAULT_BAD_KINDS,
     HUGE,
     MENTIONS,
+    PROMPTS,
+    ROW_REWRITES,
     EchoKey,
     Rewrite,
     bad_response,
@@ -139,14 +141,8 @@ KILLED_GRACE_SECONDS = 3.0
 EXITED_GRACE_SECONDS = 12.0
 #: The table each bad answer lands in, when it lands.
 BAD_KIND_TABLE = {
-    "non_utf8": "prompt_mentions",
-    "wrong_type_position": "prompt_mentions",
-    "wrong_type_mention_count": "answers",
-    "nul_text": "prompt_mentions",
-    "nul_text_snapshot": "prompts",
-    "big_string": "prompt_mentions",
-    "huge_number": "answers",
-    "huge_number_double": "prompt_mentions",
+    kind: {MENTIONS: "prompt_mentions", ANSWERS: "answers", PROMPTS: "prompts"}[pattern]
+    for kind, (pattern, *_) in ROW_REWRITES.items()
 }
 #: Longest line a clear error may print (a 2 MB string echoed into a message is not clear).
 MAX_LINE_CHARS = 2000
