@@ -819,19 +819,6 @@ class Harness:
 
     # -- CLI runs --------------------------------------------------------------------------------
 
-    def environ(self, tmp: Path, **values: str) -> dict[str, str]:
-        """This process's environment without its project settings, plus the key and ``values``."""
-        environ = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_"))}
-        # COLUMNS: one failure, one line (rich would wrap at 80 columns)
-        return {
-            **environ,
-            "VISIBILITY_API_KEY": self.key,
-            "TMPDIR": str(tmp),
-            "COLUMNS": "400",
-            "NO_COLOR": "1",
-            **values,
-        }
-
     def start_cli(
         self,
         target: Target,
@@ -849,11 +836,15 @@ class Harness:
         rundir.mkdir(parents=True)
         tmp = tmpdir or rundir / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
-        environ = self.environ(
-            tmp,
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_"))}
+        environ.update(
             VISIBILITY_API_URL=api_url or self.sandbox.url,
+            VISIBILITY_API_KEY=self.key,
             VISIBILITY_WAREHOUSE=target.url,
             VISIBILITY_START_DATE=self.first_date.isoformat(),
+            TMPDIR=str(tmp),
+            COLUMNS="400",  # one failure, one line: rich would wrap at 80 columns
+            NO_COLOR="1",
             PYTHONDONTWRITEBYTECODE="1",
         )
         if dagster_home:
@@ -1468,7 +1459,8 @@ def _command(h: Harness, args: Sequence[str], env: Mapping[str, str], label: str
     """Run ``visibility-sync ARGS`` with the suite's environment plus ``env``: (exit, output, seconds)."""
     rundir = h.workdir / "runs" / h._name(label)
     rundir.mkdir(parents=True)
-    environ = h.environ(rundir, **env)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_"))}
+    environ.update(VISIBILITY_API_KEY=h.key, TMPDIR=str(rundir), COLUMNS="400", NO_COLOR="1", **dict(env))
     began = time.monotonic()
     done = subprocess.run(
         [*_cli_command(), *args], env=environ, cwd=rundir, capture_output=True, text=True, timeout=900
