@@ -86,7 +86,7 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
-from bench.processes import TreeSampler, free_port, install_signal_handlers, machine, write_section  # noqa: E402
+from bench.processes import TreeSampler, free_port, install_signal_handlers, machine, served, write_section  # noqa: E402
 from bench.proxy import (  # noqa: E402
     ANSWERS,
     BIG_STRING_CHARS,
@@ -944,7 +944,7 @@ class Harness:
             target = self.new_warehouse(backend, f"reference_{backend}")
             self.sandbox.reset_stats()
             run = self.run_cli(target, start, end, label=f"reference {backend} {start}..{end}")
-            self.requests[cache] = sum(sum(s.values()) for s in self.sandbox.stats().values())
+            self.requests[cache] = served(self.sandbox.stats())
             if run.rc != 0:
                 raise RuntimeError(
                     f"the fault-free reference run on {backend} failed ({run.brief()}): "
@@ -1042,14 +1042,14 @@ def scenario_soak(h: Harness, backend: str) -> list[Result]:
         finally:
             h.sandbox.configure(faults={"profile": "none", "seed": 0, "overrides": {}})
         stats = h.sandbox.stats()
-        served = Counter[str]()
+        statuses = Counter[str]()
         for by_status in stats.values():
-            served.update(by_status)
-        faulted = sum(n for s, n in served.items() if s != "200")
+            statuses.update(by_status)
+        faulted = sum(n for s, n in statuses.items() if s != "200")
         result.runs, result.seconds = 1, time.monotonic() - began
         result.notes.append(
-            f"{sum(served.values())} requests, {faulted} answered with a fault "
-            f"({', '.join(f'{s}: {n}' for s, n in sorted(served.items()) if s != '200')})"
+            f"{served(stats)} requests, {faulted} answered with a fault "
+            f"({', '.join(f'{s}: {n}' for s, n in sorted(statuses.items()) if s != '200')})"
         )
         if run.rc != 0:
             result.fail(f"exit {run.rc}: {run.brief()}")
