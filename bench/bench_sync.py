@@ -233,11 +233,7 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
     headers = {"Authorization": f"Bearer {sandbox.key}"}
     brands = [b["id"] for b in httpx.get(f"{sandbox.url}/v1/brands", headers=headers).json()["data"]][:4]
     dates = [NEWEST - dt.timedelta(days=i) for i in range(days)]
-    httpx.post(
-        f"{sandbox.url}/_sandbox/config",
-        json={"limits": {"rate_per_second": rate, "burst": max(1, int(rate))}},
-        timeout=30,
-    ).raise_for_status()
+    sandbox.configure(limits={"rate_per_second": rate, "burst": max(1, int(rate))})
     sandbox.reset_stats()
     before = D.children_cpu()
     results: dict[str, D.CliOutcome] = {}
