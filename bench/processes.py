@@ -6,8 +6,9 @@ of RESULTS.md.
 :class:`Service`: a child in its own session, ended with its whole process group (code servers and
 run workers included) when its block exits, when the interpreter exits, and on SIGTERM/SIGHUP once
 :func:`install_signal_handlers` ran; as a last resort each group leader gets SIGTERM if the process
-that started it dies (``PR_SET_PDEATHSIG``). :func:`write_section` replaces one ``## `` section of
-``bench/RESULTS.md`` and leaves the others alone.
+that started it dies (``PR_SET_PDEATHSIG``). :class:`TreeSampler` follows a process tree (peak RSS,
+every descendant), :func:`in_child` measures in a fresh process. :func:`write_section` replaces one
+``## `` section of ``bench/RESULTS.md`` (its first line from :func:`machine` and :func:`code_label`).
 
 Nothing here imports Dagster or the project: the code under test may be another tree
 (``code_root``), e.g. an export of the last commit for a baseline.

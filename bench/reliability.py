@@ -43,7 +43,7 @@ process, a longer one from a worker process per sync step, which must die with i
 
 Tables are compared by the rows of every column except the writer's own (``_loaded_at``,
 ``_run_id``, ``first_seen_at``, ``last_seen_at``), values rendered as canonical JSON text, rows
-sorted and hashed; a difference is described by its rows and columns. The window ends before the
+compared as multisets; a difference is described by its rows and columns. The window ends before the
 sandbox's restated days, so a restatement never changes what a run lands.
 
 ``--quick`` (what ``tests/reliability`` runs): DuckDB only unless ``--backend`` says otherwise, two
