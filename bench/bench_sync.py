@@ -38,16 +38,17 @@ from typing import Any
 import httpx
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import daemon as D  # the harness next to this file
+from bench import daemon as D
+from bench import processes as P
 
-ROOT = D.ROOT
+ROOT = P.ROOT
 RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Sync: whole process tree"
 #: ``--scenarios resume`` alone reports here (the other sections stay as measured)
 RESUME_SECTION = "## Resume: killed at 90 %, then the same command"
-NEWEST = D.SANDBOX_TODAY - dt.timedelta(days=1)
+NEWEST = P.SANDBOX_TODAY - dt.timedelta(days=1)
 RSS_BOUND_MB = 400.0
 
 
@@ -84,13 +85,13 @@ EXTRA_ENV: dict[str, str] = {}  # --env NAME=VALUE: settings of the command line
 
 
 def run_tree(
-    sandbox: D.SandboxService, label: str, args: list[str], db: Path, log_dir: Path, fresh: bool = True
+    sandbox: P.SandboxService, label: str, args: list[str], db: Path, log_dir: Path, fresh: bool = True
 ) -> TreeRun:
     """One ``visibility-sync`` process: wall, tree CPU, tree peak RSS, requests, rows landed."""
     sandbox.reset_stats()
-    before = D.children_cpu()
-    with D.TreeSampler() as sampler:
-        cli = D.run_cli(
+    before = P.children_cpu()
+    with P.TreeSampler() as sampler:
+        cli = P.run_cli(
             args,
             url=sandbox.url,
             key=sandbox.key,
@@ -101,7 +102,7 @@ def run_tree(
             fresh=fresh,
             sampler=sampler,
         )
-    cpu = D.children_cpu() - before
+    cpu = P.children_cpu() - before
     stats = sandbox.stats()
     return TreeRun(
         label,
@@ -110,8 +111,8 @@ def run_tree(
         round(cpu, 2),
         round(sampler.peak / 2**20, 1),
         landed_rows(db) if cli.exit_code == 0 else 0,
-        D.served(stats),
-        D.throttled(stats),
+        P.served(stats),
+        P.throttled(stats),
         cli.output[-1500:],
         {role: round(v / 2**20, 1) for role, v in sampler.peaks.items()},
     )
@@ -121,11 +122,11 @@ def run_tree(
 # the bare decode
 
 
-def sample_pages(sandbox: D.SandboxService, days: int, pages: int) -> list[bytes]:
+def sample_pages(sandbox: P.SandboxService, days: int, pages: int) -> list[bytes]:
     """Raw bodies of the pages of the three tables that hold most of a sync's rows: prompt mentions
     (over ``days``), answers, and cited pages (one day, as the sync asks for them)."""
     start = NEWEST - dt.timedelta(days=days - 1)
-    end = D.SANDBOX_TODAY
+    end = P.SANDBOX_TODAY
     headers = {"Authorization": f"Bearer {sandbox.key}"}
     bodies: list[bytes] = []
     with httpx.Client(base_url=sandbox.url, headers=headers, timeout=60) as http:
@@ -173,7 +174,7 @@ def bare_decode_us_per_row(bodies: list[bytes], repeat: int = 3) -> tuple[float,
 # scenarios
 
 
-def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work: Path) -> list[str]:
+def scenario_rows(sandbox: P.SandboxService, days: list[int], rate: float, work: Path) -> list[str]:
     lines: list[str] = []
     bodies = sample_pages(sandbox, max(days), pages=80)
     runs: dict[int, TreeRun] = {}
@@ -182,7 +183,7 @@ def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work:
         bare, sample_rows = bare_decode_us_per_row(bodies)
         bare_figures.append(bare)
         dates = [NEWEST - dt.timedelta(days=i) for i in range(n)]
-        runs[n] = run_tree(sandbox, f"{n} days", D.cli_args(dates, None), work / f"rows-{n}.duckdb", work)
+        runs[n] = run_tree(sandbox, f"{n} days", P.cli_args(dates, None), work / f"rows-{n}.duckdb", work)
         r = runs[n]
         print(
             f"{n} days: exit {r.exit_code}, wall {r.wall} s, cpu {r.cpu} s, peak {r.peak_rss_mb} MB, "
@@ -228,19 +229,19 @@ def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work:
     return lines
 
 
-def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Path) -> list[str]:
+def scenario_shared(sandbox: P.SandboxService, rate: float, days: int, work: Path) -> list[str]:
     """Four runs, one brand each, one key: 429 share and wall against the rate bound."""
     headers = {"Authorization": f"Bearer {sandbox.key}"}
     brands = [b["id"] for b in httpx.get(f"{sandbox.url}/v1/brands", headers=headers).json()["data"]][:4]
     dates = [NEWEST - dt.timedelta(days=i) for i in range(days)]
     sandbox.configure(limits={"rate_per_second": rate, "burst": max(1, int(rate))})
     sandbox.reset_stats()
-    before = D.children_cpu()
-    results: dict[str, D.CliOutcome] = {}
+    before = P.children_cpu()
+    results: dict[str, P.CliOutcome] = {}
 
     def one(brand: str) -> None:
-        args = [*D.cli_args(dates, None)[:-1], "--brand", brand, "--quiet"]
-        results[brand] = D.run_cli(
+        args = [*P.cli_args(dates, None)[:-1], "--brand", brand, "--quiet"]
+        results[brand] = P.run_cli(
             args,
             url=sandbox.url,
             key=sandbox.key,
@@ -251,16 +252,16 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
         )
 
     started = time.monotonic()
-    with D.TreeSampler() as sampler:
+    with P.TreeSampler() as sampler:
         threads = [threading.Thread(target=one, args=(b,)) for b in brands]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     wall = time.monotonic() - started
-    cpu = D.children_cpu() - before
+    cpu = P.children_cpu() - before
     stats = sandbox.stats()
-    total, refused = D.served(stats), D.throttled(stats)
+    total, refused = P.served(stats), P.throttled(stats)
     bound = (total - refused) / rate
     codes = sorted({r.exit_code for r in results.values()})
     for brand, r in results.items():
@@ -293,7 +294,7 @@ def listing_requests(stats: dict[str, dict[str, int]]) -> int:
 
 
 def scenario_resume(
-    sandbox: D.SandboxService, days: int, rate: float, work: Path, kill_at: float = 0.9
+    sandbox: P.SandboxService, days: int, rate: float, work: Path, kill_at: float = 0.9
 ) -> list[str]:
     """A clean sync; the same sync killed (SIGKILL of its process group) once it made ``kill_at`` of
     the clean one's requests; the same command again (same TMPDIR, same DuckDB file)."""
@@ -302,16 +303,16 @@ def scenario_resume(
     tmp = work / "resume-tmp"
     tmp.mkdir(exist_ok=True)
     EXTRA_ENV["TMPDIR"] = str(tmp)
-    args = D.cli_args([NEWEST - dt.timedelta(days=i) for i in range(days)], None)
+    args = P.cli_args([NEWEST - dt.timedelta(days=i) for i in range(days)], None)
     clean = run_tree(sandbox, "clean", args, work / "resume-clean.duckdb", work)
     clean_listings = listing_requests(sandbox.stats())
     db = work / "resume-killed.duckdb"
     for path in (db, Path(f"{db}.wal")):
         path.unlink(missing_ok=True)
     sandbox.reset_stats()
-    env = D.cli_env(sandbox.url, sandbox.key, db, CODE_ROOT, **EXTRA_ENV)
+    env = P.cli_env(sandbox.url, sandbox.key, db, CODE_ROOT, **EXTRA_ENV)
     started = time.monotonic()
-    service = D.Service(
+    service = P.Service(
         "visibility-sync",
         [sys.executable, "-m", "pipelines.cli", *args],
         env,
@@ -319,14 +320,14 @@ def scenario_resume(
         work / f"cli-killed-{time.time_ns()}.log",
     )
     try:
-        while D.served(sandbox.stats()) < kill_at * clean.requests and service.alive():
+        while P.served(sandbox.stats()) < kill_at * clean.requests and service.alive():
             time.sleep(0.05)
         killed_after = time.monotonic() - started
         os.killpg(service.pid, signal.SIGKILL)
         service.proc.wait(timeout=60)
     finally:
         service.stop(grace=5)
-    killed_requests = D.served(sandbox.stats())
+    killed_requests = P.served(sandbox.stats())
     kept_mb = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 2**20
     rerun = run_tree(sandbox, "re-run", args, db, work, fresh=False)
     rerun_listings = listing_requests(sandbox.stats())
@@ -372,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     global CODE_ROOT
     CODE_ROOT = args.code_root.resolve()
     EXTRA_ENV.update(item.split("=", 1) for item in args.env)
-    D.install_signal_handlers()
+    P.install_signal_handlers()
     scenarios = args.scenarios.split(",")
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-sync-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
@@ -382,13 +383,13 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"`bench/bench_sync.py --scenarios {args.scenarios} --days {args.days} "
         f"--resume-days {args.resume_days} --rate {args.rate:g}`, "
-        f"{D.machine('at the start')}, code {D.code_label()}"
+        f"{P.machine('at the start')}, code {P.code_label()}"
         f"{'' if CODE_ROOT == ROOT else f' (command line from {CODE_ROOT})'}. Sandbox `large` "
         "workspace in its own process; dates end on 2026-10-31.",
         "",
     ]
     lines: list[str] = []
-    with D.sandbox_service(size="large", rate=args.rate, log_dir=work) as sandbox:
+    with P.sandbox_service(size="large", rate=args.rate, log_dir=work) as sandbox:
         if "rows" in scenarios:
             days = [int(d) for d in args.days.split(",")]
             lines += [f"### CPU per landed row, pace, memory (rate limit {args.rate:g} requests/s)", ""]
@@ -412,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(header + lines)
     print(text)
     if not args.no_write:
-        D.write_section(section, text)
+        P.write_section(section, text)
     return 0
 
 
