@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.processes import SANDBOX_TODAY, SandboxService, sandbox_service, write_section
+from bench.processes import SANDBOX_TODAY, SandboxService, sandbox_service, served, throttled, write_section
 from resources.api.client import VisibilityClient
 
 SECTION = "## API client"
@@ -68,10 +68,6 @@ class Outcome:
     def share_429_after_first_window(self) -> float:
         total = self.sandbox_requests_after_first_window
         return self.sandbox_429_after_first_window / total if total else 0.0
-
-
-def _count(stats: dict[str, dict[str, int]], status: str | None = None) -> int:
-    return sum(n for by_status in stats.values() for code, n in by_status.items() if status in (None, code))
 
 
 def run(handle: SandboxService, scenario: Scenario, prompt_ids: list[str]) -> Outcome:
@@ -129,7 +125,7 @@ def _measure(handle: SandboxService, scenario: Scenario, prompt_ids: list[str]) 
         snapper.join()
         client_stats = client.stats.to_metadata()
     stats = handle.stats()
-    total, total_429 = _count(stats), _count(stats, "429")
+    total, total_429 = served(stats), throttled(stats)
     bound = max(scenario.pages / scenario.rate, scenario.pages * scenario.latency_s / scenario.concurrency)
     return Outcome(
         scenario=scenario,
@@ -138,8 +134,8 @@ def _measure(handle: SandboxService, scenario: Scenario, prompt_ids: list[str]) 
         failed=len(failures),
         sandbox_requests=total,
         sandbox_429=total_429,
-        sandbox_429_after_first_window=total_429 - _count(first_window, "429"),
-        sandbox_requests_after_first_window=total - _count(first_window),
+        sandbox_429_after_first_window=total_429 - throttled(first_window),
+        sandbox_requests_after_first_window=total - served(first_window),
         client=client_stats,
     )
 

@@ -42,9 +42,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 import traceback
@@ -55,7 +53,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import daemon as D
-from bench.processes import RESULTS, ROOT, write_section
+from bench.processes import RESULTS, ROOT, code_label, machine, write_section
 
 SECTION = "## Backfill"
 NEWEST = D.SANDBOX_TODAY - dt.timedelta(days=1)
@@ -187,14 +185,8 @@ def measure_ui(
         path.unlink(missing_ok=True)
     D.wait_idle(stack)
     sb.reset_stats()
-    outcome = D.run_ui_backfill(
-        stack,
-        assets=selection.assets,
-        group=selection.group,
-        dates=dates,
-        engines=engines,
-        timeout=args.timeout,
-    )
+    picked = D.UiSelection(tuple(dates), selection.assets, selection.group, engines or None)
+    outcome = D.run_ui_backfills(stack, [picked], args.timeout)[0]
     D.wait_idle(stack)
     stats = sb.stats()
     requests = D.served(stats)
@@ -384,16 +376,12 @@ def _ui_row(r: dict[str, Any], cli: dict[str, Any] | None) -> str:
 
 
 def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: list[dict[str, Any]]) -> None:
-    now = dt.datetime.now(dt.UTC)
-    load = os.getloadavg()[0]
     lines = [
         SECTION,
         "",
         f"`bench/bench_backfill.py{' ' + ' '.join(_shown(args.argv)) if args.argv else ''}`, "
-        f"{now:%Y-%m-%d %H:%M} "
-        f"UTC, code: {args.code_label}. {os.cpu_count()} cores shared with other work (load average "
-        f"{load:.1f} at the end). Sandbox `{args.size}` workspace in its own process, rate limit "
-        f"{args.rate:g} requests/s, no faults; dates end on {NEWEST} (the sandbox's newest day).",
+        f"{machine()}, code: {args.code_label}. Sandbox `{args.size}` workspace in its own process, "
+        f"rate limit {args.rate:g} requests/s, no faults; dates end on {NEWEST} (the sandbox's newest day).",
         "",
         "Method. Each backfill goes through the real stack: `dagster-webserver` and `dagster-daemon run` "
         "started as `dagster dev` starts them, on a fresh `DAGSTER_HOME` holding the project's "
@@ -515,25 +503,6 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
-def _code_label(code_root: Path) -> str:
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(code_root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(code_root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        return f"`{head}`" + (" with uncommitted changes" if dirty else "")
-    except (subprocess.CalledProcessError, OSError):
-        return f"the tree at `{code_root}`"
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="demo size, 3 days, a few scenarios, no write")
@@ -573,7 +542,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"unknown scenario(s) {', '.join(unknown)}; choose among {', '.join(SCENARIO_NAMES)}")
     args.subset_engines = tuple(e.strip() for e in args.subset_engines.split(",") if e.strip())
     args.code_root = args.code_root.resolve()
-    args.code_label = args.code_label or _code_label(args.code_root)
+    args.code_label = args.code_label or code_label(args.code_root)
     args.write_results = not args.no_write and (args.write or not args.quick)
     args.logs = args.out / "logs"
     return args

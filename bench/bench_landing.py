@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import multiprocessing as mp
 import resource
 import shutil
 import sys
@@ -28,6 +27,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from bench.processes import in_child  # noqa: E402
 
 START = dt.date(2026, 6, 1)
 ENGINES = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot")
@@ -95,7 +96,7 @@ def _land(path: str, outcome: Any, budget: str | None, out: Any) -> None:
     started = time.monotonic()
     with DuckDBWarehouse(path, "visibility", memory_limit=budget) as warehouse:
         results = land(warehouse, PROMPT_MENTIONS, outcome, "bench-run")
-    out.send(
+    out.update(
         {
             "seconds": time.monotonic() - started,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -104,21 +105,6 @@ def _land(path: str, outcome: Any, budget: str | None, out: Any) -> None:
             "writes": len(results),
         }
     )
-
-
-def land_in_child(path: str, outcome: Any, budget: str | None) -> dict[str, Any]:
-    ctx = mp.get_context("spawn")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_land, args=(path, outcome, budget, send))
-    proc.start()
-    send.close()
-    try:
-        result: dict[str, Any] = recv.recv()
-    except EOFError:
-        proc.join()
-        raise RuntimeError(f"the landing process died (exit code {proc.exitcode})") from None
-    proc.join()
-    return result
 
 
 def main() -> None:
@@ -137,8 +123,8 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="bench-landing-"))
         try:
             path = str(work / "visibility.duckdb")
-            first = land_in_child(path, outcome, args.budget or None)
-            again = land_in_child(path, outcome, args.budget or None)
+            first = in_child(_land, path, outcome, args.budget or None)
+            again = in_child(_land, path, outcome, args.budget or None)
         finally:
             outcome.spool.remove()
             shutil.rmtree(work, ignore_errors=True)

@@ -19,13 +19,13 @@ import argparse
 import datetime as dt
 import itertools
 import json
-import resource
 import sys
 import time
 import uuid
 from pathlib import Path
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -75,11 +75,7 @@ class InventingTransport(httpx.HTTPTransport):
 
 
 def rss_mb() -> float:
-    """Current resident set size (Linux /proc), MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return psutil.Process().memory_info().rss / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,14 +26,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import daemon as D  # the harness next to this file
-from bench_sync import TreeSampler, children_cpu, cli_env, write_section
+from bench import processes as P
 
-ROOT = D.ROOT
+ROOT = P.ROOT
 SECTION = "## Small syncs beside dlt"
-NEWEST = D.SANDBOX_TODAY - dt.timedelta(days=1)
+NEWEST = P.SANDBOX_TODAY - dt.timedelta(days=1)
 
 
 @dataclass
@@ -47,12 +46,12 @@ class Run:
     requests: int
 
 
-def measure(sandbox: D.SandboxService, who: str, days: int, work: Path) -> Run:
+def measure(sandbox: P.SandboxService, who: str, days: int, work: Path) -> Run:
     db = work / f"{who}-{days}-{time.time_ns()}.duckdb"
     if who == "ours":
         dates = [NEWEST - dt.timedelta(days=i) for i in range(days)]
-        cmd = [sys.executable, "-m", "pipelines.cli", *D.cli_args(dates, None)]
-        env = cli_env(sandbox, db)
+        cmd = [sys.executable, "-m", "pipelines.cli", *P.cli_args(dates, None)]
+        env = P.cli_env(sandbox.url, sandbox.key, db)
     else:
         cmd = [
             sys.executable,
@@ -63,13 +62,13 @@ def measure(sandbox: D.SandboxService, who: str, days: int, work: Path) -> Run:
             sandbox.key,
         ]
         cmd += ["--db", str(db), "--days", str(days)]
-        env = D.code_env(ROOT, DLT_TELEMETRY_DISABLED="1", RUNTIME__DLTHUB_TELEMETRY="false")
+        env = P.code_env(ROOT, DLT_TELEMETRY_DISABLED="1", RUNTIME__DLTHUB_TELEMETRY="false")
     sandbox.reset_stats()
-    before = children_cpu()
-    sampler = TreeSampler()
+    before = P.children_cpu()
+    sampler = P.TreeSampler()
     with sampler:
         started = time.monotonic()
-        service = D.Service(who, cmd, env, ROOT, work / f"{who}-{days}.log")
+        service = P.Service(who, cmd, env, ROOT, work / f"{who}-{days}.log")
         sampler.watch(service.pid)
         try:
             code = service.proc.wait(timeout=600)
@@ -77,7 +76,7 @@ def measure(sandbox: D.SandboxService, who: str, days: int, work: Path) -> Run:
             code = -1
         wall = time.monotonic() - started
         service.stop(grace=5)
-    cpu = children_cpu() - before
+    cpu = P.children_cpu() - before
     if code != 0:
         print(f"{who} {days} days failed ({code}):\n{service.tail()}", flush=True)
     return Run(
@@ -87,7 +86,7 @@ def measure(sandbox: D.SandboxService, who: str, days: int, work: Path) -> Run:
         round(wall, 2),
         round(cpu, 2),
         round(sampler.peak / 2**20, 1),
-        D.served(sandbox.stats()),
+        P.served(sandbox.stats()),
     )
 
 
@@ -96,8 +95,7 @@ def render(runs: list[Run], days_list: list[int], pairs: int, rate: float) -> li
         SECTION,
         "",
         f"`bench/bench_small.py --days {','.join(map(str, days_list))} --pairs {pairs}`, "
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores shared with other work "
-        f"(load average {os.getloadavg()[0]:.1f} at the end); sandbox `demo` workspace, rate limit "
+        f"{P.machine()}; sandbox `demo` workspace, rate limit "
         f"{rate:g} requests/s. Medians of {pairs} alternated pairs; ratio = ours / dlt's.",
         "",
         "| days | figure | ours | dlt `rest_api` | ours / dlt |",
@@ -131,12 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
-    D.install_signal_handlers()
+    P.install_signal_handlers()
     days_list = [int(d) for d in args.days.split(",")]
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-small-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
     runs: list[Run] = []
-    with D.sandbox_service(size="demo", rate=args.rate, log_dir=work) as sandbox:
+    with P.sandbox_service(size="demo", rate=args.rate, log_dir=work) as sandbox:
         for days in days_list:
             for pair in range(args.pairs):
                 order = ("ours", "dlt") if pair % 2 == 0 else ("dlt", "ours")
@@ -147,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(render(runs, days_list, args.pairs, args.rate))
     print(text)
     if not args.no_write:
-        write_section(text, SECTION)
+        P.write_section(SECTION, text)
     return 0
 
 

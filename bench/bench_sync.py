@@ -28,7 +28,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import resource
 import sys
 import threading
 import time
@@ -37,73 +36,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import daemon as D  # the harness next to this file
+from bench import daemon as D
+from bench import processes as P
 
-ROOT = D.ROOT
+ROOT = P.ROOT
 RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Sync: whole process tree"
 #: ``--scenarios resume`` alone reports here (the other sections stay as measured)
 RESUME_SECTION = "## Resume: killed at 90 %, then the same command"
-NEWEST = D.SANDBOX_TODAY - dt.timedelta(days=1)
+NEWEST = P.SANDBOX_TODAY - dt.timedelta(days=1)
 RSS_BOUND_MB = 400.0
-
-
-# ---------------------------------------------------------------------------------------------
-# the process tree
-
-
-class TreeSampler:
-    """Peak of the summed RSS of a process and all its descendants, sampled in a thread."""
-
-    def __init__(self, every: float = 0.05) -> None:
-        self.every = every
-        self.peak = 0
-        #: the peak RSS of one process of each role (the command, its landing worker)
-        self.peaks: dict[str, int] = {}
-        self._roots: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def watch(self, pid: int) -> None:
-        self._roots.append(pid)
-
-    def __enter__(self) -> TreeSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = 0
-            for pid in list(self._roots):
-                try:
-                    root = psutil.Process(pid)
-                    procs = [root, *root.children(recursive=True)]
-                except psutil.Error:
-                    continue
-                for proc in procs:
-                    try:
-                        rss = proc.memory_info().rss
-                        role = "lander" if "sync.landing_worker" in " ".join(proc.cmdline()) else "command"
-                    except psutil.Error:
-                        continue
-                    total += rss
-                    self.peaks[role] = max(self.peaks.get(role, 0), rss)
-            self.peak = max(self.peak, total)
-            self._stop.wait(self.every)
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 @dataclass
@@ -139,16 +85,13 @@ EXTRA_ENV: dict[str, str] = {}  # --env NAME=VALUE: settings of the command line
 
 
 def run_tree(
-    sandbox: D.SandboxService, label: str, args: list[str], db: Path, log_dir: Path, fresh: bool = True
+    sandbox: P.SandboxService, label: str, args: list[str], db: Path, log_dir: Path, fresh: bool = True
 ) -> TreeRun:
     """One ``visibility-sync`` process: wall, tree CPU, tree peak RSS, requests, rows landed."""
     sandbox.reset_stats()
-    before = children_cpu()
-    sampler = TreeSampler()
-    outcome: dict[str, Any] = {}
-
-    def start() -> None:
-        outcome["cli"] = D.run_cli(
+    before = P.children_cpu()
+    with P.TreeSampler() as sampler:
+        cli = P.run_cli(
             args,
             url=sandbox.url,
             key=sandbox.key,
@@ -157,16 +100,10 @@ def run_tree(
             code_root=CODE_ROOT,
             extra_env=EXTRA_ENV,
             fresh=fresh,
+            sampler=sampler,
         )
-
-    with sampler:
-        thread = threading.Thread(target=start)
-        thread.start()
-        _watch_new_services(sampler, 1)
-        thread.join()
-    cpu = children_cpu() - before
+    cpu = P.children_cpu() - before
     stats = sandbox.stats()
-    cli = outcome["cli"]
     return TreeRun(
         label,
         cli.exit_code,
@@ -174,35 +111,22 @@ def run_tree(
         round(cpu, 2),
         round(sampler.peak / 2**20, 1),
         landed_rows(db) if cli.exit_code == 0 else 0,
-        D.served(stats),
-        D.throttled(stats),
+        P.served(stats),
+        P.throttled(stats),
         cli.output[-1500:],
         {role: round(v / 2**20, 1) for role, v in sampler.peaks.items()},
     )
-
-
-def _watch_new_services(sampler: TreeSampler, count: int, timeout: float = 60.0) -> list[int]:
-    """Hand the sampler the pids of the next ``count`` services started (``D.Service.live``)."""
-    seen: set[int] = set()
-    deadline = time.monotonic() + timeout
-    while len(seen) < count and time.monotonic() < deadline:
-        for service in list(D.Service.live):
-            if service.name == "visibility-sync" and service.pid not in seen:
-                seen.add(service.pid)
-                sampler.watch(service.pid)
-        time.sleep(0.01)
-    return sorted(seen)
 
 
 # ---------------------------------------------------------------------------------------------
 # the bare decode
 
 
-def sample_pages(sandbox: D.SandboxService, days: int, pages: int) -> list[bytes]:
+def sample_pages(sandbox: P.SandboxService, days: int, pages: int) -> list[bytes]:
     """Raw bodies of the pages of the three tables that hold most of a sync's rows: prompt mentions
     (over ``days``), answers, and cited pages (one day, as the sync asks for them)."""
     start = NEWEST - dt.timedelta(days=days - 1)
-    end = D.SANDBOX_TODAY
+    end = P.SANDBOX_TODAY
     headers = {"Authorization": f"Bearer {sandbox.key}"}
     bodies: list[bytes] = []
     with httpx.Client(base_url=sandbox.url, headers=headers, timeout=60) as http:
@@ -250,7 +174,7 @@ def bare_decode_us_per_row(bodies: list[bytes], repeat: int = 3) -> tuple[float,
 # scenarios
 
 
-def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work: Path) -> list[str]:
+def scenario_rows(sandbox: P.SandboxService, days: list[int], rate: float, work: Path) -> list[str]:
     lines: list[str] = []
     bodies = sample_pages(sandbox, max(days), pages=80)
     runs: dict[int, TreeRun] = {}
@@ -259,7 +183,7 @@ def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work:
         bare, sample_rows = bare_decode_us_per_row(bodies)
         bare_figures.append(bare)
         dates = [NEWEST - dt.timedelta(days=i) for i in range(n)]
-        runs[n] = run_tree(sandbox, f"{n} days", D.cli_args(dates, None), work / f"rows-{n}.duckdb", work)
+        runs[n] = run_tree(sandbox, f"{n} days", P.cli_args(dates, None), work / f"rows-{n}.duckdb", work)
         r = runs[n]
         print(
             f"{n} days: exit {r.exit_code}, wall {r.wall} s, cpu {r.cpu} s, peak {r.peak_rss_mb} MB, "
@@ -305,44 +229,39 @@ def scenario_rows(sandbox: D.SandboxService, days: list[int], rate: float, work:
     return lines
 
 
-def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Path) -> list[str]:
+def scenario_shared(sandbox: P.SandboxService, rate: float, days: int, work: Path) -> list[str]:
     """Four runs, one brand each, one key: 429 share and wall against the rate bound."""
     headers = {"Authorization": f"Bearer {sandbox.key}"}
     brands = [b["id"] for b in httpx.get(f"{sandbox.url}/v1/brands", headers=headers).json()["data"]][:4]
     dates = [NEWEST - dt.timedelta(days=i) for i in range(days)]
-    httpx.post(
-        f"{sandbox.url}/_sandbox/config",
-        json={"limits": {"rate_per_second": rate, "burst": max(1, int(rate))}},
-        timeout=30,
-    ).raise_for_status()
+    sandbox.configure(limits={"rate_per_second": rate, "burst": max(1, int(rate))})
     sandbox.reset_stats()
-    before = children_cpu()
-    results: dict[str, D.CliOutcome] = {}
+    before = P.children_cpu()
+    results: dict[str, P.CliOutcome] = {}
 
     def one(brand: str) -> None:
-        args = [*D.cli_args(dates, None)[:-1], "--brand", brand, "--quiet"]
-        results[brand] = D.run_cli(
+        args = [*P.cli_args(dates, None)[:-1], "--brand", brand, "--quiet"]
+        results[brand] = P.run_cli(
             args,
             url=sandbox.url,
             key=sandbox.key,
             db=work / f"shared-{brand}.duckdb",
             log_dir=work,
             code_root=CODE_ROOT,
+            sampler=sampler,
         )
 
-    sampler = TreeSampler()
     started = time.monotonic()
-    with sampler:
+    with P.TreeSampler() as sampler:
         threads = [threading.Thread(target=one, args=(b,)) for b in brands]
         for t in threads:
             t.start()
-        _watch_new_services(sampler, len(brands))
         for t in threads:
             t.join()
     wall = time.monotonic() - started
-    cpu = children_cpu() - before
+    cpu = P.children_cpu() - before
     stats = sandbox.stats()
-    total, refused = D.served(stats), D.throttled(stats)
+    total, refused = P.served(stats), P.throttled(stats)
     bound = (total - refused) / rate
     codes = sorted({r.exit_code for r in results.values()})
     for brand, r in results.items():
@@ -359,52 +278,11 @@ def scenario_shared(sandbox: D.SandboxService, rate: float, days: int, work: Pat
     ]
 
 
-def cli_env(sandbox: D.SandboxService, db: Path, code_root: Path = ROOT, **extra: str) -> dict[str, str]:
-    """The environment of a ``visibility-sync`` process against ``sandbox``, into the DuckDB file ``db``."""
-    return D.code_env(
-        code_root,
-        VISIBILITY_API_URL=sandbox.url,
-        VISIBILITY_API_KEY=sandbox.key,
-        VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
-        VISIBILITY_START_DATE=D.START_DATE.isoformat(),
-        **extra,
-    )
-
-
-#: Columns a run sets anew whatever it fetched: left out when two warehouses are compared.
-RUN_COLUMNS = ("_loaded_at", "_run_id", "first_seen_at", "last_seen_at")
-
-
 def same_rows(a: Path, b: Path) -> tuple[bool, str]:
-    """Whether two DuckDB files hold the same rows in every table (every column but ``RUN_COLUMNS``)."""
-    import duckdb
-
-    with duckdb.connect() as con:
-        con.execute(f"ATTACH '{a}' AS a (READ_ONLY)")
-        con.execute(f"ATTACH '{b}' AS b (READ_ONLY)")
-        tables = con.execute(
-            "SELECT DISTINCT schema_name, table_name FROM duckdb_tables() WHERE database_name IN ('a', 'b') "
-            "AND NOT starts_with(table_name, '_') ORDER BY ALL"
-        ).fetchall()
-        for schema, table in tables:
-            columns = [
-                r[0]
-                for r in con.execute(
-                    "SELECT column_name FROM duckdb_columns() WHERE database_name = 'a' AND schema_name = ? "
-                    "AND table_name = ? ORDER BY column_index",
-                    [schema, table],
-                ).fetchall()
-                if r[0] not in RUN_COLUMNS
-            ]
-            cols = ", ".join(f'"{c}"' for c in columns)
-            for x, y in (("a", "b"), ("b", "a")):
-                differ = con.execute(
-                    f'SELECT count(*) FROM (SELECT {cols} FROM {x}."{schema}"."{table}" EXCEPT ALL '
-                    f'SELECT {cols} FROM {y}."{schema}"."{table}")'
-                ).fetchone()[0]
-                if differ:
-                    return False, f"{schema}.{table}: {differ} rows of {x} not in {y}"
-    return True, f"{len(tables)} tables"
+    """Whether two DuckDB files hold the same rows in every table (every column but ``D.RUN_COLUMNS``)."""
+    comparison = D.compare_tables(a, b, drop=D.RUN_COLUMNS)
+    differ = [f"{t}: {c}" for t, c in comparison.items() if not D.same_rows({t: c})]
+    return not differ, "; ".join(differ) or f"{len(comparison)} tables"
 
 
 #: Listings every sync makes before it plans: a resumed run asks them again (not calls it can skip).
@@ -416,7 +294,7 @@ def listing_requests(stats: dict[str, dict[str, int]]) -> int:
 
 
 def scenario_resume(
-    sandbox: D.SandboxService, days: int, rate: float, work: Path, kill_at: float = 0.9
+    sandbox: P.SandboxService, days: int, rate: float, work: Path, kill_at: float = 0.9
 ) -> list[str]:
     """A clean sync; the same sync killed (SIGKILL of its process group) once it made ``kill_at`` of
     the clean one's requests; the same command again (same TMPDIR, same DuckDB file)."""
@@ -425,16 +303,16 @@ def scenario_resume(
     tmp = work / "resume-tmp"
     tmp.mkdir(exist_ok=True)
     EXTRA_ENV["TMPDIR"] = str(tmp)
-    args = D.cli_args([NEWEST - dt.timedelta(days=i) for i in range(days)], None)
+    args = P.cli_args([NEWEST - dt.timedelta(days=i) for i in range(days)], None)
     clean = run_tree(sandbox, "clean", args, work / "resume-clean.duckdb", work)
     clean_listings = listing_requests(sandbox.stats())
     db = work / "resume-killed.duckdb"
     for path in (db, Path(f"{db}.wal")):
         path.unlink(missing_ok=True)
     sandbox.reset_stats()
-    env = cli_env(sandbox, db, CODE_ROOT, **EXTRA_ENV)
+    env = P.cli_env(sandbox.url, sandbox.key, db, CODE_ROOT, **EXTRA_ENV)
     started = time.monotonic()
-    service = D.Service(
+    service = P.Service(
         "visibility-sync",
         [sys.executable, "-m", "pipelines.cli", *args],
         env,
@@ -442,14 +320,14 @@ def scenario_resume(
         work / f"cli-killed-{time.time_ns()}.log",
     )
     try:
-        while D.served(sandbox.stats()) < kill_at * clean.requests and service.alive():
+        while P.served(sandbox.stats()) < kill_at * clean.requests and service.alive():
             time.sleep(0.05)
         killed_after = time.monotonic() - started
         os.killpg(service.pid, signal.SIGKILL)
         service.proc.wait(timeout=60)
     finally:
         service.stop(grace=5)
-    killed_requests = D.served(sandbox.stats())
+    killed_requests = P.served(sandbox.stats())
     kept_mb = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 2**20
     rerun = run_tree(sandbox, "re-run", args, db, work, fresh=False)
     rerun_listings = listing_requests(sandbox.stats())
@@ -475,18 +353,6 @@ def scenario_resume(
     ]
 
 
-def write_section(text: str, section: str = SECTION) -> None:
-    """Replace ``section`` of bench/RESULTS.md (from its heading to the next ``## ``) with ``text``."""
-    current = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = current.find(section)
-    if start == -1:
-        current = current.rstrip() + "\n\n" + text
-    else:
-        end = current.find("\n## ", start + len(section))
-        current = current[:start] + text.rstrip() + "\n" + ("" if end == -1 else current[end:])
-    RESULTS.write_text(current.rstrip() + "\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -507,27 +373,23 @@ def main(argv: list[str] | None = None) -> int:
     global CODE_ROOT
     CODE_ROOT = args.code_root.resolve()
     EXTRA_ENV.update(item.split("=", 1) for item in args.env)
-    D.install_signal_handlers()
+    P.install_signal_handlers()
     scenarios = args.scenarios.split(",")
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-sync-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
-    commit = os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip()
-    dirty = os.popen(f"git -C {ROOT} status --porcelain").read().strip()
-    dirty = " with uncommitted changes" if dirty else ""
     section = RESUME_SECTION if scenarios == ["resume"] else SECTION
     header = [
         section,
         "",
         f"`bench/bench_sync.py --scenarios {args.scenarios} --days {args.days} "
         f"--resume-days {args.resume_days} --rate {args.rate:g}`, "
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, code `{commit}`{dirty}"
-        f"{'' if CODE_ROOT == ROOT else f' (command line from {CODE_ROOT})'}, {os.cpu_count()} cores "
-        f"shared with other work (load average {os.getloadavg()[0]:.1f} at the start). Sandbox `large` "
+        f"{P.machine('at the start')}, code {P.code_label()}"
+        f"{'' if CODE_ROOT == ROOT else f' (command line from {CODE_ROOT})'}. Sandbox `large` "
         "workspace in its own process; dates end on 2026-10-31.",
         "",
     ]
     lines: list[str] = []
-    with D.sandbox_service(size="large", rate=args.rate, log_dir=work) as sandbox:
+    with P.sandbox_service(size="large", rate=args.rate, log_dir=work) as sandbox:
         if "rows" in scenarios:
             days = [int(d) for d in args.days.split(",")]
             lines += [f"### CPU per landed row, pace, memory (rate limit {args.rate:g} requests/s)", ""]
@@ -551,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(header + lines)
     print(text)
     if not args.no_write:
-        write_section(text, section)
+        P.write_section(section, text)
     return 0
 
 

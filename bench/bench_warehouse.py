@@ -26,21 +26,17 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import io
-import multiprocessing
 import os
 import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
@@ -48,7 +44,7 @@ import pyarrow.csv as pa_csv
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.processes import write_section  # noqa: E402
+from bench.processes import TreeSampler, in_child, write_section  # noqa: E402
 from resources.warehouse.contract import Column, PartitionScope, TableSpec  # noqa: E402
 
 ENGINES = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot")
@@ -108,39 +104,6 @@ def mention_rows(n: int, seed: int = 1) -> pa.Table:
 
 
 # --- measurement ----------------------------------------------------------------------------------
-
-
-class PeakRss:
-    """Samples this process's RSS in a thread; ``peak - base`` is the increase during the block."""
-
-    def __init__(self, interval: float = 0.005) -> None:
-        self.proc = psutil.Process()
-        self.interval = interval
-        self.base = 0
-        self.peak = 0
-        self._stop = threading.Event()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-            time.sleep(self.interval)
-
-    @contextmanager
-    def measure(self) -> Iterator[PeakRss]:
-        self.base = self.peak = self.proc.memory_info().rss
-        self._stop.clear()
-        t = threading.Thread(target=self._run, daemon=True)
-        t.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            t.join()
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-
-    @property
-    def delta(self) -> int:
-        return self.peak - self.base
 
 
 def best_of(repeat: int, setup: Callable[[], Any], run: Callable[[Any], None]) -> float:
@@ -221,8 +184,7 @@ def memory_duckdb(n: int, which: str, out: dict[str, Any]) -> None:
         if which == "rerun":  # the table already holds the same rows: measure the replace only
             DuckDBWarehouse(path, "visibility").replace_partitions(SPEC, rows, SCOPE, "bench-run-0")
             pa.default_memory_pool().release_unused()
-        rss = PeakRss()
-        with rss.measure():
+        with TreeSampler(os.getpid(), every=0.005) as rss:
             if which == "bare":
                 import duckdb
 
@@ -233,7 +195,7 @@ def memory_duckdb(n: int, which: str, out: dict[str, Any]) -> None:
                 con.close()
             else:
                 DuckDBWarehouse(path, "visibility").replace_partitions(SPEC, rows, SCOPE, "bench-run")
-        out[f"duckdb_{which}_rss_delta"] = rss.delta
+        out[f"duckdb_{which}_rss_delta"] = rss.peak - rss.base
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -302,24 +264,11 @@ def memory_postgres(n: int, url: str, out: dict[str, Any]) -> None:
 
     rows = mention_rows(n)
     schema = f"bench_mem_{os.getpid()}"
-    rss = PeakRss()
-    with rss.measure(), PostgresWarehouse(url, schema) as wh:
+    with TreeSampler(os.getpid(), every=0.005) as rss, PostgresWarehouse(url, schema) as wh:
         wh.replace_partitions(SPEC, rows, SCOPE, "bench-run")
-    out["postgres_rss_delta"] = rss.delta
+    out["postgres_rss_delta"] = rss.peak - rss.base
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')  # type: ignore[arg-type]
-
-
-def _child(target: Callable[..., None], *args: Any) -> dict[str, Any]:
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Manager() as manager:
-        out = manager.dict()
-        proc = ctx.Process(target=target, args=(*args, out))
-        proc.start()
-        proc.join()
-        if proc.exitcode != 0:
-            raise RuntimeError(f"{target.__name__} failed (exit {proc.exitcode})")
-        return dict(out)
 
 
 # --- report ---------------------------------------------------------------------------------------
@@ -388,10 +337,10 @@ def main() -> None:
 
     arrow_bytes = mention_rows(args.rows).nbytes
     print(f"{args.rows:,} rows, Arrow size {_mb(arrow_bytes)}")
-    results = _child(bench_duckdb, args.rows, args.repeat)
-    results.update(_child(memory_duckdb, args.rows, "land"))
-    results.update(_child(memory_duckdb, args.rows, "bare"))
-    results.update(_child(memory_duckdb, args.rows, "rerun"))
+    results = in_child(bench_duckdb, args.rows, args.repeat)
+    results.update(in_child(memory_duckdb, args.rows, "land"))
+    results.update(in_child(memory_duckdb, args.rows, "bare"))
+    results.update(in_child(memory_duckdb, args.rows, "rerun"))
     print("duckdb", results)
     server = None
     url = args.postgres_url
@@ -401,8 +350,8 @@ def main() -> None:
         server = start_embedded_postgres()
         url = server.url
     try:
-        pg = _child(bench_postgres, args.rows, args.repeat, url)
-        pg.update(_child(memory_postgres, args.rows, url))
+        pg = in_child(bench_postgres, args.rows, args.repeat, url)
+        pg.update(in_child(memory_postgres, args.rows, url))
         print("postgres", pg)
         results.update(pg)
     finally:

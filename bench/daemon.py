@@ -48,7 +48,6 @@ if str(ROOT) not in sys.path:
 from bench.processes import (  # noqa: E402  (also this module's names for its users)
     SANDBOX_TODAY,
     START_DATE,
-    CliOutcome,
     SandboxService,
     Service,
     by_endpoint,
@@ -66,7 +65,6 @@ from bench.processes import (  # noqa: E402  (also this module's names for its u
 __all__ = [
     "SANDBOX_TODAY",
     "START_DATE",
-    "CliOutcome",
     "SandboxService",
     "Service",
     "by_endpoint",
@@ -315,15 +313,9 @@ mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
   launchPartitionBackfill(backfillParams: $backfillParams) {
     __typename
     ... on LaunchBackfillSuccess { backfillId }
-    ... on PartitionSetNotFoundError { message }
-    ... on PartitionKeysNotFoundError { message }
+    ... on Error { message }
     ... on InvalidStepError { invalidStepKey }
     ... on InvalidOutputError { stepKey invalidOutputName }
-    ... on UnauthorizedError { message }
-    ... on PipelineNotFoundError { message }
-    ... on RunConflict { message }
-    ... on ConflictingExecutionParamsError { message }
-    ... on PresetNotFoundError { message }
     ... on RunConfigValidationInvalid { pipelineName errors { message path reason } }
     ... on PythonError { message stack }
   }
@@ -750,20 +742,6 @@ def run_ui_backfills(
     return outcomes
 
 
-def run_ui_backfill(
-    stack: DagsterStack,
-    *,
-    assets: Sequence[str] = (),
-    group: str | None = None,
-    dates: Sequence[dt.date],
-    engines: Sequence[str] | None = None,
-    timeout: float = 3600.0,
-) -> BackfillOutcome:
-    """One selection: its dialog(s) launched, then waited for."""
-    selection = UiSelection(tuple(dates), tuple(assets), group, tuple(engines) if engines else None)
-    return run_ui_backfills(stack, [selection], timeout)[0]
-
-
 def wait_idle(stack: DagsterStack, timeout: float = 120.0) -> None:
     """Until no run is queued or in progress (e.g. a crashed run's retry)."""
     query = """query Busy {
@@ -909,16 +887,10 @@ mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
   launchPipelineExecution(executionParams: $executionParams) {
     __typename
     ... on LaunchRunSuccess { run { runId status } }
-    ... on InvalidSubsetError { message }
-    ... on PipelineNotFoundError { message }
+    ... on Error { message }
     ... on RunConfigValidationInvalid { errors { message } }
-    ... on RunConflict { message }
-    ... on UnauthorizedError { message }
-    ... on ConflictingExecutionParamsError { message }
-    ... on PresetNotFoundError { message }
     ... on InvalidStepError { invalidStepKey }
     ... on InvalidOutputError { stepKey invalidOutputName }
-    ... on NoModeProvidedError { message }
     ... on PythonError { message stack }
   }
 }
@@ -1160,17 +1132,29 @@ def planner_minimum(
 
 
 WRITER_COLUMNS = ("_loaded_at", "_run_id")
+#: Columns a run sets anew whatever it fetched (a re-run's differ from a clean run's).
+RUN_COLUMNS = (*WRITER_COLUMNS, "first_seen_at", "last_seen_at")
 
 
-def compare_tables(a: Path, b: Path, tables: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """Per table: rows in ``a`` and ``b`` and rows of each missing from the other (as multisets,
-    every column but the writer's ``_loaded_at`` and ``_run_id``); ``columns`` when they differ."""
+def compare_tables(
+    a: Path, b: Path, tables: Iterable[str] | None = None, drop: Sequence[str] = WRITER_COLUMNS
+) -> dict[str, dict[str, Any]]:
+    """Per table (default: every table of either file): rows in ``a`` and ``b`` and rows of each missing
+    from the other (as multisets, every column but ``drop``); ``columns`` when they differ."""
     import duckdb
 
     out: dict[str, dict[str, Any]] = {}
     with duckdb.connect() as con:
         con.execute(f"ATTACH '{a}' AS a (READ_ONLY)")
         con.execute(f"ATTACH '{b}' AS b (READ_ONLY)")
+        if tables is None:
+            tables = [
+                t
+                for (t,) in con.execute(
+                    "SELECT DISTINCT table_name FROM duckdb_tables() WHERE database_name IN ('a', 'b') "
+                    "AND schema_name = 'visibility' AND NOT starts_with(table_name, '_') ORDER BY ALL"
+                ).fetchall()
+            ]
 
         def columns(db: str, table: str) -> list[str]:
             found = con.execute(
@@ -1178,7 +1162,7 @@ def compare_tables(a: Path, b: Path, tables: Iterable[str]) -> dict[str, dict[st
                 "'visibility' AND table_name = ?",
                 [db, table],
             ).fetchall()
-            return sorted(c for (c,) in found if c not in WRITER_COLUMNS)
+            return sorted(c for (c,) in found if c not in drop)
 
         for table in tables:
             ca, cb = columns("a", table), columns("b", table)

@@ -6,8 +6,9 @@ of RESULTS.md.
 :class:`Service`: a child in its own session, ended with its whole process group (code servers and
 run workers included) when its block exits, when the interpreter exits, and on SIGTERM/SIGHUP once
 :func:`install_signal_handlers` ran; as a last resort each group leader gets SIGTERM if the process
-that started it dies (``PR_SET_PDEATHSIG``). :func:`write_section` replaces one ``## `` section of
-``bench/RESULTS.md`` and leaves the others alone.
+that started it dies (``PR_SET_PDEATHSIG``). :class:`TreeSampler` follows a process tree (peak RSS,
+every descendant), :func:`in_child` measures in a fresh process. :func:`write_section` replaces one
+``## `` section of ``bench/RESULTS.md`` (its first line from :func:`machine` and :func:`code_label`).
 
 Nothing here imports Dagster or the project: the code under test may be another tree
 (``code_root``), e.g. an export of the last commit for a baseline.
@@ -18,20 +19,23 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
+import multiprocessing
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "RESULTS.md"
@@ -50,6 +54,27 @@ def write_section(section: str, text: str, path: Path = RESULTS) -> None:
     else:
         updated = current.rstrip("\n") + "\n\n" + block
     path.write_text(updated.rstrip("\n") + "\n")
+
+
+def code_label(code_root: Path = ROOT) -> str:
+    """How RESULTS.md names the code under test: its commit, and whether the tree has changes."""
+    git = ["git", "-C", str(code_root)]
+    try:
+        head = subprocess.run(
+            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run([*git, "status", "--porcelain", "-uno"], capture_output=True, text=True)
+    except (subprocess.CalledProcessError, OSError):
+        return f"the tree at `{code_root}`"
+    return f"`{head.stdout.strip()}`" + (" with uncommitted changes" if dirty.stdout.strip() else "")
+
+
+def machine(when: str = "at the end") -> str:
+    """The time and the machine's load, as every section of RESULTS.md states them."""
+    return (
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores shared with other work "
+        f"(load average {os.getloadavg()[0]:.1f} {when})"
+    )
 
 
 #: Runs first in every child (instead of a ``preexec_fn``, unsafe in a threaded parent): on Linux it
@@ -137,6 +162,83 @@ class Service:
 
 
 atexit.register(Service.stop_all)
+
+
+class TreeSampler:
+    """Peak of the summed RSS of some processes and all their descendants, sampled in a thread; every
+    descendant seen is kept in ``seen`` (pid -> process, short name, description), its role's RSS peak
+    in ``peaks`` (``command``, ``lander``: the landing worker); ``base``: the RSS when it started."""
+
+    def __init__(self, *roots: int, every: float = 0.05) -> None:
+        self.every = every
+        self.peak = self.base = 0
+        self.peaks: dict[str, int] = {}
+        self.seen: dict[int, tuple[psutil.Process, str, str]] = {}
+        self.lock = threading.Lock()
+        self._roots = list(roots)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def watch(self, pid: int) -> None:
+        self._roots.append(pid)
+
+    def __enter__(self) -> TreeSampler:
+        self.sample()
+        self.base = self.peak
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def sample(self) -> None:
+        total = 0
+        for pid in list(self._roots):
+            try:
+                root = psutil.Process(pid)
+                children = root.children(recursive=True)
+            except psutil.Error:
+                continue
+            for proc in [root, *children]:
+                try:
+                    rss = proc.memory_info().rss
+                    cmd = proc.cmdline()
+                except psutil.Error:
+                    continue
+                lander = "sync.landing_worker" in " ".join(cmd)
+                role = "lander" if lander else "command"
+                total += rss
+                self.peaks[role] = max(self.peaks.get(role, 0), rss)
+                if proc is not root and proc.pid not in self.seen:
+                    name = "lander" if lander else Path(cmd[0]).name if cmd else "?"
+                    with self.lock:
+                        self.seen[proc.pid] = (proc, name, f"pid {proc.pid} ({' '.join(cmd)[:120]})")
+        self.peak = max(self.peak, total)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.every)
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def in_child(target: Callable[..., None], *args: Any) -> dict[str, Any]:
+    """``target(*args, out)`` in a fresh spawned process: the dict ``out`` it filled."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager:
+        out = manager.dict()
+        proc = ctx.Process(target=target, args=(*args, out))
+        proc.start()
+        proc.join()
+        if proc.exitcode != 0:
+            raise RuntimeError(f"{target.__name__} failed (exit {proc.exitcode})")
+        return dict(out)
 
 
 def install_signal_handlers() -> None:
@@ -292,6 +394,18 @@ def cli_args(dates: Sequence[dt.date], engines: Sequence[str] | None) -> list[st
     return [*args, "--quiet"]
 
 
+def cli_env(url: str, key: str, db: Path, code_root: Path = ROOT, **extra: str) -> dict[str, str]:
+    """The environment of a ``visibility-sync`` process against ``url``, into the DuckDB file ``db``."""
+    return code_env(
+        code_root,
+        VISIBILITY_API_URL=url,
+        VISIBILITY_API_KEY=key,
+        VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
+        VISIBILITY_START_DATE=START_DATE.isoformat(),
+        **extra,
+    )
+
+
 def run_cli(
     args: Sequence[str],
     *,
@@ -303,22 +417,19 @@ def run_cli(
     extra_env: Mapping[str, str] | None = None,
     timeout: float = 3600.0,
     fresh: bool = True,
+    sampler: TreeSampler | None = None,
 ) -> CliOutcome:
     """``visibility-sync <args>`` as a process (``python -m pipelines.cli``: the code tree's own
-    CLI), into ``db`` (a fresh DuckDB file unless not ``fresh``), with no ``DAGSTER_HOME``."""
+    CLI), into ``db`` (a fresh DuckDB file unless not ``fresh``), with no ``DAGSTER_HOME``; its tree
+    watched by ``sampler`` when given."""
     for path in (db, Path(f"{db}.wal")) if fresh else ():
         path.unlink(missing_ok=True)
-    env = code_env(
-        code_root,
-        VISIBILITY_API_URL=url,
-        VISIBILITY_API_KEY=key,
-        VISIBILITY_WAREHOUSE=f"duckdb:///{db}",
-        VISIBILITY_START_DATE=START_DATE.isoformat(),
-        **dict(extra_env or {}),
-    )
+    env = cli_env(url, key, db, code_root, **dict(extra_env or {}))
     log = log_dir / f"cli-{db.stem}-{time.time_ns()}.log"
     started = time.monotonic()
     service = Service("visibility-sync", [sys.executable, "-m", "pipelines.cli", *args], env, code_root, log)
+    if sampler is not None:
+        sampler.watch(service.pid)
     try:
         code = service.proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

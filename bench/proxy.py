@@ -25,7 +25,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -171,18 +171,16 @@ class RowRewrite(Rewrite):
         field_name: str,
         mutate: Callable[[Any], Any],
         *,
-        nth: int = 2,
-        endpoint_marker: str | None = None,
         check_field: bool = True,
         marker: str | None = None,
         marker_bytes: bytes | None = None,
     ) -> None:
         super().__init__()
         self.name = name
-        self.picker = TargetPicker(pattern, nth)
+        self.picker = TargetPicker(pattern)
         self.field = field_name
         self.mutate = mutate
-        self.endpoint_marker = endpoint_marker
+        self.endpoint_marker = _marker(pattern)
         self.field_marker = field_name if check_field else None
         self.marker = marker
         self.marker_bytes = marker_bytes
@@ -208,19 +206,13 @@ class BodyRewrite(Rewrite):
     """Replaces the whole body of the picked target's 200 answers (truncated JSON, HTML)."""
 
     def __init__(
-        self,
-        name: str,
-        pattern: str,
-        make: Callable[[ProxyRequest, bytes], tuple[bytes, str]],
-        *,
-        nth: int = 2,
-        endpoint_marker: str | None = None,
+        self, name: str, pattern: str, make: Callable[[ProxyRequest, bytes], tuple[bytes, str]]
     ) -> None:
         super().__init__()
         self.name = name
-        self.picker = TargetPicker(pattern, nth)
+        self.picker = TargetPicker(pattern)
         self.make = make
-        self.endpoint_marker = endpoint_marker
+        self.endpoint_marker = _marker(pattern)
 
     def respond(self, request: ProxyRequest, response: ProxyResponse) -> ProxyResponse:
         if not self.picker.picks(request) or response.status != 200:
@@ -253,14 +245,12 @@ class EndlessCursor(Rewrite):
     ``response_id`` and ``position``), so only the sync's request budget can stop the walk.
     """
 
-    def __init__(
-        self, pattern: str, *, nth: int = 2, fresh_rows: bool = False, invented: bool = False
-    ) -> None:
+    def __init__(self, pattern: str, *, fresh_rows: bool = False, invented: bool = False) -> None:
         super().__init__()
         fresh_rows = fresh_rows or invented
         kind = "invented" if invented else "fresh" if fresh_rows else ""
         self.name = f"endless_cursor_{kind}" if kind else "endless_cursor"
-        self.picker = TargetPicker(pattern, nth)
+        self.picker = TargetPicker(pattern)
         self.fresh_rows = fresh_rows
         self.invented = invented
         self.endpoint_marker = _marker(pattern)
@@ -432,7 +422,6 @@ class ProxyHandle:
 
     url: str
     rewrite: Rewrite
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -454,81 +443,38 @@ _BAD_UTF8_MARKER = "\ue000not-utf8\ue000"
 _BAD_UTF8_BYTES = b"Caf\xe9 \xff\xfe\xc3("
 
 
-def bad_response(kind: str, *, nth: int = 2) -> Rewrite:
+#: kind -> (endpoint, field, the served value from the row's, whether a clear error names the field)
+ROW_REWRITES: dict[str, tuple[str, str, Callable[[Any], Any], bool]] = {
+    "non_utf8": (MENTIONS, "brand_name", lambda value: _BAD_UTF8_MARKER, False),
+    "wrong_type_position": (MENTIONS, "position", lambda value: "first", True),
+    "wrong_type_mention_count": (ANSWERS, "mention_count", lambda value: "3", True),
+    "nul_text": (MENTIONS, "brand_name", lambda value: f"{value}\x00NUL", False),
+    "nul_text_snapshot": (PROMPTS, "text", lambda value: f"{value}\x00NUL", False),
+    "big_string": (MENTIONS, "brand_name", lambda value: "x" * BIG_STRING_CHARS, False),
+    "huge_number": (ANSWERS, "mention_count", lambda value: HUGE, True),
+    "huge_number_double": (MENTIONS, "position", lambda value: HUGE, True),
+}
+
+
+def bad_response(kind: str) -> Rewrite:
     """The rewrite of one bad-response scenario of the suite, by name (see :data:`BAD_KINDS`)."""
     if kind == "truncated_json":
-        return BodyRewrite(kind, MENTIONS, truncated_json, nth=nth, endpoint_marker="mentions")
+        return BodyRewrite(kind, MENTIONS, truncated_json)
     if kind == "html_200":
-        return BodyRewrite(kind, ANSWERS, html_page, nth=nth, endpoint_marker="answers")
+        return BodyRewrite(kind, ANSWERS, html_page)
+    if kind.startswith("endless_cursor") and kind in BAD_KINDS:
+        return EndlessCursor(MENTIONS, fresh_rows=kind.endswith("fresh"), invented=kind.endswith("invented"))
     if kind == "non_utf8":
         return RowRewrite(
             kind,
-            MENTIONS,
-            "brand_name",
-            lambda value: _BAD_UTF8_MARKER,
-            nth=nth,
-            endpoint_marker="mentions",
+            *ROW_REWRITES[kind][:3],
             check_field=False,
             marker=_BAD_UTF8_MARKER,
             marker_bytes=_BAD_UTF8_BYTES,
         )
-    if kind == "wrong_type_position":
-        return RowRewrite(
-            kind, MENTIONS, "position", lambda value: "first", nth=nth, endpoint_marker="mentions"
-        )
-    if kind == "wrong_type_mention_count":
-        return RowRewrite(
-            kind, ANSWERS, "mention_count", lambda value: "3", nth=nth, endpoint_marker="answers"
-        )
-    if kind == "nul_text":
-        return RowRewrite(
-            kind,
-            MENTIONS,
-            "brand_name",
-            lambda value: f"{value}\x00NUL",
-            nth=nth,
-            endpoint_marker="mentions",
-            check_field=False,
-        )
-    if kind == "nul_text_snapshot":
-        return RowRewrite(
-            kind,
-            PROMPTS,
-            "text",
-            lambda value: f"{value}\x00NUL",
-            nth=nth,
-            endpoint_marker="prompts",
-            check_field=False,
-        )
-    if kind == "big_string":
-        return RowRewrite(
-            kind,
-            MENTIONS,
-            "brand_name",
-            lambda value: "x" * BIG_STRING_CHARS,
-            nth=nth,
-            endpoint_marker="mentions",
-            check_field=False,
-        )
-    if kind == "endless_cursor":
-        return EndlessCursor(MENTIONS, nth=nth)
-    if kind == "endless_cursor_fresh":
-        return EndlessCursor(MENTIONS, nth=nth, fresh_rows=True)
-    if kind == "endless_cursor_invented":
-        return EndlessCursor(MENTIONS, nth=nth, invented=True)
-    if kind == "huge_number":
-        return RowRewrite(
-            kind, ANSWERS, "mention_count", lambda value: HUGE, nth=nth, endpoint_marker="answers"
-        )
-    if kind == "huge_number_double":
-        return RowRewrite(
-            kind,
-            MENTIONS,
-            "position",
-            lambda value: HUGE,
-            nth=nth,
-            endpoint_marker="mentions",
-        )
+    if kind in ROW_REWRITES:
+        pattern, field_name, mutate, check_field = ROW_REWRITES[kind]
+        return RowRewrite(kind, pattern, field_name, mutate, check_field=check_field)
     raise ValueError(f"unknown bad response {kind!r}; use one of {', '.join(BAD_KINDS)}")
 
 

@@ -43,7 +43,7 @@ process, a longer one from a worker process per sync step, which must die with i
 
 Tables are compared by the rows of every column except the writer's own (``_loaded_at``,
 ``_run_id``, ``first_seen_at``, ``last_seen_at``), values rendered as canonical JSON text, rows
-sorted and hashed; a difference is described by its rows and columns. The window ends before the
+compared as multisets; a difference is described by its rows and columns. The window ends before the
 sandbox's restated days, so a restatement never changes what a run lands.
 
 ``--quick`` (what ``tests/reliability`` runs): DuckDB only unless ``--backend`` says otherwise, two
@@ -62,7 +62,6 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
-import hashlib
 import json
 import math
 import os
@@ -73,14 +72,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +86,7 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
-from bench.processes import write_section  # noqa: E402
+from bench.processes import TreeSampler, free_port, install_signal_handlers, machine, served, write_section  # noqa: E402
 from bench.proxy import (  # noqa: E402
     ANSWERS,
     BIG_STRING_CHARS,
@@ -97,6 +94,8 @@ from bench.proxy import (  # noqa: E402
     DEFAULT_BAD_KINDS,
     HUGE,
     MENTIONS,
+    PROMPTS,
+    ROW_REWRITES,
     EchoKey,
     Rewrite,
     bad_response,
@@ -142,14 +141,8 @@ KILLED_GRACE_SECONDS = 3.0
 EXITED_GRACE_SECONDS = 12.0
 #: The table each bad answer lands in, when it lands.
 BAD_KIND_TABLE = {
-    "non_utf8": "prompt_mentions",
-    "wrong_type_position": "prompt_mentions",
-    "wrong_type_mention_count": "answers",
-    "nul_text": "prompt_mentions",
-    "nul_text_snapshot": "prompts",
-    "big_string": "prompt_mentions",
-    "huge_number": "answers",
-    "huge_number_double": "prompt_mentions",
+    kind: {MENTIONS: "prompt_mentions", ANSWERS: "answers", PROMPTS: "prompts"}[pattern]
+    for kind, (pattern, *_) in ROW_REWRITES.items()
 }
 #: Longest line a clear error may print (a 2 MB string echoed into a message is not clear).
 MAX_LINE_CHARS = 2000
@@ -216,15 +209,9 @@ class Result:
         return {True: "pass", False: "FAIL", None: "error"}[self.passed]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "scenario": self.scenario,
-            "backend": self.backend,
-            "result": self.verdict,
-            "runs": self.runs,
-            "seconds": round(self.seconds, 1),
-            "observed": self.observed,
-            "notes": self.notes,
-        }
+        fields = dataclasses.asdict(self)
+        del fields["passed"]
+        return {**fields, "result": self.verdict, "seconds": round(self.seconds, 1)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,7 +274,8 @@ def _cli_command() -> list[str]:
 
 
 class CliProcess:
-    """A started CLI run; a thread records its descendants while it runs (for the survivor check)."""
+    """A started CLI run; a :class:`TreeSampler` records its descendants while it runs (for the survivor
+    check)."""
 
     def __init__(self, popen: subprocess.Popen[bytes], label: str, out: Path, err: Path) -> None:
         self.popen = popen
@@ -295,37 +283,19 @@ class CliProcess:
         self.out_path = out
         self.err_path = err
         self.started = time.monotonic()
-        self.seen: dict[int, psutil.Process] = {}
-        self.labels: dict[int, tuple[str, str]] = {}  # pid -> (short name, description)
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._watch = threading.Thread(target=self._watch_tree, name=f"watch-{popen.pid}", daemon=True)
-        self._watch.start()
+        self.tree = TreeSampler(popen.pid, every=0.1).__enter__()
 
     @property
     def pid(self) -> int:
         return self.popen.pid
 
-    def _snapshot(self) -> None:
-        try:
-            children = psutil.Process(self.pid).children(recursive=True)
-        except psutil.Error:
-            return
-        fresh = [c for c in children if c.pid not in self.seen]
-        labels = {c.pid: (_short_name(c), _describe(c)) for c in fresh}  # while they still run
-        with self._lock:
-            for child in fresh:
-                self.seen.setdefault(child.pid, child)
-                self.labels.setdefault(child.pid, labels[child.pid])
-
-    def _watch_tree(self) -> None:
-        while not self._stop.is_set() and self.popen.poll() is None:
-            self._snapshot()
-            self._stop.wait(0.1)
+    def descendants(self) -> list[tuple[psutil.Process, str, str]]:
+        with self.tree.lock:
+            return list(self.tree.seen.values())
 
     def kill(self) -> None:
         """SIGKILL the CLI process only (its descendants recorded just before)."""
-        self._snapshot()
+        self.tree.sample()
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
 
@@ -338,25 +308,19 @@ class CliProcess:
 
     def survivors(self, grace: float) -> list[psutil.Process]:
         """Recorded descendants still running after ``grace`` seconds (zombies count as gone)."""
-        self._stop.set()
-        self._watch.join(timeout=5)
-        with self._lock:
-            procs = list(self.seen.values())
+        self.tree.__exit__()
         deadline = time.monotonic() + grace
         while True:
-            alive = [p for p in procs if _alive(p)]
+            alive = [p for p, _, _ in self.descendants() if _alive(p)]
             if not alive or time.monotonic() >= deadline:
                 return alive
             time.sleep(0.1)
 
     def kill_tree(self) -> None:
         """Leave nothing behind: the CLI and every descendant ever seen (cleanup, not a test step)."""
-        self._snapshot()
-        with self._lock:
-            procs = list(self.seen.values())
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        for proc in procs:
+        self.kill()
+        self.tree.__exit__()
+        for proc, _, _ in self.descendants():
             if _alive(proc):
                 with contextlib.suppress(psutil.Error):
                     proc.kill()
@@ -369,23 +333,6 @@ def _alive(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def _short_name(proc: psutil.Process) -> str:
-    """``lander`` for the landing worker, else the program's name (``tail``, ``python3``)."""
-    try:
-        cmd = " ".join(proc.cmdline())
-        return "lander" if "sync.landing_worker" in cmd else Path(proc.cmdline()[0]).name
-    except (psutil.Error, IndexError):
-        return "?"
-
-
-def _describe(proc: psutil.Process) -> str:
-    try:
-        cmd = " ".join(proc.cmdline())[:120]
-    except psutil.Error:
-        cmd = "?"
-    return f"pid {proc.pid} ({cmd})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -419,14 +366,6 @@ class TableState:
     def project(self, columns: Sequence[str]) -> list[tuple[str, ...]]:
         index = [self.columns.index(c) for c in columns]
         return [tuple(row[i] for i in index) for row in self.rows]
-
-    def digest(self, drop: frozenset[str] = WRITER_COLUMNS) -> str:
-        """SHA-256 of the sorted rows over every column but ``drop`` (the per-table checksum)."""
-        columns = sorted(c for c in self.columns if c not in drop)
-        lines = sorted("\x1f".join(row) for row in self.project(columns))
-        return hashlib.sha256(
-            "\x1e".join([",".join(columns), *lines]).encode("utf-8", "surrogatepass")
-        ).hexdigest()
 
     def value(self, key_column: str, key: str, column: str) -> Any:
         """The decoded value of ``column`` in the row whose ``key_column`` is ``key`` (KeyError: none)."""
@@ -831,11 +770,6 @@ class Harness:
         self._counter += 1
         return re.sub(r"[^a-z0-9_]", "_", f"w{self._counter:03d}_{label}".lower())[:60]
 
-    def use_postgres(self, url: str) -> None:
-        """Create the Postgres warehouses on this server (before the first one is created)."""
-        if self._pg_base is None:
-            self._given_pg = url
-
     def _postgres(self) -> str:
         """The server's URL (without database): the given one, else an embedded server started now."""
         if self._pg_base is None:
@@ -960,9 +894,7 @@ class Harness:
         seconds = time.monotonic() - proc.started
         grace = KILLED_GRACE_SECONDS if (killed_at is not None or timed_out) else EXITED_GRACE_SECONDS
         survivors = proc.survivors(grace)
-        with proc._lock:
-            descendants = [proc.labels[pid][1] for pid in proc.seen]
-            names = [proc.labels[pid][0] for pid in proc.seen]
+        seen = {p.pid: (name, text) for p, name, text in proc.descendants()}
         result = RunResult(
             label=proc.label,
             rc=rc,
@@ -972,9 +904,9 @@ class Harness:
             killed_at=killed_at,
             finished_before_kill=finished_before_kill,
             timed_out=timed_out,
-            descendants=descendants,
-            descendant_names=names,
-            survivors=[proc.labels.get(p.pid, ("", _describe(p)))[1] for p in survivors],
+            descendants=[text for _, text in seen.values()],
+            descendant_names=[name for name, _ in seen.values()],
+            survivors=[seen[p.pid][1] for p in survivors],
             tmpdir=proc.tmpdir,  # type: ignore[attr-defined]
             dagster_home=Path(proc.dagster_home) if proc.dagster_home else None,  # type: ignore[attr-defined]
             cwd=proc.rundir,  # type: ignore[attr-defined]
@@ -1012,7 +944,7 @@ class Harness:
             target = self.new_warehouse(backend, f"reference_{backend}")
             self.sandbox.reset_stats()
             run = self.run_cli(target, start, end, label=f"reference {backend} {start}..{end}")
-            self.requests[cache] = sum(sum(s.values()) for s in self.sandbox.stats().values())
+            self.requests[cache] = served(self.sandbox.stats())
             if run.rc != 0:
                 raise RuntimeError(
                     f"the fault-free reference run on {backend} failed ({run.brief()}): "
@@ -1110,14 +1042,14 @@ def scenario_soak(h: Harness, backend: str) -> list[Result]:
         finally:
             h.sandbox.configure(faults={"profile": "none", "seed": 0, "overrides": {}})
         stats = h.sandbox.stats()
-        served = Counter[str]()
+        statuses = Counter[str]()
         for by_status in stats.values():
-            served.update(by_status)
-        faulted = sum(n for s, n in served.items() if s != "200")
+            statuses.update(by_status)
+        faulted = sum(n for s, n in statuses.items() if s != "200")
         result.runs, result.seconds = 1, time.monotonic() - began
         result.notes.append(
-            f"{sum(served.values())} requests, {faulted} answered with a fault "
-            f"({', '.join(f'{s}: {n}' for s, n in sorted(served.items()) if s != '200')})"
+            f"{served(stats)} requests, {faulted} answered with a fault "
+            f"({', '.join(f'{s}: {n}' for s, n in sorted(statuses.items()) if s != '200')})"
         )
         if run.rc != 0:
             result.fail(f"exit {run.rc}: {run.brief()}")
@@ -1145,9 +1077,8 @@ def _after_lander(proc: CliProcess, delay: float) -> Callable[[], bool]:
 
     def due() -> bool:
         if not seen_at:
-            with proc._lock:
-                if not any(name == "lander" for name, _ in proc.labels.values()):
-                    return False
+            if not any(name == "lander" for _, name, _ in proc.descendants()):
+                return False
             seen_at.append(time.monotonic())
         return time.monotonic() - seen_at[0] >= delay
 
@@ -1541,25 +1472,25 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
     """``check`` honours the retry deadline; a start date before any engine's history is refused
     before the first request."""
     results = []
-    with socket_closed_port() as port:
-        for deadline in (5, 10):
-            result = Result(f"check, dead service, VISIBILITY_RETRY_DEADLINE_SECONDS={deadline}", backend)
-            env = {
-                "VISIBILITY_API_URL": f"http://127.0.0.1:{port}",
-                "VISIBILITY_RETRY_DEADLINE_SECONDS": str(deadline),
-                "VISIBILITY_WAREHOUSE": h.new_warehouse(backend, f"check_{deadline}_{backend}").url,
-            }
-            rc, output, seconds = _command(h, ["check"], env, f"check {deadline}")
-            result.runs, result.seconds = 1, seconds
-            line = next((ln for ln in output.splitlines() if "retry deadline" in ln), "")
-            result.notes.append(f"exit {rc} after {seconds:.1f} s (start-up included): {_clip(line, 200)}")
-            if rc != 4 or f"retry deadline {deadline}s" not in output:
-                result.fail(f"expected exit 4 naming the {deadline}s deadline: exit {rc}")
-            retried = re.search(r"failed every attempt for ([0-9.]+)s", output)
-            if retried is None or not deadline - 0.5 <= float(retried.group(1)) <= deadline + 3:
-                result.fail(f"retried {retried.group(1) if retried else '?'} s for a {deadline} s deadline")
-            result.passed = not result.observed
-            results.append(result)
+    port = free_port()  # bound, then closed: nothing listens, connections are refused
+    for deadline in (5, 10):
+        result = Result(f"check, dead service, VISIBILITY_RETRY_DEADLINE_SECONDS={deadline}", backend)
+        env = {
+            "VISIBILITY_API_URL": f"http://127.0.0.1:{port}",
+            "VISIBILITY_RETRY_DEADLINE_SECONDS": str(deadline),
+            "VISIBILITY_WAREHOUSE": h.new_warehouse(backend, f"check_{deadline}_{backend}").url,
+        }
+        rc, output, seconds = _command(h, ["check"], env, f"check {deadline}")
+        result.runs, result.seconds = 1, seconds
+        line = next((ln for ln in output.splitlines() if "retry deadline" in ln), "")
+        result.notes.append(f"exit {rc} after {seconds:.1f} s (start-up included): {_clip(line, 200)}")
+        if rc != 4 or f"retry deadline {deadline}s" not in output:
+            result.fail(f"expected exit 4 naming the {deadline}s deadline: exit {rc}")
+        retried = re.search(r"failed every attempt for ([0-9.]+)s", output)
+        if retried is None or not deadline - 0.5 <= float(retried.group(1)) <= deadline + 3:
+            result.fail(f"retried {retried.group(1) if retried else '?'} s for a {deadline} s deadline")
+        result.passed = not result.observed
+        results.append(result)
     result = Result("VISIBILITY_START_DATE=0001-01-01", backend)
     with run_proxy(h.sandbox.url) as proxy:
         start, end = h.window
@@ -1578,17 +1509,6 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
     result.passed = not result.observed
     results.append(result)
     return results
-
-
-@contextlib.contextmanager
-def socket_closed_port() -> Iterator[int]:
-    """A loopback port nothing listens on (bound, then closed: connections are refused)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    yield port
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1624,16 +1544,13 @@ def run_suite(h: Harness, scenarios: Sequence[str], backends: Sequence[str]) -> 
 
 def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, command: str) -> str:
     """The ``## Reliability`` section of bench/RESULTS.md."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     passed = sum(r.passed is True for r in results)
     lines = [
         SECTION,
         "",
-        f"`bench/reliability.py` (`{command}`), {now}, {os.cpu_count()} cores shared with other work "
-        f"(load average {load:.1f} at the end); {config.size} sandbox, every engine; SIGKILL and overlap "
-        f"sync {config.long_days} days ending before the restated days (more than 7, so that the sync "
-        f"steps land from their worker process, in two chunks), the other scenarios the first "
+        f"`bench/reliability.py` (`{command}`), {machine()}; {config.size} sandbox, every engine; SIGKILL "
+        f"and overlap sync {config.long_days} days ending before the restated days (more than 7, so that "
+        f"the sync steps land from their worker process, in two chunks), the other scenarios the first "
         f"{config.days} of them; {passed} of {len(results)} scenarios pass, {wall:.0f} s in all. "
         "Tables compared by their rows over every column except `_loaded_at`, `_run_id`, `first_seen_at`, "
         "`last_seen_at`; the key is searched for in Dagster storage and compute logs, every table dumped "
@@ -1671,16 +1588,7 @@ def results_from_json(path: Path) -> tuple[list[Result], dict[str, Any]]:
         meta, data = data.get("meta", {}), data["results"]
     verdicts = {"pass": True, "FAIL": False, "error": None}
     results = [
-        Result(
-            d["scenario"],
-            d["backend"],
-            verdicts[d["result"]],
-            d["runs"],
-            d["seconds"],
-            d["observed"],
-            d["notes"],
-        )
-        for d in data
+        Result(**{k: v for k, v in d.items() if k != "result"}, passed=verdicts[d["result"]]) for d in data
     ]
     return results, meta
 
@@ -1734,40 +1642,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     config = SuiteConfig.quick_config() if args.quick else SuiteConfig()
-    changes: dict[str, Any] = {}
-    if args.scenario:
-        changes["scenarios"] = tuple(dict.fromkeys(args.scenario))
-    if args.backend:
-        changes["backends"] = tuple(dict.fromkeys(args.backend))
-    if args.bad:
-        changes["bad_kinds"] = tuple(dict.fromkeys(args.bad))
-    if args.key_run:
-        changes["key_runs"] = tuple(dict.fromkeys(args.key_run))
-    names = (
-        "kills",
-        "overlap_rounds",
-        "soak_seeds",
-        "days",
-        "long_days",
-        "seed",
-        "size",
-        "run_timeout",
-        "retry_deadline",
-    )
-    for name in names:
-        value = getattr(args, name)
-        if value is not None:
-            changes[name] = value
-    for name, value in changes.items():
-        setattr(config, name, value)
+    repeated = {
+        "scenarios": args.scenario,
+        "backends": args.backend,
+        "bad_kinds": args.bad,
+        "key_runs": args.key_run,
+    }
+    for name, values in repeated.items():
+        if values:
+            setattr(config, name, tuple(dict.fromkeys(values)))
+    for name in ("kills", "overlap_rounds", "soak_seeds", "days", "long_days", "seed", "size", "run_timeout"):
+        if getattr(args, name) is not None:
+            setattr(config, name, getattr(args, name))
+    if args.retry_deadline is not None:
+        config.retry_deadline = args.retry_deadline
     for kind in config.bad_kinds:
         bad_response(kind)  # unknown kinds fail here, before anything starts
     return config
-
-
-def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM unwinds like Ctrl+C: the ``finally`` blocks stop every process the suite started."""
-    raise SystemExit(128 + signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1787,7 +1678,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_section(SECTION, markdown(results, config, wall, meta.get("command", "bench/reliability.py")))
         print(f"wrote the {SECTION!r} section of {RESULTS}")
         return 0
-    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    install_signal_handlers()
     command = "bench/reliability.py " + " ".join(argv if argv is not None else sys.argv[1:])
     began = time.monotonic()
     with Harness(
