@@ -17,11 +17,13 @@ Results go to ``bench/RESULTS.md`` under ``## Small syncs beside dlt`` (not with
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime as dt
-import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     P.install_signal_handlers()
     days_list = [int(d) for d in args.days.split(",")]
-    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-small-{os.getpid()}"
-    work.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="bench-small-"))
+    atexit.register(shutil.rmtree, work, True)  # its databases and logs go with the benchmark
     runs: list[Run] = []
     with P.sandbox_service(size="demo", rate=args.rate, log_dir=work) as sandbox:
         for days in days_list:

@@ -25,10 +25,13 @@ Results go to ``bench/RESULTS.md`` under ``## Sync: whole process tree`` (not wi
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime as dt
 import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -375,8 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     EXTRA_ENV.update(item.split("=", 1) for item in args.env)
     P.install_signal_handlers()
     scenarios = args.scenarios.split(",")
-    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-sync-{os.getpid()}"
-    work.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="bench-sync-"))
+    atexit.register(shutil.rmtree, work, True)  # its databases and logs go with the benchmark
     section = RESUME_SECTION if scenarios == ["resume"] else SECTION
     header = [
         section,

@@ -44,9 +44,28 @@ _PROCESS_LOCKS: dict[str, threading.RLock] = {}
 _PROCESS_LOCKS_GUARD = threading.Lock()
 
 
+#: DuckDB's file header: a file shorter than this that DuckDB calls invalid is still being created.
+HEADER_BYTES = 3 * 4096
+
+
 def is_lock_error(exc: Exception) -> bool:
     text = str(exc)
     return "Could not set lock" in text or "Conflicting lock" in text
+
+
+def is_being_created(exc: Exception, path: Path) -> bool:
+    """Another process is creating the file right now: it exists, without its header yet.
+
+    Two processes opening a new file at once race on its creation; the second reads a file that
+    DuckDB calls invalid until the first has written the header. A longer invalid file is a real
+    error and fails at once.
+    """
+    if "not a valid DuckDB database file" not in str(exc):
+        return False
+    try:
+        return path.stat().st_size < HEADER_BYTES
+    except OSError:
+        return True  # gone again: the next attempt creates it
 
 
 _HOLDER_RE = re.compile(
@@ -151,7 +170,11 @@ def connect_with_lock_wait(
         ) from exc
 
     retrying = Retrying(
-        retry=retry_if_exception(lambda exc: isinstance(exc, duckdb.IOException) and is_lock_error(exc)),
+        retry=retry_if_exception(
+            lambda exc: (
+                isinstance(exc, duckdb.IOException) and (is_lock_error(exc) or is_being_created(exc, path))
+            )
+        ),
         stop=stop_after_delay(timeout),
         wait=wait,
         before_sleep=say_who_holds_it,

@@ -20,7 +20,7 @@ import pytest
 from resources.warehouse import duckdb as duckdb_module
 from resources.warehouse.contract import LOGGER_NAME, SnapshotScope, WarehouseLockTimeout
 from resources.warehouse.duckdb import KEY_INDEX_MIGRATION_DOC, DuckDBWarehouse, KeyIndexedTableError
-from resources.warehouse.duckdb_lock import LockWait, lock_holder
+from resources.warehouse.duckdb_lock import LockWait, connect_with_lock_wait, lock_holder
 from tests.warehouse import _workers
 from tests.warehouse.helpers import COMPETITORS, D1, D2, MENTIONS, mention_rows, scope
 
@@ -312,3 +312,31 @@ def test_a_write_waiting_for_another_thread_of_this_process_says_so(tmp_path: Pa
 )
 def test_the_lock_holder_is_named_as_duckdb_names_it(message: str, holder: str) -> None:
     assert lock_holder(message) == holder
+
+
+def test_opening_a_file_another_process_is_still_creating_waits_for_its_header(tmp_path: Path) -> None:
+    """Two processes opening a new file race on its creation: the second waits, it does not fail."""
+    path = tmp_path / "new.duckdb"
+    path.write_bytes(b"\0" * 100)  # what the first process has written so far
+    made = tmp_path / "made.duckdb"
+    duckdb.connect(str(made)).close()
+
+    def finish_creating() -> None:
+        time.sleep(0.5)
+        os.replace(made, path)
+
+    creator = threading.Thread(target=finish_creating)
+    creator.start()
+    con = connect_with_lock_wait(path, read_only=False, timeout=60)
+    creator.join()
+    assert con.execute("SELECT 42").fetchone() == (42,)
+    con.close()
+
+
+def test_a_file_that_is_not_duckdb_fails_at_once_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "other.duckdb"
+    path.write_bytes(b"not a database " * 2_000)  # longer than a header: not being created
+    started = time.monotonic()
+    with pytest.raises(duckdb.IOException, match="not a valid DuckDB database file"):
+        connect_with_lock_wait(path, read_only=False, timeout=600)
+    assert time.monotonic() - started < 300  # far from the 600 s a lock wait would take
