@@ -170,9 +170,7 @@ def _checks_alone(context: AssetExecutionContext, tables: Sequence[str]) -> list
 
 
 def _translated(
-    context: AssetExecutionContext,
     events: Iterator[SyncEvent],
-    specs: Mapping[str, TableSpec],
     on_landed: Callable[[TableLanded], Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]],
 ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
     """The driver's events as Dagster's; fails the step at the end with the tables that failed."""
@@ -367,7 +365,7 @@ def build_partitioned_assets(
         events = sync_daily(
             selected, request, api, warehouse.settings(), context.log, _progress(context, progress)
         )
-        yield from _translated(context, _with_listed(context, events, request, warehouse), spec_of, on_landed)
+        yield from _translated(_with_listed(context, events, request, warehouse), on_landed)
 
     return sync
 
@@ -472,6 +470,6 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
             warehouse.get_warehouse,
             context.log,
         )
-        yield from _translated(context, events, spec_of, on_landed)
+        yield from _translated(events, on_landed)
 
     return sync

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -253,7 +254,9 @@ class _DailyFetch:
 
         return _Fetched(own, release)
 
-    def _fetch_own(self, table: PartitionedTable, stop: StopSignal, spool_parent: Any = None) -> FetchOutcome:
+    def _fetch_own(
+        self, table: PartitionedTable, stop: StopSignal, spool_parent: Path | None = None
+    ) -> FetchOutcome:
         name, request = table.spec.name, self.request
         on_progress = self.on_progress
         with self.api.get_client() as client:  # own counters; the rate budget is shared

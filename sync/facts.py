@@ -47,7 +47,7 @@ class pages_of:  # used like a function: ``pages_of(endpoint)``
     ) -> Iterable[Row]:
         params = {"engine": engine, "limit": self.limit, "from": start.isoformat(), "to": end.isoformat()}
         query = {k: v for k, v in params.items() if v is not None}
-        return client._pages(self.endpoint, self.endpoint.path(id=owner_id), query)
+        return client.pages(self.endpoint, self.endpoint.path(id=owner_id), query)
 
 
 def paged_rows(read: ReadRows, transform: Transform, *, per_prompt: bool = False) -> FetchOne:

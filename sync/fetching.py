@@ -22,12 +22,10 @@ from resources.api.endpoints import ENGINES_WITH_ALL, Endpoint
 from resources.warehouse.contract import TableSpec
 from sync.discovery import BrandScope, CitationTargets, Discovery, brand_inputs
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOne, FetchOutcome, brand_engines, fetch_to_spool
-from sync.planning import BrandInput, Cell, Plan
+from sync.planning import Cell, Planner
 from sync.prefetch import StopSignal
 from sync.resume import ResumePoint, ResumeStore, call_key, remaining_calls, selection_id
 from sync.spool import DateSpool, use_returning_allocator
-
-Planner = Callable[[set[Cell], list[BrandInput], Sequence[str]], Plan]
 
 
 @dataclass(frozen=True)

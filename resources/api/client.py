@@ -772,7 +772,9 @@ class VisibilityClient:
         payload, request_id = self._request(endpoint, path, params=params, body=body)
         return endpoint.validate(payload["data"], request_id=request_id)
 
-    def _pages(self, endpoint: ep.Endpoint, path: str, params: Mapping[str, Any]) -> Iterator[Row]:
+    def pages(self, endpoint: ep.Endpoint, path: str, params: Mapping[str, Any]) -> Iterator[Row]:
+        """Every row of a paged endpoint, validated page by page: what a typed method of a paged
+        endpoint returns, for an endpoint that has none (a new table reads it here)."""
         def fetch(cursor: str | None) -> tuple[dict[str, Any], str | None]:
             query = dict(params)
             if cursor is not None:
@@ -813,14 +815,14 @@ class VisibilityClient:
 
     # brands
     def list_brands(self, *, limit: int = ep.MAX_LIMIT_PAGING) -> Iterator[Row]:
-        return self._pages(ep.LIST_BRANDS, ep.LIST_BRANDS.path(), {"limit": limit})
+        return self.pages(ep.LIST_BRANDS, ep.LIST_BRANDS.path(), {"limit": limit})
 
     def get_brand(self, brand_id: str) -> Row:
         return self._object(ep.GET_BRAND, ep.GET_BRAND.path(id=brand_id))
 
     # topics
     def list_topics(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> Iterator[Row]:
-        return self._pages(ep.LIST_TOPICS, ep.LIST_TOPICS.path(id=brand_id), {"limit": limit})
+        return self.pages(ep.LIST_TOPICS, ep.LIST_TOPICS.path(id=brand_id), {"limit": limit})
 
     def create_topic(self, brand_id: str, name: str) -> Row:
         return self._object(ep.CREATE_TOPIC, ep.CREATE_TOPIC.path(id=brand_id), body={"name": name})
@@ -831,7 +833,7 @@ class VisibilityClient:
 
     # prompts, answers, mentions
     def list_prompts(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> Iterator[Row]:
-        return self._pages(ep.LIST_PROMPTS, ep.LIST_PROMPTS.path(id=brand_id), {"limit": limit})
+        return self.pages(ep.LIST_PROMPTS, ep.LIST_PROMPTS.path(id=brand_id), {"limit": limit})
 
     def list_answers(
         self,
@@ -843,7 +845,7 @@ class VisibilityClient:
         limit: int = ep.MAX_LIMIT_ANSWERS,
     ) -> Iterator[Row]:
         params = _params(engine=engine, limit=limit, **{"from": _iso(start), "to": _iso(end)})
-        return self._pages(ep.LIST_ANSWERS, ep.LIST_ANSWERS.path(id=brand_id), params)
+        return self.pages(ep.LIST_ANSWERS, ep.LIST_ANSWERS.path(id=brand_id), params)
 
     def list_prompt_mentions(
         self,
@@ -855,7 +857,7 @@ class VisibilityClient:
         limit: int = ep.MAX_LIMIT_PAGING,
     ) -> Iterator[Row]:
         params = _params(engine=engine, limit=limit, **{"from": _iso(start), "to": _iso(end)})
-        return self._pages(ep.LIST_PROMPT_MENTIONS, ep.LIST_PROMPT_MENTIONS.path(id=prompt_id), params)
+        return self.pages(ep.LIST_PROMPT_MENTIONS, ep.LIST_PROMPT_MENTIONS.path(id=prompt_id), params)
 
     # generations
     def list_generations(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> CompleteSet:
@@ -903,7 +905,7 @@ class VisibilityClient:
     # competitors
     def list_tracked_competitors(self, brand_id: str) -> Iterator[Row]:
         path = ep.LIST_TRACKED_COMPETITORS.path(id=brand_id)
-        return self._pages(ep.LIST_TRACKED_COMPETITORS, path, {})
+        return self.pages(ep.LIST_TRACKED_COMPETITORS, path, {})
 
     def untrack_competitor(self, brand_id: str, competitor_id: str) -> Row:
         path = ep.UNTRACK_COMPETITOR.path(id=brand_id, competitorId=competitor_id)
