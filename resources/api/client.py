@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -27,6 +26,7 @@ from typing import Any, TypeVar
 import httpx
 
 from resources.api import endpoints as ep
+from resources.api import json_body
 from resources.api.budget import BudgetExhausted, Permit, RequestBudget, WaitCallback
 from resources.api.config import origin, validate_api_key, validate_base_url
 from resources.api.errors import (
@@ -392,7 +392,7 @@ class VisibilityClient:
         decoded: Any = None
         if response.content:
             try:
-                decoded = json.loads(response.content)
+                decoded = json_body.loads(response.content)
             except (ValueError, UnicodeDecodeError, RecursionError):
                 decoded = None
         logger.debug(
@@ -775,6 +775,7 @@ class VisibilityClient:
     def pages(self, endpoint: ep.Endpoint, path: str, params: Mapping[str, Any]) -> Iterator[Row]:
         """Every row of a paged endpoint, validated page by page: what a typed method of a paged
         endpoint returns, for an endpoint that has none (a new table reads it here)."""
+
         def fetch(cursor: str | None) -> tuple[dict[str, Any], str | None]:
             query = dict(params)
             if cursor is not None:

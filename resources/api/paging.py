@@ -22,13 +22,13 @@ Memory stays flat: cursors and pages are remembered as 16-byte digests, never as
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from resources.api import json_body
 from resources.api.endpoints import INT64_MAX, INT64_MIN
 from resources.api.errors import PagingError, RequestBudgetExceeded, ResponseShapeError
 
@@ -42,8 +42,12 @@ DEFAULT_MAX_PAGES = 100_000
 TOTAL_COUNT_SLACK_PAGES = 2
 
 
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _text(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _page_digest(rows: list[Any]) -> bytes:
@@ -51,8 +55,8 @@ def _page_digest(rows: list[Any]) -> bytes:
     parts = []
     for row in rows:
         key = row.get("id") if isinstance(row, dict) else None
-        parts.append(key if isinstance(key, str) else json.dumps(row, sort_keys=True, default=str))
-    return _digest("\x1f".join(parts))
+        parts.append(_text(key) if isinstance(key, str) else json_body.canonical(row))
+    return _digest(b"\x1f".join(parts))
 
 
 def _content_digest(rows: list[Any]) -> bytes | None:
@@ -60,15 +64,10 @@ def _content_digest(rows: list[Any]) -> bytes | None:
     (None when no row has an id and other fields: ``_page_digest`` already covers the rows)."""
     if not any(isinstance(row, dict) and "id" in row and len(row) > 1 for row in rows):
         return None
-    parts = [
-        json.dumps(
-            {k: v for k, v in row.items() if k != "id"} if isinstance(row, dict) else row,
-            sort_keys=True,
-            default=str,
-        )
-        for row in rows
+    without_ids = [
+        {k: v for k, v in row.items() if k != "id"} if isinstance(row, dict) else row for row in rows
     ]
-    return _digest("\x1e".join(parts))
+    return _digest(json_body.canonical(without_ids))
 
 
 class CursorPaginator:
@@ -157,7 +156,7 @@ class CursorPaginator:
             raise self._stop(f"page {self.pages} has has_more=true but no usable next_cursor", request_id)
         if not rows:
             raise self._stop(f"page {self.pages} is empty but has has_more=true", request_id)
-        cursor_key = _digest(next_cursor)
+        cursor_key = _digest(_text(next_cursor))
         if cursor_key in self._seen_cursors or next_cursor == self._next:
             raise self._stop(f"page {self.pages} returned a cursor already used in this walk", request_id)
         page_key = _page_digest(rows)
@@ -186,7 +185,7 @@ class CursorPaginator:
         if self.pages >= self.max_pages:
             raise self._stop(f"page {self.pages} still has has_more=true, the cap of a walk", request_id)
         if self._next is not None:
-            self._seen_cursors.add(_digest(self._next))
+            self._seen_cursors.add(_digest(_text(self._next)))
         self._next = next_cursor
         return rows
 
