@@ -224,7 +224,8 @@ def _unseen_in_ledger(state: LedgerState, seq: int, sent_at: float) -> int:
     """Requests of every process the answer to ledger request ``seq`` may not have counted."""
     since = sent_at - REORDER_SECONDS
     return sum(
-        1 for other, (_, other_sent_at) in state.in_flight.items()
+        1
+        for other, (_, other_sent_at) in state.in_flight.items()
         if other != seq and (other > seq or other_sent_at >= since)
     )
 

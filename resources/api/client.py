@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
@@ -53,6 +53,7 @@ from resources.api.redaction import (
 )
 from resources.api.redaction import install as install_log_guard
 from resources.api.retry import Action, classify, full_jitter, may_retry_after_ambiguous_failure
+from resources.api.stats import RequestStats
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -66,8 +67,6 @@ _AMBIGUOUS_CAUSES = frozenset({"timeout", "connection_dropped", "invalid_body", 
 
 #: Longest service-provided error message quoted in an exception (kept for imports).
 _MAX_MESSAGE_CHARS = MAX_TEXT_CHARS
-#: Longest service-provided error code kept (codes are also metadata keys).
-_MAX_CODE_CHARS = 64
 #: A backoff that would pass the deadline is cut to end at it (one last try) if this much time is left.
 _LAST_TRY_MIN_SECONDS = 0.05
 #: At most one warning about rows with an unknown engine per endpoint this often (per client).
@@ -82,50 +81,6 @@ class CompleteSet:
     total_count: int
     capped: bool
     total_citations: int | None = None  # citation URLs only
-
-
-@dataclass
-class RequestStats:
-    """Counters of one client instance; assets put them in their materialization metadata."""
-
-    requests_by_endpoint: dict[str, int] = field(default_factory=dict)  # endpoint template -> count
-    responses_by_status: dict[int, int] = field(default_factory=dict)
-    retries_by_cause: dict[str, int] = field(default_factory=dict)  # e.g. rate_limited, 5xx, timeout
-    wait_seconds: float = 0.0
-    #: ``wait_seconds`` split by why: ``pacing`` (a spent window), ``concurrency`` (no free slot),
-    #: ``backoff`` (sleeping before a retry).
-    wait_seconds_by_cause: dict[str, float] = field(default_factory=dict)
-    #: Error answers by the service's ``code`` (``rate_limited``, ``internal_error``...), sanitized.
-    errors_by_code: dict[str, int] = field(default_factory=dict)
-    #: Rows dropped because their ``engine`` is outside the spec's seven, by endpoint template.
-    unknown_engine_rows: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def total_requests(self) -> int:
-        return sum(self.requests_by_endpoint.values())
-
-    @property
-    def total_retries(self) -> int:
-        return sum(self.retries_by_cause.values())
-
-    @property
-    def total_unknown_engine_rows(self) -> int:
-        return sum(self.unknown_engine_rows.values())
-
-    def to_metadata(self) -> dict[str, Any]:
-        """A JSON-ready view with string keys, for Dagster metadata (server texts sanitized)."""
-        return {
-            "total_requests": self.total_requests,
-            "requests_by_endpoint": dict(sorted(self.requests_by_endpoint.items())),
-            "responses_by_status": {str(k): v for k, v in sorted(self.responses_by_status.items())},
-            "retries_by_cause": dict(sorted(self.retries_by_cause.items())),
-            "wait_seconds": round(self.wait_seconds, 3),
-            "wait_seconds_by_cause": {k: round(v, 3) for k, v in sorted(self.wait_seconds_by_cause.items())},
-            "errors_by_code": {
-                sanitize(k, _MAX_CODE_CHARS): v for k, v in sorted(self.errors_by_code.items())
-            },
-            "unknown_engine_rows": dict(sorted(self.unknown_engine_rows.items())),
-        }
 
 
 class _Counters:
