@@ -32,7 +32,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from resources.api.client import RequestStats, VisibilityClient
+from resources.api.client import VisibilityClient
+from resources.api.stats import RequestStats
 from resources.failures import failure_kind
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import SnapshotScope
@@ -194,7 +195,7 @@ def _land_daily(
         return TableFailed(name, item.error)
     started = time.monotonic()
     try:
-        results = lander.land(name, item.outcome, request.run_id)
+        results = lander.land(table.spec, item.outcome, request.run_id)
     except Exception as exc:  # the other tables still land; the sync fails at the end
         log.error(f"{name}: landing failed ({exc}); the table keeps its previous rows")
         item.release(False)

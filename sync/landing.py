@@ -14,14 +14,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from resources.api.client import RequestStats, VisibilityClient
 from resources.api.errors import NotFoundError
 from resources.api.paging import WALK, WalkPosition
+from resources.api.stats import RequestStats
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import PartitionScope, PartitionWrite, TableSpec, WriteResult
 from sync.planning import ALL, Box, Call, Cell, Plan, Window, expected_requests
@@ -29,6 +29,9 @@ from sync.prefetch import StopSignal
 from sync.resume import CallJournal, ResumePoint, call_key
 from sync.spool import DateSpool, bucket_windows
 from sync.transforms import concat, filter_cells, keep_rows, select_box
+
+if TYPE_CHECKING:  # the landing worker imports this module, and needs no HTTP client
+    from resources.api.client import VisibilityClient
 
 #: Rows of a paged call transformed at a time: about one page. Each of the fetch's threads holds
 #: its slice as Python objects (a row's dict costs ten times its Arrow form); the calls' tables are
@@ -38,7 +41,7 @@ SLICE_ROWS = 1_000
 DEFAULT_DAYS_PER_WRITE = 7
 
 #: One call's rows as Arrow tables, yielded in slices so a long paged call never sits in memory whole.
-FetchOne = Callable[[VisibilityClient, Call], Iterator[pa.Table]]
+FetchOne = Callable[["VisibilityClient", Call], Iterator[pa.Table]]
 
 
 @dataclass

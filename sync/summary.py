@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from resources.api.client import RequestStats
+from resources.api.stats import RequestStats
 from resources.warehouse.contract import WriteResult
 
 

@@ -5,6 +5,7 @@ warehouse schemes live in one place."""
 from __future__ import annotations
 
 import ast
+import pickle
 import subprocess
 import sys
 from collections import Counter
@@ -232,3 +233,37 @@ def test_the_sync_core_and_its_landing_worker_load_no_dagster_however_deep(tmp_p
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", f"the core loaded: {done.stdout.strip()}"
     assert (tmp_path / "core.duckdb").exists()  # the worker's path really ran
+
+
+_THE_WORKERS_PATH = """
+import pickle, sys
+from sync.landing_worker import _warm_up
+_warm_up()
+import sync.landing  # what a landing runs
+import pyarrow as pa
+from resources.warehouse.factory import warehouse_for
+spec, stats = pickle.loads(bytes.fromhex("{sent}"))  # what crosses the pipe with a fetch
+config = {{"url": "duckdb:///{db}", "schema_name": "visibility", "lock_timeout_seconds": 30.0,
+          "duckdb_landing_memory_limit": "1GB"}}
+with warehouse_for(config, landing=True) as warehouse, warehouse.session():
+    warehouse.ensure_table(spec)
+assert pa.array(["a"], type=pa.string()).to_pylist() == ["a"]  # pyarrow works without pandas
+unneeded = {{"httpx", "pandas", "rich"}}
+print(sorted({{n.split(".")[0] for n in sys.modules}} & unneeded | {{n for n in sys.modules if n == "sync.catalog"}}))
+"""
+
+
+def test_the_landing_worker_loads_no_http_client_and_no_pandas(tmp_path: Path) -> None:
+    """The worker lands Arrow tables: the HTTP client (httpx, rich) and pandas are start-up CPU and
+    memory it does not need. It gets the table's spec with the fetch, so it needs no catalog."""
+    from resources.api.stats import RequestStats
+    from sync.tables import PROMPT_MENTIONS
+
+    sent = pickle.dumps((PROMPT_MENTIONS, RequestStats(requests_by_endpoint={"GET /v1/x": 1}))).hex()
+    code = _THE_WORKERS_PATH.format(sent=sent, db=tmp_path / "worker.duckdb")
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"the worker loaded: {done.stdout.strip()}"
+    assert (tmp_path / "worker.duckdb").exists()

@@ -53,7 +53,7 @@ from resources.api.redaction import (
 )
 from resources.api.redaction import install as install_log_guard
 from resources.api.retry import Action, classify, full_jitter, may_retry_after_ambiguous_failure
-from resources.api.stats import RequestStats
+from resources.api.stats import MAX_CODE_CHARS, RequestStats
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -996,7 +996,7 @@ def _error_code(body: Any) -> str | None:
     """The service's stable ``error.code``, when the body is the spec's error envelope."""
     error = body.get("error") if isinstance(body, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
-    return sanitize(code, _MAX_CODE_CHARS) if isinstance(code, str) else None
+    return sanitize(code, MAX_CODE_CHARS) if isinstance(code, str) else None
 
 
 def _block_reason(retry_after: float | None, code: str | None) -> str:

@@ -80,14 +80,14 @@ def gone(pid: int, timeout: float = PATIENCE_SECONDS) -> bool:
 def test_a_table_lands_from_the_worker_process(outcome: FetchOutcome, db: Path) -> None:
     with Lander(config(db)) as lander:
         assert lander.worker_pid is not None and lander.worker_pid != os.getpid()
-        results = lander.land("prompt_mentions", outcome, "run-1")
+        results = lander.land(PROMPT_MENTIONS.spec, outcome, "run-1")
 
     assert sum(r.rows_written for r in results) == outcome.spool.rows > 0
     assert landed(db) == (outcome.spool.rows, "run-1")
 
 
 def test_outside_a_with_block_the_table_lands_in_this_process(outcome: FetchOutcome, db: Path) -> None:
-    results = Lander(config(db)).land("prompt_mentions", outcome, "run-1")
+    results = Lander(config(db)).land(PROMPT_MENTIONS.spec, outcome, "run-1")
 
     assert sum(r.rows_written for r in results) == outcome.spool.rows > 0
 
@@ -97,10 +97,10 @@ def test_a_landing_error_reaches_the_step_naming_the_table(outcome: FetchOutcome
 
     with Lander(config(db)) as lander:
         with pytest.raises(Exception, match="prompt_mentions") as raised:
-            lander.land("prompt_mentions", outcome, "run-1")
+            lander.land(PROMPT_MENTIONS.spec, outcome, "run-1")
         # the worker survives a failed landing: the next one runs (and fails the same way here)
         with pytest.raises(Exception, match="prompt_mentions"):
-            lander.land("prompt_mentions", outcome, "run-2")
+            lander.land(PROMPT_MENTIONS.spec, outcome, "run-2")
 
     assert "BrokenProcessPool" not in type(raised.value).__name__
 
@@ -111,10 +111,10 @@ def test_a_worker_error_keeps_its_class_and_message_and_no_remote_traceback(
     """The user sees the same one-line message as for an in-process landing, not a worker's traceback."""
     incompatible_table(db)
     with pytest.raises(SchemaMismatchError) as in_process:
-        Lander(config(db)).land("prompt_mentions", outcome, "run-1")
+        Lander(config(db)).land(PROMPT_MENTIONS.spec, outcome, "run-1")
 
     with Lander(config(db)) as lander, pytest.raises(SchemaMismatchError) as from_worker:
-        lander.land("prompt_mentions", outcome, "run-1")
+        lander.land(PROMPT_MENTIONS.spec, outcome, "run-1")
 
     error = from_worker.value
     assert str(error) == str(in_process.value)
@@ -138,19 +138,19 @@ def test_an_error_that_cannot_cross_processes_arrives_as_landing_error_naming_it
 def test_a_worker_killed_mid_landing_fails_that_landing_only(outcome: FetchOutcome, db: Path) -> None:
     """The killed landing leaves the table as it was; the next landing starts a new worker."""
     with Lander(config(db, lock_timeout_seconds=60)) as lander:
-        lander.land("prompt_mentions", outcome, "run-1")
+        lander.land(PROMPT_MENTIONS.spec, outcome, "run-1")
         first = lander.worker_pid
         assert first is not None
         with duckdb.connect(str(db)):  # hold DuckDB's writer lock: the worker's landing waits for it
             killer = threading.Timer(1.5, os.kill, (first, signal.SIGKILL))
             killer.start()
             with pytest.raises(LandingError, match="prompt_mentions") as raised:
-                lander.land("prompt_mentions", outcome, "run-2")
+                lander.land(PROMPT_MENTIONS.spec, outcome, "run-2")
             killer.join()
         assert f"pid {first}" in str(raised.value) and "SIGKILL" in str(raised.value)
         assert landed(db) == (outcome.spool.rows, "run-1")
 
-        lander.land("prompt_mentions", outcome, "run-3")
+        lander.land(PROMPT_MENTIONS.spec, outcome, "run-3")
         assert lander.worker_pid not in (None, first)
 
     assert landed(db) == (outcome.spool.rows, "run-3")
@@ -174,7 +174,7 @@ def test_a_lander_left_by_an_exception_kills_its_worker_at_once(outcome: FetchOu
 
         def land() -> None:
             try:
-                lander.land("prompt_mentions", outcome, "run-1")
+                lander.land(PROMPT_MENTIONS.spec, outcome, "run-1")
             except BaseException as exc:
                 errors.append(exc)
 
@@ -206,7 +206,7 @@ def test_the_worker_outlives_the_thread_that_started_it(outcome: FetchOutcome, d
         assert pid is not None
         time.sleep(0.5)
         assert not gone(pid, timeout=0)
-        assert lander.land("prompt_mentions", outcome, "run-1")
+        assert lander.land(PROMPT_MENTIONS.spec, outcome, "run-1")
         assert lander.worker_pid == pid
     finally:
         lander.__exit__(None, None, None)
@@ -225,7 +225,7 @@ def test_the_worker_ignores_ctrl_c_and_prints_nothing(
         os.kill(pid, signal.SIGINT)
         time.sleep(0.5)
         assert not gone(pid, timeout=0)
-        lander.land("prompt_mentions", outcome, "run-1")
+        lander.land(PROMPT_MENTIONS.spec, outcome, "run-1")
 
     assert "KeyboardInterrupt" not in capfd.readouterr().err
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from resources.api.client import RequestStats
+from resources.api.stats import RequestStats
 from sync.landing import FetchOutcome
 from sync.planning import Cell, plan_competitor_trends
 from sync.prefetch import FetchCancelled, StopSignal

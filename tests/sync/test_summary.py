@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resources.api.client import RequestStats
+from resources.api.stats import RequestStats
 from resources.warehouse.contract import WriteResult
 from sync.summary import TableSummary
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from resources.api.client import RequestStats
+from resources.api.stats import RequestStats
 from resources.warehouse.contract import PartitionWrite
 from sync.landing import FetchOutcome, SpooledWrites, land
 from sync.planning import Box, Plan, Window

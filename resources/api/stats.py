@@ -1,0 +1,56 @@
+"""The counters of one client's requests: what a table's materialization reports, and what crosses
+to the landing worker with a fetch (so this module imports nothing of the HTTP client)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from resources.api.redaction import sanitize
+
+#: Longest service-provided error code kept (codes are also metadata keys).
+MAX_CODE_CHARS = 64
+
+
+@dataclass
+class RequestStats:
+    """Counters of one client instance; assets put them in their materialization metadata."""
+
+    requests_by_endpoint: dict[str, int] = field(default_factory=dict)  # endpoint template -> count
+    responses_by_status: dict[int, int] = field(default_factory=dict)
+    retries_by_cause: dict[str, int] = field(default_factory=dict)  # e.g. rate_limited, 5xx, timeout
+    wait_seconds: float = 0.0
+    #: ``wait_seconds`` split by why: ``pacing`` (a spent window), ``concurrency`` (no free slot),
+    #: ``backoff`` (sleeping before a retry).
+    wait_seconds_by_cause: dict[str, float] = field(default_factory=dict)
+    #: Error answers by the service's ``code`` (``rate_limited``, ``internal_error``...), sanitized.
+    errors_by_code: dict[str, int] = field(default_factory=dict)
+    #: Rows dropped because their ``engine`` is outside the spec's seven, by endpoint template.
+    unknown_engine_rows: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests_by_endpoint.values())
+
+    @property
+    def total_retries(self) -> int:
+        return sum(self.retries_by_cause.values())
+
+    @property
+    def total_unknown_engine_rows(self) -> int:
+        return sum(self.unknown_engine_rows.values())
+
+    def to_metadata(self) -> dict[str, Any]:
+        """A JSON-ready view with string keys, for Dagster metadata (server texts sanitized)."""
+        return {
+            "total_requests": self.total_requests,
+            "requests_by_endpoint": dict(sorted(self.requests_by_endpoint.items())),
+            "responses_by_status": {str(k): v for k, v in sorted(self.responses_by_status.items())},
+            "retries_by_cause": dict(sorted(self.retries_by_cause.items())),
+            "wait_seconds": round(self.wait_seconds, 3),
+            "wait_seconds_by_cause": {k: round(v, 3) for k, v in sorted(self.wait_seconds_by_cause.items())},
+            "errors_by_code": {
+                sanitize(k, MAX_CODE_CHARS): v for k, v in sorted(self.errors_by_code.items())
+            },
+            "unknown_engine_rows": dict(sorted(self.unknown_engine_rows.items())),
+        }
