@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import functools
 import hashlib
 import logging
+import ssl
 import threading
 import time
 from collections import deque
@@ -182,6 +184,14 @@ def _iso(day: dt.date | None) -> str | None:
     return day.isoformat() if day is not None else None
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """One verified TLS context for every client of the process (httpx's defaults: certifi, or
+    ``SSL_CERT_FILE``/``SSL_CERT_DIR``): httpx would load the CA bundle again for each client, about
+    40 ms of CPU, and a sync opens about ten."""
+    return httpx.create_ssl_context()
+
+
 def _params(**values: Any) -> dict[str, Any]:
     """Query parameters without the unset ones (so service defaults apply)."""
     return {name: value for name, value in values.items() if value is not None}
@@ -262,6 +272,7 @@ class VisibilityClient:
             timeout=httpx.Timeout(timeout_seconds, connect=min(10.0, timeout_seconds)),
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
             follow_redirects=False,
+            verify=tls_context(),
             transport=transport,
         )
 
