@@ -19,13 +19,11 @@ Figures:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime as dt
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +34,8 @@ from starlette.responses import JSONResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.processes import RESULTS, SANDBOX_TODAY, sandbox_service, write_section
+from bench import processes as P
+from bench.processes import SANDBOX_TODAY, sandbox_service
 from sandbox.config import SandboxConfig
 from sandbox.faults import FaultsConfig
 from sandbox.instance import Sandbox
@@ -81,10 +80,8 @@ def serve_large() -> Iterator[tuple[str, dict[str, str], psutil.Process, float]]
     """``python -m sandbox --size large`` in its own process (no GIL shared with this client), its
     limits out of the way."""
     started = time.perf_counter()
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-sandbox-") as logs,
-        sandbox_service(size="large", rate=1e6, max_concurrent=1000, log_dir=Path(logs)) as sb,
-    ):
+    logs = P.work_folder("bench-sandbox-")
+    with sandbox_service(size="large", rate=1e6, max_concurrent=1000, log_dir=logs) as sb:
         assert sb.service is not None
         yield sb.url, sb.keys, psutil.Process(sb.service.pid), time.perf_counter() - started
 
@@ -173,15 +170,10 @@ def render(f: dict[str, float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = P.parser(__doc__)
     parser.add_argument("--prompts", type=int, default=60, help="prompts per brand to page through")
-    parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
     args = parser.parse_args()
-    section = render(run(args.prompts))
-    print(section)
-    if not args.no_write:
-        write_section("## Sandbox", section)
-        print(f"written to {RESULTS}")
+    P.publish("## Sandbox", render(run(args.prompts)), not args.no_write)
 
 
 if __name__ == "__main__":

@@ -24,17 +24,11 @@ Results go to ``bench/RESULTS.md`` under ``## Sync: whole process tree`` (not wi
 
 from __future__ import annotations
 
-import argparse
-import atexit
 import datetime as dt
 import json
-import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,20 +47,6 @@ SECTION = "## Sync: whole process tree"
 RESUME_SECTION = "## Resume: killed at 90 %, then the same command"
 NEWEST = P.SANDBOX_TODAY - dt.timedelta(days=1)
 RSS_BOUND_MB = 400.0
-
-
-@dataclass
-class TreeRun:
-    label: str
-    exit_code: int
-    wall: float
-    cpu: float
-    peak_rss_mb: float
-    rows: int
-    requests: int
-    throttled: int
-    tail: str
-    peaks_mb: dict[str, float]
 
 
 def landed_rows(db: Path) -> int:
@@ -89,36 +69,13 @@ EXTRA_ENV: dict[str, str] = {}  # --env NAME=VALUE: settings of the command line
 
 def run_tree(
     sandbox: P.SandboxService, label: str, args: list[str], db: Path, log_dir: Path, fresh: bool = True
-) -> TreeRun:
-    """One ``visibility-sync`` process: wall, tree CPU, tree peak RSS, requests, rows landed."""
-    sandbox.reset_stats()
-    before = P.children_cpu()
-    with P.TreeSampler() as sampler:
-        cli = P.run_cli(
-            args,
-            url=sandbox.url,
-            key=sandbox.key,
-            db=db,
-            log_dir=log_dir,
-            code_root=CODE_ROOT,
-            extra_env=EXTRA_ENV,
-            fresh=fresh,
-            sampler=sampler,
-        )
-    cpu = P.children_cpu() - before
-    stats = sandbox.stats()
-    return TreeRun(
-        label,
-        cli.exit_code,
-        cli.wall_seconds,
-        round(cpu, 2),
-        round(sampler.peak / 2**20, 1),
-        landed_rows(db) if cli.exit_code == 0 else 0,
-        P.served(stats),
-        P.throttled(stats),
-        cli.output[-1500:],
-        {role: round(v / 2**20, 1) for role, v in sampler.peaks.items()},
+) -> P.TreeRun:
+    """One ``visibility-sync`` process, measured (:func:`P.measured_cli`), and the rows it landed."""
+    run = P.measured_cli(
+        sandbox, args, db, log_dir=log_dir, code_root=CODE_ROOT, extra_env=EXTRA_ENV, fresh=fresh
     )
+    run.label, run.rows = label, landed_rows(db) if run.exit_code == 0 else 0
+    return run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,7 +137,7 @@ def bare_decode_us_per_row(bodies: list[bytes], repeat: int = 3) -> tuple[float,
 def scenario_rows(sandbox: P.SandboxService, days: list[int], rate: float, work: Path) -> list[str]:
     lines: list[str] = []
     bodies = sample_pages(sandbox, max(days), pages=80)
-    runs: dict[int, TreeRun] = {}
+    runs: dict[int, P.TreeRun] = {}
     bare_figures: list[float] = []
     for n in days:
         bare, sample_rows = bare_decode_us_per_row(bodies)
@@ -194,7 +151,7 @@ def scenario_rows(sandbox: P.SandboxService, days: list[int], rate: float, work:
             flush=True,
         )
         if r.exit_code != 0:
-            print(r.tail)
+            print(r.output[-1500:])
     bare = sorted(bare_figures)[len(bare_figures) // 2]
     lines.append(
         f"Bare decode, same run: `json.loads` + `pa.Table.from_pylist` of {len(bodies)} pages "
@@ -301,8 +258,6 @@ def scenario_resume(
 ) -> list[str]:
     """A clean sync; the same sync killed (SIGKILL of its process group) once it made ``kill_at`` of
     the clean one's requests; the same command again (same TMPDIR, same DuckDB file)."""
-    import signal
-
     tmp = work / "resume-tmp"
     tmp.mkdir(exist_ok=True)
     EXTRA_ENV["TMPDIR"] = str(tmp)
@@ -310,26 +265,19 @@ def scenario_resume(
     clean = run_tree(sandbox, "clean", args, work / "resume-clean.duckdb", work)
     clean_listings = listing_requests(sandbox.stats())
     db = work / "resume-killed.duckdb"
-    for path in (db, Path(f"{db}.wal")):
-        path.unlink(missing_ok=True)
     sandbox.reset_stats()
-    env = P.cli_env(sandbox.url, sandbox.key, db, CODE_ROOT, **EXTRA_ENV)
     started = time.monotonic()
-    service = P.Service(
-        "visibility-sync",
-        [sys.executable, "-m", "pipelines.cli", *args],
-        env,
-        CODE_ROOT,
-        work / f"cli-killed-{time.time_ns()}.log",
+    P.run_cli(
+        args,
+        url=sandbox.url,
+        key=sandbox.key,
+        db=db,
+        code_root=CODE_ROOT,
+        log_dir=work,
+        extra_env=EXTRA_ENV,
+        kill_when=lambda: P.served(sandbox.stats()) >= kill_at * clean.requests,
     )
-    try:
-        while P.served(sandbox.stats()) < kill_at * clean.requests and service.alive():
-            time.sleep(0.05)
-        killed_after = time.monotonic() - started
-        os.killpg(service.pid, signal.SIGKILL)
-        service.proc.wait(timeout=60)
-    finally:
-        service.stop(grace=5)
+    killed_after = time.monotonic() - started
     killed_requests = P.served(sandbox.stats())
     kept_mb = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 2**20
     rerun = run_tree(sandbox, "re-run", args, db, work, fresh=False)
@@ -357,16 +305,13 @@ def scenario_resume(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = P.parser(__doc__)
     parser.add_argument("--scenarios", default="rows,shared")
     parser.add_argument("--days", default="1,10", help="days of the rows scenario (first: the base)")
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--shared-rate", type=float, default=20.0)
     parser.add_argument("--shared-days", type=int, default=3)
     parser.add_argument("--resume-days", type=int, default=10)
-    parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--code-root", type=Path, default=ROOT, help="the tree whose CLI runs")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument(
@@ -378,8 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     EXTRA_ENV.update(item.split("=", 1) for item in args.env)
     P.install_signal_handlers()
     scenarios = args.scenarios.split(",")
-    work = Path(tempfile.mkdtemp(prefix="bench-sync-"))
-    atexit.register(shutil.rmtree, work, True)  # its databases and logs go with the benchmark
+    work = P.work_folder("bench-sync-")
     section = RESUME_SECTION if scenarios == ["resume"] else SECTION
     header = [
         section,
@@ -414,9 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             lines += scenario_resume(sandbox, args.resume_days, args.rate, work)
             lines.append("")
     text = "\n".join(header + lines)
-    print(text)
-    if not args.no_write:
-        P.write_section(section, text)
+    P.publish(section, text, not args.no_write)
     return 0
 
 

