@@ -1372,12 +1372,7 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
 # running and reporting
 
 RUNNERS: dict[str, Callable[[Harness, str], list[Result]]] = {
-    "soak": scenario_soak,
-    "sigkill": scenario_sigkill,
-    "overlap": scenario_overlap,
-    "keys": scenario_keys,
-    "bad": scenario_bad,
-    "limits": scenario_limits,
+    n: globals()[f"scenario_{n}"] for n in SCENARIOS
 }
 
 
@@ -1438,16 +1433,14 @@ def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, comman
 
 
 def results_from_json(path: Path) -> tuple[list[Result], dict[str, Any]]:
-    """Results (and the run's facts, when recorded) from ``--json`` output."""
+    """Results and the run's facts (``meta``) from ``--json`` output."""
     data = json.loads(path.read_text())
-    meta: dict[str, Any] = {}
-    if isinstance(data, dict):
-        meta, data = data.get("meta", {}), data["results"]
     verdicts = {"pass": True, "FAIL": False, "error": None}
     results = [
-        Result(**{k: v for k, v in d.items() if k != "result"}, passed=verdicts[d["result"]]) for d in data
+        Result(**{k: v for k, v in d.items() if k != "result"}, passed=verdicts[d["result"]])
+        for d in data["results"]
     ]
-    return results, meta
+    return results, data["meta"]
 
 
 def print_results(results: Sequence[Result]) -> None:
@@ -1460,59 +1453,60 @@ def print_results(results: Sequence[Result]) -> None:
             print(f"         . {_clip(line, 300)}")
 
 
+#: ``--name``: SuiteConfig field, type, help (each repeatable option is a tuple of values)
+OPTIONS: dict[str, tuple[Any, str]] = {
+    "scenario": (SCENARIOS, "repeatable; default all"),
+    "backend": (BACKENDS, "repeatable; default both"),
+    "bad": (None, "bad-response kinds (bench/proxy.py)"),
+    "key_run": (KEY_RUNS, "key-search runs"),
+    "kills": (int, "SIGKILLs per backend (default 4, quick 1)"),
+    "overlap_rounds": (int, "overlap rounds (default 3, quick 1)"),
+    "soak_seeds": (int, "hostile runs with successive seeds (default 1)"),
+    "days": (int, "days in the window (default 3, quick 2)"),
+    "long_days": (int, "days of the sigkill and overlap window (default 9, quick 8; > 7)"),
+    "seed": (int, "seed of the kill moments and the hostile profile"),
+    "size": (("demo", "large"), "sandbox world size (default demo)"),
+    "run_timeout": (float, "seconds before a CLI run is killed"),
+    "retry_deadline": (
+        float,
+        "VISIBILITY_RETRY_DEADLINE_SECONDS of the bad-response runs (default 15; 0: the CLI's own)",
+    ),
+}
+#: repeatable options -> SuiteConfig field
+REPEATED = {"scenario": "scenarios", "backend": "backends", "bad": "bad_kinds", "key_run": "key_runs"}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick", action="store_true", help="the CI subset (DuckDB, 2 days, 1 kill, 4 bad answers)"
     )
-    parser.add_argument("--scenario", action="append", choices=SCENARIOS, help="repeatable; default all")
-    parser.add_argument("--backend", action="append", choices=BACKENDS, help="repeatable; default both")
-    parser.add_argument("--bad", action="append", metavar="KIND", help="bad-response kinds (bench/proxy.py)")
-    parser.add_argument("--key-run", action="append", choices=KEY_RUNS, help="key-search runs")
-    parser.add_argument("--kills", type=int, help="SIGKILLs per backend (default 4, quick 1)")
-    parser.add_argument("--overlap-rounds", type=int, help="overlap rounds (default 3, quick 1)")
-    parser.add_argument("--soak-seeds", type=int, help="hostile runs with successive seeds (default 1)")
-    parser.add_argument("--days", type=int, help="days in the window (default 3, quick 2)")
-    parser.add_argument(
-        "--long-days", type=int, help="days of the sigkill and overlap window (default 9, quick 8; > 7)"
-    )
-    parser.add_argument("--seed", type=int, help="seed of the kill moments and the hostile profile")
-    parser.add_argument("--size", choices=("demo", "large"), help="sandbox world size (default demo)")
-    parser.add_argument("--run-timeout", type=float, help="seconds before a CLI run is killed")
-    parser.add_argument(
-        "--retry-deadline",
-        type=float,
-        help="VISIBILITY_RETRY_DEADLINE_SECONDS of the bad-response runs (default 15; 0: the CLI's own)",
-    )
+    for name, (kind, text) in OPTIONS.items():
+        flag = "--" + name.replace("_", "-")
+        if name in REPEATED:
+            parser.add_argument(flag, action="append", choices=kind, help=text)
+        elif isinstance(kind, tuple):
+            parser.add_argument(flag, choices=kind, help=text)
+        else:
+            parser.add_argument(flag, type=kind, help=text)
     parser.add_argument("--postgres-url", help="use this server (postgresql://user@host:port/db) instead")
     parser.add_argument("--write", action=argparse.BooleanOptionalAction, help="write bench/RESULTS.md")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (runs' output, warehouses)")
     parser.add_argument(
-        "--render",
-        type=Path,
-        metavar="JSON",
-        help="only write RESULTS.md's section from earlier --json output",
+        "--render", type=Path, metavar="JSON", help="only write the section from --json output"
     )
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     config = SuiteConfig.quick_config() if args.quick else SuiteConfig()
-    repeated = {
-        "scenarios": args.scenario,
-        "backends": args.backend,
-        "bad_kinds": args.bad,
-        "key_runs": args.key_run,
-    }
-    for name, values in repeated.items():
-        if values:
-            setattr(config, name, tuple(dict.fromkeys(values)))
-    for name in ("kills", "overlap_rounds", "soak_seeds", "days", "long_days", "seed", "size", "run_timeout"):
-        if getattr(args, name) is not None:
-            setattr(config, name, getattr(args, name))
-    if args.retry_deadline is not None:
-        config.retry_deadline = args.retry_deadline
+    for name in OPTIONS:
+        value = getattr(args, name)
+        if name in REPEATED and value:
+            setattr(config, REPEATED[name], tuple(dict.fromkeys(value)))
+        elif name not in REPEATED and value is not None:
+            setattr(config, name, value)
     for kind in config.bad_kinds:
         bad_response(kind)  # unknown kinds fail here, before anything starts
     return config
@@ -1527,12 +1521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.render:
         results, meta = results_from_json(args.render)
-        wall = float(meta.get("wall", sum(r.seconds for r in results)))
-        if "config" in meta:
-            config = SuiteConfig(
-                **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()}
-            )
-        write_section(SECTION, markdown(results, config, wall, meta.get("command", "bench/reliability.py")))
+        config = SuiteConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()})
+        write_section(SECTION, markdown(results, config, meta["wall"], meta["command"]))
         print(f"wrote the {SECTION!r} section of {RESULTS}")
         return 0
     install_signal_handlers()
