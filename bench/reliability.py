@@ -165,9 +165,16 @@ class Result:
     seconds: float = 0.0
     observed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    began: float = field(default_factory=time.monotonic, repr=False)
 
     def fail(self, message: str) -> None:
         self.observed.append(message)
+
+    def done(self, undecided: bool = False) -> Result:
+        """Its seconds since it was made, and its verdict: passed when nothing was observed."""
+        self.seconds = time.monotonic() - self.began
+        self.passed = None if undecided else not self.observed
+        return self
 
     @property
     def verdict(self) -> str:
@@ -175,7 +182,7 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         fields = dataclasses.asdict(self)
-        del fields["passed"]
+        del fields["passed"], fields["began"]
         return {**fields, "result": self.verdict, "seconds": round(self.seconds, 1)}
 
 
@@ -892,7 +899,6 @@ def scenario_soak(h: Harness, backend: str) -> list[Result]:
     for index in range(h.config.soak_seeds):
         seed = h.config.seed + index
         result = Result(f"fault soak (hostile, seed {seed})", backend)
-        began = time.monotonic()
         target = h.new_warehouse(backend, f"soak_{backend}")
         h.sandbox.reset_stats()
         h.sandbox.configure(faults={"profile": "hostile", "seed": seed, "overrides": {"quota": 0.0}})
@@ -905,7 +911,7 @@ def scenario_soak(h: Harness, backend: str) -> list[Result]:
         for by_status in stats.values():
             statuses.update(by_status)
         faulted = sum(n for s, n in statuses.items() if s != "200")
-        result.runs, result.seconds = 1, time.monotonic() - began
+        result.runs = 1
         result.notes.append(
             f"{served(stats)} requests, {faulted} answered with a fault "
             f"({', '.join(f'{s}: {n}' for s, n in sorted(statuses.items()) if s != '200')})"
@@ -921,8 +927,7 @@ def scenario_soak(h: Harness, backend: str) -> list[Result]:
             )
         result.observed += compare_states(state, reference, ignore_extra=SANDBOX_EXTRA_FIELDS)
         result.observed += duplicate_keys(state)
-        result.passed = not result.observed
-        results.append(result)
+        results.append(result.done())
     return results
 
 
@@ -953,7 +958,6 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
     start, end = h.long_window
     reference, ref_seconds = h.reference(backend, start, end)
     result = Result(f"SIGKILL x{h.config.kills} + re-run ({h.config.long_days} days)", backend)
-    began = time.monotonic()
     rng = random.Random(f"{h.config.seed}-sigkill-{backend}")
     target = h.new_warehouse(backend, f"sigkill_{backend}")
     base, base_state = h.baseline(backend, *h.window)  # the window's first days only
@@ -1022,9 +1026,7 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
         before = after
     result.notes.append(f"TMPDIR after the last re-run: {_leftovers(tmpdir)}")
     result.notes.insert(0, f"kill moments {', '.join(moments)} (clean run {ref_seconds:.1f} s)")
-    result.seconds = time.monotonic() - began
-    result.passed = not result.observed
-    return [result]
+    return [result.done()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1036,7 +1038,6 @@ def scenario_overlap(h: Harness, backend: str) -> list[Result]:
     start, end = h.long_window
     reference, ref_seconds = h.reference(backend, start, end)
     result = Result(f"overlapping runs x{h.config.overlap_rounds} ({h.config.long_days} days)", backend)
-    began = time.monotonic()
     target = h.new_warehouse(backend, f"overlap_{backend}")
     for index in range(h.config.overlap_rounds):
         # round 1: together into an empty warehouse; round 2: the second starts while the first
@@ -1071,9 +1072,7 @@ def scenario_overlap(h: Harness, backend: str) -> list[Result]:
             f"round {index + 1} ({how}{f' by {stagger:.1f} s' if stagger else ''}): "
             f"{runs[0].seconds:.1f} s and {runs[1].seconds:.1f} s"
         )
-    result.seconds = time.monotonic() - began
-    result.passed = not result.observed
-    return [result]
+    return [result.done()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1105,7 +1104,6 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
     h.reference(backend)  # a clean run's request count sets the kill moment of `killed_echo`
     start, end = h.window
     result = Result("key never written", backend)
-    began = time.monotonic()
     target = h.new_warehouse(backend, f"keys_{backend}")
     outcomes = []
     for kind in h.config.key_runs:
@@ -1153,9 +1151,7 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
         for hit in hits:
             result.fail(f"{kind}: key found in {hit}")
     result.notes.append("; ".join(outcomes))
-    result.seconds = time.monotonic() - began
-    result.passed = not result.observed
-    return [result]
+    return [result.done()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1192,7 +1188,6 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
     results = []
     for kind in kinds or h.config.bad_kinds:
         result = Result(f"bad response: {kind}", backend)
-        began = time.monotonic()
         target = h.copy_warehouse(base, f"bad_{kind}_{backend}")
         rewrite = bad_response(kind)
         with run_proxy(h.sandbox.url, rewrite) as proxy:
@@ -1216,9 +1211,7 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
             events = list(rewrite.events)
         if not events:
             result.fail("the proxy never met its target: nothing was tested (harness problem)")
-            result.passed = None
-            result.seconds = time.monotonic() - began
-            results.append(result)
+            results.append(result.done(undecided=True))
             continue
         if "Traceback" in run.output:
             result.fail("a traceback was printed")
@@ -1260,9 +1253,7 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
             for problem in torn_tables(after, before, complete):
                 result.fail(f"partial table: {problem}")
         result.observed += duplicate_keys(after)
-        result.seconds = time.monotonic() - began
-        result.passed = not result.observed
-        results.append(result)
+        results.append(result.done())
     return results
 
 
@@ -1338,7 +1329,7 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
             "VISIBILITY_WAREHOUSE": h.new_warehouse(backend, f"check_{deadline}_{backend}").url,
         }
         rc, output, seconds = _command(h, ["check"], env, f"check {deadline}")
-        result.runs, result.seconds = 1, seconds
+        result.runs = 1
         line = next((ln for ln in output.splitlines() if "retry deadline" in ln), "")
         result.notes.append(f"exit {rc} after {seconds:.1f} s (start-up included): {_clip(line, 200)}")
         if rc != 4 or f"retry deadline {deadline}s" not in output:
@@ -1346,8 +1337,7 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
         retried = re.search(r"failed every attempt for ([0-9.]+)s", output)
         if retried is None or not deadline - 0.5 <= float(retried.group(1)) <= deadline + 3:
             result.fail(f"retried {retried.group(1) if retried else '?'} s for a {deadline} s deadline")
-        result.passed = not result.observed
-        results.append(result)
+        results.append(result.done())
     result = Result("VISIBILITY_START_DATE=0001-01-01", backend)
     with run_proxy(h.sandbox.url) as proxy:
         start, end = h.window
@@ -1359,12 +1349,11 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
         args = ["run", "--start", start.isoformat(), "--end", end.isoformat(), "--quiet"]
         rc, output, seconds = _command(h, args, env, "start date")
         sent = proxy.rewrite.requests
-    result.runs, result.seconds = 1, seconds
+    result.runs = 1
     result.notes.append(f"exit {rc}, {sent} request(s): {_clip(output.strip().splitlines()[-1], 200)}")
     if rc != 2 or "VISIBILITY_START_DATE" not in output or sent:
         result.fail(f"expected exit 2 naming VISIBILITY_START_DATE, no request: exit {rc}, {sent} sent")
-    result.passed = not result.observed
-    results.append(result)
+    results.append(result.done())
     return results
 
 
@@ -1382,13 +1371,12 @@ def run_suite(h: Harness, scenarios: Sequence[str], backends: Sequence[str]) -> 
     for scenario in scenarios:
         for backend in backends:
             h.log(f"== {scenario} on {backend}")
-            began = time.monotonic()
+            error = Result(scenario, backend)
             try:
                 results += RUNNERS[scenario](h, backend)
             except Exception as exc:
-                error = Result(scenario, backend, None, seconds=time.monotonic() - began)
                 error.fail(f"harness error: {type(exc).__name__}: {_clip(str(exc), 400)}")
-                results.append(error)
+                results.append(error.done(undecided=True))
             for result in results[-1:]:
                 h.log(f"   {result.verdict} {result.scenario} ({result.seconds:.1f} s)")
     return results
