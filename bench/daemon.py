@@ -84,6 +84,13 @@ class DagsterStack:
             raise GraphQLError(str(body["errors"])[:2000])
         return body["data"]
 
+    def answer(self, query: str, variables: Mapping[str, Any], field: str, typename: str) -> Any:
+        """The ``field`` of the answer, or :class:`GraphQLError` when it is not a ``typename``."""
+        outcome = self.graphql(query, variables)[field]
+        if outcome["__typename"] != typename:
+            raise GraphQLError(f"{field}: {outcome}")
+        return outcome
+
     @property
     def repository_selector(self) -> dict[str, str]:
         return {"repositoryLocationName": self.location, "repositoryName": self.repository}
@@ -269,19 +276,6 @@ query LaunchAssetNodes($assetKeys: [AssetKeyInput!], $group: AssetGroupSelector)
 }
 """
 
-LAUNCH_PARTITION_BACKFILL_MUTATION = """
-mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $backfillParams) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on Error { message }
-    ... on InvalidStepError { invalidStepKey }
-    ... on InvalidOutputError { stepKey invalidOutputName }
-    ... on RunConfigValidationInvalid { pipelineName errors { message path reason } }
-    ... on PythonError { message stack }
-  }
-}
-"""
 
 BACKFILL_QUERY = """
 query BackfillDetailsQuery($backfillId: String!) {
@@ -493,10 +487,12 @@ def ui_backfill_launches(
 
 
 def launch_backfill(stack: DagsterStack, launch: UiLaunch) -> str:
-    result = stack.graphql(LAUNCH_PARTITION_BACKFILL_MUTATION, {"backfillParams": launch.params})
-    outcome = result["launchPartitionBackfill"]
-    if outcome["__typename"] != "LaunchBackfillSuccess":
-        raise GraphQLError(f"launchPartitionBackfill: {outcome}")
+    from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION
+
+    variables = {"backfillParams": launch.params}
+    outcome = stack.answer(
+        LAUNCH_PARTITION_BACKFILL_MUTATION, variables, "launchPartitionBackfill", "LaunchBackfillSuccess"
+    )
     return str(outcome["backfillId"])
 
 
@@ -558,9 +554,8 @@ def wait_backfills(
         for backfill_id in backfill_ids:
             if backfill_id in finals:
                 continue
-            data = stack.graphql(BACKFILL_QUERY, {"backfillId": backfill_id})["partitionBackfillOrError"]
-            if data["__typename"] != "PartitionBackfill":
-                raise GraphQLError(f"partitionBackfillOrError: {data}")
+            variables = {"backfillId": backfill_id}
+            data = stack.answer(BACKFILL_QUERY, variables, "partitionBackfillOrError", "PartitionBackfill")
             if data["status"] in TERMINAL_BACKFILL and all(
                 r["status"] in TERMINAL_RUN for r in backfill_runs(stack, backfill_id)
             ):
@@ -744,24 +739,6 @@ mutation ScheduleDryRunMutation($selectorData: ScheduleSelector!, $timestamp: Fl
 }
 """
 
-LAUNCH_MULTIPLE_RUNS_MUTATION = """
-mutation LaunchMultipleRuns($executionParamsList: [ExecutionParams!]!) {
-  launchMultipleRuns(executionParamsList: $executionParamsList) {
-    __typename
-    ... on LaunchMultipleRunsResult {
-      launchMultipleRunsResult {
-        __typename
-        ... on LaunchRunSuccess { run { runId } }
-        ... on PythonError { message }
-        ... on InvalidSubsetError { message }
-        ... on RunConfigValidationInvalid { errors { message } }
-      }
-    }
-    ... on PythonError { message stack }
-  }
-}
-"""
-
 
 def schedule_runs(
     stack: DagsterStack, at: dt.datetime, names: Sequence[str] | None = None
@@ -806,11 +783,12 @@ def schedule_runs(
 
 
 def launch_runs(stack: DagsterStack, params: list[dict[str, Any]]) -> list[str]:
-    result = stack.graphql(LAUNCH_MULTIPLE_RUNS_MUTATION, {"executionParamsList": params})[
-        "launchMultipleRuns"
-    ]
-    if result["__typename"] != "LaunchMultipleRunsResult":
-        raise GraphQLError(f"launchMultipleRuns: {result}")
+    from dagster_graphql.client.query import LAUNCH_MULTIPLE_RUNS_MUTATION
+
+    variables = {"executionParamsList": params}
+    result = stack.answer(
+        LAUNCH_MULTIPLE_RUNS_MUTATION, variables, "launchMultipleRuns", "LaunchMultipleRunsResult"
+    )
     ids = []
     for launched in result["launchMultipleRunsResult"]:
         if launched["__typename"] != "LaunchRunSuccess":
@@ -833,19 +811,6 @@ def wait_runs(stack: DagsterStack, run_ids: Sequence[str], timeout: float = 1800
 
 # one run, as the UI's "Materialize" launches it (a selection of one job's assets, one partition)
 
-LAUNCH_RUN_MUTATION = """
-mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
-  launchPipelineExecution(executionParams: $executionParams) {
-    __typename
-    ... on LaunchRunSuccess { run { runId status } }
-    ... on Error { message }
-    ... on RunConfigValidationInvalid { errors { message } }
-    ... on InvalidStepError { invalidStepKey }
-    ... on InvalidOutputError { stepKey invalidOutputName }
-    ... on PythonError { message stack }
-  }
-}
-"""
 
 PARTITION_TAG = "dagster/partition"
 
@@ -872,9 +837,10 @@ def ui_run_params(
 
 def launch_run(stack: DagsterStack, params: Mapping[str, Any]) -> str:
     """``launchPipelineExecution`` (the UI's launch of one run); the run id, or GraphQLError."""
-    outcome = stack.graphql(LAUNCH_RUN_MUTATION, {"executionParams": dict(params)})["launchPipelineExecution"]
-    if outcome["__typename"] != "LaunchRunSuccess":
-        raise GraphQLError(f"launchPipelineExecution: {outcome}")
+    from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION as LAUNCH_RUN_MUTATION
+
+    variables = {"executionParams": dict(params)}
+    outcome = stack.answer(LAUNCH_RUN_MUTATION, variables, "launchPipelineExecution", "LaunchRunSuccess")
     return str(outcome["run"]["runId"])
 
 
