@@ -86,10 +86,6 @@ def run(handle: SandboxService, scenario: Scenario, prompt_ids: list[str]) -> Ou
         },
     )
     time.sleep(1.0)  # let the bucket fill: every scenario starts from a full burst
-    return _measure(handle, scenario, prompt_ids)
-
-
-def _measure(handle: SandboxService, scenario: Scenario, prompt_ids: list[str]) -> Outcome:
     start, end = TODAY - dt.timedelta(days=1), TODAY
     failures: list[BaseException] = []
     first_window: dict[str, dict[str, int]] = {}
@@ -166,30 +162,14 @@ def _prompt_ids(handle: SandboxService) -> list[str]:
         return [row["id"] for row in client.list_prompts(brand["id"])]
 
 
-SCENARIOS = [
-    Scenario("rate-bound", rate=25, latency_s=0.02, concurrency=8, pages=250),
-    Scenario("latency-bound", rate=1000, latency_s=0.25, concurrency=8, pages=320),
-    Scenario("balanced", rate=20, latency_s=0.4, concurrency=8, pages=200),
+SCENARIOS = [  # name, R, L, c, N, fault profile, its overrides
+    Scenario("rate-bound", 25, 0.02, 8, 250),
+    Scenario("latency-bound", 1000, 0.25, 8, 320),
+    Scenario("balanced", 20, 0.4, 8, 200),
     # The limiter's 429s alone: hostile without its injected 429s (throttle, quota).
-    Scenario(
-        "hostile, limiter only",
-        rate=25,
-        latency_s=0.02,
-        concurrency=8,
-        pages=250,
-        profile="hostile",
-        fault_overrides={"throttle": 0.0, "quota": 0.0},
-    ),
+    Scenario("hostile, limiter only", 25, 0.02, 8, 250, "hostile", {"throttle": 0.0, "quota": 0.0}),
     # The full hostile profile, minus quota_exceeded (which must stop a sync, by design).
-    Scenario(
-        "hostile",
-        rate=25,
-        latency_s=0.02,
-        concurrency=8,
-        pages=250,
-        profile="hostile",
-        fault_overrides={"quota": 0.0},
-    ),
+    Scenario("hostile", 25, 0.02, 8, 250, "hostile", {"quota": 0.0}),
 ]
 
 

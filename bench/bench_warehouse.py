@@ -119,16 +119,28 @@ def best_of(repeat: int, setup: Callable[[], Any], run: Callable[[Any], None]) -
 # --- DuckDB ---------------------------------------------------------------------------------------
 
 
-def duckdb_columns_sql() -> str:
+def columns_sql(engine: str) -> str:
     """The column definitions the writer gives SPEC's data columns, for the bare baseline's table."""
+    from resources.warehouse import types
     from resources.warehouse.quoting import quote_identifier as q
-    from resources.warehouse.types import duckdb_type, sql_type_or_default
 
+    to_sql = getattr(types, f"{engine}_type")
     return ", ".join(
-        f"{q(c.name)} {duckdb_type(sql_type_or_default(c.type))}"
+        f"{q(c.name)} {to_sql(types.sql_type_or_default(c.type))}"
         + (" NOT NULL" if c.name in SPEC.key else "")
         for c in SPEC.columns
     )
+
+
+def duckdb_bare(path: Path, rows: pa.Table) -> None:
+    """The bare load: a table of the same columns, ``INSERT INTO t SELECT * FROM arrow_table``."""
+    import duckdb
+
+    con = duckdb.connect(str(path))
+    con.execute(f"CREATE TABLE t ({columns_sql('duckdb')})").fetchall()
+    con.register("arrow_table", rows)
+    con.execute("INSERT INTO t SELECT * FROM arrow_table").fetchall()
+    con.close()
 
 
 def bench_duckdb(n: int, repeat: int, out: dict[str, Any]) -> None:
@@ -140,17 +152,12 @@ def bench_duckdb(n: int, repeat: int, out: dict[str, Any]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-wh-"))
     try:
         counter = iter(range(10_000))
-        cols = duckdb_columns_sql()
 
         def fresh() -> Path:
             return tmp / f"db{next(counter)}.duckdb"
 
         def bare(path: Path) -> None:
-            con = duckdb.connect(str(path))
-            con.execute(f"CREATE TABLE t ({cols})").fetchall()
-            con.register("arrow_table", rows)
-            con.execute("INSERT INTO t SELECT * FROM arrow_table").fetchall()
-            con.close()
+            duckdb_bare(path, rows)
 
         def land(path: Path) -> None:
             DuckDBWarehouse(path, "visibility").replace_partitions(SPEC, rows, SCOPE, "bench-run")
@@ -186,13 +193,7 @@ def memory_duckdb(n: int, which: str, out: dict[str, Any]) -> None:
             pa.default_memory_pool().release_unused()
         with TreeSampler(os.getpid(), every=0.005) as rss:
             if which == "bare":
-                import duckdb
-
-                con = duckdb.connect(str(path))
-                con.execute(f"CREATE TABLE t ({duckdb_columns_sql()})").fetchall()
-                con.register("arrow_table", rows)
-                con.execute("INSERT INTO t SELECT * FROM arrow_table").fetchall()
-                con.close()
+                duckdb_bare(path, rows)
             else:
                 DuckDBWarehouse(path, "visibility").replace_partitions(SPEC, rows, SCOPE, "bench-run")
         out[f"duckdb_{which}_rss_delta"] = rss.peak - rss.base
@@ -208,15 +209,10 @@ def bench_postgres(n: int, repeat: int, url: str, out: dict[str, Any]) -> None:
 
     from resources.warehouse.postgres import PostgresWarehouse
     from resources.warehouse.quoting import quote_identifier as q
-    from resources.warehouse.types import postgres_type, sql_type_or_default
 
     rows = mention_rows(n)
     counter = iter(range(10_000))
-    cols = ", ".join(
-        f"{q(c.name)} {postgres_type(sql_type_or_default(c.type))}"
-        + (" NOT NULL" if c.name in SPEC.key else "")
-        for c in SPEC.columns
-    )
+    cols = columns_sql("postgres")
     names = ", ".join(q(c) for c in rows.column_names)
 
     def fresh() -> str:

@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -601,10 +602,7 @@ class BackfillOutcome:
 
     @property
     def run_statuses(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for run in self.runs:
-            out[run["status"]] = out.get(run["status"], 0) + 1
-        return out
+        return dict(Counter(run["status"] for run in self.runs))
 
     @property
     def runs_span(self) -> tuple[float, float] | None:
@@ -942,15 +940,14 @@ def read_world(url: str, key: str, code_root: Path = ROOT) -> World:
             prompts = [str(p["id"]) for p in client.list_prompts(bid)]
             tracked = list(client.list_tracked_competitors(bid))
             topics = list(client.list_topics(bid))
-            generations = client.list_generations(bid)
+            # generations: a complete set, one request
             for endpoint, n in (
                 (PROMPTS, len(prompts)),
                 (TRACKED, len(tracked)),
                 (TOPICS, len(topics)),
-                (GENERATIONS, 1),  # a complete set: one request
+                (GENERATIONS, 1),
             ):
                 listing[endpoint] = listing.get(endpoint, 0) + pages(n)
-            del generations
             inputs.append(
                 BrandInput(
                     brand_id=bid,
