@@ -21,7 +21,6 @@ import itertools
 import json
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import httpx
@@ -31,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.proxy import ENDLESS_PREFIX, endless_page  # noqa: E402
 from resources.api.budget import RequestBudget  # noqa: E402
 from resources.api.client import VisibilityClient  # noqa: E402
 from resources.api.errors import RequestBudgetExceeded  # noqa: E402
@@ -39,19 +39,17 @@ from sandbox.faults import FaultsConfig  # noqa: E402
 from sandbox.limits import LimitsConfig  # noqa: E402
 from sandbox.testing import run_sandbox  # noqa: E402
 
-INVENTED = "invented-"
-
 
 class InventingTransport(httpx.HTTPTransport):
-    """Forwards to the sandbox; every mentions page says ``has_more`` with a new cursor, and its rows
-    get new ids, answers and positions (a service inventing rows for ever)."""
+    """Forwards to the sandbox; every mentions page goes on for ever with new rows and answers
+    (:func:`bench.proxy.endless_page`): a service inventing rows for ever."""
 
     def __init__(self) -> None:
         super().__init__()
         self.pages = itertools.count()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.params.get("cursor", "").startswith(INVENTED):
+        if request.url.params.get("cursor", "").startswith(ENDLESS_PREFIX):
             params = request.url.params.remove("cursor")
             request = httpx.Request(
                 request.method, request.url.copy_with(params=params), headers=request.headers
@@ -61,11 +59,7 @@ class InventingTransport(httpx.HTTPTransport):
         response.close()
         if "/mentions" not in request.url.path or response.status_code != 200:
             return response
-        page = next(self.pages)
-        body = json.loads(response.content)
-        for row in body["data"]:
-            row.update(id=str(uuid.uuid4()), response_id=str(uuid.uuid4()), position=page)
-        body.update(has_more=True, next_cursor=f"{INVENTED}{uuid.uuid4()}")
+        body = endless_page(json.loads(response.content), next(self.pages), True, True)
         headers = {
             k: v
             for k, v in response.headers.items()

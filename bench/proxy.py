@@ -241,17 +241,22 @@ class EndlessCursor(Rewrite):
         if not isinstance(payload, dict):
             return response
         page = next(self._pages)
-        if self.fresh_rows and isinstance(payload.get("data"), list):
-            for row in payload["data"]:
-                if isinstance(row, dict) and isinstance(row.get("id"), str):
-                    row["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{row['id']}/{page}"))
-                    if self.invented:
-                        row["response_id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{row['id']}/answer"))
-                        row["position"] = page
-        payload["has_more"] = True
-        payload["next_cursor"] = f"{ENDLESS_PREFIX}{page}-{uuid.uuid4().hex}"
         self.record(target=request.target, page=page)
-        return response.with_json(payload)
+        return response.with_json(endless_page(payload, page, self.fresh_rows, self.invented))
+
+
+def endless_page(payload: dict[str, Any], page: int, fresh_rows: bool, invented: bool) -> dict[str, Any]:
+    """The page ``payload`` made endless: ``has_more`` with a new cursor; ``fresh_rows``: its rows get
+    new ids; ``invented``: new answers (``response_id``, ``position``) behind them too."""
+    rows = payload.get("data") if fresh_rows or invented else None
+    for row in rows if isinstance(rows, list) else ():
+        if isinstance(row, dict) and isinstance(row.get("id"), str):
+            row["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{row['id']}/{page}"))
+            if invented:
+                row["response_id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{row['id']}/answer"))
+                row["position"] = page
+    payload.update(has_more=True, next_cursor=f"{ENDLESS_PREFIX}{page}-{uuid.uuid4().hex}")
+    return payload
 
 
 def _secret_part(key: str) -> str:

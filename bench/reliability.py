@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,6 +169,9 @@ class Result:
 
     def fail(self, message: str) -> None:
         self.observed.append(message)
+
+    def fail_each(self, problems: Iterable[str], prefix: str = "") -> None:
+        self.observed += [prefix + problem for problem in problems]
 
     def done(self, undecided: bool = False) -> Result:
         """Its seconds since it was made, and its verdict: passed when nothing was observed."""
@@ -832,14 +835,9 @@ class Harness:
 
 
 def _process_problems(run: CliProcess) -> list[str]:
-    problems = []
-    if run.survivors:
-        problems.append(
-            f"{run.label}: {len(run.survivors)} process(es) outlived it: {'; '.join(run.survivors)}"
-        )
-    if run.timed_out:
-        problems.append(f"{run.label}: still running after {run.seconds:.0f} s (killed)")
-    return problems
+    outlived = f"{run.label}: {len(run.survivors)} process(es) outlived it: {'; '.join(run.survivors)}"
+    timed_out = f"{run.label}: still running after {run.seconds:.0f} s (killed)"
+    return [outlived] * bool(run.survivors) + [timed_out] * run.timed_out
 
 
 #: What a failure line looks like when the mask of a key is garbled: an empty request id or bearer
@@ -862,24 +860,16 @@ def _temp_problems(run: CliProcess) -> list[str]:
     """A run that ended by itself leaves its TMPDIR empty: spools are deleted once landed or when
     landing fails (docs/OPERATIONS.md); only a killed run may leave one. A failed run keeps what it
     fetched for its re-run (``sync/resume.py``), and nothing else."""
-    failed = run.rc not in (0, None)
-    left = _leftovers(run.tmpdir, skip=TEMP_PREFIX if failed else None)
-    if left == "none":
-        return []
-    if run.killed_at is not None or run.timed_out:
+    left = _leftovers(run.tmpdir, skip=TEMP_PREFIX if run.rc not in (0, None) else None)
+    if left == "none" or run.killed_at is not None or run.timed_out:
         return []
     return [f"{run.label}: exit {run.rc} but its TMPDIR still holds {left}"]
 
 
 def _leftovers(folder: Path | None, skip: str | None = None) -> str:
     """What ``folder`` holds, but for its top-level entries named ``skip*``."""
-    if folder is None or not folder.exists():
-        return "none"
-    files = [
-        p
-        for p in folder.rglob("*")
-        if p.is_file() and not (skip and p.relative_to(folder).parts[0].startswith(skip))
-    ]
+    files = [p for p in folder.rglob("*") if p.is_file()] if folder else []
+    files = [p for p in files if not (skip and p.relative_to(folder).parts[0].startswith(skip))]
     if not files:
         return "none"
     size = sum(p.stat().st_size for p in files)
@@ -907,14 +897,11 @@ def scenario_soak(h: Harness, backend: str) -> list[Result]:
         finally:
             h.sandbox.configure(faults={"profile": "none", "seed": 0, "overrides": {}})
         stats = h.sandbox.stats()
-        statuses = Counter[str]()
-        for by_status in stats.values():
-            statuses.update(by_status)
-        faulted = sum(n for s, n in statuses.items() if s != "200")
+        statuses = sum((Counter(by_status) for by_status in stats.values()), Counter[str]())
+        faults = ", ".join(f"{s}: {n}" for s, n in sorted(statuses.items()) if s != "200")
         result.runs = 1
         result.notes.append(
-            f"{served(stats)} requests, {faulted} answered with a fault "
-            f"({', '.join(f'{s}: {n}' for s, n in sorted(statuses.items()) if s != '200')})"
+            f"{served(stats)} requests, {served(stats) - statuses['200']} answered with a fault ({faults})"
         )
         if run.rc != 0:
             result.fail(f"exit {run.rc}: {run.brief()}")
@@ -1003,8 +990,9 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
         names = ", ".join(f"{n} x{c}" for n, c in Counter(run.descendant_names).items()) or "none"
         result.notes.append(f"kill #{index + 1} at {run.killed_at:.1f} s: descendants recorded: {names}")
         mid = read_state(target)
-        for problem in torn_tables(mid, before, reference):
-            result.fail(f"after kill #{index + 1} at {run.killed_at:.1f} s: {problem}")
+        result.fail_each(
+            torn_tables(mid, before, reference), f"after kill #{index + 1} at {run.killed_at:.1f} s: "
+        )
         killed_spools = sorted(p.name for p in tmpdir.glob("visibility-spool-*"))
         rerun = h.run_cli(target, start, end, label=f"re-run {backend} #{index + 1}", tmpdir=tmpdir)
         result.runs += 1
@@ -1019,10 +1007,8 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
         if rerun.rc != 0:
             result.fail(f"re-run #{index + 1} after the kill at {run.killed_at:.1f} s: {rerun.brief()}")
         after = read_state(target)
-        for problem in compare_states(after, reference):
-            result.fail(f"after re-run #{index + 1}: {problem}")
-        for problem in duplicate_keys(after):
-            result.fail(f"after re-run #{index + 1}: duplicate keys: {problem}")
+        result.fail_each(compare_states(after, reference), f"after re-run #{index + 1}: ")
+        result.fail_each(duplicate_keys(after), f"after re-run #{index + 1}: duplicate keys: ")
         before = after
     result.notes.append(f"TMPDIR after the last re-run: {_leftovers(tmpdir)}")
     result.notes.insert(0, f"kill moments {', '.join(moments)} (clean run {ref_seconds:.1f} s)")
@@ -1064,10 +1050,8 @@ def scenario_overlap(h: Harness, backend: str) -> list[Result]:
             if run.rc != 0:
                 result.fail(f"round {index + 1} ({how}): {run.label}: {run.brief()}")
         state = read_state(target)
-        for problem in duplicate_keys(state):
-            result.fail(f"round {index + 1}: duplicate keys: {problem}")
-        for problem in compare_states(state, reference):
-            result.fail(f"round {index + 1}: {problem}")
+        result.fail_each(duplicate_keys(state), f"round {index + 1}: duplicate keys: ")
+        result.fail_each(compare_states(state, reference), f"round {index + 1}: ")
         result.notes.append(
             f"round {index + 1} ({how}{f' by {stagger:.1f} s' if stagger else ''}): "
             f"{runs[0].seconds:.1f} s and {runs[1].seconds:.1f} s"
@@ -1224,14 +1208,14 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
                 f"proxy changed {len(events)} answer(s) before the run was killed; "
                 f"TMPDIR then held {_leftovers(run.tmpdir)}"
             )
-            for problem in torn_tables(after, before, complete):
-                result.fail(f"partial table: {problem}")
+            result.fail_each(torn_tables(after, before, complete), "partial table: ")
         elif run.rc == 0:
             result.notes.append(f"landed (exit 0); proxy changed {len(events)} answer(s)")
             changed = getattr(rewrite, "field", None)
             drop = {table: frozenset({changed})} if table and changed else {}
-            for problem in compare_states(after, complete, drop=drop):
-                result.fail(f"exit 0, but not a complete landing: {problem}")
+            result.fail_each(
+                compare_states(after, complete, drop=drop), "exit 0, but not a complete landing: "
+            )
             if table:
                 result.observed += _check_landed_values(kind, after.get(table), events)
                 result.notes.append(_landed_note(after.get(table), events[0]))
@@ -1250,8 +1234,7 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
                 if not any(all(m in line for m in markers) for line in lines):
                     named = " and ".join(repr(m) for m in markers)
                     result.fail(f"no failure line names {named}: {_clip(lines[0], 260)}")
-            for problem in torn_tables(after, before, complete):
-                result.fail(f"partial table: {problem}")
+            result.fail_each(torn_tables(after, before, complete), "partial table: ")
         result.observed += duplicate_keys(after)
         results.append(result.done())
     return results
