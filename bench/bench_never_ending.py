@@ -1,14 +1,9 @@
 """A service that never ends a walk: requests, seconds and memory until the sync's request budget stops it.
 
-Claim checked: a walk whose every page has a new cursor, new row ids and new answers behind them
-ends at the sync's request budget with ``RequestBudgetExceeded``, and the process's memory stays
-flat while it walks: the RSS growth over the second half of the walk is under 5% of the growth a
-client keeping every row would show (rows x bytes per row, measured in the same run).
-
-Real parts: the sandbox on loopback (limits loose, so the walk runs as fast as the machine allows),
-the real client behind a rewriting proxy transport (``InventingTransport``) that serves the
-prompt's first page again for each invented cursor with new ids, answers and positions; the rows
-are consumed and dropped, as the spool does.
+Claim: a walk whose every page has a new cursor, new rows and new answers ends at the request
+budget with ``RequestBudgetExceeded``, and the RSS growth over its second half stays under 5% of
+what keeping its rows would take (measured in the same run). The sandbox on loopback behind a
+transport that invents the pages; the rows are consumed and dropped, as the spool does.
 
 Run: ``.venv/bin/python bench/bench_never_ending.py [--floor N]``; prints the figures (no file).
 """

@@ -1,20 +1,10 @@
 """Benchmark of the sandbox's large workspace: start-up, memory, and latency of heavy pages.
 
-Run: ``.venv/bin/python bench/bench_sandbox.py [--prompts 60] [--no-write]``. It starts the large
-sandbox (5 brands x 300 prompts x 7 engines, lazily generated) with ``python -m sandbox`` in its own
-process on loopback (so client and server share no GIL), measures over real HTTP,
-prints the figures and writes them under ``## Sandbox`` in ``bench/RESULTS.md`` (other sections of
-that file are left as they are).
-
-Figures:
-- start-up: process start until the server answers, and the server's RSS after start and after the run;
-- 999-row mention pages (``GET /v1/prompts/{id}/mentions``, the 120 days of history, all engines): median and
-  p95 against the 100 ms target, warm (blocks of the window already generated, the steady state of
-  a sync) and cold (the first page of a brand, which generates its window's blocks);
-- competitor trends over 30 days (all-engine rollup, 300 prompts x 7 engines), cold and warm;
-- citation URLs (``limit=2000``) over 30 days;
-- CPU time (this thread only) to build and serialize a warm 999-row page in-process: the work
-  itself, free of the CPU wait a shared machine adds to wall-clock latency.
+Run: ``.venv/bin/python bench/bench_sandbox.py [--prompts 60] [--no-write]``. ``python -m sandbox
+--size large`` in its own process (no GIL shared with the client), measured over HTTP on loopback:
+start-up and RSS; 999-row mention pages (120 days, all engines) warm and cold against 100 ms;
+competitor trends and citation URLs over 30 days; the CPU time to build and serialize a warm page
+in-process (the work itself, free of a shared machine's CPU wait). Under ``## Sandbox``.
 """
 
 from __future__ import annotations

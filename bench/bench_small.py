@@ -3,15 +3,10 @@
     .venv/bin/pip install -e '.[bench]'          # dlt, for the peer only
     .venv/bin/python bench/bench_small.py         # 1 and 2 days of the demo workspace, 3 pairs each
 
-Each pair runs ``visibility-sync run`` over the newest N days (every table) and ``bench/dlt_peer.py``
-(the nearest set dlt's ``rest_api`` lands in a few lines: the five snapshot tables, prompt mentions
-and answers), one after the other, the order alternating from pair to pair; both are processes
-into a fresh DuckDB file, against one sandbox (``demo`` workspace, its own process, rate limit
-``--rate``). Per run: wall, the CPU of the whole process tree (``RUSAGE_CHILDREN``: every
-descendant is waited for), the peak of the tree's summed RSS, and the requests the sandbox answered.
-Reported: medians, and ours / dlt's for each figure (the bound measured in the same run), plus
-the wall per request (ours lands more tables, so it sends more requests).
-Results go to ``bench/RESULTS.md`` under ``## Small syncs beside dlt`` (not with ``--no-write``).
+Each pair runs ``visibility-sync run`` over the newest N days and ``bench/dlt_peer.py`` (the nearest
+set of tables dlt's ``rest_api`` lands in a few lines), alternating which goes first, each a process
+into a fresh DuckDB file against one ``demo`` sandbox: wall, the whole tree's CPU and peak RSS,
+requests. Reported: medians and ours / dlt's, under ``## Small syncs beside dlt`` of RESULTS.md.
 """
 
 from __future__ import annotations

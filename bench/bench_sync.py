@@ -4,20 +4,16 @@
     .venv/bin/python bench/bench_sync.py --scenarios rows --days 1,4 --rate 100 --no-write
     .venv/bin/python bench/bench_sync.py --scenarios shared --shared-rate 20
 
-Every figure is a ratio against a bound measured in the same run (the machine is shared):
+Every figure is a ratio against a bound measured in the same run (the machine is shared), the
+command line a process against the sandbox's ``large`` workspace, into a fresh DuckDB file:
 
-* ``rows``: the command line as a process (``python -m pipelines.cli run``) over the newest 1 and N
-  days of the sandbox's ``large`` workspace, into a fresh DuckDB file. CPU: the whole process tree
-  (the command, its landing worker; ``RUSAGE_CHILDREN`` of this process around the run, every
-  descendant is waited for). Peak RSS: the sum of the tree's resident sets, sampled every 50 ms.
-  *CPU per landed row*: the marginal CPU between the 1-day and the N-day sync divided by the extra
-  rows landed (every table), against the **bare decode**: ``json.loads`` + ``pa.Table.from_pylist``
-  of a sample of the same endpoints' pages (raw bodies fetched once, then decoded in this process),
-  timed in the same run. *Pace*: wall / (requests the sandbox answered / rate limit).
-  Memory: peak tree RSS / 400 MB.
-* ``shared``: four ``visibility-sync run --brand X`` at once (one brand each) on one key limited to
-  ``--shared-rate`` requests/s: share of 429 answers, and the wall of the slowest against the rate
-  bound of the requests the four landed (successful requests / rate).
+* ``rows``: the newest 1 and N days. CPU of the whole tree (``RUSAGE_CHILDREN``), its peak summed
+  RSS (sampled every 50 ms) / 400 MB, pace = wall / (requests answered / rate limit), and the
+  marginal CPU per landed row (1 -> N days) against the bare decode (``json.loads`` +
+  ``pa.Table.from_pylist`` of a sample of the same pages, timed in this process).
+* ``shared``: four ``visibility-sync run --brand X`` at once on one key limited to ``--shared-rate``:
+  the share of 429s, and the slowest wall against (successful requests / rate).
+* ``resume``: a sync SIGKILLed at 90 % of a clean one's requests, then the same command again.
 
 Results go to ``bench/RESULTS.md`` under ``## Sync: whole process tree`` (not with ``--no-write``).
 """

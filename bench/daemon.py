@@ -192,12 +192,9 @@ def dagster_stack(
     timeout: float = 300.0,
     daemon: bool = True,
 ) -> Iterator[DagsterStack]:
-    """``dagster-webserver`` and ``dagster-daemon run`` on a fresh instance, ready to take backfills.
-
-    ``env``: the project's settings (``VISIBILITY_*``) the code location reads. The webserver starts
-    first; with ``quiet_sensors`` its GraphQL stops the running sensors (the competitor-history
-    sensor runs by default and lists competitors every 10 minutes) before the daemon's first tick.
-    """
+    """``dagster-webserver`` and ``dagster-daemon run`` on a fresh instance with the project's
+    settings ``env``; ``quiet_sensors``: the running sensors (their ticks would spend the key) are
+    stopped before the daemon's first tick."""
     home = Path(tempfile.mkdtemp(prefix="bench-dagster-home-"))
     shutil.copyfile(code_root / "dagster.yaml", home / "dagster.yaml")
     full_env = code_env(code_root, DAGSTER_HOME=str(home), **dict(env))
@@ -239,9 +236,8 @@ def start_daemon(
     timeout: float = 300.0,
     since: float | None = None,
 ) -> Service:
-    """``dagster-daemon run`` for a stack started with ``daemon=False`` (a test that launches runs only
-    late, or never), waiting until the ``needed`` daemons report healthy; its log goes next to the
-    webserver's. ``since``: the clock value ``started_seconds["daemon"]`` counts from (default: now)."""
+    """``dagster-daemon run`` for a stack started with ``daemon=False``, once the ``needed`` daemons
+    report healthy; ``since``: the clock value ``started_seconds["daemon"]`` counts from."""
     if stack.daemon is not None:
         return stack.daemon
     since = time.monotonic() if since is None else since
@@ -460,13 +456,9 @@ def ui_backfill_launches(
     dates: Sequence[dt.date],
     engines: Sequence[str] | None = None,
 ) -> tuple[list[UiLaunch], str]:
-    """The dialogs a user goes through to backfill ``dates`` x ``engines`` of these assets (or of
-    the group's *Materialize all*), and a note when one dialog cannot do it.
-
-    When the selection's assets have different partitions definitions and no shared root, the
-    dialog offers *all partitions* only (target ``pureAll``): a user who wants a date range then
-    selects the assets of each partitions definition apart, one dialog (one backfill) each.
-    """
+    """The dialogs a user goes through to backfill ``dates`` x ``engines`` of these assets (or the
+    group's *Materialize all*), and a note when one dialog cannot: where it offers *all partitions*
+    only (``pureAll``), one dialog per partitions definition."""
     nodes = asset_nodes(stack, assets, group)
     nodes = [n for n in nodes if n["isExecutable"] and not n["isObservable"]]
     if group:  # the group's "Materialize all": every executable asset of the group
@@ -997,15 +989,9 @@ def planner_minimum(
     snapshots: bool = False,
     code_root: Path = ROOT,
 ) -> dict[str, int]:
-    """Fewest requests, by endpoint, that land ``tables`` over ``dates`` x ``engines``.
-
-    The planner's calls for each table over the whole selection (one plan, widest windows), each
-    paged call's further pages (from the rows ``landed`` holds for it: any sync of the selection),
-    one discovery for the selection (the brand listing, and each brand's prompts / tracked
-    competitors when a selected table needs them), and with ``snapshots`` the snapshot tables'
-    listings (brands, topics, prompts, tracked competitors, generations: ``visibility-sync run``
-    refreshes them too), each listing counted once (one sync needs each listing once).
-    """
+    """Fewest requests, by endpoint, that land ``tables`` over ``dates`` x ``engines``: the planner's
+    calls for the whole selection, the further pages of paged calls (from the rows ``landed`` holds),
+    one discovery, and with ``snapshots`` the snapshot listings (each listing once)."""
     if str(code_root) not in sys.path:
         sys.path.insert(0, str(code_root))
     import sync.planning as planning
