@@ -23,8 +23,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -193,27 +193,17 @@ def scenario_shared(sandbox: P.SandboxService, rate: float, days: int, work: Pat
     sandbox.configure(limits={"rate_per_second": rate, "burst": max(1, int(rate))})
     sandbox.reset_stats()
     before = P.children_cpu()
-    results: dict[str, P.CliOutcome] = {}
 
-    def one(brand: str) -> None:
+    def one(brand: str) -> P.CliOutcome:
         args = [*P.cli_args(dates, None)[:-1], "--brand", brand, "--quiet"]
-        results[brand] = P.run_cli(
-            args,
-            url=sandbox.url,
-            key=sandbox.key,
-            db=work / f"shared-{brand}.duckdb",
-            log_dir=work,
-            code_root=CODE_ROOT,
-            sampler=sampler,
+        db = work / f"shared-{brand}.duckdb"
+        return P.run_cli(
+            args, url=sandbox.url, key=sandbox.key, db=db, log_dir=work, code_root=CODE_ROOT, sampler=sampler
         )
 
     started = time.monotonic()
-    with P.TreeSampler() as sampler:
-        threads = [threading.Thread(target=one, args=(b,)) for b in brands]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    with P.TreeSampler() as sampler, ThreadPoolExecutor(len(brands)) as pool:
+        results = dict(zip(brands, pool.map(one, brands), strict=True))
     wall = time.monotonic() - started
     cpu = P.children_cpu() - before
     stats = sandbox.stats()

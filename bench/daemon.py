@@ -538,31 +538,24 @@ def wait_backfills(
 ) -> dict[str, Any]:
     """Poll ``partitionBackfillOrError`` for each until it has a terminal status and its runs ended
     (``observed_end``: when that was first seen); cancels the unfinished ones on timeout."""
-    deadline = time.monotonic() + timeout
     finals: dict[str, Any] = {}
-    while True:
-        for service in stack.services:
-            if not service.alive():
-                raise RuntimeError(f"{service.name} exited:\n{service.tail()}")
-        for backfill_id in backfill_ids:
-            if backfill_id in finals:
-                continue
+
+    def ended() -> bool:
+        for backfill_id in set(backfill_ids) - set(finals):
             variables = {"backfillId": backfill_id}
             data = stack.answer(BACKFILL_QUERY, variables, "partitionBackfillOrError", "PartitionBackfill")
-            if data["status"] in TERMINAL_BACKFILL and all(
-                r["status"] in TERMINAL_RUN for r in backfill_runs(stack, backfill_id)
-            ):
-                data["observed_end"] = time.time()
-                finals[backfill_id] = data
-        if len(finals) == len(backfill_ids):
-            return finals
-        if time.monotonic() > deadline:
-            for backfill_id in set(backfill_ids) - set(finals):
-                stack.graphql(CANCEL_BACKFILL_MUTATION, {"backfillId": backfill_id})
-            raise TimeoutError(
-                f"backfills {sorted(set(backfill_ids) - set(finals))} unfinished after {timeout:.0f} s"
-            )
-        time.sleep(1.0)
+            runs = backfill_runs(stack, backfill_id)
+            if data["status"] in TERMINAL_BACKFILL and all(r["status"] in TERMINAL_RUN for r in runs):
+                finals[backfill_id] = {**data, "observed_end": time.time()}
+        return len(finals) == len(backfill_ids)
+
+    try:
+        wait_until("backfills", ended, timeout, stack.services, every=1.0, errors=())
+    except TimeoutError:
+        for backfill_id in set(backfill_ids) - set(finals):
+            stack.graphql(CANCEL_BACKFILL_MUTATION, {"backfillId": backfill_id})
+        raise
+    return finals
 
 
 @dataclass
@@ -788,15 +781,12 @@ def launch_runs(stack: DagsterStack, params: list[dict[str, Any]]) -> list[str]:
 
 
 def wait_runs(stack: DagsterStack, run_ids: Sequence[str], timeout: float = 1800.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        data = stack.graphql(RUNS_QUERY, {"filter": {"runIds": list(run_ids)}})
-        runs = data["runsOrError"]["results"]
-        if len(runs) == len(run_ids) and all(r["status"] in TERMINAL_RUN for r in runs):
-            return runs
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"runs {list(run_ids)} not finished after {timeout:.0f} s")
-        time.sleep(0.5)
+    def ended() -> list[dict[str, Any]] | None:
+        runs = stack.graphql(RUNS_QUERY, {"filter": {"runIds": list(run_ids)}})["runsOrError"]["results"]
+        done = len(runs) == len(run_ids) and all(r["status"] in TERMINAL_RUN for r in runs)
+        return runs if done else None
+
+    return wait_until(f"runs {list(run_ids)}", ended, timeout, stack.services, every=0.5, errors=())
 
 
 # one run, as the UI's "Materialize" launches it (a selection of one job's assets, one partition)
