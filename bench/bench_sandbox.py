@@ -9,13 +9,11 @@ in-process (the work itself, free of a shared machine's CPU wait). Under ``## Sa
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 import statistics
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -50,10 +48,8 @@ def timed(client: httpx.Client, path: str, params: dict[str, object]) -> tuple[f
 
 
 def page_cpu_ms(sb: Sandbox, brand: Brand, config: SandboxConfig) -> list[float]:
-    """CPU time (this thread only) to build and serialize warm 999-row pages in-process.
-
-    Wall-clock latency on a shared machine includes waiting for a CPU; this is the work itself.
-    """
+    """CPU time (this thread only) to build and serialize warm 999-row pages in-process: the work
+    itself, without the wait for a CPU that wall-clock latency on a shared machine includes."""
     window = Window(config.history_start, TODAY)
     out = []
     for prompt in brand.prompts[:60]:
@@ -65,32 +61,23 @@ def page_cpu_ms(sb: Sandbox, brand: Brand, config: SandboxConfig) -> list[float]
     return out
 
 
-@contextlib.contextmanager
-def serve_large() -> Iterator[tuple[str, dict[str, str], psutil.Process, float]]:
-    """``python -m sandbox --size large`` in its own process (no GIL shared with this client), its
-    limits out of the way."""
-    started = time.perf_counter()
-    logs = P.work_folder("bench-sandbox-")
-    with sandbox_service(size="large", rate=1e6, max_concurrent=1000, log_dir=logs) as sb:
-        assert sb.service is not None
-        yield sb.url, sb.keys, psutil.Process(sb.service.pid), time.perf_counter() - started
-
-
 def run(prompts_per_brand: int) -> dict[str, float]:
     config = SandboxConfig(size="large", today=TODAY, faults=FaultsConfig(profile="none"))
     load_before = os.getloadavg()[0]
-    with serve_large() as (url, keys, server, startup_s):
+    started = time.perf_counter()
+    logs = P.work_folder("bench-sandbox-")
+    # in its own process (no GIL shared with this client), its limits out of the way
+    with sandbox_service(size="large", rate=1e6, max_concurrent=1000, log_dir=logs) as sb:
+        startup_s = time.perf_counter() - started
+        assert sb.service is not None
+        server = psutil.Process(sb.service.pid)
         after_start = server.memory_info().rss / 1e6
         world = World(config)  # the same seed and size: ids to request, generated here, not served
         brands = [b for b in world.brands if b.workspace_id == world.workspaces["main"].id]
         window = {"from": config.history_start.isoformat(), "to": TODAY.isoformat(), "limit": 999}
-        cold: list[float] = []
-        warm: list[float] = []
-        trends_cold: list[float] = []
-        trends_warm: list[float] = []
-        urls: list[float] = []
-        headers = {"Authorization": f"Bearer {keys['workspace']}"}
-        with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+        cold, warm, trends_cold, trends_warm, urls = [], [], [], [], []
+        headers = {"Authorization": f"Bearer {sb.key}"}
+        with httpx.Client(base_url=sb.url, headers=headers, timeout=60) as client:
             client.get("/v1/brands").raise_for_status()  # connection and first-request set-up
             for brand in brands:
                 for i, prompt in enumerate(brand.prompts[:prompts_per_brand]):

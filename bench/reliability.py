@@ -1100,15 +1100,10 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
             if kind == "killed_echo" and rewrite is not None:
                 half = max(1, h.requests.get((backend, start, end), 100) // 2)
                 kill_when = lambda r=rewrite, n=half: r.requests >= n  # noqa: E731  # mid-fetch
+            env = {"VISIBILITY_RETRY_DEADLINE_SECONDS": "5"} if not should_succeed else None
+            label = f"keys {backend} {kind}"
             run = h.run_cli(
-                target,
-                start,
-                end,
-                label=f"keys {backend} {kind}",
-                api_url=url,
-                dagster_home=True,
-                kill_when=kill_when,
-                env={"VISIBILITY_RETRY_DEADLINE_SECONDS": "5"} if not should_succeed else None,
+                target, start, end, label=label, api_url=url, dagster_home=True, kill_when=kill_when, env=env
             )
         result.runs += 1
         outcomes.append(f"{kind}: {run.brief()}")
@@ -1124,16 +1119,12 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
             result.fail(f"{kind}: a traceback was printed")
         for fragment in _garbled(run.failure_lines()):  # not a leak: a message defect, said apart
             result.notes.append(f"{kind}: message defect, the mask of the key is garbled: …{fragment}…")
-        state = read_state(target)
         folders = [p for p in (run.dagster_home, run.tmpdir, run.cwd) if p is not None]
-        texts = {
-            f"{kind} stdout": run.stdout,
-            f"{kind} stderr": run.stderr,
-            f"{kind} warehouse dump": dump_text(state),
-        }
-        hits = scan_for_key(h.key, folders, target.files(), texts, h.workdir)
-        for hit in hits:
-            result.fail(f"{kind}: key found in {hit}")
+        texts = {f"{kind} stdout": run.stdout, f"{kind} stderr": run.stderr}
+        texts[f"{kind} warehouse dump"] = dump_text(read_state(target))
+        result.fail_each(
+            scan_for_key(h.key, folders, target.files(), texts, h.workdir), f"{kind}: key found in "
+        )
     result.notes.append("; ".join(outcomes))
     return [result.done()]
 
@@ -1153,12 +1144,7 @@ def _acceptable_values(kind: str, served: Any) -> list[Any] | None:
     if kind == "huge_number_double":
         return [float(HUGE)]
     if kind in ("nul_text", "nul_text_snapshot"):
-        return [
-            served,
-            served.replace("\x00", ""),
-            served.replace("\x00", "\ufffd"),
-            served.replace("\x00", " "),
-        ]
+        return [served.replace("\x00", instead) for instead in ("\x00", "", "\ufffd", " ")]
     if kind == "big_string":
         return [served]
     return []  # judged by the table comparison alone
@@ -1170,23 +1156,14 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
     complete, _ = h.reference(backend, start, end)
     base, before = h.baseline(backend, start, start + dt.timedelta(days=1))
     results = []
+    deadline = {"VISIBILITY_RETRY_DEADLINE_SECONDS": f"{h.config.retry_deadline:g}"}
     for kind in kinds or h.config.bad_kinds:
         result = Result(f"bad response: {kind}", backend)
         target = h.copy_warehouse(base, f"bad_{kind}_{backend}")
         rewrite = bad_response(kind)
         with run_proxy(h.sandbox.url, rewrite) as proxy:
-            run = h.run_cli(
-                target,
-                start,
-                end,
-                label=f"bad {kind} {backend}",
-                api_url=proxy.url,
-                env=(
-                    {"VISIBILITY_RETRY_DEADLINE_SECONDS": f"{h.config.retry_deadline:g}"}
-                    if h.config.retry_deadline > 0
-                    else None
-                ),
-            )
+            env = deadline if h.config.retry_deadline > 0 else None
+            run = h.run_cli(target, start, end, label=f"bad {kind} {backend}", api_url=proxy.url, env=env)
         result.runs = 1
         after = read_state(target)
         result.observed += _process_problems(run)
