@@ -63,10 +63,6 @@ class InventingTransport(httpx.HTTPTransport):
         return httpx.Response(200, headers=headers, content=json.dumps(body).encode())
 
 
-def rss_mb() -> float:
-    return psutil.Process().memory_info().rss / 2**20
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--floor", type=int, default=4000, help="the sync's request floor (default 4000)")
@@ -98,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                     if rows <= 1000:
                         row_bytes += len(json.dumps(row))
                     if rows % 5000 == 0:
-                        samples.append((budget.requests_taken, rss_mb()))
+                        samples.append((budget.requests_taken, psutil.Process().memory_info().rss / 2**20))
                 error = None
             except RequestBudgetExceeded as exc:
                 error = exc

@@ -322,10 +322,6 @@ def _common_job(nodes: Sequence[Mapping[str, Any]], preferred: str | None = None
     return next((j for j in common if j == preferred), common[0] if common else None)
 
 
-def _hidden_job(name: str) -> bool:
-    return name.startswith("__ASSET_JOB")  # isHiddenAssetGroupJob
-
-
 def _anchor(nodes: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """``getAnchorAssetForPartitionMappedBackfill``: a root, when every partitioned root shares a def."""
     keys = {_key(n) for n in nodes}
@@ -400,7 +396,7 @@ def _params(
         "tags": [FROM_UI_TAG],
         "assetSelection": [{"path": list(n["assetKey"]["path"])} for n in nodes],
     }
-    if target == "job" and job is not None and not _hidden_job(job):
+    if target == "job" and job is not None and not job.startswith("__ASSET_JOB"):  # isHiddenAssetGroupJob
         return {
             **base,
             "partitionNames": keys,

@@ -708,12 +708,6 @@ class Harness:
         self._pg_admin(f'CREATE DATABASE "{name}"')
         return Target("postgres", f"{self._postgres()}/{name}", database=name)
 
-    def copy_warehouse(self, source: Target, label: str) -> Target:
-        """A new warehouse holding what ``source`` holds (a file copy; a Postgres template copy)."""
-        target = self.new_warehouse(source.backend, label)
-        self.restore(target, source)
-        return target
-
     def restore(self, target: Target, source: Target) -> None:
         """Make ``target`` hold exactly what ``source`` holds (no process may be using either)."""
         if source.backend == "duckdb":
@@ -1159,7 +1153,8 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
     deadline = {"VISIBILITY_RETRY_DEADLINE_SECONDS": f"{h.config.retry_deadline:g}"}
     for kind in kinds or h.config.bad_kinds:
         result = Result(f"bad response: {kind}", backend)
-        target = h.copy_warehouse(base, f"bad_{kind}_{backend}")
+        target = h.new_warehouse(backend, f"bad_{kind}_{backend}")
+        h.restore(target, base)
         rewrite = bad_response(kind)
         with run_proxy(h.sandbox.url, rewrite) as proxy:
             env = deadline if h.config.retry_deadline > 0 else None
