@@ -301,28 +301,24 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
         f"{machine()}, code: {args.code_label}. Sandbox `{args.size}` workspace in its own process, "
         f"rate limit {args.rate:g} requests/s, no faults; dates end on {NEWEST} (the sandbox's newest day).",
         "",
-        "Method. Each backfill goes through the real stack: `dagster-webserver` and `dagster-daemon run` "
-        "started as `dagster dev` starts them, on a fresh `DAGSTER_HOME` holding the project's "
-        "`dagster.yaml`, loading the project's `workspace.yaml` (`bench/daemon.py`). It is launched with "
-        "the GraphQL the UI's *Materialize* dialog sends: `launchPartitionBackfill` with `assetSelection` "
-        "and `partitionNames` (`date|engine` keys, date range x the engines ticked), plus a `selector` "
-        "when the assets' first common job is a user job, or `allPartitions` when the dialog has no "
-        "range to offer (assets of different partitions definitions), each built by the rules of "
-        "`LaunchAssetExecutionButton` / `LaunchAssetChoosePartitionsDialog` of the installed UI. Where one "
-        "dialog cannot take a date range, each partitions definition gets its own dialog (as a user "
-        "would do). The daemon runs it; `partitionBackfillOrError` is polled to the end and the runs are "
-        "read by their `dagster/backfill` tag (Dagster adds the selected assets' asset checks to a "
-        "backfill's runs). Requests are counted by the sandbox (every status, 429s "
-        "and retries included). The planner's minimum: the pure planner's calls for the whole "
-        "selection over the sandbox's brands, prompts and competitors, the further pages of the paged "
-        "calls (from the rows landed), one discovery (brands; prompts and tracked competitors where a "
-        "selected table needs them). Wall: from the mutation to the backfill seen finished (polled each "
-        "second); runs span: first run start to last run end, with the daemon's pickup before it and "
-        "the tail after it (the backfill daemon loops every 30 s). Beside each, `visibility-sync run` "
-        "over the same dates and engines as a process into a fresh DuckDB file (it has no asset "
-        "selection: it syncs the snapshots and every partitioned table, so its minimum is that of every "
-        "table plus the snapshot listings, each listing counted once); `rows = CLI`: the backfill's "
-        "tables hold exactly the command line's rows (every column but `_loaded_at` and `_run_id`).",
+        "Method. Each backfill goes through the real stack (`bench/daemon.py`): `dagster-webserver` and "
+        "`dagster-daemon run` as `dagster dev` starts them, on a fresh `DAGSTER_HOME` with the project's "
+        "`dagster.yaml` and `workspace.yaml`. It is launched with the GraphQL the UI's *Materialize* dialog "
+        "sends (`launchPartitionBackfill`: `assetSelection` and `partitionNames`, `date|engine` keys, plus "
+        "a `selector` when the assets' first common job is a user job, or `allPartitions` where the dialog "
+        "offers no range; built by the rules of `LaunchAssetExecutionButton` / "
+        "`LaunchAssetChoosePartitionsDialog` of the installed UI; one dialog per partitions definition "
+        "where one cannot take a date range, as a user would do). The daemon runs it; "
+        "`partitionBackfillOrError` is polled to the end, the runs read by their `dagster/backfill` tag. "
+        "The sandbox counts the requests (every status, 429s and retries included). The planner's "
+        "minimum: the pure planner's calls for the whole selection, the further pages of paged calls "
+        "(from the rows landed), one discovery. Wall: from the mutation to the backfill seen finished "
+        "(polled each second); runs span: first run start to last run end, with the daemon's pickup "
+        "before it and the tail after it (the backfill daemon loops every 30 s). Beside each, "
+        "`visibility-sync run` over the same dates and engines into a fresh DuckDB file (it syncs the "
+        "snapshots and every partitioned table: its minimum is that of every table plus the snapshot "
+        "listings, each once); `rows = CLI`: the backfill's tables hold exactly the command line's rows "
+        "(every column but `_loaded_at` and `_run_id`).",
         "",
         "Targets: requests <= 1.05 x the planner's minimum; wall <= 1.2 x requests / rate limit.",
         "",
@@ -350,18 +346,12 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
         for r in rows:
             lines.append(_ui_row(r, backfills.get("cli", {}).get(r.get("cli_key", ""))))
         lines.append("")
-        for r in rows:
-            if "error" in r:
-                continue
-            detail = f"- {r['days']} day{'s' if r['days'] > 1 else ''}: runs (s since the launch) "
-            detail += ", ".join(r["run_ranges"])
-            if r.get("note"):
-                detail += f"; {r['note']}"
-            if r.get("run_failures"):
-                detail += f"; run failures: {'; '.join(r['run_failures'])}"
-            if r.get("responses_429"):
-                detail += f"; {r['responses_429']} answered 429"
-            lines.append(detail + ".")
+        for r in (r for r in rows if "error" not in r):
+            days = f"{r['days']} day{'s' * (r['days'] > 1)}"
+            detail = [f"- {days}: runs (s since the launch) {', '.join(r['run_ranges'])}", r.get("note")]
+            detail.append(r.get("run_failures") and f"run failures: {'; '.join(r['run_failures'])}")
+            detail.append(r.get("responses_429") and f"{r['responses_429']} answered 429")
+            lines.append("; ".join(filter(None, detail)) + ".")
         lines.append("")
     if backfills.get("stack"):
         lines += [

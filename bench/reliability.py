@@ -87,18 +87,20 @@ QUICK_BAD_KINDS: tuple[str, ...] = (
     "endless_cursor_fresh",
     "nul_text",
 )
-KEY_RUNS: tuple[str, ...] = (
-    "success",
-    "success_echo",
-    "fail_500_echo",
-    "fail_401_echo",
-    "fail_html_echo",
-    "killed_echo",
-    "fail_400_tail_echo",
-    "fail_400_tail_upper_echo",
-    "fail_400_url_escaped_echo",
-    "fail_400_json_escaped_echo",
-)
+#: key run -> the echoing proxy's rewrite (None: no proxy), whether the run should land
+KEY_RUNS: dict[str, tuple[Callable[[str], Rewrite | None], bool]] = {
+    "success": (lambda kind: None, True),
+    "success_echo": (lambda kind: EchoKey(kind, fail_first=True), True),
+    "fail_500_echo": (lambda kind: EchoKey(kind, persistent=(MENTIONS, 2, 500, "internal_error")), False),
+    "fail_401_echo": (lambda kind: EchoKey(kind, persistent=(BRANDS, 1, 401, "invalid_api_key")), False),
+    "fail_html_echo": (lambda kind: EchoKey(kind, persistent=(ANSWERS, 2, 200, ""), html=True), False),
+    "killed_echo": (lambda kind: EchoKey(kind), False),
+}
+for _form in ("tail", "tail_upper", "url_escaped", "json_escaped"):  # the key's forms in a 400's body
+    KEY_RUNS[f"fail_400_{_form}_echo"] = (
+        lambda kind, form=_form: EchoKey(kind, persistent=(MENTIONS, 2, 400, "invalid_request"), form=form),
+        False,
+    )
 QUICK_KEY_RUNS: tuple[str, ...] = ("success_echo", "fail_500_echo", "killed_echo", "fail_400_tail_echo")
 #: Seconds a descendant of a finished or killed CLI may take to go (the lander's own exit timeout
 #: is 10 s after a normal end; a killed parent's worker dies at once by PR_SET_PDEATHSIG).
@@ -124,7 +126,7 @@ class SuiteConfig:
     scenarios: tuple[str, ...] = SCENARIOS
     backends: tuple[str, ...] = BACKENDS
     bad_kinds: tuple[str, ...] = DEFAULT_BAD_KINDS
-    key_runs: tuple[str, ...] = KEY_RUNS
+    key_runs: tuple[str, ...] = tuple(KEY_RUNS)
     days: int = 3
     long_days: int = 9
     kills: int = 4
@@ -1057,26 +1059,6 @@ def scenario_overlap(h: Harness, backend: str) -> list[Result]:
 # 4. the key searched for in everything written
 
 
-def _key_rewrite(kind: str) -> tuple[Rewrite | None, bool]:
-    """The proxy of one key run, and whether the run is expected to succeed."""
-    if kind == "success":
-        return None, True
-    if kind == "success_echo":
-        return EchoKey(kind, fail_first=True), True
-    if kind == "fail_500_echo":
-        return EchoKey(kind, persistent=(MENTIONS, 2, 500, "internal_error")), False
-    if kind == "fail_401_echo":
-        return EchoKey(kind, persistent=(BRANDS, 1, 401, "invalid_api_key")), False
-    if kind == "fail_html_echo":
-        return EchoKey(kind, persistent=(ANSWERS, 2, 200, ""), html=True), False
-    if kind == "killed_echo":
-        return EchoKey(kind), False
-    if kind.startswith("fail_400_") and kind.endswith("_echo"):
-        form = kind.removeprefix("fail_400_").removesuffix("_echo")
-        return EchoKey(kind, persistent=(MENTIONS, 2, 400, "invalid_request"), form=form), False
-    raise ValueError(f"unknown key run {kind!r}; use one of {', '.join(KEY_RUNS)}")
-
-
 def scenario_keys(h: Harness, backend: str) -> list[Result]:
     """Zero occurrences of the key in anything a run wrote, whatever the service echoed."""
     h.reference(backend)  # a clean run's request count sets the kill moment of `killed_echo`
@@ -1085,7 +1067,8 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
     target = h.new_warehouse(backend, f"keys_{backend}")
     outcomes = []
     for kind in h.config.key_runs:
-        rewrite, should_succeed = _key_rewrite(kind)
+        make, should_succeed = KEY_RUNS[kind]
+        rewrite = make(kind)
         with contextlib.ExitStack() as stack:
             url = None
             if rewrite is not None:
@@ -1401,7 +1384,7 @@ OPTIONS: dict[str, tuple[Any, str]] = {
     "scenario": (SCENARIOS, "repeatable; default all"),
     "backend": (BACKENDS, "repeatable; default both"),
     "bad": (None, "bad-response kinds (bench/proxy.py)"),
-    "key_run": (KEY_RUNS, "key-search runs"),
+    "key_run": (tuple(KEY_RUNS), "key-search runs"),
     "kills": (int, "SIGKILLs per backend (default 4, quick 1)"),
     "overlap_rounds": (int, "overlap rounds (default 3, quick 1)"),
     "soak_seeds": (int, "hostile runs with successive seeds (default 1)"),
