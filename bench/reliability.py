@@ -140,20 +140,9 @@ class SuiteConfig:
 
     @classmethod
     def quick_config(cls, **changes: Any) -> SuiteConfig:
-        base: dict[str, Any] = {
-            "backends": ("duckdb",),
-            "bad_kinds": QUICK_BAD_KINDS,
-            "key_runs": QUICK_KEY_RUNS,
-            "days": 2,
-            "long_days": 8,
-            "kills": 1,
-            "overlap_rounds": 1,
-            "soak_seeds": 1,
-            "run_timeout": 240.0,
-            "quick": True,
-        }
-        base.update(changes)
-        return cls(**base)
+        quick: dict[str, Any] = dict(backends=("duckdb",), bad_kinds=QUICK_BAD_KINDS, key_runs=QUICK_KEY_RUNS)
+        quick.update(days=2, long_days=8, kills=1, overlap_rounds=1, run_timeout=240.0, quick=True)
+        return cls(**{**quick, **changes})
 
 
 @dataclass
