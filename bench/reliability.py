@@ -42,31 +42,9 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
-from bench.processes import (  # noqa: E402
-    RESULTS,
-    Service,
-    TreeSampler,
-    free_port,
-    install_signal_handlers,
-    machine,
-    served,
-    wait_until,
-    write_section,
-)
-from bench.proxy import (  # noqa: E402
-    ANSWERS,
-    BIG_STRING_CHARS,
-    BRANDS,
-    DEFAULT_BAD_KINDS,
-    HUGE,
-    MENTIONS,
-    PROMPTS,
-    ROW_REWRITES,
-    EchoKey,
-    Rewrite,
-    bad_response,
-    run_proxy,
-)
+from bench import processes as P  # noqa: E402
+from bench import proxy  # noqa: E402
+from bench.proxy import ANSWERS, BRANDS, MENTIONS, EchoKey  # noqa: E402
 from sync.resume import TEMP_PREFIX  # noqa: E402
 
 SECTION = "## Reliability"
@@ -88,7 +66,7 @@ QUICK_BAD_KINDS: tuple[str, ...] = (
     "nul_text",
 )
 #: key run -> the echoing proxy's rewrite (None: no proxy), whether the run should land
-KEY_RUNS: dict[str, tuple[Callable[[str], Rewrite | None], bool]] = {
+KEY_RUNS: dict[str, tuple[Callable[[str], proxy.Rewrite | None], bool]] = {
     "success": (lambda kind: None, True),
     "success_echo": (lambda kind: EchoKey(kind, fail_first=True), True),
     "fail_500_echo": (lambda kind: EchoKey(kind, persistent=(MENTIONS, 2, 500, "internal_error")), False),
@@ -108,8 +86,8 @@ KILLED_GRACE_SECONDS = 3.0
 EXITED_GRACE_SECONDS = 12.0
 #: The table each bad answer lands in, when it lands.
 BAD_KIND_TABLE = {
-    kind: {MENTIONS: "prompt_mentions", ANSWERS: "answers", PROMPTS: "prompts"}[pattern]
-    for kind, (pattern, *_) in ROW_REWRITES.items()
+    kind: {MENTIONS: "prompt_mentions", ANSWERS: "answers", proxy.PROMPTS: "prompts"}[pattern]
+    for kind, (pattern, *_) in proxy.ROW_REWRITES.items()
 }
 #: Longest line a clear error may print (a 2 MB string echoed into a message is not clear).
 MAX_LINE_CHARS = 2000
@@ -125,7 +103,7 @@ class SuiteConfig:
 
     scenarios: tuple[str, ...] = SCENARIOS
     backends: tuple[str, ...] = BACKENDS
-    bad_kinds: tuple[str, ...] = DEFAULT_BAD_KINDS
+    bad_kinds: tuple[str, ...] = proxy.DEFAULT_BAD_KINDS
     key_runs: tuple[str, ...] = tuple(KEY_RUNS)
     days: int = 3
     long_days: int = 9
@@ -194,8 +172,8 @@ def _cli_command() -> list[str]:
     return [str(script) if script.exists() else shutil.which("visibility-sync") or "visibility-sync"]
 
 
-class CliProcess(Service):
-    """One ``visibility-sync run`` process (a :class:`Service`: it dies with the suite) and, once
+class CliProcess(P.Service):
+    """One ``visibility-sync run`` process (a :class:`P.Service`: it dies with the suite) and, once
     :meth:`finish` returned, how it ended, what it printed and what it left running."""
 
     rc: int | None = None
@@ -214,7 +192,7 @@ class CliProcess(Service):
         self.descendant_names: list[str] = []  # short names of the descendants seen while it ran
         self.survivors: list[str] = []  # "pid N (command)" of those still running after it ended
         self.started = time.monotonic()
-        self.tree = TreeSampler(self.pid, every=0.1).__enter__()
+        self.tree = P.TreeSampler(self.pid, every=0.1).__enter__()
 
     def descendants(self) -> list[tuple[psutil.Process, str, str]]:
         with self.tree.lock:
@@ -364,7 +342,7 @@ def read_state(target: Target, schema: str = SCHEMA) -> State:
         path = target.path
         if path is None or not path.exists():
             return {}
-        con: Any = wait_until(  # a writer still holds the file (a survivor): wait, then fail
+        con: Any = P.wait_until(  # a writer still holds the file (a survivor): wait, then fail
             "DuckDB file",
             lambda: duckdb.connect(str(path), read_only=True),
             30,
@@ -798,7 +776,7 @@ class Harness:
             target = self.new_warehouse(backend, f"reference_{backend}")
             self.sandbox.reset_stats()
             run = self.run_cli(target, start, end, label=f"reference {backend} {start}..{end}")
-            self.requests[cache] = served(self.sandbox.stats())
+            self.requests[cache] = P.served(self.sandbox.stats())
             if run.rc != 0:
                 raise RuntimeError(
                     f"the fault-free reference run on {backend} failed ({run.brief()}): "
@@ -885,9 +863,8 @@ def scenario_soak(h: Harness, backend: str) -> list[Result]:
         statuses = sum((Counter(by_status) for by_status in stats.values()), Counter[str]())
         faults = ", ".join(f"{s}: {n}" for s, n in sorted(statuses.items()) if s != "200")
         result.runs = 1
-        result.notes.append(
-            f"{served(stats)} requests, {served(stats) - statuses['200']} answered with a fault ({faults})"
-        )
+        total = P.served(stats)
+        result.notes.append(f"{total} requests, {total - statuses['200']} answered with a fault ({faults})")
         if run.rc != 0:
             result.fail(f"exit {run.rc}: {run.brief()}")
         result.observed += _process_problems(run)
@@ -935,7 +912,7 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
     base, base_state = h.baseline(backend, *h.window)  # the window's first days only
     before: State = {}
     moments = []
-    tmpdir = h.workdir / f"tmp_sigkill_{backend}"  # one TMPDIR, as on one machine: spools meet
+    tmpdir = h.workdir / f"tmp_sigkill_{backend}"  # one TMPDIR, as on one P.machine: spools meet
     home = h.workdir / f"dagster_home_sigkill_{backend}"  # recorded runs capture output: more processes
     for index in range(h.config.kills):
         if index > 0:
@@ -1061,7 +1038,7 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
         with contextlib.ExitStack() as stack:
             url = None
             if rewrite is not None:
-                url = stack.enter_context(run_proxy(h.sandbox.url, rewrite)).url
+                url = stack.enter_context(proxy.run_proxy(h.sandbox.url, rewrite)).url
             kill_when = None
             if kind == "killed_echo" and rewrite is not None:
                 half = max(1, h.requests.get((backend, start, end), 100) // 2)
@@ -1108,7 +1085,7 @@ def _acceptable_values(kind: str, served: Any) -> list[Any] | None:
     if kind in ("wrong_type_position", "wrong_type_mention_count", "huge_number"):
         return None
     if kind == "huge_number_double":
-        return [float(HUGE)]
+        return [float(proxy.HUGE)]
     if kind in ("nul_text", "nul_text_snapshot"):
         return [served.replace("\x00", instead) for instead in ("\x00", "", "\ufffd", " ")]
     if kind == "big_string":
@@ -1127,10 +1104,10 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
         result = Result(f"bad response: {kind}", backend)
         target = h.new_warehouse(backend, f"bad_{kind}_{backend}")
         h.restore(target, base)
-        rewrite = bad_response(kind)
-        with run_proxy(h.sandbox.url, rewrite) as proxy:
+        rewrite = proxy.bad_response(kind)
+        with proxy.run_proxy(h.sandbox.url, rewrite) as handle:
             env = deadline if h.config.retry_deadline > 0 else None
-            run = h.run_cli(target, start, end, label=f"bad {kind} {backend}", api_url=proxy.url, env=env)
+            run = h.run_cli(target, start, end, label=f"bad {kind} {backend}", api_url=handle.url, env=env)
         result.runs = 1
         after = read_state(target)
         result.observed += _process_problems(run)
@@ -1223,7 +1200,7 @@ def _check_landed_values(kind: str, table: TableState | None, events: list[dict[
             problems.append(
                 f"landed {event['field']} = {_clip(repr(landed), 50)} "
                 f"for the served {_clip(repr(served), 50)}"
-                + (f" (len {len(landed):,} of {BIG_STRING_CHARS:,})" if isinstance(landed, str) else "")
+                + (f" (len {len(landed):,} of {proxy.BIG_STRING_CHARS:,})" if isinstance(landed, str) else "")
             )
     return problems
 
@@ -1247,7 +1224,7 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
     """``check`` honours the retry deadline; a start date before any engine's history is refused
     before the first request."""
     results = []
-    port = free_port()  # bound, then closed: nothing listens, connections are refused
+    port = P.free_port()  # bound, then closed: nothing listens, connections are refused
     for deadline in (5, 10):
         result = Result(f"check, dead service, VISIBILITY_RETRY_DEADLINE_SECONDS={deadline}", backend)
         env = {
@@ -1266,16 +1243,16 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
             result.fail(f"retried {retried.group(1) if retried else '?'} s for a {deadline} s deadline")
         results.append(result.done())
     result = Result("VISIBILITY_START_DATE=0001-01-01", backend)
-    with run_proxy(h.sandbox.url) as proxy:
+    with proxy.run_proxy(h.sandbox.url) as handle:
         start, end = h.window
         env = {
-            "VISIBILITY_API_URL": proxy.url,
+            "VISIBILITY_API_URL": handle.url,
             "VISIBILITY_START_DATE": "0001-01-01",
             "VISIBILITY_WAREHOUSE": h.new_warehouse(backend, f"start_date_{backend}").url,
         }
         args = ["run", "--start", start.isoformat(), "--end", end.isoformat(), "--quiet"]
         rc, output, seconds = _command(h, args, env, "start date")
-        sent = proxy.rewrite.requests
+        sent = handle.rewrite.requests
     result.runs = 1
     result.notes.append(f"exit {rc}, {sent} request(s): {_clip(output.strip().splitlines()[-1], 200)}")
     if rc != 2 or "VISIBILITY_START_DATE" not in output or sent:
@@ -1310,12 +1287,12 @@ def run_suite(h: Harness, scenarios: Sequence[str], backends: Sequence[str]) -> 
 
 
 def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, command: str) -> str:
-    """The ``## Reliability`` section of bench/RESULTS.md."""
+    """The ``## Reliability`` section of bench/P.RESULTS.md."""
     passed = sum(r.passed is True for r in results)
     lines = [
         SECTION,
         "",
-        f"`bench/reliability.py` (`{command}`), {machine()}; {config.size} sandbox, every engine; SIGKILL "
+        f"`bench/reliability.py` (`{command}`), {P.machine()}; {config.size} sandbox, every engine; SIGKILL "
         f"and overlap sync {config.long_days} days ending before the restated days (more than 7, so that "
         f"the sync steps land from their worker process, in two chunks), the other scenarios the first "
         f"{config.days} of them; {passed} of {len(results)} scenarios pass, {wall:.0f} s in all. "
@@ -1405,7 +1382,7 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             parser.add_argument(flag, type=kind, help=text)
     parser.add_argument("--postgres-url", help="use this server (postgresql://user@host:port/db) instead")
-    parser.add_argument("--write", action=argparse.BooleanOptionalAction, help="write bench/RESULTS.md")
+    parser.add_argument("--write", action=argparse.BooleanOptionalAction, help="write bench/P.RESULTS.md")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (runs' output, warehouses)")
     parser.add_argument(
@@ -1423,7 +1400,7 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         elif name not in REPEATED and value is not None:
             setattr(config, name, value)
     for kind in config.bad_kinds:
-        bad_response(kind)  # unknown kinds fail here, before anything starts
+        proxy.bad_response(kind)  # unknown kinds fail here, before anything starts
     return config
 
 
@@ -1437,10 +1414,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.render:
         results, meta = results_from_json(args.render)
         config = SuiteConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()})
-        write_section(SECTION, markdown(results, config, meta["wall"], meta["command"]))
-        print(f"wrote the {SECTION!r} section of {RESULTS}")
+        P.write_section(SECTION, markdown(results, config, meta["wall"], meta["command"]))
+        print(f"wrote the {SECTION!r} section of {P.RESULTS}")
         return 0
-    install_signal_handlers()
+    P.install_signal_handlers()
     command = "bench/reliability.py " + " ".join(argv if argv is not None else sys.argv[1:])
     began = time.monotonic()
     with Harness(
@@ -1454,8 +1431,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_results(results)
     write = args.write if args.write is not None else not config.quick
     if write:
-        write_section(SECTION, markdown(results, config, wall, command.strip()))
-        print(f"\nwrote the {SECTION!r} section of {RESULTS}")
+        P.write_section(SECTION, markdown(results, config, wall, command.strip()))
+        print(f"\nwrote the {SECTION!r} section of {P.RESULTS}")
     if args.json:
         meta = {"command": command.strip(), "wall": round(wall, 1), "config": dataclasses.asdict(config)}
         args.json.write_text(json.dumps({"meta": meta, "results": [r.to_dict() for r in results]}, indent=2))
