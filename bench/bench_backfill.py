@@ -30,10 +30,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import daemon as D
+from bench import processes as P
 from bench.processes import RESULTS, ROOT, code_label, machine, write_section
 
 SECTION = "## Backfill"
-NEWEST = D.SANDBOX_TODAY - dt.timedelta(days=1)
+NEWEST = P.SANDBOX_TODAY - dt.timedelta(days=1)
 DAILY_GROUP = "visibility_daily"
 #: The spec's engines and the rollup, spelled out: the code under test may be another tree.
 ENGINES_WITH_ALL = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode")
@@ -72,7 +73,7 @@ SCENARIO_NAMES = (*SELECTIONS, "small")
 # measurements
 
 
-def request_figures(sb: D.SandboxService, minimum: dict[str, int], wall: float) -> dict[str, Any]:
+def request_figures(sb: P.SandboxService, minimum: dict[str, int], wall: float) -> dict[str, Any]:
     """The figures every scenario reports: requests against the planner's minimum, wall against the
     rate bound (the same keys for the command line and the UI, so RESULTS.md reads them alike)."""
     stats = sb.stats()
@@ -80,7 +81,7 @@ def request_figures(sb: D.SandboxService, minimum: dict[str, int], wall: float) 
     bound = requests / sb.rate
     return {
         "requests": requests,
-        "responses_429": D.throttled(stats),
+        "responses_429": P.throttled(stats),
         "minimum": sum(minimum.values()),
         "minimum_by_endpoint": minimum,
         "requests_by_endpoint": D.by_endpoint(stats),
@@ -96,7 +97,7 @@ def ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if b else None
 
 
-def settings(sb: D.SandboxService, db: Path, **extra: str) -> dict[str, str]:
+def settings(sb: P.SandboxService, db: Path, **extra: str) -> dict[str, str]:
     """The project's settings of a stack against the sandbox, into the DuckDB file ``db``."""
     return {
         "VISIBILITY_API_URL": sb.url,
@@ -108,7 +109,7 @@ def settings(sb: D.SandboxService, db: Path, **extra: str) -> dict[str, str]:
 
 
 def measure_cli(
-    sb: D.SandboxService,
+    sb: P.SandboxService,
     world: D.World,
     dates: list[dt.date],
     engines: tuple[str, ...] | None,
@@ -141,7 +142,7 @@ def measure_cli(
 
 def measure_ui(
     stack: D.DagsterStack,
-    sb: D.SandboxService,
+    sb: P.SandboxService,
     world: D.World,
     selection: Selection,
     dates: list[dt.date],
@@ -198,7 +199,7 @@ def backfill_scenarios(args: argparse.Namespace, selected: list[Selection]) -> d
         for n in [1] if selection.one_date else args.days:
             plan.append((selection, D.days(NEWEST, n), args.subset_engines if selection.subset else None))
     results: dict[str, Any] = {"ui": [], "cli": {}, "stack": {}}
-    with D.sandbox_service(size=args.size, rate=args.rate, code_root=args.code_root, log_dir=args.logs) as sb:
+    with P.sandbox_service(size=args.size, rate=args.rate, code_root=args.code_root, log_dir=args.logs) as sb:
         world = D.read_world(sb.url, sb.key, args.code_root)
         cli_by_key = results["cli"]
         for _, dates, engines in plan:
@@ -228,7 +229,7 @@ def backfill_scenarios(args: argparse.Namespace, selected: list[Selection]) -> d
 def small_syncs(args: argparse.Namespace) -> list[dict[str, Any]]:
     """``visibility-sync run`` of a few days (demo workspace), and optionally the schedules' runs."""
     out: list[dict[str, Any]] = []
-    with D.sandbox_service(size="demo", rate=args.rate, code_root=args.code_root, log_dir=args.logs) as sb:
+    with P.sandbox_service(size="demo", rate=args.rate, code_root=args.code_root, log_dir=args.logs) as sb:
         world = D.read_world(sb.url, sb.key, args.code_root)
         for n in args.small_days:
             db = args.out / f"small-{n}d.duckdb"
@@ -237,7 +238,7 @@ def small_syncs(args: argparse.Namespace) -> list[dict[str, Any]]:
             db = args.out / f"small-daemon-{n}d.duckdb"
             env = settings(sb, db, VISIBILITY_LOOKBACK_DAYS=str(n - 1))
             with D.dagster_stack(env, code_root=args.code_root, log_dir=args.logs) as stack:
-                at = dt.datetime.combine(D.SANDBOX_TODAY, dt.time(3, 0), tzinfo=dt.UTC)
+                at = dt.datetime.combine(P.SANDBOX_TODAY, dt.time(3, 0), tzinfo=dt.UTC)
                 params = D.schedule_runs(stack, at)
                 sb.reset_stats()
                 launched = time.time()
@@ -438,7 +439,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
-    D.install_signal_handlers()
+    P.install_signal_handlers()
     args = parse_args(argv)
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -451,7 +452,7 @@ def main(argv: list[str]) -> int:
         if "small" in args.scenarios:
             small = small_syncs(args)
     finally:
-        D.Service.stop_all()
+        P.Service.stop_all()
     if args.write_results:
         write_results(args, backfills, small)
         print(f"figures: {RESULTS}")

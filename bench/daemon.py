@@ -28,20 +28,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.processes import (  # noqa: E402, F401  (also this module's names for its users)
-    SANDBOX_TODAY,
+from bench.processes import (  # noqa: E402, F401  (START_DATE to served: also names of this module)
     START_DATE,
-    SandboxService,
     Service,
     by_endpoint,
     cli_args,
     code_env,
     free_port,
-    install_signal_handlers,
     run_cli,
-    sandbox_service,
     served,
-    throttled,
     wait_until,
 )
 
