@@ -529,11 +529,7 @@ def scan_for_key(
         if not path.is_file():
             continue
         with contextlib.suppress(OSError):
-            try:
-                where = str(path.relative_to(root))
-            except ValueError:
-                where = str(path)
-            check(where, path.read_bytes())
+            check(str(path.relative_to(root) if path.is_relative_to(root) else path), path.read_bytes())
     for where, text in texts.items():
         check(where, text.encode("utf-8", "surrogatepass"))
     return hits
@@ -623,17 +619,15 @@ class Harness:
 
     @property
     def long_window(self) -> tuple[dt.date, dt.date]:
-        """``long_days`` days ending before the days the sandbox restates (end exclusive): more than
-        a write's 7 days, so a sync step lands from its worker process, in two chunks (a shorter sync
-        lands in the run process: nothing there to outlive it)."""
+        """``long_days`` days (more than a write's 7: a worker process lands, in two chunks) ending
+        before the days the sandbox restates (end exclusive)."""
         end = self.today - dt.timedelta(days=self.restate_days)
         return end - dt.timedelta(days=max(self.config.long_days, self.config.days)), end
 
     @property
     def window(self) -> tuple[dt.date, dt.date]:
-        """The first ``days`` days of the long window (end exclusive). A warehouse holding them is
-        the "before" of the SIGKILL and overlap rounds: a run of the long window torn between its
-        chunks or its writes then differs from both "before" and "complete"."""
+        """The first ``days`` days of the long window (end exclusive): the "before" of the SIGKILL and
+        overlap rounds, so that a torn run differs from both "before" and "complete"."""
         start = self.long_window[0]
         return start, start + dt.timedelta(days=self.config.days)
 
@@ -915,14 +909,11 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
     tmpdir = h.workdir / f"tmp_sigkill_{backend}"  # one TMPDIR, as on one P.machine: spools meet
     home = h.workdir / f"dagster_home_sigkill_{backend}"  # recorded runs capture output: more processes
     for index in range(h.config.kills):
-        if index > 0:
-            # start from the window's first days only, so that a table torn by the kill differs from
-            # both "as before" and "complete" (after a complete re-run every landing rewrites equal rows)
+        if index > 0:  # the window's first days only: a torn table differs from "before" and "complete"
             h.restore(target, base)
             before = base_state
-        # even kills: a random moment of the run; odd kills: a random moment after the landing
-        # worker started, in a run recorded into a DAGSTER_HOME (its compute-log capture starts
-        # processes of its own), so that landings, workers and log tailers get killed too
+        # odd kills: after the landing worker started, in a run recorded into a DAGSTER_HOME (its
+        # compute-log capture starts processes of its own); even kills: any moment of the run
         landing = index % 2 == 1
         delay = rng.uniform(0.0, 0.3) * ref_seconds if landing else rng.uniform(0.1, 0.9) * ref_seconds
         for _attempt in range(3):  # a run faster than the reference: kill the next one earlier
@@ -988,10 +979,7 @@ def scenario_overlap(h: Harness, backend: str) -> list[Result]:
     result = Result(f"overlapping runs x{h.config.overlap_rounds} ({h.config.long_days} days)", backend)
     target = h.new_warehouse(backend, f"overlap_{backend}")
     for index in range(h.config.overlap_rounds):
-        # round 1: together into an empty warehouse; round 2: the second starts while the first
-        # lands; round 3: together again, both recording into one DAGSTER_HOME (two cron jobs).
-        # From round 2 on the warehouse first holds the window's first days only, so both runs
-        # insert new rows again.
+        # round 2 on: the warehouse holds the window's first days only (both runs insert rows again)
         how = ("started together", "staggered", "together, one DAGSTER_HOME")[min(index, 2)]
         if index > 0:
             h.restore(target, h.baseline(backend, *h.window)[0])
