@@ -1126,8 +1126,9 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
                 compare_states(after, complete, drop=drop), "exit 0, but not a complete landing: "
             )
             if table:
-                result.observed += _check_landed_values(kind, after.get(table), events)
-                result.notes.append(_landed_note(after.get(table), events[0]))
+                problems, note = _judge_landing(kind, after.get(table), events[0])
+                result.observed += problems
+                result.notes.append(note)
         else:
             lines = run.failure_lines()
             result.notes.append(
@@ -1149,48 +1150,33 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
     return results
 
 
-def _landed_note(table: TableState | None, event: dict[str, Any]) -> str:
-    """What the warehouse holds for the changed field (NUL stripped? string cut?), for the report."""
+def _judge_landing(kind: str, table: TableState | None, event: dict[str, Any]) -> tuple[list[str], str]:
+    """Problems with the value the changed row landed with, and a note on it (NUL stripped? cut?)."""
+    served, name, key = event.get("served"), event["field"], event["key"]
     try:
-        landed = table.value("id", event["key"], event["field"]) if table else None
+        landed, found = (table.value("id", key, name), True) if table else (None, False)
     except (KeyError, ValueError):
-        return f"changed row {event['key']} not found"
-    served = event.get("served")
-    if isinstance(landed, str) and isinstance(served, str):
-        same = "the served value" if landed == served else f"{_clip(repr(landed), 50)}"
-        return f"{event['field']} landed as {same} ({len(landed):,} of {len(served):,} characters)"
-    return f"{event['field']} landed as {_clip(repr(landed), 50)} (served {_clip(repr(served), 50)})"
-
-
-def _check_landed_values(kind: str, table: TableState | None, events: list[dict[str, Any]]) -> list[str]:
-    """The changed rows hold a value a correct landing may hold (or the run should have failed)."""
-    problems = []
-    for event in events[:1]:  # the same row on every retry
-        served = event.get("served")
-        acceptable = _acceptable_values(kind, served)
-        if acceptable == []:
-            continue
-        if acceptable is None:
-            problems.append(
-                f"exit 0 although {event['field']} = {_clip(repr(served), 40)} has no correct landing "
-                "(expected an error naming the field)"
-            )
-            continue
-        if table is None:
-            problems.append("exit 0 but the table of the changed row is absent")
-            continue
-        try:
-            landed = table.value("id", event["key"], event["field"])
-        except (KeyError, ValueError):
-            problems.append(f"exit 0 but the changed row {event['key']} is missing")
-            continue
-        if landed not in acceptable:
-            problems.append(
-                f"landed {event['field']} = {_clip(repr(landed), 50)} "
-                f"for the served {_clip(repr(served), 50)}"
-                + (f" (len {len(landed):,} of {proxy.BIG_STRING_CHARS:,})" if isinstance(landed, str) else "")
-            )
-    return problems
+        landed, found = None, False
+    note = f"{name} landed as {_clip(repr(landed), 50)} (served {_clip(repr(served), 50)})"
+    if not found:
+        note = f"changed row {key} not found"
+    elif isinstance(landed, str) and isinstance(served, str):
+        same = "the served value" if landed == served else _clip(repr(landed), 50)
+        note = f"{name} landed as {same} ({len(landed):,} of {len(served):,} characters)"
+    acceptable = _acceptable_values(kind, served)
+    if acceptable is None:
+        why = "has no correct landing (expected an error naming the field)"
+        return [f"exit 0 although {name} = {_clip(repr(served), 40)} {why}"], note
+    if acceptable and not found:
+        return [
+            f"exit 0 but the changed row {key} is missing" if table else "exit 0 but its table is absent"
+        ], note
+    if acceptable and landed not in acceptable:
+        size = f" (len {len(landed):,} of {proxy.BIG_STRING_CHARS:,})" if isinstance(landed, str) else ""
+        return [
+            f"landed {name} = {_clip(repr(landed), 50)} for the served {_clip(repr(served), 50)}{size}"
+        ], note
+    return [], note
 
 
 # ---------------------------------------------------------------------------------------------
