@@ -173,7 +173,7 @@ def _cli_command() -> list[str]:
 
 
 class CliProcess(P.Service):
-    """One ``visibility-sync run`` process (a :class:`P.Service`: it dies with the suite) and, once
+    """One ``visibility-sync run`` process (a :class:`~bench.processes.Service`: it dies with the suite) and, once
     :meth:`finish` returned, how it ended, what it printed and what it left running."""
 
     rc: int | None = None
@@ -906,7 +906,7 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
     base, base_state = h.baseline(backend, *h.window)  # the window's first days only
     before: State = {}
     moments = []
-    tmpdir = h.workdir / f"tmp_sigkill_{backend}"  # one TMPDIR, as on one P.machine: spools meet
+    tmpdir = h.workdir / f"tmp_sigkill_{backend}"  # one TMPDIR, as on one machine: spools meet
     home = h.workdir / f"dagster_home_sigkill_{backend}"  # recorded runs capture output: more processes
     for index in range(h.config.kills):
         if index > 0:  # the window's first days only: a torn table differs from "before" and "complete"
@@ -1261,7 +1261,7 @@ def run_suite(h: Harness, scenarios: Sequence[str], backends: Sequence[str]) -> 
 
 
 def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, command: str) -> str:
-    """The ``## Reliability`` section of bench/P.RESULTS.md."""
+    """The ``## Reliability`` section of bench/RESULTS.md."""
     passed = sum(r.passed is True for r in results)
     lines = [
         SECTION,
@@ -1356,7 +1356,7 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             parser.add_argument(flag, type=kind, help=text)
     parser.add_argument("--postgres-url", help="use this server (postgresql://user@host:port/db) instead")
-    parser.add_argument("--write", action=argparse.BooleanOptionalAction, help="write bench/P.RESULTS.md")
+    parser.add_argument("--write", action=argparse.BooleanOptionalAction, help="write bench/RESULTS.md")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (runs' output, warehouses)")
     parser.add_argument(
