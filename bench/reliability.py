@@ -173,8 +173,8 @@ def _cli_command() -> list[str]:
 
 
 class CliProcess(P.Service):
-    """One ``visibility-sync run`` process (a :class:`~bench.processes.Service`: it dies with the suite) and, once
-    :meth:`finish` returned, how it ended, what it printed and what it left running."""
+    """One ``visibility-sync run`` process (a :class:`~bench.processes.Service`: it dies with the suite)
+    and, once :meth:`finish` returned, how it ended, what it printed and what it left running."""
 
     rc: int | None = None
     seconds = 0.0
