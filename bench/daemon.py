@@ -107,7 +107,7 @@ query Workspace {
         locationOrLoadError {
           __typename
           ... on RepositoryLocation { repositories { name } }
-          ... on PythonError { message stack }
+          ... on PythonError { message }
         }
       }
     }
@@ -117,11 +117,7 @@ query Workspace {
 
 DAEMON_HEALTH_QUERY = """
 query DaemonHealth {
-  instance {
-    daemonHealth {
-      allDaemonStatuses { daemonType required healthy lastHeartbeatTime lastHeartbeatErrors { message } }
-    }
-  }
+  instance { daemonHealth { allDaemonStatuses { daemonType healthy } } }
 }
 """
 
@@ -138,7 +134,6 @@ STOP_SENSOR_MUTATION = """
 mutation StopRunningSensor($id: String!) {
   stopSensor(id: $id) {
     __typename
-    ... on StopSensorMutationResult { instigationState { id status } }
     ... on PythonError { message }
   }
 }
@@ -273,9 +268,9 @@ BACKFILL_QUERY = """
 query BackfillDetailsQuery($backfillId: String!) {
   partitionBackfillOrError(backfillId: $backfillId) {
     __typename
-    ... on PartitionBackfill { id status error { message } }
+    ... on PartitionBackfill { status }
     ... on BackfillNotFoundError { message }
-    ... on PythonError { message stack }
+    ... on PythonError { message }
   }
 }
 """
@@ -290,9 +285,7 @@ RUNS_QUERY = """
 query BackfillRuns($filter: RunsFilter!) {
   runsOrError(filter: $filter) {
     __typename
-    ... on Runs {
-      results { runId jobName status startTime endTime tags { key value } }
-    }
+    ... on Runs { results { runId jobName status startTime endTime tags { key value } } }
   }
 }
 """
@@ -684,7 +677,7 @@ SCHEDULES_QUERY = """
 query Schedules($repositorySelector: RepositorySelector!) {
   schedulesOrError(repositorySelector: $repositorySelector) {
     __typename
-    ... on Schedules { results { name pipelineName cronSchedule } }
+    ... on Schedules { results { name pipelineName } }
   }
 }
 """
@@ -694,21 +687,18 @@ mutation ScheduleDryRunMutation($selectorData: ScheduleSelector!, $timestamp: Fl
   scheduleDryRun(selectorData: $selectorData, timestamp: $timestamp) {
     __typename
     ... on DryRunInstigationTick {
-      timestamp
       evaluationResult {
         runRequests {
-          runKey
           tags { key value }
           runConfigYaml
           jobName
           assetSelection { path }
           assetChecks { name assetKey { path } }
         }
-        skipReason
         error { message }
       }
     }
-    ... on PythonError { message stack }
+    ... on PythonError { message }
   }
 }
 """
@@ -778,87 +768,6 @@ def wait_runs(stack: DagsterStack, run_ids: Sequence[str], timeout: float = 1800
         return runs if done else None
 
     return wait_until(f"runs {list(run_ids)}", ended, timeout, stack.services, every=0.5, errors=())
-
-
-# one run, as the UI's "Materialize" launches it (a selection of one job's assets, one partition)
-
-
-PARTITION_TAG = "dagster/partition"
-
-
-def ui_run_params(
-    stack: DagsterStack, job: str, assets: Sequence[str], partition: str | None = None
-) -> dict[str, Any]:
-    """``executionParams`` of *Materialize* on ``assets`` (keys ``a/b``) of ``job``: the asset
-    selection, no config, the UI's tag and, for partitioned assets, the partition picked
-    (``dagster/partition``, e.g. ``2026-10-31|chatgpt``)."""
-    tags = [FROM_UI_TAG, *([{"key": PARTITION_TAG, "value": partition}] if partition else [])]
-    return {
-        "selector": {
-            **stack.repository_selector,
-            "pipelineName": job,
-            "assetSelection": [{"path": key.split("/")} for key in assets],
-            "assetCheckSelection": [],
-        },
-        "mode": "default",
-        "runConfigData": {},
-        "executionMetadata": {"tags": tags},
-    }
-
-
-def launch_run(stack: DagsterStack, params: Mapping[str, Any]) -> str:
-    """``launchPipelineExecution`` (the UI's launch of one run); the run id, or GraphQLError."""
-    from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION as LAUNCH_RUN_MUTATION
-
-    variables = {"executionParams": dict(params)}
-    outcome = stack.answer(LAUNCH_RUN_MUTATION, variables, "launchPipelineExecution", "LaunchRunSuccess")
-    return str(outcome["run"]["runId"])
-
-
-MATERIALIZATIONS_QUERY = """
-query AssetMaterializations($assetKey: AssetKeyInput!, $partitions: [String!]) {
-  assetOrError(assetKey: $assetKey) {
-    __typename
-    ... on Asset {
-      assetMaterializations(limit: 1, partitions: $partitions) {
-        runId
-        partition
-        metadataEntries {
-          label
-          __typename
-          ... on MarkdownMetadataEntry { mdStr }
-          ... on PathMetadataEntry { path }
-          ... on TextMetadataEntry { text }
-          ... on IntMetadataEntry { intValue }
-          ... on FloatMetadataEntry { floatValue }
-          ... on JsonMetadataEntry { jsonString }
-        }
-      }
-    }
-    ... on AssetNotFoundError { message }
-  }
-}
-"""
-
-
-def latest_materialization(
-    stack: DagsterStack, asset: str, partition: str | None = None
-) -> dict[str, Any] | None:
-    """The newest materialization of ``asset`` (of ``partition`` when given) as the asset page's
-    events show it: ``runId``, ``partition`` and ``metadata`` (label -> value); None if none yet."""
-    variables: dict[str, Any] = {"assetKey": {"path": asset.split("/")}}
-    if partition is not None:
-        variables["partitions"] = [partition]
-    data = stack.graphql(MATERIALIZATIONS_QUERY, variables)["assetOrError"]
-    if data["__typename"] != "Asset" or not data["assetMaterializations"]:
-        return None
-    event = data["assetMaterializations"][0]
-    values = ("mdStr", "path", "text", "intValue", "floatValue", "jsonString")
-    metadata = {
-        entry["label"]: next((entry[v] for v in values if entry.get(v) is not None), None)
-        for entry in event["metadataEntries"]
-    }
-    return {"runId": event["runId"], "partition": event["partition"], "metadata": metadata}
 
 
 # ---------------------------------------------------------------------------------------------
