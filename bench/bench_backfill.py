@@ -97,17 +97,6 @@ def ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if b else None
 
 
-def settings(sb: P.SandboxService, db: Path, **extra: str) -> dict[str, str]:
-    """The project's settings of a stack against the sandbox, into the DuckDB file ``db``."""
-    return {
-        "VISIBILITY_API_URL": sb.url,
-        "VISIBILITY_API_KEY": sb.key,
-        "VISIBILITY_WAREHOUSE": f"duckdb:///{db}",
-        "VISIBILITY_START_DATE": D.START_DATE.isoformat(),
-        **extra,
-    }
-
-
 def measure_cli(
     sb: P.SandboxService,
     world: D.World,
@@ -207,7 +196,9 @@ def backfill_scenarios(args: argparse.Namespace, selected: list[Selection]) -> d
             if key not in cli_by_key and not args.no_cli:
                 cli_by_key[key] = measure_cli(sb, world, dates, engines, args.out / f"cli-{key}.duckdb", args)
         with D.dagster_stack(
-            settings(sb, args.out / "ui.duckdb"), code_root=args.code_root, log_dir=args.logs
+            P.cli_env(sb.url, sb.key, args.out / "ui.duckdb", args.code_root),
+            code_root=args.code_root,
+            log_dir=args.logs,
         ) as stack:
             results["stack"] = dict(stack.started_seconds)
             for selection, dates, engines in plan:
@@ -236,7 +227,7 @@ def small_syncs(args: argparse.Namespace) -> list[dict[str, Any]]:
             out.append(measure_cli(sb, world, D.days(NEWEST, n), None, db, args, kind="small"))
         for n in args.small_days if args.small_daemon else ():
             db = args.out / f"small-daemon-{n}d.duckdb"
-            env = settings(sb, db, VISIBILITY_LOOKBACK_DAYS=str(n - 1))
+            env = P.cli_env(sb.url, sb.key, db, args.code_root, VISIBILITY_LOOKBACK_DAYS=str(n - 1))
             with D.dagster_stack(env, code_root=args.code_root, log_dir=args.logs) as stack:
                 at = dt.datetime.combine(P.SANDBOX_TODAY, dt.time(3, 0), tzinfo=dt.UTC)
                 params = D.schedule_runs(stack, at)

@@ -72,9 +72,6 @@ class ProxyResponse:
     headers: dict[str, str]
     body: bytes
 
-    def json(self) -> Any:
-        return json.loads(self.body)
-
     def with_json(self, payload: Any, *, ensure_ascii: bool = True) -> ProxyResponse:
         body = json.dumps(payload, ensure_ascii=ensure_ascii).encode("utf-8")
         return ProxyResponse(self.status, {**self.headers, "content-type": "application/json"}, body)
@@ -162,7 +159,7 @@ class RowRewrite(Rewrite):
     def respond(self, request: ProxyRequest, response: ProxyResponse) -> ProxyResponse:
         if not self.picker.picks(request) or not _is_json_page(response):
             return response
-        payload = response.json()
+        payload = json.loads(response.body)
         rows = payload.get("data") if isinstance(payload, dict) else None
         if not isinstance(rows, list) or not rows:
             return response
@@ -196,20 +193,6 @@ class BodyRewrite(Rewrite):
         return ProxyResponse(200, {**response.headers, "content-type": content_type}, body)
 
 
-def truncated_json(request: ProxyRequest, body: bytes) -> tuple[bytes, str]:
-    """Half the JSON, as a complete HTTP message (a correct Content-Length for what is sent)."""
-    return body[: len(body) // 2], "application/json"
-
-
-def html_page(request: ProxyRequest, body: bytes) -> tuple[bytes, str]:
-    """A maintenance page served with 200, as captive portals and misrouted CDNs do."""
-    return (
-        b"<!doctype html><html><head><title>Maintenance</title></head>"
-        b"<body><h1>We'll be right back</h1><p>The service is being upgraded.</p></body></html>",
-        "text/html; charset=utf-8",
-    )
-
-
 class EndlessCursor(Rewrite):
     """Every page of the picked target says ``has_more: true`` with a new ``next_cursor`` (sent
     upstream without it: the first page again). ``fresh_rows``: the rows get new ids; ``invented``:
@@ -237,7 +220,7 @@ class EndlessCursor(Rewrite):
         endless = (request.param("cursor") or "").startswith(ENDLESS_PREFIX)
         if not (endless or self.picker.picks(request)) or not _is_json_page(response):
             return response
-        payload = response.json()
+        payload = json.loads(response.body)
         if not isinstance(payload, dict):
             return response
         page = next(self._pages)
@@ -327,10 +310,7 @@ class EchoKey(Rewrite):
 
 def _marker(pattern: str) -> str | None:
     """The word an error message about this endpoint names (``mentions``, ``answers``, ...)."""
-    for word in ("mentions", "answers", "prompts", "brands"):
-        if word in pattern:
-            return word
-    return None
+    return next((word for word in ("mentions", "answers", "prompts", "brands") if word in pattern), None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -413,6 +393,11 @@ HUGE = 2**70
 BIG_STRING_CHARS = 2 * 1024 * 1024
 _BAD_UTF8_MARKER = "\ue000not-utf8\ue000"
 _BAD_UTF8_BYTES = b"Caf\xe9 \xff\xfe\xc3("
+#: a maintenance page served with 200, as captive portals and misrouted CDNs do
+_HTML_PAGE = (
+    b"<!doctype html><html><head><title>Maintenance</title></head>"
+    b"<body><h1>We'll be right back</h1><p>The service is being upgraded.</p></body></html>"
+)
 
 
 #: kind -> (endpoint, field, the served value from the row's, whether a clear error names the field)
@@ -430,10 +415,10 @@ ROW_REWRITES: dict[str, tuple[str, str, Callable[[Any], Any], bool]] = {
 
 def bad_response(kind: str) -> Rewrite:
     """The rewrite of one bad-response scenario of the suite, by name (see :data:`BAD_KINDS`)."""
-    if kind == "truncated_json":
-        return BodyRewrite(kind, MENTIONS, truncated_json)
+    if kind == "truncated_json":  # half the JSON, with a correct Content-Length for what is sent
+        return BodyRewrite(kind, MENTIONS, lambda request, body: (body[: len(body) // 2], "application/json"))
     if kind == "html_200":
-        return BodyRewrite(kind, ANSWERS, html_page)
+        return BodyRewrite(kind, ANSWERS, lambda request, body: (_HTML_PAGE, "text/html; charset=utf-8"))
     if kind.startswith("endless_cursor") and kind in BAD_KINDS:
         return EndlessCursor(MENTIONS, fresh_rows=kind.endswith("fresh"), invented=kind.endswith("invented"))
     if kind in ROW_REWRITES:
