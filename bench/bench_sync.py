@@ -37,7 +37,6 @@ from bench import daemon as D
 from bench import processes as P
 
 ROOT = P.ROOT
-RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Sync: whole process tree"
 #: ``--scenarios resume`` alone reports here (the other sections stay as measured)
 RESUME_SECTION = "## Resume: killed at 90 %, then the same command"

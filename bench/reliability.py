@@ -457,15 +457,11 @@ def compare_states(
     ignore_extra: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Differences of every table (empty: the warehouses hold the same rows)."""
-    drop = drop or {}
     problems = []
     for name in sorted(set(actual) | set(expected)):
+        dropped = (drop or {}).get(name, frozenset())
         problems += compare_table(
-            name,
-            actual.get(name),
-            expected.get(name),
-            drop=drop.get(name, frozenset()),
-            ignore_extra=ignore_extra,
+            name, actual.get(name), expected.get(name), drop=dropped, ignore_extra=ignore_extra
         )
     return problems
 
