@@ -808,37 +808,20 @@ def read_world(url: str, key: str, code_root: Path = ROOT) -> World:
     if str(code_root) not in sys.path:
         sys.path.insert(0, str(code_root))
     from resources.api.client import VisibilityClient
-    from sync.planning import BrandInput
+    from sync.discovery import Discovery, brand_inputs
 
-    def pages(n: int, limit: int = LISTING_LIMIT) -> int:
-        return max(1, math.ceil(n / limit))
+    def pages(rows: Sequence[Any]) -> int:
+        return max(1, math.ceil(len(rows) / LISTING_LIMIT))
 
+    discovery = Discovery()
     with VisibilityClient(url, key) as client:
-        brands = list(client.list_brands())
-        listing: dict[str, int] = {BRANDS: pages(len(brands))}
-        inputs = []
-        for brand in brands:
-            bid = str(brand["id"])
-            prompts = [str(p["id"]) for p in client.list_prompts(bid)]
-            tracked = list(client.list_tracked_competitors(bid))
-            topics = list(client.list_topics(bid))
-            # generations: a complete set, one request
-            for endpoint, n in (
-                (PROMPTS, len(prompts)),
-                (TRACKED, len(tracked)),
-                (TOPICS, len(topics)),
-                (GENERATIONS, 1),
-            ):
-                listing[endpoint] = listing.get(endpoint, 0) + pages(n)
-            inputs.append(
-                BrandInput(
-                    brand_id=bid,
-                    engines=frozenset(brand.get("engines") or ()),
-                    domain=brand.get("domain"),
-                    prompt_ids=tuple(prompts),
-                    competitor_domains=tuple(d for c in tracked for d in (c.get("domains") or ())),
-                )
-            )
+        scope = discovery.scope(client)
+        inputs = brand_inputs(client, scope, prompts=True, competitors=True, discovery=discovery)
+        discovery.topics(client, scope)
+    listed = discovery.listed()[1]
+    listing = {BRANDS: pages(scope.brands), GENERATIONS: len(scope.brands)}  # generations: one request
+    for endpoint, name in ((PROMPTS, "prompts"), (TRACKED, "tracked_competitors"), (TOPICS, "topics")):
+        listing[endpoint] = sum(pages(rows) for rows in listed[name].values())
     return World(inputs, listing)
 
 
