@@ -386,7 +386,7 @@ def _ints(text: str) -> list[int]:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = P.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="demo size, 3 days, a few scenarios, no write")
     parser.add_argument("--size", choices=("demo", "large"), default=None, help="sandbox workspace (large)")
     parser.add_argument("--days", type=_ints, default=None, help="day counts, e.g. 3,10,30")
@@ -408,7 +408,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-cli", action="store_true", help="skip the command line's runs")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "backfill")
     parser.add_argument("--write", action="store_true", help="write RESULTS.md even with --quick")
-    parser.add_argument("--no-write", action="store_true", help="print the figures, leave RESULTS.md alone")
     args = parser.parse_args(argv)
     # the command line without the options that only say where things are
     args.shown = re.sub(r" --(code-label|out|code-root)[= ]\S+", "", "".join(f" {a}" for a in argv))
