@@ -243,20 +243,11 @@ def scenario_resume(
     clean = run_tree(sandbox, "clean", args, work / "resume-clean.duckdb", work)
     clean_listings = listing_requests(sandbox.stats())
     db = work / "resume-killed.duckdb"
-    sandbox.reset_stats()
-    started = time.monotonic()
-    P.run_cli(
-        args,
-        url=sandbox.url,
-        key=sandbox.key,
-        db=db,
-        code_root=CODE_ROOT,
-        log_dir=work,
-        extra_env=EXTRA_ENV,
-        kill_when=lambda: P.served(sandbox.stats()) >= kill_at * clean.requests,
+    due = lambda: P.served(sandbox.stats()) >= kill_at * clean.requests  # noqa: E731
+    killed = P.measured_cli(
+        sandbox, args, db, log_dir=work, code_root=CODE_ROOT, extra_env=EXTRA_ENV, kill_when=due
     )
-    killed_after = time.monotonic() - started
-    killed_requests = P.served(sandbox.stats())
+    killed_after, killed_requests = killed.wall, killed.requests
     kept_mb = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 2**20
     rerun = run_tree(sandbox, "re-run", args, db, work, fresh=False)
     rerun_listings = listing_requests(sandbox.stats())

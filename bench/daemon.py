@@ -731,16 +731,12 @@ def schedule_runs(
                     "selector": {
                         "jobName": request.get("jobName") or schedule["pipelineName"],
                         **stack.repository_selector,
-                        "assetSelection": [{"path": a["path"]} for a in request.get("assetSelection") or []],
-                        "assetCheckSelection": [
-                            {"name": c["name"], "assetKey": {"path": c["assetKey"]["path"]}}
-                            for c in request.get("assetChecks") or []
-                        ],
+                        # the answer's selections and tags have the input types' shape
+                        "assetSelection": request.get("assetSelection") or [],
+                        "assetCheckSelection": request.get("assetChecks") or [],
                     },
                     "mode": "default",
-                    "executionMetadata": {
-                        "tags": [{"key": t["key"], "value": t["value"]} for t in request["tags"]]
-                    },
+                    "executionMetadata": {"tags": request["tags"]},
                 }
             )
     return out
