@@ -13,13 +13,11 @@ under ``## API client`` (other sections of that file are left as they are).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as dt
 import itertools
 import platform
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -27,7 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.processes import SANDBOX_TODAY, SandboxService, sandbox_service, served, throttled, write_section
+from bench import processes as P
+from bench.processes import SANDBOX_TODAY, SandboxService, sandbox_service, served, throttled
 from resources.api.client import VisibilityClient
 
 SECTION = "## API client"
@@ -87,10 +86,6 @@ def run(handle: SandboxService, scenario: Scenario, prompt_ids: list[str]) -> Ou
         },
     )
     time.sleep(1.0)  # let the bucket fill: every scenario starts from a full burst
-    return _measure(handle, scenario, prompt_ids)
-
-
-def _measure(handle: SandboxService, scenario: Scenario, prompt_ids: list[str]) -> Outcome:
     start, end = TODAY - dt.timedelta(days=1), TODAY
     failures: list[BaseException] = []
     first_window: dict[str, dict[str, int]] = {}
@@ -167,30 +162,14 @@ def _prompt_ids(handle: SandboxService) -> list[str]:
         return [row["id"] for row in client.list_prompts(brand["id"])]
 
 
-SCENARIOS = [
-    Scenario("rate-bound", rate=25, latency_s=0.02, concurrency=8, pages=250),
-    Scenario("latency-bound", rate=1000, latency_s=0.25, concurrency=8, pages=320),
-    Scenario("balanced", rate=20, latency_s=0.4, concurrency=8, pages=200),
+SCENARIOS = [  # name, R, L, c, N, fault profile, its overrides
+    Scenario("rate-bound", 25, 0.02, 8, 250),
+    Scenario("latency-bound", 1000, 0.25, 8, 320),
+    Scenario("balanced", 20, 0.4, 8, 200),
     # The limiter's 429s alone: hostile without its injected 429s (throttle, quota).
-    Scenario(
-        "hostile, limiter only",
-        rate=25,
-        latency_s=0.02,
-        concurrency=8,
-        pages=250,
-        profile="hostile",
-        fault_overrides={"throttle": 0.0, "quota": 0.0},
-    ),
+    Scenario("hostile, limiter only", 25, 0.02, 8, 250, "hostile", {"throttle": 0.0, "quota": 0.0}),
     # The full hostile profile, minus quota_exceeded (which must stop a sync, by design).
-    Scenario(
-        "hostile",
-        rate=25,
-        latency_s=0.02,
-        concurrency=8,
-        pages=250,
-        profile="hostile",
-        fault_overrides={"quota": 0.0},
-    ),
+    Scenario("hostile", 25, 0.02, 8, 250, "hostile", {"quota": 0.0}),
 ]
 
 
@@ -250,15 +229,11 @@ def render(outcomes: list[Outcome], quick: bool, base_ms: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = P.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer pages per scenario")
-    parser.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
     args = parser.parse_args(argv)
     outcomes = []
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-api-") as logs,
-        sandbox_service(log_dir=Path(logs)) as handle,
-    ):
+    with sandbox_service(log_dir=P.work_folder("bench-api-")) as handle:
         prompt_ids = _prompt_ids(handle)
         base_ms = baseline_ms(handle, prompt_ids)
         print(f"sandbox time per request (c=1, L=0): {base_ms:.1f} ms", flush=True)
@@ -268,9 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             outcome = run(handle, scenario, prompt_ids)
             print(_row(outcome), flush=True)
             outcomes.append(outcome)
-    text = render(outcomes, args.quick, base_ms)
-    if not args.no_write:
-        write_section(SECTION, text)
+    P.publish(SECTION, render(outcomes, args.quick, base_ms), not args.no_write)
     ok = all(o.ratio <= TOLERANCE for o in outcomes if o.scenario.profile == "none")
     ok &= all(o.failed == 0 for o in outcomes)
     ok &= all(

@@ -4,37 +4,13 @@
     .venv/bin/python bench/bench_backfill.py --quick         # demo workspace, 3 days, a few scenarios
     .venv/bin/python bench/bench_backfill.py --scenarios mentions,small --days 3 --size demo --no-write
 
-What runs (``bench/daemon.py``): the sandbox in its own process (``--size``, rate limit ``--rate``),
-then ``dagster-webserver`` and ``dagster-daemon run`` as ``dagster dev`` starts them, on a fresh
-``DAGSTER_HOME`` holding the project's ``dagster.yaml``, loading the project's ``workspace.yaml``.
-Each backfill is launched with the GraphQL the UI's *Materialize* dialog sends
-(``launchPartitionBackfill``, its parameters built by the same rules as the dialog), run by the
-daemon, and polled to its end with ``partitionBackfillOrError``; the sandbox counts the requests.
-Beside each, ``visibility-sync run`` over the same dates and engines, as a process, into a fresh
-DuckDB file.
-
-Scenarios (``--scenarios``, comma separated; each over every ``--days``):
-
-* ``mentions`` (a): ``prompt_mentions``, every engine;
-* ``daily`` (b): ``prompt_mentions`` + ``answers``, every engine;
-* ``engines`` (c): the ``visibility_daily`` group over two engines (``--subset-engines``);
-* ``group`` (d): the group's *Materialize all*, every engine;
-* ``date`` (e): the group, one date (the newest), every engine;
-* ``small``: ``visibility-sync run`` of 1, 2 and 4 days (``--small-days``) of the demo workspace:
-  requests, requests / rate, and the fixed overhead (wall - requests / rate); with
-  ``--small-daemon`` (default, not with ``--quick``) the same through the daemon: the schedules' runs
-  for that day, launched as the *Test schedule* dialog's *Launch all* does, on a stack started with
-  the lookback that gives N days.
-
-The planner's minimum of a selection (``bench/daemon.py``: ``planner_minimum``) is the pure planner's
-calls for the whole selection over the brands, prompts and competitors the sandbox serves, plus each
-paged call's further pages (counted from the rows the command line landed), plus one discovery of
-brands (and of prompts, tracked competitors where a selected table needs them); the command line's
-minimum is that of every table plus the snapshot listings it refreshes (each listing once).
-``--code-root`` runs another tree (e.g. ``git archive`` of a commit, for a baseline) with this
-harness. Results go to ``bench/RESULTS.md`` under
-``## Backfill`` (not with ``--quick`` unless ``--write``); every process started is ended on exit,
-on SIGTERM and on failure.
+Scenarios (``--scenarios``, each over every ``--days``): ``mentions`` (a), ``daily`` (b: mentions
+and answers), ``engines`` (c: the daily group over ``--subset-engines``), ``group`` (d: the group's
+*Materialize all*), ``date`` (e: the group, the newest date), and ``small``: ``visibility-sync run``
+of ``--small-days`` days of the demo workspace, and with ``--small-daemon`` the schedules' runs of
+that day through the daemon. Each backfill goes through ``bench/daemon.py``'s stack, beside
+``visibility-sync run`` over the same selection; requests are set against the planner's minimum.
+The method is written with the figures, under ``## Backfill`` of ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -42,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import shutil
 import sys
 import time
@@ -53,23 +30,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import daemon as D
+from bench import processes as P
 from bench.processes import RESULTS, ROOT, code_label, machine, write_section
 
 SECTION = "## Backfill"
-NEWEST = D.SANDBOX_TODAY - dt.timedelta(days=1)
+NEWEST = P.SANDBOX_TODAY - dt.timedelta(days=1)
 DAILY_GROUP = "visibility_daily"
-#: The spec's engines, spelled out: the bench imports none of the code under test at module level
-#: (``--code-root`` measures another tree, e.g. an older commit).
-ALL_ENGINES = (
-    "chatgpt",
-    "claude",
-    "perplexity",
-    "gemini",
-    "google_ai_overviews",
-    "google_ai_mode",
-    "copilot",
-)
-ENGINES_WITH_ALL = (*ALL_ENGINES, "all")
+#: The spec's engines and the rollup, spelled out: the code under test may be another tree.
+ENGINES_WITH_ALL = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode")
+ENGINES_WITH_ALL += ("copilot", "all")
 
 
 @dataclass(frozen=True)
@@ -104,21 +73,23 @@ SCENARIO_NAMES = (*SELECTIONS, "small")
 # measurements
 
 
-def request_figures(
-    requests: int, stats: Any, minimum: dict[str, int], wall: float, bound: float
-) -> dict[str, Any]:
+def request_figures(sb: P.SandboxService, minimum: dict[str, int], wall: float) -> dict[str, Any]:
     """The figures every scenario reports: requests against the planner's minimum, wall against the
     rate bound (the same keys for the command line and the UI, so RESULTS.md reads them alike)."""
+    stats = sb.stats()
+    requests = D.served(stats)
+    bound = requests / sb.rate
     return {
         "requests": requests,
-        "responses_429": D.throttled(stats),
+        "responses_429": P.throttled(stats),
         "minimum": sum(minimum.values()),
         "minimum_by_endpoint": minimum,
         "requests_by_endpoint": D.by_endpoint(stats),
         "requests_vs_minimum": ratio(requests, sum(minimum.values())),
-        "wall_seconds": wall,
+        "wall_seconds": round(wall, 2),
         "rate_bound_seconds": round(bound, 2),
         "wall_vs_rate_bound": ratio(wall, bound),
+        "overhead_seconds": round(wall - bound, 2),
     }
 
 
@@ -127,7 +98,7 @@ def ratio(a: float, b: float) -> float | None:
 
 
 def measure_cli(
-    sb: D.SandboxService,
+    sb: P.SandboxService,
     world: D.World,
     dates: list[dt.date],
     engines: tuple[str, ...] | None,
@@ -137,29 +108,19 @@ def measure_cli(
 ) -> dict[str, Any]:
     """``visibility-sync run`` over ``dates`` x ``engines`` (None: its default, every engine and all)."""
     sb.reset_stats()
-    outcome = D.run_cli(
-        D.cli_args(dates, engines), url=sb.url, key=sb.key, db=db, code_root=args.code_root, log_dir=args.logs
-    )
-    stats = sb.stats()
-    requests = D.served(stats)
+    cli_args = D.cli_args(dates, engines)
+    outcome = D.run_cli(cli_args, url=sb.url, key=sb.key, db=db, code_root=args.code_root, log_dir=args.logs)
+    all_tables = D.PARTITIONED_TABLES
     minimum = D.planner_minimum(
-        world,
-        D.PARTITIONED_TABLES,
-        dates,
-        engines or ENGINES_WITH_ALL,
-        db,
-        snapshots=True,
-        code_root=args.code_root,
+        world, all_tables, dates, engines or ENGINES_WITH_ALL, db, snapshots=True, code_root=args.code_root
     )
-    bound = requests / sb.rate
     result = {
         "kind": kind,
         "days": len(dates),
         "engines": list(engines or ()),
-        "args": " ".join(D.cli_args(dates, engines)),
+        "args": " ".join(cli_args),
         "exit_code": outcome.exit_code,
-        **request_figures(requests, stats, minimum, outcome.wall_seconds, bound),
-        "overhead_seconds": round(outcome.wall_seconds - bound, 2),
+        **request_figures(sb, minimum, outcome.wall_seconds),
         "db": str(db),
     }
     if outcome.exit_code != 0:
@@ -170,17 +131,16 @@ def measure_cli(
 
 def measure_ui(
     stack: D.DagsterStack,
-    sb: D.SandboxService,
+    sb: P.SandboxService,
     world: D.World,
     selection: Selection,
     dates: list[dt.date],
     engines: tuple[str, ...] | None,
     cli: dict[str, Any] | None,
-    ui_db: Path,
     args: argparse.Namespace,
-    cli_key: str = "",
 ) -> dict[str, Any]:
     """One selection launched from the UI's dialog(s), run by the daemon, polled to the end."""
+    ui_db = args.out / "ui.duckdb"
     for path in (ui_db, Path(f"{ui_db}.wal")):
         path.unlink(missing_ok=True)
     D.wait_idle(stack)
@@ -188,23 +148,13 @@ def measure_ui(
     picked = D.UiSelection(tuple(dates), selection.assets, selection.group, engines or None)
     outcome = D.run_ui_backfills(stack, [picked], args.timeout)[0]
     D.wait_idle(stack)
-    stats = sb.stats()
-    requests = D.served(stats)
     tables = [t for t in outcome.tables if t in D.PARTITIONED_TABLES]
-    selected_engines = outcome.engines
     landed = Path(cli["db"]) if cli and Path(cli["db"]).exists() else ui_db
-    minimum = D.planner_minimum(world, tables, dates, selected_engines, landed, code_root=args.code_root)
-    bound = requests / sb.rate
+    minimum = D.planner_minimum(world, tables, dates, outcome.engines, landed, code_root=args.code_root)
     span = outcome.runs_span
     result: dict[str, Any] = {
-        "kind": "ui",
-        "scenario": selection.name,
-        "letter": selection.letter,
-        "title": selection.title,
-        "days": len(dates),
         "first_date": dates[0].isoformat(),
-        "cli_key": cli_key,
-        "engines": selected_engines,
+        "engines": outcome.engines,
         "tables": tables,
         "dialogs": len(outcome.backfill_ids),
         "targets": outcome.targets,
@@ -217,7 +167,7 @@ def measure_ui(
         "run_statuses": outcome.run_statuses,
         "run_ranges": outcome.run_ranges(timed=True),
         "run_failures": outcome.failures(),
-        **request_figures(requests, stats, minimum, outcome.wall_seconds, bound),
+        **request_figures(sb, minimum, outcome.wall_seconds),
         "runs_span_seconds": round(span[1] - span[0], 2) if span else None,
         "pickup_seconds": round(span[0] - outcome.launched_at, 2) if span else None,
         "tail_seconds": round(outcome.ended_at - span[1], 2) if span else None,
@@ -228,7 +178,6 @@ def measure_ui(
         result["rows_equal_cli"] = D.same_rows(comparison)
         if not result["rows_equal_cli"]:
             result["rows_comparison"] = comparison
-    print(json.dumps(result), flush=True)
     return result
 
 
@@ -236,106 +185,67 @@ def backfill_scenarios(args: argparse.Namespace, selected: list[Selection]) -> d
     """The CLI runs first (nothing else running), then the stack and the UI backfills."""
     plan: list[tuple[Selection, list[dt.date], tuple[str, ...] | None]] = []
     for selection in selected:
-        counts = [1] if selection.one_date else args.days
-        for n in counts:
+        for n in [1] if selection.one_date else args.days:
             plan.append((selection, D.days(NEWEST, n), args.subset_engines if selection.subset else None))
     results: dict[str, Any] = {"ui": [], "cli": {}, "stack": {}}
-    with D.sandbox_service(size=args.size, rate=args.rate, code_root=args.code_root, log_dir=args.logs) as sb:
+    with P.sandbox_service(size=args.size, rate=args.rate, code_root=args.code_root, log_dir=args.logs) as sb:
         world = D.read_world(sb.url, sb.key, args.code_root)
-        cli_by_key: dict[str, dict[str, Any]] = {}
+        cli_by_key = results["cli"]
         for _, dates, engines in plan:
             key = f"{len(dates)}d-{'-'.join(engines) if engines else 'all'}"
             if key not in cli_by_key and not args.no_cli:
                 cli_by_key[key] = measure_cli(sb, world, dates, engines, args.out / f"cli-{key}.duckdb", args)
-        results["cli"] = cli_by_key
-        env = {
-            "VISIBILITY_API_URL": sb.url,
-            "VISIBILITY_API_KEY": sb.key,
-            "VISIBILITY_WAREHOUSE": f"duckdb:///{args.out / 'ui.duckdb'}",
-            "VISIBILITY_START_DATE": D.START_DATE.isoformat(),
-        }
-        with D.dagster_stack(env, code_root=args.code_root, log_dir=args.logs) as stack:
+        with D.dagster_stack(
+            P.cli_env(sb.url, sb.key, args.out / "ui.duckdb", args.code_root),
+            code_root=args.code_root,
+            log_dir=args.logs,
+        ) as stack:
             results["stack"] = dict(stack.started_seconds)
             for selection, dates, engines in plan:
                 key = f"{len(dates)}d-{'-'.join(engines) if engines else 'all'}"
+                about = {"kind": "ui", "scenario": selection.name, "letter": selection.letter}
+                about.update(title=selection.title, days=len(dates), cli_key=key)
                 try:
-                    results["ui"].append(
-                        measure_ui(
-                            stack,
-                            sb,
-                            world,
-                            selection,
-                            dates,
-                            engines,
-                            cli_by_key.get(key),
-                            args.out / "ui.duckdb",
-                            args,
-                            key,
-                        )
+                    result = measure_ui(
+                        stack, sb, world, selection, dates, engines, cli_by_key.get(key), args
                     )
                 except Exception as exc:  # the next scenario still runs; the failure is reported
                     traceback.print_exc()
-                    results["ui"].append(
-                        {
-                            "kind": "ui",
-                            "scenario": selection.name,
-                            "letter": selection.letter,
-                            "title": selection.title,
-                            "days": len(dates),
-                            "error": f"{type(exc).__name__}: {str(exc)[:300]}",
-                        }
-                    )
+                    result = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+                results["ui"].append({**about, **result})
+                print(json.dumps(results["ui"][-1]), flush=True)
     return results
 
 
 def small_syncs(args: argparse.Namespace) -> list[dict[str, Any]]:
     """``visibility-sync run`` of a few days (demo workspace), and optionally the schedules' runs."""
     out: list[dict[str, Any]] = []
-    with D.sandbox_service(size="demo", rate=args.rate, code_root=args.code_root, log_dir=args.logs) as sb:
+    with P.sandbox_service(size="demo", rate=args.rate, code_root=args.code_root, log_dir=args.logs) as sb:
         world = D.read_world(sb.url, sb.key, args.code_root)
         for n in args.small_days:
             db = args.out / f"small-{n}d.duckdb"
             out.append(measure_cli(sb, world, D.days(NEWEST, n), None, db, args, kind="small"))
-        if not args.small_daemon:
-            return out
-        for n in args.small_days:
+        for n in args.small_days if args.small_daemon else ():
             db = args.out / f"small-daemon-{n}d.duckdb"
-            for path in (db, Path(f"{db}.wal")):
-                path.unlink(missing_ok=True)
-            env = {
-                "VISIBILITY_API_URL": sb.url,
-                "VISIBILITY_API_KEY": sb.key,
-                "VISIBILITY_WAREHOUSE": f"duckdb:///{db}",
-                "VISIBILITY_START_DATE": D.START_DATE.isoformat(),
-                "VISIBILITY_LOOKBACK_DAYS": str(n - 1),
-            }
+            env = P.cli_env(sb.url, sb.key, db, args.code_root, VISIBILITY_LOOKBACK_DAYS=str(n - 1))
             with D.dagster_stack(env, code_root=args.code_root, log_dir=args.logs) as stack:
-                at = dt.datetime.combine(D.SANDBOX_TODAY, dt.time(3, 0), tzinfo=dt.UTC)
+                at = dt.datetime.combine(P.SANDBOX_TODAY, dt.time(3, 0), tzinfo=dt.UTC)
                 params = D.schedule_runs(stack, at)
                 sb.reset_stats()
                 launched = time.time()
-                ids = D.launch_runs(stack, params)
-                runs = D.wait_runs(stack, ids, timeout=args.timeout)
-                stats = sb.stats()
-            requests = D.served(stats)
-            bound = requests / sb.rate
-            wall = max(r["endTime"] for r in runs) - launched
-            minimum = next(r for r in out if r["kind"] == "small" and r["days"] == n)["minimum"]
-            result = {
-                "kind": "small-daemon",
-                "days": n,
-                "runs": len(runs),
-                "jobs": sorted(r["jobName"] for r in runs),
-                "run_statuses": sorted(r["status"] for r in runs),
-                "requests": requests,
-                "minimum": minimum,
-                "requests_vs_minimum": ratio(requests, minimum),
-                "wall_seconds": round(wall, 2),
-                "rate_bound_seconds": round(bound, 2),
-                "wall_vs_rate_bound": ratio(wall, bound),
-                "overhead_seconds": round(wall - bound, 2),
-                "pickup_seconds": round(min(r["startTime"] for r in runs) - launched, 2),
-            }
+                runs = D.wait_runs(stack, D.launch_runs(stack, params), timeout=args.timeout)
+                minimum = next(r for r in out if r["kind"] == "small" and r["days"] == n)[
+                    "minimum_by_endpoint"
+                ]
+                result = {
+                    "kind": "small-daemon",
+                    "days": n,
+                    "runs": len(runs),
+                    "jobs": sorted(r["jobName"] for r in runs),
+                    "run_statuses": sorted(r["status"] for r in runs),
+                    **request_figures(sb, minimum, max(r["endTime"] for r in runs) - launched),
+                    "pickup_seconds": round(min(r["startTime"] for r in runs) - launched, 2),
+                }
             print(json.dumps(result), flush=True)
             out.append(result)
     return out
@@ -379,32 +289,28 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
     lines = [
         SECTION,
         "",
-        f"`bench/bench_backfill.py{' ' + ' '.join(_shown(args.argv)) if args.argv else ''}`, "
+        f"`bench/bench_backfill.py{args.shown}`, "
         f"{machine()}, code: {args.code_label}. Sandbox `{args.size}` workspace in its own process, "
         f"rate limit {args.rate:g} requests/s, no faults; dates end on {NEWEST} (the sandbox's newest day).",
         "",
-        "Method. Each backfill goes through the real stack: `dagster-webserver` and `dagster-daemon run` "
-        "started as `dagster dev` starts them, on a fresh `DAGSTER_HOME` holding the project's "
-        "`dagster.yaml`, loading the project's `workspace.yaml` (`bench/daemon.py`). It is launched with "
-        "the GraphQL the UI's *Materialize* dialog sends: `launchPartitionBackfill` with `assetSelection` "
-        "and `partitionNames` (`date|engine` keys, date range x the engines ticked), plus a `selector` "
-        "when the assets' first common job is a user job, or `allPartitions` when the dialog has no "
-        "range to offer (assets of different partitions definitions), each built by the rules of "
-        "`LaunchAssetExecutionButton` / `LaunchAssetChoosePartitionsDialog` of the installed UI. Where one "
-        "dialog cannot take a date range, each partitions definition gets its own dialog (as a user "
-        "would do). The daemon runs it; `partitionBackfillOrError` is polled to the end and the runs are "
-        "read by their `dagster/backfill` tag (Dagster adds the selected assets' asset checks to a "
-        "backfill's runs). Requests are counted by the sandbox (every status, 429s "
-        "and retries included). The planner's minimum: the pure planner's calls for the whole "
-        "selection over the sandbox's brands, prompts and competitors, the further pages of the paged "
-        "calls (from the rows landed), one discovery (brands; prompts and tracked competitors where a "
-        "selected table needs them). Wall: from the mutation to the backfill seen finished (polled each "
-        "second); runs span: first run start to last run end, with the daemon's pickup before it and "
-        "the tail after it (the backfill daemon loops every 30 s). Beside each, `visibility-sync run` "
-        "over the same dates and engines as a process into a fresh DuckDB file (it has no asset "
-        "selection: it syncs the snapshots and every partitioned table, so its minimum is that of every "
-        "table plus the snapshot listings, each listing counted once); `rows = CLI`: the backfill's "
-        "tables hold exactly the command line's rows (every column but `_loaded_at` and `_run_id`).",
+        "Method. Each backfill goes through the real stack (`bench/daemon.py`): `dagster-webserver` and "
+        "`dagster-daemon run` as `dagster dev` starts them, on a fresh `DAGSTER_HOME` with the project's "
+        "`dagster.yaml` and `workspace.yaml`. It is launched with the GraphQL the UI's *Materialize* dialog "
+        "sends (`launchPartitionBackfill`: `assetSelection` and `partitionNames`, `date|engine` keys, plus "
+        "a `selector` when the assets' first common job is a user job, or `allPartitions` where the dialog "
+        "offers no range; built by the rules of `LaunchAssetExecutionButton` / "
+        "`LaunchAssetChoosePartitionsDialog` of the installed UI; one dialog per partitions definition "
+        "where one cannot take a date range, as a user would do). The daemon runs it; "
+        "`partitionBackfillOrError` is polled to the end, the runs read by their `dagster/backfill` tag. "
+        "The sandbox counts the requests (every status, 429s and retries included). The planner's "
+        "minimum: the pure planner's calls for the whole selection, the further pages of paged calls "
+        "(from the rows landed), one discovery. Wall: from the mutation to the backfill seen finished "
+        "(polled each second); runs span: first run start to last run end, with the daemon's pickup "
+        "before it and the tail after it (the backfill daemon loops every 30 s). Beside each, "
+        "`visibility-sync run` over the same dates and engines into a fresh DuckDB file (it syncs the "
+        "snapshots and every partitioned table: its minimum is that of every table plus the snapshot "
+        "listings, each once); `rows = CLI`: the backfill's tables hold exactly the command line's rows "
+        "(every column but `_loaded_at` and `_run_id`).",
         "",
         "Targets: requests <= 1.05 x the planner's minimum; wall <= 1.2 x requests / rate limit.",
         "",
@@ -432,18 +338,12 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
         for r in rows:
             lines.append(_ui_row(r, backfills.get("cli", {}).get(r.get("cli_key", ""))))
         lines.append("")
-        for r in rows:
-            if "error" in r:
-                continue
-            detail = f"- {r['days']} day{'s' if r['days'] > 1 else ''}: runs (s since the launch) "
-            detail += ", ".join(r["run_ranges"])
-            if r.get("note"):
-                detail += f"; {r['note']}"
-            if r.get("run_failures"):
-                detail += f"; run failures: {'; '.join(r['run_failures'])}"
-            if r.get("responses_429"):
-                detail += f"; {r['responses_429']} answered 429"
-            lines.append(detail + ".")
+        for r in (r for r in rows if "error" not in r):
+            days = f"{r['days']} day{'s' * (r['days'] > 1)}"
+            detail = [f"- {days}: runs (s since the launch) {', '.join(r['run_ranges'])}", r.get("note")]
+            detail.append(r.get("run_failures") and f"run failures: {'; '.join(r['run_failures'])}")
+            detail.append(r.get("responses_429") and f"{r['responses_429']} answered 429")
+            lines.append("; ".join(filter(None, detail)) + ".")
         lines.append("")
     if backfills.get("stack"):
         lines += [
@@ -481,36 +381,16 @@ def write_results(args: argparse.Namespace, backfills: dict[str, Any], small: li
     write_section(SECTION, "\n".join(lines))
 
 
-# ---------------------------------------------------------------------------------------------
-
-
-def _shown(argv: list[str]) -> list[str]:
-    """The command line without the options that only say where things are."""
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg in ("--code-label", "--out", "--code-root"):
-            skip = True
-            continue
-        if not arg.startswith(("--code-label=", "--out=", "--code-root=")):
-            out.append(arg)
-    return out
-
-
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = P.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="demo size, 3 days, a few scenarios, no write")
     parser.add_argument("--size", choices=("demo", "large"), default=None, help="sandbox workspace (large)")
     parser.add_argument("--days", type=_ints, default=None, help="day counts, e.g. 3,10,30")
-    parser.add_argument(
-        "--scenarios", default=None, help=f"comma separated among {', '.join(SCENARIO_NAMES)}"
-    )
+    parser.add_argument("--scenarios", help=f"comma separated among {', '.join(SCENARIO_NAMES)}")
     parser.add_argument(
         "--subset-engines", default="chatgpt,claude", help="engines of the `engines` scenario"
     )
@@ -528,9 +408,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-cli", action="store_true", help="skip the command line's runs")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "backfill")
     parser.add_argument("--write", action="store_true", help="write RESULTS.md even with --quick")
-    parser.add_argument("--no-write", action="store_true", help="print the figures, leave RESULTS.md alone")
     args = parser.parse_args(argv)
-    args.argv = argv
+    # the command line without the options that only say where things are
+    args.shown = re.sub(r" --(code-label|out|code-root)[= ]\S+", "", "".join(f" {a}" for a in argv))
     args.size = args.size or ("demo" if args.quick else "large")
     if args.small_daemon is None:
         args.small_daemon = not args.quick
@@ -549,7 +429,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
-    D.install_signal_handlers()
+    P.install_signal_handlers()
     args = parse_args(argv)
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -562,7 +442,7 @@ def main(argv: list[str]) -> int:
         if "small" in args.scenarios:
             small = small_syncs(args)
     finally:
-        D.Service.stop_all()
+        P.Service.stop_all()
     if args.write_results:
         write_results(args, backfills, small)
         print(f"figures: {RESULTS}")

@@ -2,14 +2,10 @@
 
     .venv/bin/python bench/bench_landing.py [--rows 1000000] [--days 60] [--budget 64MB] [--days-list 30,60]
 
-Spools ``--rows`` mention-like rows (``prompt_mentions``) spread over ``--days`` days x 7 engines x 20
-brands into a real :class:`~sync.spool.DateSpool`, then runs :func:`sync.landing.land` into a
-fresh DuckDB file in a fresh spawned process (as ``sync/landing_worker.py`` does), twice: the first landing
-(an empty table) and a re-landing of the same range (every row replaced). Each landing process
-reports its peak RSS (``ru_maxrss``) and wall time. ``--days-list`` repeats the whole thing for
-several spans with the same rows per day, to show whether the peak grows with the days.
-
-Figures are printed only (bench/RESULTS.md is not touched).
+``--rows`` mention rows over ``--days`` days x 7 engines x 20 brands spooled into a real
+:class:`~sync.spool.DateSpool`, then :func:`sync.landing.land` into a fresh DuckDB file in a fresh
+process, twice (first landing, then every row replaced): peak RSS and wall of each. ``--days-list``
+repeats it with the same rows per day. Figures are printed only.
 """
 
 from __future__ import annotations

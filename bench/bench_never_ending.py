@@ -1,14 +1,9 @@
 """A service that never ends a walk: requests, seconds and memory until the sync's request budget stops it.
 
-Claim checked: a walk whose every page has a new cursor, new row ids and new answers behind them
-ends at the sync's request budget with ``RequestBudgetExceeded``, and the process's memory stays
-flat while it walks: the RSS growth over the second half of the walk is under 5% of the growth a
-client keeping every row would show (rows x bytes per row, measured in the same run).
-
-Real parts: the sandbox on loopback (limits loose, so the walk runs as fast as the machine allows),
-the real client behind a rewriting proxy transport (``InventingTransport``) that serves the
-prompt's first page again for each invented cursor with new ids, answers and positions; the rows
-are consumed and dropped, as the spool does.
+Claim: a walk whose every page has a new cursor, new rows and new answers ends at the request
+budget with ``RequestBudgetExceeded``, and the RSS growth over its second half stays under 5% of
+what keeping its rows would take (measured in the same run). The sandbox on loopback behind a
+transport that invents the pages; the rows are consumed and dropped, as the spool does.
 
 Run: ``.venv/bin/python bench/bench_never_ending.py [--floor N]``; prints the figures (no file).
 """
@@ -21,7 +16,6 @@ import itertools
 import json
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import httpx
@@ -31,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.proxy import ENDLESS_PREFIX, endless_page  # noqa: E402
 from resources.api.budget import RequestBudget  # noqa: E402
 from resources.api.client import VisibilityClient  # noqa: E402
 from resources.api.errors import RequestBudgetExceeded  # noqa: E402
@@ -39,19 +34,17 @@ from sandbox.faults import FaultsConfig  # noqa: E402
 from sandbox.limits import LimitsConfig  # noqa: E402
 from sandbox.testing import run_sandbox  # noqa: E402
 
-INVENTED = "invented-"
-
 
 class InventingTransport(httpx.HTTPTransport):
-    """Forwards to the sandbox; every mentions page says ``has_more`` with a new cursor, and its rows
-    get new ids, answers and positions (a service inventing rows for ever)."""
+    """Forwards to the sandbox; every mentions page goes on for ever with new rows and answers
+    (:func:`bench.proxy.endless_page`): a service inventing rows for ever."""
 
     def __init__(self) -> None:
         super().__init__()
         self.pages = itertools.count()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.params.get("cursor", "").startswith(INVENTED):
+        if request.url.params.get("cursor", "").startswith(ENDLESS_PREFIX):
             params = request.url.params.remove("cursor")
             request = httpx.Request(
                 request.method, request.url.copy_with(params=params), headers=request.headers
@@ -61,21 +54,13 @@ class InventingTransport(httpx.HTTPTransport):
         response.close()
         if "/mentions" not in request.url.path or response.status_code != 200:
             return response
-        page = next(self.pages)
-        body = json.loads(response.content)
-        for row in body["data"]:
-            row.update(id=str(uuid.uuid4()), response_id=str(uuid.uuid4()), position=page)
-        body.update(has_more=True, next_cursor=f"{INVENTED}{uuid.uuid4()}")
+        body = endless_page(json.loads(response.content), next(self.pages), True, True)
         headers = {
             k: v
             for k, v in response.headers.items()
             if k.lower() not in ("content-length", "content-encoding")
         }
         return httpx.Response(200, headers=headers, content=json.dumps(body).encode())
-
-
-def rss_mb() -> float:
-    return psutil.Process().memory_info().rss / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                     if rows <= 1000:
                         row_bytes += len(json.dumps(row))
                     if rows % 5000 == 0:
-                        samples.append((budget.requests_taken, rss_mb()))
+                        samples.append((budget.requests_taken, psutil.Process().memory_info().rss / 2**20))
                 error = None
             except RequestBudgetExceeded as exc:
                 error = exc

@@ -1,33 +1,19 @@
 """Benchmark of the sandbox's large workspace: start-up, memory, and latency of heavy pages.
 
-Run: ``.venv/bin/python bench/bench_sandbox.py [--prompts 60] [--no-write]``. It starts the large
-sandbox (5 brands x 300 prompts x 7 engines, lazily generated) with ``python -m sandbox`` in its own
-process on loopback (so client and server share no GIL), measures over real HTTP,
-prints the figures and writes them under ``## Sandbox`` in ``bench/RESULTS.md`` (other sections of
-that file are left as they are).
-
-Figures:
-- start-up: process start until the server answers, and the server's RSS after start and after the run;
-- 999-row mention pages (``GET /v1/prompts/{id}/mentions``, the 120 days of history, all engines): median and
-  p95 against the 100 ms target, warm (blocks of the window already generated, the steady state of
-  a sync) and cold (the first page of a brand, which generates its window's blocks);
-- competitor trends over 30 days (all-engine rollup, 300 prompts x 7 engines), cold and warm;
-- citation URLs (``limit=2000``) over 30 days;
-- CPU time (this thread only) to build and serialize a warm 999-row page in-process: the work
-  itself, free of the CPU wait a shared machine adds to wall-clock latency.
+Run: ``.venv/bin/python bench/bench_sandbox.py [--prompts 60] [--no-write]``. ``python -m sandbox
+--size large`` in its own process (no GIL shared with the client), measured over HTTP on loopback:
+start-up and RSS; 999-row mention pages (120 days, all engines) warm and cold against 100 ms;
+competitor trends and citation URLs over 30 days; the CPU time to build and serialize a warm page
+in-process (the work itself, free of a shared machine's CPU wait). Under ``## Sandbox``.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import datetime as dt
 import os
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -36,7 +22,8 @@ from starlette.responses import JSONResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.processes import RESULTS, SANDBOX_TODAY, sandbox_service, write_section
+from bench import processes as P
+from bench.processes import SANDBOX_TODAY, sandbox_service
 from sandbox.config import SandboxConfig
 from sandbox.faults import FaultsConfig
 from sandbox.instance import Sandbox
@@ -61,10 +48,8 @@ def timed(client: httpx.Client, path: str, params: dict[str, object]) -> tuple[f
 
 
 def page_cpu_ms(sb: Sandbox, brand: Brand, config: SandboxConfig) -> list[float]:
-    """CPU time (this thread only) to build and serialize warm 999-row pages in-process.
-
-    Wall-clock latency on a shared machine includes waiting for a CPU; this is the work itself.
-    """
+    """CPU time (this thread only) to build and serialize warm 999-row pages in-process: the work
+    itself, without the wait for a CPU that wall-clock latency on a shared machine includes."""
     window = Window(config.history_start, TODAY)
     out = []
     for prompt in brand.prompts[:60]:
@@ -76,34 +61,23 @@ def page_cpu_ms(sb: Sandbox, brand: Brand, config: SandboxConfig) -> list[float]
     return out
 
 
-@contextlib.contextmanager
-def serve_large() -> Iterator[tuple[str, dict[str, str], psutil.Process, float]]:
-    """``python -m sandbox --size large`` in its own process (no GIL shared with this client), its
-    limits out of the way."""
-    started = time.perf_counter()
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-sandbox-") as logs,
-        sandbox_service(size="large", rate=1e6, max_concurrent=1000, log_dir=Path(logs)) as sb,
-    ):
-        assert sb.service is not None
-        yield sb.url, sb.keys, psutil.Process(sb.service.pid), time.perf_counter() - started
-
-
 def run(prompts_per_brand: int) -> dict[str, float]:
     config = SandboxConfig(size="large", today=TODAY, faults=FaultsConfig(profile="none"))
     load_before = os.getloadavg()[0]
-    with serve_large() as (url, keys, server, startup_s):
+    started = time.perf_counter()
+    logs = P.work_folder("bench-sandbox-")
+    # in its own process (no GIL shared with this client), its limits out of the way
+    with sandbox_service(size="large", rate=1e6, max_concurrent=1000, log_dir=logs) as sb:
+        startup_s = time.perf_counter() - started
+        assert sb.service is not None
+        server = psutil.Process(sb.service.pid)
         after_start = server.memory_info().rss / 1e6
         world = World(config)  # the same seed and size: ids to request, generated here, not served
         brands = [b for b in world.brands if b.workspace_id == world.workspaces["main"].id]
         window = {"from": config.history_start.isoformat(), "to": TODAY.isoformat(), "limit": 999}
-        cold: list[float] = []
-        warm: list[float] = []
-        trends_cold: list[float] = []
-        trends_warm: list[float] = []
-        urls: list[float] = []
-        headers = {"Authorization": f"Bearer {keys['workspace']}"}
-        with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+        cold, warm, trends_cold, trends_warm, urls = [], [], [], [], []
+        headers = {"Authorization": f"Bearer {sb.key}"}
+        with httpx.Client(base_url=sb.url, headers=headers, timeout=60) as client:
             client.get("/v1/brands").raise_for_status()  # connection and first-request set-up
             for brand in brands:
                 for i, prompt in enumerate(brand.prompts[:prompts_per_brand]):
@@ -173,15 +147,10 @@ def render(f: dict[str, float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = P.parser(__doc__)
     parser.add_argument("--prompts", type=int, default=60, help="prompts per brand to page through")
-    parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
     args = parser.parse_args()
-    section = render(run(args.prompts))
-    print(section)
-    if not args.no_write:
-        write_section("## Sandbox", section)
-        print(f"written to {RESULTS}")
+    P.publish("## Sandbox", render(run(args.prompts)), not args.no_write)
 
 
 if __name__ == "__main__":

@@ -4,37 +4,27 @@
     .venv/bin/python bench/bench_sync.py --scenarios rows --days 1,4 --rate 100 --no-write
     .venv/bin/python bench/bench_sync.py --scenarios shared --shared-rate 20
 
-Every figure is a ratio against a bound measured in the same run (the machine is shared):
+Every figure is a ratio against a bound measured in the same run (the machine is shared), the
+command line a process against the sandbox's ``large`` workspace, into a fresh DuckDB file:
 
-* ``rows``: the command line as a process (``python -m pipelines.cli run``) over the newest 1 and N
-  days of the sandbox's ``large`` workspace, into a fresh DuckDB file. CPU: the whole process tree
-  (the command, its landing worker; ``RUSAGE_CHILDREN`` of this process around the run, every
-  descendant is waited for). Peak RSS: the sum of the tree's resident sets, sampled every 50 ms.
-  *CPU per landed row*: the marginal CPU between the 1-day and the N-day sync divided by the extra
-  rows landed (every table), against the **bare decode**: ``json.loads`` + ``pa.Table.from_pylist``
-  of a sample of the same endpoints' pages (raw bodies fetched once, then decoded in this process),
-  timed in the same run. *Pace*: wall / (requests the sandbox answered / rate limit).
-  Memory: peak tree RSS / 400 MB.
-* ``shared``: four ``visibility-sync run --brand X`` at once (one brand each) on one key limited to
-  ``--shared-rate`` requests/s: share of 429 answers, and the wall of the slowest against the rate
-  bound of the requests the four landed (successful requests / rate).
+* ``rows``: the newest 1 and N days. CPU of the whole tree (``RUSAGE_CHILDREN``), its peak summed
+  RSS (sampled every 50 ms) / 400 MB, pace = wall / (requests answered / rate limit), and the
+  marginal CPU per landed row (1 -> N days) against the bare decode (``json.loads`` +
+  ``pa.Table.from_pylist`` of a sample of the same pages, timed in this process).
+* ``shared``: four ``visibility-sync run --brand X`` at once on one key limited to ``--shared-rate``:
+  the share of 429s, and the slowest wall against (successful requests / rate).
+* ``resume``: a sync SIGKILLed at 90 % of a clean one's requests, then the same command again.
 
 Results go to ``bench/RESULTS.md`` under ``## Sync: whole process tree`` (not with ``--no-write``).
 """
 
 from __future__ import annotations
 
-import argparse
-import atexit
 import datetime as dt
 import json
-import os
-import shutil
 import sys
-import tempfile
-import threading
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -47,26 +37,11 @@ from bench import daemon as D
 from bench import processes as P
 
 ROOT = P.ROOT
-RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Sync: whole process tree"
 #: ``--scenarios resume`` alone reports here (the other sections stay as measured)
 RESUME_SECTION = "## Resume: killed at 90 %, then the same command"
 NEWEST = P.SANDBOX_TODAY - dt.timedelta(days=1)
 RSS_BOUND_MB = 400.0
-
-
-@dataclass
-class TreeRun:
-    label: str
-    exit_code: int
-    wall: float
-    cpu: float
-    peak_rss_mb: float
-    rows: int
-    requests: int
-    throttled: int
-    tail: str
-    peaks_mb: dict[str, float]
 
 
 def landed_rows(db: Path) -> int:
@@ -89,36 +64,13 @@ EXTRA_ENV: dict[str, str] = {}  # --env NAME=VALUE: settings of the command line
 
 def run_tree(
     sandbox: P.SandboxService, label: str, args: list[str], db: Path, log_dir: Path, fresh: bool = True
-) -> TreeRun:
-    """One ``visibility-sync`` process: wall, tree CPU, tree peak RSS, requests, rows landed."""
-    sandbox.reset_stats()
-    before = P.children_cpu()
-    with P.TreeSampler() as sampler:
-        cli = P.run_cli(
-            args,
-            url=sandbox.url,
-            key=sandbox.key,
-            db=db,
-            log_dir=log_dir,
-            code_root=CODE_ROOT,
-            extra_env=EXTRA_ENV,
-            fresh=fresh,
-            sampler=sampler,
-        )
-    cpu = P.children_cpu() - before
-    stats = sandbox.stats()
-    return TreeRun(
-        label,
-        cli.exit_code,
-        cli.wall_seconds,
-        round(cpu, 2),
-        round(sampler.peak / 2**20, 1),
-        landed_rows(db) if cli.exit_code == 0 else 0,
-        P.served(stats),
-        P.throttled(stats),
-        cli.output[-1500:],
-        {role: round(v / 2**20, 1) for role, v in sampler.peaks.items()},
+) -> P.TreeRun:
+    """One ``visibility-sync`` process, measured (:func:`P.measured_cli`), and the rows it landed."""
+    run = P.measured_cli(
+        sandbox, args, db, log_dir=log_dir, code_root=CODE_ROOT, extra_env=EXTRA_ENV, fresh=fresh
     )
+    run.label, run.rows = label, landed_rows(db) if run.exit_code == 0 else 0
+    return run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,7 +132,7 @@ def bare_decode_us_per_row(bodies: list[bytes], repeat: int = 3) -> tuple[float,
 def scenario_rows(sandbox: P.SandboxService, days: list[int], rate: float, work: Path) -> list[str]:
     lines: list[str] = []
     bodies = sample_pages(sandbox, max(days), pages=80)
-    runs: dict[int, TreeRun] = {}
+    runs: dict[int, P.TreeRun] = {}
     bare_figures: list[float] = []
     for n in days:
         bare, sample_rows = bare_decode_us_per_row(bodies)
@@ -194,7 +146,7 @@ def scenario_rows(sandbox: P.SandboxService, days: list[int], rate: float, work:
             flush=True,
         )
         if r.exit_code != 0:
-            print(r.tail)
+            print(r.output[-1500:])
     bare = sorted(bare_figures)[len(bare_figures) // 2]
     lines.append(
         f"Bare decode, same run: `json.loads` + `pa.Table.from_pylist` of {len(bodies)} pages "
@@ -240,27 +192,17 @@ def scenario_shared(sandbox: P.SandboxService, rate: float, days: int, work: Pat
     sandbox.configure(limits={"rate_per_second": rate, "burst": max(1, int(rate))})
     sandbox.reset_stats()
     before = P.children_cpu()
-    results: dict[str, P.CliOutcome] = {}
 
-    def one(brand: str) -> None:
+    def one(brand: str) -> P.CliOutcome:
         args = [*P.cli_args(dates, None)[:-1], "--brand", brand, "--quiet"]
-        results[brand] = P.run_cli(
-            args,
-            url=sandbox.url,
-            key=sandbox.key,
-            db=work / f"shared-{brand}.duckdb",
-            log_dir=work,
-            code_root=CODE_ROOT,
-            sampler=sampler,
+        db = work / f"shared-{brand}.duckdb"
+        return P.run_cli(
+            args, url=sandbox.url, key=sandbox.key, db=db, log_dir=work, code_root=CODE_ROOT, sampler=sampler
         )
 
     started = time.monotonic()
-    with P.TreeSampler() as sampler:
-        threads = [threading.Thread(target=one, args=(b,)) for b in brands]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    with P.TreeSampler() as sampler, ThreadPoolExecutor(len(brands)) as pool:
+        results = dict(zip(brands, pool.map(one, brands), strict=True))
     wall = time.monotonic() - started
     cpu = P.children_cpu() - before
     stats = sandbox.stats()
@@ -281,13 +223,6 @@ def scenario_shared(sandbox: P.SandboxService, rate: float, days: int, work: Pat
     ]
 
 
-def same_rows(a: Path, b: Path) -> tuple[bool, str]:
-    """Whether two DuckDB files hold the same rows in every table (every column but ``D.RUN_COLUMNS``)."""
-    comparison = D.compare_tables(a, b, drop=D.RUN_COLUMNS)
-    differ = [f"{t}: {c}" for t, c in comparison.items() if not D.same_rows({t: c})]
-    return not differ, "; ".join(differ) or f"{len(comparison)} tables"
-
-
 #: Listings every sync makes before it plans: a resumed run asks them again (not calls it can skip).
 LISTINGS = ("GET /v1/brands", "/prompts", "/tracked-competitors", "/topics", "/generations", "/competitors")
 
@@ -301,8 +236,6 @@ def scenario_resume(
 ) -> list[str]:
     """A clean sync; the same sync killed (SIGKILL of its process group) once it made ``kill_at`` of
     the clean one's requests; the same command again (same TMPDIR, same DuckDB file)."""
-    import signal
-
     tmp = work / "resume-tmp"
     tmp.mkdir(exist_ok=True)
     EXTRA_ENV["TMPDIR"] = str(tmp)
@@ -310,31 +243,21 @@ def scenario_resume(
     clean = run_tree(sandbox, "clean", args, work / "resume-clean.duckdb", work)
     clean_listings = listing_requests(sandbox.stats())
     db = work / "resume-killed.duckdb"
-    for path in (db, Path(f"{db}.wal")):
-        path.unlink(missing_ok=True)
-    sandbox.reset_stats()
-    env = P.cli_env(sandbox.url, sandbox.key, db, CODE_ROOT, **EXTRA_ENV)
-    started = time.monotonic()
-    service = P.Service(
-        "visibility-sync",
-        [sys.executable, "-m", "pipelines.cli", *args],
-        env,
-        CODE_ROOT,
-        work / f"cli-killed-{time.time_ns()}.log",
+    due = lambda: P.served(sandbox.stats()) >= kill_at * clean.requests  # noqa: E731
+    killed = P.measured_cli(
+        sandbox, args, db, log_dir=work, code_root=CODE_ROOT, extra_env=EXTRA_ENV, kill_when=due
     )
-    try:
-        while P.served(sandbox.stats()) < kill_at * clean.requests and service.alive():
-            time.sleep(0.05)
-        killed_after = time.monotonic() - started
-        os.killpg(service.pid, signal.SIGKILL)
-        service.proc.wait(timeout=60)
-    finally:
-        service.stop(grace=5)
-    killed_requests = P.served(sandbox.stats())
+    killed_after, killed_requests = killed.wall, killed.requests
     kept_mb = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 2**20
     rerun = run_tree(sandbox, "re-run", args, db, work, fresh=False)
     rerun_listings = listing_requests(sandbox.stats())
-    equal, detail = same_rows(work / "resume-clean.duckdb", db) if rerun.exit_code == 0 else (False, "failed")
+    # rows equal in every table, every column but those a run sets anew
+    comparison = (
+        D.compare_tables(work / "resume-clean.duckdb", db, drop=D.RUN_COLUMNS) if rerun.exit_code == 0 else {}
+    )
+    differ = [f"{t}: {c}" for t, c in comparison.items() if not D.same_rows({t: c})]
+    equal = bool(comparison) and not differ
+    detail = "; ".join(differ) or (f"{len(comparison)} tables" if comparison else "failed")
     left = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
     EXTRA_ENV.pop("TMPDIR")
     ratio = rerun.requests / clean.requests
@@ -357,16 +280,13 @@ def scenario_resume(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = P.parser(__doc__)
     parser.add_argument("--scenarios", default="rows,shared")
     parser.add_argument("--days", default="1,10", help="days of the rows scenario (first: the base)")
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--shared-rate", type=float, default=20.0)
     parser.add_argument("--shared-days", type=int, default=3)
     parser.add_argument("--resume-days", type=int, default=10)
-    parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--code-root", type=Path, default=ROOT, help="the tree whose CLI runs")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument(
@@ -378,8 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     EXTRA_ENV.update(item.split("=", 1) for item in args.env)
     P.install_signal_handlers()
     scenarios = args.scenarios.split(",")
-    work = Path(tempfile.mkdtemp(prefix="bench-sync-"))
-    atexit.register(shutil.rmtree, work, True)  # its databases and logs go with the benchmark
+    work = P.work_folder("bench-sync-")
     section = RESUME_SECTION if scenarios == ["resume"] else SECTION
     header = [
         section,
@@ -414,9 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             lines += scenario_resume(sandbox, args.resume_days, args.rate, work)
             lines.append("")
     text = "\n".join(header + lines)
-    print(text)
-    if not args.no_write:
-        P.write_section(section, text)
+    P.publish(section, text, not args.no_write)
     return 0
 
 

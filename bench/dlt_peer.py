@@ -2,12 +2,10 @@
 
     .venv/bin/python bench/dlt_peer.py --url http://127.0.0.1:8765 --key vsk_... --db peer.duckdb --days 2
 
-What a user of dlt would write in a few lines: the service's brands, topics, prompts, tracked
-competitors and generations (replaced), and the newest ``--days`` of prompt mentions (one call per
-prompt, cursor-paged) and answers (one call per brand, 100 rows a page), each resolved from its
-parent resource. Cited pages and the trend tables are left out: they need one call per day and
-engine, which ``rest_api`` has no configuration for. dlt is a bench extra (``.[bench]``), never a
-dependency of the connector.
+What a dlt user would write in a few lines: brands, topics, prompts, tracked competitors and
+generations (replaced), and the newest ``--days`` of prompt mentions and answers, each resolved from
+its parent resource (cited pages and trends need one call per day and engine, which ``rest_api``
+cannot configure). dlt is a bench extra (``.[bench]``), never a dependency of the connector.
 """
 
 from __future__ import annotations

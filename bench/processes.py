@@ -1,21 +1,13 @@
 """Processes of the benchmarks and end-to-end tests: the sandbox, the command line, their sections
-of RESULTS.md.
-
-:func:`sandbox_service` (``python -m sandbox`` with the rate limit set through
-``POST /_sandbox/config``) and :func:`run_cli` (``visibility-sync run`` as a process) start a
-:class:`Service`: a child in its own session, ended with its whole process group (code servers and
-run workers included) when its block exits, when the interpreter exits, and on SIGTERM/SIGHUP once
-:func:`install_signal_handlers` ran; as a last resort each group leader gets SIGTERM if the process
-that started it dies (``PR_SET_PDEATHSIG``). :class:`TreeSampler` follows a process tree (peak RSS,
-every descendant), :func:`in_child` measures in a fresh process. :func:`write_section` replaces one
-``## `` section of ``bench/RESULTS.md`` (its first line from :func:`machine` and :func:`code_label`).
-
-Nothing here imports Dagster or the project: the code under test may be another tree
-(``code_root``), e.g. an export of the last commit for a baseline.
+of RESULTS.md. A :class:`Service` is a child in its own session, ended with its whole process group
+when its block or the interpreter exits (and on SIGTERM/SIGHUP after :func:`install_signal_handlers`);
+it gets SIGTERM if the process that started it dies. Nothing here imports Dagster or the project:
+the code under test may be another tree (``code_root``).
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import contextlib
 import datetime as dt
@@ -23,14 +15,16 @@ import multiprocessing
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +50,28 @@ def write_section(section: str, text: str, path: Path = RESULTS) -> None:
     path.write_text(updated.rstrip("\n") + "\n")
 
 
+def parser(doc: str) -> argparse.ArgumentParser:
+    """A benchmark's parser: its docstring as the help, and ``--no-write``."""
+    parsed = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parsed.add_argument("--no-write", action="store_true", help="print the figures, leave RESULTS.md alone")
+    return parsed
+
+
+def publish(section: str, text: str, write: bool, path: Path = RESULTS) -> None:
+    """Print a benchmark's section, and write it into ``path`` when ``write``."""
+    print(text, flush=True)
+    if write:
+        write_section(section, text, path)
+        print(f"wrote {section!r} of {path}")
+
+
+def work_folder(prefix: str) -> Path:
+    """A temporary folder, removed with everything in it when the benchmark exits."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, work, True)
+    return work
+
+
 def code_label(code_root: Path = ROOT) -> str:
     """How RESULTS.md names the code under test: its commit, and whether the tree has changes."""
     git = ["git", "-C", str(code_root)]
@@ -77,9 +93,8 @@ def machine(when: str = "at the end") -> str:
     )
 
 
-#: Runs first in every child (instead of a ``preexec_fn``, unsafe in a threaded parent): on Linux it
-#: asks for SIGTERM when the thread that started it dies (``PR_SET_PDEATHSIG``: a killed benchmark
-#: or test), leaves if that already happened, then becomes the command (the setting survives exec).
+#: Runs first in every child (a ``preexec_fn`` is unsafe in a threaded parent): SIGTERM when its
+#: parent dies (``PR_SET_PDEATHSIG``, kept across exec), then it becomes the command.
 _DIE_WITH_PARENT = (
     "import ctypes, os, signal, sys\n"
     "parent = int(sys.argv[1])\n"
@@ -97,21 +112,32 @@ class Service:
     live: set[Service] = set()
     _lock = threading.Lock()
 
-    def __init__(self, name: str, cmd: Sequence[str], env: Mapping[str, str], cwd: Path, log: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        cmd: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path,
+        log: Path,
+        stderr: Path | None = None,
+    ) -> None:
+        """Output to ``log`` (stderr too, unless ``stderr`` names a file of its own)."""
         self.name = name
         self.cmd = list(cmd)
         self.log_path = log
         log.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *self.cmd],
-            env=dict(env),
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: code servers and run workers join it
-        )
+        with contextlib.ExitStack() as files:
+            self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
+            err = files.enter_context(open(stderr, "ab")) if stderr else subprocess.STDOUT
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *self.cmd],
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=err,
+                start_new_session=True,  # its own process group: code servers and run workers join it
+            )
         with Service._lock:
             Service.live.add(self)
 
@@ -165,9 +191,8 @@ atexit.register(Service.stop_all)
 
 
 class TreeSampler:
-    """Peak of the summed RSS of some processes and all their descendants, sampled in a thread; every
-    descendant seen is kept in ``seen`` (pid -> process, short name, description), its role's RSS peak
-    in ``peaks`` (``command``, ``lander``: the landing worker); ``base``: the RSS when it started."""
+    """Peak of the summed RSS of some process trees, sampled in a thread; ``seen``: every descendant
+    (pid -> process, short name, description); ``peaks``: by role (``command``, ``lander``)."""
 
     def __init__(self, *roots: int, every: float = 0.05) -> None:
         self.every = every
@@ -272,9 +297,15 @@ def code_env(code_root: Path, **extra: str) -> dict[str, str]:
 
 
 def wait_until(
-    what: str, probe: Any, timeout: float, services: Iterable[Service] = (), every: float = 0.25
+    what: str,
+    probe: Any,
+    timeout: float,
+    services: Iterable[Service] = (),
+    every: float = 0.25,
+    errors: tuple[type[Exception], ...] = (httpx.HTTPError, OSError, KeyError, ValueError, RuntimeError),
 ) -> Any:
-    """Call ``probe()`` until it returns something truthy; fail early when a service died."""
+    """Call ``probe()`` until it returns something truthy (``errors`` count as not yet); fail early
+    when a service died."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -283,7 +314,7 @@ def wait_until(
                 raise RuntimeError(f"{service.name} exited ({service.proc.returncode}):\n{service.tail()}")
         try:
             value = probe()
-        except (httpx.HTTPError, OSError, KeyError, ValueError, RuntimeError) as exc:
+        except errors as exc:
             last, value = exc, None
         if value:
             return value
@@ -418,19 +449,26 @@ def run_cli(
     timeout: float = 3600.0,
     fresh: bool = True,
     sampler: TreeSampler | None = None,
+    command: Sequence[str] | None = None,
+    kill_when: Callable[[], bool] | None = None,
 ) -> CliOutcome:
     """``visibility-sync <args>`` as a process (``python -m pipelines.cli``: the code tree's own
-    CLI), into ``db`` (a fresh DuckDB file unless not ``fresh``), with no ``DAGSTER_HOME``; its tree
-    watched by ``sampler`` when given."""
+    CLI; or ``command``), into ``db`` (a fresh DuckDB file unless not ``fresh``), with no
+    ``DAGSTER_HOME``; its tree watched by ``sampler``; SIGKILLed (its group) once ``kill_when()``."""
     for path in (db, Path(f"{db}.wal")) if fresh else ():
         path.unlink(missing_ok=True)
     env = cli_env(url, key, db, code_root, **dict(extra_env or {}))
     log = log_dir / f"cli-{db.stem}-{time.time_ns()}.log"
     started = time.monotonic()
-    service = Service("visibility-sync", [sys.executable, "-m", "pipelines.cli", *args], env, code_root, log)
+    command = command or [sys.executable, "-m", "pipelines.cli", *args]
+    service = Service("visibility-sync", command, env, code_root, log)
     if sampler is not None:
         sampler.watch(service.pid)
     try:
+        while kill_when is not None and service.alive() and not kill_when():
+            time.sleep(0.05)
+        if kill_when is not None and service.alive():
+            os.killpg(service.pid, signal.SIGKILL)
         code = service.proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         code = -1
@@ -438,3 +476,35 @@ def run_cli(
         wall = time.monotonic() - started
         service.stop(grace=5)
     return CliOutcome(code, round(wall, 2), service.tail(4000))
+
+
+@dataclass
+class TreeRun:
+    """One measured process tree: wall, CPU, peak RSS (in all, and by role), requests answered."""
+
+    exit_code: int
+    wall: float
+    cpu: float
+    peak_rss_mb: float
+    peaks_mb: dict[str, float]
+    requests: int
+    throttled: int
+    output: str = field(repr=False)
+    rows: int = 0  # rows landed, when counted
+    label: str = ""
+
+
+def measured_cli(sandbox: SandboxService, args: Sequence[str], db: Path, **kw: Any) -> TreeRun:
+    """:func:`run_cli` against ``sandbox`` (its counts reset first), the whole tree measured: CPU by
+    ``RUSAGE_CHILDREN`` (every descendant is waited for), RSS by a :class:`TreeSampler`."""
+    sandbox.reset_stats()
+    before = children_cpu()
+    with TreeSampler() as sampler:
+        cli = run_cli(args, url=sandbox.url, key=sandbox.key, db=db, sampler=sampler, **kw)
+    cpu = children_cpu() - before
+    stats = sandbox.stats()
+    peaks = {role: round(v / 2**20, 1) for role, v in sampler.peaks.items()}
+    mb = round(sampler.peak / 2**20, 1)
+    return TreeRun(
+        cli.exit_code, cli.wall_seconds, round(cpu, 2), mb, peaks, served(stats), throttled(stats), cli.output
+    )

@@ -1,19 +1,10 @@
-"""A small rewriting reverse proxy in front of the sandbox, for the reliability suite.
+"""A rewriting reverse proxy in front of the sandbox, for the reliability suite.
 
-The sandbox only ever answers what the spec allows (plus its transport-level faults). A real service,
-or a CDN, a captive portal or a broken deploy in front of it, also answers 200 with HTML, cuts JSON
-short, sends strings where the spec says numbers, NUL characters, megabyte strings, cursors that
-never end, integers no warehouse column holds, and echoes the caller's key back. This proxy forwards
-every request to the sandbox (``httpx``) and rewrites the answer per :class:`Rewrite`, so the real
-client, CLI and warehouse meet those answers over loopback.
-
-Each rewrite picks its victims deterministically: the ``nth`` distinct target (path and query) of
-one endpoint, and every later request to that target (so retries meet the same answer: the fault is
-persistent, as a bad deploy is). It records what it did in :attr:`Rewrite.events` (row keys, fields,
-what was served), which the suite uses to tell a correct landing from a silent one.
-
-Served by uvicorn on a free loopback port in a background thread (:func:`run_proxy`); the server
-stops and its thread is joined when the ``with`` block exits.
+It forwards every request to the sandbox and rewrites the answer per :class:`Rewrite` (200 with
+HTML, JSON cut short, wrong types, NUL, megabyte strings, endless cursors, huge integers, the key
+echoed back), so the real client, CLI and warehouse meet what a broken service or a CDN sends. A
+rewrite picks the ``nth`` distinct target of an endpoint and every retry of it (a persistent fault)
+and records what it did in :attr:`Rewrite.events`. :func:`run_proxy` serves it on loopback.
 """
 
 from __future__ import annotations
@@ -38,22 +29,11 @@ MENTIONS = r"^/v1/prompts/[^/]+/mentions$"
 ANSWERS = r"^/v1/brands/[^/]+/answers$"
 PROMPTS = r"^/v1/brands/[^/]+/prompts$"
 BRANDS = r"^/v1/brands$"
-ANY_V1 = r"^/v1/"
 
 #: Headers that belong to one hop, or that the proxy recomputes for the body it sends.
 _HOP_HEADERS = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "transfer-encoding",
-        "content-length",
-        "content-encoding",
-        "host",
-        "te",
-        "trailer",
-        "upgrade",
-        "proxy-connection",
-    }
+    {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host", "te"}
+    | {"trailer", "upgrade", "proxy-connection"}
 )
 #: A cursor the proxy invents; a request that carries one never reaches the sandbox with it.
 ENDLESS_PREFIX = "endless-"
@@ -92,20 +72,14 @@ class ProxyResponse:
     headers: dict[str, str]
     body: bytes
 
-    def json(self) -> Any:
-        return json.loads(self.body)
-
     def with_json(self, payload: Any, *, ensure_ascii: bool = True) -> ProxyResponse:
         body = json.dumps(payload, ensure_ascii=ensure_ascii).encode("utf-8")
         return ProxyResponse(self.status, {**self.headers, "content-type": "application/json"}, body)
 
 
 class Rewrite:
-    """Forwards unchanged; subclasses override :meth:`forward` and/or :meth:`respond`.
-
-    Hooks run on the proxy's event loop, one at a time; :attr:`events` and :attr:`requests` are read
-    by the suite from another thread under :attr:`lock`.
-    """
+    """Forwards unchanged; subclasses override :meth:`forward` and/or :meth:`respond` (run on the
+    proxy's event loop; :attr:`events` and :attr:`requests` are read under :attr:`lock`)."""
 
     name = "passthrough"
     #: the endpoint and field a correct error message names (None: no particular one)
@@ -158,11 +132,8 @@ def _is_json_page(response: ProxyResponse) -> bool:
 
 
 class RowRewrite(Rewrite):
-    """Changes one field of one row (the middle one) of the picked page: wrong types, NUL, huge values.
-
-    ``mutate`` gets the row's value and returns the served one. ``marker_bytes`` (for non-UTF-8
-    bodies) replaces the UTF-8 bytes of ``marker`` in the encoded body after serialization.
-    """
+    """Changes one field of the middle row of the picked page to ``mutate(value)``; ``marker_bytes``
+    (non-UTF-8 bodies) then replace the UTF-8 bytes of ``marker`` in the encoded body."""
 
     def __init__(
         self,
@@ -188,7 +159,7 @@ class RowRewrite(Rewrite):
     def respond(self, request: ProxyRequest, response: ProxyResponse) -> ProxyResponse:
         if not self.picker.picks(request) or not _is_json_page(response):
             return response
-        payload = response.json()
+        payload = json.loads(response.body)
         rows = payload.get("data") if isinstance(payload, dict) else None
         if not isinstance(rows, list) or not rows:
             return response
@@ -222,28 +193,10 @@ class BodyRewrite(Rewrite):
         return ProxyResponse(200, {**response.headers, "content-type": content_type}, body)
 
 
-def truncated_json(request: ProxyRequest, body: bytes) -> tuple[bytes, str]:
-    """Half the JSON, as a complete HTTP message (a correct Content-Length for what is sent)."""
-    return body[: len(body) // 2], "application/json"
-
-
-def html_page(request: ProxyRequest, body: bytes) -> tuple[bytes, str]:
-    """A maintenance page served with 200, as captive portals and misrouted CDNs do."""
-    return (
-        b"<!doctype html><html><head><title>Maintenance</title></head>"
-        b"<body><h1>We'll be right back</h1><p>The service is being upgraded.</p></body></html>",
-        "text/html; charset=utf-8",
-    )
-
-
 class EndlessCursor(Rewrite):
-    """Every page of the picked target says ``has_more: true`` with a new ``next_cursor``.
-
-    A request carrying an invented cursor is sent upstream without it, so the service serves the
-    target's first page again. ``fresh_rows`` gives each repeated page's rows new ids (the client
-    finds the same rows under new ids); ``invented`` also new answers behind them (new
-    ``response_id`` and ``position``), so only the sync's request budget can stop the walk.
-    """
+    """Every page of the picked target says ``has_more: true`` with a new ``next_cursor`` (sent
+    upstream without it: the first page again). ``fresh_rows``: the rows get new ids; ``invented``:
+    new answers behind them too, so only the sync's request budget can stop the walk."""
 
     def __init__(self, pattern: str, *, fresh_rows: bool = False, invented: bool = False) -> None:
         super().__init__()
@@ -267,21 +220,26 @@ class EndlessCursor(Rewrite):
         endless = (request.param("cursor") or "").startswith(ENDLESS_PREFIX)
         if not (endless or self.picker.picks(request)) or not _is_json_page(response):
             return response
-        payload = response.json()
+        payload = json.loads(response.body)
         if not isinstance(payload, dict):
             return response
         page = next(self._pages)
-        if self.fresh_rows and isinstance(payload.get("data"), list):
-            for row in payload["data"]:
-                if isinstance(row, dict) and isinstance(row.get("id"), str):
-                    row["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{row['id']}/{page}"))
-                    if self.invented:
-                        row["response_id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{row['id']}/answer"))
-                        row["position"] = page
-        payload["has_more"] = True
-        payload["next_cursor"] = f"{ENDLESS_PREFIX}{page}-{uuid.uuid4().hex}"
         self.record(target=request.target, page=page)
-        return response.with_json(payload)
+        return response.with_json(endless_page(payload, page, self.fresh_rows, self.invented))
+
+
+def endless_page(payload: dict[str, Any], page: int, fresh_rows: bool, invented: bool) -> dict[str, Any]:
+    """The page ``payload`` made endless: ``has_more`` with a new cursor; ``fresh_rows``: its rows get
+    new ids; ``invented``: new answers (``response_id``, ``position``) behind them too."""
+    rows = payload.get("data") if fresh_rows or invented else None
+    for row in rows if isinstance(rows, list) else ():
+        if isinstance(row, dict) and isinstance(row.get("id"), str):
+            row["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{row['id']}/{page}"))
+            if invented:
+                row["response_id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{row['id']}/answer"))
+                row["position"] = page
+    payload.update(has_more=True, next_cursor=f"{ENDLESS_PREFIX}{page}-{uuid.uuid4().hex}")
+    return payload
 
 
 def _secret_part(key: str) -> str:
@@ -299,14 +257,11 @@ ECHO_FORMS: dict[str, Callable[[str], str]] = {
 
 
 class EchoKey(Rewrite):
-    """Echoes the caller's key back: in ``X-Request-Id`` on every answer, and in error bodies.
+    """Echoes the caller's key (in the ``ECHO_FORMS`` ``form``) in ``X-Request-Id`` and error bodies.
 
-    ``fail_first``: the first request to every distinct target answers 503 (JSON error whose
-    message quotes the key, ``Retry-After: 0``), so a run that retries still completes.
-    ``persistent``: the picked target always answers ``status`` with a body quoting the key
-    (``html``: an HTML page instead of the JSON envelope), so the run fails. ``form``: how the key is
-    quoted (``ECHO_FORMS``: whole, its secret part without the prefix, upper-cased, URL- or
-    JSON-escaped).
+    ``fail_first``: the first request to every target answers 503 quoting the key (``Retry-After:
+    0``: the run still completes). ``persistent`` (pattern, nth, status, code): the picked target
+    always answers ``status`` quoting the key (``html``: as an HTML page), so the run fails.
     """
 
     def __init__(
@@ -355,10 +310,7 @@ class EchoKey(Rewrite):
 
 def _marker(pattern: str) -> str | None:
     """The word an error message about this endpoint names (``mentions``, ``answers``, ...)."""
-    for word in ("mentions", "answers", "prompts", "brands"):
-        if word in pattern:
-            return word
-    return None
+    return next((word for word in ("mentions", "answers", "prompts", "brands") if word in pattern), None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,6 +393,11 @@ HUGE = 2**70
 BIG_STRING_CHARS = 2 * 1024 * 1024
 _BAD_UTF8_MARKER = "\ue000not-utf8\ue000"
 _BAD_UTF8_BYTES = b"Caf\xe9 \xff\xfe\xc3("
+#: a maintenance page served with 200, as captive portals and misrouted CDNs do
+_HTML_PAGE = (
+    b"<!doctype html><html><head><title>Maintenance</title></head>"
+    b"<body><h1>We'll be right back</h1><p>The service is being upgraded.</p></body></html>"
+)
 
 
 #: kind -> (endpoint, field, the served value from the row's, whether a clear error names the field)
@@ -458,41 +415,29 @@ ROW_REWRITES: dict[str, tuple[str, str, Callable[[Any], Any], bool]] = {
 
 def bad_response(kind: str) -> Rewrite:
     """The rewrite of one bad-response scenario of the suite, by name (see :data:`BAD_KINDS`)."""
-    if kind == "truncated_json":
-        return BodyRewrite(kind, MENTIONS, truncated_json)
+    if kind == "truncated_json":  # half the JSON, with a correct Content-Length for what is sent
+        return BodyRewrite(kind, MENTIONS, lambda request, body: (body[: len(body) // 2], "application/json"))
     if kind == "html_200":
-        return BodyRewrite(kind, ANSWERS, html_page)
+        return BodyRewrite(kind, ANSWERS, lambda request, body: (_HTML_PAGE, "text/html; charset=utf-8"))
     if kind.startswith("endless_cursor") and kind in BAD_KINDS:
         return EndlessCursor(MENTIONS, fresh_rows=kind.endswith("fresh"), invented=kind.endswith("invented"))
-    if kind == "non_utf8":
-        return RowRewrite(
-            kind,
-            *ROW_REWRITES[kind][:3],
-            check_field=False,
-            marker=_BAD_UTF8_MARKER,
-            marker_bytes=_BAD_UTF8_BYTES,
-        )
     if kind in ROW_REWRITES:
         pattern, field_name, mutate, check_field = ROW_REWRITES[kind]
-        return RowRewrite(kind, pattern, field_name, mutate, check_field=check_field)
+        marker = kind == "non_utf8"
+        return RowRewrite(
+            kind,
+            pattern,
+            field_name,
+            mutate,
+            check_field=check_field,
+            marker=_BAD_UTF8_MARKER if marker else None,
+            marker_bytes=_BAD_UTF8_BYTES if marker else None,
+        )
     raise ValueError(f"unknown bad response {kind!r}; use one of {', '.join(BAD_KINDS)}")
 
 
 #: Every bad-response kind; ``endless_cursor_invented`` is opt-in (only the sync's request budget
 #: stops it: some minutes).
-BAD_KINDS: tuple[str, ...] = (
-    "truncated_json",
-    "html_200",
-    "non_utf8",
-    "wrong_type_position",
-    "wrong_type_mention_count",
-    "nul_text",
-    "nul_text_snapshot",
-    "big_string",
-    "endless_cursor",
-    "huge_number",
-    "huge_number_double",
-    "endless_cursor_fresh",
-    "endless_cursor_invented",
-)
+BAD_KINDS: tuple[str, ...] = ("truncated_json", "html_200", *ROW_REWRITES, "endless_cursor")
+BAD_KINDS += ("endless_cursor_fresh", "endless_cursor_invented")
 DEFAULT_BAD_KINDS: tuple[str, ...] = BAD_KINDS[:-1]

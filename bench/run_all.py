@@ -1,13 +1,9 @@
-"""Run every benchmark in turn; each writes its own section of ``bench/RESULTS.md``.
+"""Run every benchmark in turn, each in its own process; each writes its own section of ``bench/RESULTS.md``.
 
 Usage: ``.venv/bin/python bench/run_all.py [name ...]`` with names among sandbox, api, warehouse,
-backfill (default: all; on 2 cores about 15 minutes without the backfill benchmark, which launches
-its backfills through a real webserver and daemon and takes most of an hour on the large workspace),
-or ``backfill-quick`` (the backfill benchmark's ``--quick``: demo workspace, 3 days, a few scenarios,
-about 10 minutes, RESULTS.md left alone), ``sync`` (``bench_sync.py``: CPU per landed row, pace,
-memory of the whole process tree, one key shared by four runs) or ``small`` (``bench_small.py``:
-small syncs beside a dlt ``rest_api`` peer; needs ``pip install -e '.[bench]'``). Each benchmark
-runs in its own process.
+backfill (default: all; the backfill benchmark alone takes most of an hour on 2 cores), or
+``backfill-quick`` (its ``--quick``, RESULTS.md left alone), ``sync`` (``bench_sync.py``) or
+``small`` (``bench_small.py``, beside a dlt peer: needs ``pip install -e '.[bench]'``).
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from resources.api.endpoints import ENGINES_WITH_ALL
 from sandbox.testing import SandboxHandle
 from sync.catalog import BY_NAME, DAILY
 from tests.fixtures_sandbox import SANDBOX_TODAY
+from tests.pipelines.dagster_ui import launch_run, ui_run_params
 
 pytestmark = pytest.mark.slow
 
@@ -83,12 +84,12 @@ def backfill(stack: D.DagsterStack, launch: Launch, target: str, job: str | None
 
 
 def range_run(stack: D.DagsterStack, job: str, assets: list[str], first: str, last: str) -> str:
-    params = D.ui_run_params(stack, job, assets)
+    params = ui_run_params(stack, job, assets)
     params["executionMetadata"]["tags"] += [
         {"key": RANGE_START, "value": first},
         {"key": RANGE_END, "value": last},
     ]
-    return D.launch_run(stack, params)
+    return launch_run(stack, params)
 
 
 REEXECUTE = """

@@ -38,6 +38,7 @@ from pipelines.definitions import defs
 from pipelines.jobs import SYNC_JOB
 from sandbox.testing import SandboxHandle
 from tests.fixtures_sandbox import SANDBOX_TODAY
+from tests.pipelines.dagster_ui import PARTITION_TAG, latest_materialization, launch_run, ui_run_params
 
 pytestmark = pytest.mark.slow
 
@@ -210,9 +211,9 @@ def launched(stack: D.DagsterStack) -> Launched:
     job = D._common_job(nodes, SYNC_JOB)
     assert job == SYNC_JOB  # the dialog's job for this selection
     assets = sorted(D._key(n) for n in nodes)
-    sync_id = D.launch_run(stack, D.ui_run_params(stack, job, assets, PARTITION))
+    sync_id = launch_run(stack, ui_run_params(stack, job, assets, PARTITION))
     [sync_run] = D.wait_runs(stack, [sync_id], RUN_TIMEOUT_SECONDS)
-    report_id = D.launch_run(stack, D.ui_run_params(stack, REPORT_JOB, [REPORT_ASSET]))
+    report_id = launch_run(stack, ui_run_params(stack, REPORT_JOB, [REPORT_ASSET]))
     [report_run] = D.wait_runs(stack, [report_id], RUN_TIMEOUT_SECONDS)
     return Launched(sync_run, assets, report_run)
 
@@ -223,14 +224,14 @@ def test_a_partition_materialized_from_the_ui_runs_and_lands_every_table_of_the_
     run = launched.sync_run
     assert run["status"] == "SUCCESS", D.run_failures(stack, run["runId"])
     tags = {t["key"]: t["value"] for t in run["tags"]}
-    assert tags[D.PARTITION_TAG] == PARTITION and tags[D.FROM_UI_TAG["key"]] == "true"
+    assert tags[PARTITION_TAG] == PARTITION and tags[D.FROM_UI_TAG["key"]] == "true"
 
     partitioned = {
         D._key(n) for n in D.asset_nodes(stack, launched.sync_assets) if n["partitionDefinition"] is not None
     }
     assert partitioned and partitioned < set(launched.sync_assets)  # the snapshot tables have none
     for asset in launched.sync_assets:
-        event = D.latest_materialization(stack, asset, PARTITION if asset in partitioned else None)
+        event = latest_materialization(stack, asset, PARTITION if asset in partitioned else None)
         assert event is not None and event["runId"] == run["runId"], asset
         assert event["metadata"]["rows_landed"] > 0, (asset, event["metadata"])
 
@@ -241,7 +242,7 @@ def test_the_report_launched_after_the_sync_shows_its_image_in_the_materializati
     run = launched.report_run
     assert run["status"] == "SUCCESS", D.run_failures(stack, run["runId"])
 
-    event = D.latest_materialization(stack, REPORT_ASSET)
+    event = latest_materialization(stack, REPORT_ASSET)
     assert event is not None and event["runId"] == run["runId"]
     metadata = event["metadata"]
     prefix = "![visibility report](data:image/png;base64,"
