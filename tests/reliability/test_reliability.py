@@ -1,8 +1,8 @@
-"""The reliability suite's quick scenarios (``bench/reliability.py``) as CI tests.
+"""The reliability suite's quick scenarios (``tests/reliability/suite.py``) as CI tests.
 
 Each test asserts what the issue "Reliability: nothing half-landed, nothing left behind, fail fast
 and say why" asks for, through the real CLI as a process against the real sandbox (and a rewriting
-proxy), into real DuckDB files (the full suite, ``bench/reliability.py``, adds Postgres); a failure
+proxy), into real DuckDB files (the full suite, ``tests/reliability/suite.py``, adds Postgres); a failure
 lists what the suite observed. The tests share one harness per module (per xdist worker): one
 sandbox and the fault-free reference runs every scenario compares with. About 2.5 minutes with
 ``-n 2`` on the shared 2-core machine.
@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from bench import reliability as R
+from tests.reliability import suite as R
 
 pytestmark = pytest.mark.slow
 

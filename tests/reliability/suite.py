@@ -1,7 +1,7 @@
 """Reliability suite: nothing half-landed, nothing left behind, fail fast and say why.
 
-    .venv/bin/python bench/reliability.py [--quick] [--scenario NAME ...] [--backend duckdb|postgres ...]
-                                          [--bad KIND ...] [--kills N] [--days N] [--seed N] [--json PATH]
+    .venv/bin/python tests/reliability/suite.py [--quick] [--scenario NAME ...]
+        [--backend duckdb|postgres ...] [--bad KIND ...] [--kills N] [--days N] [--seed N] [--json PATH]
 
 The real ``visibility-sync run`` as a process against the sandbox (in this process, one world for
 the whole suite), real DuckDB files and an embedded Postgres, :mod:`bench.proxy` where answers must
@@ -11,7 +11,8 @@ kills, no survivor, no torn table, the re-run converges and removes the killed r
 nowhere), ``limits`` (retry deadline, start-date bound), ``bad`` (bad answers: a clear error or a
 correct landing, never a partial table). ``sigkill`` and ``overlap`` sync more than 7 days, so a
 worker process lands. Tables are compared as multisets of rows over every column but the writer's.
-``--quick`` is what ``tests/reliability`` runs. Figures go to ``## Reliability`` of RESULTS.md.
+``--quick`` is what ``test_reliability.py`` runs. Figures go to ``## Reliability`` of bench/RESULTS.md.
+A test harness, not a benchmark (it has no speed or memory target): it lives with the tests.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -1262,7 +1263,8 @@ def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, comman
     lines = [
         SECTION,
         "",
-        f"`bench/reliability.py` (`{command}`), {P.machine()}; {config.size} sandbox, every engine; SIGKILL "
+        f"`tests/reliability/suite.py` (`{command}`), {P.machine()}; {config.size} sandbox, every engine; "
+        "SIGKILL "
         f"and overlap sync {config.long_days} days ending before the restated days (more than 7, so that "
         f"the sync steps land from their worker process, in two chunks), the other scenarios the first "
         f"{config.days} of them; {passed} of {len(results)} scenarios pass, {wall:.0f} s in all. "
@@ -1388,7 +1390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote the {SECTION!r} section of {P.RESULTS}")
         return 0
     P.install_signal_handlers()
-    command = "bench/reliability.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "tests/reliability/suite.py " + " ".join(argv if argv is not None else sys.argv[1:])
     began = time.monotonic()
     with Harness(
         config, postgres_url=args.postgres_url, keep=args.keep, log=lambda m: print(m, flush=True)
