@@ -15,7 +15,8 @@ its whole limit back. When the answers show tokens coming back before any reset 
 ``RateWindow.note_answer``), it paces instead: one request each time the estimated bucket holds a
 token, at a refill rate it knows a lower bound of, so the requests of a long sync go out evenly at
 the key's rate instead of in bursts separated by waits for a full bucket. A 429 while pacing ends it
-for good (the guess was wrong, or someone else spends the key): back to waiting for the reset.
+(the guess was wrong, or someone else spends the key): back to waiting for the reset until refills
+are seen again, and for good after ``PACING_REFUSALS`` such 429s.
 
 With a ``KeyLedger`` (``key_ledger.py``; the resource gives one), the global window and the requests
 in flight live in a file that every process using the key on this machine locks around each send
@@ -90,6 +91,9 @@ REORDER_SECONDS = 0.02
 #: A fixed window is taken to last a second at least (its Reset counts whole seconds), so it cannot
 #: reset twice within less than this: two refills seen closer together prove refills between resets.
 MIN_WINDOW_SECONDS = 1.0
+#: After this many 429s while pacing, a window is never paced again (a fixed window taken for a bucket
+#: costs at most this many rounds of 429s, each as many as the requests in flight).
+PACING_REFUSALS = 3
 #: The answer later answers are compared with is replaced by a newer one this often (and by the first
 #: answer to a request sent after a refill was seen, so that the next refill seen can pair with it).
 REFERENCE_SECONDS = 0.25
@@ -111,7 +115,13 @@ class RateWindow:
     ``reset_at``: the end of a fixed window, or the time a token bucket is full again (either way
     the whole ``limit`` is available then).
 
-    Once ``paced`` (a bucket was seen: ``note_answer``), a spent window waits for one token instead:
+    The global window (``learns``) also learns whether it is a bucket (``note_answer``). Refills
+    only show while requests go out slower than they come back, so the first time a busy sync spends
+    the window (``trial_due``), the next window's ``remaining`` is spread evenly over its ``Reset``
+    (``trial``: start, end, requests allowed, requests sent): no more than a burst would send before
+    the reset, so just as safe on a fixed window, and slow enough for a bucket to show its refills.
+
+    Once ``paced`` (a bucket was seen), a spent window waits for one token instead:
     ``remaining`` also grows by ``refill_rate`` a second from ``credit_at`` (whole tokens; the
     fraction stays in ``credit_at``). ``refill_rate`` is the largest ``(limit - remaining - 1) /
     reset`` of any answer: a lower bound of a bucket's rate when ``Reset`` is its time to full,
@@ -119,7 +129,7 @@ class RateWindow:
     bucket show in the next answers' ``remaining`` and are spent then.
     """
 
-    def __init__(self, reset_header: str = "X-RateLimit-Reset") -> None:
+    def __init__(self, reset_header: str = "X-RateLimit-Reset", *, learns: bool = False) -> None:
         self.limit: int | None = None
         self.remaining: int | None = None
         self.reset_at: float | None = None
@@ -132,16 +142,20 @@ class RateWindow:
         self.newest_seq = 0
         self.newest_sent_at = 0.0
         #: Pacing: refills a second (a lower bound), whether requests are paced by it, since when
-        #: ``remaining`` earns refills, and whether a 429 while pacing forbade it for good.
+        #: ``remaining`` earns refills, and the 429s met while pacing.
         self.refill_rate: float | None = None
         self.paced = False
         self.credit_at = 0.0
-        self.pacing_refused = False
+        self.pacing_refusals = 0
         #: What ``note_answer`` learns the kind from: the answer later ones are compared with, the
         #: admitted answers since to requests sent after it, the last refill seen (from, to).
         self.reference: AnswerSeen | None = None
         self.counted = 0
         self.refill_seen: tuple[float, float] | None = None
+        self.learns = learns
+        self.trial_due = False
+        self.trial: tuple[float, float, int, int] | None = None
+        self.trialled = False
 
     def delay(self, now: float, *, unanswered_since_newest: int = 0) -> float:
         """Seconds until one more request may be sent (0 when it may go now).
@@ -157,6 +171,9 @@ class RateWindow:
             self.credit_at = now
         if self.paced:
             self._earn(now)
+        return max(self._window_delay(now), self._trial_delay(now))
+
+    def _window_delay(self, now: float) -> float:
         if self.remaining is None or self.remaining > 0:
             return 0.0
         if self.paced and self.refill_rate:
@@ -165,11 +182,25 @@ class RateWindow:
             if self.reset_at is not None:
                 next_token = min(next_token, self.reset_at)
             return max(0.0, next_token - now)
+        if self.learns and self.trial is None and not self.trialled:
+            self.trial_due = True
         if self.reset_at is None:
             # Spent, and no idea when it reopens: wait a little, then let one request probe.
             self.reset_at = now + UNKNOWN_RESET_SECONDS
             self.reset_from_header = False
         return max(0.0, self.reset_at - now)
+
+    def _trial_delay(self, now: float) -> float:
+        """While the trial runs: the time of its next evenly spread request."""
+        if self.trial is None:
+            return 0.0
+        start, end, allowed, sent = self.trial
+        if now >= end or self.paced:
+            self.trial, self.trialled = None, True
+            return 0.0
+        if sent >= allowed:
+            return end - now
+        return max(0.0, start + sent * (end - start) / allowed - now)
 
     def _earn(self, now: float) -> None:
         """Add the whole tokens refilled since ``credit_at`` (never beyond ``limit``)."""
@@ -189,13 +220,16 @@ class RateWindow:
         """Why ``delay`` holds requests back, in the words of the headers (for announcements)."""
         if now < self.blocked_until:
             return self.block_reason
-        if self.paced:
+        if self.paced and self.refill_rate:
             return f"X-RateLimit-Remaining refills at {self.refill_rate:.3g}/s"
         return self.reset_header if self.reset_from_header else "window spent, no reset header"
 
     def take(self) -> None:
         if self.remaining is not None:
             self.remaining -= 1
+        if self.trial is not None:
+            start, end, allowed, sent = self.trial
+            self.trial = (start, end, allowed, sent + 1)
 
     def observe(
         self, window: WindowHeaders, now: float, *, seq: int = 0, sent_at: float = 0.0, unseen: int = 0
@@ -222,6 +256,9 @@ class RateWindow:
         if window.reset_seconds is not None:
             self.reset_at = now + window.reset_seconds
             self.reset_from_header = True
+            if self.trial_due and not self.paced and self.remaining is not None and self.remaining >= 2:
+                self.trial_due = False
+                self.trial = (now, self.reset_at, self.remaining, 0)
         elif self.remaining is not None and self.remaining <= 0 and self.reset_at is None:
             self.reset_at = now + UNKNOWN_RESET_SECONDS
             self.reset_from_header = False
@@ -237,13 +274,13 @@ class RateWindow:
         this one. If ``remaining`` fell by less than that, the window refilled in between: a token
         bucket does that all the time, a fixed window only when it resets. Two such refills in turn,
         within ``MIN_WINDOW_SECONDS``, cannot both be resets: the window is paced from then on
-        (unless a 429 while pacing forbade it).
+        (unless ``PACING_REFUSALS`` 429s while pacing forbade it).
         """
         if admitted and reference is not None and answer[0] > reference[0] - counted - 1:
             start, end = reference[1], answer[2]
             seen = self.refill_seen
             if seen is not None and start >= seen[1] and end - seen[0] < MIN_WINDOW_SECONDS:
-                self.paced = self.refill_rate is not None and not self.pacing_refused
+                self.paced = self.pacing_refusals < PACING_REFUSALS
             elif seen is None or end - seen[0] >= MIN_WINDOW_SECONDS:
                 self.refill_seen = (start, end)
         if admitted and self.reference is not None and seq > self.reference[3]:
@@ -263,11 +300,13 @@ class RateWindow:
             self.block_reason = reason
 
     def refused(self) -> None:
-        """A 429 for this window: if it was paced, the guess was wrong (or another client spends the
-        key out of sight); wait for the reset from now on."""
+        """A 429 for this window: if it was paced, the guess may be wrong (or another client spends
+        the key out of sight): back to waiting for the reset until two refills are seen again, and
+        for good after ``PACING_REFUSALS`` of them."""
         if self.paced:
             self.paced = False
-            self.pacing_refused = True
+            self.pacing_refusals += 1
+            self.refill_seen = None
 
 
 class AIMDLimit:
@@ -316,16 +355,19 @@ _SHARED_FIELDS = (
     "refill_rate",
     "paced",
     "credit_at",
-    "pacing_refused",
+    "pacing_refusals",
     "reference",
     "counted",
     "refill_seen",
+    "trial_due",
+    "trial",
+    "trialled",
 )
 
 
 def _shared_window(state: LedgerState) -> RateWindow:
     """The key's global window as the ledger holds it (wall-clock times)."""
-    window = RateWindow("X-RateLimit-Reset")
+    window = RateWindow("X-RateLimit-Reset", learns=True)
     for name in _SHARED_FIELDS:
         setattr(window, name, getattr(state, name))
     return window
@@ -336,9 +378,10 @@ def _store_window(window: RateWindow, state: LedgerState) -> None:
         setattr(state, name, getattr(window, name))
 
 
-def _unseen_in_ledger(state: LedgerState, seq: int, sent_at: float) -> int:
-    """Requests of every process the answer to ledger request ``seq`` may not have counted."""
-    since = sent_at - REORDER_SECONDS
+def _unseen_in_ledger(state: LedgerState, seq: int, sent_at: float, *, paced: bool = False) -> int:
+    """Requests of every process the answer to ledger request ``seq`` may not have counted (paced:
+    all still unanswered, see ``RequestBudget._unseen_by``)."""
+    since = -math.inf if paced else sent_at - REORDER_SECONDS
     return sum(
         1
         for other, (_, other_sent_at) in state.in_flight.items()
@@ -455,7 +498,7 @@ class RequestBudget:
         self._clock = clock
         self.retry_deadline_seconds = retry_deadline_seconds
         self._cond = threading.Condition()
-        self._global = RateWindow("X-RateLimit-Reset")
+        self._global = RateWindow("X-RateLimit-Reset", learns=True)
         self._endpoints: dict[str, RateWindow] = {}
         self._aimd = AIMDLimit(max_concurrency)
         #: Requests sent and not yet answered: send number -> (endpoint, send time).
@@ -623,13 +666,18 @@ class RequestBudget:
 
     # -- the budget -----------------------------------------------------------------------------
 
-    def _unseen_by(self, seq: int, sent_at: float, endpoint: str | None = None) -> int:
+    def _unseen_by(
+        self, seq: int, sent_at: float, endpoint: str | None = None, *, paced: bool = False
+    ) -> int:
         """Unanswered requests the answer to request ``seq`` may not have counted.
 
         Those sent after it, and those sent at most ``REORDER_SECONDS`` before it (to ``endpoint``
-        only, if given).
+        only, if given). Paced, all of them: pacing spends the bucket to its last token, where one
+        request counted too early is a 429, and a request is taken here some time before it is on
+        the wire (a busy machine, a new connection); counting too many only leaves a token or two
+        in the bucket, which the next answers show.
         """
-        since = sent_at - REORDER_SECONDS
+        since = -math.inf if paced else sent_at - REORDER_SECONDS
         return sum(
             1
             for other, (other_endpoint, other_sent_at) in self._in_flight.items()
@@ -789,7 +837,7 @@ class RequestBudget:
             if global_headers.present and shared:
                 permit.shared_answer = (global_headers, time.time())
             elif global_headers.present:
-                unseen = self._unseen_by(permit.seq, permit.sent_at)
+                unseen = self._unseen_by(permit.seq, permit.sent_at, paced=self._global.paced)
                 self._global.observe(
                     global_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
                 )
@@ -811,7 +859,9 @@ class RequestBudget:
             if permit.shared_answer is not None:
                 headers, answered_at = permit.shared_answer
                 window = _shared_window(state)
-                unseen = _unseen_in_ledger(state, permit.shared_seq, permit.shared_sent_at)
+                unseen = _unseen_in_ledger(
+                    state, permit.shared_seq, permit.shared_sent_at, paced=window.paced
+                )
                 window.observe(
                     headers, answered_at, seq=permit.shared_seq, sent_at=permit.shared_sent_at, unseen=unseen
                 )

@@ -77,16 +77,20 @@ class LedgerState:
     newest_seq: int = 0
     newest_sent_at: float = 0.0
     #: pacing (``budget.RateWindow``): the refill rate learnt, whether requests are paced by it,
-    #: since when ``remaining`` earns refills, whether a 429 forbade pacing; what it learns the kind
+    #: since when ``remaining`` earns refills, 429s met while pacing; what it learns the kind
     #: from: the reference answer (remaining, sent, answered, requests sent by then), the admitted
     #: answers counted since, the last refill seen (from, to)
     refill_rate: float | None = None
     paced: bool = False
     credit_at: float = 0.0
-    pacing_refused: bool = False
+    pacing_refusals: int = 0
     reference: tuple[int, float, float, int] | None = None
     counted: int = 0
     refill_seen: tuple[float, float] | None = None
+    #: the trial that spreads one window evenly (due; start, end, allowed, sent; done)
+    trial_due: bool = False
+    trial: tuple[float, float, int, int] | None = None
+    trialled: bool = False
     seq: int = 0
     #: global send number -> (pid, send time)
     in_flight: dict[int, tuple[int, float]] = field(default_factory=dict)
@@ -100,7 +104,7 @@ class LedgerState:
         try:
             data = json.loads(raw)
             in_flight = {int(k): (int(v[0]), float(v[1])) for k, v in data.pop("in_flight", {}).items()}
-            for name in ("reference", "refill_seen"):  # JSON lists back to tuples
+            for name in ("reference", "refill_seen", "trial"):  # JSON lists back to tuples
                 if data.get(name) is not None:
                     data[name] = tuple(data[name])
             return cls(**data, in_flight=in_flight)
