@@ -94,6 +94,9 @@ MIN_WINDOW_SECONDS = 1.0
 #: After this many 429s while pacing, a window is never paced again (a fixed window taken for a bucket
 #: costs at most this many rounds of 429s, each as many as the requests in flight).
 PACING_REFUSALS = 3
+#: A trial spreads at least this many requests (two refills in turn need two answers to compare and
+#: two requests sent after them); a window with fewer left waits for the next one.
+TRIAL_MIN_REQUESTS = 6
 #: The answer later answers are compared with is replaced by a newer one this often (and by the first
 #: answer to a request sent after a refill was seen, so that the next refill seen can pair with it).
 REFERENCE_SECONDS = 0.25
@@ -256,7 +259,7 @@ class RateWindow:
         if window.reset_seconds is not None:
             self.reset_at = now + window.reset_seconds
             self.reset_from_header = True
-            if self.trial_due and not self.paced and self.remaining is not None and self.remaining >= 2:
+            if self.trial_due and not self.paced and (self.remaining or 0) >= TRIAL_MIN_REQUESTS:
                 self.trial_due = False
                 self.trial = (now, self.reset_at, self.remaining, 0)
         elif self.remaining is not None and self.remaining <= 0 and self.reset_at is None:
@@ -301,12 +304,12 @@ class RateWindow:
 
     def refused(self) -> None:
         """A 429 for this window: if it was paced, the guess may be wrong (or another client spends
-        the key out of sight): back to waiting for the reset until two refills are seen again, and
-        for good after ``PACING_REFUSALS`` of them."""
+        the key out of sight): back to waiting for the reset (and to one more trial) until two
+        refills are seen again, and for good after ``PACING_REFUSALS`` of them."""
         if self.paced:
             self.paced = False
             self.pacing_refusals += 1
-            self.refill_seen = None
+            self.refill_seen, self.trialled = None, False
 
 
 class AIMDLimit:
@@ -400,6 +403,8 @@ class _Gate(NamedTuple):
     #: the window's reference answer and count then (``RateWindow.note_answer``)
     reference: AnswerSeen | None = None
     counted: int = 0
+    #: requests answered so far (``RequestBudget._paced_unseen``)
+    releases: int = 0
 
 
 class BudgetExhausted(Exception):
@@ -436,6 +441,9 @@ class Permit:
     #: remaining: ``RateWindow.note_answer`` learns from them once the release says it was admitted
     reference: AnswerSeen | None = None
     counted: int = 0
+    #: requests answered before it was sent (of the ledger if ``shared_seq``): those answered while
+    #: it was in flight may have been counted after it, though sent before
+    releases_before: int = 0
     answer_remaining: int | None = None
     answered_at: float = 0.0
 
@@ -503,6 +511,8 @@ class RequestBudget:
         self._aimd = AIMDLimit(max_concurrency)
         #: Requests sent and not yet answered: send number -> (endpoint, send time).
         self._in_flight: dict[int, tuple[str, float]] = {}
+        #: Requests answered (or given up) so far.
+        self._releases = 0
         self._seq = 0
         self._answered = False
         self.on_wait: WaitCallback | None = on_wait
@@ -672,10 +682,11 @@ class RequestBudget:
         """Unanswered requests the answer to request ``seq`` may not have counted.
 
         Those sent after it, and those sent at most ``REORDER_SECONDS`` before it (to ``endpoint``
-        only, if given). Paced, all of them: pacing spends the bucket to its last token, where one
-        request counted too early is a 429, and a request is taken here some time before it is on
-        the wire (a busy machine, a new connection); counting too many only leaves a token or two
-        in the bucket, which the next answers show.
+        only, if given). Paced, all of them (and the caller adds those answered while it was in
+        flight): pacing spends the bucket to its last token, where one request counted too early
+        is a 429, and requests sent close together reach the service in any order (a busy
+        machine, a new connection); counting too many only leaves a token or two in the bucket,
+        which the next answers show.
         """
         since = -math.inf if paced else sent_at - REORDER_SECONDS
         return sum(
@@ -717,7 +728,9 @@ class RequestBudget:
                 seq = state.seq
                 state.in_flight[seq] = (ledger.pid, wall)
             _store_window(window, state)
-            return _Gate(delay, window.reason(wall), seq, wall, window.reference, window.counted)
+            return _Gate(
+                delay, window.reason(wall), seq, wall, window.reference, window.counted, state.releases
+            )
 
     def acquire(self, endpoint: str, *, deadline: float | None = None) -> Permit:
         """Block until a slot is free and both the global and the endpoint window allow a request.
@@ -780,7 +793,13 @@ class RequestBudget:
                     )
                     global_reason = self._global.reason(now)
                     gate = _Gate(
-                        global_delay, global_reason, None, 0.0, self._global.reference, self._global.counted
+                        global_delay,
+                        global_reason,
+                        None,
+                        0.0,
+                        self._global.reference,
+                        self._global.counted,
+                        self._releases,
                     )
                 global_delay, global_reason = gate.delay, gate.reason
                 delay = max(global_delay, endpoint_delay)
@@ -801,6 +820,7 @@ class RequestBudget:
                         shared_sent_at=gate.sent_at,
                         reference=gate.reference,
                         counted=gate.counted,
+                        releases_before=gate.releases,
                     )
                 if deadline is not None and now + delay > deadline:
                     scope = "global" if global_delay >= endpoint_delay else f"endpoint {endpoint}"
@@ -838,6 +858,8 @@ class RequestBudget:
                 permit.shared_answer = (global_headers, time.time())
             elif global_headers.present:
                 unseen = self._unseen_by(permit.seq, permit.sent_at, paced=self._global.paced)
+                if self._global.paced:
+                    unseen += self._releases - permit.releases_before
                 self._global.observe(
                     global_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
                 )
@@ -862,6 +884,8 @@ class RequestBudget:
                 unseen = _unseen_in_ledger(
                     state, permit.shared_seq, permit.shared_sent_at, paced=window.paced
                 )
+                if window.paced:
+                    unseen += state.releases - permit.releases_before
                 window.observe(
                     headers, answered_at, seq=permit.shared_seq, sent_at=permit.shared_sent_at, unseen=unseen
                 )
@@ -878,6 +902,7 @@ class RequestBudget:
                     )
                 _store_window(window, state)
             state.in_flight.pop(permit.shared_seq, None)
+            state.releases += 1
 
     def release(self, permit: Permit, *, success: bool = True) -> None:
         """Give the slot back; a success may grow the concurrency limit."""
@@ -887,6 +912,7 @@ class RequestBudget:
             permit.released = True
             saturated = len(self._in_flight) >= self._aimd.slots
             self._in_flight.pop(permit.seq, None)
+            self._releases += 1
             if permit.shared_seq is not None and self._ledger is not None:
                 self._release_shared(permit, admitted=success)
                 self._shared_hold_until = 0.0  # a slot and an answer: worth a look at the ledger

@@ -92,6 +92,8 @@ class LedgerState:
     trial: tuple[float, float, int, int] | None = None
     trialled: bool = False
     seq: int = 0
+    #: requests answered so far (every process)
+    releases: int = 0
     #: global send number -> (pid, send time)
     in_flight: dict[int, tuple[int, float]] = field(default_factory=dict)
     #: the processes using the key (the ledger, and what it learnt, stays while one of them lives)
