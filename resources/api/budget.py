@@ -94,6 +94,9 @@ MIN_WINDOW_SECONDS = 1.0
 #: After this many 429s while pacing, a window is never paced again (a fixed window taken for a bucket
 #: costs at most this many rounds of 429s, each as many as the requests in flight).
 PACING_REFUSALS = 3
+#: A trial lasts this long at most (it spreads the window's share of these seconds over them: a long
+#: fixed window still bursts the rest when the trial ends).
+TRIAL_SECONDS = 2.0
 #: A trial spreads at least this many requests (two refills in turn need two answers to compare and
 #: two requests sent after them); a window with fewer left waits for the next one.
 TRIAL_MIN_REQUESTS = 6
@@ -121,8 +124,9 @@ class RateWindow:
     The global window (``learns``) also learns whether it is a bucket (``note_answer``). Refills
     only show while requests go out slower than they come back, so the first time a busy sync spends
     the window (``trial_due``), the next window's ``remaining`` is spread evenly over its ``Reset``
-    (``trial``: start, end, requests allowed, requests sent): no more than a burst would send before
-    the reset, so just as safe on a fixed window, and slow enough for a bucket to show its refills.
+    (at most ``TRIAL_SECONDS`` of it; ``trial``: start, end, requests allowed, requests sent): no
+    more than a burst would send before the reset, so just as safe on a fixed window, and slow
+    enough for a bucket to show its refills.
 
     Once ``paced`` (a bucket was seen), a spent window waits for one token instead:
     ``remaining`` also grows by ``refill_rate`` a second from ``credit_at`` (whole tokens; the
@@ -259,9 +263,13 @@ class RateWindow:
         if window.reset_seconds is not None:
             self.reset_at = now + window.reset_seconds
             self.reset_from_header = True
-            if self.trial_due and not self.paced and (self.remaining or 0) >= TRIAL_MIN_REQUESTS:
-                self.trial_due = False
-                self.trial = (now, self.reset_at, self.remaining, 0)
+            if self.trial_due and not self.paced and self.remaining is not None and window.reset_seconds > 0:
+                # the remaining's share of the trial's seconds, spread over them
+                seconds = min(window.reset_seconds, TRIAL_SECONDS)
+                allowed = int(self.remaining * seconds / window.reset_seconds)
+                if allowed >= TRIAL_MIN_REQUESTS:
+                    self.trial_due = False
+                    self.trial = (now, now + seconds, allowed, 0)
         elif self.remaining is not None and self.remaining <= 0 and self.reset_at is None:
             self.reset_at = now + UNKNOWN_RESET_SECONDS
             self.reset_from_header = False

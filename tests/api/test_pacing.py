@@ -228,3 +228,15 @@ def test_a_429_while_paced_waits_for_the_reset_again_and_three_end_pacing_for_go
             counted=0,
         )
         assert window.paced is (refusal + 1 < PACING_REFUSALS)
+
+
+def test_the_trial_of_a_long_fixed_window_takes_seconds_not_the_window() -> None:
+    clock = FakeClock()
+    budget = RequestBudget(8, clock=clock)
+    window = FixedWindow(1000, 60.0, clock)
+    clock.now = 1020.0  # 40 s left in the first window
+    outcome = drive(budget, clock, window, 1500, 0.03)
+    assert outcome.refused == 0 and not budget._global.paced
+    # 1,000 in the first window; the other 500 once it turns at 1080: two seconds spread, then as
+    # fast as 8 requests in flight go (about 2 s), not 500 of 1,000 spread over 60 s (30 s)
+    assert outcome.last_sent < 1080.0 + 2.0 + 2.0 + 3.0
