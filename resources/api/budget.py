@@ -9,6 +9,15 @@ everyone, not just the request that was refused.
 The arithmetic (``RateWindow``, ``AIMDLimit``) is pure and takes the time as an argument, so it is
 tested without sleeping; ``RequestBudget`` adds the locking and the waiting.
 
+The spec does not say whether the key's limit is a fixed window or a token bucket, so the global
+window starts out safe on both: once spent, it waits for ``X-RateLimit-Reset``, when either kind has
+its whole limit back. When the answers show tokens coming back before any reset could have come (see
+``RateWindow.note_answer``), it paces instead: one request each time the estimated bucket holds a
+token, at a refill rate it knows a lower bound of, so the requests of a long sync go out evenly at
+the key's rate instead of in bursts separated by waits for a full bucket. A 429 while pacing ends it
+(the guess was wrong, or someone else spends the key): back to waiting for the reset until refills
+are seen again, and for good after ``PACING_REFUSALS`` such 429s.
+
 With a ``KeyLedger`` (``key_ledger.py``; the resource gives one), the global window and the requests
 in flight live in a file that every process using the key on this machine locks around each send
 and each answer: runs side by side share the key's one rate limit and concurrency.
@@ -36,10 +45,12 @@ instance the command line hands Dagster as is, during all the runs of its sync):
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from resources.api.errors import RequestBudgetExceeded, SyncCancelled
 from resources.api.headers import (
@@ -77,6 +88,27 @@ SHARED_SLOT_POLL_SECONDS = 0.05
 #: so an answer's ``remaining`` may not yet count a request sent just *before* it.
 REORDER_SECONDS = 0.02
 
+#: A fixed window is taken to last a second at least (its Reset counts whole seconds), so it cannot
+#: reset twice within less than this: two refills seen closer together prove refills between resets.
+MIN_WINDOW_SECONDS = 1.0
+#: After this many 429s while pacing, a window is never paced again (a fixed window taken for a bucket
+#: costs at most this many rounds of 429s, each as many as the requests in flight).
+PACING_REFUSALS = 3
+#: A trial lasts this long at most (it spreads the window's share of these seconds over them: a long
+#: fixed window still bursts the rest when the trial ends).
+TRIAL_SECONDS = 2.0
+#: A trial spreads at least this many requests (two refills in turn need two answers to compare and
+#: two requests sent after them); a window with fewer left waits for the next one.
+TRIAL_MIN_REQUESTS = 6
+#: The answer later answers are compared with is replaced by a newer one this often (and by the first
+#: answer to a request sent after a refill was seen, so that the next refill seen can pair with it).
+REFERENCE_SECONDS = 0.25
+
+#: What one answer showed of the global window, for learning its kind: (X-RateLimit-Remaining, when
+#: its request was sent, when the answer came, at most how many requests had been sent by then), on
+#: the window's clock (the ledger's: wall clock) and send numbers.
+AnswerSeen = tuple[int, float, float, int]
+
 
 class RateWindow:
     """The client's estimate of one rate-limit window (global, or one endpoint's).
@@ -88,9 +120,23 @@ class RateWindow:
     older than the one the estimate rests on are ignored. When it is spent, requests wait for
     ``reset_at``: the end of a fixed window, or the time a token bucket is full again (either way
     the whole ``limit`` is available then).
+
+    The global window (``learns``) also learns whether it is a bucket (``note_answer``). Refills
+    only show while requests go out slower than they come back, so the first time a busy sync spends
+    the window (``trial_due``), the next window's ``remaining`` is spread evenly over its ``Reset``
+    (at most ``TRIAL_SECONDS`` of it; ``trial``: start, end, requests allowed, requests sent): no
+    more than a burst would send before the reset, so just as safe on a fixed window, and slow
+    enough for a bucket to show its refills.
+
+    Once ``paced`` (a bucket was seen), a spent window waits for one token instead:
+    ``remaining`` also grows by ``refill_rate`` a second from ``credit_at`` (whole tokens; the
+    fraction stays in ``credit_at``). ``refill_rate`` is the largest ``(limit - remaining - 1) /
+    reset`` of any answer: a lower bound of a bucket's rate when ``Reset`` is its time to full,
+    rounded up. Running a little slow costs nothing in the long run: the tokens it leaves in the
+    bucket show in the next answers' ``remaining`` and are spent then.
     """
 
-    def __init__(self, reset_header: str = "X-RateLimit-Reset") -> None:
+    def __init__(self, reset_header: str = "X-RateLimit-Reset", *, learns: bool = False) -> None:
         self.limit: int | None = None
         self.remaining: int | None = None
         self.reset_at: float | None = None
@@ -102,6 +148,21 @@ class RateWindow:
         #: Send number and send time of the request whose answer the estimate rests on.
         self.newest_seq = 0
         self.newest_sent_at = 0.0
+        #: Pacing: refills a second (a lower bound), whether requests are paced by it, since when
+        #: ``remaining`` earns refills, and the 429s met while pacing.
+        self.refill_rate: float | None = None
+        self.paced = False
+        self.credit_at = 0.0
+        self.pacing_refusals = 0
+        #: What ``note_answer`` learns the kind from: the answer later ones are compared with, the
+        #: admitted answers since to requests sent after it, the last refill seen (from, to).
+        self.reference: AnswerSeen | None = None
+        self.counted = 0
+        self.refill_seen: tuple[float, float] | None = None
+        self.learns = learns
+        self.trial_due = False
+        self.trial: tuple[float, float, int, int] | None = None
+        self.trialled = False
 
     def delay(self, now: float, *, unanswered_since_newest: int = 0) -> float:
         """Seconds until one more request may be sent (0 when it may go now).
@@ -114,23 +175,68 @@ class RateWindow:
         if self.reset_at is not None and now >= self.reset_at:
             self.remaining = None if self.limit is None else self.limit - unanswered_since_newest
             self.reset_at = None
+            self.credit_at = now
+        if self.paced:
+            self._earn(now)
+        return max(self._window_delay(now), self._trial_delay(now))
+
+    def _window_delay(self, now: float) -> float:
         if self.remaining is None or self.remaining > 0:
             return 0.0
+        if self.paced and self.refill_rate:
+            # a bucket: wait for the next token, not for the whole window
+            next_token = self.credit_at + (1 - self.remaining) / self.refill_rate
+            if self.reset_at is not None:
+                next_token = min(next_token, self.reset_at)
+            return max(0.0, next_token - now)
+        if self.learns and self.trial is None and not self.trialled:
+            self.trial_due = True
         if self.reset_at is None:
             # Spent, and no idea when it reopens: wait a little, then let one request probe.
             self.reset_at = now + UNKNOWN_RESET_SECONDS
             self.reset_from_header = False
         return max(0.0, self.reset_at - now)
 
+    def _trial_delay(self, now: float) -> float:
+        """While the trial runs: the time of its next evenly spread request."""
+        if self.trial is None:
+            return 0.0
+        start, end, allowed, sent = self.trial
+        if now >= end or self.paced:
+            self.trial, self.trialled = None, True
+            return 0.0
+        if sent >= allowed:
+            return end - now
+        return max(0.0, start + sent * (end - start) / allowed - now)
+
+    def _earn(self, now: float) -> None:
+        """Add the whole tokens refilled since ``credit_at`` (never beyond ``limit``)."""
+        if self.remaining is None or not self.refill_rate:
+            return
+        if self.limit is not None and self.remaining >= self.limit:
+            self.credit_at = now
+            return
+        tokens = math.floor((now - self.credit_at) * self.refill_rate)
+        if tokens >= 1:
+            self.remaining += tokens
+            self.credit_at += tokens / self.refill_rate
+            if self.limit is not None and self.remaining >= self.limit:
+                self.remaining, self.credit_at = self.limit, now
+
     def reason(self, now: float) -> str:
         """Why ``delay`` holds requests back, in the words of the headers (for announcements)."""
         if now < self.blocked_until:
             return self.block_reason
+        if self.paced and self.refill_rate:
+            return f"X-RateLimit-Remaining refills at {self.refill_rate:.3g}/s"
         return self.reset_header if self.reset_from_header else "window spent, no reset header"
 
     def take(self) -> None:
         if self.remaining is not None:
             self.remaining -= 1
+        if self.trial is not None:
+            start, end, allowed, sent = self.trial
+            self.trial = (start, end, allowed, sent + 1)
 
     def observe(
         self, window: WindowHeaders, now: float, *, seq: int = 0, sent_at: float = 0.0, unseen: int = 0
@@ -141,24 +247,77 @@ class RateWindow:
         ``remaining``: those sent after this one, and those sent at most ``REORDER_SECONDS`` before.
         """
         if window.limit is not None:
+            if window.limit != self.limit:
+                self.refill_rate = None  # a new limit: its rate is learnt afresh
             self.limit = window.limit
+        if self.limit and window.remaining is not None and window.reset_seconds:
+            lower_bound = (self.limit - window.remaining - 1) / window.reset_seconds
+            if lower_bound > (self.refill_rate or 0.0):
+                self.refill_rate = lower_bound
         if seq and seq < self.newest_seq:
             return  # a late answer describes the budget before later requests were counted
         self.newest_seq, self.newest_sent_at = seq, sent_at
         if window.remaining is not None:
             self.remaining = window.remaining - unseen
+            self.credit_at = now
         if window.reset_seconds is not None:
             self.reset_at = now + window.reset_seconds
             self.reset_from_header = True
+            if self.trial_due and not self.paced and self.remaining is not None and window.reset_seconds > 0:
+                # the remaining's share of the trial's seconds, spread over them
+                seconds = min(window.reset_seconds, TRIAL_SECONDS)
+                allowed = int(self.remaining * seconds / window.reset_seconds)
+                if allowed >= TRIAL_MIN_REQUESTS:
+                    self.trial_due = False
+                    self.trial = (now, now + seconds, allowed, 0)
         elif self.remaining is not None and self.remaining <= 0 and self.reset_at is None:
             self.reset_at = now + UNKNOWN_RESET_SECONDS
             self.reset_from_header = False
+
+    def note_answer(
+        self, answer: AnswerSeen, *, seq: int, admitted: bool, reference: AnswerSeen | None, counted: int
+    ) -> None:
+        """Learn the window's kind from the answer to request ``seq``; ``reference`` and ``counted``
+        are what ``reference`` and ``counted`` were when that request was sent.
+
+        Every request sent after the reference's answer came and answered before this one was sent
+        was counted by the service between the two: ``counted`` of them were admitted, and so was
+        this one. If ``remaining`` fell by less than that, the window refilled in between: a token
+        bucket does that all the time, a fixed window only when it resets. Two such refills in turn,
+        within ``MIN_WINDOW_SECONDS``, cannot both be resets: the window is paced from then on
+        (unless ``PACING_REFUSALS`` 429s while pacing forbade it).
+        """
+        if admitted and reference is not None and answer[0] > reference[0] - counted - 1:
+            start, end = reference[1], answer[2]
+            seen = self.refill_seen
+            if seen is not None and start >= seen[1] and end - seen[0] < MIN_WINDOW_SECONDS:
+                self.paced = self.pacing_refusals < PACING_REFUSALS
+            elif seen is None or end - seen[0] >= MIN_WINDOW_SECONDS:
+                self.refill_seen = (start, end)
+        if admitted and self.reference is not None and seq > self.reference[3]:
+            self.counted += 1
+        seen = self.refill_seen
+        if (
+            self.reference is None
+            or answer[2] - self.reference[2] >= REFERENCE_SECONDS
+            or (seen is not None and self.reference[1] < seen[1] <= answer[1])  # a fresh start after a refill
+        ):
+            self.reference, self.counted = answer, 0
 
     def block(self, until: float, reason: str = "Retry-After") -> None:
         """Hold every request back until ``until`` (after a 429 for this window)."""
         if until >= self.blocked_until:
             self.blocked_until = until
             self.block_reason = reason
+
+    def refused(self) -> None:
+        """A 429 for this window: if it was paced, the guess may be wrong (or another client spends
+        the key out of sight): back to waiting for the reset (and to one more trial) until two
+        refills are seen again, and for good after ``PACING_REFUSALS`` of them."""
+        if self.paced:
+            self.paced = False
+            self.pacing_refusals += 1
+            self.refill_seen, self.trialled = None, False
 
 
 class AIMDLimit:
@@ -204,12 +363,22 @@ _SHARED_FIELDS = (
     "block_reason",
     "newest_seq",
     "newest_sent_at",
+    "refill_rate",
+    "paced",
+    "credit_at",
+    "pacing_refusals",
+    "reference",
+    "counted",
+    "refill_seen",
+    "trial_due",
+    "trial",
+    "trialled",
 )
 
 
 def _shared_window(state: LedgerState) -> RateWindow:
     """The key's global window as the ledger holds it (wall-clock times)."""
-    window = RateWindow("X-RateLimit-Reset")
+    window = RateWindow("X-RateLimit-Reset", learns=True)
     for name in _SHARED_FIELDS:
         setattr(window, name, getattr(state, name))
     return window
@@ -220,14 +389,30 @@ def _store_window(window: RateWindow, state: LedgerState) -> None:
         setattr(state, name, getattr(window, name))
 
 
-def _unseen_in_ledger(state: LedgerState, seq: int, sent_at: float) -> int:
-    """Requests of every process the answer to ledger request ``seq`` may not have counted."""
-    since = sent_at - REORDER_SECONDS
+def _unseen_in_ledger(state: LedgerState, seq: int, sent_at: float, *, paced: bool = False) -> int:
+    """Requests of every process the answer to ledger request ``seq`` may not have counted (paced:
+    all still unanswered, see ``RequestBudget._unseen_by``)."""
+    since = -math.inf if paced else sent_at - REORDER_SECONDS
     return sum(
         1
         for other, (_, other_sent_at) in state.in_flight.items()
         if other != seq and (other > seq or other_sent_at >= since)
     )
+
+
+class _Gate(NamedTuple):
+    """What the global window says of one more request now (from the ledger, or this process's)."""
+
+    delay: float
+    reason: str
+    #: the ledger's send number and send time when the request was taken there
+    seq: int | None
+    sent_at: float
+    #: the window's reference answer and count then (``RateWindow.note_answer``)
+    reference: AnswerSeen | None = None
+    counted: int = 0
+    #: requests answered so far (``RequestBudget._paced_unseen``)
+    releases: int = 0
 
 
 class BudgetExhausted(Exception):
@@ -260,6 +445,15 @@ class Permit:
     #: its answer's X-RateLimit headers and arrival time, written to the ledger when it is released
     #: (one locked write of the file per request for both)
     shared_answer: tuple[WindowHeaders, float] | None = None
+    #: the global window's reference answer and count when it was sent, and its own answer's
+    #: remaining: ``RateWindow.note_answer`` learns from them once the release says it was admitted
+    reference: AnswerSeen | None = None
+    counted: int = 0
+    #: requests answered before it was sent (of the ledger if ``shared_seq``): those answered while
+    #: it was in flight may have been counted after it, though sent before
+    releases_before: int = 0
+    answer_remaining: int | None = None
+    answered_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -320,11 +514,13 @@ class RequestBudget:
         self._clock = clock
         self.retry_deadline_seconds = retry_deadline_seconds
         self._cond = threading.Condition()
-        self._global = RateWindow("X-RateLimit-Reset")
+        self._global = RateWindow("X-RateLimit-Reset", learns=True)
         self._endpoints: dict[str, RateWindow] = {}
         self._aimd = AIMDLimit(max_concurrency)
         #: Requests sent and not yet answered: send number -> (endpoint, send time).
         self._in_flight: dict[int, tuple[str, float]] = {}
+        #: Requests answered (or given up) so far.
+        self._releases = 0
         self._seq = 0
         self._answered = False
         self.on_wait: WaitCallback | None = on_wait
@@ -488,13 +684,19 @@ class RequestBudget:
 
     # -- the budget -----------------------------------------------------------------------------
 
-    def _unseen_by(self, seq: int, sent_at: float, endpoint: str | None = None) -> int:
+    def _unseen_by(
+        self, seq: int, sent_at: float, endpoint: str | None = None, *, paced: bool = False
+    ) -> int:
         """Unanswered requests the answer to request ``seq`` may not have counted.
 
         Those sent after it, and those sent at most ``REORDER_SECONDS`` before it (to ``endpoint``
-        only, if given).
+        only, if given). Paced, all of them (and the caller adds those answered while it was in
+        flight): pacing spends the bucket to its last token, where one request counted too early
+        is a 429, and requests sent close together reach the service in any order (a busy
+        machine, a new connection); counting too many only leaves a token or two in the bucket,
+        which the next answers show.
         """
-        since = sent_at - REORDER_SECONDS
+        since = -math.inf if paced else sent_at - REORDER_SECONDS
         return sum(
             1
             for other, (other_endpoint, other_sent_at) in self._in_flight.items()
@@ -507,13 +709,13 @@ class RequestBudget:
         # Until the first answer tells us the limits, one request probes alone.
         return self._aimd.slots if self._answered else 1
 
-    def _shared_gate(self, may_take: bool) -> tuple[float, str, int | None, float] | None:
+    def _shared_gate(self, may_take: bool) -> _Gate | None:
         """The key's global window as every process on this machine sees it (the ledger), or None
         when there is no usable ledger (the local window decides).
 
-        Returns ``(delay, reason, seq, sent_at)``: ``delay`` is ``-1.0`` when every slot of the key
-        is taken by requests of this and other processes; ``seq`` is the ledger's send number when
-        a request was taken (``may_take``: the endpoint's window allows it too).
+        ``delay`` is ``-1.0`` when every slot of the key is taken by requests of this and other
+        processes; ``seq`` is the ledger's send number when a request was taken (``may_take``: the
+        endpoint's window allows it too).
         """
         ledger = self._ledger
         if ledger is None or not ledger.usable:
@@ -523,7 +725,7 @@ class RequestBudget:
             if state is None:
                 return None
             if len(state.in_flight) >= self._aimd.slots:
-                return -1.0, "requests in flight", None, wall
+                return _Gate(-1.0, "requests in flight", None, wall)
             window = _shared_window(state)
             unseen = _unseen_in_ledger(state, window.newest_seq, window.newest_sent_at)
             delay = window.delay(wall, unanswered_since_newest=unseen)
@@ -534,7 +736,9 @@ class RequestBudget:
                 seq = state.seq
                 state.in_flight[seq] = (ledger.pid, wall)
             _store_window(window, state)
-            return delay, window.reason(wall), seq, wall
+            return _Gate(
+                delay, window.reason(wall), seq, wall, window.reference, window.counted, state.releases
+            )
 
     def acquire(self, endpoint: str, *, deadline: float | None = None) -> Permit:
         """Block until a slot is free and both the global and the endpoint window allow a request.
@@ -570,7 +774,7 @@ class RequestBudget:
                         ),
                     )
                     gate = self._shared_gate(endpoint_delay <= 0.0)
-                    if gate is not None and gate[0] < 0.0:  # every slot of the key is taken
+                    if gate is not None and gate.delay < 0.0:  # every slot of the key is taken
                         self._shared_hold_until = now + SHARED_SLOT_POLL_SECONDS
                 if held:
                     # another thread of this process found the key's budget spent a moment ago:
@@ -578,7 +782,7 @@ class RequestBudget:
                     self._cond.wait(self._shared_hold_until - now)
                     waited_rate += self._clock() - now
                     continue
-                if len(self._in_flight) >= self._slots() or (gate is not None and gate[0] < 0.0):
+                if len(self._in_flight) >= self._slots() or (gate is not None and gate.delay < 0.0):
                     wait = MAX_WAIT_SLICE_SECONDS if gate is None else SHARED_SLOT_POLL_SECONDS
                     if deadline is not None and now + wait > deadline:
                         wait = max(0.0, deadline - now)
@@ -587,6 +791,7 @@ class RequestBudget:
                     self._cond.wait(wait)
                     waited_slot += self._clock() - now
                     continue
+                shared = gate is not None
                 if gate is None:
                     global_delay = self._global.delay(
                         now,
@@ -595,12 +800,19 @@ class RequestBudget:
                         ),
                     )
                     global_reason = self._global.reason(now)
-                    shared_seq, shared_sent_at = None, 0.0
-                else:
-                    global_delay, global_reason, shared_seq, shared_sent_at = gate
+                    gate = _Gate(
+                        global_delay,
+                        global_reason,
+                        None,
+                        0.0,
+                        self._global.reference,
+                        self._global.counted,
+                        self._releases,
+                    )
+                global_delay, global_reason = gate.delay, gate.reason
                 delay = max(global_delay, endpoint_delay)
                 if delay <= 0.0:
-                    if shared_seq is None:
+                    if not shared:
                         self._global.take()
                     endpoint_window.take()
                     self._seq += 1
@@ -612,13 +824,16 @@ class RequestBudget:
                         sent_at=now,
                         waited_for_rate=waited_rate,
                         waited_for_slot=waited_slot,
-                        shared_seq=shared_seq,
-                        shared_sent_at=shared_sent_at,
+                        shared_seq=gate.seq,
+                        shared_sent_at=gate.sent_at,
+                        reference=gate.reference,
+                        counted=gate.counted,
+                        releases_before=gate.releases,
                     )
                 if deadline is not None and now + delay > deadline:
                     scope = "global" if global_delay >= endpoint_delay else f"endpoint {endpoint}"
                     raise BudgetExhausted(delay, scope)
-                if gate is not None and global_delay >= endpoint_delay:
+                if shared and global_delay >= endpoint_delay:
                     self._shared_hold_until = now + min(global_delay, MAX_WAIT_SLICE_SECONDS)
                 if not announced and delay >= ANNOUNCE_MIN_SECONDS:
                     announced = True
@@ -650,10 +865,13 @@ class RequestBudget:
             if global_headers.present and shared:
                 permit.shared_answer = (global_headers, time.time())
             elif global_headers.present:
-                unseen = self._unseen_by(permit.seq, permit.sent_at)
+                unseen = self._unseen_by(permit.seq, permit.sent_at, paced=self._global.paced)
+                if self._global.paced:
+                    unseen += self._releases - permit.releases_before
                 self._global.observe(
                     global_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
                 )
+                permit.answer_remaining, permit.answered_at = global_headers.remaining, now
             if endpoint_headers.present:
                 unseen = self._unseen_by(permit.seq, permit.sent_at, permit.endpoint)
                 self._endpoint(permit.endpoint).observe(
@@ -661,9 +879,9 @@ class RequestBudget:
                 )
             self._cond.notify_all()
 
-    def _release_shared(self, permit: Permit) -> None:
-        """Correct the ledger's window from the permit's answer, and take the request off its
-        requests in flight."""
+    def _release_shared(self, permit: Permit, admitted: bool) -> None:
+        """Correct the ledger's window from the permit's answer (and learn its kind: ``admitted``
+        says whether the request spent a token), and take the request off its requests in flight."""
         assert self._ledger is not None and permit.shared_seq is not None
         with self._ledger.transaction() as state:
             if state is None:
@@ -671,12 +889,28 @@ class RequestBudget:
             if permit.shared_answer is not None:
                 headers, answered_at = permit.shared_answer
                 window = _shared_window(state)
-                unseen = _unseen_in_ledger(state, permit.shared_seq, permit.shared_sent_at)
+                unseen = _unseen_in_ledger(
+                    state, permit.shared_seq, permit.shared_sent_at, paced=window.paced
+                )
+                if window.paced:
+                    unseen += state.releases - permit.releases_before
                 window.observe(
                     headers, answered_at, seq=permit.shared_seq, sent_at=permit.shared_sent_at, unseen=unseen
                 )
+                if headers.remaining is not None:
+                    sent_then = state.seq - sum(
+                        1 for _, sent in state.in_flight.values() if sent > answered_at
+                    )
+                    window.note_answer(
+                        (headers.remaining, permit.shared_sent_at, answered_at, sent_then),
+                        seq=permit.shared_seq,
+                        admitted=admitted,
+                        reference=permit.reference,
+                        counted=permit.counted,
+                    )
                 _store_window(window, state)
             state.in_flight.pop(permit.shared_seq, None)
+            state.releases += 1
 
     def release(self, permit: Permit, *, success: bool = True) -> None:
         """Give the slot back; a success may grow the concurrency limit."""
@@ -686,9 +920,20 @@ class RequestBudget:
             permit.released = True
             saturated = len(self._in_flight) >= self._aimd.slots
             self._in_flight.pop(permit.seq, None)
+            self._releases += 1
             if permit.shared_seq is not None and self._ledger is not None:
-                self._release_shared(permit)
+                self._release_shared(permit, admitted=success)
                 self._shared_hold_until = 0.0  # a slot and an answer: worth a look at the ledger
+            elif permit.answer_remaining is not None:
+                answered_at = permit.answered_at
+                sent_then = self._seq - sum(1 for _, sent in self._in_flight.values() if sent > answered_at)
+                self._global.note_answer(
+                    (permit.answer_remaining, permit.sent_at, answered_at, sent_then),
+                    seq=permit.seq,
+                    admitted=success,
+                    reference=permit.reference,
+                    counted=permit.counted,
+                )
             if success:
                 self._aimd.on_success(saturated)
             self._cond.notify_all()
@@ -707,11 +952,14 @@ class RequestBudget:
             until = self._clock() + seconds
             window = self._global if endpoint is None else self._endpoint(endpoint)
             window.block(until, reason)
+            if endpoint is None:
+                window.refused()
             if endpoint is None and self._ledger is not None:  # every process on the key holds back
                 with self._ledger.transaction() as state:
                     if state is not None:
                         shared = _shared_window(state)
                         shared.block(time.time() + seconds, reason)
+                        shared.refused()
                         _store_window(shared, state)
             self._cond.notify_all()
 

@@ -4,15 +4,19 @@ Each process paces itself from the service's ``X-RateLimit-*`` headers (``budget
 runs on one key draw on one limit: four runs that each believe the whole window is theirs trade 429s
 (bench/RESULTS.md, *One key, four runs*). The ledger is a small JSON file per (URL, key) in the temp
 directory, read and written under an exclusive ``flock`` by every process for every request: the
-window's estimate (the newest answer's ``remaining``, the reset time, a Retry-After block) and the
-requests in flight of every process, so each answer is corrected for the requests of *all* processes
-that it cannot have counted yet, and the concurrency limit counts everyone's requests in flight.
+window's estimate (the newest answer's ``remaining``, the reset time, a Retry-After block; once the
+key shows a token bucket, its pacing: the refill rate and the time ``remaining`` earns from, so the
+processes together send at the key's rate) and the requests in flight of every process, so each
+answer is corrected for the requests of *all* processes that it cannot have counted yet, and the
+concurrency limit counts everyone's requests in flight.
 
 The file name is a keyed hash of the URL and the key (never the key), in a directory of the user's
-own (runs of one user share the budget). A process leaving the key (at its exit) removes its entries,
-and the file and folder when no other live process has a request in it, so a sync leaves nothing in
-the temp directory. A process killed mid-request leaves its entries behind; they are dropped once
-their process is gone or after ``STALE_SECONDS``, and the file goes with the next process's exit.
+own (runs of one user share the budget). Every process using the key is a member of the ledger; one
+leaving the key (at its exit) removes its entries, and the file and folder when no other live process
+is a member or has a request in it, so what the runs learnt of the key lasts while any of them runs,
+and a sync leaves nothing in the temp directory. A process killed mid-request leaves its entries
+behind; they are dropped once their process is gone or after ``STALE_SECONDS``, and the file goes
+with the next process's exit.
 Across machines (Kubernetes run pods) this file is not shared: Dagster's
 concurrency pools bound the runs that may use the key at once (docs/OPERATIONS.md).
 POSIX only (``fcntl``); elsewhere, and when the file cannot be used, each process paces alone.
@@ -72,9 +76,28 @@ class LedgerState:
     block_reason: str = "Retry-After"
     newest_seq: int = 0
     newest_sent_at: float = 0.0
+    #: pacing (``budget.RateWindow``): the refill rate learnt, whether requests are paced by it,
+    #: since when ``remaining`` earns refills, 429s met while pacing; what it learns the kind
+    #: from: the reference answer (remaining, sent, answered, requests sent by then), the admitted
+    #: answers counted since, the last refill seen (from, to)
+    refill_rate: float | None = None
+    paced: bool = False
+    credit_at: float = 0.0
+    pacing_refusals: int = 0
+    reference: tuple[int, float, float, int] | None = None
+    counted: int = 0
+    refill_seen: tuple[float, float] | None = None
+    #: the trial that spreads one window evenly (due; start, end, allowed, sent; done)
+    trial_due: bool = False
+    trial: tuple[float, float, int, int] | None = None
+    trialled: bool = False
     seq: int = 0
+    #: requests answered so far (every process)
+    releases: int = 0
     #: global send number -> (pid, send time)
     in_flight: dict[int, tuple[int, float]] = field(default_factory=dict)
+    #: the processes using the key (the ledger, and what it learnt, stays while one of them lives)
+    members: list[int] = field(default_factory=list)
 
     @classmethod
     def load(cls, raw: bytes) -> LedgerState:
@@ -83,6 +106,9 @@ class LedgerState:
         try:
             data = json.loads(raw)
             in_flight = {int(k): (int(v[0]), float(v[1])) for k, v in data.pop("in_flight", {}).items()}
+            for name in ("reference", "refill_seen", "trial"):  # JSON lists back to tuples
+                if data.get(name) is not None:
+                    data[name] = tuple(data[name])
             return cls(**data, in_flight=in_flight)
         except (ValueError, TypeError, KeyError, IndexError):
             return cls()  # a torn or foreign file: start afresh (it is only an estimate)
@@ -100,6 +126,7 @@ class LedgerState:
         ]
         for seq in gone:
             del self.in_flight[seq]
+        self.members = [pid for pid in self.members if pid == own_pid or alive(pid)]
 
 
 class KeyLedger:
@@ -172,7 +199,8 @@ class KeyLedger:
                 state = LedgerState.load(os.pread(fd, MAX_BYTES, 0))
                 state.drop_stale(time.time(), self.pid, self._alive)
                 state.in_flight = {k: v for k, v in state.in_flight.items() if v[0] != self.pid}
-                if not state.in_flight:
+                state.members = [pid for pid in state.members if pid != self.pid]
+                if not state.in_flight and not state.members:
                     self.path.unlink(missing_ok=True)
                     with contextlib.suppress(OSError):
                         self.path.parent.rmdir()  # only when empty
@@ -217,6 +245,8 @@ class KeyLedger:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             return None, None
         state.drop_stale(time.time(), self.pid, self._alive)
+        if self.pid not in state.members:
+            state.members.append(self.pid)
         return state, fd
 
     def _alive(self, pid: int) -> bool:

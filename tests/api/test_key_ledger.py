@@ -140,3 +140,27 @@ def test_a_ledger_another_live_process_uses_stays_and_a_process_reopens_a_remove
         assert state is not None and state.in_flight == {}
         state.in_flight[2] = (other.pid, time.time())
     assert json.loads(ledger.path.read_bytes())["in_flight"]["2"][0] == other.pid
+
+
+def test_a_bucket_learnt_by_one_process_paces_every_process_on_the_key(tmp_path: Path) -> None:
+    first = RequestBudget(4, ledger=ledger_in(tmp_path))
+    second = RequestBudget(4, ledger=ledger_in(tmp_path))
+    # one request after another, and remaining never falls: the key refilled between every two
+    for _ in range(4):
+        answered(first, remaining=10, reset=1)
+    answered(first, remaining=0, reset=30)  # spent: a fixed window would wait 30 s
+    # a bucket refilling at (20 - 10 - 1) / 1 = 9 a second or more has a token again in 1/9 s
+    second.release(second.acquire("GET /v1/brands", deadline=second.now() + 5))
+    assert second.snapshot().remaining == 0
+
+
+def test_a_429_while_paced_holds_every_process_back_until_the_reset(tmp_path: Path) -> None:
+    first = RequestBudget(4, ledger=ledger_in(tmp_path))
+    second = RequestBudget(4, ledger=ledger_in(tmp_path))
+    for _ in range(4):
+        answered(first, remaining=10, reset=1)
+    first.block(0.01)  # a 429 while pacing: the key is not the bucket it seemed
+    answered(first, remaining=0, reset=30)
+    with pytest.raises(BudgetExhausted) as caught:
+        second.acquire("GET /v1/brands", deadline=second.now() + 0.5)
+    assert caught.value.wait_seconds > 20
