@@ -249,7 +249,8 @@ with warehouse_for(config, landing=True) as warehouse, warehouse.session():
     warehouse.ensure_table(spec)
 assert pa.array(["a"], type=pa.string()).to_pylist() == ["a"]  # pyarrow works without pandas
 unneeded = {{"httpx", "pandas", "rich"}}
-print(sorted({{n.split(".")[0] for n in sys.modules}} & unneeded | {{n for n in sys.modules if n == "sync.catalog"}}))
+loaded = {{n.split(".")[0] for n in sys.modules}} & unneeded
+print(sorted(loaded | {{n for n in sys.modules if n == "sync.catalog"}}))
 """
 
 
