@@ -64,6 +64,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _read(fd: int) -> bytes:
+    """The whole file (at most ``MAX_BYTES``): asking ``pread`` for ``MAX_BYTES`` of a small file
+    allocated a megabyte on every request."""
+    return os.pread(fd, min(os.fstat(fd).st_size, MAX_BYTES), 0)
+
+
 @dataclass
 class LedgerState:
     """The shared part of a key's budget, in wall-clock seconds (``time.time()``)."""
@@ -196,7 +202,7 @@ class KeyLedger:
             except OSError:
                 return
             try:
-                state = LedgerState.load(os.pread(fd, MAX_BYTES, 0))
+                state = LedgerState.load(_read(fd))
                 state.drop_stale(time.time(), self.pid, self._alive)
                 state.in_flight = {k: v for k, v in state.in_flight.items() if v[0] != self.pid}
                 state.members = [pid for pid in state.members if pid != self.pid]
@@ -238,7 +244,7 @@ class KeyLedger:
             self._give_up(exc)
             return None, None
         try:
-            state = LedgerState.load(os.pread(fd, MAX_BYTES, 0))
+            state = LedgerState.load(_read(fd))
         except OSError as exc:
             self._give_up(exc)
             with contextlib.suppress(OSError):
