@@ -49,7 +49,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 from resources.api.errors import RequestBudgetExceeded, SyncCancelled
@@ -354,26 +354,9 @@ class AIMDLimit:
         return True
 
 
-_SHARED_FIELDS = (
-    "limit",
-    "remaining",
-    "reset_at",
-    "reset_from_header",
-    "blocked_until",
-    "block_reason",
-    "newest_seq",
-    "newest_sent_at",
-    "refill_rate",
-    "paced",
-    "credit_at",
-    "pacing_refusals",
-    "reference",
-    "counted",
-    "refill_seen",
-    "trial_due",
-    "trial",
-    "trialled",
-)
+#: The global window's part of the ledger: every field of the ledger's state that a window has too
+#: (the rest, send numbers and requests in flight, belong to the ledger alone).
+_SHARED_FIELDS = tuple(f.name for f in fields(LedgerState) if hasattr(RateWindow(), f.name))
 
 
 def _shared_window(state: LedgerState) -> RateWindow:
@@ -389,14 +372,31 @@ def _store_window(window: RateWindow, state: LedgerState) -> None:
         setattr(state, name, getattr(window, name))
 
 
-def _unseen_in_ledger(state: LedgerState, seq: int, sent_at: float, *, paced: bool = False) -> int:
-    """Requests of every process the answer to ledger request ``seq`` may not have counted (paced:
-    all still unanswered, see ``RequestBudget._unseen_by``)."""
+def _unseen(
+    in_flight: Mapping[int, tuple[object, float]],
+    seq: int,
+    sent_at: float,
+    owner: object = None,
+    *,
+    paced: bool = False,
+) -> int:
+    """Unanswered requests (``send number -> (owner, send time)``) the answer to request ``seq`` may
+    not have counted.
+
+    Those sent after it, and those sent at most ``REORDER_SECONDS`` before it (of ``owner`` only, if
+    given: an endpoint, for its own window). Paced, all of them (and the caller adds those answered
+    while it was in flight): pacing spends the bucket to its last token, where one request counted
+    too early is a 429, and requests sent close together reach the service in any order (a busy
+    machine, a new connection); counting too many only leaves a token or two in the bucket, which
+    the next answers show.
+    """
     since = -math.inf if paced else sent_at - REORDER_SECONDS
     return sum(
         1
-        for other, (_, other_sent_at) in state.in_flight.items()
-        if other != seq and (other > seq or other_sent_at >= since)
+        for other, (other_owner, other_sent_at) in in_flight.items()
+        if other != seq
+        and (other > seq or other_sent_at >= since)
+        and (owner is None or other_owner == owner)
     )
 
 
@@ -411,7 +411,7 @@ class _Gate(NamedTuple):
     #: the window's reference answer and count then (``RateWindow.note_answer``)
     reference: AnswerSeen | None = None
     counted: int = 0
-    #: requests answered so far (``RequestBudget._paced_unseen``)
+    #: requests answered so far (``RequestBudget.release``: paced, those answered while one was in flight)
     releases: int = 0
 
 
@@ -684,27 +684,6 @@ class RequestBudget:
 
     # -- the budget -----------------------------------------------------------------------------
 
-    def _unseen_by(
-        self, seq: int, sent_at: float, endpoint: str | None = None, *, paced: bool = False
-    ) -> int:
-        """Unanswered requests the answer to request ``seq`` may not have counted.
-
-        Those sent after it, and those sent at most ``REORDER_SECONDS`` before it (to ``endpoint``
-        only, if given). Paced, all of them (and the caller adds those answered while it was in
-        flight): pacing spends the bucket to its last token, where one request counted too early
-        is a 429, and requests sent close together reach the service in any order (a busy
-        machine, a new connection); counting too many only leaves a token or two in the bucket,
-        which the next answers show.
-        """
-        since = -math.inf if paced else sent_at - REORDER_SECONDS
-        return sum(
-            1
-            for other, (other_endpoint, other_sent_at) in self._in_flight.items()
-            if other != seq
-            and (other > seq or other_sent_at >= since)
-            and (endpoint is None or other_endpoint == endpoint)
-        )
-
     def _slots(self) -> int:
         # Until the first answer tells us the limits, one request probes alone.
         return self._aimd.slots if self._answered else 1
@@ -727,7 +706,7 @@ class RequestBudget:
             if len(state.in_flight) >= self._aimd.slots:
                 return _Gate(-1.0, "requests in flight", None, wall)
             window = _shared_window(state)
-            unseen = _unseen_in_ledger(state, window.newest_seq, window.newest_sent_at)
+            unseen = _unseen(state.in_flight, window.newest_seq, window.newest_sent_at)
             delay = window.delay(wall, unanswered_since_newest=unseen)
             seq = None
             if delay <= 0.0 and may_take:
@@ -769,8 +748,11 @@ class RequestBudget:
                 if len(self._in_flight) < self._slots() and not held:
                     endpoint_delay = endpoint_window.delay(
                         now,
-                        unanswered_since_newest=self._unseen_by(
-                            endpoint_window.newest_seq, endpoint_window.newest_sent_at, endpoint
+                        unanswered_since_newest=_unseen(
+                            self._in_flight,
+                            endpoint_window.newest_seq,
+                            endpoint_window.newest_sent_at,
+                            endpoint,
                         ),
                     )
                     gate = self._shared_gate(endpoint_delay <= 0.0)
@@ -795,8 +777,8 @@ class RequestBudget:
                 if gate is None:
                     global_delay = self._global.delay(
                         now,
-                        unanswered_since_newest=self._unseen_by(
-                            self._global.newest_seq, self._global.newest_sent_at
+                        unanswered_since_newest=_unseen(
+                            self._in_flight, self._global.newest_seq, self._global.newest_sent_at
                         ),
                     )
                     global_reason = self._global.reason(now)
@@ -865,7 +847,7 @@ class RequestBudget:
             if global_headers.present and shared:
                 permit.shared_answer = (global_headers, time.time())
             elif global_headers.present:
-                unseen = self._unseen_by(permit.seq, permit.sent_at, paced=self._global.paced)
+                unseen = _unseen(self._in_flight, permit.seq, permit.sent_at, paced=self._global.paced)
                 if self._global.paced:
                     unseen += self._releases - permit.releases_before
                 self._global.observe(
@@ -873,7 +855,7 @@ class RequestBudget:
                 )
                 permit.answer_remaining, permit.answered_at = global_headers.remaining, now
             if endpoint_headers.present:
-                unseen = self._unseen_by(permit.seq, permit.sent_at, permit.endpoint)
+                unseen = _unseen(self._in_flight, permit.seq, permit.sent_at, permit.endpoint)
                 self._endpoint(permit.endpoint).observe(
                     endpoint_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
                 )
@@ -889,8 +871,8 @@ class RequestBudget:
             if permit.shared_answer is not None:
                 headers, answered_at = permit.shared_answer
                 window = _shared_window(state)
-                unseen = _unseen_in_ledger(
-                    state, permit.shared_seq, permit.shared_sent_at, paced=window.paced
+                unseen = _unseen(
+                    state.in_flight, permit.shared_seq, permit.shared_sent_at, paced=window.paced
                 )
                 if window.paced:
                     unseen += state.releases - permit.releases_before
