@@ -352,6 +352,20 @@ def _column_param_type(types: Mapping[str, SqlType], column: str) -> str:
     return "STRING" if st is None else bigquery_type(SqlType(st.kind)).field_type
 
 
+def fill_added_column(
+    ref: str, spec: TableSpec, column: str, types: Mapping[str, SqlType]
+) -> tuple[str, list[Any]] | None:
+    """The ``UPDATE`` giving the rows landed before ``column`` existed its default, the value a typed
+    parameter (BigQuery's string literals escape with backslashes, not the standard's doubled quote);
+    None when the column has no default."""
+    default = added_column_default(spec, column, literal=str)  # the raw value, never spliced into SQL
+    if default is None:
+        return None
+    name = quote_identifier(column)
+    param = query_parameter("added_default", default, _column_param_type(types, column))
+    return f"UPDATE {ref} SET {name} = @added_default WHERE {name} IS NULL", [param]
+
+
 def replace_parameters(
     spec: TableSpec, writes: Sequence[tuple[PartitionScope, WriteStamp]], types: Mapping[str, SqlType]
 ) -> list[Any]:
@@ -593,10 +607,11 @@ class BigQueryWarehouse(Warehouse):
                 # descriptions, because DDL OPTIONS would need the text spliced into SQL
                 column = f"{quote_identifier(c.name)} {type_name(c.type)}"
                 self.client.query(f"ALTER TABLE {ref} ADD COLUMN IF NOT EXISTS {column}").result()
-                default = added_column_default(spec, c.name)
-                if default:  # BigQuery leaves the existing rows NULL: a key column needs a value
-                    name = quote_identifier(c.name)
-                    self.client.query(f"UPDATE {ref} SET {name} = {default} WHERE {name} IS NULL").result()
+                fill = fill_added_column(ref, spec, c.name, types)
+                if fill is not None:  # BigQuery leaves the existing rows NULL: a key column needs a value
+                    sql, params = fill
+                    config = bigquery.QueryJobConfig(query_parameters=params)
+                    self.client.query(sql, job_config=config).result()
             fresh = self.client.get_table(self._table_id(spec.name))
             fresh.schema = table_schema(spec, plan, table.schema)
             fresh.description = spec.description

@@ -7,6 +7,7 @@ the same SQL for real (emulator, and real BigQuery when configured).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 import re
@@ -22,6 +23,7 @@ from resources.warehouse.bigquery import (
     clustering_fields,
     drop_null_list_items,
     existing_columns,
+    fill_added_column,
     is_concurrent_update,
     merge_parameters,
     merge_statement,
@@ -283,6 +285,24 @@ def test_replace_values_travel_only_as_typed_parameters() -> None:
     assert params["start_1"]["parameterValue"]["value"] == "2026-10-03"
     assert params["loaded_at_0"]["parameterType"]["type"] == "TIMESTAMP"
     assert params["run_id"]["parameterValue"]["value"] == HOSTILE
+
+
+def test_an_added_column_default_fills_old_rows_as_a_typed_parameter_never_as_sql_text() -> None:
+    """A standard literal ('' for a quote) is not BigQuery's (backslash escapes): the value travels alone."""
+    added = Column("scope_kind", pa.string(), "kind of scope", default=HOSTILE)
+    spec = dataclasses.replace(MENTIONS, columns=(*MENTIONS.columns, added))
+    types = {"scope_kind": SqlType(Kind.VARCHAR)}
+
+    fill = fill_added_column(TARGET, spec, "scope_kind", types)
+
+    assert fill is not None
+    sql, params = fill
+    assert sql == f"UPDATE {TARGET} SET `scope_kind` = @added_default WHERE `scope_kind` IS NULL"
+    assert HOSTILE not in sql
+    [param] = _params(params).values()
+    assert param["parameterType"] == {"type": "STRING"}
+    assert param["parameterValue"]["value"] == HOSTILE
+    assert fill_added_column(TARGET, spec, MENTIONS.columns[0].name, types) is None
 
 
 def test_the_writes_of_one_replace_script_come_from_one_run() -> None:
