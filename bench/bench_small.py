@@ -44,6 +44,7 @@ class Landed:
     run: P.TreeRun
     rows: dict[str, tuple[int, int]]
     requests: dict[str, dict[str, int]]
+    pair: int = 0
 
 
 def landed_rows(db: Path, schema: str) -> dict[str, tuple[int, int]]:
@@ -120,15 +121,17 @@ def landed_table(days: int, ours: list[Landed], peer: list[Landed]) -> list[str]
 
 def render(landed: list[Landed], days_list: list[int], pairs: int, rate: float) -> list[str]:
     runs = [m.run for m in landed]
+    pair_of = {id(m.run): m.pair for m in landed}
     lines = [
         SECTION,
         "",
         f"`bench/bench_small.py --days {','.join(map(str, days_list))} --pairs {pairs}`, "
         f"{P.machine()}; sandbox `demo` workspace, rate limit "
-        f"{rate:g} requests/s. Medians of {pairs} alternated pairs; ratio = ours / dlt's.",
+        f"{rate:g} requests/s. Medians of {pairs} alternated pairs; ratio = ours / dlt's, of the "
+        "medians and of each pair (in the order run).",
         "",
-        "| days | figure | ours | dlt `rest_api` | ours / dlt |",
-        "|---|---|---|---|---|",
+        "| days | figure | ours | dlt `rest_api` | ours / dlt | each pair |",
+        "|---|---|---|---|---|---|",
     ]
     for days in days_list:
         ours = [r for r in runs if r.label == f"ours {days}" and r.exit_code == 0]
@@ -145,7 +148,11 @@ def render(landed: list[Landed], days_list: list[int], pairs: int, rate: float) 
         ):
             a = statistics.median(get(r) for r in ours)
             b = statistics.median(get(r) for r in peer)
-            lines.append(f"| {days} | {label} | {a:,.2f} | {b:,.2f} | **{a / b:.2f}x** |")
+            peer_in = {pair_of[id(d)]: d for d in peer}
+            each = " / ".join(
+                f"{get(o) / get(peer_in[pair_of[id(o)]]):.2f}" for o in ours if pair_of[id(o)] in peer_in
+            )
+            lines.append(f"| {days} | {label} | {a:,.2f} | {b:,.2f} | **{a / b:.2f}x** | {each} |")
     for days in days_list:
         ours = [m for m in landed if m.run.label == f"ours {days}" and m.run.exit_code == 0]
         peer = [m for m in landed if m.run.label == f"dlt {days}" and m.run.exit_code == 0]
@@ -170,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = ("ours", "dlt") if pair % 2 == 0 else ("dlt", "ours")
                 for who in order:
                     measured = measure(sandbox, who, days, work)
+                    measured.pair = pair
                     print(measured.run, flush=True)
                     landed.append(measured)
     text = "\n".join(render(landed, days_list, args.pairs, args.rate))
