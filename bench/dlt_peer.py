@@ -97,6 +97,7 @@ def _targets(name: str, trends: DltResource) -> DltResource:
     return dlt.transformer(targets, data_from=trends, name=name, selected=False)
 
 
+@dlt.source(name="visibility")
 def source(url: str, key: str, days: int) -> list[DltResource]:
     dates = [NEWEST - dt.timedelta(days=i) for i in reversed(range(days))]
     start, end = dates[0].isoformat(), (NEWEST + dt.timedelta(days=1)).isoformat()
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         dataset_name="dlt_peer",
         pipelines_dir=str(args.db.parent / "dlt-pipelines"),
     )
-    info = pipeline.run(dlt.source(name="visibility")(source)(args.url, args.key, args.days))
+    info = pipeline.run(source(args.url, args.key, args.days))
     print(info)
     return 0
 
