@@ -3,7 +3,9 @@
 The widest windows mean one mentions call per prompt for the whole run: a day's rows are complete
 only when every prompt's call is done. Fetched rows (already filtered to the run's cells) are
 appended to Arrow IPC files; landing then reads them back one write-scope at a time, batch by
-batch, holding only that scope's rows.
+batch, holding only that scope's rows. A resumable fetch writes its rows once, in its journal
+(:mod:`sync.resume`), one file a date bucket: the spool takes those files as they are
+(:meth:`DateSpool.adopt`, a hard link), so either may be removed first.
 
 Nothing is left on disk: a spool is removed once its table landed or failed; a spool whose process
 was killed carries its owner (``OWNER_FILE``: host, pid, start time) and is removed by the next spool
