@@ -101,6 +101,29 @@ def _size_and_crc(path: Path, chunk: int = 1 << 20) -> tuple[int, int]:
     return size, crc
 
 
+class _Checksummed:
+    """A file written through this keeps the size and CRC-32 of the bytes written (none read back)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self.size, self.crc = 0, 0
+
+    def write(self, data: Any) -> int:
+        self.size += memoryview(data).nbytes
+        self.crc = zlib.crc32(data, self.crc)
+        return self._raw.write(data)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def close(self) -> None:  # the caller closes the file
+        pass
+
+    @property
+    def closed(self) -> bool:
+        return self._raw.closed
+
+
 #: Rows to keep: one table, or pieces each of one spool bucket (``(bucket, rows)``).
 Rows = pa.Table | Sequence[tuple[int, pa.Table]]
 
@@ -265,25 +288,23 @@ class CallJournal:
                     continue
                 name = f"part-{os.getpid()}-{self._written:06d}.arrow"
                 self._written += 1
-                sink = pa.BufferOutputStream()
-                with ipc.new_file(sink, table.schema) as writer:
-                    writer.write_table(table)
-                data = sink.getvalue()  # the checksum of the bytes written, not read back
                 tmp, path = self.directory / f".{name}.tmp", self.directory / name
                 try:
-                    with tmp.open("wb") as out:
-                        out.write(data)
+                    with tmp.open("wb") as raw:
+                        out = _Checksummed(raw)
+                        with ipc.new_file(pa.PythonFile(out, mode="w"), table.schema) as writer:
+                            writer.write_table(table)
                     tmp.replace(path)
                 except BaseException:
                     tmp.unlink(missing_ok=True)
                     raise
                 split = {"bucket": bucket, "days": days} if bucket is not None else {}
-                size, crc = data.size, zlib.crc32(data)
-                files.append({"file": name, "size": size, "crc32": crc, "rows": table.num_rows} | split)
-                written.append(JournalPart(path, table.num_rows, bucket, split.get("days")))
+                rows_in = table.num_rows
+                files.append({"file": name, "size": out.size, "crc32": out.crc, "rows": rows_in} | split)
+                written.append(JournalPart(path, rows_in, bucket, split.get("days")))
             entry.update(rows=sum(p.num_rows for p in written), files=files)
-            with (self.directory / MANIFEST).open("a") as out:
-                out.write(json.dumps(entry) + "\n")
+            with (self.directory / MANIFEST).open("a") as manifest:
+                manifest.write(json.dumps(entry) + "\n")
         return written
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import subprocess
 import time
+import zlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -60,6 +61,16 @@ def test_the_calls_a_journal_holds_come_back_with_their_rows(tmp_path: Path) -> 
 
     assert done == set(KEYS[:3]) and dropped == 0
     assert pa.concat_tables(tables).equals(rows(3))
+
+
+def test_the_manifest_names_each_files_size_and_checksum_as_written_on_disk(tmp_path: Path) -> None:
+    journalled(tmp_path)
+    entries = [json.loads(line) for line in (tmp_path / "sel" / MANIFEST).read_text().splitlines()]
+    files = [f for e in entries for f in e["files"]]
+
+    assert [e["rows"] for e in entries] == [3, 0] and len(files) == 1
+    data = (tmp_path / "sel" / files[0]["file"]).read_bytes()
+    assert (files[0]["size"], files[0]["crc32"]) == (len(data), zlib.crc32(data))
 
 
 def test_a_corrupt_file_is_not_trusted_and_its_calls_are_asked_again(tmp_path: Path) -> None:
