@@ -95,6 +95,7 @@ def fetch_partitioned(
     prompts_not_found: set[str] = set()
     resumed: dict[str, int] = {}
     journal = None
+    journal_failed: str | None = None
     points: dict[str, ResumePoint] = {}
     try:
         to_ask = plan
@@ -105,8 +106,11 @@ def fetch_partitioned(
             journal = resume.journal(selection)
         if journal is not None:
             done, tables, points = journal.load({call_key(c) for c in plan.calls})
-            for part in tables:
-                spool.append(part.read())
+            for part in tables:  # the journal's files become the spool's, unless of other buckets
+                if part.bucket is not None and part.days == spool.days_per_bucket and part.path is not None:
+                    spool.adopt(part.bucket, part.path, part.num_rows)
+                else:
+                    spool.append(part.read())
             to_ask = dataclasses.replace(plan, calls=remaining_calls(plan.calls, done))
             resumed = {
                 "calls": len(plan.calls) - len(to_ask.calls),
@@ -130,6 +134,8 @@ def fetch_partitioned(
         )
         scope.drop(not_found)
         spool.close()
+        if journal is not None and journal.write_error is not None:
+            journal_failed = journal.write_error
     except BaseException:
         spool.remove()
         raise
@@ -151,6 +157,8 @@ def fetch_partitioned(
         outcome.notes["prompts_not_found"] = sorted(prompts_not_found)
     if resumed.get("calls") or resumed.get("calls_partly"):
         outcome.notes["resumed"] = resumed
+    if journal_failed is not None:  # the rows are whole; a re-run after a kill would ask them again
+        outcome.notes["resume_journal_failed"] = journal_failed
     return outcome
 
 

@@ -26,7 +26,7 @@ from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import PartitionScope, PartitionWrite, TableSpec, WriteResult
 from sync.planning import ALL, Box, Call, Cell, Plan, Window, expected_requests
 from sync.prefetch import StopSignal
-from sync.resume import CallJournal, ResumePoint, call_key
+from sync.resume import CallJournal, JournalPart, ResumePoint, call_key
 from sync.spool import DateSpool, bucket_windows
 from sync.transforms import concat, filter_cells, keep_rows, select_box
 
@@ -70,11 +70,17 @@ BATCH_ROWS = 20_000
 JOURNAL_SECONDS = 1.0
 
 
+#: Journals rows split by spool bucket (``days`` days a bucket); returns the files written.
+_Record = Callable[[list[tuple[int, pa.Table]], int], list[JournalPart]]
+
+
 class _CallBatch:
     """Tables of many calls, filtered to the run's cells and spooled once ``BATCH_ROWS`` are held.
 
     With a ``journal`` (:mod:`sync.resume`), a call's rows are added only once the call completed,
-    and each flush (``BATCH_ROWS`` or ``JOURNAL_SECONDS``) also records them under the calls' keys.
+    and each flush (``BATCH_ROWS`` or ``JOURNAL_SECONDS``) records them under the calls' keys, one
+    file a spool bucket: the spool takes those files (:meth:`DateSpool.adopt`), so the rows are
+    written once. Should the journal fail to write (its disk full), the fetch goes on without it.
     """
 
     def __init__(
@@ -115,6 +121,17 @@ class _CallBatch:
             if self._rows >= BATCH_ROWS or time.monotonic() - self._flushed_at >= JOURNAL_SECONDS:
                 self._flush_locked()
 
+    def add_part(self, key: str, seq: int, tables: list[pa.Table], start: str | None, cursor: str) -> None:
+        """The rows a paged call read so far (from cursor ``start`` to ``cursor``): journalled at once
+        as its ``seq``-th part, and spooled."""
+        rows = self.filtered(tables)
+        with self._lock:
+            journal = self._journal
+            if journal is None:
+                self._spool.append(rows)
+                return
+            self._keep(rows, lambda pieces, d: journal.record_part(key, seq, pieces, start, cursor, days=d))
+
     def flush(self) -> None:
         with self._lock:
             self._flush_locked()
@@ -127,9 +144,26 @@ class _CallBatch:
         keys, self._keys, parts, self._parts = self._keys, [], self._parts, {}
         assert self._spec.date_column is not None
         rows = filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells)
-        self._spool.append(rows)
-        if self._journal is not None:
-            self._journal.record(rows, keys, parts)
+        journal = self._journal
+        if journal is None or not keys:
+            self._spool.append(rows)
+            return
+        self._keep(rows, lambda pieces, days: journal.record(pieces, keys, parts, days=days))
+
+    def _keep(self, rows: pa.Table, record: _Record) -> None:
+        """Journal ``rows`` (``record``) and spool the journal's files; the rows themselves when the
+        journal cannot write (it is then dropped for the rest of the fetch)."""
+        assert self._journal is not None
+        try:
+            written = record(self._spool.split(rows), self._spool.days_per_bucket)
+        except OSError as exc:
+            self._journal.write_error = str(exc)
+            self._journal = None
+            self._spool.append(rows)
+            return
+        for part in written:
+            assert part.path is not None and part.bucket is not None
+            self._spool.adopt(part.bucket, part.path, part.num_rows)
 
     def filtered(self, tables: list[pa.Table]) -> pa.Table:
         assert self._spec.date_column is not None
@@ -177,9 +211,7 @@ def fetch_to_spool(
                 tables.append(table)
                 cursor, position.emitted = position.emitted, None
                 if cursor is not None and time.monotonic() - since >= JOURNAL_SECONDS:
-                    rows = batch.filtered(tables)
-                    journal.record_part(key, parts, rows, start, cursor)
-                    batch.add(rows)
+                    batch.add_part(key, parts, tables, start, cursor)
                     tables, parts, start, since = [], parts + 1, cursor, time.monotonic()
         finally:
             WALK.reset(token)

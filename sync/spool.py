@@ -3,7 +3,9 @@
 The widest windows mean one mentions call per prompt for the whole run: a day's rows are complete
 only when every prompt's call is done. Fetched rows (already filtered to the run's cells) are
 appended to Arrow IPC files; landing then reads them back one write-scope at a time, batch by
-batch, holding only that scope's rows.
+batch, holding only that scope's rows. A resumable fetch writes its rows once, in its journal
+(:mod:`sync.resume`), one file a date bucket: the spool takes those files as they are
+(:meth:`DateSpool.adopt`, a hard link), so either may be removed first.
 
 Nothing is left on disk: a spool is removed once its table landed or failed; a spool whose process
 was killed carries its owner (``OWNER_FILE``: host, pid, start time) and is removed by the next spool
@@ -218,6 +220,22 @@ class Spool:
         self._flush()
         self._close_segment()
 
+    def adopt(self, path: str | Path, rows: int) -> None:
+        """Take an Arrow IPC file another writer made (a resume journal's) as a segment, without
+        rewriting its rows: a hard link in this spool's folder, so either side may remove its own
+        name first; a copy where a link cannot be made (another file system)."""
+        if rows == 0:
+            return
+        target = str(Path(self.directory) / f"segment-{len(self.segments):05d}.arrow")
+        try:
+            os.link(path, target)
+        except OSError as exc:
+            if _is_disk_full(exc):
+                raise
+            shutil.copyfile(path, target)
+        self.segments.append(target)
+        self.rows += rows
+
     def read(self, predicate: Callable[[pa.Table], pa.Table]) -> Iterator[pa.Table]:
         """Each stored batch passed through ``predicate`` (a filter); empty results skipped."""
         self.close()
@@ -243,6 +261,20 @@ _EPOCH = dt.date(1970, 1, 1)
 def bucket_of(day: dt.date, days_per_bucket: int) -> int:
     """Buckets are aligned on the epoch, so the same day always falls in the same bucket."""
     return (day - _EPOCH).days // days_per_bucket
+
+
+def bucket_pieces(table: pa.Table, date_column: str, days_per_bucket: int) -> list[tuple[int, pa.Table]]:
+    """``table``'s rows by date bucket (each piece one bucket's rows), in bucket order."""
+    if table.num_rows == 0:
+        return []
+    days = pc.cast(table[date_column], pa.int32())
+    bounds = pc.min_max(days)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is not None and low // days_per_bucket == high // days_per_bucket:
+        return [(low // days_per_bucket, table)]  # one bucket (most calls' rows): no filter
+    keys = pc.floor(pc.divide(pc.cast(days, pa.float64()), float(days_per_bucket)))
+    keys = pc.cast(keys, pa.int64())
+    return [(int(key), table.filter(pc.equal(keys, key))) for key in sorted(pc.unique(keys).to_pylist())]
 
 
 def bucket_windows(start: dt.date, end: dt.date, days_per_bucket: int) -> Iterator[tuple[dt.date, dt.date]]:
@@ -293,15 +325,20 @@ class DateSpool:
             self.buckets[key] = Spool(directory=str(path))
         return self.buckets[key]
 
-    def append(self, table: pa.Table) -> None:
-        if table.num_rows == 0:
-            return
-        days = pc.cast(table[self.date_column], pa.int32())
-        keys = pc.floor(pc.divide(pc.cast(days, pa.float64()), float(self.days_per_bucket)))
-        keys = pc.cast(keys, pa.int64())
+    def split(self, table: pa.Table) -> list[tuple[int, pa.Table]]:
+        """``table``'s rows by this spool's buckets: what :meth:`adopt` takes back as files."""
+        return bucket_pieces(table, self.date_column, self.days_per_bucket)
+
+    def adopt(self, bucket: int, path: str | Path, rows: int) -> None:
+        """Take a file of one bucket's rows (:meth:`split`) written elsewhere (a resume journal's),
+        without rewriting them (:meth:`Spool.adopt`)."""
         with disk_full_named(self.directory):
-            for key in pc.unique(keys).to_pylist():
-                self._bucket(int(key)).append(table.filter(pc.equal(keys, key)))
+            self._bucket(bucket).adopt(path, rows)
+
+    def append(self, table: pa.Table) -> None:
+        with disk_full_named(self.directory):
+            for key, piece in self.split(table):
+                self._bucket(key).append(piece)
             # the memory bound is for the whole spool, however many buckets a long run has
             if sum(s.buffered for s in self.buckets.values()) >= FLUSH_ROWS:
                 for spool in self.buckets.values():

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
 import time
+import zlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,9 +15,11 @@ import pytest
 
 from resources.api.client import VisibilityClient
 from sandbox.testing import SandboxHandle
+from sync import fetching as fetching_module
 from sync import resume as resume_module
 from sync.catalog import PROMPT_MENTIONS
 from sync.fetching import fetch_partitioned
+from sync.landing import FetchOutcome
 from sync.planning import Call, Endpoint, Window
 from sync.resume import MANIFEST, SELECTION, ResumeStore, call_key, resume_root, selection_id
 from tests.sync.conftest import D
@@ -57,6 +61,16 @@ def test_the_calls_a_journal_holds_come_back_with_their_rows(tmp_path: Path) -> 
 
     assert done == set(KEYS[:3]) and dropped == 0
     assert pa.concat_tables(tables).equals(rows(3))
+
+
+def test_the_manifest_names_each_files_size_and_checksum_as_written_on_disk(tmp_path: Path) -> None:
+    journalled(tmp_path)
+    entries = [json.loads(line) for line in (tmp_path / "sel" / MANIFEST).read_text().splitlines()]
+    files = [f for e in entries for f in e["files"]]
+
+    assert [e["rows"] for e in entries] == [3, 0] and len(files) == 1
+    data = (tmp_path / "sel" / files[0]["file"]).read_bytes()
+    assert (files[0]["size"], files[0]["crc32"]) == (len(data), zlib.crc32(data))
 
 
 def test_a_corrupt_file_is_not_trusted_and_its_calls_are_asked_again(tmp_path: Path) -> None:
@@ -209,3 +223,96 @@ def test_a_second_fetch_of_the_same_selection_asks_none_of_the_calls_the_first_c
     finally:
         first.spool.remove()
         second.spool.remove()
+
+
+CELLS = {(D, "chatgpt"), (D, "claude"), (D - dt.timedelta(days=9), "chatgpt")}  # two spool buckets
+
+
+def fetch(sandbox: SandboxHandle, resume: ResumeStore | None) -> tuple[FetchOutcome, int]:
+    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
+        outcome = fetch_partitioned(client, PROMPT_MENTIONS, CELLS, [], resume=resume)
+        return outcome, client.stats.requests_by_endpoint.get(Endpoint.MENTIONS, 0)
+
+
+def spooled(outcome: FetchOutcome) -> list[dict[str, object]]:
+    table = pa.concat_tables(list(outcome.spool.read(lambda t: t)), promote_options="permissive")
+    return sorted(table.to_pylist(), key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def segments(outcome: FetchOutcome) -> list[Path]:
+    return [Path(p) for s in outcome.spool.buckets.values() for p in s.segments]
+
+
+def test_a_journalled_fetch_writes_its_rows_once_the_spool_links_the_journals_files(
+    sandbox: SandboxHandle, tmp_path: Path
+) -> None:
+    plain, _ = fetch(sandbox, None)
+    store = ResumeStore(tmp_path)
+    journalled, _ = fetch(sandbox, store)
+    try:
+        journal_files = {p.stat().st_ino for p in tmp_path.rglob("part-*.arrow")}
+        assert len(journalled.spool.buckets) == 2
+        assert segments(journalled) and {p.stat().st_ino for p in segments(journalled)} == journal_files
+        assert spooled(journalled) == spooled(plain) and journalled.spool.rows == plain.spool.rows
+
+        store.finish()  # every table landed: the journal goes, the spool keeps its own names
+
+        assert not tmp_path.exists() and spooled(journalled) == spooled(plain)
+    finally:
+        plain.spool.remove()
+        journalled.spool.remove()
+
+
+def test_a_resumed_fetch_takes_the_journalled_files_without_writing_them_again(
+    sandbox: SandboxHandle, tmp_path: Path
+) -> None:
+    first, _ = fetch(sandbox, ResumeStore(tmp_path))
+    second, asked = fetch(sandbox, ResumeStore(tmp_path))
+    try:
+        journal_files = {p.stat().st_ino for p in tmp_path.rglob("part-*.arrow")}
+        assert asked == 0 and spooled(second) == spooled(first)
+        assert {p.stat().st_ino for p in segments(second)} == journal_files
+    finally:
+        first.spool.remove()
+        second.spool.remove()
+
+
+def test_journalled_files_of_other_spool_buckets_are_spooled_again_by_rows(
+    sandbox: SandboxHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, _ = fetch(sandbox, ResumeStore(tmp_path))
+    monkeypatch.setattr(fetching_module, "DEFAULT_DAYS_PER_WRITE", 3)  # buckets of 3 days now
+    second, asked = fetch(sandbox, ResumeStore(tmp_path))
+    try:
+        assert asked == 0 and second.spool.days_per_bucket == 3
+        assert spooled(second) == spooled(first)
+        journal_files = {p.stat().st_ino for p in tmp_path.rglob("part-*.arrow")}
+        assert not {p.stat().st_ino for p in segments(second)} & journal_files  # rewritten in its buckets
+    finally:
+        first.spool.remove()
+        second.spool.remove()
+
+
+def test_a_journal_that_cannot_write_is_dropped_and_the_fetch_spools_every_row(
+    sandbox: SandboxHandle, tmp_path: Path
+) -> None:
+    """The journal on a real full disk: a tiny tmpfs (needs root to mount; skipped elsewhere)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(small)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        plain, _ = fetch(sandbox, None)
+        journalled, _ = fetch(sandbox, ResumeStore(small))
+        try:
+            assert "No space left on device" in journalled.notes["resume_journal_failed"]
+            assert spooled(journalled) == spooled(plain) and journalled.spool.rows == plain.spool.rows
+            assert not list(small.rglob(".part-*"))  # no half-written file left
+        finally:
+            plain.spool.remove()
+            journalled.spool.remove()
+    finally:
+        subprocess.run(["umount", "--lazy", str(small)], check=False)

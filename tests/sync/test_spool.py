@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from sync import spool as spool_module
-from sync.spool import DateSpool, Spool, bucket_of, bucket_windows
+from sync.spool import DateSpool, Spool, bucket_of, bucket_pieces, bucket_windows
 
 
 def part(ids: list[int], **extra: list[object]) -> pa.Table:
@@ -87,6 +87,74 @@ def test_a_date_spool_reads_only_the_buckets_of_a_window() -> None:
         assert spool.rows == 30 and len(spool.buckets) >= 5
     finally:
         spool.remove()
+
+
+def test_rows_split_by_bucket_hold_each_row_once_in_its_own_bucket() -> None:
+    days = [dt.date(2026, 10, 1) + dt.timedelta(days=i % 20) for i in range(60)]
+    table = pa.table({"day": pa.array(days, pa.date32()), "n": list(range(60))})
+
+    pieces = bucket_pieces(table, "day", 7)
+
+    assert [k for k, _ in pieces] == sorted({bucket_of(d, 7) for d in days})
+    assert all({bucket_of(d, 7) for d in t.column("day").to_pylist()} == {k} for k, t in pieces)
+    assert sorted(n for _, t in pieces for n in t.column("n").to_pylist()) == list(range(60))
+    one_week = table.slice(0, 3)  # 2026-10-01..03: one bucket, kept as it is
+    assert bucket_pieces(one_week, "day", 7) == [(bucket_of(days[0], 7), one_week)]
+    assert bucket_pieces(table.slice(0, 0), "day", 7) == []
+
+
+def _ipc_file(path: Path, table: pa.Table) -> Path:
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return path
+
+
+def test_an_adopted_file_is_linked_not_rewritten_and_outlives_its_writers_name(tmp_path: Path) -> None:
+    day = dt.date(2026, 10, 1)
+    rows = pa.table({"day": pa.array([day] * 3, pa.date32()), "n": [1, 2, 3]})
+    written = _ipc_file(tmp_path / "part.arrow", rows)
+    spool = DateSpool.create("day", 7, parent=tmp_path)
+    try:
+        spool.append(pa.table({"day": pa.array([day], pa.date32()), "n": [0]}))
+        spool.adopt(bucket_of(day, 7), written, 3)
+        handed_over = pickle.loads(pickle.dumps(spool))  # landing reads it in another process
+        inodes = {p.stat().st_ino for p in Path(spool.directory).rglob("segment-*")}
+        assert written.stat().st_ino in inodes and written.stat().st_nlink == 2  # the same file
+        written.unlink()  # the journal removed first (it landed, or expired)
+
+        landed = pa.concat_tables(list(handed_over.read(lambda t: t))).column("n").to_pylist()
+
+        assert sorted(landed) == [0, 1, 2, 3] and handed_over.rows == 4
+    finally:
+        spool.remove()
+    assert not Path(spool.directory).exists()
+
+
+def test_a_file_on_another_file_system_is_copied_into_the_spool(tmp_path: Path) -> None:
+    """A real second file system: a tmpfs (needs root to mount; skipped elsewhere)."""
+    other = tmp_path / "other"
+    other.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(other)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        day = dt.date(2026, 10, 1)
+        written = _ipc_file(
+            other / "part.arrow", pa.table({"day": pa.array([day] * 2, pa.date32()), "n": [1, 2]})
+        )
+        spool = DateSpool.create("day", 7, parent=tmp_path)
+        try:
+            spool.adopt(bucket_of(day, 7), written, 2)
+            (segment,) = Path(spool.directory).rglob("segment-*")
+            assert segment.stat().st_nlink == 1 and written.stat().st_nlink == 1  # a copy: no link across
+            written.unlink()
+            assert pa.concat_tables(list(spool.read(lambda t: t))).column("n").to_pylist() == [1, 2]
+        finally:
+            spool.remove()
+    finally:
+        subprocess.run(["umount", "--lazy", str(other)], check=False)
 
 
 def test_spools_left_by_failed_lands_are_swept_after_a_day(tmp_path, monkeypatch) -> None:
