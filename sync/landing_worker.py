@@ -320,9 +320,9 @@ def _warm_up() -> None:
     (``use_returning_allocator``), so the worker does not stay at its largest chunk's memory.
     """
     sys.meta_path.insert(0, _NoPandas())
-    from sync.spool import use_returning_allocator
+    from sync.allocator import return_freed_memory
 
-    use_returning_allocator()
+    return_freed_memory()
     import resources.warehouse.duckdb
     import resources.warehouse.factory  # noqa: F401
 
