@@ -163,6 +163,7 @@ def read_within(con: duckdb.DuckDBPyConnection, limit: str, read: Callable[[], T
             type(exc).__name__,
             first_line(exc),
         )
-    finally:
-        con.execute("RESET memory_limit").fetchall()
+    finally:  # a fatal error has closed the instance: nothing to reset, and its error surfaces
+        with contextlib.suppress(duckdb.Error):
+            con.execute("RESET memory_limit").fetchall()
     return read()
