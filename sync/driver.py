@@ -37,6 +37,7 @@ from resources.api.stats import RequestStats
 from resources.failures import failure_kind
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import SnapshotScope
+from sync.allocator import return_freed_memory
 from sync.discovery import BrandScope, CitationTargets, Discovery
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOutcome, requests_beyond_plan
@@ -164,6 +165,7 @@ def sync_daily(
 
     Only the last table's landing is not hidden behind a fetch, so list the longest fetch last.
     """
+    return_freed_memory()
     days = {day for day, _ in request.cells}
     # a few days land in this process: a worker's start-up would cost more than it saves
     lander = Lander(warehouse_config, in_process=len(days) <= DEFAULT_DAYS_PER_WRITE)
@@ -349,6 +351,7 @@ def sync_snapshots(
 
     A failure every later table would repeat ends the listings: each table not synced then fails.
     """
+    return_freed_memory()  # before the listings' first Arrow buffer (mimalloc would keep it)
 
     def fetch(table: SnapshotTable, stop: StopSignal) -> _Listing:
         notes: dict[str, Any] = {}

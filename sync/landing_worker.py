@@ -317,12 +317,13 @@ def _warm_up() -> None:
 
     Nothing of Dagster: the worker needs the warehouse's engine only (importing Dagster was most of
     the worker's start-up CPU, and 40 MB of its memory). Arrow's freed buffers go back to the system
-    (``use_returning_allocator``), so the worker does not stay at its largest chunk's memory.
+    (:func:`sync.allocator.return_freed_memory`), so the worker does not stay at its largest chunk's
+    memory.
     """
     sys.meta_path.insert(0, _NoPandas())
-    from sync.spool import use_returning_allocator
+    from sync.allocator import return_freed_memory
 
-    use_returning_allocator()
+    return_freed_memory()
     import resources.warehouse.duckdb
     import resources.warehouse.factory  # noqa: F401
 

@@ -78,13 +78,13 @@ from resources.warehouse.duckdb_lock import (
     is_lock_error,
     lock_holder,
 )
-from resources.warehouse.duckdb_memory import MemoryBudget
+from resources.warehouse.duckdb_memory import MemoryBudget, read_within
 from resources.warehouse.quoting import quote_identifier
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
 from resources.warehouse.stamp import WriteStamp
 from resources.warehouse.types import duckdb_type, from_duckdb_type
 from resources.warehouse.upsert import upsert_statement
-from resources.warehouse.urls import DEFAULT_LOCK_TIMEOUT_SECONDS
+from resources.warehouse.urls import DEFAULT_LOCK_TIMEOUT_SECONDS, parse_memory_limit
 from resources.warehouse.validation import validate_spec
 from resources.warehouse.view_shape import (
     ViewShape,
@@ -248,6 +248,7 @@ class DuckDBWarehouse(Warehouse):
         read_only: bool = False,
         lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
         memory_limit: str | None = None,
+        query_memory_limit: str | None = None,
         on_wait: OnWait | None = None,
     ) -> None:
         path = Path(path)
@@ -262,6 +263,11 @@ class DuckDBWarehouse(Warehouse):
         self.lock_timeout_seconds = lock_timeout_seconds
         #: DuckDB's memory budget for this handle's connections; None: DuckDB's default
         self._budget = MemoryBudget(memory_limit)
+        #: DuckDB's memory budget for a query (:meth:`query`) on a connection outside ``memory_limit``
+        #: (:func:`~resources.warehouse.duckdb_memory.read_within`); None: DuckDB's default
+        self.query_memory_limit = query_memory_limit
+        if query_memory_limit is not None:
+            parse_memory_limit(query_memory_limit)
         #: called while a connection waits for the file lock (and once when the wait ends): a status
         #: line's hook; the same waits are logged on ``visibility.warehouse`` either way
         self.on_wait = on_wait
@@ -706,7 +712,10 @@ class DuckDBWarehouse(Warehouse):
     def _run_query(self, sql: str, params: dict[str, Any]) -> pa.Table:
         """On a read-only connection (the session's, in a session)."""
         with self._connect(read_only=True) as con:
-            return con.sql(sql, params=params or None).to_arrow_table()
+            limit = None if self._budget.active else self.query_memory_limit
+            if limit is None:
+                return con.sql(sql, params=params or None).to_arrow_table()
+            return read_within(con, limit, lambda: con.sql(sql, params=params or None).to_arrow_table())
 
     def close(self) -> None:
         """Nothing to release: connections live only for one call or one :meth:`session`."""

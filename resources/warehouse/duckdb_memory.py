@@ -26,6 +26,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import duckdb
 
@@ -35,6 +36,8 @@ from resources.warehouse.urls import parse_memory_limit
 from resources.warehouse.write_checks import is_one_shot
 
 log = logging.getLogger(LOGGER_NAME)
+
+T = TypeVar("T")
 
 #: budgeted connections checkpoint when they close, not after a commit (module doc)
 _NO_AUTOCHECKPOINT = "1TB"
@@ -134,3 +137,33 @@ class MemoryBudget:
             )
         with self.lifted(session):
             return land()
+
+
+def read_within(con: duckdb.DuckDBPyConnection, limit: str, read: Callable[[], T]) -> T:
+    """``read()`` (a query: it changes nothing) within DuckDB's memory budget ``limit``; one that runs
+    out of memory in it is run once more without it, with a warning.
+
+    A check's query scans a whole table (a ``GROUP BY`` of its keys): with DuckDB's default budget
+    (80% of RAM) the run process kept 80-100 MB more at a 30-day sync's checks than within 64MB, where
+    DuckDB spills instead (bench/RESULTS.md, *Memory of the process tree*). ``limit`` is the instance's
+    setting while ``read`` runs, then DuckDB's default again (the connection may be a session's, whose
+    upserts keep the default)."""
+    try:
+        con.execute(f"SET memory_limit = {quote_literal(limit)}").fetchall()
+    except duckdb.Error:  # DuckDB holds more than ``limit`` already: this read goes without it
+        return read()
+    try:
+        return read()
+    except duckdb.Error as exc:
+        if not is_out_of_memory(exc):
+            raise
+        log.warning(
+            "DuckDB query exceeded memory_limit=%s (%s: %s); running it once more without the budget",
+            limit,
+            type(exc).__name__,
+            first_line(exc),
+        )
+    finally:  # a fatal error has closed the instance: nothing to reset, and its error surfaces
+        with contextlib.suppress(duckdb.Error):
+            con.execute("RESET memory_limit").fetchall()
+    return read()

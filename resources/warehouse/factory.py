@@ -67,14 +67,18 @@ def warehouse_for(
 ) -> Warehouse:
     """The handle ``WarehouseResource(**settings).get_warehouse(...)`` opens (its ``settings()``).
 
-    ``landing``: DuckDB's connections get ``duckdb_landing_memory_limit`` (the landing worker's).
+    ``landing``: DuckDB's connections get ``duckdb_landing_memory_limit`` (the landing worker's);
+    other handles' queries run within it too (``query_memory_limit``), their writes without it.
     """
     url = settings["url"]
     options: dict[str, Any] = {}
     if isinstance(url, str) and url.strip().lower().startswith("duckdb:"):
         options["lock_timeout_seconds"] = settings.get("lock_timeout_seconds", DEFAULT_LOCK_TIMEOUT_SECONDS)
         options["on_wait"] = on_wait
+        limit = settings.get("duckdb_landing_memory_limit", DEFAULT_LANDING_MEMORY_LIMIT)
+        budget = validate_memory_limit(limit, "duckdb_landing_memory_limit")
         if landing:
-            limit = settings.get("duckdb_landing_memory_limit", DEFAULT_LANDING_MEMORY_LIMIT)
-            options["memory_limit"] = validate_memory_limit(limit, "duckdb_landing_memory_limit")
+            options["memory_limit"] = budget
+        else:  # the checks' queries: a whole table's keys grouped, in the run's process
+            options["query_memory_limit"] = budget
     return warehouse_from_url(url, settings.get("schema_name", DEFAULT_SCHEMA), **options)

@@ -86,9 +86,10 @@ class WarehouseResource(ConfigurableResource):
     duckdb_landing_memory_limit: str = Field(
         default=DEFAULT_LANDING_MEMORY_LIMIT,
         description="DuckDB only: memory budget of the connections that land partitioned tables "
-        "(DuckDB's memory_limit, e.g. 64MB or 1GiB; at least 32MB). It keeps the landing process's "
-        "memory flat however large the tables grow; a table's landing that does not fit is rolled "
-        "back whole and retried once without it. Empty: DuckDB's default (80% of RAM).",
+        "(DuckDB's memory_limit, e.g. 64MB or 1GiB; at least 32MB), and of the checks' queries. It "
+        "keeps the landing process's memory flat however large the tables grow; a table's landing "
+        "(or a query) that does not fit is rolled back whole and retried once without it. Empty: "
+        "DuckDB's default (80% of RAM).",
     )
 
     def settings(self) -> dict[str, Any]:
@@ -109,8 +110,9 @@ class WarehouseResource(ConfigurableResource):
         """A new warehouse handle; close it (or use it as a context manager) when done.
 
         ``landing``: the handle lands partitioned tables in the landing worker, so DuckDB's
-        connections get ``duckdb_landing_memory_limit``. Other handles keep DuckDB's default: a
-        snapshot upsert maintains a key index, which needs memory in proportion to its rows.
+        connections get ``duckdb_landing_memory_limit``. Other handles write with DuckDB's default
+        (a snapshot upsert maintains a key index, which needs memory in proportion to its rows) and
+        query within the budget (a check groups a whole table's keys; DuckDB spills instead).
         ``on_wait`` (DuckDB only; ignored by other engines): called with a
         :class:`~resources.warehouse.duckdb_lock.LockWait` while a connection waits for the file lock,
         and once when the wait ends (the same waits are logged on ``visibility.warehouse``).

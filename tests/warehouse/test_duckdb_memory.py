@@ -86,6 +86,48 @@ def test_the_resource_gives_the_budget_to_landing_handles_only(tmp_path: Path) -
     assert resource.settings()["duckdb_landing_memory_limit"] == "128MB"
 
 
+def test_the_resource_gives_the_budget_to_the_queries_of_its_other_handles(tmp_path: Path) -> None:
+    resource = WarehouseResource(url=f"duckdb:///{tmp_path}/w.duckdb", duckdb_landing_memory_limit="128MB")
+    landing, other = resource.get_warehouse(landing=True), resource.get_warehouse()
+    assert isinstance(landing, DuckDBWarehouse) and isinstance(other, DuckDBWarehouse)
+    assert (landing.query_memory_limit, other.query_memory_limit) == (None, "128MB")
+    unbudgeted = WarehouseResource(url=f"duckdb:///{tmp_path}/w.duckdb", duckdb_landing_memory_limit="")
+    other = unbudgeted.get_warehouse()
+    assert isinstance(other, DuckDBWarehouse) and other.query_memory_limit is None
+
+
+def test_a_query_runs_within_the_query_budget_and_the_session_writes_without_it(tmp_path: Path) -> None:
+    warehouse = DuckDBWarehouse(tmp_path / "w.duckdb", query_memory_limit="64MiB")
+    warehouse.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1")
+    with warehouse.session():
+        assert _memory_limit(warehouse) == "64.0 MiB"
+        session = warehouse._session()
+        assert session is not None
+        after = session.con.execute("SELECT current_setting('memory_limit')").fetchone()
+    assert after is not None and after[0] != "64.0 MiB"  # reset once the query ended
+    assert _memory_limit(DuckDBWarehouse(tmp_path / "w.duckdb")) != "64.0 MiB"
+    with pytest.raises(ValueError, match="'lots'"):
+        DuckDBWarehouse(tmp_path / "w.duckdb", query_memory_limit="lots")
+
+
+def test_a_query_beyond_the_query_budget_runs_again_without_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    warehouse = DuckDBWarehouse(tmp_path / "w.duckdb", query_memory_limit="32MB")
+    rows = mention_rows("b1", [D1, D2], per_cell=50)
+    warehouse.replace_partitions(MENTIONS, rows, scope(("b1",), D1, D3), "run-1")
+    warehouse.query_memory_limit = "16KB"  # below what validation accepts: DuckDB fails the query
+    sql = (
+        f"SELECT brand_id, count(*) AS n FROM {warehouse.table_ref('mentions')} "
+        "GROUP BY brand_id ORDER BY brand_id"
+    )
+    with caplog.at_level(logging.WARNING):
+        counted = warehouse.query(sql)
+    assert counted.to_pylist() == [{"brand_id": "b1", "n": rows.num_rows}]
+    assert "DuckDB query exceeded memory_limit=16KB" in caplog.text
+    assert "once more without the budget" in caplog.text
+
+
 def test_a_bad_budget_fails_when_the_step_starts_naming_the_setting(tmp_path: Path) -> None:
     resource = WarehouseResource(url=f"duckdb:///{tmp_path}/w.duckdb", duckdb_landing_memory_limit="lots")
     with pytest.raises(WarehouseConfigError, match="duckdb_landing_memory_limit: 'lots'"):

@@ -1,0 +1,42 @@
+"""Freed memory goes back to the system, in every process of a sync (Dagster-free).
+
+Two allocators hold what a sync frees: Arrow's default pool (mimalloc keeps freed pages for reuse;
+:func:`sync.spool.use_returning_allocator` switches Arrow to the C library's), and glibc's ``malloc``
+itself. glibc serves a block above its mmap threshold from a mapping of its own, unmapped on
+``free``; but the threshold is dynamic: each such block freed raises it (up to 32 MiB), after which
+Arrow's buffers of a few MiB come from the heaps of the fetch's threads, and a heap gives back only
+its top. The command of a 10-day sync so kept 50 MB more at its peak (bench/RESULTS.md, *Memory of
+the process tree*). A fixed threshold (:data:`MMAP_THRESHOLD`) keeps every large block in its own
+mapping; smaller blocks stay in the heaps, where reuse is cheap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+from sync.spool import use_returning_allocator
+
+#: glibc's ``mallopt`` parameter (malloc.h): the size from which a block gets its own mapping.
+M_MMAP_THRESHOLD = -3
+#: 1 MiB: a row batch's Arrow buffers get their own mapping; a page's decoded rows do not. (128 KiB,
+#: glibc's start value, mapped and zeroed far more blocks for the same peak.)
+MMAP_THRESHOLD = 1 << 20
+
+_done = False
+
+
+def return_freed_memory() -> None:
+    """Arrow on the C library's allocator, and glibc's mmap threshold fixed (process-wide, once)."""
+    global _done
+    use_returning_allocator()
+    if _done:
+        return
+    _done = True
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (musl has it too; a libc without it keeps its own)
+        return
+    mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(MMAP_THRESHOLD))
