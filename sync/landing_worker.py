@@ -136,6 +136,9 @@ class _Worker:
         self._results = results
         self._lifeline = lifeline
         self._lock = threading.Lock()
+        #: the results pipe is closed by a failed call or by stop(), which may run in another thread
+        #: (a step stopped while its landing waits): closed once, never an fd number twice
+        self._closing = threading.Lock()
 
     @property
     def pid(self) -> int:
@@ -214,7 +217,7 @@ class _Worker:
                 return self._results.recv()
             except (EOFError, OSError):
                 pass
-        self._results.close()  # not alive any more; the next landing starts a new worker
+        self._close_results()  # not alive any more; the next landing starts a new worker
         self._keeper.join(timeout=EXIT_TIMEOUT_SECONDS)
         raise LandingError(
             f"the landing worker (pid {self.pid}) {_how_it_ended(self.process.returncode)} while landing "
@@ -229,13 +232,17 @@ class _Worker:
         with contextlib.suppress(OSError):
             self._requests.close()  # an idle worker's loop ends: it exits by itself
         self._keeper.join(timeout=EXIT_TIMEOUT_SECONDS)
-        for close in (self._results.close, lambda: os.close(self._lifeline)):
-            with contextlib.suppress(OSError):
-                close()
+        self._close_results()
+        with contextlib.suppress(OSError):
+            os.close(self._lifeline)
         if self._keeper.is_alive():  # stuck: it must not outlive the step either
             with contextlib.suppress(OSError):
                 self.process.kill()
             self._keeper.join(timeout=EXIT_TIMEOUT_SECONDS)
+
+    def _close_results(self) -> None:
+        with self._closing, contextlib.suppress(OSError):
+            self._results.close()
 
 
 def _close(*fds: int) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
 import time
 import zlib
 from pathlib import Path
@@ -22,6 +21,7 @@ from sync.fetching import fetch_partitioned
 from sync.landing import FetchOutcome
 from sync.planning import Call, Endpoint, Window
 from sync.resume import MANIFEST, SELECTION, ResumeStore, call_key, resume_root, selection_id
+from tests.fixtures_spool import tmpfs
 from tests.sync.conftest import D
 
 W = Window(dt.date(2026, 9, 1), dt.date(2026, 9, 8))
@@ -297,14 +297,7 @@ def test_a_journal_that_cannot_write_is_dropped_and_the_fetch_spools_every_row(
     sandbox: SandboxHandle, tmp_path: Path
 ) -> None:
     """The journal on a real full disk: a tiny tmpfs (needs root to mount; skipped elsewhere)."""
-    small = tmp_path / "small"
-    small.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(small)], capture_output=True, check=False
-    )
-    if mounted.returncode != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    try:
+    with tmpfs(tmp_path / "small", "8k") as small:
         plain, _ = fetch(sandbox, None)
         journalled, _ = fetch(sandbox, ResumeStore(small))
         try:
@@ -314,5 +307,3 @@ def test_a_journal_that_cannot_write_is_dropped_and_the_fetch_spools_every_row(
         finally:
             plain.spool.remove()
             journalled.spool.remove()
-    finally:
-        subprocess.run(["umount", "--lazy", str(small)], check=False)

@@ -18,6 +18,7 @@ import pytest
 
 from sync import spool as spool_module
 from sync.spool import DateSpool, Spool, bucket_of, bucket_pieces, bucket_windows
+from tests.fixtures_spool import tmpfs
 
 
 def part(ids: list[int], **extra: list[object]) -> pa.Table:
@@ -132,14 +133,7 @@ def test_an_adopted_file_is_linked_not_rewritten_and_outlives_its_writers_name(t
 
 def test_a_file_on_another_file_system_is_copied_into_the_spool(tmp_path: Path) -> None:
     """A real second file system: a tmpfs (needs root to mount; skipped elsewhere)."""
-    other = tmp_path / "other"
-    other.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(other)], capture_output=True, check=False
-    )
-    if mounted.returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
+    with tmpfs(tmp_path / "other", "4m") as other:
         day = dt.date(2026, 10, 1)
         written = _ipc_file(
             other / "part.arrow", pa.table({"day": pa.array([day] * 2, pa.date32()), "n": [1, 2]})
@@ -153,8 +147,6 @@ def test_a_file_on_another_file_system_is_copied_into_the_spool(tmp_path: Path) 
             assert pa.concat_tables(list(spool.read(lambda t: t))).column("n").to_pylist() == [1, 2]
         finally:
             spool.remove()
-    finally:
-        subprocess.run(["umount", "--lazy", str(other)], check=False)
 
 
 def test_spools_left_by_failed_lands_are_swept_after_a_day(tmp_path, monkeypatch) -> None:
@@ -218,14 +210,7 @@ def test_a_killed_runs_spool_is_removed_by_the_next_spool_once_its_process_is_go
 
 def test_a_full_disk_is_one_line_naming_the_spool_folder_and_tmpdir(tmp_path: Path) -> None:
     """A real full disk: a 2 MiB tmpfs (needs root to mount; skipped elsewhere)."""
-    small = tmp_path / "small"
-    small.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], capture_output=True, check=False
-    )
-    if mounted.returncode != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    try:
+    with tmpfs(tmp_path / "small", "2m") as small:
         spool = DateSpool.create("date", 7, name="prompt_mentions", parent=small)
         rows = pa.table({"date": [dt.date(2026, 11, 1)] * 200_000, "text": ["x" * 40] * 200_000})
         with pytest.raises(spool_module.SpoolDiskFullError) as caught:
@@ -237,5 +222,3 @@ def test_a_full_disk_is_one_line_naming_the_spool_folder_and_tmpdir(tmp_path: Pa
         assert "no space left on the device of the spool folder" in message
         assert list(small.iterdir()) == []  # nothing left behind
         assert shutil.disk_usage(small).used < 2**20 // 4  # and no open file holds the space
-    finally:
-        subprocess.run(["umount", "--lazy", str(small)], check=False)
