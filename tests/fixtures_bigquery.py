@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -118,7 +119,8 @@ def _healthy(url: str) -> bool:
 class EmulatorProcess:
     url: str
     proc: subprocess.Popen[bytes]
-    log: Path
+    #: the emulator's log and its upload staging folder (else ``<tmp>/bqemu_uploads``, left behind)
+    work: Path
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -127,8 +129,7 @@ class EmulatorProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=10)
-        with contextlib.suppress(OSError):
-            self.log.unlink()
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def start_emulator(attempts: int = 3) -> EmulatorProcess:
@@ -138,26 +139,27 @@ def start_emulator(attempts: int = 3) -> EmulatorProcess:
     last = ""
     for _ in range(attempts):
         rest, grpc = _free_port(), _free_port()
-        fd, name = tempfile.mkstemp(prefix="bqemulator-", suffix=".log")
-        log = Path(name)
-        with os.fdopen(fd, "wb") as out:
+        work = Path(tempfile.mkdtemp(prefix="bqemulator-"))
+        log = work / "emulator.log"
+        with log.open("wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tests.fixtures_bigquery", str(rest), str(grpc), str(os.getpid())],
                 cwd=root,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                env={**os.environ, "BQEMU_UPLOAD_STAGING_DIR": str(work / "uploads")},
             )
         url = f"http://127.0.0.1:{rest}"
         deadline = time.monotonic() + _START_TIMEOUT_S
         while time.monotonic() < deadline and proc.poll() is None:
             if _healthy(url):
-                return EmulatorProcess(url, proc, log)
+                return EmulatorProcess(url, proc, work)
             time.sleep(0.1)
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
         last = log.read_text(errors="replace")[-4000:]
-        log.unlink()
+        shutil.rmtree(work, ignore_errors=True)
     raise RuntimeError(f"bqemulator did not start:\n{last}")
 
 
