@@ -1,12 +1,13 @@
 """Freed memory goes back to the system, in every process of a sync (Dagster-free).
 
-Two allocators hold what a sync frees: Arrow's default pool (mimalloc keeps freed pages for reuse;
-:func:`sync.spool.use_returning_allocator` switches Arrow to the C library's), and glibc's ``malloc``
-itself. glibc serves a block above its mmap threshold from a mapping of its own, unmapped on
-``free``; but the threshold is dynamic: each such block freed raises it (up to 32 MiB), after which
-Arrow's buffers of a few MiB come from the heaps of the fetch's threads, and a heap gives back only
-its top. The command of a 10-day sync so kept 50 MB more at its peak (bench/RESULTS.md, *Memory of
-the process tree*). A fixed threshold (:data:`MMAP_THRESHOLD`) keeps every large block in its own
+Two allocators hold what a sync frees: Arrow's default pool (mimalloc keeps freed pages for reuse,
+so a process that spooled or landed a large table would stay at its largest batch's memory for the
+rest of the run: Arrow is switched to the C library's allocator), and glibc's ``malloc`` itself.
+glibc serves a block above its mmap threshold from a mapping of its own, unmapped on ``free``; but
+the threshold is dynamic: each such block freed raises it (up to 32 MiB), after which Arrow's
+buffers of a few MiB come from the heaps of the fetch's threads, and a heap gives back only its top.
+The command of a 10-day sync so kept 50 MB more at its peak (bench/RESULTS.md, *Memory of the
+process tree*). A fixed threshold (:data:`MMAP_THRESHOLD`) keeps every large block in its own
 mapping; smaller blocks stay in the heaps, where reuse is cheap.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import ctypes
 import sys
 
-from sync.spool import use_returning_allocator
+import pyarrow as pa
 
 #: glibc's ``mallopt`` parameter (malloc.h): the size from which a block gets its own mapping.
 M_MMAP_THRESHOLD = -3
@@ -27,9 +28,11 @@ _done = False
 
 
 def return_freed_memory() -> None:
-    """Arrow on the C library's allocator, and glibc's mmap threshold fixed (process-wide, once)."""
+    """Arrow on the C library's allocator, and glibc's mmap threshold fixed (process-wide, once;
+    called by the fetch and by the landing worker)."""
     global _done
-    use_returning_allocator()
+    if pa.default_memory_pool().backend_name != "system":
+        pa.set_memory_pool(pa.system_memory_pool())
     if _done:
         return
     _done = True

@@ -20,12 +20,13 @@ import pyarrow as pa
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES_WITH_ALL, Endpoint
 from resources.warehouse.contract import TableSpec
+from sync.allocator import return_freed_memory
 from sync.discovery import BrandScope, CitationTargets, Discovery, brand_inputs
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOne, FetchOutcome, brand_engines, fetch_to_spool
 from sync.planning import Cell, Planner
 from sync.prefetch import StopSignal
 from sync.resume import ResumePoint, ResumeStore, call_key, remaining_calls, selection_id
-from sync.spool import DateSpool, use_returning_allocator
+from sync.spool import DateSpool
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def fetch_partitioned(
     those of an earlier, killed or failed, fetch of the same selection (:mod:`sync.resume`): only
     the other calls are asked."""
     started = time.monotonic()
-    use_returning_allocator()
+    return_freed_memory()
     listings = discovery or Discovery()
     scope: BrandScope = listings.scope(client, only)
     run_targets = targets if targets is not None or not asset.targets else asset.targets()

@@ -97,17 +97,6 @@ def _owner_gone(directory: Path) -> bool | None:
 FLUSH_ROWS = 50_000
 
 
-def use_returning_allocator() -> None:
-    """Arrow's buffers from the C library's allocator, which gives freed pages back to the system.
-
-    Arrow's default (mimalloc) keeps them for reuse, so a process that spooled or landed a large
-    table stays at its largest batch's memory for the rest of the run (bench/RESULTS.md, *Sync:
-    whole process tree*). Process-wide; called by the fetch and by the landing worker.
-    """
-    if pa.default_memory_pool().backend_name != "system":
-        pa.set_memory_pool(pa.system_memory_pool())
-
-
 def sweep_stale(now: float | None = None) -> list[str]:
     """Remove the spools of processes that are gone (killed before removing them), at once when the
     spool names its owner, after ``STALE_SECONDS`` otherwise."""
