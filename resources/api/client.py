@@ -403,7 +403,8 @@ class VisibilityClient:
             return
         elapsed = self._budget.now() - outage.since
         deadline = self._sync_deadline()
-        if elapsed < deadline:
+        # the same rule as a call's give-up: a deadline with less than one last try left is spent
+        if elapsed < deadline - _LAST_TRY_MIN_SECONDS:
             return
         raise ServiceUnreachableError(
             f"not sent: the service at {self._origin} has failed every attempt for {elapsed:.0f}s "

@@ -104,6 +104,19 @@ def test_sequential_calls_against_a_dead_service_share_one_deadline_and_later_on
     )
 
 
+def test_an_outage_with_less_than_one_last_try_left_sends_nothing_more(dead: str) -> None:
+    """A call gives up once less than one last try is left before the sync's deadline; the next call
+    must take the deadline as spent too, not send one more request in that margin."""
+    now = [100.0]
+    budget = RequestBudget(2, clock=lambda: now[0], retry_deadline_seconds=1.0)
+    budget.note_unreachable("connect_error")
+    now[0] += 0.97  # 30 ms of the 1 s deadline left: less than a last try's margin
+    with VisibilityClient(dead, KEY, budget=budget, retry_deadline_seconds=1.0) as client:
+        with pytest.raises(TransportError, match="not sent"):
+            client.get_brand("b1")
+        assert client.stats.total_requests == 0
+
+
 def test_a_check_against_a_dead_service_names_its_url_but_no_path_or_key(dead: str) -> None:
     resource = VisibilityAPIResource(
         api_url=f"{dead}/visibility/v1", api_key=KEY, timeout_seconds=10.0, retry_deadline_seconds=0.3
