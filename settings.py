@@ -41,6 +41,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from resources.api.access import ApiAccess
 from resources.api.config import (
     DEFAULT_REQUEST_FLOOR,
     DEFAULT_REQUESTS_PER_CALL,
@@ -301,6 +302,19 @@ class Settings(PartitionSettings):
         if self.api_key is None:
             raise ConfigError(f"{KEY_SETTING} is not set (a workspace or brand-scoped API key)")
         return self.api_url, self.api_key.get_secret_value()
+
+    def api_access(self) -> ApiAccess:
+        """What a sync's clients are opened with (URL, key, retry deadline, request budget), or a
+        ConfigError naming the missing variable; the ``api`` resource of the command line's runs
+        holds the same values (``pipelines/resources.py``)."""
+        url, key = self.require_api()
+        return ApiAccess(
+            api_url=url,
+            api_key=key,
+            retry_deadline_seconds=self.retry_deadline_seconds,
+            request_budget_floor=self.request_budget_floor,
+            request_budget_factor=self.request_budget_factor,
+        )
 
 
 class AuditSettings(_EnvironmentSettings):

@@ -57,6 +57,7 @@ from sync.driver import (
     sync_snapshots,
 )
 from sync.fetching import PartitionedTable, SnapshotTable
+from sync.head_start import head_start_for
 from sync.planning import Cell
 from sync.progress import FetchProgress
 from sync.resume import ResumeStore, resume_root
@@ -390,6 +391,7 @@ def daily_request(
         resume=ResumeStore(
             resume_root(None if context.instance.is_ephemeral else context.instance.storage_directory())
         ),
+        fetched_ahead=head_start_for(sync_id(context.run_id, context.run.tags)),
     )
 
 

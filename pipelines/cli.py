@@ -15,7 +15,7 @@ import shlex
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -193,20 +193,13 @@ def sync(
     """
     import uuid
 
-    from dagster import DagsterInstance
-
-    from pipelines.jobs import DAILY_JOB, SYNC_JOB
-    from pipelines.orphans import fail_orphaned_runs, process_tags
-    from pipelines.resources import api_resource, process_resources
-    from pipelines.schedules import range_tags
-    from pipelines.syncs import sync_definitions
+    from resources.api.access import SyncApi
     from resources.api.endpoints import ENGINES_WITH_ALL
     from sync.discovery import BRANDS_TAG, SYNC_TAG
     from sync.progress import NO_PROGRESS
+    from sync.resume import resume_root
 
-    api = api_resource(settings)  # one object for every run of the sync: one request budget
-    budget = api.get_budget()
-    definitions = sync_definitions(settings)
+    api = SyncApi(settings.api_access())  # one request budget for every run of the sync
     base_tags = {SYNC_TAG: uuid.uuid4().hex, "visibility/launched_by": "visibility-sync"}
     if brands:
         base_tags[BRANDS_TAG] = ",".join(brands)
@@ -216,39 +209,89 @@ def sync(
     recorded = bool(os.environ.get("DAGSTER_HOME"))  # runs recorded where the UI shows them
     spans = engine_groups(engines, ENGINES_WITH_ALL)
 
-    if recorded:
-        base_tags.update(process_tags())  # lets a later command tell that a killed run's process is gone
-
     summary = RunSummary()
-    with (
-        _progress(show_progress) as bar,
-        _status_lines(budget, bar),
-        recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
-    ):
+    with _progress(show_progress) as bar, _status_lines(api.budget, bar), ExitStack() as ahead:
+        progress = bar.channel() if bar is not None else NO_PROGRESS
+
+        def start_fetching(storage_directory: str | None) -> None:
+            """The first run's date x engine tables, fetched while Dagster still imports and plans."""
+            first_run = HeadStartPlan(start, end, spans[0], base_tags, resume_root(storage_directory))
+            ahead.enter_context(first_run.started(api, progress))
+
+        if not recorded:  # a throwaway instance journals in the temp folder: known before Dagster is
+            start_fetching(None)
+
+        from dagster import DagsterInstance
+
+        from pipelines.jobs import DAILY_JOB, SYNC_JOB
+        from pipelines.orphans import fail_orphaned_runs, process_tags
+        from pipelines.resources import api_resource, process_resources
+        from pipelines.schedules import range_tags
+        from pipelines.syncs import sync_definitions
+
+        definitions = sync_definitions(settings)
         if recorded:
-            fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))
-        resources = process_resources(settings, api, bar.channel() if bar is not None else NO_PROGRESS)
-        for index, (first, final) in enumerate(spans):
-            job_name = SYNC_JOB if index == 0 else DAILY_JOB
-            label = f"{job_name} {first}..{final}"
-            run_id = str(uuid.uuid4())
-            if bar is not None:  # steps starting and tables landing, as they happen
-                bar.stage(f"starting job {job_name}")
-                instance.add_event_listener(run_id, bar.on_dagster_event)
-            result = definitions.resolve_job_def(job_name).execute_in_process(
-                instance=instance,
-                run_id=run_id,
-                tags={**base_tags, **range_tags(start, last, (first, final))},
-                run_config=quiet,
-                resources=resources,
-                raise_on_error=False,
-            )
-            _collect(result, summary, label)
-            if summary.stops or budget.cancelled:
-                break
+            base_tags.update(process_tags())  # lets a later command tell that a killed run's process is gone
+        with recording_instance() if recorded else DagsterInstance.ephemeral() as instance:
+            if recorded:
+                fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))
+                start_fetching(instance.storage_directory())
+            resource = api_resource(settings)
+            resource.share_budget(api.budget)  # the runs' clients and the head start's: one budget
+            resources = process_resources(settings, resource, progress)
+            for index, (first, final) in enumerate(spans):
+                job_name = SYNC_JOB if index == 0 else DAILY_JOB
+                label = f"{job_name} {first}..{final}"
+                run_id = str(uuid.uuid4())
+                if bar is not None:  # steps starting and tables landing, as they happen
+                    bar.stage(f"starting job {job_name}")
+                    instance.add_event_listener(run_id, bar.on_dagster_event)
+                result = definitions.resolve_job_def(job_name).execute_in_process(
+                    instance=instance,
+                    run_id=run_id,
+                    tags={**base_tags, **range_tags(start, last, (first, final))},
+                    run_config=quiet,
+                    resources=resources,
+                    raise_on_error=False,
+                )
+                _collect(result, summary, label)
+                if summary.stops or api.budget.cancelled:
+                    break
         if bar is not None:
             bar.finish("failed" if summary.failures else "done")
     return summary
+
+
+@dataclass(frozen=True)
+class HeadStartPlan:
+    """What the first run of a command-line sync will be asked for, known before Dagster is imported:
+    its dates, engines (``span``: the first of :func:`engine_groups`), brands and journal root."""
+
+    start: dt.date
+    end: dt.date
+    span: tuple[str, str]
+    tags: dict[str, str]
+    resume_root: Path
+
+    def selection(self) -> Any:
+        from resources.api.endpoints import ENGINES_WITH_ALL
+        from sync.discovery import brand_filter
+        from sync.head_start import Selection
+
+        first, final = (ENGINES_WITH_ALL.index(engine) for engine in self.span)
+        days = [self.start + dt.timedelta(days=n) for n in range((self.end - self.start).days)]
+        cells = frozenset((day, engine) for day in days for engine in ENGINES_WITH_ALL[first : final + 1])
+        return Selection(cells, brand_filter(self.tags), None, self.resume_root)
+
+    def started(self, api: Any, progress: Any) -> Any:
+        """The head start (``sync/head_start.py``), running until the block ends."""
+        from sync.catalog import DAILY
+        from sync.discovery import SYNC_TAG, discovery_for
+        from sync.head_start import HeadStart, head_start
+
+        sync_id = self.tags[SYNC_TAG]
+        fetches = HeadStart(DAILY, self.selection(), api, discovery_for(sync_id), progress.report)
+        return head_start(sync_id, fetches)
 
 
 @contextmanager
@@ -290,8 +333,8 @@ def _status_lines(budget: Any, bar: Any) -> Iterator[None]:
 
 def _table_counts(settings: Settings) -> dict[str, int | None]:
     """Rows per landed table, read back from the warehouse (None: table absent)."""
+    from resources.warehouse.factory import warehouse_from_url
     from resources.warehouse.queries import row_count
-    from resources.warehouse.resource import warehouse_from_url
     from sync.catalog import ALL_TABLES
 
     with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse, warehouse.session():
@@ -355,13 +398,10 @@ def brand_ids(settings: Settings, refs: Sequence[str]) -> list[str]:
     wanted = [ref.strip() for ref in refs]
     if all(_UUID.fullmatch(ref) for ref in wanted):
         return wanted
-    from resources.api.resource import VisibilityAPIResource
     from resources.api.write_operations import resolve_brand
 
-    url, key = settings.require_api()
-    deadline = settings.retry_deadline_seconds
-    api = VisibilityAPIResource(api_url=url, api_key=key, retry_deadline_seconds=deadline)
-    with api.get_client() as client:
+    access = settings.api_access()
+    with access.client(access.new_budget()) as client:
         return [ref if _UUID.fullmatch(ref) else resolve_brand(client, ref).id for ref in wanted]
 
 
@@ -404,17 +444,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def check(settings: Settings) -> str:
     """One ``GET /v1/brands`` (first page only); raises the typed error that says what is wrong."""
-    from resources.api.resource import VisibilityAPIResource
+    import dataclasses
 
-    url, key = settings.require_api()
     # a check answers quickly: a few seconds of retries, not a sync's patience, unless the user set
     # VISIBILITY_RETRY_DEADLINE_SECONDS: then that deadline holds for the check too
     chosen = "retry_deadline_seconds" in settings.model_fields_set
     deadline = settings.retry_deadline_seconds if chosen else CHECK_DEADLINE_SECONDS
-    resource = VisibilityAPIResource(
-        api_url=url, api_key=key, timeout_seconds=min(10.0, deadline), retry_deadline_seconds=deadline
+    access = dataclasses.replace(
+        settings.api_access(), timeout_seconds=min(10.0, deadline), retry_deadline_seconds=deadline
     )
-    with resource.get_client() as client:
+    url = access.api_url
+    with access.client(access.new_budget()) as client:
         first = next(iter(client.list_brands()), None)
     check_warehouse(settings)
     landing = f"; the warehouse {_redact(settings.warehouse_url)} takes writes"

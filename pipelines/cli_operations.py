@@ -53,13 +53,8 @@ def _settings_and_input(args: argparse.Namespace, validate: Callable[[], object]
 
 def _client(settings: Settings) -> VisibilityClient:
     """A client for the read-only calls that resolve names (the job opens its own)."""
-    from resources.api.resource import VisibilityAPIResource
-
-    url, key = settings.require_api()
-    resource = VisibilityAPIResource(
-        api_url=url, api_key=key, retry_deadline_seconds=settings.retry_deadline_seconds
-    )
-    return resource.get_client()
+    access = settings.api_access()
+    return access.client(access.new_budget())
 
 
 def confirmed(args: argparse.Namespace, plan: str) -> bool:

@@ -76,7 +76,8 @@ class _Requests(ProgressColumn):
     def render(self, task: Task) -> Text:
         if task.total is None:
             return Text("")
-        return Text(f"{int(task.completed)}/{int(task.total)} requests", style="progress.download")
+        total = task.fields.get("requests", task.total)  # a bar's total is at least 1
+        return Text(f"{int(task.completed)}/{int(total)} requests", style="progress.download")
 
 
 class SyncProgress:
@@ -213,10 +214,18 @@ class SyncProgress:
             status = self._status(item)
             if item.name not in self._tasks:
                 self._tasks[item.name] = self._bar.add_task(
-                    item.name, total=max(item.total, 1), completed=item.done, status=status
+                    item.name,
+                    total=max(item.total, 1),
+                    completed=item.done,
+                    status=status,
+                    requests=item.total,
                 )
             self._bar.update(
-                self._tasks[item.name], completed=item.done, total=max(item.total, 1), status=status
+                self._tasks[item.name],
+                completed=item.done,
+                total=max(item.total, 1),
+                status=status,
+                requests=item.total,  # a table listed by another's requests made none
             )
             return
         if item.state == "landed":

@@ -21,6 +21,7 @@ does not use and whose mistakes must not stop it).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -82,14 +83,7 @@ def build_resources(settings: Settings) -> dict[str, Any]:
 
 def api_resource(settings: Settings) -> VisibilityAPIResource:
     """The ``api`` resource with the settings' own URL and key (ConfigError naming a missing one)."""
-    url, key = settings.require_api()
-    return VisibilityAPIResource(
-        api_url=url,
-        api_key=key,
-        retry_deadline_seconds=settings.retry_deadline_seconds,
-        request_budget_floor=settings.request_budget_floor,
-        request_budget_factor=settings.request_budget_factor,
-    )
+    return VisibilityAPIResource(**dataclasses.asdict(settings.api_access()))
 
 
 def process_resources(

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from resources.api.client import Row, VisibilityClient
 from resources.api.errors import NotFoundError
+from resources.failures import failure_kind
 from sync.planning import BrandInput
 
 T = TypeVar("T")
@@ -94,13 +95,22 @@ class Discovery:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._scopes: dict[tuple[str, ...], BrandScope] = {}
+        #: a brand listing that failed in a way every later one would repeat (a refused key)
+        self._refused: dict[tuple[str, ...], Exception] = {}
         self._listings: dict[str, dict[str, list[Row] | None]] = {}
 
     def scope(self, client: VisibilityClient, only: Sequence[str] = ()) -> BrandScope:
         key = tuple(only)
         with self._lock:
+            if key in self._refused:  # asked again, it would be refused again: no second request
+                raise self._refused[key]
             if key not in self._scopes:
-                self._scopes[key] = discover_brands(client, only)
+                try:
+                    self._scopes[key] = discover_brands(client, only)
+                except Exception as exc:
+                    if failure_kind(exc).stops_the_sync:
+                        self._refused[key] = exc
+                    raise
             cached = self._scopes[key]
             gone = {b for listing in self._listings.values() for b, rows in listing.items() if rows is None}
             scope = BrandScope(brands=list(cached.brands), out_of_scope=list(cached.out_of_scope))

@@ -40,6 +40,7 @@ from resources.warehouse.contract import SnapshotScope
 from sync.allocator import return_freed_memory
 from sync.discovery import BrandScope, CitationTargets, Discovery
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
+from sync.head_start import HeadStart, Selection
 from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOutcome, requests_beyond_plan
 from sync.landing_worker import Lander
 from sync.planning import ALL, Cell, Plan, expected_requests
@@ -133,6 +134,8 @@ class DailyRequest:
     backfill_cells: dict[str, set[Cell]] = field(default_factory=dict)
     #: where fetches keep what they fetched until every table landed (a re-run resumes from it)
     resume: ResumeStore | None = None
+    #: the fetches the command line started before this run (:mod:`sync.head_start`), if any
+    fetched_ahead: HeadStart | None = None
 
     def cells_to_fetch(self, table: str) -> set[Cell]:
         return self.cells | self.backfill_cells.get(table, set())
@@ -229,7 +232,7 @@ class _DailyFetch:
     def _fetch(self, table: PartitionedTable, stop: StopSignal) -> _Fetched:
         name, request = table.spec.name, self.request
         if request.shared is None or not request.backfill_cells.get(name):
-            outcome = self._fetch_own(table, stop)
+            outcome = self._take_ahead(table, stop) or self._fetch_own(table, stop)
             return _Fetched(outcome, lambda landed: outcome.spool.remove())
         shared, target = request.shared, request.cells_to_fetch(name)
         with shared.claim(name, stop) as claim:
@@ -256,6 +259,23 @@ class _DailyFetch:
                 shared.landed(name, request.run_id, request.cells, target)
 
         return _Fetched(own, release)
+
+    def _take_ahead(self, table: PartitionedTable, stop: StopSignal) -> FetchOutcome | None:
+        """The table's fetch made for exactly this run before it started (the command line's), if any."""
+        request, name = self.request, table.spec.name
+        if request.fetched_ahead is None:
+            return None
+        selection = Selection(
+            frozenset(request.cells),
+            tuple(request.only),
+            request.citation_targets,
+            request.resume.root if request.resume is not None else None,
+        )
+        outcome = request.fetched_ahead.take(name, selection, request.resume, stop)
+        if outcome is not None:
+            self.log.info(f"{name}: fetched while the command line started (sync/head_start.py)")
+            _log_fetch(self.log, name, outcome)
+        return outcome
 
     def _fetch_own(
         self, table: PartitionedTable, stop: StopSignal, spool_parent: Path | None = None

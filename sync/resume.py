@@ -356,6 +356,12 @@ class ResumeStore:
         self._opened.append(directory)
         return CallJournal(directory, lock)
 
+    def take_over(self, other: ResumeStore) -> None:
+        """Make the journals ``other`` opened this store's: a fetch made for this step by another
+        (``sync/head_start.py``) is finished or kept with the step's own."""
+        self._opened.extend(d for d in other._opened if d not in self._opened)
+        other._opened.clear()
+
     def release(self) -> None:
         """Forget the journals opened here, kept on disk (the step did not land everything)."""
         self._opened.clear()

@@ -8,18 +8,14 @@ from typing import Any
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from resources.api.access import ApiAccess
 from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
 from resources.api.config import (
     DEFAULT_REQUEST_FLOOR,
     DEFAULT_REQUESTS_PER_CALL,
     DEFAULT_RETRY_DEADLINE_SECONDS,
-    RETRY_DEADLINE_SETTING,
-    validate_api_key,
-    validate_base_url,
 )
-from resources.api.errors import ConfigurationError
-from resources.api.key_ledger import KeyLedger
 
 _HIDDEN = "[hidden]"
 
@@ -51,9 +47,12 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         description="Bearer key (VISIBILITY_API_KEY), read from the environment; never logged or stored."
     )
     max_concurrency: int = Field(
-        default=8, description="Most requests in flight; lowered at run time on concurrency_limited."
+        default=ApiAccess.max_concurrency,
+        description="Most requests in flight; lowered at run time on concurrency_limited.",
     )
-    timeout_seconds: float = Field(default=30.0, description="Timeout of one HTTP exchange.")
+    timeout_seconds: float = Field(
+        default=ApiAccess.timeout_seconds, description="Timeout of one HTTP exchange."
+    )
     retry_deadline_seconds: float = Field(
         default=DEFAULT_RETRY_DEADLINE_SECONDS,
         description="VISIBILITY_RETRY_DEADLINE_SECONDS: how long the sync keeps retrying an unreachable "
@@ -61,7 +60,8 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         "of this resource; also how long one call waits out 429s.",
     )
     backoff_base_seconds: float = Field(
-        default=0.5, description="First backoff step of the jittered exponential backoff."
+        default=ApiAccess.backoff_base_seconds,
+        description="First backoff step of the jittered exponential backoff.",
     )
     request_budget_floor: int = Field(
         default=DEFAULT_REQUEST_FLOOR,
@@ -81,18 +81,23 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         for name, value in super().__repr_args__():
             yield name, (_HIDDEN if name == "api_key" else value)
 
+    def access(self) -> ApiAccess:
+        """The Dagster-free description of this resource's clients (:mod:`resources.api.access`)."""
+        return ApiAccess(
+            api_url=self.api_url,
+            api_key=self.api_key,
+            max_concurrency=self.max_concurrency,
+            timeout_seconds=self.timeout_seconds,
+            retry_deadline_seconds=self.retry_deadline_seconds,
+            backoff_base_seconds=self.backoff_base_seconds,
+            request_budget_floor=self.request_budget_floor,
+            request_budget_factor=self.request_budget_factor,
+        )
+
     def validate_settings(self) -> None:
         """Raise ``ConfigurationError`` naming the setting (VISIBILITY_API_URL/KEY/RETRY_DEADLINE_SECONDS)
         when it is wrong."""
-        validate_base_url(self.api_url)
-        validate_api_key(self.api_key)
-        if not self.retry_deadline_seconds > 0:  # the environment's bounds are settings.py's
-            raise ConfigurationError(
-                f"{RETRY_DEADLINE_SETTING} must be a positive number of seconds, "
-                f"got {self.retry_deadline_seconds!r}"
-            )
-        if self.max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1")
+        self.access().validate()
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """The run (or sensor tick) this copy of the resource serves starts with no budget; its first
@@ -106,15 +111,6 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         with self._budget_lock:
             self._budget = None
 
-    def _new_budget(self) -> RequestBudget:
-        return RequestBudget(
-            self.max_concurrency,
-            retry_deadline_seconds=self.retry_deadline_seconds,
-            ledger=KeyLedger.for_key(self.api_url, self.api_key),  # shared with other processes on the key
-            request_floor=self.request_budget_floor,
-            requests_per_call=self.request_budget_factor,
-        )
-
     def get_budget(self) -> RequestBudget:
         """The budget every client of this instance shares: the sync's outage clock, cancel switch
         (``cancel()``), wait hook (``on_wait``) and request allowance.
@@ -125,8 +121,17 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         """
         with self._budget_lock:
             if self._budget is None:
-                self._budget = self._new_budget()
+                self._budget = self.access().new_budget()
             return self._budget
+
+    def share_budget(self, budget: RequestBudget) -> None:
+        """Use ``budget``, made before this resource (:class:`resources.api.access.SyncApi`): the
+        command line's fetches that start while Dagster imports, and its runs, share one budget.
+        Only for an instance used as is (Dagster gives each run's copy a budget of its own)."""
+        with self._budget_lock:
+            if self._budget is not None and self._budget is not budget:
+                raise RuntimeError("this api resource already has a budget of its own")
+            self._budget = budget
 
     def cancel(self) -> None:
         """Cancel the sync: every client of this instance's budget stops at once with
@@ -140,15 +145,4 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         callers that must stay short, such as sensor ticks; the outage clock shared through the
         budget still counts against the resource's own ``retry_deadline_seconds``.
         """
-        self.validate_settings()
-        deadline = self.retry_deadline_seconds if retry_deadline_seconds is None else retry_deadline_seconds
-        budget = self.get_budget()
-        return VisibilityClient(
-            self.api_url,
-            self.api_key,
-            max_concurrency=self.max_concurrency,
-            timeout_seconds=min(self.timeout_seconds, deadline),
-            retry_deadline_seconds=deadline,
-            backoff_base_seconds=self.backoff_base_seconds,
-            budget=budget,
-        )
+        return self.access().client(self.get_budget(), retry_deadline_seconds=retry_deadline_seconds)

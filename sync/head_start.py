@@ -1,0 +1,172 @@
+"""A sync's date x engine tables fetched while the process is still importing Dagster (Dagster-free).
+
+``visibility-sync run`` spends its first seconds importing Dagster and building its instance, job and
+run before a step asks the API anything (bench/RESULTS.md, *Small sync: where the time goes*). The
+fetch needs none of that, so the command starts it first: one background thread lists the brands
+(and the prompts and competitors the tables need) and fetches each date x engine table, in the daily
+step's order, for the cells, brands and citation targets that step will be asked for. The step then
+takes each fetch instead of making it (:meth:`HeadStart.take`), waiting for one still running. A
+step asked for anything else fetches for itself; what no step took is removed when the command
+closes the head start.
+
+Each fetch is the very one the step would make (``fetch_partitioned``: the same budget, listings
+and resume journal, whose ownership passes to the step that takes it), started earlier: the rows,
+requests and errors are the same. An error is raised at the step's ``take``, as if the step had
+fetched; after a failure that ends a sync (a refused key, an unreachable service, a stop) the thread
+fetches nothing more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from resources.api.client import VisibilityClient
+from resources.failures import failure_kind
+from sync.discovery import CitationTargets, Discovery
+from sync.fetching import PartitionedTable, fetch_partitioned
+from sync.landing import FetchOutcome
+from sync.planning import Cell
+from sync.prefetch import StopSignal
+from sync.resume import ResumeStore
+
+#: How often a step waiting for a fetch looks at its own stop signal.
+_WAIT_SECONDS = 0.2
+
+
+class Api(Protocol):
+    def get_client(self) -> VisibilityClient: ...
+    def cancel(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the fetches are for; a step asking for anything else fetches for itself."""
+
+    cells: frozenset[Cell]
+    #: the brand filter (``visibility/brands``), in the run tag's order
+    only: tuple[str, ...] = ()
+    #: the run's own citation targets (None: the settings')
+    targets: CitationTargets | None = None
+    #: where the fetches journal their calls (``sync.resume``): the step's store must have this root
+    resume_root: Path | None = None
+
+
+@dataclass
+class _Slot:
+    """One table's fetch: running, fetched, failed, or never started (then the step fetches)."""
+
+    store: ResumeStore | None
+    done: threading.Event = field(default_factory=threading.Event)
+    outcome: FetchOutcome | None = None
+    error: BaseException | None = None
+    taken: bool = False
+
+
+class HeadStart:
+    """The tables' fetches for one selection, one after another in a background thread."""
+
+    def __init__(
+        self,
+        tables: Sequence[PartitionedTable],
+        selection: Selection,
+        api: Api,
+        discovery: Discovery,
+        on_progress: Callable[[str, int, int], None] | None = None,
+    ) -> None:
+        self.selection = selection
+        self._tables = list(tables)
+        self._api, self._discovery, self._on_progress = api, discovery, on_progress
+        root = selection.resume_root
+        self._slots = {t.spec.name: _Slot(ResumeStore(root) if root is not None else None) for t in tables}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fetch_all, name="visibility-head-start", daemon=True)
+
+    def start(self) -> HeadStart:
+        self._thread.start()
+        return self
+
+    def _fetch_all(self) -> None:
+        for table in self._tables:
+            slot = self._slots[table.spec.name]
+            try:
+                if not self._stop.is_set():
+                    slot.outcome = self._fetch(table, slot)
+            except BaseException as exc:  # raised at the step's take, in its thread
+                slot.error = exc
+                if failure_kind(exc).stops_the_sync:
+                    self._stop.set()  # the later tables are left to the step, which stops first
+            finally:
+                slot.done.set()
+
+    def _fetch(self, table: PartitionedTable, slot: _Slot) -> FetchOutcome:
+        name, on_progress = table.spec.name, self._on_progress
+        with self._api.get_client() as client:
+            return fetch_partitioned(
+                client,
+                table,
+                set(self.selection.cells),
+                self.selection.only,
+                (lambda done, total: on_progress(name, done, total)) if on_progress else None,
+                StopSignal(self._stop),
+                self._discovery,
+                None,
+                self.selection.targets,
+                resume=slot.store,
+            )
+
+    def take(
+        self, table: str, selection: Selection, resume: ResumeStore | None, stop: StopSignal
+    ) -> FetchOutcome | None:
+        """The fetch of ``table`` made for ``selection`` (waiting for it), its journals handed to
+        ``resume``; None when none was made for it (the caller fetches). A fetch that failed raises
+        its error here."""
+        slot = self._slots.get(table)
+        if slot is None or slot.taken or selection != self.selection:
+            return None
+        while not slot.done.wait(_WAIT_SECONDS):
+            stop.raise_if_set()
+        slot.taken = True
+        if resume is not None and slot.store is not None:
+            resume.take_over(slot.store)
+        if slot.error is not None:
+            raise slot.error
+        return slot.outcome
+
+    def close(self) -> None:
+        """Stop fetching and remove every fetch no step took (its journal stays for a re-run)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._api.cancel()  # a fetch waiting on the rate limit or a retry checks no stop signal
+            self._thread.join()
+        for slot in self._slots.values():
+            if not slot.taken and slot.outcome is not None:
+                slot.outcome.spool.remove()
+            slot.taken = True
+
+
+_RUNNING: dict[str, HeadStart] = {}
+_RUNNING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def head_start(sync_id: str, ahead: HeadStart) -> Iterator[HeadStart]:
+    """Start ``ahead`` for the runs of sync ``sync_id`` (:func:`head_start_for`); closed at the end."""
+    with _RUNNING_LOCK:
+        _RUNNING[sync_id] = ahead
+    try:
+        yield ahead.start()
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.pop(sync_id, None)
+        ahead.close()
+
+
+def head_start_for(sync_id: str) -> HeadStart | None:
+    """The fetches started ahead for the runs of sync ``sync_id`` in this process, if any."""
+    with _RUNNING_LOCK:
+        return _RUNNING.get(sync_id)
