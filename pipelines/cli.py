@@ -26,7 +26,7 @@ from rich.table import Table
 from pipelines.cli_operations import add_operation_commands
 from pipelines.cli_output import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, console, err
 from pipelines.cli_report import add_report_parser
-from pipelines.cli_setup import check_warehouse, recording_instance
+from pipelines.cli_setup import check_warehouse, recording_instance, throwaway_instance
 from resources.failures import FailureKind, classified_error, failure_kind, failure_kind_by_name
 from settings import ConfigError, Settings, is_loopback_host, load_settings
 
@@ -221,8 +221,6 @@ def sync(
         if not recorded:  # a throwaway instance journals in the temp folder: known before Dagster is
             start_fetching(None)
 
-        from dagster import DagsterInstance
-
         from pipelines.jobs import DAILY_JOB, SYNC_JOB
         from pipelines.orphans import fail_orphaned_runs, process_tags
         from pipelines.resources import api_resource, process_resources
@@ -232,7 +230,7 @@ def sync(
         definitions = sync_definitions(settings)
         if recorded:
             base_tags.update(process_tags())  # lets a later command tell that a killed run's process is gone
-        with recording_instance() if recorded else DagsterInstance.ephemeral() as instance:
+        with recording_instance() if recorded else throwaway_instance() as instance:
             if recorded:
                 fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))
                 start_fetching(instance.storage_directory())
