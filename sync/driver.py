@@ -168,7 +168,7 @@ def sync_daily(
     return_freed_memory()
     days = {day for day, _ in request.cells}
     # a few days land in this process: a worker's start-up would cost more than it saves
-    lander = Lander(warehouse_config, in_process=len(days) <= DEFAULT_DAYS_PER_WRITE)
+    lander = Lander(warehouse_config, in_process=True)
     fetch = _DailyFetch(request, api, log, on_progress)
     fetched = fetch_ahead(tables, fetch, discard=lambda f: f.release(False), on_stop=api.cancel)
     all_landed = False

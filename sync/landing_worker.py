@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from resources.warehouse.contract import TableSpec, WriteResult
+from sync.allocator import return_freed_memory
 from sync.landing import FetchOutcome, land
 
 #: ``prctl`` option of Linux: the signal a process gets when the thread that created it ends.
@@ -328,8 +329,6 @@ def _warm_up() -> None:
     memory.
     """
     sys.meta_path.insert(0, _NoPandas())
-    from sync.allocator import return_freed_memory
-
     return_freed_memory()
     import resources.warehouse.duckdb
     import resources.warehouse.factory  # noqa: F401
@@ -353,8 +352,11 @@ def _land(
 ) -> list[WriteResult]:
     from resources.warehouse.factory import warehouse_for
 
-    with warehouse_for(warehouse_config, landing=True) as warehouse:
-        return land(warehouse, spec, outcome, run_id)
+    try:
+        with warehouse_for(warehouse_config, landing=True) as warehouse:
+            return land(warehouse, spec, outcome, run_id)
+    finally:
+        return_freed_memory()  # the chunks' buffers, before the next table's fetch or landing
 
 
 def _portable(exc: Exception) -> Exception:
