@@ -118,10 +118,11 @@ class WarehouseResource(ConfigurableResource):
     ) -> Warehouse:
         """A new warehouse handle; close it (or use it as a context manager) when done.
 
-        ``landing``: the handle lands partitioned tables in the landing worker, so DuckDB's
-        connections get ``duckdb_landing_memory_limit``. Other handles write with DuckDB's default
-        (a snapshot upsert maintains a key index, which needs memory in proportion to its rows) and
-        query within the budget (a check groups a whole table's keys; DuckDB spills instead).
+        ``landing``: the handle lands partitioned tables (in the sync's process, or its landing
+        worker), so DuckDB's connections get ``duckdb_landing_memory_limit``. Other handles write
+        with DuckDB's default (a snapshot upsert maintains a key index, which needs memory in
+        proportion to its rows) and query within the budget (a check groups a whole table's keys;
+        DuckDB spills instead).
         ``on_wait`` (DuckDB only; ignored by other engines): called with a
         :class:`~resources.warehouse.duckdb_lock.LockWait` while a connection waits for the file lock,
         and once when the wait ends (the same waits are logged on ``visibility.warehouse``).
