@@ -41,7 +41,7 @@ from sync.allocator import return_freed_memory
 from sync.discovery import BrandScope, CitationTargets, Discovery
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
 from sync.head_start import HeadStart, Selection
-from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOutcome, requests_beyond_plan
+from sync.landing import FetchOutcome, requests_beyond_plan
 from sync.landing_worker import Lander
 from sync.planning import ALL, Cell, Plan, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
@@ -169,9 +169,8 @@ def sync_daily(
     Only the last table's landing is not hidden behind a fetch, so list the longest fetch last.
     """
     return_freed_memory()
-    days = {day for day, _ in request.cells}
-    # a few days land in this process: a worker's start-up would cost more than it saves
-    lander = Lander(warehouse_config, in_process=len(days) <= DEFAULT_DAYS_PER_WRITE)
+    # in this process unless asked (a worker's interpreter costs more memory than it isolates)
+    lander = Lander(warehouse_config, in_process=not warehouse_config.get("landing_worker", False))
     fetch = _DailyFetch(request, api, log, on_progress)
     fetched = fetch_ahead(tables, fetch, discard=lambda f: f.release(False), on_stop=api.cancel)
     all_landed = False

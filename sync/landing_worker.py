@@ -1,9 +1,11 @@
-"""Landing in a child process, so the run process that fetches keeps a flat memory (Dagster-free).
+"""Landing in the sync's process, or in a child process when asked (Dagster-free).
 
 A sync step lands one table while it fetches the next. Landing a table holds a chunk of its rows in
-Arrow, and the warehouse's own buffers; in the fetching process that memory would add to the
-fetch's. A single worker process lands the tables one after the other instead: the run process only
-waits for it, leaving the GIL to the fetch, and the worker's memory is freed when the step ends.
+Arrow, and the warehouse's own buffers. A worker process would keep that memory apart from the
+fetch's, but its own interpreter and its second copy of DuckDB's and Arrow's libraries cost more than
+the chunk (bench/RESULTS.md, *Memory of the process tree*): the sync lands in its own process unless
+asked otherwise (``landing_worker`` of the warehouse settings, ``VISIBILITY_LANDING_WORKER=1``). A
+worker then lands the tables one after the other; the run process only waits for it.
 
 The worker never outlives the process that started it, however that process ends (SIGKILL,
 SIGTERM, Ctrl+C, a run terminated by Dagster): on Linux the kernel kills it when its parent dies
@@ -34,6 +36,7 @@ from types import TracebackType
 from typing import Any
 
 from resources.warehouse.contract import TableSpec, WriteResult
+from sync.allocator import return_freed_memory
 from sync.landing import FetchOutcome, land
 
 #: ``prctl`` option of Linux: the signal a process gets when the thread that created it ends.
@@ -59,8 +62,9 @@ class LandingError(Exception):
 class Lander:
     """``land()`` runs in one worker process while the ``with`` block lasts.
 
-    Outside a ``with`` block, or with ``in_process`` (a small sync, whose landing holds little and
-    would wait for the worker's start-up), ``land()`` lands in the calling process.
+    Outside a ``with`` block, or with ``in_process`` (what a sync does unless its settings ask for the
+    worker), ``land()`` lands in the calling process. Either way what the landing freed is given
+    back to the system once it ends (:func:`sync.allocator.return_freed_memory`).
     """
 
     def __init__(self, warehouse_config: Mapping[str, Any], *, in_process: bool = False) -> None:
@@ -328,8 +332,6 @@ def _warm_up() -> None:
     memory.
     """
     sys.meta_path.insert(0, _NoPandas())
-    from sync.allocator import return_freed_memory
-
     return_freed_memory()
     import resources.warehouse.duckdb
     import resources.warehouse.factory  # noqa: F401
@@ -353,8 +355,11 @@ def _land(
 ) -> list[WriteResult]:
     from resources.warehouse.factory import warehouse_for
 
-    with warehouse_for(warehouse_config, landing=True) as warehouse:
-        return land(warehouse, spec, outcome, run_id)
+    try:
+        with warehouse_for(warehouse_config, landing=True) as warehouse:
+            return land(warehouse, spec, outcome, run_id)
+    finally:
+        return_freed_memory()  # the chunks' buffers, before the next table's fetch or landing
 
 
 def _portable(exc: Exception) -> Exception:

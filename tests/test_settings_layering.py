@@ -158,6 +158,10 @@ def test_the_warehouse_schemes_are_listed_once() -> None:
             Settings.model_fields["duckdb_memory_limit"].default,
         ),
         (
+            WarehouseResource.model_fields["landing_worker"].default,
+            Settings.model_fields["landing_worker"].default,
+        ),
+        (
             VisibilityAPIResource.model_fields["retry_deadline_seconds"].default,
             Settings.model_fields["retry_deadline_seconds"].default,
         ),

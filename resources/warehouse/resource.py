@@ -92,6 +92,14 @@ class WarehouseResource(ConfigurableResource):
         "DuckDB's default (80% of RAM).",
     )
 
+    landing_worker: bool = Field(
+        default=False,
+        description="Land the date x engine tables in a worker process (one per sync step) instead "
+        "of the step's own process. Off by default: the worker's interpreter and its second copy "
+        "of the libraries cost more memory than the landing it isolates (bench/RESULTS.md, "
+        "*Memory of the process tree*).",
+    )
+
     def settings(self) -> dict[str, Any]:
         """The resolved settings, to rebuild this resource in another process (they hold the URL,
         so a password: never log them)."""
@@ -102,6 +110,7 @@ class WarehouseResource(ConfigurableResource):
             "schema_name": self.schema_name,
             "lock_timeout_seconds": self.lock_timeout_seconds,
             "duckdb_landing_memory_limit": self.duckdb_landing_memory_limit,
+            "landing_worker": self.landing_worker,
         }
 
     def get_warehouse(
@@ -109,10 +118,11 @@ class WarehouseResource(ConfigurableResource):
     ) -> Warehouse:
         """A new warehouse handle; close it (or use it as a context manager) when done.
 
-        ``landing``: the handle lands partitioned tables in the landing worker, so DuckDB's
-        connections get ``duckdb_landing_memory_limit``. Other handles write with DuckDB's default
-        (a snapshot upsert maintains a key index, which needs memory in proportion to its rows) and
-        query within the budget (a check groups a whole table's keys; DuckDB spills instead).
+        ``landing``: the handle lands partitioned tables (in the sync's process, or its landing
+        worker), so DuckDB's connections get ``duckdb_landing_memory_limit``. Other handles write
+        with DuckDB's default (a snapshot upsert maintains a key index, which needs memory in
+        proportion to its rows) and query within the budget (a check groups a whole table's keys;
+        DuckDB spills instead).
         ``on_wait`` (DuckDB only; ignored by other engines): called with a
         :class:`~resources.warehouse.duckdb_lock.LockWait` while a connection waits for the file lock,
         and once when the wait ends (the same waits are logged on ``visibility.warehouse``).

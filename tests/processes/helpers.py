@@ -75,6 +75,22 @@ def wait_for_landing_worker(process: subprocess.Popen[bytes], log: Path) -> list
         time.sleep(0.05)
 
 
+def wait_for_landing(process: subprocess.Popen[bytes], log: Path, spools: Path) -> list[psutil.Process]:
+    """Wait until ``process`` (its ``TMPDIR`` is ``spools``) removed a daily table's spool, so has
+    landed a table in its own process; then every descendant it has."""
+    parent = psutil.Process(process.pid)
+    deadline = time.monotonic() + WORKER_DEADLINE_SECONDS
+    seen: set[str] = set()
+    while True:
+        now = {p.name for p in spools.glob("visibility-spool-*")}
+        if seen - now:
+            return parent.children(recursive=True)
+        seen |= now
+        assert process.poll() is None, f"ended before landing anything:\n{log.read_text()}"
+        assert time.monotonic() < deadline, f"no table landed after {WORKER_DEADLINE_SECONDS}s"
+        time.sleep(0.05)
+
+
 def survivors(processes: Sequence[psutil.Process], timeout: float = GRACE_SECONDS) -> list[str]:
     """The processes still running after ``timeout`` seconds (a zombie has ended: it holds nothing)."""
     deadline = time.monotonic() + timeout

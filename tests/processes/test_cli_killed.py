@@ -1,8 +1,9 @@
 """``visibility-sync run`` killed mid-sync, however: no process it started outlives it.
 
 The real command line in its own process, against the real sandbox over loopback, into a real
-DuckDB file. Its descendants (the landing worker, and anything else it started) are recorded before
-the kill; none may be running a few seconds after.
+DuckDB file. Its descendants (the landing worker it was asked for, ``VISIBILITY_LANDING_WORKER=1``,
+and anything else it started) are recorded before the kill; none may be running a few seconds after.
+A sync that lands in its own process (the default) leaves a readable warehouse too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ import duckdb
 import pytest
 
 from sandbox.testing import SandboxHandle
-from tests.processes.helpers import END, START, kill_all, start, survivors, sync_env, wait_for_landing_worker
+from tests.processes.helpers import (
+    END,
+    START,
+    kill_all,
+    start,
+    survivors,
+    sync_env,
+    wait_for_landing,
+    wait_for_landing_worker,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +38,7 @@ def run_and_stop(
     """Start a sync, send ``stop`` (to its process group: a Ctrl+C at the terminal) once it lands,
     assert that nothing it started survives; its exit code and output."""
     log = tmp_path / "output.txt"
-    process = start(RUN, sync_env(sandbox, tmp_path / "x.duckdb"), log)
+    process = start(RUN, sync_env(sandbox, tmp_path / "x.duckdb", VISIBILITY_LANDING_WORKER="1"), log)
     try:
         descendants = wait_for_landing_worker(process, log)
         if group:
@@ -53,6 +63,28 @@ def test_sigkill_of_the_sync_leaves_no_process_and_a_readable_warehouse(
     assert code == -signal.SIGKILL
     with duckdb.connect(str(tmp_path / "x.duckdb")) as con:  # replays its WAL: every commit whole
         con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+
+
+def test_sigkill_of_a_sync_landing_in_its_own_process_leaves_no_process_and_a_readable_warehouse(
+    sandbox: SandboxHandle, tmp_path: Path
+) -> None:
+    log, db, spools = tmp_path / "output.txt", tmp_path / "x.duckdb", tmp_path / "tmp"
+    spools.mkdir()
+    process = start(RUN, sync_env(sandbox, db, TMPDIR=str(spools)), log)
+    try:
+        descendants = wait_for_landing(process, log, spools)
+        os.kill(process.pid, signal.SIGKILL)
+        code = process.wait(timeout=30)
+        left = survivors(descendants)
+    finally:
+        process.kill()
+        process.wait()
+    kill_all(descendants)
+
+    assert code == -signal.SIGKILL
+    assert not left, f"still running after the sync ended (SIGKILL): {left}"
+    with duckdb.connect(str(db)) as con:  # replays its WAL: every commit whole
+        assert con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0] > 0
 
 
 def test_sigterm_of_the_sync_leaves_no_process_and_no_traceback(

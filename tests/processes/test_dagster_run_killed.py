@@ -37,7 +37,8 @@ pytestmark = pytest.mark.slow
 
 #: Days of the run: a recorded run writes a "planned" event per partition and asset before its
 #: step starts (SQLite: seconds per hundred on a busy machine), and its step lands for seconds.
-#: More than a week: a run of a week or less lands in its own process (no worker to outlive it).
+#: Its step lands in a worker process (``VISIBILITY_LANDING_WORKER=1``): the process at risk of
+#: outliving the run.
 RUN_DAYS = 8
 
 #: A run process: the job of the code location, executed in this process and recorded in DAGSTER_HOME.
@@ -65,7 +66,7 @@ def start_run(sandbox: SandboxHandle, tmp_path: Path) -> tuple[subprocess.Popen[
         last - dt.timedelta(days=RUN_DAYS - 1), last, (ENGINES_WITH_ALL[0], ENGINES_WITH_ALL[-1])
     )
     log = tmp_path / "output.txt"
-    env = sync_env(sandbox, tmp_path / "x.duckdb", DAGSTER_HOME=str(home))
+    env = sync_env(sandbox, tmp_path / "x.duckdb", DAGSTER_HOME=str(home), VISIBILITY_LANDING_WORKER="1")
     return start(["-c", RUN_PROCESS, DAILY_JOB, json.dumps(tags)], env, log), home, log
 
 

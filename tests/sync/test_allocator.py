@@ -58,3 +58,49 @@ def _held_after_free(mode: str) -> float:
 def test_large_blocks_freed_between_small_ones_go_back_to_the_system() -> None:
     assert _held_after_free("fixed") < 16  # of 160 MiB freed
     assert _held_after_free("default") > 80  # what glibc's dynamic threshold keeps without it
+
+
+#: A thread allocates 160 MiB in blocks of 256 KiB (below the mmap threshold: from its own arena)
+#: with a small block kept after each, then frees the large ones: prints the RSS held (MiB) after
+#: the frees, and after :func:`sync.allocator.trim`.
+_HELD_AFTER_TRIM = """
+import ctypes, threading
+from sync.allocator import return_freed_memory, trim
+return_freed_memory()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+pins = []
+def fetch():
+    blocks = []
+    for _ in range(640):
+        block = libc.malloc(256 << 10)
+        ctypes.memset(block, 1, 256 << 10)
+        blocks.append(block)
+        pins.append(libc.malloc(64))
+    for block in blocks:
+        libc.free(block)
+thread = threading.Thread(target=fetch)
+before = rss()
+thread.start(); thread.join()
+freed = rss() - before
+trim()
+print(freed, rss() - before)
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc's malloc only"
+)
+def test_what_a_thread_freed_inside_its_heap_goes_back_to_the_system_when_trimmed() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", _HELD_AFTER_TRIM], env=env, capture_output=True, text=True, check=True
+    )
+    freed, trimmed = map(float, out.stdout.split())
+    assert freed > 80  # of 160 MiB freed: held by the thread's heap until trimmed
+    assert trimmed < 16

@@ -281,10 +281,10 @@ def test_journalled_files_of_other_spool_buckets_are_spooled_again_by_rows(
     sandbox: SandboxHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first, _ = fetch(sandbox, ResumeStore(tmp_path))
-    monkeypatch.setattr(fetching_module, "DEFAULT_DAYS_PER_WRITE", 3)  # buckets of 3 days now
+    monkeypatch.setattr(fetching_module, "DEFAULT_DAYS_PER_WRITE", 5)  # buckets of 5 days now
     second, asked = fetch(sandbox, ResumeStore(tmp_path))
     try:
-        assert asked == 0 and second.spool.days_per_bucket == 3
+        assert asked == 0 and second.spool.days_per_bucket == 5
         assert spooled(second) == spooled(first)
         journal_files = {p.stat().st_ino for p in tmp_path.rglob("part-*.arrow")}
         assert not {p.stat().st_ino for p in segments(second)} & journal_files  # rewritten in its buckets
