@@ -84,6 +84,7 @@ class HeadStart:
         root = selection.resume_root
         self._slots = {t.spec.name: _Slot(ResumeStore(root) if root is not None else None) for t in tables}
         self._stop = threading.Event()
+        self._handing = threading.Lock()  # a fetch is either taken by a step or removed by close
         self._thread = threading.Thread(target=self._fetch_all, name="visibility-head-start", daemon=True)
 
     def start(self) -> HeadStart:
@@ -130,7 +131,10 @@ class HeadStart:
             return None
         while not slot.done.wait(_WAIT_SECONDS):
             stop.raise_if_set()
-        slot.taken = True
+        with self._handing:
+            if slot.taken:  # closed meanwhile: its fetch is gone
+                return None
+            slot.taken = True
         if resume is not None and slot.store is not None:
             resume.take_over(slot.store)
         if slot.error is not None:
@@ -143,10 +147,11 @@ class HeadStart:
         if self._thread.is_alive():
             self._api.cancel()  # a fetch waiting on the rate limit or a retry checks no stop signal
             self._thread.join()
-        for slot in self._slots.values():
-            if not slot.taken and slot.outcome is not None:
-                slot.outcome.spool.remove()
-            slot.taken = True
+        with self._handing:
+            for slot in self._slots.values():
+                if not slot.taken and slot.outcome is not None:
+                    slot.outcome.spool.remove()
+                slot.taken = True
 
 
 _RUNNING: dict[str, HeadStart] = {}

@@ -88,6 +88,7 @@ def test_a_step_asking_for_other_cells_brands_or_journal_fetches_for_itself(
     finally:
         ahead.close()
     assert not fetched.spool.exists()  # nobody took it: removed with the head start
+    assert ahead.take("cited_pages", selection, None, STEP) is None  # nor handed out after
 
 
 def test_a_refused_key_is_asked_once_and_every_later_table_is_left_to_the_step(
