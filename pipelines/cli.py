@@ -381,7 +381,7 @@ def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: 
 
 def _redact(url: str) -> str:
     """A warehouse URL without its password (the warehouse module's rule, percent-encoding included)."""
-    from resources.warehouse.resource import redact_url
+    from resources.warehouse.urls import redact_url
 
     return redact_url(url)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -40,6 +41,23 @@ def test_check_passes_with_a_valid_key_in_one_request(env: Path, sandbox: Sandbo
     out = " ".join(capsys.readouterr().out.split())
     assert "OK" in out and sandbox.url in out and "takes writes" in out  # the URL and the warehouse
     assert sandbox.stats() == {"GET /v1/brands": {"200": 1}}
+
+
+def test_check_answers_without_loading_dagster(env: Path) -> None:
+    probe = (
+        "import sys; from pipelines.cli import main; code = main(['check']); "
+        "print(code, 'dagster' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.stdout.strip().splitlines()[-1:] == [f"{EXIT_OK} False"], done.stdout + done.stderr
 
 
 def test_check_also_checks_the_warehouse(env: Path, sandbox: SandboxHandle, capsys) -> None:
