@@ -395,7 +395,10 @@ def sandbox_service(
             "max_concurrent": max_concurrent,
             "endpoint_limit": 100_000,
         }
-        httpx.post(f"{url}/_sandbox/config", json={"limits": limits}, timeout=30).raise_for_status()
+        # the competitors the workspace tracks "at start" are backfilled from the first request on:
+        # their history (2 s by default) would otherwise depend on how soon a command first asks
+        steady = {"limits": limits, "backfill_delay_seconds": 0}
+        httpx.post(f"{url}/_sandbox/config", json=steady, timeout=30).raise_for_status()
         yield SandboxService(url, dict(keys), size, rate, service)
     finally:
         service.stop()
