@@ -24,7 +24,6 @@ from resources.api.paging import WALK, WalkPosition
 from resources.api.stats import RequestStats
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import PartitionScope, PartitionWrite, TableSpec, WriteResult
-from sync.allocator import trim
 from sync.planning import ALL, Box, Call, Cell, Plan, Window, expected_requests
 from sync.prefetch import StopSignal
 from sync.resume import CallJournal, JournalPart, ResumePoint, call_key
@@ -71,8 +70,6 @@ BATCH_ROWS = 20_000
 
 #: A journalled fetch writes its completed calls at least this often, so a kill loses little.
 JOURNAL_SECONDS = 1.0
-#: How often a fetch gives back what its threads freed (:func:`sync.allocator.trim`).
-TRIM_SECONDS = 1.0
 
 
 #: Journals rows split by spool bucket (``days`` days a bucket); returns the files written.
@@ -238,11 +235,7 @@ def fetch_to_spool(
     not_found: set[str] = set()
     prompt_misses: dict[str, set[str]] = defaultdict(set)
     total = len(plan.calls)
-    trimmed_at = time.monotonic()
     for done, (call, found) in enumerate(client.map_concurrent(work, plan.calls), start=1):
-        if time.monotonic() - trimmed_at >= TRIM_SECONDS:  # what the threads freed, back to the system
-            trim()
-            trimmed_at = time.monotonic()
         if not found:
             if call.prompt_id is None:
                 not_found.add(call.brand_id)
@@ -363,7 +356,6 @@ class SpooledWrites:
                 for scope in _scopes_of_box(chunk, self.outcome.brand_engines):
                     yield PartitionWrite(_of_scope(spec, rows, scope), scope)
                 del rows  # before the next chunk is read
-                trim()
 
 
 def land(warehouse: Warehouse, spec: TableSpec, outcome: FetchOutcome, run_id: str) -> list[WriteResult]:
