@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import sys
-from collections.abc import Callable
 
 import pyarrow as pa
 
@@ -26,42 +25,21 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 1 << 20
 
 _done = False
-_trim: Callable[[int], int] | None = None
 
 
 def return_freed_memory() -> None:
-    """Arrow on the C library's allocator, glibc's mmap threshold fixed (process-wide, once), and
-    what glibc's heaps hold freed given back now (:func:`trim`). Called where a table's fetch or
-    landing starts, and after a landing."""
-    global _done, _trim
+    """Arrow on the C library's allocator, and glibc's mmap threshold fixed (process-wide, once;
+    called by the fetch and by the landing worker)."""
+    global _done
     if pa.default_memory_pool().backend_name != "system":
         pa.set_memory_pool(pa.system_memory_pool())
-    if not _done:
-        _done = True
-        libc = _glibc()
-        if libc is not None:
-            libc.mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(MMAP_THRESHOLD))
-            _trim = libc.malloc_trim
-    trim()
-
-
-def trim() -> None:
-    """Free pages inside glibc's heaps go back to the system (``malloc_trim``), in every arena.
-
-    Each of the fetch's threads allocates from a heap (arena) of its own; what a thread frees there
-    can serve only that arena, and a heap returns only its top by itself. Between two tables the
-    command so held 40-90 MB freed (bench/RESULTS.md, *Memory of the process tree*).
-    """
-    if _trim is not None:
-        _trim(0)
-
-
-def _glibc() -> ctypes.CDLL | None:
+    if _done:
+        return
+    _done = True
     if not sys.platform.startswith("linux"):
-        return None
+        return
     try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt, libc.malloc_trim  # noqa: B018 - glibc's (musl has no malloc_trim)
-    except (OSError, AttributeError):
-        return None
-    return libc
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (musl has it too; a libc without it keeps its own)
+        return
+    mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(MMAP_THRESHOLD))

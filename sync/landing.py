@@ -24,7 +24,6 @@ from resources.api.paging import WALK, WalkPosition
 from resources.api.stats import RequestStats
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import PartitionScope, PartitionWrite, TableSpec, WriteResult
-from sync.allocator import trim
 from sync.planning import ALL, Box, Call, Cell, Plan, Window, expected_requests
 from sync.prefetch import StopSignal
 from sync.resume import CallJournal, JournalPart, ResumePoint, call_key
@@ -39,8 +38,8 @@ if TYPE_CHECKING:  # the landing worker imports this module, and needs no HTTP c
 #: then gathered (``BATCH_ROWS``) before Arrow's per-table costs are paid.
 SLICE_ROWS = 1_000
 #: Longest date span of one write (and a spool bucket's): bounds memory (rows of one chunk) whatever
-#: the run's length. 3 rather than 7: a landing of 2 M rows over 90 days peaked 20-30 MB lower and
-#: was no slower (bench/RESULTS.md, *Memory of the process tree*).
+#: the run's length. 3 rather than 7: a landing of 2 M rows over 90 days peaked 20-30 MB lower, and a
+#: 30-day sync 30 MB lower (bench/RESULTS.md, *Memory of the process tree*).
 DEFAULT_DAYS_PER_WRITE = 3
 
 #: One call's rows as Arrow tables, yielded in slices so a long paged call never sits in memory whole.
@@ -71,8 +70,6 @@ BATCH_ROWS = 20_000
 
 #: A journalled fetch writes its completed calls at least this often, so a kill loses little.
 JOURNAL_SECONDS = 1.0
-#: How often a fetch gives back what its threads freed (:func:`sync.allocator.trim`).
-TRIM_SECONDS = 1.0
 
 
 #: Journals rows split by spool bucket (``days`` days a bucket); returns the files written.
@@ -238,11 +235,7 @@ def fetch_to_spool(
     not_found: set[str] = set()
     prompt_misses: dict[str, set[str]] = defaultdict(set)
     total = len(plan.calls)
-    trimmed_at = time.monotonic()
     for done, (call, found) in enumerate(client.map_concurrent(work, plan.calls), start=1):
-        if time.monotonic() - trimmed_at >= TRIM_SECONDS:  # what the threads freed, back to the system
-            trim()
-            trimmed_at = time.monotonic()
         if not found:
             if call.prompt_id is None:
                 not_found.add(call.brand_id)
@@ -363,7 +356,6 @@ class SpooledWrites:
                 for scope in _scopes_of_box(chunk, self.outcome.brand_engines):
                     yield PartitionWrite(_of_scope(spec, rows, scope), scope)
                 del rows  # before the next chunk is read
-                trim()
 
 
 def land(warehouse: Warehouse, spec: TableSpec, outcome: FetchOutcome, run_id: str) -> list[WriteResult]:

@@ -36,7 +36,6 @@ from types import TracebackType
 from typing import Any
 
 from resources.warehouse.contract import TableSpec, WriteResult
-from sync.allocator import return_freed_memory
 from sync.landing import FetchOutcome, land
 
 #: ``prctl`` option of Linux: the signal a process gets when the thread that created it ends.
@@ -63,8 +62,7 @@ class Lander:
     """``land()`` runs in one worker process while the ``with`` block lasts.
 
     Outside a ``with`` block, or with ``in_process`` (what a sync does unless its settings ask for the
-    worker), ``land()`` lands in the calling process. Either way what the landing freed is given
-    back to the system once it ends (:func:`sync.allocator.return_freed_memory`).
+    worker), ``land()`` lands in the calling process.
     """
 
     def __init__(self, warehouse_config: Mapping[str, Any], *, in_process: bool = False) -> None:
@@ -332,6 +330,8 @@ def _warm_up() -> None:
     memory.
     """
     sys.meta_path.insert(0, _NoPandas())
+    from sync.allocator import return_freed_memory
+
     return_freed_memory()
     import resources.warehouse.duckdb
     import resources.warehouse.factory  # noqa: F401
@@ -355,11 +355,8 @@ def _land(
 ) -> list[WriteResult]:
     from resources.warehouse.factory import warehouse_for
 
-    try:
-        with warehouse_for(warehouse_config, landing=True) as warehouse:
-            return land(warehouse, spec, outcome, run_id)
-    finally:
-        return_freed_memory()  # the chunks' buffers, before the next table's fetch or landing
+    with warehouse_for(warehouse_config, landing=True) as warehouse:
+        return land(warehouse, spec, outcome, run_id)
 
 
 def _portable(exc: Exception) -> Exception:

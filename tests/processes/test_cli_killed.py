@@ -33,14 +33,20 @@ RUN = ["-m", "pipelines.cli", "run", "--start", START.isoformat(), "--end", END.
 
 
 def run_and_stop(
-    sandbox: SandboxHandle, tmp_path: Path, stop: signal.Signals, group: bool = False
+    sandbox: SandboxHandle, tmp_path: Path, stop: signal.Signals, group: bool = False, worker: bool = True
 ) -> tuple[int, str]:
-    """Start a sync, send ``stop`` (to its process group: a Ctrl+C at the terminal) once it lands,
-    assert that nothing it started survives; its exit code and output."""
-    log = tmp_path / "output.txt"
-    process = start(RUN, sync_env(sandbox, tmp_path / "x.duckdb", VISIBILITY_LANDING_WORKER="1"), log)
+    """Start a sync (landing in a worker it asks for, or in its own process), send ``stop`` (to its
+    process group: a Ctrl+C at the terminal) once it lands, assert that nothing it started
+    survives; its exit code and output."""
+    log, spools = tmp_path / "output.txt", tmp_path / "tmp"
+    spools.mkdir()
+    more = {"VISIBILITY_LANDING_WORKER": "1"} if worker else {"TMPDIR": str(spools)}
+    process = start(RUN, sync_env(sandbox, tmp_path / "x.duckdb", **more), log)
     try:
-        descendants = wait_for_landing_worker(process, log)
+        if worker:
+            descendants = wait_for_landing_worker(process, log)
+        else:
+            descendants = wait_for_landing(process, log, spools)
         if group:
             os.killpg(process.pid, stop)
         else:
@@ -68,22 +74,10 @@ def test_sigkill_of_the_sync_leaves_no_process_and_a_readable_warehouse(
 def test_sigkill_of_a_sync_landing_in_its_own_process_leaves_no_process_and_a_readable_warehouse(
     sandbox: SandboxHandle, tmp_path: Path
 ) -> None:
-    log, db, spools = tmp_path / "output.txt", tmp_path / "x.duckdb", tmp_path / "tmp"
-    spools.mkdir()
-    process = start(RUN, sync_env(sandbox, db, TMPDIR=str(spools)), log)
-    try:
-        descendants = wait_for_landing(process, log, spools)
-        os.kill(process.pid, signal.SIGKILL)
-        code = process.wait(timeout=30)
-        left = survivors(descendants)
-    finally:
-        process.kill()
-        process.wait()
-    kill_all(descendants)
+    code, _ = run_and_stop(sandbox, tmp_path, signal.SIGKILL, worker=False)
 
     assert code == -signal.SIGKILL
-    assert not left, f"still running after the sync ended (SIGKILL): {left}"
-    with duckdb.connect(str(db)) as con:  # replays its WAL: every commit whole
+    with duckdb.connect(str(tmp_path / "x.duckdb")) as con:  # replays its WAL: every commit whole
         assert con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0] > 0
 
 
