@@ -10,8 +10,9 @@ an unreachable service, a stop) ends the sync; any other fails its table only.
 * :func:`sync_daily`: date x engine tables fetched back to back in a background thread (one client
   budget, so the rate limit is spent without a gap), each landed (in this process, or in a worker
   process when the settings ask for one) while the next is fetched; the command line's first run
-  takes the fetches it started before Dagster was ready (:mod:`sync.head_start`). In a backfill's run, each fetch covers the whole backfill and is shared with its other
-  runs (:mod:`sync.shared_fetch`); the run lands its own cells only. What a fetch asked is kept
+  takes the fetches it started before Dagster was ready (:mod:`sync.head_start`). In a backfill's
+  run, each fetch covers the whole backfill and is shared with its other runs
+  (:mod:`sync.shared_fetch`); the run lands its own cells only. What a fetch asked is kept
   (:mod:`sync.resume`) until every table landed, so a re-run of a failed or killed sync asks only
   the rest.
 * :func:`sync_snapshots`: snapshot tables listed one after another (the next while this one lands)
