@@ -189,7 +189,9 @@ def sync(
     hold the settings' secrets themselves (``process_resources``): nothing is read from or written
     to ``os.environ``, and Dagster stores none of them. Stops starting runs after a failure every
     later run would repeat (``FailureKind.stops_the_sync``). Dagster's console log (with its stack
-    traces) shows only when ``verbose``; the summary prints each failure's own message.
+    traces) shows only when ``verbose``; the summary prints each failure's own message. The first
+    run's date x engine tables are fetched from the start, while Dagster imports and plans
+    (:class:`HeadStartPlan`); its daily step lands those fetches.
     """
     import uuid
 
