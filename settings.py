@@ -269,7 +269,7 @@ class Settings(PartitionSettings):
     api_key: SecretStr | None = None
     warehouse_url: str = Field(default=DEFAULT_WAREHOUSE_URL, validation_alias=WAREHOUSE_SETTING)
     schema_name: str = Field(default=DEFAULT_SCHEMA, validation_alias=SCHEMA_SETTING)
-    #: the DuckDB memory budget of the landing worker's connections (``64MB``, ``1GiB``)
+    #: the DuckDB memory budget of the landing's connections (``64MB``, ``1GiB``)
     duckdb_memory_limit: str = DEFAULT_LANDING_MEMORY_LIMIT
     #: land the date x engine tables in a worker process instead of the sync's own (``1``)
     landing_worker: bool = Field(default=False, validation_alias="VISIBILITY_LANDING_WORKER")

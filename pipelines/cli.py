@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.markup import escape  # server texts ("[endpoint ...]") are not markup
 from rich.table import Table
@@ -26,9 +26,16 @@ from rich.table import Table
 from pipelines.cli_operations import add_operation_commands
 from pipelines.cli_output import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, console, err
 from pipelines.cli_report import add_report_parser
-from pipelines.cli_setup import check_warehouse, recording_instance, throwaway_instance
+from pipelines.cli_setup import check_warehouse, recording_instance
 from resources.failures import FailureKind, classified_error, failure_kind, failure_kind_by_name
 from settings import ConfigError, Settings, is_loopback_host, load_settings
+
+if TYPE_CHECKING:  # imported inside the functions that use them: the command starts light
+    from contextlib import AbstractContextManager
+
+    from resources.api.access import SyncApi
+    from sync.head_start import HeadStart, Selection
+    from sync.progress import FetchProgress
 
 DEMO_DAYS = 14
 CHECK_DEADLINE_SECONDS = 3.0
@@ -228,6 +235,7 @@ def sync(
         from pipelines.resources import api_resource, process_resources
         from pipelines.schedules import range_tags
         from pipelines.syncs import sync_definitions
+        from pipelines.throwaway_instance import throwaway_instance
 
         definitions = sync_definitions(settings)
         if recorded:
@@ -273,7 +281,7 @@ class HeadStartPlan:
     tags: dict[str, str]
     resume_root: Path
 
-    def selection(self) -> Any:
+    def selection(self) -> Selection:
         from resources.api.endpoints import ENGINES_WITH_ALL
         from sync.discovery import brand_filter
         from sync.head_start import Selection
@@ -283,7 +291,7 @@ class HeadStartPlan:
         cells = frozenset((day, engine) for day in days for engine in ENGINES_WITH_ALL[first : final + 1])
         return Selection(cells, brand_filter(self.tags), None, self.resume_root)
 
-    def started(self, api: Any, progress: Any) -> Any:
+    def started(self, api: SyncApi, progress: FetchProgress) -> AbstractContextManager[HeadStart]:
         """The head start (``sync/head_start.py``), running until the block ends."""
         from sync.catalog import DAILY
         from sync.discovery import SYNC_TAG, discovery_for

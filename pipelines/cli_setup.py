@@ -51,10 +51,3 @@ def check_warehouse(settings: Settings) -> None:
             f"VISIBILITY_WAREHOUSE {redact_url(settings.warehouse_url)} cannot be reached or written "
             f"({type(exc).__name__}: {detail}); nothing was requested from the API"
         ) from None
-
-
-def throwaway_instance() -> Any:
-    """The instance of a command run without ``DAGSTER_HOME`` (``pipelines/throwaway_instance.py``)."""
-    from pipelines.throwaway_instance import throwaway_instance
-
-    return throwaway_instance()

@@ -23,9 +23,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
-from resources.api.client import VisibilityClient
+from resources.api.access import SyncApi
 from resources.failures import failure_kind
 from sync.discovery import CitationTargets, Discovery
 from sync.fetching import PartitionedTable, fetch_partitioned
@@ -36,11 +35,6 @@ from sync.resume import ResumeStore
 
 #: How often a step waiting for a fetch looks at its own stop signal.
 _WAIT_SECONDS = 0.2
-
-
-class Api(Protocol):
-    def get_client(self) -> VisibilityClient: ...
-    def cancel(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -74,7 +68,7 @@ class HeadStart:
         self,
         tables: Sequence[PartitionedTable],
         selection: Selection,
-        api: Api,
+        api: SyncApi,
         discovery: Discovery,
         on_progress: Callable[[str, int, int], None] | None = None,
     ) -> None:
