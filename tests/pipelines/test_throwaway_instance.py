@@ -48,3 +48,36 @@ def test_a_thrown_away_run_plans_each_asset_once_and_records_every_landed_partit
         assert stored[(DagsterEventType.ASSET_MATERIALIZATION.value, name)] == cells
     for snapshot in SNAPSHOTS:
         assert stored[(DagsterEventType.ASSET_MATERIALIZATION.value, snapshot.spec.name)] == 1
+
+
+def test_the_throwaway_event_log_answers_from_every_thread_what_the_checks_ask() -> None:
+    """One kept connection, used by threads in turn: every event stored is read back (the checks
+    read the latest materialization and the materialized partitions), whichever thread stored it."""
+    import threading
+
+    from dagster import AssetKey, AssetMaterialization
+
+    from pipelines.throwaway_instance import throwaway_instance
+
+    instance = throwaway_instance()
+    key = AssetKey("prompt_mentions")
+
+    def report(thread: int) -> None:
+        for day in range(1, 26):
+            partition = f"2026-10-{day:02d}|engine{thread}"
+            instance.report_runless_asset_event(
+                AssetMaterialization(asset_key=key, partition=partition, metadata={"rows_landed": day})
+            )
+
+    threads = [threading.Thread(target=report, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(instance.get_materialized_partitions(key)) == 4 * 25
+    latest = instance.get_latest_materialization_event(key)
+    assert latest is not None and latest.asset_materialization is not None
+    assert latest.asset_materialization.metadata["rows_landed"].value == 25
+    assert instance.event_log_storage.has_table("event_logs")
+    instance.dispose()
