@@ -267,7 +267,7 @@ class Endpoint:
                 return False
         try:
             msgspec.convert(rows, page_type)
-        except msgspec.MsgspecError:
+        except (msgspec.MsgspecError, ValueError, TypeError):  # a lone surrogate: UnicodeEncodeError
             return False
         return True
 
