@@ -425,11 +425,12 @@ def rows_to_table(
     ``overrides``: values of declared columns the connector sets whatever the rows hold (as if each
     row were ``{**row, **overrides}``): one value for every row, or an Arrow array of one per row.
 
-    Rows are turned into columns by Arrow in one pass (type inference in C++); a column whose
-    inferred type is not exactly what the strict converters accept (a boolean where a number
-    belongs, a date Arrow cannot parse...) is read again from its Python values by the converters,
-    which raise the ``TransformError`` (naming table, column and endpoint). Nothing is returned on
-    error, so nothing of the batch can be written.
+    Rows are turned into columns by Arrow in one pass: with the declared types when every value
+    fits them (``_declared_pivot``), else by type inference in C++; a column whose inferred type is
+    not exactly what the strict converters accept (a boolean where a number belongs, a date Arrow
+    cannot parse...) is read again from its Python values by the converters, which raise the
+    ``TransformError`` (naming table, column and endpoint). Nothing is returned on error, so
+    nothing of the batch can be written.
     """
     constants = constants or {}
     overrides = overrides or {}

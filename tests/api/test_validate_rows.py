@@ -4,20 +4,17 @@ wrong row first, for every hostile value of every field of every endpoint."""
 
 from __future__ import annotations
 
-import datetime as dt
-import enum
 import itertools
 from collections import OrderedDict, UserDict
 from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 import pytest
 
 from resources.api import endpoints as ep
 from resources.api.errors import ResponseShapeError
+from tests.hostile_values import HOSTILE
 
-_FLOAT_MAX = 1.7976931348623157e308
 GOOD: dict[str, Any] = {
     "string": "s",
     "integer": 3,
@@ -27,62 +24,9 @@ GOOD: dict[str, Any] = {
     "array": [],
     "object": {},
 }
-
-
-class Rank(enum.IntEnum):
-    FIRST = 1
-
-
-class Label(str):
-    pass
-
-
-class Ratio(float):
-    pass
-
-
 MISSING = object()
-HOSTILE: list[Any] = [
-    MISSING,
-    None,
-    True,
-    False,
-    0,
-    -1,
-    2**63 - 1,
-    2**63,
-    -(2**63),
-    -(2**63) - 1,
-    2**70,
-    int(_FLOAT_MAX),
-    int(_FLOAT_MAX) + 1,
-    2**1100,
-    -(2**1100),
-    0.0,
-    2.0,
-    1.5,
-    float("inf"),
-    float("nan"),
-    "",
-    "x",
-    "3",
-    "\ud800",
-    b"x",
-    [],
-    ["a"],
-    ["a", None],
-    [1],
-    ("a",),
-    {},
-    {"a": 1},
-    Decimal("1"),
-    Decimal("1.5"),
-    Fraction(1, 2),
-    Rank.FIRST,
-    Label("x"),
-    Ratio(1.5),
-    dt.date(2024, 3, 1),
-]
+#: A missing field among the values.
+FIELD_VALUES: list[Any] = [MISSING, *HOSTILE]
 ROW_ENDPOINTS = [e for e in ep.ALL_ENDPOINTS if e.rows]
 
 
@@ -119,7 +63,7 @@ def difference(endpoint: ep.Endpoint, rows: list[Any]) -> str | None:
 def test_a_hostile_value_in_any_field_gives_the_row_by_row_result(endpoint: ep.Endpoint) -> None:
     first, second = base_row(endpoint, 1), base_row(endpoint, 2)
     found = []
-    for name, value in itertools.product([*first, "unknown"], HOSTILE):
+    for name, value in itertools.product([*first, "unknown"], FIELD_VALUES):
         changed, huge = with_value(second, name, value), with_value(first, name, 2**70)
         for rows in ([changed], [first, changed], [changed, first], [changed, huge]):
             found.append(difference(endpoint, rows))

@@ -8,12 +8,10 @@ The reference is the same call with the declared pivot switched off: the inferen
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import itertools
 from collections import UserDict
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
@@ -22,19 +20,7 @@ import pytest
 from resources.warehouse.contract import Column, TableSpec
 from sync import tables, transforms
 from sync.transforms import rows_to_table
-
-
-class Rank(enum.IntEnum):
-    FIRST = 1
-
-
-class Label(str):
-    pass
-
-
-class Ratio(float):
-    pass
-
+from tests.hostile_values import HOSTILE
 
 #: Every column type the tables declare, a required text and a required date among them.
 PROBE = TableSpec(
@@ -65,59 +51,6 @@ BASE: dict[str, Any] = {
 }
 CONSTANTS = {"brand_id": "b1"}
 
-HOSTILE: list[Any] = [
-    None,
-    True,
-    False,
-    0,
-    -1,
-    2**53,
-    2**53 + 1,
-    2**63 - 1,
-    2**63,
-    -(2**63),
-    -(2**63) - 1,
-    2**70,
-    2**1100,
-    0.0,
-    -0.0,
-    2.0,
-    1.5,
-    1e308,
-    float("inf"),
-    float("nan"),
-    "",
-    "x",
-    "3",
-    "1.5",
-    "true",
-    "2024-03-01",
-    "2024-03-01T10:00:00Z",
-    "2024-03-01T10:00:00+02:00",
-    "2024-03-01T10:00:00",
-    "2024-02-30",
-    "\ud800",
-    b"x",
-    bytearray(b"x"),
-    [],
-    ["a"],
-    ["a", None],
-    [1],
-    [["a"]],
-    ("a",),
-    {},
-    {"a": 1},
-    dt.date(2024, 3, 1),
-    dt.datetime(2024, 3, 1, 10, tzinfo=dt.UTC),
-    dt.datetime(2024, 3, 1, 10),
-    dt.timedelta(days=1),
-    Decimal("1"),
-    Decimal("1.5"),
-    Fraction(1, 2),
-    Rank.FIRST,
-    Label("x"),
-    Ratio(1.5),
-]
 #: Fewer values, for the pairs of them across rows.
 MIXED: list[Any] = [None, True, 1, 2**63, 1.0, 1.5, "x", "2024-03-01", b"x", ["a"], {"a": 1}, Decimal("1")]
 
