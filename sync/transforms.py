@@ -403,13 +403,21 @@ def _plain_extra(array: pa.Array) -> bool:
     return not pa.types.is_nested(kind)
 
 
+def _repeated(one: pa.Array, length: int) -> pa.Array:
+    """The value of a one-value array, ``length`` times: converted once, not once per row (a
+    ``date`` goes through its Python converter: on every row, that was a third of a page's cost)."""
+    return pa.repeat(one[0], length)
+
+
 def _given(spec: TableSpec, column: Any, value: Any, length: int) -> pa.Array:
     """A column the connector sets: an array as it is, or one value repeated (strictly typed)."""
     if isinstance(value, pa.Array | pa.ChunkedArray):
         if value.type == column.type:
             return value
         return _converted(spec, column, value.to_pylist())
-    return _converted(spec, column, [value] * length)
+    if not length:
+        return _converted(spec, column, [])
+    return _repeated(_converted(spec, column, [value]), length)
 
 
 def rows_to_table(
@@ -449,7 +457,7 @@ def rows_to_table(
         elif pivoted is not None:
             if name not in present:
                 array = (
-                    pa.array([constants[name]] * len(rows), type=column.type)
+                    _repeated(pa.array([constants[name]], type=column.type), len(rows))
                     if name in constants
                     else pa.nulls(len(rows), column.type)
                 )

@@ -55,15 +55,20 @@ CONSTANTS = {"brand_id": "b1"}
 MIXED: list[Any] = [None, True, 1, 2**63, 1.0, 1.5, "x", "2024-03-01", b"x", ["a"], {"a": 1}, Decimal("1")]
 
 
-def outcome(build: Callable[[], pa.Table]) -> tuple[Any, ...]:
-    """What a call gives: the table (schema, values with their Python types, NaN included), or the
-    error (class, message, and the attributes a TransformError carries)."""
+def outcome(build: Callable[[], pa.Table | pa.Array]) -> tuple[Any, ...]:
+    """What a call gives: the table or array (schema or type, values with their Python types, NaN
+    included), or the error (class, message, and the attributes a TransformError carries)."""
     try:
-        table = build()
+        result = build()
     except Exception as exc:  # any error: compared with the reference's
         attrs = tuple(getattr(exc, a, None) for a in ("table", "column", "endpoint", "request_id"))
         return ("error", type(exc), str(exc), attrs)
-    return ("table", table.schema, repr(table.to_pylist()), table)
+    shape = result.schema if isinstance(result, pa.Table) else result.type
+    try:
+        values = repr(result.to_pylist())
+    except OverflowError:  # a timestamp Python's datetime cannot hold: Arrow's own rendering
+        values = result.to_string()
+    return ("table", shape, values, result)
 
 
 def inferred_outcome(build: Callable[[], pa.Table]) -> tuple[Any, ...]:
@@ -73,14 +78,17 @@ def inferred_outcome(build: Callable[[], pa.Table]) -> tuple[Any, ...]:
         return outcome(build)
 
 
+def disagree(first: tuple[Any, ...], second: tuple[Any, ...]) -> bool:
+    """Two outcomes differ (Arrow's ``equals`` too, but NaN never equals itself there)."""
+    if first[:3] != second[:3]:
+        return True
+    return first[0] == "table" and "nan" not in first[2] and not first[3].equals(second[3])
+
+
 def same(build: Callable[[], pa.Table]) -> str | None:
     """None when both paths agree, else a description of the difference."""
     fast, reference = outcome(build), inferred_outcome(build)
-    if fast[:3] != reference[:3]:
-        return f"declared {fast[:3]} != inferred {reference[:3]}"
-    if fast[0] == "table" and not fast[3].equals(reference[3]) and "nan" not in fast[2]:
-        return f"tables differ: {fast[3]} != {reference[3]}"
-    return None
+    return f"declared {fast[:3]} != inferred {reference[:3]}" if disagree(fast, reference) else None
 
 
 def differences(spec: TableSpec, batches: Sequence[list[Any]], **kwargs: Any) -> list[str]:
@@ -246,3 +254,21 @@ def test_clean_pages_of_the_landed_tables_take_the_declared_pivot() -> None:
     ]:
         assert not declared(PROBE, [BASE, {**BASE, column: value}]), (column, value)
     assert not declared(PROBE, [BASE, UserDict(BASE)])
+
+
+@pytest.mark.parametrize("column", PROBE.columns, ids=lambda c: c.name)
+def test_a_value_the_connector_sets_is_read_once_with_the_same_result(column: Column) -> None:
+    """An override is converted once and repeated: the column, or the error, of converting it on
+    every row; a constant repeated is the array of it on every row."""
+    found = []
+    for value, length in itertools.product(HOSTILE, (0, 1, 3)):
+        once = outcome(lambda: transforms._given(PROBE, column, value, length))  # noqa: B023
+        every_row = outcome(lambda: transforms._converted(PROBE, column, [value] * length))  # noqa: B023
+        if disagree(once, every_row):
+            found.append(f"override {value!r} x{length}: {once[:3]} != {every_row[:3]}")
+        if length:
+            once = outcome(lambda: transforms._repeated(pa.array([value], type=column.type), length))  # noqa: B023
+            every_row = outcome(lambda: pa.array([value] * length, type=column.type))  # noqa: B023
+            if disagree(once, every_row):
+                found.append(f"constant {value!r} x{length}: {once[:3]} != {every_row[:3]}")
+    assert found == []
