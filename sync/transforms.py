@@ -357,7 +357,7 @@ def _plain_columns(spec: TableSpec) -> _PlainColumns:
 
 
 def _declared_pivot(spec: TableSpec, rows: Sequence[Row]) -> pa.StructArray | None:
-    """``_inferred_pivot``'s columns for the common batch, at half its cost, or None for any other.
+    """``_inferred_pivot``'s columns for the common batch, without type inference, or None otherwise.
 
     When every field of every row is a plain declared column and msgspec (in C) finds each value of
     a type its column's converter accepts, Arrow converts the rows with the columns' types and skips

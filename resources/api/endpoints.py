@@ -248,7 +248,7 @@ class Endpoint:
     def validate_rows(self, rows: Sequence[Any], *, request_id: str | None = None) -> list[dict[str, Any]]:
         """The rows of a page, each checked as :meth:`validate` checks it (same errors, first row first).
 
-        A page is first checked at once by msgspec, in C (a third of the loop's cost per row); the
+        A page is first checked at once by msgspec, in C (about a third of the loop's cost); the
         loop runs only when that check doubts, and raises the error naming the row's field.
         """
         if self._passes_at_once(rows):
