@@ -22,8 +22,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -292,7 +293,92 @@ def _converted(spec: TableSpec, column: Any, raw: list[Any]) -> pa.Array:
         ) from None
 
 
-def _pivot(rows: Sequence[Row]) -> pa.StructArray | None:
+_DICTS = frozenset({dict})
+_INT64_VALUE = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
+
+
+def _plain_reading(arrow_type: pa.DataType) -> tuple[pa.DataType, Any] | None:
+    """How a declared column is read without Arrow's type inference: the type Arrow converts its
+    values to, and the Python type msgspec checks them against first; None for other columns
+    (lists of strings...), whose batches keep the inference.
+
+    Arrow's conversion to a given type is lax where the converters are strict (a float, even 1.5,
+    to BIGINT; a boolean to DOUBLE; bytes to text), and msgspec is not: an int within 64 bits for
+    BIGINT, an int or a float for DOUBLE, a str for text, dates and date-times (parsed by the cast
+    of ``_typed``, as the inferred strings are). What msgspec lets through and inference would type
+    otherwise (a ``Decimal`` or an int beyond 2**53 for DOUBLE), Arrow's conversion to DOUBLE refuses.
+    """
+    if arrow_type == pa.string() or arrow_type == pa.date32() or pa.types.is_timestamp(arrow_type):
+        return pa.string(), str
+    if arrow_type == pa.int64():
+        return pa.int64(), _INT64_VALUE
+    if arrow_type == pa.float64():
+        return pa.float64(), float
+    if arrow_type == pa.bool_():
+        return pa.bool_(), bool
+    return None
+
+
+class _PlainColumns:
+    """A spec's columns that can be read without inference: their Arrow fields, and msgspec's type
+    of a batch of rows whose values all fit them."""
+
+    def __init__(self, spec: TableSpec) -> None:
+        readings = {c.name: _plain_reading(c.type) for c in spec.columns}
+        plain = [(name, reading) for name, reading in readings.items() if reading is not None]
+        self.fields = {name: pa.field(name, arrow_type) for name, (arrow_type, _) in plain}
+        row = msgspec.defstruct(
+            "Row",
+            [(f"f{i}", python_type | None, None) for i, (_, (_, python_type)) in enumerate(plain)],
+            rename={f"f{i}": name for i, (name, _) in enumerate(plain)},  # any name, keywords included
+            gc=False,
+        )
+        self.rows_type: Any = list[row]  # type: ignore[valid-type]
+        self._structs: dict[frozenset[str], pa.StructType] = {}
+
+    def struct(self, keys: frozenset[str]) -> pa.StructType:
+        """The struct of the fields a batch holds (in the spec's order)."""
+        struct = self._structs.get(keys)
+        if struct is None:
+            struct = pa.struct([f for name, f in self.fields.items() if name in keys])
+            self._structs[keys] = struct
+        return struct
+
+
+#: By identity: hashing a spec walks every column and description (microseconds, on every page).
+_plain_columns_of: dict[int, tuple[TableSpec, _PlainColumns]] = {}
+
+
+def _plain_columns(spec: TableSpec) -> _PlainColumns:
+    cached = _plain_columns_of.get(id(spec))
+    if cached is None or cached[0] is not spec:
+        cached = _plain_columns_of[id(spec)] = (spec, _PlainColumns(spec))
+    return cached[1]
+
+
+def _declared_pivot(spec: TableSpec, rows: Sequence[Row]) -> pa.StructArray | None:
+    """``_inferred_pivot``'s columns for the common batch, without type inference, or None otherwise.
+
+    When every field of every row is a plain declared column and msgspec (in C) finds each value of
+    a type its column's converter accepts, Arrow converts the rows with the columns' types and skips
+    its type inference. Each column is then the one inference would give once cast by ``_typed``
+    (or a column of nulls of the type, where inference gives the null type). Anything else (an
+    unknown field, a wrong type, a row that is not a dict) returns None: inference decides, as before.
+    """
+    if not _DICTS.issuperset(map(type, rows)):  # a Mapping, a None...: Arrow converts those otherwise
+        return None
+    plain = _plain_columns(spec)
+    keys = frozenset().union(*rows)
+    if not keys <= plain.fields.keys():
+        return None
+    try:
+        msgspec.convert(rows, plain.rows_type)
+        return pa.array(rows, type=plain.struct(keys))
+    except (msgspec.MsgspecError, *_ARROW_ERRORS, TypeError, ValueError):
+        return None
+
+
+def _inferred_pivot(rows: Sequence[Row]) -> pa.StructArray | None:
     """Every row's fields as typed columns in one pass of Arrow's C++ (types inferred), or None
     when a field mixes types (or holds an integer beyond 64 bits): then each column is read alone."""
     try:
@@ -300,6 +386,11 @@ def _pivot(rows: Sequence[Row]) -> pa.StructArray | None:
     except (*_ARROW_ERRORS, TypeError, ValueError):
         return None
     return pivoted if pa.types.is_struct(pivoted.type) else None
+
+
+def _pivot(spec: TableSpec, rows: Sequence[Row]) -> pa.StructArray | None:
+    pivoted = _declared_pivot(spec, rows)
+    return pivoted if pivoted is not None else _inferred_pivot(rows)
 
 
 def _plain_extra(array: pa.Array) -> bool:
@@ -312,13 +403,21 @@ def _plain_extra(array: pa.Array) -> bool:
     return not pa.types.is_nested(kind)
 
 
+def _repeated(one: pa.Array, length: int) -> pa.Array:
+    """The value of a one-value array, ``length`` times: converted once, not once per row (a
+    ``date`` goes through its Python converter: on every row, that was a third of a page's cost)."""
+    return pa.repeat(one[0], length)
+
+
 def _given(spec: TableSpec, column: Any, value: Any, length: int) -> pa.Array:
     """A column the connector sets: an array as it is, or one value repeated (strictly typed)."""
     if isinstance(value, pa.Array | pa.ChunkedArray):
         if value.type == column.type:
             return value
         return _converted(spec, column, value.to_pylist())
-    return _converted(spec, column, [value] * length)
+    if not length:
+        return _converted(spec, column, [])
+    return _repeated(_converted(spec, column, [value]), length)
 
 
 def rows_to_table(
@@ -334,16 +433,17 @@ def rows_to_table(
     ``overrides``: values of declared columns the connector sets whatever the rows hold (as if each
     row were ``{**row, **overrides}``): one value for every row, or an Arrow array of one per row.
 
-    Rows are turned into columns by Arrow in one pass (type inference in C++); a column whose
-    inferred type is not exactly what the strict converters accept (a boolean where a number
-    belongs, a date Arrow cannot parse...) is read again from its Python values by the converters,
-    which raise the ``TransformError`` (naming table, column and endpoint). Nothing is returned on
-    error, so nothing of the batch can be written.
+    Rows are turned into columns by Arrow in one pass: with the declared types when every value
+    fits them (``_declared_pivot``), else by type inference in C++; a column whose inferred type is
+    not exactly what the strict converters accept (a boolean where a number belongs, a date Arrow
+    cannot parse...) is read again from its Python values by the converters, which raise the
+    ``TransformError`` (naming table, column and endpoint). Nothing is returned on error, so
+    nothing of the batch can be written.
     """
     constants = constants or {}
     overrides = overrides or {}
     known = {c.name for c in spec.columns}
-    pivoted = _pivot(rows) if rows else None
+    pivoted = _pivot(spec, rows) if rows else None
     present: dict[str, pa.Array] = {}
     if pivoted is not None:
         present = {field.name: pivoted.field(i) for i, field in enumerate(pivoted.type)}
@@ -357,7 +457,7 @@ def rows_to_table(
         elif pivoted is not None:
             if name not in present:
                 array = (
-                    pa.array([constants[name]] * len(rows), type=column.type)
+                    _repeated(pa.array([constants[name]], type=column.type), len(rows))
                     if name in constants
                     else pa.nulls(len(rows), column.type)
                 )

@@ -696,7 +696,7 @@ class VisibilityClient:
 
     def _page_rows(self, endpoint: ep.Endpoint, rows: list[Any], request_id: str | None) -> list[Row]:
         """A page's rows validated (with the page's request id) and rid of unknown engines."""
-        checked = [endpoint.validate(row, request_id=request_id) for row in rows]
+        checked = endpoint.validate_rows(rows, request_id=request_id)
         if not endpoint.engine_rows:
             return checked
         known = [row for row in checked if row.get("engine") in ep.ENGINE_SET]

@@ -14,10 +14,13 @@ Unknown fields are kept unchecked, so the service can add fields without breakin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from itertools import repeat
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
+
+import msgspec
 
 from resources.api.errors import ResponseShapeError
 from resources.api.redaction import excerpt, sanitize
@@ -96,6 +99,34 @@ _FAST_TYPES: dict[str, tuple[frozenset[type], tuple[float, float] | None]] = {
 }
 _NO_FAST_TYPES: tuple[frozenset[type], None] = (frozenset(), None)
 
+#: What msgspec checks a scalar field against when a page of rows is validated at once (in C):
+#: what the field's check accepts, or less (an integer beyond 64 bits in a number: the loop decides).
+#: msgspec's ``float`` also takes a ``Decimal``, which no check accepts: the page's number fields are
+#: first checked to hold only ``_NUMBER_TYPES``.
+_INT64_VALUE = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
+_PAGE_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": _INT64_VALUE,
+    "number": _INT64_VALUE | float,
+    "boolean": bool,
+}
+_NUMBER_TYPES = frozenset({int, float, type(None)})
+_ROW_TYPES = frozenset({dict})
+
+
+def _page_type(flat: list[tuple[str, Kind, bool]]) -> Any | None:
+    """The msgspec type of a page whose rows pass every flat field's check, or None when a field's
+    kind has no exact msgspec type (arrays, objects, lists of strings: msgspec would take a tuple)."""
+    if any(kind not in _PAGE_TYPES for _, kind, _ in flat):
+        return None
+    fields = [
+        (f"f{i}", _PAGE_TYPES[kind]) if is_required else (f"f{i}", _PAGE_TYPES[kind] | None, None)
+        for i, (_, kind, is_required) in enumerate(flat)
+    ]
+    rename = {f"f{i}": name for i, (name, _, _) in enumerate(flat)}  # any name, keywords included
+    row = msgspec.defstruct("Row", fields, rename=rename, gc=False)
+    return list[row]  # type: ignore[valid-type]
+
 
 def _is_kind(value: Any, kind: Kind) -> bool:
     return _CHECKS[kind](value)
@@ -170,6 +201,9 @@ class Endpoint:
             tuple((n, k, *_FAST_TYPES.get(k, _NO_FAST_TYPES), _CHECKS[k], r) for n, k, r in flat),
         )
         object.__setattr__(self, "_nested", tuple(nested))
+        page_type = None if nested else _page_type(flat)
+        object.__setattr__(self, "_page_type", page_type)
+        object.__setattr__(self, "_numbers", tuple(n for n, k, _ in flat if k == "number"))
 
     @property
     def key(self) -> str:
@@ -210,6 +244,32 @@ class Endpoint:
         for parts, kind, is_required in self._nested:  # type: ignore[attr-defined]
             _check_path(obj, parts, kind, "", self.key, request_id, required=is_required)
         return obj
+
+    def validate_rows(self, rows: Sequence[Any], *, request_id: str | None = None) -> list[dict[str, Any]]:
+        """The rows of a page, each checked as :meth:`validate` checks it (same errors, first row first).
+
+        A page is first checked at once by msgspec, in C (about a third of the loop's cost); the
+        loop runs only when that check doubts, and raises the error naming the row's field.
+        """
+        if self._passes_at_once(rows):
+            return list(rows)
+        return [self.validate(row, request_id=request_id) for row in rows]
+
+    def _passes_at_once(self, rows: Sequence[Any]) -> bool:
+        """Whether msgspec finds every row a ``dict`` whose flat fields all pass (never a row
+        :meth:`validate` would refuse: for a value msgspec takes and a check would not, a
+        ``Mapping`` that is not a dict or a ``Decimal`` number, the page goes to the loop)."""
+        page_type = self._page_type  # type: ignore[attr-defined]
+        if page_type is None or not _ROW_TYPES.issuperset(map(type, rows)):
+            return False
+        for name in self._numbers:  # type: ignore[attr-defined]
+            if not _NUMBER_TYPES.issuperset(map(type, map(dict.get, rows, repeat(name)))):
+                return False
+        try:
+            msgspec.convert(rows, page_type)
+        except (msgspec.MsgspecError, ValueError, TypeError):  # a lone surrogate: UnicodeEncodeError
+            return False
+        return True
 
 
 def _check_path(
