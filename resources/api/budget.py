@@ -49,7 +49,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from resources.api.errors import RequestBudgetExceeded, SyncCancelled
@@ -356,7 +356,7 @@ class AIMDLimit:
 
 #: The global window's part of the ledger: every field of the ledger's state that a window has too
 #: (the rest, send numbers and requests in flight, belong to the ledger alone).
-_SHARED_FIELDS = tuple(f.name for f in fields(LedgerState) if hasattr(RateWindow(), f.name))
+_SHARED_FIELDS = tuple(name for name in LedgerState.__struct_fields__ if hasattr(RateWindow(), name))
 
 
 def _shared_window(state: LedgerState) -> RateWindow:
