@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -359,17 +360,20 @@ class AIMDLimit:
 _SHARED_FIELDS = tuple(name for name in LedgerState.__struct_fields__ if hasattr(RateWindow(), name))
 
 
+#: The shared fields' values, in ``_SHARED_FIELDS`` order, of a window or a ledger's state.
+_shared_values = operator.attrgetter(*_SHARED_FIELDS)
+
+
 def _shared_window(state: LedgerState) -> RateWindow:
     """The key's global window as the ledger holds it (wall-clock times)."""
     window = RateWindow("X-RateLimit-Reset", learns=True)
-    for name in _SHARED_FIELDS:
-        setattr(window, name, getattr(state, name))
+    window.__dict__.update(zip(_SHARED_FIELDS, _shared_values(state), strict=True))
     return window
 
 
 def _store_window(window: RateWindow, state: LedgerState) -> None:
-    for name in _SHARED_FIELDS:
-        setattr(state, name, getattr(window, name))
+    for name, value in zip(_SHARED_FIELDS, _shared_values(window), strict=True):
+        setattr(state, name, value)
 
 
 def _unseen(
