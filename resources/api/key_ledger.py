@@ -74,8 +74,8 @@ def _read(fd: int, size: int) -> bytes:
 
 def _write(fd: int, data: bytes, size: int) -> None:
     """Replace the file's ``size`` bytes by ``data``: a shorter text is padded with spaces (JSON
-    allows them after the value) rather than cut, since ``ftruncate`` costs a request more CPU
-    than the rest of the write (it journals the new size); a file left ``MAX_PADDING`` longer is cut."""
+    allows them after the value) rather than cut, since ``ftruncate`` (it journals the new size)
+    cost more CPU than the ``pwrite`` itself; a text more than ``MAX_PADDING`` shorter is cut."""
     if len(data) < size <= len(data) + MAX_PADDING:
         data += b" " * (size - len(data))
     os.pwrite(fd, data, 0)
