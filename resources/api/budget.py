@@ -46,10 +46,11 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from resources.api.errors import RequestBudgetExceeded, SyncCancelled
@@ -356,20 +357,23 @@ class AIMDLimit:
 
 #: The global window's part of the ledger: every field of the ledger's state that a window has too
 #: (the rest, send numbers and requests in flight, belong to the ledger alone).
-_SHARED_FIELDS = tuple(f.name for f in fields(LedgerState) if hasattr(RateWindow(), f.name))
+_SHARED_FIELDS = tuple(name for name in LedgerState.__struct_fields__ if hasattr(RateWindow(), name))
+
+
+#: The shared fields' values, in ``_SHARED_FIELDS`` order, of a window or a ledger's state.
+_shared_values = operator.attrgetter(*_SHARED_FIELDS)
 
 
 def _shared_window(state: LedgerState) -> RateWindow:
     """The key's global window as the ledger holds it (wall-clock times)."""
     window = RateWindow("X-RateLimit-Reset", learns=True)
-    for name in _SHARED_FIELDS:
-        setattr(window, name, getattr(state, name))
+    window.__dict__.update(zip(_SHARED_FIELDS, _shared_values(state), strict=True))
     return window
 
 
 def _store_window(window: RateWindow, state: LedgerState) -> None:
-    for name in _SHARED_FIELDS:
-        setattr(state, name, getattr(window, name))
+    for name, value in zip(_SHARED_FIELDS, _shared_values(window), strict=True):
+        setattr(state, name, value)
 
 
 def _unseen(

@@ -73,6 +73,8 @@ _MAX_MESSAGE_CHARS = MAX_TEXT_CHARS
 _LAST_TRY_MIN_SECONDS = 0.05
 #: At most one warning about rows with an unknown engine per endpoint this often (per client).
 _UNKNOWN_ENGINE_WARN_EVERY_SECONDS = 30.0
+#: Absolute URLs of query-less paths kept per client (``VisibilityClient._url``).
+_URL_CACHE_SIZE = 256
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,8 @@ class _Answer:
     status: int
     body: Any
     request_id: str | None
-    headers: httpx.Headers
+    #: lower-case names (read once from httpx's ``Headers``, whose every lookup scans them all)
+    headers: Mapping[str, str]
     #: the first bytes of a body that is not JSON, for the error that quotes it
     raw_start: bytes = b""
 
@@ -260,6 +263,8 @@ class VisibilityClient:
         #: Set by the first quota_exceeded: from then on nothing is sent (the quota will not recover
         #: within a sync, and every further request would be refused too).
         self._quota_error: QuotaExceededError | None = None
+        #: path -> its absolute URL (``_url``)
+        self._urls: dict[str, httpx.URL] = {}
         install_log_guard()
         # httpx masks the Authorization value in its Headers repr; it never logs request headers.
         self._http = httpx.Client(
@@ -275,6 +280,8 @@ class VisibilityClient:
             verify=tls_context(),
             transport=transport,
         )
+        base = self._http.base_url  # httpx's form: its path ends with "/"
+        self._base = f"{base.scheme}://{base.netloc.decode('ascii')}{base.raw_path.decode('ascii')}"
 
     def __repr__(self) -> str:
         return f"VisibilityClient(base_url={self._base_url!r}, max_concurrency={self._max_concurrency})"
@@ -335,13 +342,33 @@ class VisibilityClient:
     def _backoff(self, attempt: int) -> float:
         return full_jitter(attempt, base_seconds=self._backoff_base, cap_seconds=self._backoff_max)
 
+    def _url(self, path: str, params: Mapping[str, Any] | None) -> httpx.URL | None:
+        """The URL httpx builds from the base URL, ``path`` and ``params``, parsed once instead of
+        three times (httpx parses the relative path, the merged URL and the URL with its query:
+        80 to 150 µs of CPU a request); None for a path it does not cover (a query, a fragment, a
+        dot segment, no leading "/"), which httpx merges itself."""
+        if path[:1] != "/" or path[:2] == "//" or "?" in path or "#" in path or "/." in path:
+            return None
+        if params:
+            return httpx.URL(f"{self._base}{path[1:]}?{httpx.QueryParams(params)}")
+        url = self._urls.get(path)
+        if url is None:
+            if len(self._urls) >= _URL_CACHE_SIZE:
+                self._urls.clear()
+            url = self._urls[path] = httpx.URL(self._base + path[1:])
+        return url
+
     def _send_once(
         self, endpoint: ep.Endpoint, path: str, params: Mapping[str, Any] | None, body: Any
     ) -> tuple[_Answer | None, _Failure | None]:
         """One HTTP exchange: an answer (any status, body decoded), or a transport failure."""
         started = time.monotonic()
+        url = self._url(path, params)
         try:
-            response = self._http.request(endpoint.method, path, params=params, json=body)
+            if url is None:
+                response = self._http.request(endpoint.method, path, params=params, json=body)
+            else:
+                response = self._http.request(endpoint.method, url, json=body)
         except httpx.TimeoutException as exc:
             sent = not isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout)
             return None, _Failure("timeout" if sent else "connect_timeout", type(exc).__name__)
@@ -353,8 +380,9 @@ class VisibilityClient:
             return None, _Failure("invalid_body", type(exc).__name__)
         except httpx.RequestError as exc:  # read/write errors, and anything else on the wire
             return None, _Failure("connection_dropped", type(exc).__name__)
+        headers = dict(response.headers.items())
         # Whatever the server (or a proxy) put in the header is quoted in messages and logs.
-        request_id = sanitize_optional(response.headers.get("x-request-id"), MAX_TOKEN_CHARS)
+        request_id = sanitize_optional(headers.get("x-request-id"), MAX_TOKEN_CHARS)
         decoded: Any = None
         if response.content:
             try:
@@ -370,7 +398,7 @@ class VisibilityClient:
             request_id,
         )
         raw_start = response.content[:80] if decoded is None else b""
-        return _Answer(response.status_code, decoded, request_id, response.headers, raw_start), None
+        return _Answer(response.status_code, decoded, request_id, headers, raw_start), None
 
     def _sync_deadline(self) -> float:
         """Seconds the sync retries an unreachable service: the budget's, else this client's."""
@@ -549,19 +577,8 @@ class VisibilityClient:
         self, endpoint: ep.Endpoint, answer: _Answer, permit: Permit, attempt: int, not_json: int = 0
     ) -> dict[str, Any] | tuple[_Failure, float]:
         """A success body, or (the failure, seconds to wait before retrying); raises typed errors."""
-        error = answer.body.get("error") if isinstance(answer.body, dict) else None
         code = _error_code(answer.body)
-        message = error.get("message") if isinstance(error, dict) else None
-        message = self._scrub(message) if isinstance(message, str) else None
         decision = classify(answer.status, code)
-        failure = _Failure(
-            decision.cause,
-            message or f"HTTP {answer.status}",
-            status=answer.status,
-            code=code,
-            request_id=answer.request_id,
-        )
-        retry_after = parse_retry_after(answer.headers.get("retry-after"))
         action = decision.action
         if action is Action.SUCCESS:
             if not answer.is_json_object:
@@ -588,6 +605,18 @@ class VisibilityClient:
                     request_id=answer.request_id,
                 )
             return answer.body
+        # a failure: what it says (only now: a success never quotes the body or reads Retry-After)
+        error = answer.body.get("error") if isinstance(answer.body, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        message = self._scrub(message) if isinstance(message, str) else None
+        failure = _Failure(
+            decision.cause,
+            message or f"HTTP {answer.status}",
+            status=answer.status,
+            code=code,
+            request_id=answer.request_id,
+        )
+        retry_after = parse_retry_after(answer.headers.get("retry-after"))
         if action is Action.QUOTA:
             quota = QuotaExceededError(
                 message or "the quota is used up",

@@ -29,10 +29,14 @@ class Decision:
     cause: str
 
 
+#: Every success's decision (one object: ``classify`` runs for every answer).
+_SUCCESS = Decision(Action.SUCCESS, "ok")
+
+
 def classify(status: int, code: str | None) -> Decision:
     """Decide from the status and the service's stable error ``code`` (never its message)."""
     if 200 <= status < 300:
-        return Decision(Action.SUCCESS, "ok")
+        return _SUCCESS
     if status == 429:
         if code == "quota_exceeded":
             return Decision(Action.QUOTA, "quota_exceeded")

@@ -164,3 +164,65 @@ def test_a_429_while_paced_holds_every_process_back_until_the_reset(tmp_path: Pa
     with pytest.raises(BudgetExhausted) as caught:
         second.acquire("GET /v1/brands", deadline=second.now() + 0.5)
     assert caught.value.wait_seconds > 20
+
+
+def _state_with_requests(ledger: KeyLedger, count: int) -> None:
+    with ledger.transaction() as state:
+        assert state is not None
+        state.limit, state.remaining = 20, 7
+        state.in_flight = {seq: (ledger.pid, time.time()) for seq in range(1, count + 1)}
+        state.seq = count
+
+
+@pytest.mark.parametrize("cut", [1, 10, 57, -1])
+def test_a_torn_ledger_file_starts_afresh_and_is_written_whole_again(tmp_path: Path, cut: int) -> None:
+    ledger = ledger_in(tmp_path)
+    _state_with_requests(ledger, 3)
+    whole = ledger.path.read_bytes().rstrip()
+    ledger.path.write_bytes(whole[:cut])  # a writer killed mid-write
+
+    with ledger.transaction() as state:
+        assert state is not None and state.in_flight == {} and state.remaining is None
+        state.remaining = 5
+
+    assert json.loads(ledger.path.read_bytes())["remaining"] == 5
+
+
+@pytest.mark.parametrize(
+    "foreign",
+    [
+        b"[1, 2, 3]",
+        b'{"remaining": "many"}',
+        b'{"in_flight": {"one": [1, 2.0]}}',
+        b'{"in_flight": {"1": [1]}}',
+        b'{"remaining": 1.5}',
+        b"\x00\x01\x02 not json",
+        b'{"remaining": 3} trailing',
+    ],
+)
+def test_a_foreign_ledger_file_is_taken_for_a_fresh_state(tmp_path: Path, foreign: bytes) -> None:
+    ledger = ledger_in(tmp_path)
+    ledger.path.write_bytes(foreign)
+    budget = RequestBudget(4, ledger=ledger)
+
+    answered(budget, remaining=3, reset=1)
+
+    written = json.loads(ledger.path.read_bytes())
+    assert written["remaining"] <= 3 and written["in_flight"] == {} and written["members"] == [ledger.pid]
+
+
+def test_a_state_that_shrinks_leaves_a_valid_file_and_a_much_shorter_one_cuts_it(tmp_path: Path) -> None:
+    ledger = ledger_in(tmp_path)
+    _state_with_requests(ledger, 3)
+    _state_with_requests(ledger, 1)  # a little shorter: padded, not cut
+    assert LedgerState.load(ledger.path.read_bytes()).in_flight.keys() == {1}
+    assert json.loads(ledger.path.read_bytes())["seq"] == 1
+
+    _state_with_requests(ledger, 400)  # several kilobytes
+    large = ledger.path.stat().st_size
+    _state_with_requests(ledger, 1)
+
+    assert ledger.path.stat().st_size < large // 10  # cut, so a reader never reads kilobytes of padding
+    assert json.loads(ledger.path.read_bytes())["in_flight"] == {
+        "1": [ledger.pid, pytest.approx(time.time(), abs=60)]
+    }
