@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -333,28 +333,47 @@ class ResumeStore:
     def journal(self, selection: str) -> CallJournal | None:
         """The selection's journal, locked for this fetch; None when another process holds it or the
         folder cannot be written (the fetch then runs without one)."""
-        try:
-            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            sweep_expired(self.root)
-            directory = self.root / selection
-            directory.mkdir(mode=0o700, exist_ok=True)
-            lock = (directory / LOCK).open("a+b")
-        except OSError:
+        directory = self.root / selection
+        lock = self._locked(directory)
+        if lock is None:
             return None
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if _expired(directory):
+                for leftover in directory.iterdir():
+                    if leftover.name != LOCK:
+                        with contextlib.suppress(OSError):
+                            leftover.unlink()
+            if not (directory / SELECTION).exists():
+                (directory / SELECTION).write_text(json.dumps({"format": FORMAT, "created": time.time()}))
         except OSError:
-            lock.close()
+            lock.close()  # closing it lets the lock go
             return None
-        if _expired(directory):
-            for leftover in directory.iterdir():
-                if leftover.name != LOCK:
-                    with contextlib.suppress(OSError):
-                        leftover.unlink()
-        if not (directory / SELECTION).exists():
-            (directory / SELECTION).write_text(json.dumps({"format": FORMAT, "created": time.time()}))
         self._opened.append(directory)
         return CallJournal(directory, lock)
+
+    def _locked(self, directory: Path) -> IO[bytes] | None:
+        """``directory``'s lock file, made if need be and locked; None when another process holds it.
+
+        Another process's sweep may remove a folder it finds without a manifest between this
+        process's making it and locking it (runs of one user share the root): a lock taken on the
+        removed file is no one's, so the folder is made again."""
+        for _ in range(3):
+            try:
+                self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+                sweep_expired(self.root)
+                directory.mkdir(mode=0o700, exist_ok=True)
+                lock = (directory / LOCK).open("a+b")
+            except OSError:
+                return None
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                return None
+            if os.fstat(lock.fileno()).st_nlink > 0:
+                return lock
+            lock.close()
+        return None
 
     def take_over(self, other: ResumeStore) -> None:
         """Make the journals ``other`` opened this store's: a fetch made for this step by another
@@ -375,10 +394,14 @@ class ResumeStore:
             self.root.rmdir()  # only when empty
 
 
-def _remove_unless_held(directory: Path) -> bool:
+def _remove_unless_held(directory: Path, still: Callable[[], bool] | None = None) -> bool:
+    """Remove ``directory`` unless a process holds its lock (or, once it is locked, ``still()`` is
+    no longer true: its fetch may have ended, keeping a manifest, between the look and the lock)."""
     try:
         with (directory / LOCK).open("a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if still is not None and not still():
+                return False
             shutil.rmtree(directory, ignore_errors=True)
             return True
     except OSError:
@@ -401,8 +424,11 @@ def sweep_expired(root: Path, now: float | None = None) -> list[Path]:
     before its first call ended), that no process holds."""
     removed: list[Path] = []
     for path in root.iterdir():
-        useless = _expired(path, now) or not (path / MANIFEST).exists()
-        if path.is_dir() and useless and _remove_unless_held(path):
+
+        def useless(path: Path = path) -> bool:
+            return _expired(path, now) or not (path / MANIFEST).exists()
+
+        if path.is_dir() and useless() and _remove_unless_held(path, still=useless):
             removed.append(path)
     return removed
 

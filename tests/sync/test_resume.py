@@ -8,6 +8,7 @@ import json
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -307,3 +308,37 @@ def test_a_journal_that_cannot_write_is_dropped_and_the_fetch_spools_every_row(
         finally:
             plain.spool.remove()
             journalled.spool.remove()
+
+
+def test_a_journal_whose_folder_another_run_sweeps_away_before_its_lock_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs of one user share the resume root: another run's sweep may remove a folder just made
+    (no manifest yet) before its run locks it. The journal is made again, not written into nothing."""
+    real_flock = resume_module.fcntl.flock
+    swept: list[Path] = []
+    raced: list[bool] = []
+
+    def flock(fd: Any, operation: int) -> None:
+        if not raced and operation == resume_module.fcntl.LOCK_EX | resume_module.fcntl.LOCK_NB:
+            raced.append(True)
+            swept.extend(resume_module.sweep_expired(tmp_path))  # the other run, between mkdir and lock
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(resume_module.fcntl, "flock", flock)
+    journal = resume_module.ResumeStore(tmp_path).journal("prompt_mentions-0123")
+
+    assert swept == [tmp_path / "prompt_mentions-0123"]  # the race happened
+    assert journal is not None
+    assert (tmp_path / "prompt_mentions-0123" / resume_module.SELECTION).exists()
+    journal.close()
+
+
+def test_a_sweep_keeps_a_journal_that_gained_its_manifest_before_the_sweep_locked_it(tmp_path: Path) -> None:
+    folder = tmp_path / "answers-0123"
+    folder.mkdir()
+    (folder / resume_module.LOCK).touch()
+    assert not resume_module._remove_unless_held(folder, still=lambda: False)
+    assert folder.exists()
+    assert resume_module._remove_unless_held(folder, still=lambda: True)
+    assert not folder.exists()
