@@ -422,6 +422,24 @@ class _Gate(NamedTuple):
     next_delay: float = 0.0
 
 
+class _Place:
+    """A thread's place in ``RequestBudget.acquire``: whether it leads the line of the threads
+    waiting for the global window's time; leaving the ``with`` block by an exception leaves the line."""
+
+    __slots__ = ("budget", "leading")
+
+    def __init__(self, budget: RequestBudget) -> None:
+        self.budget = budget
+        self.leading = False
+
+    def __enter__(self) -> _Place:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: object, trace: object) -> None:
+        if kind is not None:
+            self.budget._leave_line(self)
+
+
 class BudgetExhausted(Exception):
     """Waiting for the budget would pass the caller's deadline."""
 
@@ -762,160 +780,154 @@ class RequestBudget:
         waited_slot = 0.0
         announced = False
         announcement: tuple[str, float, str] | None = None
-        leading = False
+        place = _Place(self)
         while True:
             if announcement is not None:  # outside the lock: handlers and hooks may be slow
                 self.announce(*announcement)
                 announcement = None
-            with self._cond:
-                try:
-                    if self._cancel.is_set():
-                        raise SyncCancelled(endpoint=endpoint)
-                    now = self._clock()
-                    endpoint_window = self._endpoint(endpoint)
-                    gate = None
-                    endpoint_delay = 0.0
-                    held = now < self._shared_hold_until and (
-                        deadline is None or self._shared_hold_until <= deadline
+            with self._cond, place:  # a thread that fails leaves the line
+                if self._cancel.is_set():
+                    raise SyncCancelled(endpoint=endpoint)
+                now = self._clock()
+                endpoint_window = self._endpoint(endpoint)
+                gate = None
+                endpoint_delay = 0.0
+                held = now < self._shared_hold_until and (
+                    deadline is None or self._shared_hold_until <= deadline
+                )
+                if len(self._in_flight) < self._slots() and not held:
+                    endpoint_delay = endpoint_window.delay(
+                        now,
+                        unanswered_since_newest=_unseen(
+                            self._in_flight,
+                            endpoint_window.newest_seq,
+                            endpoint_window.newest_sent_at,
+                            endpoint,
+                        ),
                     )
-                    if len(self._in_flight) < self._slots() and not held:
-                        endpoint_delay = endpoint_window.delay(
-                            now,
-                            unanswered_since_newest=_unseen(
-                                self._in_flight,
-                                endpoint_window.newest_seq,
-                                endpoint_window.newest_sent_at,
-                                endpoint,
-                            ),
-                        )
-                        gate = self._shared_gate(endpoint_delay <= 0.0)
-                        if gate is not None and gate.delay < 0.0:  # every slot of the key is taken
-                            self._shared_hold_until = now + SHARED_SLOT_POLL_SECONDS
-                            self._hold_for_slots = True
-                    if held:
-                        # another thread of this process found the key's budget spent a moment ago:
-                        # wait with it instead of locking the ledger again
-                        leading = self._wait_for_time(self._shared_hold_until - now, leading)
-                        waited_rate += self._clock() - now
-                        continue
-                    if len(self._in_flight) >= self._slots() or (gate is not None and gate.delay < 0.0):
-                        wait = MAX_WAIT_SLICE_SECONDS if gate is None else SHARED_SLOT_POLL_SECONDS
-                        if deadline is not None and now + wait > deadline:
-                            wait = max(0.0, deadline - now)
-                            if wait == 0.0:
-                                raise BudgetExhausted(0.0, "concurrency")
-                        leading = self._leave_line(leading)
-                        self._slot_waiters += 1
-                        try:
-                            self._cond.wait(wait)
-                        finally:
-                            self._slot_waiters -= 1
-                        waited_slot += self._clock() - now
-                        continue
-                    shared = gate is not None
-                    if gate is None:
-                        global_delay = self._global.delay(
-                            now,
-                            unanswered_since_newest=_unseen(
-                                self._in_flight, self._global.newest_seq, self._global.newest_sent_at
-                            ),
-                        )
-                        global_reason = self._global.reason(now)
-                        gate = _Gate(
-                            global_delay,
-                            global_reason,
-                            None,
-                            0.0,
-                            self._global.reference,
-                            self._global.counted,
-                            self._releases,
-                        )
-                    global_delay, global_reason = gate.delay, gate.reason
-                    delay = max(global_delay, endpoint_delay)
-                    if delay <= 0.0:
-                        if not shared:
-                            self._global.take()
-                        elif gate.next_delay > 0.0:  # the key's window is spent again: say so here
-                            self._shared_hold_until = now + min(gate.next_delay, MAX_WAIT_SLICE_SECONDS)
-                            self._hold_for_slots = False
-                        endpoint_window.take()
-                        self._seq += 1
-                        self._in_flight[self._seq] = (endpoint, now)
-                        leading = self._leave_line(leading, sent=True)
-                        return Permit(
-                            endpoint=endpoint,
-                            generation=self._aimd.generation,
-                            seq=self._seq,
-                            sent_at=now,
-                            waited_for_rate=waited_rate,
-                            waited_for_slot=waited_slot,
-                            shared_seq=gate.seq,
-                            shared_sent_at=gate.sent_at,
-                            reference=gate.reference,
-                            counted=gate.counted,
-                            releases_before=gate.releases,
-                        )
-                    if deadline is not None and now + delay > deadline:
-                        scope = "global" if global_delay >= endpoint_delay else f"endpoint {endpoint}"
-                        raise BudgetExhausted(delay, scope)
-                    if shared and global_delay >= endpoint_delay:
-                        self._shared_hold_until = now + min(global_delay, MAX_WAIT_SLICE_SECONDS)
-                        self._hold_for_slots = False
-                    if not announced and delay >= ANNOUNCE_MIN_SECONDS:
-                        announced = True
-                        if global_delay >= endpoint_delay:
-                            announcement = (
-                                "rate_limit",
-                                delay,
-                                f"rate limit: waiting {delay:.1f} s ({global_reason})",
-                            )
-                        else:
-                            reason = endpoint_window.reason(now)
-                            announcement = (
-                                "endpoint_rate_limit",
-                                delay,
-                                f"rate limit of {endpoint}: waiting {delay:.1f} s ({reason})",
-                            )
-                        continue
-                    if global_delay >= endpoint_delay:
-                        leading = self._wait_for_time(min(delay, MAX_WAIT_SLICE_SECONDS), leading)
-                    else:
-                        leading = self._leave_line(leading)
-                        self._endpoint_waiters += 1
-                        try:
-                            self._cond.wait(min(delay, MAX_WAIT_SLICE_SECONDS))
-                        finally:
-                            self._endpoint_waiters -= 1
+                    gate = self._shared_gate(endpoint_delay <= 0.0)
+                    if gate is not None and gate.delay < 0.0:  # every slot of the key is taken
+                        self._shared_hold_until = now + SHARED_SLOT_POLL_SECONDS
+                        self._hold_for_slots = True
+                if held:
+                    # another thread of this process found the key's budget spent a moment ago:
+                    # wait with it instead of locking the ledger again
+                    self._wait_for_time(self._shared_hold_until - now, place)
                     waited_rate += self._clock() - now
-                except BaseException:
-                    leading = self._leave_line(leading)
-                    raise
+                    continue
+                if len(self._in_flight) >= self._slots() or (gate is not None and gate.delay < 0.0):
+                    wait = MAX_WAIT_SLICE_SECONDS if gate is None else SHARED_SLOT_POLL_SECONDS
+                    if deadline is not None and now + wait > deadline:
+                        wait = max(0.0, deadline - now)
+                        if wait == 0.0:
+                            raise BudgetExhausted(0.0, "concurrency")
+                    self._leave_line(place)
+                    self._slot_waiters += 1
+                    try:
+                        self._cond.wait(wait)
+                    finally:
+                        self._slot_waiters -= 1
+                    waited_slot += self._clock() - now
+                    continue
+                shared = gate is not None
+                if gate is None:
+                    global_delay = self._global.delay(
+                        now,
+                        unanswered_since_newest=_unseen(
+                            self._in_flight, self._global.newest_seq, self._global.newest_sent_at
+                        ),
+                    )
+                    global_reason = self._global.reason(now)
+                    gate = _Gate(
+                        global_delay,
+                        global_reason,
+                        None,
+                        0.0,
+                        self._global.reference,
+                        self._global.counted,
+                        self._releases,
+                    )
+                global_delay, global_reason = gate.delay, gate.reason
+                delay = max(global_delay, endpoint_delay)
+                if delay <= 0.0:
+                    if not shared:
+                        self._global.take()
+                    elif gate.next_delay > 0.0:  # the key's window is spent again: say so here
+                        self._shared_hold_until = now + min(gate.next_delay, MAX_WAIT_SLICE_SECONDS)
+                        self._hold_for_slots = False
+                    endpoint_window.take()
+                    self._seq += 1
+                    self._in_flight[self._seq] = (endpoint, now)
+                    self._leave_line(place, sent=True)
+                    return Permit(
+                        endpoint=endpoint,
+                        generation=self._aimd.generation,
+                        seq=self._seq,
+                        sent_at=now,
+                        waited_for_rate=waited_rate,
+                        waited_for_slot=waited_slot,
+                        shared_seq=gate.seq,
+                        shared_sent_at=gate.sent_at,
+                        reference=gate.reference,
+                        counted=gate.counted,
+                        releases_before=gate.releases,
+                    )
+                if deadline is not None and now + delay > deadline:
+                    scope = "global" if global_delay >= endpoint_delay else f"endpoint {endpoint}"
+                    raise BudgetExhausted(delay, scope)
+                if shared and global_delay >= endpoint_delay:
+                    self._shared_hold_until = now + min(global_delay, MAX_WAIT_SLICE_SECONDS)
+                    self._hold_for_slots = False
+                if not announced and delay >= ANNOUNCE_MIN_SECONDS:
+                    announced = True
+                    if global_delay >= endpoint_delay:
+                        announcement = (
+                            "rate_limit",
+                            delay,
+                            f"rate limit: waiting {delay:.1f} s ({global_reason})",
+                        )
+                    else:
+                        reason = endpoint_window.reason(now)
+                        announcement = (
+                            "endpoint_rate_limit",
+                            delay,
+                            f"rate limit of {endpoint}: waiting {delay:.1f} s ({reason})",
+                        )
+                    continue
+                if global_delay >= endpoint_delay:
+                    self._wait_for_time(min(delay, MAX_WAIT_SLICE_SECONDS), place)
+                else:
+                    self._leave_line(place)
+                    self._endpoint_waiters += 1
+                    try:
+                        self._cond.wait(min(delay, MAX_WAIT_SLICE_SECONDS))
+                    finally:
+                        self._endpoint_waiters -= 1
+                waited_rate += self._clock() - now
 
-    def _wait_for_time(self, timeout: float, leading: bool) -> bool:
+    def _wait_for_time(self, timeout: float, place: _Place) -> None:
         """Wait (the lock held) for the global window: the leader of the line, or the first to come
         when there is none, waits ``timeout`` on ``_cond`` (answers, releases and blocks wake it);
-        the others wait on ``_line`` until the leader leaves. Returns whether this thread leads.
+        the others wait on ``_line`` until the leader leaves.
 
         Only the leader wakes when the time comes or the window changes; the line's waits are still
         bounded by ``MAX_WAIT_SLICE_SECONDS``, so a cancel that could not take the lock is noticed.
         """
-        if leading or not self._time_leader:
-            self._time_leader = True
+        if place.leading or not self._time_leader:
+            self._time_leader = place.leading = True
             self._cond.wait(timeout)
-            return True
-        self._line.wait(MAX_WAIT_SLICE_SECONDS)
-        return False
+        else:
+            self._line.wait(MAX_WAIT_SLICE_SECONDS)
 
-    def _leave_line(self, leading: bool, *, sent: bool = False) -> bool:
+    def _leave_line(self, place: _Place, *, sent: bool = False) -> None:
         """A thread stops waiting for the time (it sends, fails, or waits for something else): if
         it led the line, or it ``sent`` while nobody leads it, the next in line takes a look (the
-        window may allow it too, and someone must watch the time). Returns ``False`` (not leading)."""
-        if leading:
-            self._time_leader = False
+        window may allow it too, and someone must watch the time)."""
+        if place.leading:
+            self._time_leader = place.leading = False
             self._line.notify()
         elif sent and not self._time_leader:
             self._line.notify()
-        return False
 
     def _wake_all(self) -> None:
         """Wake every waiter (the lock held): a cancel, a block, a new concurrency limit."""
