@@ -44,6 +44,7 @@ instance the command line hands Dagster as is, during all the runs of its sync):
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import operator
@@ -417,6 +418,26 @@ class _Gate(NamedTuple):
     counted: int = 0
     #: requests answered so far (``RequestBudget.release``: paced, those answered while one was in flight)
     releases: int = 0
+    #: when a request was taken: seconds until the window allows the next one (0 when it does now)
+    next_delay: float = 0.0
+
+
+class _Place:
+    """A thread's place in ``RequestBudget.acquire``: whether it leads the line of the threads
+    waiting for the global window's time; leaving the ``with`` block by an exception leaves the line."""
+
+    __slots__ = ("budget", "leading")
+
+    def __init__(self, budget: RequestBudget) -> None:
+        self.budget = budget
+        self.leading = False
+
+    def __enter__(self) -> _Place:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: object, trace: object) -> None:
+        if kind is not None:
+            self.budget._leave_line(self)
 
 
 class BudgetExhausted(Exception):
@@ -517,7 +538,17 @@ class RequestBudget:
         self._allowance_reasons: list[str] = []
         self._clock = clock
         self.retry_deadline_seconds = retry_deadline_seconds
-        self._cond = threading.Condition()
+        lock = threading.RLock()
+        self._cond = threading.Condition(lock)
+        #: Waiters for the global window's time form a line: one of them (the leader) waits on
+        #: ``_cond`` for the time or a change of the window, the others on ``_line`` until the
+        #: leader leaves (a wake of every thread on every answer cost a sync's CPU, issue 21).
+        self._line = threading.Condition(lock)
+        self._time_leader = False
+        #: Threads waiting on ``_cond`` for a slot, or for an endpoint's window (``observe`` and
+        #: ``release`` wake them).
+        self._slot_waiters = 0
+        self._endpoint_waiters = 0
         self._global = RateWindow("X-RateLimit-Reset", learns=True)
         self._endpoints: dict[str, RateWindow] = {}
         self._aimd = AIMDLimit(max_concurrency)
@@ -536,8 +567,10 @@ class RequestBudget:
         #: the key's window and requests in flight, shared with the other processes on this machine
         self._ledger = ledger
         #: until then (clock) this process's requests wait without reading the ledger: one of them
-        #: just found the key's slots taken or its window spent (a release of ours ends it early)
+        #: just found the key's slots taken or its window spent (a release of ours that frees a slot
+        #: of the key or opens its window sooner ends it early)
         self._shared_hold_until = 0.0
+        self._hold_for_slots = False
 
     def _endpoint(self, endpoint: str) -> RateWindow:
         window = self._endpoints.get(endpoint)
@@ -566,7 +599,7 @@ class RequestBudget:
         self._cancel.set()
         if self._cond.acquire(blocking=False):
             try:
-                self._cond.notify_all()
+                self._wake_all()
             finally:
                 self._cond.release()
 
@@ -713,14 +746,25 @@ class RequestBudget:
             unseen = _unseen(state.in_flight, window.newest_seq, window.newest_sent_at)
             delay = window.delay(wall, unanswered_since_newest=unseen)
             seq = None
+            next_delay = 0.0
             if delay <= 0.0 and may_take:
                 window.take()
                 state.seq += 1
                 seq = state.seq
                 state.in_flight[seq] = (ledger.pid, wall)
+                # what the next request of this process would read here now (on a copy: reading
+                # it changes nothing in the ledger), so that it waits without locking the file again
+                next_delay = copy.copy(window).delay(wall, unanswered_since_newest=unseen + 1)
             _store_window(window, state)
             return _Gate(
-                delay, window.reason(wall), seq, wall, window.reference, window.counted, state.releases
+                delay,
+                window.reason(wall),
+                seq,
+                wall,
+                window.reference,
+                window.counted,
+                state.releases,
+                next_delay,
             )
 
     def acquire(self, endpoint: str, *, deadline: float | None = None) -> Permit:
@@ -730,16 +774,18 @@ class RequestBudget:
         process using the key on this machine. Raises ``BudgetExhausted`` instead of waiting past
         ``deadline`` (a ``clock()`` value), and ``SyncCancelled`` as soon as the sync is cancelled. A
         wait for a rate-limit window of ``ANNOUNCE_MIN_SECONDS`` or more is announced once per call.
+        Threads waiting for the global window's time wait in line (``_wait_for_time``).
         """
         waited_rate = 0.0
         waited_slot = 0.0
         announced = False
         announcement: tuple[str, float, str] | None = None
+        place = _Place(self)
         while True:
             if announcement is not None:  # outside the lock: handlers and hooks may be slow
                 self.announce(*announcement)
                 announcement = None
-            with self._cond:
+            with self._cond, place:  # a thread that fails leaves the line
                 if self._cancel.is_set():
                     raise SyncCancelled(endpoint=endpoint)
                 now = self._clock()
@@ -762,10 +808,11 @@ class RequestBudget:
                     gate = self._shared_gate(endpoint_delay <= 0.0)
                     if gate is not None and gate.delay < 0.0:  # every slot of the key is taken
                         self._shared_hold_until = now + SHARED_SLOT_POLL_SECONDS
+                        self._hold_for_slots = True
                 if held:
                     # another thread of this process found the key's budget spent a moment ago:
                     # wait with it instead of locking the ledger again
-                    self._cond.wait(self._shared_hold_until - now)
+                    self._wait_for_time(self._shared_hold_until - now, place)
                     waited_rate += self._clock() - now
                     continue
                 if len(self._in_flight) >= self._slots() or (gate is not None and gate.delay < 0.0):
@@ -774,7 +821,12 @@ class RequestBudget:
                         wait = max(0.0, deadline - now)
                         if wait == 0.0:
                             raise BudgetExhausted(0.0, "concurrency")
-                    self._cond.wait(wait)
+                    self._leave_line(place)
+                    self._slot_waiters += 1
+                    try:
+                        self._cond.wait(wait)
+                    finally:
+                        self._slot_waiters -= 1
                     waited_slot += self._clock() - now
                     continue
                 shared = gate is not None
@@ -800,9 +852,13 @@ class RequestBudget:
                 if delay <= 0.0:
                     if not shared:
                         self._global.take()
+                    elif gate.next_delay > 0.0:  # the key's window is spent again: say so here
+                        self._shared_hold_until = now + min(gate.next_delay, MAX_WAIT_SLICE_SECONDS)
+                        self._hold_for_slots = False
                     endpoint_window.take()
                     self._seq += 1
                     self._in_flight[self._seq] = (endpoint, now)
+                    self._leave_line(place, sent=True)
                     return Permit(
                         endpoint=endpoint,
                         generation=self._aimd.generation,
@@ -821,6 +877,7 @@ class RequestBudget:
                     raise BudgetExhausted(delay, scope)
                 if shared and global_delay >= endpoint_delay:
                     self._shared_hold_until = now + min(global_delay, MAX_WAIT_SLICE_SECONDS)
+                    self._hold_for_slots = False
                 if not announced and delay >= ANNOUNCE_MIN_SECONDS:
                     announced = True
                     if global_delay >= endpoint_delay:
@@ -837,8 +894,45 @@ class RequestBudget:
                             f"rate limit of {endpoint}: waiting {delay:.1f} s ({reason})",
                         )
                     continue
-                self._cond.wait(min(delay, MAX_WAIT_SLICE_SECONDS))
+                if global_delay >= endpoint_delay:
+                    self._wait_for_time(min(delay, MAX_WAIT_SLICE_SECONDS), place)
+                else:
+                    self._leave_line(place)
+                    self._endpoint_waiters += 1
+                    try:
+                        self._cond.wait(min(delay, MAX_WAIT_SLICE_SECONDS))
+                    finally:
+                        self._endpoint_waiters -= 1
                 waited_rate += self._clock() - now
+
+    def _wait_for_time(self, timeout: float, place: _Place) -> None:
+        """Wait (the lock held) for the global window: the leader of the line, or the first to come
+        when there is none, waits ``timeout`` on ``_cond`` (answers, releases and blocks wake it);
+        the others wait on ``_line`` until the leader leaves.
+
+        Only the leader wakes when the time comes or the window changes; the line's waits are still
+        bounded by ``MAX_WAIT_SLICE_SECONDS``, so a cancel that could not take the lock is noticed.
+        """
+        if place.leading or not self._time_leader:
+            self._time_leader = place.leading = True
+            self._cond.wait(timeout)
+        else:
+            self._line.wait(MAX_WAIT_SLICE_SECONDS)
+
+    def _leave_line(self, place: _Place, *, sent: bool = False) -> None:
+        """A thread stops waiting for the time (it sends, fails, or waits for something else): if
+        it led the line, or it ``sent`` while nobody leads it, the next in line takes a look (the
+        window may allow it too, and someone must watch the time)."""
+        if place.leading:
+            self._time_leader = place.leading = False
+            self._line.notify()
+        elif sent and not self._time_leader:
+            self._line.notify()
+
+    def _wake_all(self) -> None:
+        """Wake every waiter (the lock held): a cancel, a block, a new concurrency limit."""
+        self._cond.notify_all()
+        self._line.notify_all()
 
     def observe(self, permit: Permit, headers: Mapping[str, str]) -> None:
         """Learn the windows from an answer's headers (any status, 429s included)."""
@@ -846,11 +940,15 @@ class RequestBudget:
         global_headers = parse_window(headers, RATE_LIMIT_PREFIX)
         endpoint_headers = parse_window(headers, ENDPOINT_LIMIT_PREFIX)
         with self._cond:
+            # who may send sooner now: anyone, after the first answer (it sets the slots); those
+            # waiting for a window this answer corrects (the key's, with a ledger, on release)
+            wake = not self._answered
             self._answered = True
             shared = permit.shared_seq is not None and self._ledger is not None and self._ledger.usable
             if global_headers.present and shared:
                 permit.shared_answer = (global_headers, time.time())
             elif global_headers.present:
+                wake = True
                 unseen = _unseen(self._in_flight, permit.seq, permit.sent_at, paced=self._global.paced)
                 if self._global.paced:
                     unseen += self._releases - permit.releases_before
@@ -863,15 +961,19 @@ class RequestBudget:
                 self._endpoint(permit.endpoint).observe(
                     endpoint_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
                 )
-            self._cond.notify_all()
+                wake = wake or self._endpoint_waiters > 0
+            if wake:
+                self._cond.notify_all()
 
-    def _release_shared(self, permit: Permit, admitted: bool) -> None:
+    def _release_shared(self, permit: Permit, admitted: bool) -> float | None:
         """Correct the ledger's window from the permit's answer (and learn its kind: ``admitted``
-        says whether the request spent a token), and take the request off its requests in flight."""
+        says whether the request spent a token), and take the request off its requests in flight.
+
+        Returns the seconds until the key's window allows a request now (``None``: no ledger)."""
         assert self._ledger is not None and permit.shared_seq is not None
         with self._ledger.transaction() as state:
             if state is None:
-                return
+                return None
             if permit.shared_answer is not None:
                 headers, answered_at = permit.shared_answer
                 window = _shared_window(state)
@@ -897,6 +999,10 @@ class RequestBudget:
                 _store_window(window, state)
             state.in_flight.pop(permit.shared_seq, None)
             state.releases += 1
+            # what the next request would read here now (on a copy: reading changes nothing)
+            window = _shared_window(state)
+            unseen = _unseen(state.in_flight, window.newest_seq, window.newest_sent_at)
+            return window.delay(time.time(), unanswered_since_newest=unseen)
 
     def release(self, permit: Permit, *, success: bool = True) -> None:
         """Give the slot back; a success may grow the concurrency limit."""
@@ -907,9 +1013,19 @@ class RequestBudget:
             saturated = len(self._in_flight) >= self._aimd.slots
             self._in_flight.pop(permit.seq, None)
             self._releases += 1
+            # whether the time waiters may send sooner now (a slot waiter may: a slot is free)
+            opened = True
             if permit.shared_seq is not None and self._ledger is not None:
-                self._release_shared(permit, admitted=success)
-                self._shared_hold_until = 0.0  # a slot and an answer: worth a look at the ledger
+                delay = self._release_shared(permit, admitted=success)
+                # a slot of the key and an answer: worth a look at the ledger if either lets a
+                # request go sooner than the hold says
+                if delay is None or delay <= 0.0 or self._hold_for_slots:
+                    self._shared_hold_until = 0.0
+                else:
+                    until = self._clock() + min(delay, MAX_WAIT_SLICE_SECONDS)
+                    opened = until < self._shared_hold_until
+                    if opened:
+                        self._shared_hold_until = until
             elif permit.answer_remaining is not None:
                 answered_at = permit.answered_at
                 sent_then = self._seq - sum(1 for _, sent in self._in_flight.values() if sent > answered_at)
@@ -922,7 +1038,10 @@ class RequestBudget:
                 )
             if success:
                 self._aimd.on_success(saturated)
-            self._cond.notify_all()
+            if opened or self._slot_waiters:
+                self._cond.notify_all()
+                if not self._time_leader:
+                    self._line.notify()
 
     def concurrency_refused(self, permit: Permit) -> bool:
         """A ``concurrency_limited`` answer: halve the slots (once per overload)."""
@@ -947,7 +1066,7 @@ class RequestBudget:
                         shared.block(time.time() + seconds, reason)
                         shared.refused()
                         _store_window(shared, state)
-            self._cond.notify_all()
+            self._wake_all()
 
     def snapshot(self) -> BudgetSnapshot:
         with self._cond:

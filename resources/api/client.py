@@ -15,12 +15,13 @@ import datetime as dt
 import functools
 import hashlib
 import logging
+import queue
 import ssl
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -980,39 +981,66 @@ class VisibilityClient:
         the shared budget (AIMD), so a pool larger than the service allows does no harm.
         """
         # Keep the workers fed whichever call finishes first; finished results wait in `pending`
-        # for their turn, so one slow call (a long backoff) does not idle the other workers.
+        # for their turn, so one slow call (a long backoff) does not idle the other workers. Each
+        # call puts its future on `finished` when it ends: one completion costs O(1) to learn of
+        # (a `wait` over every unfinished future each time cost the sync's one core, issue 21).
         feed_ahead = 2 * self._max_concurrency
         max_buffered = 16 * self._max_concurrency
         iterator = iter(items)
         pool = ThreadPoolExecutor(max_workers=self._max_concurrency, thread_name_prefix="visibility-api")
         pending: deque[Future[R]] = deque()
+        finished: queue.SimpleQueue[Future[R]] = queue.SimpleQueue()
+        unfinished = 0  # calls submitted whose end was not taken off `finished` yet
         exhausted = False
 
-        def feed() -> None:
+        def collect(block: bool) -> bool:
+            """Take the ended calls off `finished` (waiting for one if `block`); whether one failed."""
+            nonlocal unfinished
+            failed = False
+            future: Future[R] | None = finished.get() if block else None
+            while True:
+                if future is None:
+                    try:
+                        future = finished.get_nowait()
+                    except queue.Empty:
+                        return failed
+                unfinished -= 1
+                if not future.cancelled() and future.exception() is not None:
+                    failed = True
+                future = None
+
+        def stop() -> None:
+            """A call failed: start nothing new, let the running calls end."""
             nonlocal exhausted
-            unfinished = sum(1 for future in pending if not future.done())
+            exhausted = True
+            for future in pending:
+                future.cancel()
+            wait_futures(pending)
+
+        def feed() -> None:
+            nonlocal exhausted, unfinished
+            if collect(block=False):
+                stop()
+                return
             while not exhausted and unfinished < feed_ahead and len(pending) < max_buffered:
                 try:
                     item = next(iterator)
                 except StopIteration:
                     exhausted = True
                     return
-                pending.append(pool.submit(fn, item))
+                future = pool.submit(fn, item)
                 unfinished += 1
+                pending.append(future)
+                future.add_done_callback(finished.put)
 
         try:
             feed()
             while pending:
                 head = pending[0]
                 if not head.done():
-                    done, _ = wait_futures([f for f in pending if not f.done()], return_when=FIRST_COMPLETED)
-                    if any(not f.cancelled() and f.exception() is not None for f in done):
-                        # A call failed: start nothing new, let the running calls end, then yield
-                        # what precedes the failure and raise the first error in input order.
-                        exhausted = True
-                        for future in pending:
-                            future.cancel()
-                        wait_futures(pending)
+                    if collect(block=True):
+                        # Then yield what precedes the failure and raise the first error in input order.
+                        stop()
                     else:
                         feed()
                     continue
