@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
@@ -28,7 +29,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from resources.api.endpoints import json_kind
+from resources.api.endpoints import json_kind, warmed
 from resources.api.errors import ResponseShapeError
 from resources.api.redaction import excerpt, sanitize
 from resources.warehouse.contract import TableSpec
@@ -333,7 +334,7 @@ class _PlainColumns:
             rename={f"f{i}": name for i, (name, _) in enumerate(plain)},  # any name, keywords included
             gc=False,
         )
-        self.rows_type: Any = list[row]  # type: ignore[valid-type]
+        self.rows_type: Any = warmed(list[row])  # type: ignore[valid-type]
         self._structs: dict[frozenset[str], pa.StructType] = {}
 
     def struct(self, keys: frozenset[str]) -> pa.StructType:
@@ -349,10 +350,17 @@ class _PlainColumns:
 _plain_columns_of: dict[int, tuple[TableSpec, _PlainColumns]] = {}
 
 
+_plain_columns_lock = threading.Lock()
+
+
 def _plain_columns(spec: TableSpec) -> _PlainColumns:
+    """The spec's plain columns, made (and their msgspec type warmed: ``warmed``) by one thread."""
     cached = _plain_columns_of.get(id(spec))
     if cached is None or cached[0] is not spec:
-        cached = _plain_columns_of[id(spec)] = (spec, _PlainColumns(spec))
+        with _plain_columns_lock:
+            cached = _plain_columns_of.get(id(spec))
+            if cached is None or cached[0] is not spec:
+                cached = _plain_columns_of[id(spec)] = (spec, _PlainColumns(spec))
     return cached[1]
 
 

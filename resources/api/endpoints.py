@@ -125,7 +125,18 @@ def _page_type(flat: list[tuple[str, Kind, bool]]) -> Any | None:
     ]
     rename = {f"f{i}": name for i, (name, _, _) in enumerate(flat)}  # any name, keywords included
     row = msgspec.defstruct("Row", fields, rename=rename, gc=False)
-    return list[row]  # type: ignore[valid-type]
+    return warmed(list[row])  # type: ignore[valid-type]
+
+
+def warmed(page_type: Any) -> Any:
+    """``page_type`` with msgspec's information on its struct built now, in this thread.
+
+    msgspec builds a struct type's information on its first use; two threads using a new type at once
+    can crash the process (a segmentation fault in ``msgspec._core``, reproduced with 8 threads: one
+    read the information another was still building). The client's pages are checked by many
+    threads, so each type is used once here first (``tests/api/test_validate_rows.py``)."""
+    msgspec.convert([], page_type)
+    return page_type
 
 
 def _is_kind(value: Any, kind: Kind) -> bool:

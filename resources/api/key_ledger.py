@@ -148,6 +148,8 @@ class LedgerState(msgspec.Struct):
 
 _DECODER = msgspec.json.Decoder(LedgerState)
 _ENCODER = msgspec.json.Encoder()
+# msgspec's information on the type built now, never by two threads at once (``endpoints.warmed``)
+_ENCODER.encode(LedgerState())
 
 
 class KeyLedger:
