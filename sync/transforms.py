@@ -23,13 +23,13 @@ import datetime as dt
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from resources.api.endpoints import json_kind, warmed
+from resources.api.endpoints import DICT_ROWS, INT64_MAX, INT64_MIN, INT64_VALUE, json_kind, rows_type
 from resources.api.errors import ResponseShapeError
 from resources.api.redaction import excerpt, sanitize
 from resources.warehouse.contract import TableSpec
@@ -37,9 +37,6 @@ from sync import tables
 from sync.planning import Box, Cell, Window
 
 Row = Mapping[str, Any]
-
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
 
 
 class TransformError(ResponseShapeError, ValueError):
@@ -121,7 +118,7 @@ def _to_int(value: Any) -> int | None:
         if not value.is_integer():
             raise TypeError(f"non-integral number {_quote(value)} where an integer was expected")
         value = int(value)
-    if not _INT64_MIN <= value <= _INT64_MAX:
+    if not INT64_MIN <= value <= INT64_MAX:
         raise TypeError(f"integer {sanitize(value, 40)} is outside the 64-bit range")
     return value
 
@@ -294,10 +291,6 @@ def _converted(spec: TableSpec, column: Any, raw: list[Any]) -> pa.Array:
         ) from None
 
 
-_DICTS = frozenset({dict})
-_INT64_VALUE = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
-
-
 def _plain_reading(arrow_type: pa.DataType) -> tuple[pa.DataType, Any] | None:
     """How a declared column is read without Arrow's type inference: the type Arrow converts its
     values to, and the Python type msgspec checks them against first; None for other columns
@@ -312,7 +305,7 @@ def _plain_reading(arrow_type: pa.DataType) -> tuple[pa.DataType, Any] | None:
     if arrow_type == pa.string() or arrow_type == pa.date32() or pa.types.is_timestamp(arrow_type):
         return pa.string(), str
     if arrow_type == pa.int64():
-        return pa.int64(), _INT64_VALUE
+        return pa.int64(), INT64_VALUE
     if arrow_type == pa.float64():
         return pa.float64(), float
     if arrow_type == pa.bool_():
@@ -328,13 +321,7 @@ class _PlainColumns:
         readings = {c.name: _plain_reading(c.type) for c in spec.columns}
         plain = [(name, reading) for name, reading in readings.items() if reading is not None]
         self.fields = {name: pa.field(name, arrow_type) for name, (arrow_type, _) in plain}
-        row = msgspec.defstruct(
-            "Row",
-            [(f"f{i}", python_type | None, None) for i, (_, (_, python_type)) in enumerate(plain)],
-            rename={f"f{i}": name for i, (name, _) in enumerate(plain)},  # any name, keywords included
-            gc=False,
-        )
-        self.rows_type: Any = warmed(list[row])  # type: ignore[valid-type]
+        self.rows_type: Any = rows_type([(name, python_type, False) for name, (_, python_type) in plain])
         self._structs: dict[frozenset[str], pa.StructType] = {}
 
     def struct(self, keys: frozenset[str]) -> pa.StructType:
@@ -348,13 +335,12 @@ class _PlainColumns:
 
 #: By identity: hashing a spec walks every column and description (microseconds, on every page).
 _plain_columns_of: dict[int, tuple[TableSpec, _PlainColumns]] = {}
-
-
 _plain_columns_lock = threading.Lock()
 
 
 def _plain_columns(spec: TableSpec) -> _PlainColumns:
-    """The spec's plain columns, made (and their msgspec type warmed: ``warmed``) by one thread."""
+    """The spec's plain columns, made by one thread (their msgspec type is built as it is made:
+    ``resources.api.endpoints.rows_type``)."""
     cached = _plain_columns_of.get(id(spec))
     if cached is None or cached[0] is not spec:
         with _plain_columns_lock:
@@ -373,7 +359,7 @@ def _declared_pivot(spec: TableSpec, rows: Sequence[Row]) -> pa.StructArray | No
     (or a column of nulls of the type, where inference gives the null type). Anything else (an
     unknown field, a wrong type, a row that is not a dict) returns None: inference decides, as before.
     """
-    if not _DICTS.issuperset(map(type, rows)):  # a Mapping, a None...: Arrow converts those otherwise
+    if not DICT_ROWS.issuperset(map(type, rows)):  # a Mapping, a None...: Arrow converts those otherwise
         return None
     plain = _plain_columns(spec)
     keys = frozenset().union(*rows)

@@ -103,15 +103,36 @@ _NO_FAST_TYPES: tuple[frozenset[type], None] = (frozenset(), None)
 #: what the field's check accepts, or less (an integer beyond 64 bits in a number: the loop decides).
 #: msgspec's ``float`` also takes a ``Decimal``, which no check accepts: the page's number fields are
 #: first checked to hold only ``_NUMBER_TYPES``.
-_INT64_VALUE = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
+#: An integer msgspec accepts where a 64-bit one belongs (a page's field, a table's BIGINT column).
+INT64_VALUE = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 _PAGE_TYPES: dict[str, Any] = {
     "string": str,
-    "integer": _INT64_VALUE,
-    "number": _INT64_VALUE | float,
+    "integer": INT64_VALUE,
+    "number": INT64_VALUE | float,
     "boolean": bool,
 }
 _NUMBER_TYPES = frozenset({int, float, type(None)})
-_ROW_TYPES = frozenset({dict})
+#: The types of rows msgspec checks as they are (a ``Mapping`` that is not a dict goes to the loop).
+DICT_ROWS = frozenset({dict})
+
+
+def rows_type(fields: Sequence[tuple[str, Any, bool]]) -> Any:
+    """msgspec's type of a list of rows (dicts) whose fields are ``(name, type, required)``: any
+    name, keywords included; an optional field may be missing or null.
+
+    Its information is built now, in this thread: msgspec builds a struct type's information on
+    its first use, and two threads using a new type at once can crash the process (a segmentation
+    fault in ``msgspec._core``, reproduced with 8 threads: one read the information another was
+    still building; ``tests/api/test_msgspec_threads.py``). Pages are checked by many threads."""
+    struct_fields = [
+        (f"f{i}", kind) if required else (f"f{i}", kind | None, None)
+        for i, (_, kind, required) in enumerate(fields)
+    ]
+    rename = {f"f{i}": name for i, (name, _, _) in enumerate(fields)}
+    row = msgspec.defstruct("Row", struct_fields, rename=rename, gc=False)
+    page_type = list[row]  # type: ignore[valid-type]
+    msgspec.convert([], page_type)
+    return page_type
 
 
 def _page_type(flat: list[tuple[str, Kind, bool]]) -> Any | None:
@@ -119,24 +140,7 @@ def _page_type(flat: list[tuple[str, Kind, bool]]) -> Any | None:
     kind has no exact msgspec type (arrays, objects, lists of strings: msgspec would take a tuple)."""
     if any(kind not in _PAGE_TYPES for _, kind, _ in flat):
         return None
-    fields = [
-        (f"f{i}", _PAGE_TYPES[kind]) if is_required else (f"f{i}", _PAGE_TYPES[kind] | None, None)
-        for i, (_, kind, is_required) in enumerate(flat)
-    ]
-    rename = {f"f{i}": name for i, (name, _, _) in enumerate(flat)}  # any name, keywords included
-    row = msgspec.defstruct("Row", fields, rename=rename, gc=False)
-    return warmed(list[row])  # type: ignore[valid-type]
-
-
-def warmed(page_type: Any) -> Any:
-    """``page_type`` with msgspec's information on its struct built now, in this thread.
-
-    msgspec builds a struct type's information on its first use; two threads using a new type at once
-    can crash the process (a segmentation fault in ``msgspec._core``, reproduced with 8 threads: one
-    read the information another was still building). The client's pages are checked by many
-    threads, so each type is used once here first (``tests/api/test_validate_rows.py``)."""
-    msgspec.convert([], page_type)
-    return page_type
+    return rows_type([(name, _PAGE_TYPES[kind], required) for name, kind, required in flat])
 
 
 def _is_kind(value: Any, kind: Kind) -> bool:
@@ -271,7 +275,7 @@ class Endpoint:
         :meth:`validate` would refuse: for a value msgspec takes and a check would not, a
         ``Mapping`` that is not a dict or a ``Decimal`` number, the page goes to the loop)."""
         page_type = self._page_type  # type: ignore[attr-defined]
-        if page_type is None or not _ROW_TYPES.issuperset(map(type, rows)):
+        if page_type is None or not DICT_ROWS.issuperset(map(type, rows)):
             return False
         for name in self._numbers:  # type: ignore[attr-defined]
             if not _NUMBER_TYPES.issuperset(map(type, map(dict.get, rows, repeat(name)))):
