@@ -22,7 +22,6 @@ which decides (the worker also ignores SIGINT): no worker traceback is printed.
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
 import os
 import pickle
 import select
@@ -37,6 +36,7 @@ from typing import Any
 
 from resources.warehouse.contract import TableSpec, WriteResult
 from sync.landing import FetchOutcome, land
+from sync.without_pandas import keep_pandas_out
 
 #: ``prctl`` option of Linux: the signal a process gets when the thread that created it ends.
 PR_SET_PDEATHSIG = 1
@@ -325,29 +325,17 @@ def _warm_up() -> None:
     """Import what landing needs while the first table is still being fetched.
 
     Nothing of Dagster: the worker needs the warehouse's engine only (importing Dagster was most of
-    the worker's start-up CPU, and 40 MB of its memory). Arrow's freed buffers go back to the system
+    the worker's start-up CPU, and 40 MB of its memory), nor pandas (:mod:`sync.without_pandas`).
+    Arrow's freed buffers go back to the system
     (:func:`sync.allocator.return_freed_memory`), so the worker does not stay at its largest chunk's
     memory.
     """
-    sys.meta_path.insert(0, _NoPandas())
+    keep_pandas_out("the landing worker")
     from sync.allocator import return_freed_memory
 
     return_freed_memory()
     import resources.warehouse.duckdb
     import resources.warehouse.factory  # noqa: F401
-
-
-class _NoPandas(importlib.abc.MetaPathFinder):
-    """pandas is not found in the worker, which lands Arrow tables only.
-
-    pyarrow imports pandas on its first ``pa.array``/``pa.scalar`` of Python values, only to ask
-    whether the value is a DataFrame: that import cost the worker 0.5 s of CPU and 38 MB of memory.
-    """
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name.partition(".")[0] == "pandas":
-            raise ModuleNotFoundError(f"No module named {name!r} in the landing worker", name=name)
-        return None
 
 
 def _land(

@@ -1,0 +1,70 @@
+"""The ``visibility-sync`` process carries only what a sync needs: no pandas (pyarrow imports it on a
+sync's first Arrow array, only to ask whether the value is a DataFrame), and Dagster's objects frozen
+out of the garbage collector's reach once loaded, with the collector running again for the sync."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.pipelines.test_cli_first_run import ROOT, TIMEOUT_SECONDS, demo_env
+
+_PROBE = """
+import atexit, gc, sys
+from pipelines import cli
+def probe():
+    print("probe:", "pandas" in sys.modules, gc.isenabled(), gc.get_freeze_count() > 10_000, flush=True)
+atexit.register(probe)
+sys.argv = ["visibility-sync", "demo", "--days", "1"]
+cli.console_main()
+"""
+
+_BLOCKED = """
+import sys
+import pyarrow as pa
+from sync.without_pandas import keep_pandas_out
+keep_pandas_out("the probe")
+assert pa.array([{"a": 1}]).to_pylist() == [{"a": 1}]  # pyarrow works on, taking pandas for absent
+assert "pandas" not in sys.modules
+try:
+    import pandas
+except ModuleNotFoundError as exc:
+    print(exc)
+"""
+
+
+def test_the_command_syncs_without_pandas_and_with_dagster_frozen(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        cwd=tmp_path,
+        env=demo_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS * 2,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "prompt_mentions" in done.stdout  # the demo synced: its summary names the tables
+    probes = [line for line in done.stdout.splitlines() if line.startswith("probe:")]
+    assert probes == ["probe: False True True"], done.stdout[-2000:]
+
+
+def test_a_process_that_keeps_pandas_out_says_so_on_import() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _BLOCKED], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "No module named 'pandas' in the probe"
+
+
+def test_a_process_that_already_has_pandas_keeps_it() -> None:
+    code = (
+        "import pandas, sys\nfrom sync.without_pandas import keep_pandas_out\n"
+        "keep_pandas_out('x')\nprint(any(type(f).__name__ == '_NoPandas' for f in sys.meta_path))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"  # nothing blocks what is already loaded
