@@ -22,7 +22,8 @@ carries the index (created by hand or by another tool) is refused with
 (docs/OPERATIONS.md, *DuckDB tables with a key index*): one write path.
 
 ``memory_limit`` gives a handle's connections a DuckDB memory budget
-(:mod:`resources.warehouse.duckdb_memory`).
+(:mod:`resources.warehouse.duckdb_memory`), and DuckDB :data:`LANDING_THREADS` threads: such a
+handle lands, beside the fetch of the next table.
 
 Retries, all of them (nothing above this module retries a write: not the landing worker, not the
 sync step, and Dagster's ``run_retries`` skip runs whose step failed):
@@ -99,6 +100,11 @@ quoted = quote_identifier
 
 #: rows per ON CONFLICT statement (DuckDB's row-group size)
 UPSERT_BATCH_ROWS = 122_880
+#: DuckDB threads of a landing handle (one with a ``memory_limit``): half the cores, at least one.
+#: A landing runs beside the fetch of the next table; with DuckDB's default, a thread per core, a
+#: landing cost 13 % more CPU and 9 MB more memory on 2 cores, in no shorter wall
+#: (``bench/bench_landing.py``, docs/OPERATIONS.md).
+LANDING_THREADS = max(1, (os.cpu_count() or 2) // 2)
 
 log = logging.getLogger(LOGGER_NAME)
 #: DuckDB's DDL: its type names; partitioned tables carry no key index (module doc)
@@ -365,6 +371,8 @@ class DuckDBWarehouse(Warehouse):
                 raise
             con = connect_with_lock_wait(self.path, read_only=False, **wait)
         _exec(con, "SET enable_progress_bar = false")  # no progress bars in run logs
+        if self._budget.limit is not None:
+            _exec(con, f"SET threads = {LANDING_THREADS}")
         if self._budget.active:
             self._budget.apply(con)
         return con

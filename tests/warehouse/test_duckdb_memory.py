@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 from pathlib import Path
 
 import duckdb
@@ -12,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from resources.warehouse.contract import LOGGER_NAME, PartitionWrite
-from resources.warehouse.duckdb import DuckDBWarehouse
+from resources.warehouse.duckdb import LANDING_THREADS, DuckDBWarehouse
 from resources.warehouse.duckdb_memory import is_out_of_memory
 from resources.warehouse.resource import WarehouseConfigError, WarehouseResource
 from resources.warehouse.urls import parse_memory_limit
@@ -22,8 +23,12 @@ MIB = 1024**2
 
 
 def _memory_limit(warehouse: DuckDBWarehouse) -> str:
+    return str(_setting(warehouse, "memory_limit"))
+
+
+def _setting(warehouse: DuckDBWarehouse, name: str) -> object:
     with warehouse.session():
-        return str(warehouse.query("SELECT current_setting('memory_limit') AS m").column("m")[0].as_py())
+        return warehouse.query(f"SELECT current_setting('{name}') AS s").column("s")[0].as_py()
 
 
 @pytest.mark.parametrize(
@@ -47,6 +52,15 @@ def test_a_budgeted_handle_runs_its_connections_within_the_budget(tmp_path: Path
     default = _memory_limit(DuckDBWarehouse(tmp_path / "w.duckdb"))
     assert default != "64.0 MiB"  # the setting did not outlive the budgeted connection
     assert "memory_limit='64MiB'" in repr(budgeted)
+
+
+def test_a_landing_handle_leaves_half_the_cores_to_the_fetch(tmp_path: Path) -> None:
+    landing = DuckDBWarehouse(tmp_path / "w.duckdb", memory_limit="64MiB")
+    landing.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1")
+    assert _setting(landing, "threads") == LANDING_THREADS == max(1, (os.cpu_count() or 2) // 2)
+    duckdb_default = duckdb.connect().execute("SELECT current_setting('threads')").fetchone()
+    assert duckdb_default is not None
+    assert _setting(DuckDBWarehouse(tmp_path / "w.duckdb"), "threads") == duckdb_default[0]
 
 
 def test_a_write_beyond_the_budget_is_retried_without_it_and_lands(
