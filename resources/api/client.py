@@ -14,6 +14,7 @@ import copy
 import datetime as dt
 import functools
 import hashlib
+import http.cookiejar
 import logging
 import queue
 import ssl
@@ -188,6 +189,16 @@ def _iso(day: dt.date | None) -> str | None:
     return day.isoformat() if day is not None else None
 
 
+class _NoCookies(http.cookiejar.CookieJar):
+    """A jar that keeps no cookie: the service authenticates by key alone, so what a server (or a
+    proxy) sets is never sent back. httpx otherwise reads every response's headers into its jar,
+    building a ``email.message.Message`` of them: 0.15-0.2 ms of CPU a request, a seventh of the
+    client's own."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """One verified TLS context for every client of the process (httpx's defaults: certifi, or
@@ -278,6 +289,7 @@ class VisibilityClient:
             timeout=httpx.Timeout(timeout_seconds, connect=min(10.0, timeout_seconds)),
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
             follow_redirects=False,
+            cookies=_NoCookies(),
             verify=tls_context(),
             transport=transport,
         )
