@@ -146,12 +146,28 @@ class Views:
         for day in self.world.days(window.start, window.end):
             if len(found) >= wanted:
                 break
-            for eng, block in self._blocks(brand, day, engines):
-                positions = block.position[prompt_index].tolist()
-                named = sorted((position, cast) for cast, position in enumerate(positions) if position)
-                if named:
-                    sentiments = block.sentiment[prompt_index].tolist()
-                    found.extend((day, eng, cast, position, sentiments[cast]) for position, cast in named)
+            blocks = self._blocks(brand, day, engines)
+            if not blocks:
+                continue
+            # the prompt's row of every engine at once: (engine, cast) of each mention, ordered by
+            # engine, then position (then cast, as a tie-break that positions never need)
+            positions = np.array([block.position[prompt_index] for _, block in blocks])
+            on_engine, cast = np.nonzero(positions)
+            if on_engine.size == 0:
+                continue
+            position = positions[on_engine, cast]
+            order = np.lexsort((cast, position, on_engine))
+            sentiment = np.array([block.sentiment[prompt_index] for _, block in blocks])[on_engine, cast]
+            found.extend(
+                (day, blocks[e][0], c, p, s)
+                for e, c, p, s in zip(
+                    on_engine[order].tolist(),
+                    cast[order].tolist(),
+                    position[order].tolist(),
+                    sentiment[order].tolist(),
+                    strict=True,
+                )
+            )
         chunk = found[offset : offset + limit]
         prompt_id = brand.prompts[prompt_index].id
         names = [member.name for member in brand.cast]
