@@ -82,7 +82,8 @@ def v1_routes(sb: Sandbox) -> list[Route]:
         """Authenticate, honour the documented 500 trigger, then run the handler."""
 
         def check(request: Request) -> Principal:
-            template = match_template(request.method, request.url.path)
+            hooks = request.scope.get("sandbox")  # set by RequestIdMiddleware, template included
+            template = hooks["template"] if hooks else match_template(request.method, request.url.path)
             if request.headers.get(FAIL_HEADER) or template in sb.fail_endpoints:
                 rid = request.scope.get("sandbox", {}).get("request_id", "")
                 raise ApiError(
