@@ -139,43 +139,30 @@ class Views:
         """Every brand named in the prompt's answers: by day, engine order, then position.
 
         Stops one row past the page: ``has_more`` needs no more, and later days are not generated.
+        Mentions stay arrays until the page is cut; only the page's rows become dicts.
         """
-        found: list[tuple[dt.date, str, int, int, int]] = []
-        engines = self._engines(brand, engine)
-        wanted = offset + limit + 1
-        for day in self.world.days(window.start, window.end):
-            if len(found) >= wanted:
-                break
-            blocks = self._blocks(brand, day, engines)
-            if not blocks:
-                continue
-            # the prompt's row of every engine at once: (engine, cast) of each mention, ordered by
-            # engine, then position (then cast, as a tie-break that positions never need)
-            positions = np.array([block.position[prompt_index] for _, block in blocks])
-            on_engine, cast = np.nonzero(positions)
-            if on_engine.size == 0:
-                continue
-            position = positions[on_engine, cast]
-            order = np.lexsort((cast, position, on_engine))
-            sentiment = np.array([block.sentiment[prompt_index] for _, block in blocks])[on_engine, cast]
-            found.extend(
-                (day, blocks[e][0], c, p, s)
-                for e, c, p, s in zip(
-                    on_engine[order].tolist(),
-                    cast[order].tolist(),
-                    position[order].tolist(),
-                    sentiment[order].tolist(),
-                    strict=True,
-                )
-            )
-        chunk = found[offset : offset + limit]
+        answers, position, sentiment = self._prompt_answers(
+            brand, prompt_index, window, engine, offset + limit + 1
+        )
+        # every mention: (answer, cast) in answer order, then by position (then cast, a tie-break that
+        # positions never need)
+        on_answer, cast = np.nonzero(position)
+        places = position[on_answer, cast]
+        order = np.lexsort((cast, places, on_answer))[offset : offset + limit]
         prompt_id = brand.prompts[prompt_index].id
         names = [member.name for member in brand.cast]
-        rows = []
-        answer = None  # (day, engine) of the rows being built: a prompt's rows of one answer are adjacent
-        for day, eng, cast_index, position, sentiment in chunk:
-            if answer != (day, eng):
-                answer = (day, eng)
+        rows: list[Row] = []
+        current = -1  # the answer of the rows being built: an answer's rows are adjacent
+        for answer, cast_index, place, feeling in zip(
+            on_answer[order].tolist(),
+            cast[order].tolist(),
+            places[order].tolist(),
+            (sentiment[on_answer[order], cast[order]] / 100.0).tolist(),
+            strict=True,
+        ):
+            if answer != current:
+                current = answer
+                day, eng = answers[answer]
                 checked_on = day.isoformat()
                 answer_id = self.world.answer_id(brand, prompt_index, day, eng)
             rows.append(
@@ -183,15 +170,41 @@ class Views:
                     "id": self.world.mention_id(answer_id, cast_index),
                     "response_id": answer_id,
                     "brand_name": names[cast_index],
-                    "position": position,
-                    "sentiment": sentiment / 100.0,
+                    "position": place,
+                    "sentiment": feeling,
                     "prompt_id": prompt_id,
                     "engine": eng,
                     "checked_on": checked_on,
                 }
             )
-        more = offset + limit < len(found)
+        more = offset + limit < on_answer.size
         return RowPage(rows, more, offset + limit if more else None)
+
+    def _prompt_answers(
+        self, brand: Brand, prompt_index: int, window: Window, engine: str | None, wanted: int
+    ) -> tuple[list[tuple[dt.date, str]], np.ndarray, np.ndarray]:
+        """The prompt's answers by day and engine order, until they hold ``wanted`` mentions: their
+        (day, engine), and the position and sentiment matrices (answer x cast) of what they named."""
+        answers: list[tuple[dt.date, str]] = []
+        positions: list[np.ndarray] = []
+        sentiments: list[np.ndarray] = []
+        found = 0
+        engines = self._engines(brand, engine)
+        for day in self.world.days(window.start, window.end):
+            if found >= wanted:
+                break
+            blocks = self._blocks(brand, day, engines)
+            if not blocks:
+                continue
+            rows = [block.position[prompt_index] for _, block in blocks]
+            found += int(np.count_nonzero(rows))
+            positions.extend(rows)
+            sentiments.extend(block.sentiment[prompt_index] for _, block in blocks)
+            answers.extend((day, eng) for eng, _ in blocks)
+        n_cast = len(brand.cast)
+        if not answers:
+            return answers, np.zeros((0, n_cast), dtype=np.int8), np.zeros((0, n_cast), dtype=np.int8)
+        return answers, np.array(positions), np.array(sentiments)
 
     def answers(self, brand: Brand, window: Window, engine: str | None, offset: int, limit: int) -> RowPage:
         """Answered responses, by day, engine order, then prompt; only the page's rows are built."""
