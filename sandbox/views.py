@@ -213,16 +213,16 @@ class Views:
         engines = self._engines(brand, engine)
         for day in self.world.days(window.start, window.end):
             for eng, block in self._blocks(brand, day, engines):
-                answered = np.flatnonzero(block.answered)
-                if answered.size == 0 or first + answered.size <= offset:
-                    first += answered.size
+                count = int(np.count_nonzero(block.answered))
+                if count == 0 or first + count <= offset:
+                    first += count  # a block before the page: counted, not listed
                     continue
-                wanted = answered[max(0, offset - first) :]
+                wanted = np.flatnonzero(block.answered)[max(0, offset - first) :]
                 room = limit - len(rows)
                 rows.extend(self._answer_rows(brand, block, wanted[:room], day, eng))
                 if wanted.size > room:
                     return RowPage(rows, True, offset + limit)
-                first += answered.size
+                first += count
         return RowPage(rows, False, None)
 
     def _answer_rows(
