@@ -4,8 +4,9 @@ Used by ``test_payloads_unchanged.py`` to prove that performance work on the san
 it serves: status, headers and parsed bodies of each request are digested, and the digests were
 recorded with the code before the change (``payload_digests.json``). What legitimately differs
 between two runs is normalized first: the random ``X-Request-Id`` (also quoted by 500 messages),
-``Date``, HTTP-date ``Retry-After`` values, the order of ``Allow`` (a set), and wall-clock timestamps
-(records the walk creates, the competitor tracked when the sandbox starts).
+``Date``, HTTP-date ``Retry-After`` values, seconds until a window or quota ends (in tens of seconds:
+they shrink while a busy machine runs the walk), the order of ``Allow`` (a set), and wall-clock
+timestamps (records the walk creates, the competitor tracked when the sandbox starts).
 ``Content-Length`` is left out of the header digest (a body may be re-encoded with other float
 spellings, e.g. ``1e-06`` vs ``1e-6``) and digested with the raw bytes separately.
 """
@@ -25,6 +26,7 @@ from sandbox.testing import SandboxHandle
 
 Request = tuple[str, str, dict[str, Any], dict[str, Any] | None, str]  # method, path, params, body, role
 _VOLATILE_HEADERS = frozenset({"x-request-id", "date", "server", "content-length"})
+_SECONDS_LEFT = frozenset({"retry-after", "x-ratelimit-reset", "x-endpoint-reset"})
 _TIME_FIELDS = frozenset({"created_at", "updated_at", "completed_at", "tracked_since"})
 
 
@@ -50,19 +52,27 @@ def _normalized(value: Any, request_id: str) -> Any:
     return value
 
 
+def _header_value(name: str, value: str) -> str:
+    """``value``, with what legitimately varies between runs made comparable."""
+    if name == "allow":  # a set: its order varies per process
+        return ", ".join(sorted(value.split(", ")))
+    if name in _SECONDS_LEFT:
+        if not value.lstrip("-").isdigit():
+            return "<http-date>"  # a faulted Retry-After as a date: relative to the wall clock
+        # seconds until a window or quota period ends shrink while a slow machine runs the walk:
+        # compared in tens of seconds (a window of 60 s reads 55..64 s, about 5 s of slack)
+        return str(round(int(value) / 10)) if abs(int(value)) >= 10 else value
+    return value
+
+
 def record(method: str, path: str, outcome: httpx.Response | Exception) -> dict[str, Any]:
     """Status, headers and parsed body of one answer, normalized; or the exception it raised."""
     if isinstance(outcome, Exception):
         return {"request": f"{method} {path}", "exception": type(outcome).__name__}
     request_id = outcome.headers.get("x-request-id", "")
     headers = sorted(
-        (k, ", ".join(sorted(v.split(", "))) if k == "allow" else v)  # a set: its order varies per process
-        for k, v in outcome.headers.items()
-        if k not in _VOLATILE_HEADERS and k != "retry-after"
+        (k, _header_value(k, v)) for k, v in outcome.headers.items() if k not in _VOLATILE_HEADERS
     )
-    retry_after = outcome.headers.get("retry-after")
-    if retry_after is not None and not retry_after.lstrip("-").isdigit():
-        retry_after = "<http-date>"
     try:
         body: Any = outcome.json()
     except ValueError:
@@ -71,7 +81,6 @@ def record(method: str, path: str, outcome: httpx.Response | Exception) -> dict[
         "request": f"{method} {path}",
         "status": outcome.status_code,
         "headers": headers,
-        "retry_after": retry_after,
         "has_request_id": bool(request_id),
         "body": _normalized(body, request_id),
     }
