@@ -67,8 +67,9 @@ def _header_value(name: str, value: str) -> str:
 
 def record(method: str, path: str, outcome: httpx.Response | Exception) -> dict[str, Any]:
     """Status, headers and parsed body of one answer, normalized; or the exception it raised."""
-    if isinstance(outcome, Exception):
-        return {"request": f"{method} {path}", "exception": type(outcome).__name__}
+    if isinstance(outcome, Exception):  # a dropped or cut connection: reset or closed, as timing has it
+        kind = "transport" if isinstance(outcome, httpx.TransportError) else type(outcome).__name__
+        return {"request": f"{method} {path}", "exception": kind}
     request_id = outcome.headers.get("x-request-id", "")
     headers = sorted(
         (k, _header_value(k, v)) for k, v in outcome.headers.items() if k not in _VOLATILE_HEADERS
