@@ -1,7 +1,7 @@
 """JSON bodies of ``/v1`` answers, encoded with msgspec instead of the stdlib.
 
-The stdlib encoder was a third of the sandbox's CPU per large page, and the sandbox shares the
-benchmark machine with the connector it serves. msgspec writes the same JSON for what the views
+The stdlib encoder took a quarter to a third of the sandbox's CPU per large page, and the sandbox
+shares the benchmark machine with the connector it serves. msgspec writes the same JSON for what the views
 build (str, int, bool, None, lists, dicts with str keys, finite floats): the same bytes, except that
 a float in exponent form is spelled ``1e-6`` where the stdlib writes ``1e-06`` (same value once
 parsed). Whatever msgspec refuses (numpy scalars, say) goes to the stdlib, which answers or raises as
