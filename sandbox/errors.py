@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from starlette.responses import JSONResponse
+from sandbox.encoding import JsonResponse
 
 STATUS_BY_CODE: dict[str, int] = {
     "missing_parameter": 400,
@@ -36,8 +36,8 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-def error_response(code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(
+def error_response(code: str, message: str, headers: dict[str, str] | None = None) -> JsonResponse:
+    return JsonResponse(
         {"error": {"code": code, "message": message}}, status_code=STATUS_BY_CODE[code], headers=headers
     )
 

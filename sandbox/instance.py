@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from sandbox.auth import Principal
 from sandbox.config import SandboxConfig
+from sandbox.encoding import JsonResponse
 from sandbox.errors import not_found
 from sandbox.params import Cursors, is_uuid
 from sandbox.state import SandboxState
@@ -47,4 +48,4 @@ class Sandbox:
         cursor = (
             self.cursors.encode(next_offset, request.url.path, request.query_params) if next_offset else None
         )
-        return JSONResponse({"data": rows, "has_more": more, "next_cursor": cursor})
+        return JsonResponse({"data": rows, "has_more": more, "next_cursor": cursor})

@@ -50,7 +50,9 @@ class StatsMiddleware:
         if scope["type"] != "http" or not (path == "/v1" or path.startswith("/v1/")):
             await self.app(scope, receive, send)
             return
-        endpoint = match_template(scope["method"], path) or f"{scope['method']} {UNKNOWN_ENDPOINT}"
+        hooks = scope.get("sandbox")  # RequestIdMiddleware has matched the template already
+        template = hooks["template"] if hooks else match_template(scope["method"], path)
+        endpoint = template or f"{scope['method']} {UNKNOWN_ENDPOINT}"
         status: list[str] = []
 
         async def counting_send(message: Message) -> None:

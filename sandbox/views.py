@@ -49,13 +49,8 @@ class Views:
         return [engine] if engine in brand.engines else []
 
     def _blocks(self, brand: Brand, day: dt.date, engines: list[str]) -> list[tuple[str, Block]]:
-        revision = self.state.revision
-        found = []
-        for engine in engines:
-            block = self.world.get_block(brand, day, engine, revision)
-            if block is not None:
-                found.append((engine, block))
-        return found
+        """The day's blocks on ``engines`` (a subset of the brand's, as ``_engines`` gives)."""
+        return self.world.day_blocks(brand, day, engines, self.state.revision)
 
     def _block_counts(self, brand_index: int, day: dt.date, engine: str, revision: int) -> np.ndarray:
         brand = self.world.brands[brand_index]
@@ -144,44 +139,72 @@ class Views:
         """Every brand named in the prompt's answers: by day, engine order, then position.
 
         Stops one row past the page: ``has_more`` needs no more, and later days are not generated.
+        Mentions stay arrays until the page is cut; only the page's rows become dicts.
         """
-        found: list[tuple[dt.date, str, int, int, int]] = []
-        engines = self._engines(brand, engine)
-        wanted = offset + limit + 1
-        for day in self.world.days(window.start, window.end):
-            if len(found) >= wanted:
-                break
-            for eng, block in self._blocks(brand, day, engines):
-                positions = block.position[prompt_index].tolist()
-                named = sorted((position, cast) for cast, position in enumerate(positions) if position)
-                if named:
-                    sentiments = block.sentiment[prompt_index].tolist()
-                    found.extend((day, eng, cast, position, sentiments[cast]) for position, cast in named)
-        chunk = found[offset : offset + limit]
+        answers, position, sentiment = self._prompt_answers(
+            brand, prompt_index, window, engine, offset + limit + 1
+        )
+        # every mention: (answer, cast) in answer order, then by position (then cast, a tie-break that
+        # positions never need)
+        on_answer, cast = np.nonzero(position)
+        places = position[on_answer, cast]
+        order = np.lexsort((cast, places, on_answer))[offset : offset + limit]
         prompt_id = brand.prompts[prompt_index].id
-        rows = []
-        answer_ids: dict[tuple[dt.date, str], tuple[str, str]] = {}
-        for day, eng, cast_index, position, sentiment in chunk:
-            known = answer_ids.get((day, eng))
-            if known is None:
-                day_iso = day.isoformat()
+        names = [member.name for member in brand.cast]
+        rows: list[Row] = []
+        current = -1  # the answer of the rows being built: an answer's rows are adjacent
+        for answer, cast_index, place, feeling in zip(
+            on_answer[order].tolist(),
+            cast[order].tolist(),
+            places[order].tolist(),
+            (sentiment[on_answer[order], cast[order]] / 100.0).tolist(),
+            strict=True,
+        ):
+            if answer != current:
+                current = answer
+                day, eng = answers[answer]
+                checked_on = day.isoformat()
                 answer_id = self.world.answer_id(brand, prompt_index, day, eng)
-                known = answer_ids[(day, eng)] = (answer_id, day_iso)
-            answer_id, checked_on = known
             rows.append(
                 {
                     "id": self.world.mention_id(answer_id, cast_index),
                     "response_id": answer_id,
-                    "brand_name": brand.cast[cast_index].name,
-                    "position": position,
-                    "sentiment": sentiment / 100.0,
+                    "brand_name": names[cast_index],
+                    "position": place,
+                    "sentiment": feeling,
                     "prompt_id": prompt_id,
                     "engine": eng,
                     "checked_on": checked_on,
                 }
             )
-        more = offset + limit < len(found)
+        more = offset + limit < on_answer.size
         return RowPage(rows, more, offset + limit if more else None)
+
+    def _prompt_answers(
+        self, brand: Brand, prompt_index: int, window: Window, engine: str | None, wanted: int
+    ) -> tuple[list[tuple[dt.date, str]], np.ndarray, np.ndarray]:
+        """The prompt's answers by day and engine order, until they hold ``wanted`` mentions: their
+        (day, engine), and the position and sentiment matrices (answer x cast) of what they named."""
+        answers: list[tuple[dt.date, str]] = []
+        positions: list[np.ndarray] = []
+        sentiments: list[np.ndarray] = []
+        found = 0
+        engines = self._engines(brand, engine)
+        for day in self.world.days(window.start, window.end):
+            if found >= wanted:
+                break
+            blocks = self._blocks(brand, day, engines)
+            if not blocks:
+                continue
+            rows = [block.position[prompt_index] for _, block in blocks]
+            found += int(np.count_nonzero(rows))
+            positions.extend(rows)
+            sentiments.extend(block.sentiment[prompt_index] for _, block in blocks)
+            answers.extend((day, eng) for eng, _ in blocks)
+        n_cast = len(brand.cast)
+        if not answers:
+            return answers, np.zeros((0, n_cast), dtype=np.int8), np.zeros((0, n_cast), dtype=np.int8)
+        return answers, np.array(positions), np.array(sentiments)
 
     def answers(self, brand: Brand, window: Window, engine: str | None, offset: int, limit: int) -> RowPage:
         """Answered responses, by day, engine order, then prompt; only the page's rows are built."""
@@ -190,31 +213,42 @@ class Views:
         engines = self._engines(brand, engine)
         for day in self.world.days(window.start, window.end):
             for eng, block in self._blocks(brand, day, engines):
-                answered = np.flatnonzero(block.answered)
-                if answered.size == 0 or first + answered.size <= offset:
-                    first += answered.size
+                count = int(np.count_nonzero(block.answered))
+                if count == 0 or first + count <= offset:
+                    first += count  # a block before the page: counted, not listed
                     continue
-                for prompt_index in answered[max(0, offset - first) :]:
-                    if len(rows) == limit:
-                        return RowPage(rows, True, offset + limit)
-                    rows.append(self._answer_row(brand, block, int(prompt_index), day, eng))
-                first += answered.size
+                wanted = np.flatnonzero(block.answered)[max(0, offset - first) :]
+                room = limit - len(rows)
+                rows.extend(self._answer_rows(brand, block, wanted[:room], day, eng))
+                if wanted.size > room:
+                    return RowPage(rows, True, offset + limit)
+                first += count
         return RowPage(rows, False, None)
 
-    def _answer_row(self, brand: Brand, block: Block, prompt_index: int, day: dt.date, engine: str) -> Row:
-        positions = block.position[prompt_index]
-        cited = block.cited_page[prompt_index]
-        own = int(positions[0])
-        return {
-            "id": self.world.answer_id(brand, prompt_index, day, engine),
-            "prompt_id": brand.prompts[prompt_index].id,
-            "engine": engine,
-            "checked_on": day.isoformat(),
-            "brand_mentioned": own > 0,
-            "brand_position": own or None,
-            "mention_count": int(np.count_nonzero(positions)),
-            "citation_count": int(np.count_nonzero(cited >= 0)),
-        }
+    def _answer_rows(
+        self, brand: Brand, block: Block, prompt_indices: np.ndarray, day: dt.date, engine: str
+    ) -> list[Row]:
+        """Rows of some answers of one block; counts are taken for all of them at once."""
+        positions = block.position[prompt_indices]
+        own = positions[:, 0].tolist()
+        mention_counts = np.count_nonzero(positions, axis=1).tolist()
+        citation_counts = np.count_nonzero(block.cited_page[prompt_indices] >= 0, axis=1).tolist()
+        checked_on = day.isoformat()
+        return [
+            {
+                "id": self.world.answer_id(brand, prompt_index, day, engine),
+                "prompt_id": brand.prompts[prompt_index].id,
+                "engine": engine,
+                "checked_on": checked_on,
+                "brand_mentioned": position > 0,
+                "brand_position": position or None,
+                "mention_count": mentions,
+                "citation_count": citations,
+            }
+            for prompt_index, position, mentions, citations in zip(
+                prompt_indices.tolist(), own, mention_counts, citation_counts, strict=True
+            )
+        ]
 
     # -- competitor trends --------------------------------------------------------------------------
 
@@ -346,16 +380,25 @@ class Views:
             counts, sums = np.zeros(n_pages, dtype=np.int64), np.zeros(n_pages)
         order, total_count, total_citations = metrics.rank_pages(counts, sums, limit)
         rows = []
-        for i in order:
+        # most pages share a few small counts and position sums: round each distinct ratio once
+        avg_position: dict[tuple[float, int], float] = {}
+        share: dict[int, float] = {}
+        for i, count, position_sum in zip(order, counts[order].tolist(), sums[order].tolist(), strict=True):
             page = brand.pages[i]
+            average = avg_position.get((position_sum, count))
+            if average is None:
+                average = avg_position[(position_sum, count)] = round(position_sum / count, 4)
+            fraction = share.get(count)
+            if fraction is None:
+                fraction = share[count] = round(count / total_citations, 6) if total_citations else 0.0
             rows.append(
                 {
                     "url": page.url,
                     "domain": page.domain,
                     "root_domain": page.root_domain,
-                    "citation_count": int(counts[i]),
-                    "avg_position": round(float(sums[i]) / int(counts[i]), 4),
-                    "citation_share": round(int(counts[i]) / total_citations, 6) if total_citations else 0.0,
+                    "citation_count": count,
+                    "avg_position": average,
+                    "citation_share": fraction,
                 }
             )
         return {

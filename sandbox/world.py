@@ -350,16 +350,20 @@ class World:
 
     def uid(self, *parts: object) -> str:
         """``str(uuid5(namespace, "a:b:c"))``, without building a ``UUID`` (hot in row endpoints)."""
+        return self.uid_of(":".join(map(str, parts)))
+
+    def uid_of(self, name: str) -> str:
+        """``str(uuid5(namespace, name))``; row builders pass the joined name to skip ``uid``'s join."""
         sha = self._namespace_sha1.copy()
-        sha.update(":".join(map(str, parts)).encode())
+        sha.update(name.encode())
         h = sha.hexdigest()
         return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_UUID_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
 
     def answer_id(self, brand: Brand, prompt_index: int, day: dt.date, engine: str) -> str:
-        return self.uid("answer", brand.index, prompt_index, day.isoformat(), engine)
+        return self.uid_of(f"answer:{brand.index}:{prompt_index}:{day.isoformat()}:{engine}")
 
     def mention_id(self, answer_id: str, cast_index: int) -> str:
-        return self.uid("mention", answer_id, cast_index)
+        return self.uid_of(f"mention:{answer_id}:{cast_index}")
 
     def competitor_id(self, brand: Brand, member: CastMember) -> str:
         return self.uid("competitor", brand.id, member.name)
@@ -589,6 +593,17 @@ class World:
         return self.block(
             brand.index, day.toordinal(), ENGINE_INDEX[engine], self.effective_revision(day, revision)
         )
+
+    def day_blocks(
+        self, brand: Brand, day: dt.date, engines: list[str], revision: int
+    ) -> list[tuple[str, Block]]:
+        """The blocks of one day on ``engines`` (engines the brand is measured on): one run check for all."""
+        if not engines or not self.ran(brand, day):
+            return []
+        ordinal, effective = day.toordinal(), self.effective_revision(day, revision)
+        return [
+            (engine, self.block(brand.index, ordinal, ENGINE_INDEX[engine], effective)) for engine in engines
+        ]
 
     def _generate_block(self, brand_index: int, day_ordinal: int, engine_index: int, revision: int) -> Block:
         brand = self.brands[brand_index]
