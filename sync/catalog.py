@@ -132,7 +132,6 @@ ANSWERS = PartitionedTable(
     with_rollup=False,
     upstream="prompts",
     checks=("no_empty_partitions",),
-    own_lane=True,  # one walk per brand of 100-row pages: 2,594 pages in 5 walks for 30 days
 )
 
 #: Listed in one step, brands first (every other table is per brand).

@@ -54,10 +54,6 @@ class PartitionedTable:
     #: checks of the table beyond those every table gets from its spec (``keys_unique``), by name
     #: (``assets/checks.py``, ``DECLARED_CHECKS``)
     checks: tuple[str, ...] = ()
-    #: fetched in a lane of its own, beside the other tables from the start (the command line's head
-    #: start, ``sync.head_start``): its fetch is a few cursor walks, one page after another, so it is
-    #: paced by the service's answer time, not by the rate limit, and would idle the budget alone
-    own_lane: bool = False
 
 
 def fetch_partitioned(
@@ -195,7 +191,3 @@ class SnapshotTable:
     #: checks of the table beyond those every table gets from its spec (``keys_unique``), by name
     #: (``assets/checks.py``, ``DECLARED_CHECKS``)
     checks: tuple[str, ...] = ()
-    #: fetched in a lane of its own, beside the other tables from the start (the command line's head
-    #: start, ``sync.head_start``): its fetch is a few cursor walks, one page after another, so it is
-    #: paced by the service's answer time, not by the rate limit, and would idle the budget alone
-    own_lane: bool = False

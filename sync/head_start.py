@@ -4,10 +4,7 @@
 run before a step asks the API anything (bench/RESULTS.md, *Small sync: where the time goes*). The
 fetch needs none of that, so the command starts it first: one background thread lists the brands
 (and the prompts and competitors the tables need) and fetches each date x engine table, in the daily
-step's order, for the cells, brands and citation targets that step will be asked for; a table
-fetched in a lane of its own (``PartitionedTable.own_lane``: answers, a few long cursor walks) is
-fetched from the start by a thread of its own, so that its walks, paced by the service's answer
-time, run beside the other tables instead of alone at the end. The step then
+step's order, for the cells, brands and citation targets that step will be asked for. The step then
 takes each fetch instead of making it (:meth:`HeadStart.take`), waiting for one still running. A
 step asked for anything else fetches for itself; what no step took is removed when the command
 closes the head start.
@@ -65,8 +62,7 @@ class _Slot:
 
 
 class HeadStart:
-    """The tables' fetches for one selection, one after another in a background thread; a table with
-    a lane of its own in a thread of its own."""
+    """The tables' fetches for one selection, one after another in a background thread."""
 
     def __init__(
         self,
@@ -83,26 +79,14 @@ class HeadStart:
         self._slots = {t.spec.name: _Slot(ResumeStore(root) if root is not None else None) for t in tables}
         self._stop = threading.Event()
         self._handing = threading.Lock()  # a fetch is either taken by a step or removed by close
-        lanes = [[t for t in self._tables if not t.own_lane], *([t] for t in self._tables if t.own_lane)]
-        self._threads = [
-            threading.Thread(
-                target=self._fetch_all, args=(lane,), name=f"visibility-head-start-{index}", daemon=True
-            )
-            for index, lane in enumerate(lane for lane in lanes if lane)
-        ]
+        self._thread = threading.Thread(target=self._fetch_all, name="visibility-head-start", daemon=True)
 
     def start(self) -> HeadStart:
-        for thread in self._threads:
-            thread.start()
+        self._thread.start()
         return self
 
-    def join(self, timeout: float | None = None) -> None:
-        """Wait for every fetch to end (or ``timeout`` seconds, for each lane)."""
-        for thread in self._threads:
-            thread.join(timeout)
-
-    def _fetch_all(self, tables: Sequence[PartitionedTable]) -> None:
-        for table in tables:
+    def _fetch_all(self) -> None:
+        for table in self._tables:
             slot = self._slots[table.spec.name]
             try:
                 if not self._stop.is_set():
@@ -154,9 +138,9 @@ class HeadStart:
     def close(self) -> None:
         """Stop fetching and remove every fetch no step took (its journal stays for a re-run)."""
         self._stop.set()
-        if any(thread.is_alive() for thread in self._threads):
+        if self._thread.is_alive():
             self._api.cancel()  # a fetch waiting on the rate limit or a retry checks no stop signal
-            self.join()
+            self._thread.join()
         with self._handing:
             for slot in self._slots.values():
                 if not slot.taken and slot.outcome is not None:

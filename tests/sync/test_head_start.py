@@ -82,7 +82,7 @@ def test_a_step_asking_for_other_cells_brands_or_journal_fetches_for_itself(
     try:
         assert [ahead.take("cited_pages", other, None, never_stops()) for other in others] == [None] * 3
         assert ahead.take("answers", selection, None, never_stops()) is None  # not a table it fetches
-        ahead.join(timeout=120)
+        ahead._thread.join(timeout=120)
         fetched = ahead._slots["cited_pages"].outcome
         assert fetched is not None and fetched.spool.exists()
     finally:
@@ -101,40 +101,14 @@ def test_a_refused_key_is_asked_once_and_every_later_table_is_left_to_the_step(
     with head_start("sync-2", HeadStart(TABLES, selection, api_for(sandbox, "revoked"), discovery)) as ahead:
         with pytest.raises(AuthenticationError) as raised:
             ahead.take("cited_pages", selection, None, never_stops())
-        later: list[object] = [ahead.take("prompt_mentions", selection, None, never_stops())]
-        with pytest.raises(AuthenticationError) as answers_refused:
-            ahead.take("answers", selection, None, never_stops())
-        later.append(answers_refused.value)
+        later = [ahead.take(t.spec.name, selection, None, never_stops()) for t in TABLES[1:]]
         # the step's own listing after it gets the same refusal without asking again
         with api_for(sandbox, "revoked").get_client() as client, pytest.raises(AuthenticationError) as again:
             discovery.scope(client)
 
-    # mentions left to the step; answers, fetched in a lane of its own from the start, got the refusal
-    assert later[0] is None and later[1] is raised.value
+    assert later == [None, None]
     assert again.value is raised.value
     assert sum(served(sandbox).values()) == 1
-
-
-def test_answers_are_fetched_in_a_lane_of_their_own_beside_the_other_tables(sandbox: SandboxHandle) -> None:
-    """Answers are a few long cursor walks, paced by the service's answer time: fetched after the
-    other tables they would run alone at the end, so their lane starts with the others."""
-    assert [t.spec.name for t in TABLES if t.own_lane] == ["answers"]
-    selection = Selection(CELLS, (), None, None)
-    progress: list[str] = []  # the table of each call ended, in the order they ended
-    lock = threading.Lock()
-
-    def report(table: str, done: int, total: int) -> None:
-        with lock:
-            progress.append(table)
-
-    fetches = HeadStart(TABLES, selection, api_for(sandbox), Discovery(), report)
-    with head_start("sync-3", fetches) as ahead:
-        outcomes = [ahead.take(t.spec.name, selection, None, STEP) for t in TABLES]
-    for outcome in outcomes:
-        assert outcome is not None and outcome.spool.rows > 0
-        outcome.spool.remove()
-    last_of_the_main_lane = max(i for i, table in enumerate(progress) if table == "prompt_mentions")
-    assert progress.index("answers") < last_of_the_main_lane, progress
 
 
 def test_a_step_stopped_while_it_waits_for_a_fetch_stops_waiting(sandbox: SandboxHandle) -> None:
