@@ -108,7 +108,9 @@ class _OneSerializationStore(SqlEventLogStorage):
             EVENT_COLUMNS: CompiledWrite.of(
                 SqlEventLogStorageTable.insert(), SqlEventLogStorageTable, EVENT_COLUMNS, dialect
             ),
-            TAG_COLUMNS: CompiledWrite.of(AssetEventTagsTable.insert(), AssetEventTagsTable, TAG_COLUMNS, dialect),
+            TAG_COLUMNS: CompiledWrite.of(
+                AssetEventTagsTable.insert(), AssetEventTagsTable, TAG_COLUMNS, dialect
+            ),
         }
 
     def _asset_upsert(self, columns: tuple[str, ...]) -> CompiledWrite:
@@ -121,7 +123,9 @@ class _OneSerializationStore(SqlEventLogStorage):
                 index_elements=[AssetKeyTable.c.asset_key],
                 set_={name: insert.excluded[name] for name in columns if name != "asset_key"},
             )
-            found = self._compiled[columns] = CompiledWrite.of(upsert, AssetKeyTable, columns, self._kept.dialect)
+            found = self._compiled[columns] = CompiledWrite.of(
+                upsert, AssetKeyTable, columns, self._kept.dialect
+            )
         return found
 
     def store_event(self, event: EventLogEntry) -> None:
@@ -132,7 +136,11 @@ class _OneSerializationStore(SqlEventLogStorage):
             written = self._compiled[EVENT_COLUMNS]
             cursor.execute(written.sql, written.parameters([row[name] for name in EVENT_COLUMNS]))
             event_id = check.not_none(cursor.lastrowid)
-            if dagster_event is not None and dagster_event.event_type in ASSET_EVENTS and dagster_event.asset_key:
+            if (
+                dagster_event is not None
+                and dagster_event.event_type in ASSET_EVENTS
+                and dagster_event.asset_key
+            ):
                 self._write_asset_rows(cursor, event, event_id, row)
         if dagster_event is not None and dagster_event.event_type in ASSET_CHECK_EVENTS:
             self.store_asset_check_event(event, event_id)
@@ -148,7 +156,10 @@ class _OneSerializationStore(SqlEventLogStorage):
             timestamp = self._event_insert_timestamp(event)
             cursor.executemany(
                 written.sql,
-                [written.parameters((event_id, asset_key, key, value, timestamp)) for key, value in tags.items()],
+                [
+                    written.parameters((event_id, asset_key, key, value, timestamp))
+                    for key, value in tags.items()
+                ],
             )
         values = self._asset_entry_values(event, event_id, row["event"])
         if values:

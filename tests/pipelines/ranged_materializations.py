@@ -12,13 +12,13 @@ from typing import Any
 from dagster import (
     AssetCheckResult,
     AssetCheckSpec,
+    AssetExecutionContext,
     AssetMaterialization,
     AssetSpec,
     BackfillPolicy,
     DagsterInstance,
     ExecuteInProcessResult,
     MetadataValue,
-    AssetExecutionContext,
     TableColumn,
     TableSchema,
     materialize,
@@ -34,7 +34,10 @@ TABLES = ("t_citation_trends", "t_competitor_trends", "t_cited_pages", "t_prompt
 FIRST_DAY = dt.date(2026, 9, 1)
 PARTITIONS = date_engine_partitions(FIRST_DAY)
 SCHEMA = TableSchema(
-    columns=[TableColumn(name=f"column_{n}", type="VARCHAR", description=f"column {n} of the table") for n in range(14)]
+    columns=[
+        TableColumn(name=f"column_{n}", type="VARCHAR", description=f"column {n} of the table")
+        for n in range(14)
+    ]
 )
 
 
@@ -86,7 +89,9 @@ def ranged_tables(context: AssetExecutionContext) -> Iterator[AssetMaterializati
         )
 
 
-def run_ranged(instance: DagsterInstance, days: int, engines: tuple[str, ...] = ENGINES_WITH_ALL) -> ExecuteInProcessResult:
+def run_ranged(
+    instance: DagsterInstance, days: int, engines: tuple[str, ...] = ENGINES_WITH_ALL
+) -> ExecuteInProcessResult:
     """One run over ``days`` days from :data:`FIRST_DAY` x ``engines`` (range tags, as the CLI's)."""
     last = FIRST_DAY + dt.timedelta(days=days - 1)
     return materialize(

@@ -22,8 +22,8 @@ from dagster import (
     asset,
     materialize,
 )
-from dagster._core.event_api import AssetRecordsFilter, EventRecordsFilter
 from dagster._check import not_none as check_not_none
+from dagster._core.event_api import AssetRecordsFilter, EventRecordsFilter
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log import InMemoryEventLogStorage
 from dagster._core.storage.event_log.base import EventLogCursor
@@ -40,7 +40,9 @@ WRITE_TIME_COLUMNS = {"create_timestamp", "update_timestamp"}
 
 @asset(partitions_def=PARTITIONS)
 def versioned(context: AssetExecutionContext) -> MaterializeResult:
-    context.log_event(AssetObservation(asset_key="versioned", partition=context.partition_key, metadata={"seen": 1}))
+    context.log_event(
+        AssetObservation(asset_key="versioned", partition=context.partition_key, metadata={"seen": 1})
+    )
     return MaterializeResult(data_version=DataVersion("v1"), metadata={"rows_landed": 3})
 
 
@@ -196,7 +198,9 @@ def test_events_stored_from_many_threads_are_all_indexed(events: list[EventLogEn
     by_key: dict[AssetKey, set[str]] = {}
     for event in materializations:
         dagster_event = event.get_dagster_event()
-        by_key.setdefault(check_not_none(dagster_event.asset_key), set()).add(check_not_none(dagster_event.partition))
+        by_key.setdefault(check_not_none(dagster_event.asset_key), set()).add(
+            check_not_none(dagster_event.partition)
+        )
     assert len(by_key) == len(TABLES) + 1  # and "versioned"
     for key, expected in by_key.items():
         assert storage.get_materialized_partitions(key) == expected
