@@ -208,3 +208,58 @@ def test_events_stored_from_many_threads_are_all_indexed(events: list[EventLogEn
         latest = storage.get_latest_materialization_events([key])[key]
         assert latest == records[0].event_log_entry
     storage.dispose()
+
+
+def _what_a_run_reads_back(instance: DagsterInstance) -> dict[str, Any]:
+    """A ranged run's result and what the instance answers after it, less what differs from run to
+    run (ids, times) and the planned events (one per asset on the throwaway instance, by design)."""
+    result = run_ranged(instance, 4)
+    planned = {
+        DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+        DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED,
+    }
+    materializations = [
+        (str(m.asset_key), m.partition, {k: v.value for k, v in m.metadata.items()})
+        for m in result.asset_materializations_for_node("ranged_tables")
+    ]
+    checks = [(str(c.asset_key), c.check_name, c.passed) for c in result.get_asset_check_evaluations()]
+    keys = [AssetKey(t) for t in TABLES]
+    latest = instance.get_latest_materialization_events(keys)
+    check_keys = [AssetCheckKey(k, "keys_unique") for k in keys]
+    stats = instance.get_run_stats(result.run_id)
+    return {
+        "success": result.success,
+        "node events": [
+            e.event_type for e in result.events_for_node("ranged_tables") if e.event_type not in planned
+        ],
+        "materializations": materializations,
+        "checks": checks,
+        "partitions": {k: instance.get_materialized_partitions(k) for k in keys},
+        "latest": {
+            k: (e.dagster_event.partition, e.asset_materialization.metadata)  # type: ignore[union-attr]
+            for k, e in latest.items()
+            if e is not None
+        },
+        "fetched": {
+            k: [r.partition_key for r in instance.fetch_materializations(k, limit=1000).records] for k in keys
+        },
+        "check executions": {
+            k: [
+                (r.status, r.partition)
+                for r in instance.event_log_storage.get_asset_check_execution_history(k, 5)
+            ]
+            for k in check_keys
+        },
+        "stats": (stats.steps_succeeded, stats.steps_failed, stats.materializations),
+    }
+
+
+def test_a_run_on_the_throwaway_instance_reads_back_as_on_dagsters() -> None:
+    with DagsterInstance.ephemeral() as instance:
+        dagsters = _what_a_run_reads_back(instance)
+    with throwaway_instance() as instance:
+        ours = _what_a_run_reads_back(instance)
+
+    assert ours == dagsters
+    assert ours["success"] and len(ours["materializations"]) == 4 * 8 * len(TABLES)
+    assert ours["stats"] == (1, 0, 4 * 8 * len(TABLES))
