@@ -22,6 +22,8 @@ from tests.fixtures_postgres import _install_dir
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
 ROOT = Path(__file__).resolve().parents[2]
+#: How long pytest may take to stop its server and end after SIGTERM (once timed out at 60 s, loaded).
+SIGTERM_EXIT_SECONDS = 150
 
 INNER_TEST = """
 import os
@@ -125,7 +127,12 @@ def test_a_sigtermed_test_run_stops_its_postgres_server(tmp_path: Path) -> None:
             time.sleep(0.1)
         pid, data, _ = marker.read_text().splitlines()
         run.send_signal(signal.SIGTERM)
-        run.communicate(timeout=60)
+        try:  # the handler waits up to 30 s for pg_ctl, then deletes the server's files: slow when loaded
+            run.communicate(timeout=SIGTERM_EXIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            output, _ = run.communicate()
+            pytest.fail(f"pytest ran on {SIGTERM_EXIT_SECONDS} s after SIGTERM; its output: {output[-3000:]}")
     finally:
         if run.poll() is None:
             run.kill()
