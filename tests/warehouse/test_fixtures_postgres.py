@@ -65,6 +65,15 @@ def _private_clone(tmp_path: Path) -> tuple[Path, Path]:
     return private, site
 
 
+#: The inner run starts as a CI runner's pytest would, with SIGTERM neither ignored nor blocked: a
+#: child inherits both from the xdist worker that starts it, where an earlier test may have left them
+#: (twice the inner run slept through SIGTERM and ended 0 in a full suite, never when run alone).
+_CLEAN_SIGNALS_THEN_PYTEST = (
+    "import signal, sys; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM}); "
+    "signal.signal(signal.SIGTERM, signal.SIG_DFL); import pytest; sys.exit(pytest.console_main())"
+)
+
+
 def _pytest(private: Path, site: Path, marker: Path, *, hold: bool) -> subprocess.Popen[str]:
     env = {
         **os.environ,
@@ -76,8 +85,8 @@ def _pytest(private: Path, site: Path, marker: Path, *, hold: bool) -> subproces
     command = [
         sys.executable,
         *(
-            "-m",
-            "pytest",
+            "-c",
+            _CLEAN_SIGNALS_THEN_PYTEST,
             "-q",
             "-p",
             "no:cacheprovider",
