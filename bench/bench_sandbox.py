@@ -63,13 +63,6 @@ def page_cpu_ms(sb: Sandbox, brand: Brand, config: SandboxConfig) -> list[float]
     return out
 
 
-def server_cpu_ms(server: psutil.Process) -> float:
-    """User and system CPU the server process has used so far (the kernel counts in 10 ms ticks, so
-    only a sum over many requests is meaningful)."""
-    times = server.cpu_times()
-    return (times.user + times.system) * 1000
-
-
 def run(prompts_per_brand: int) -> dict[str, float]:
     config = SandboxConfig(size="large", today=TODAY, faults=FaultsConfig(profile="none"))
     load_before = os.getloadavg()[0]
@@ -91,12 +84,12 @@ def run(prompts_per_brand: int) -> dict[str, float]:
             client.get("/v1/brands").raise_for_status()  # connection and first-request set-up
             for brand in brands:
                 for i, prompt in enumerate(brand.prompts[:prompts_per_brand]):
-                    cpu_before = server_cpu_ms(server)
+                    cpu_before = sb.cpu_seconds()  # in 10 ms ticks: only a sum over pages means much
                     elapsed, response = timed(client, f"/v1/prompts/{prompt.id}/mentions", window)
                     if len(response.json()["data"]) == 999:  # a few rarely answered prompts hold fewer
                         (cold if i == 0 else warm).append(elapsed)
                         if i:
-                            server_cpu_warm.append(server_cpu_ms(server) - cpu_before)
+                            server_cpu_warm.append((sb.cpu_seconds() - cpu_before) * 1000)
                 path = f"/v1/brands/{brand.id}/competitors/trends"
                 trends_cold.append(timed(client, path, {})[0])
                 trends_warm.extend(timed(client, path, {})[0] for _ in range(3))

@@ -55,7 +55,7 @@ from sandbox.params import (
     parse_window,
     required_string,
 )
-from sandbox.routes import FAIL_HEADER, match_template
+from sandbox.routes import FAIL_HEADER, scope_template
 from sandbox.state import AuditRecord
 from sandbox.world import ENGINES, Brand, iso
 
@@ -82,8 +82,7 @@ def v1_routes(sb: Sandbox) -> list[Route]:
         """Authenticate, honour the documented 500 trigger, then run the handler."""
 
         def check(request: Request) -> Principal:
-            hooks = request.scope.get("sandbox")  # set by RequestIdMiddleware, template included
-            template = hooks["template"] if hooks else match_template(request.method, request.url.path)
+            template = scope_template(request.scope)
             if request.headers.get(FAIL_HEADER) or template in sb.fail_endpoints:
                 rid = request.scope.get("sandbox", {}).get("request_id", "")
                 raise ApiError(

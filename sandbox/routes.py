@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 #: Every ``/v1`` endpoint the sandbox serves, as ``(method, template)``.
 V1_ENDPOINTS: tuple[tuple[str, str], ...] = (
@@ -89,6 +90,13 @@ def match_template(method: str, path: str) -> str | None:
         if item.pattern.match(path):
             return f"{method.upper()} {item.template}"
     return None
+
+
+def scope_template(scope: Any) -> str | None:
+    """The request's template: the one ``RequestIdMiddleware`` matched (``scope["sandbox"]``),
+    else matched now (an app run without that middleware)."""
+    hooks = scope.get("sandbox")
+    return hooks["template"] if hooks else match_template(scope["method"], scope["path"])
 
 
 def declared_methods(path: str) -> frozenset[str] | None:

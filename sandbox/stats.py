@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sandbox.routes import match_template
+from sandbox.routes import scope_template
 
 UNKNOWN_ENDPOINT = "<unknown>"
 
@@ -50,9 +50,7 @@ class StatsMiddleware:
         if scope["type"] != "http" or not (path == "/v1" or path.startswith("/v1/")):
             await self.app(scope, receive, send)
             return
-        hooks = scope.get("sandbox")  # RequestIdMiddleware has matched the template already
-        template = hooks["template"] if hooks else match_template(scope["method"], path)
-        endpoint = template or f"{scope['method']} {UNKNOWN_ENDPOINT}"
+        endpoint = scope_template(scope) or f"{scope['method']} {UNKNOWN_ENDPOINT}"
         status: list[str] = []
 
         async def counting_send(message: Message) -> None:

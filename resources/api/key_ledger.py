@@ -148,7 +148,7 @@ class LedgerState(msgspec.Struct):
 
 _DECODER = msgspec.json.Decoder(LedgerState)
 _ENCODER = msgspec.json.Encoder()
-# msgspec's information on the type built now, never by two threads at once (``endpoints.warmed``)
+# msgspec's information on the type built now, never by two threads at once (as ``endpoints.rows_type`` does)
 _ENCODER.encode(LedgerState())
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.pipelines.test_cli_first_run import ROOT, TIMEOUT_SECONDS, demo_env
 
@@ -34,16 +35,15 @@ except ModuleNotFoundError as exc:
 """
 
 
-def test_the_command_syncs_without_pandas_and_with_dagster_frozen(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE],
-        cwd=tmp_path,
-        env=demo_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_SECONDS * 2,
-        check=False,
+def _python(code: str, cwd: Path = ROOT, **options: Any) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter (a process of its own: what it imports stays there)."""
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, check=False, **options
     )
+
+
+def test_the_command_syncs_without_pandas_and_with_dagster_frozen(tmp_path: Path) -> None:
+    done = _python(_PROBE, tmp_path, env=demo_env(), timeout=TIMEOUT_SECONDS * 2)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "prompt_mentions" in done.stdout  # the demo synced: its summary names the tables
     probes = [line for line in done.stdout.splitlines() if line.startswith("probe:")]
@@ -51,9 +51,7 @@ def test_the_command_syncs_without_pandas_and_with_dagster_frozen(tmp_path: Path
 
 
 def test_a_process_that_keeps_pandas_out_says_so_on_import() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _BLOCKED], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
-    )
+    done = _python(_BLOCKED, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "No module named 'pandas' in the probe"
 
@@ -63,8 +61,6 @@ def test_a_process_that_already_has_pandas_keeps_it() -> None:
         "import pandas, sys\nfrom sync.without_pandas import keep_pandas_out\n"
         "keep_pandas_out('x')\nprint(any(type(f).__name__ == '_NoPandas' for f in sys.meta_path))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
-    )
+    done = _python(code, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"  # nothing blocks what is already loaded
