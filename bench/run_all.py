@@ -3,7 +3,8 @@
 Usage: ``.venv/bin/python bench/run_all.py [name ...]`` with names among sandbox, api, warehouse,
 backfill (default: all; the backfill benchmark alone takes most of an hour on 2 cores), or
 ``backfill-quick`` (its ``--quick``, RESULTS.md left alone), ``sync`` (``bench_sync.py``) or
-``small`` (``bench_small.py``, beside a dlt peer: needs ``pip install -e '.[bench]'``).
+``small`` (``bench_small.py``, beside a dlt peer: needs ``pip install -e '.[bench]'``) or ``floor``
+(``bench_floor.py``: a 30-day sync's timeline and the floor the stack's parts set, about 2 minutes).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ VARIANTS = {
     # by name only: the whole-tree sync figures (about 8 minutes) and the dlt peer (needs `.[bench]`)
     "sync": ("sync", []),
     "small": ("small", []),
+    "floor": ("floor", []),
 }
 
 
