@@ -183,6 +183,8 @@ def phases(timeline: Timeline, rate: float) -> list[str]:
 
 
 def _bound(per_second: float, rate: float, command: float, busy: float) -> str:
+    if per_second < 1:
+        return "no request: start-up, or the last landing"
     if per_second >= BELOW_RATE * rate:
         return "the rate limit"
     if busy >= SATURATED:

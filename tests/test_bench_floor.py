@@ -44,6 +44,8 @@ def test_each_phase_is_named_by_what_bound_it() -> None:
             _second(6, {"mentions": 120}, 1.1, 0.95),
             _second(7, {"trends": 20}, 0.3, 0.2),  # below it, nothing busy: waits, start-up
             _second(8, {"trends": 20}, 0.3, 0.2),
+            _second(9, {}, 1.0, 0.5),  # no request: the last table lands
+            _second(10, {}, 1.0, 0.5),
         ]
     )
 
@@ -54,4 +56,5 @@ def test_each_phase_is_named_by_what_bound_it() -> None:
         "the command's one interpreter",
         "the machine's CPU",
         "other (start-up, landing, waits)",
+        "no request: start-up, or the last landing",
     ]
