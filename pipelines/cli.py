@@ -760,8 +760,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     import signal
 
     args = build_parser().parse_args(argv)
+    previous_sigterm = None
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)  # a stop from a supervisor is a Ctrl+C
+        # a stop from a supervisor is a Ctrl+C; a caller of main() (a test) gets its own back after
+        previous_sigterm = signal.signal(signal.SIGTERM, _interrupt)
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:
@@ -775,6 +777,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         label = "configuration error" if kind is FailureKind.CONFIGURATION else "error"
         err.print(f"[red]{label}:[/red] {escape(str(classified_error(exc)))}")
         return kind.exit_code
+    finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
 
 
 def console_main() -> NoReturn:

@@ -55,3 +55,20 @@ def test_usage_errors_exit_with_the_config_code() -> None:
     with pytest.raises(SystemExit) as exc:
         main(["run", "--start", "yesterday"])
     assert exc.value.code == EXIT_CONFIG
+
+
+def test_main_gives_its_caller_back_the_sigterm_handler_it_had(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In its own process the command turns SIGTERM into a Ctrl+C; a caller of ``main()`` (a test, an
+    embedding program) keeps its own handler once ``main()`` returns."""
+    import signal
+
+    def callers_own(signum: int, frame: object) -> None:
+        raise AssertionError("not delivered in this test")
+
+    monkeypatch.delenv("VISIBILITY_API_URL", raising=False)  # `check` stops at the missing setting
+    previous = signal.signal(signal.SIGTERM, callers_own)
+    try:
+        assert main(["check"]) == EXIT_CONFIG
+        assert signal.getsignal(signal.SIGTERM) is callers_own
+    finally:
+        signal.signal(signal.SIGTERM, previous)
