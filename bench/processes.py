@@ -292,10 +292,10 @@ _NOT_CODE = re.compile(r"[/\\](\.venv|\.git|__pycache__)([/\\]|$)")
 @functools.cache
 def compiled(code_root: Path) -> Path:
     """The code tree's modules compiled to bytecode (once a process), as a user's command finds them
-        after its first run (pip compiles the libraries it installs; Python writes the project's own
-        bytecode the first time it imports them). Where ``PYTHONDONTWRITEBYTECODE`` is set, as on the
-        machines these benchmarks ran on, every measured process would otherwise compile the project's
-        modules again: 0.25 s of CPU at each start of the command (its modules' imports, eight alternated
+    after its first run (pip compiles the libraries it installs; Python writes the project's own
+    bytecode the first time it imports them). Where ``PYTHONDONTWRITEBYTECODE`` is set, as on the
+    machines these benchmarks ran on, every measured process would otherwise compile the project's
+    modules again: 0.25 s of CPU at each start of the command (its modules' imports, eight alternated
     runs each way: 2.47 s compiled, 2.72 s not)."""
     compileall.compile_dir(code_root, quiet=2, rx=_NOT_CODE, workers=1)
     return code_root
