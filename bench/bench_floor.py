@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_floor.py                      # 30 days at 200 requests/s
     .venv/bin/python bench/bench_floor.py --days 10 --no-write
 
-Two measurements, in one run, against one ``large`` sandbox on loopback (the machine is shared, so
+Three measurements, in one run, against one ``large`` sandbox on loopback (the machine is shared, so
 every figure is compared with another taken in the same run):
 
 * **Timeline of the command line** (``visibility-sync run`` over the newest ``--days`` days, as a
@@ -244,6 +244,7 @@ def _per_call_us(fn: Callable[[], int], calls: int) -> float:
 
 
 def measure_parts(sandbox: P.SandboxService, days: int, rounds: int, landing_rows: int) -> Parts:
+    from resources.api.access import ApiAccess
     from resources.api.client import VisibilityClient
     from sync import transforms
 
@@ -252,9 +253,12 @@ def measure_parts(sandbox: P.SandboxService, days: int, rounds: int, landing_row
     split = urlsplit(sandbox.url)
     paths = [f"{path}?{urlencode(params)}" for path, params, _, _ in requests]
     bodies: list[bytes] = []
-    client = VisibilityClient(sandbox.url, sandbox.key)
-    # the client's own httpx settings, without its layers above (budget, decode, validation)
-    transport = httpx.Client(base_url=sandbox.url, headers=headers, cookies=None, follow_redirects=False)
+    # with the budget a sync's clients share (and its ledger of the key), as the resource gives it
+    budget = ApiAccess(sandbox.url, sandbox.key).new_budget()
+    client = VisibilityClient(sandbox.url, sandbox.key, budget=budget)
+    # the client's own httpx client (its headers, timeouts, pool, no cookie jar), without the layers
+    # the client puts around it (budget, decode, validation)
+    transport: httpx.Client = client._http
     stdlib = http.client.HTTPConnection(split.hostname, split.port, timeout=60)
 
     def with_httpx() -> int:
@@ -300,7 +304,6 @@ def measure_parts(sandbox: P.SandboxService, days: int, rounds: int, landing_row
             figures[name].append(_per_call_us(fn, len(paths)))
         figures["bare"].append(S.bare_decode_us_per_row(bodies, repeat=1)[0])
     client.close()
-    transport.close()
     stdlib.close()
     rows = sum(len(json.loads(b)["data"]) for b in bodies)
     landed = P.in_child(_land_cpu, landing_rows)
