@@ -30,10 +30,10 @@ Results go to ``bench/RESULTS.md`` under ``## Floor: where the wall and the CPU 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import http.client
 import json
-import os
 import resource
 import statistics
 import sys
@@ -56,7 +56,6 @@ from bench import processes as P
 
 SECTION = "## Floor: where the wall and the CPU go"
 NEWEST = P.SANDBOX_TODAY - dt.timedelta(days=1)
-CORES = os.cpu_count() or 1
 #: A phase is "below the rate" under this share of it, the command's process uses "about one core"
 #: within these bounds, and the machine is "saturated" from this share of all its cores busy.
 BELOW_RATE = 0.85
@@ -83,14 +82,6 @@ class Timeline:
     seconds: list[Second] = field(default_factory=list)
 
 
-def _cpu(process: psutil.Process) -> float | None:
-    try:
-        times = process.cpu_times()
-    except psutil.Error:
-        return None
-    return times.user + times.system
-
-
 def _machine() -> tuple[int, int]:
     with open("/proc/stat") as stat:
         values = [int(v) for v in stat.readline().split()[1:]]
@@ -102,49 +93,67 @@ def _endpoint(name: str) -> str:
     return name.split(" ", 1)[-1].removeprefix("/v1/")
 
 
-def sample_timeline(sandbox: P.SandboxService, pid: int, stop: threading.Event, out: Timeline) -> None:
-    """Every second until ``stop`` (or the command's end): what the sandbox answered, and the CPU of
-    the command's process, of its children (their last reading once they ended) and of the sandbox."""
-    root = psutil.Process(pid)
-    service = psutil.Process(sandbox.service.pid) if sandbox.service else None
-    children: dict[int, float] = {}  # pid -> its CPU when last read
-    started = time.monotonic()
-    last_requests: dict[str, int] = {}
-    last = (_cpu(root) or 0.0, 0.0, (_cpu(service) or 0.0) if service else 0.0, *_machine(), started)
-    while not stop.wait(1.0):
-        command = _cpu(root)
+class TimelineSampler:
+    """Watches a command (:func:`bench.processes.run_cli`'s ``sampler``): every second until the
+    command ends (or the block does), what the sandbox answered, and the CPU of the command's process,
+    of its children (their last reading once they ended) and of the sandbox."""
+
+    def __init__(self, sandbox: P.SandboxService) -> None:
+        self.timeline = Timeline()
+        self._sandbox = sandbox
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, pid: int) -> None:
+        self._thread = threading.Thread(target=self._sample, args=(psutil.Process(pid),), daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> TimelineSampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _cores(self, root: psutil.Process, children: dict[int, float]) -> tuple[float, ...] | None:
+        """CPU seconds so far of the command, its children and the sandbox, the machine's busy and
+        total ticks, and the time; None once the command is gone."""
+        command = P.process_cpu(root)
         if command is None:
-            return
-        try:
-            kids = root.children(recursive=True)
-        except psutil.Error:
-            kids = []
-        for child in kids:
-            reading = _cpu(child)
-            if reading is not None:
-                children[child.pid] = reading
-        counts = {_endpoint(k): sum(v.values()) for k, v in sandbox.stats().items()}
-        now = (
-            command,
-            sum(children.values()),
-            (_cpu(service) or 0.0) if service else 0.0,
-            *_machine(),
-            time.monotonic(),
-        )
-        span = now[5] - last[5]
-        busy = (now[3] - last[3]) / max(1, now[4] - last[4])
-        requests = {k: n - last_requests.get(k, 0) for k, n in counts.items() if n - last_requests.get(k, 0)}
-        out.seconds.append(
-            Second(
-                round(now[5] - started, 1),
-                requests,
-                (now[0] - last[0]) / span,
-                (now[1] - last[1]) / span,
-                (now[2] - last[2]) / span,
-                busy,
+            return None
+        with contextlib.suppress(psutil.Error):
+            for child in root.children(recursive=True):
+                reading = P.process_cpu(child)
+                if reading is not None:
+                    children[child.pid] = reading
+        return (command, sum(children.values()), self._sandbox.cpu_seconds(), *_machine(), time.monotonic())
+
+    def _sample(self, root: psutil.Process) -> None:
+        children: dict[int, float] = {}  # pid -> its CPU when last read
+        started = time.monotonic()
+        last_requests: dict[str, int] = {}
+        last = self._cores(root, children)
+        while last is not None and not self._stop.wait(1.0):
+            now = self._cores(root, children)
+            if now is None:
+                return
+            counts = {_endpoint(k): sum(v.values()) for k, v in self._sandbox.stats().items()}
+            span = now[5] - last[5]
+            requests = {
+                k: n - last_requests.get(k, 0) for k, n in counts.items() if n > last_requests.get(k, 0)
+            }
+            self.timeline.seconds.append(
+                Second(
+                    round(now[5] - started, 1),
+                    requests,
+                    (now[0] - last[0]) / span,
+                    (now[1] - last[1]) / span,
+                    (now[2] - last[2]) / span,
+                    (now[3] - last[3]) / max(1, now[4] - last[4]),
+                )
             )
-        )
-        last, last_requests = now, counts
+            last, last_requests = now, counts
 
 
 def phases(timeline: Timeline, rate: float) -> list[str]:
@@ -211,32 +220,6 @@ class Parts:
     landing_row: float
 
 
-def _requests(sandbox: P.SandboxService, days: int) -> list[tuple[str, dict[str, Any], str, str]]:
-    """The sample's requests: (path, params, table, brand id): one day's cited pages of two brands
-    on five engines, and the mentions of 60 prompts over ``days`` days."""
-    headers = {"Authorization": f"Bearer {sandbox.key}"}
-    with httpx.Client(base_url=sandbox.url, headers=headers, timeout=60) as http:
-        brands = [b["id"] for b in http.get("/v1/brands", params={"limit": 999}).json()["data"]]
-        prompts = [
-            (p["id"], brand)
-            for brand in brands
-            for p in http.get(f"/v1/brands/{brand}/prompts", params={"limit": 999}).json()["data"]
-        ]
-    one_day = {"from": NEWEST.isoformat(), "to": P.SANDBOX_TODAY.isoformat(), "limit": 2000}
-    window = {"from": (NEWEST - dt.timedelta(days=days - 1)).isoformat(), "to": P.SANDBOX_TODAY.isoformat()}
-    out = [
-        (f"/v1/brands/{brand}/citations/urls", {**one_day, "engine": engine}, "cited_pages", brand)
-        for brand in brands[:2]
-        for engine in ("chatgpt", "claude", "perplexity", "gemini", "copilot")
-    ]
-    step = max(1, len(prompts) // 60)
-    out += [
-        (f"/v1/prompts/{prompt}/mentions", {**window, "limit": 999}, "prompt_mentions", brand)
-        for prompt, brand in prompts[::step][:60]
-    ]
-    return out
-
-
 def _per_call_us(fn: Callable[[], int], calls: int) -> float:
     started = time.thread_time()
     fn()
@@ -248,10 +231,11 @@ def measure_parts(sandbox: P.SandboxService, days: int, rounds: int, landing_row
     from resources.api.client import VisibilityClient
     from sync import transforms
 
-    requests = _requests(sandbox, days)
+    # the client's call reads every page of an answers walk: the sample keeps single-page requests
+    requests = [r for r in S.sample_requests(sandbox, days, pages=72) if r.table != "answers"]
     headers = {"Authorization": f"Bearer {sandbox.key}", "Accept": "application/json"}
     split = urlsplit(sandbox.url)
-    paths = [f"{path}?{urlencode(params)}" for path, params, _, _ in requests]
+    paths = [f"{r.path}?{urlencode(r.params)}" for r in requests]
     bodies: list[bytes] = []
     # with the budget a sync's clients share (and its ledger of the key), as the resource gives it
     budget = ApiAccess(sandbox.url, sandbox.key).new_budget()
@@ -276,24 +260,25 @@ def measure_parts(sandbox: P.SandboxService, days: int, rounds: int, landing_row
         return len(paths)
 
     def ours() -> int:
-        for path, params, table, brand in requests:
-            if table == "cited_pages":
+        for r in requests:
+            if r.table == "cited_pages":
+                engine = r.params["engine"]
                 answer = client.citation_urls(
-                    brand, engine=params["engine"], start=NEWEST, end=P.SANDBOX_TODAY, limit=params["limit"]
+                    r.brand, engine=engine, start=NEWEST, end=P.SANDBOX_TODAY, limit=r.params["limit"]
                 )
                 transforms.cited_pages_table(
                     answer.rows,
-                    brand_id=brand,
+                    brand_id=r.brand,
                     day=NEWEST,
-                    engine=params["engine"],
+                    engine=engine,
                     total_count=answer.total_count,
                     total_citations=answer.total_citations,
                     capped=answer.capped,
                 )
             else:
-                start = dt.date.fromisoformat(params["from"])
-                rows = client.list_prompt_mentions(path.split("/")[3], start=start, end=P.SANDBOX_TODAY)
-                transforms.mentions_table(rows, brand)
+                start = dt.date.fromisoformat(r.params["from"])
+                rows = client.list_prompt_mentions(r.path.split("/")[3], start=start, end=P.SANDBOX_TODAY)
+                transforms.mentions_table(rows, r.brand)
         return len(requests)
 
     with_httpx(), with_stdlib(), ours()  # warm: connections, the sandbox's pages, msgspec's types
@@ -373,20 +358,17 @@ def fetch_alone(start: dt.date, end: dt.date) -> None:
 
 
 def measure_fetch_alone(sandbox: P.SandboxService, dates: list[dt.date], work: Path) -> dict[str, float]:
-    """:func:`fetch_alone` as a process against ``sandbox``: its wall, CPU and requests."""
+    """:func:`fetch_alone` as a process against ``sandbox`` (the command line's environment): its
+    wall, CPU and requests."""
     sandbox.reset_stats()
     before = P.children_cpu()
     end = max(dates) + dt.timedelta(days=1)
     command = [sys.executable, __file__, "--fetch-alone", min(dates).isoformat(), end.isoformat()]
-    env = P.cli_env(sandbox.url, sandbox.key, work / "unused.duckdb")
-    child = P.Service("fetch-alone", command, env, P.ROOT, work / "fetch-alone.log")
-    try:
-        code = child.proc.wait(timeout=3600)
-    finally:
-        child.stop(grace=5)
-    if code != 0:
-        raise RuntimeError(f"the fetch alone failed ({code}): {child.tail(2000)}")
-    printed = json.loads(child.tail(2000).strip().splitlines()[-1])
+    db = work / "unused.duckdb"
+    child = P.run_cli([], url=sandbox.url, key=sandbox.key, db=db, log_dir=work, command=command)
+    if child.exit_code != 0:
+        raise RuntimeError(f"the fetch alone failed ({child.exit_code}): {child.output[-2000:]}")
+    printed = json.loads(child.output.strip().splitlines()[-1])
     return {
         "wall": printed["wall"],
         "rows": printed["rows"],
@@ -413,34 +395,22 @@ def main(argv: list[str] | None = None) -> int:
     work = P.work_folder("bench-floor-")
     with P.sandbox_service(size="large", rate=args.rate, log_dir=work) as sandbox:
         dates = [NEWEST - dt.timedelta(days=i) for i in range(args.days)]
-        timeline = Timeline()
-        stop = threading.Event()
         sandbox.reset_stats()
         db = work / "floor.duckdb"
         before, service_before = P.children_cpu(), sandbox.cpu_seconds()
-        started = time.monotonic()
-        env = P.cli_env(sandbox.url, sandbox.key, db)
-        cli = P.Service(
-            "visibility-sync",
-            [sys.executable, "-m", "pipelines.cli", *P.cli_args(dates, None)],
-            env,
-            P.ROOT,
-            work / "cli.log",
-        )
-        watch = (sandbox, cli.pid, stop, timeline)
-        sampler = threading.Thread(target=sample_timeline, args=watch, daemon=True)
-        sampler.start()
-        try:
-            code = cli.proc.wait(timeout=3600)
-        finally:
-            wall = time.monotonic() - started
-            stop.set()
-            sampler.join()
-            cli.stop(grace=5)
+        with TimelineSampler(sandbox) as sampler:
+            cli = P.run_cli(
+                P.cli_args(dates, None),
+                url=sandbox.url,
+                key=sandbox.key,
+                db=db,
+                log_dir=work,
+                sampler=sampler,
+            )
         cpu, service_cpu = P.children_cpu() - before, sandbox.cpu_seconds() - service_before
-        requests = P.served(sandbox.stats())
-        if code != 0:
-            print(cli.tail(3000))
+        requests, wall = P.served(sandbox.stats()), cli.wall_seconds
+        if cli.exit_code != 0:
+            print(cli.output[-3000:])
             return 1
         landed = S.landed_rows(db)
         alone = measure_fetch_alone(sandbox, dates, work)
@@ -470,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.rate:g} requests/s: {landed:,} rows landed with {requests:,} requests "
         f"({per_request_rows:.0f} rows a request), wall {wall:.1f} s against a rate bound of {bound:.1f} s "
         f"(**{wall / bound:.2f}x**), the command's tree {cpu:.1f} s of CPU, the sandbox {service_cpu:.1f} s "
-        f"(CPU floor of the wall on {CORES} cores: {(cpu + service_cpu) / CORES / bound:.2f}x).",
+        f"(CPU floor of the wall on {S.CORES} cores: {(cpu + service_cpu) / S.CORES / bound:.2f}x).",
         "",
         f"**The fetch alone** (the head start's listings and fetches of the same days, in a process of its "
         f"own: no Dagster, no landing): {alone['requests']:,.0f} requests in {alone['wall']:.1f} s against "
@@ -480,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         "The sync's timeline, one line a phase (seconds grouped by the endpoint most asked; cores are CPU "
         "seconds a second):",
         "",
-        *phases(timeline, args.rate),
+        *phases(sampler.timeline, args.rate),
         "",
         f"**The parts**, one thread, {parts.requests} requests ({parts.rows:,} rows: one day's cited "
         f"pages of two brands on five engines, mentions of 60 prompts over {args.days} days), medians "

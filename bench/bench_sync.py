@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,30 +80,56 @@ def run_tree(
 # the bare decode
 
 
-def sample_pages(sandbox: P.SandboxService, days: int, pages: int) -> list[bytes]:
-    """Raw bodies of the pages of the three tables that hold most of a sync's rows: prompt mentions
-    (over ``days``), answers, and cited pages (one day, as the sync asks for them)."""
+@dataclass(frozen=True)
+class SampleRequest:
+    """One page of the sample: its path and query, the table its rows land in, and its brand."""
+
+    path: str
+    params: dict[str, Any]
+    table: str
+    brand: str
+
+
+def sample_requests(sandbox: P.SandboxService, days: int, pages: int) -> list[SampleRequest]:
+    """The pages of the three tables that hold most of a sync's rows: answers (two brands' first
+    pages), cited pages (one day of two brands on five engines, as the sync asks for them) and prompt
+    mentions (over ``days``; the rest of the ``pages``), prompts spread over every brand."""
     start = NEWEST - dt.timedelta(days=days - 1)
     end = P.SANDBOX_TODAY
     headers = {"Authorization": f"Bearer {sandbox.key}"}
-    bodies: list[bytes] = []
     with httpx.Client(base_url=sandbox.url, headers=headers, timeout=60) as http:
-        brands = http.get("/v1/brands", params={"limit": 999}).json()["data"]
-        prompts: list[str] = []
-        for brand in brands:
-            prompts += [p["id"] for p in http.get(f"/v1/brands/{brand['id']}/prompts").json()["data"]]
-        window = {"from": start.isoformat(), "to": end.isoformat(), "limit": 999}
-        for brand in brands[:2]:
-            bodies.append(_get(http, f"/v1/brands/{brand['id']}/answers", {**window, "limit": 100}))
-        one_day = {"from": NEWEST.isoformat(), "to": end.isoformat(), "limit": 2000}
-        for brand in brands[:2]:
-            for engine in ("chatgpt", "claude", "perplexity", "gemini", "copilot"):
-                path = f"/v1/brands/{brand['id']}/citations/urls"
-                bodies.append(_get(http, path, {**one_day, "engine": engine}))
-        step = max(1, len(prompts) // pages)
-        for prompt in prompts[::step][: pages - len(bodies)]:
-            bodies.append(_get(http, f"/v1/prompts/{prompt}/mentions", window))
-    return bodies
+        brands = [b["id"] for b in http.get("/v1/brands", params={"limit": 999}).json()["data"]]
+        prompts = [
+            (p["id"], brand)
+            for brand in brands
+            for p in http.get(f"/v1/brands/{brand}/prompts").json()["data"]
+        ]
+    window = {"from": start.isoformat(), "to": end.isoformat(), "limit": 999}
+    sample = [
+        SampleRequest(f"/v1/brands/{brand}/answers", {**window, "limit": 100}, "answers", brand)
+        for brand in brands[:2]
+    ]
+    one_day = {"from": NEWEST.isoformat(), "to": end.isoformat(), "limit": 2000}
+    sample += [
+        SampleRequest(
+            f"/v1/brands/{brand}/citations/urls", {**one_day, "engine": engine}, "cited_pages", brand
+        )
+        for brand in brands[:2]
+        for engine in ("chatgpt", "claude", "perplexity", "gemini", "copilot")
+    ]
+    step = max(1, len(prompts) // pages)
+    sample += [
+        SampleRequest(f"/v1/prompts/{prompt}/mentions", window, "prompt_mentions", brand)
+        for prompt, brand in prompts[::step][: pages - len(sample)]
+    ]
+    return sample
+
+
+def sample_pages(sandbox: P.SandboxService, days: int, pages: int) -> list[bytes]:
+    """Raw bodies of :func:`sample_requests`."""
+    headers = {"Authorization": f"Bearer {sandbox.key}"}
+    with httpx.Client(base_url=sandbox.url, headers=headers, timeout=60) as http:
+        return [_get(http, r.path, r.params) for r in sample_requests(sandbox, days, pages)]
 
 
 def _get(http: httpx.Client, path: str, params: dict[str, Any]) -> bytes:

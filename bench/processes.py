@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import psutil
@@ -250,6 +250,15 @@ class TreeSampler:
             self._stop.wait(self.every)
 
 
+def process_cpu(process: psutil.Process) -> float | None:
+    """CPU one process has spent so far (user + system); None once it is gone."""
+    try:
+        times = process.cpu_times()
+    except psutil.Error:
+        return None
+    return times.user + times.system
+
+
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -372,8 +381,7 @@ class SandboxService:
         the command line, the service's work is CPU the command could not use."""
         if self.service is None:
             return 0.0
-        times = psutil.Process(self.service.pid).cpu_times()
-        return times.user + times.system
+        return process_cpu(psutil.Process(self.service.pid)) or 0.0
 
     def configure(self, **changes: Any) -> None:
         """``POST /_sandbox/config``: limits and faults changed as a user would."""
@@ -436,6 +444,12 @@ def sandbox_service(
 # the command line
 
 
+class Watcher(Protocol):
+    """What watches a started command (:class:`TreeSampler`, or a benchmark's own sampler)."""
+
+    def watch(self, pid: int) -> None: ...
+
+
 @dataclass
 class CliOutcome:
     exit_code: int
@@ -479,7 +493,7 @@ def run_cli(
     extra_env: Mapping[str, str] | None = None,
     timeout: float = 3600.0,
     fresh: bool = True,
-    sampler: TreeSampler | None = None,
+    sampler: Watcher | None = None,
     command: Sequence[str] | None = None,
     kill_when: Callable[[], bool] | None = None,
 ) -> CliOutcome:
