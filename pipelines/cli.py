@@ -231,21 +231,22 @@ def sync(
             first_run = HeadStartPlan(start, end, spans[0], base_tags, resume_root(storage_directory))
             ahead.enter_context(first_run.started(api, progress))
 
-        if not recorded:  # a throwaway instance journals in the temp folder: known before Dagster is
+        if not recorded:  # an ephemeral instance journals in the temp folder: known before Dagster is
             start_fetching(None)
 
         with _loading_without_collection():
+            from dagster import DagsterInstance
+
             from pipelines.jobs import DAILY_JOB, SYNC_JOB
             from pipelines.orphans import fail_orphaned_runs, process_tags
             from pipelines.resources import api_resource, process_resources
             from pipelines.schedules import range_tags
             from pipelines.syncs import sync_definitions
-            from pipelines.throwaway_instance import throwaway_instance
 
             definitions = sync_definitions(settings)
         if recorded:
             base_tags.update(process_tags())  # lets a later command tell that a killed run's process is gone
-        with recording_instance() if recorded else throwaway_instance() as instance:
+        with recording_instance() if recorded else DagsterInstance.ephemeral() as instance:
             if recorded:
                 fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))
                 start_fetching(instance.storage_directory())
@@ -601,7 +602,7 @@ def dagster_hint(cwd: Path | None = None) -> str:
     config = PROJECT_ROOT / "dagster.yaml"
     copy = f" && cp {_shell_path(config, cwd)} $DAGSTER_HOME/" if config.exists() else ""
     return (
-        "Not recorded for the Dagster UI: DAGSTER_HOME is not set (the runs used a throwaway instance). "
+        "Not recorded for the Dagster UI: DAGSTER_HOME is not set (the runs used an ephemeral instance). "
         "To see them there:\n"
         f"  export DAGSTER_HOME=$PWD/.dagster_home && mkdir -p $DAGSTER_HOME{copy}\n"
         f"  {again} demo && {ui}    # http://127.0.0.1:3000"

@@ -63,7 +63,7 @@ def probe(argv: list[str], environ: dict[str, str]) -> dict[str, object]:
     return json.loads(lines[-1])
 
 
-@pytest.mark.parametrize("recorded", [False, True], ids=["throwaway instance", "DAGSTER_HOME"])
+@pytest.mark.parametrize("recorded", [False, True], ids=["ephemeral instance", "DAGSTER_HOME"])
 def test_the_daily_step_lands_what_the_command_fetched_before_dagster_was_ready(
     env: Path,  # noqa: F811
     sandbox: SandboxHandle,
@@ -82,7 +82,7 @@ def test_the_daily_step_lands_what_the_command_fetched_before_dagster_was_ready(
     assert seen["code"] == EXIT_OK, seen
     assert seen["taken"] == [table.spec.name for table in DAILY]
     assert seen["fetched_by_the_step"] == []
-    # a throwaway instance's journal folder is known before Dagster: the fetch starts before it loads
+    # an ephemeral instance's journal folder is known before Dagster: the fetch starts before it loads
     assert seen["definitions_at_first_request"] is recorded
     stats = sandbox.stats()
     assert sum(stats["GET /v1/brands"].values()) == 1  # one listing for the head start and both steps
