@@ -23,7 +23,6 @@ pydantic-settings source then reads the mapping, and the environment is not cons
 from __future__ import annotations
 
 import datetime as dt
-import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -51,6 +50,8 @@ from resources.api.config import (
     REQUEST_FLOOR_SETTING,
     URL_SETTING,
     is_loopback_host,
+    parse_decimal,
+    parse_integer,
     validate_api_key,
     validate_base_url,
     validate_request_floor,
@@ -199,7 +200,7 @@ def _config_error(error: ValidationError, model: type[_EnvironmentSettings]) -> 
 def _whole_number(value: Any, setting: str, minimum: int, maximum: int) -> int:
     text = str(value).strip()
     try:
-        number = int(text)
+        number = parse_integer(text)
     except ValueError:
         raise ConfigError(f"{setting} must be an integer, got {text[:40]!r}") from None
     if not minimum <= number <= maximum:
@@ -280,6 +281,11 @@ class Settings(PartitionSettings):
     request_budget_factor: int = Field(
         default=DEFAULT_REQUESTS_PER_CALL, validation_alias=REQUEST_FACTOR_SETTING
     )
+
+    @field_validator("landing_worker", mode="before")
+    @classmethod
+    def _landing_worker(cls, value: Any, info: ValidationInfo) -> Any:
+        return cls._default(info) if _blank(value) else value
 
     @field_validator(*_DOMAIN_RULES, mode="before")
     @classmethod
@@ -368,10 +374,10 @@ class AuditSettings(_EnvironmentSettings):
         )
         what = "a whole number" if kind is int else "a number"
         try:
-            number = kind(raw)
+            number = parse_integer(raw) if kind is int else parse_decimal(raw)
         except ValueError:
             raise ConfigError(f"{variable} must be {what} (at least {minimum:g}), got {raw!r}") from None
-        if not math.isfinite(number) or number < minimum:
+        if number < minimum:
             raise ConfigError(f"{variable} must be {what} of at least {minimum:g}, got {raw!r}")
         return number
 

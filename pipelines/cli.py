@@ -29,7 +29,7 @@ from pipelines.cli_output import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, consol
 from pipelines.cli_report import add_report_parser
 from pipelines.cli_setup import check_warehouse, recording_instance
 from resources.failures import FailureKind, classified_error, failure_kind, failure_kind_by_name
-from settings import ConfigError, Settings, is_loopback_host, load_settings
+from settings import ConfigError, Settings, is_loopback_host, load_citation_target_settings, load_settings
 
 if TYPE_CHECKING:  # imported inside the functions that use them: the command starts light
     from contextlib import AbstractContextManager
@@ -212,6 +212,7 @@ def sync(
     from sync.progress import NO_PROGRESS
     from sync.resume import resume_root
 
+    load_citation_target_settings()  # read again when citation_trends is fetched: refused before any request
     api = SyncApi(settings.api_access())  # one request budget for every run of the sync
     base_tags = {SYNC_TAG: uuid.uuid4().hex, "visibility/launched_by": "visibility-sync"}
     if brands:
@@ -443,6 +444,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     settings.require_api()
+    load_citation_target_settings()  # before a brand name is looked up
     today = dt.datetime.now(dt.UTC).date()
     start, end = default_window(today, settings.lookback_days)
     start = args.start or start

@@ -10,14 +10,16 @@ import pytest
 from pydantic import ValidationError
 
 from resources.api.client import VisibilityClient
-from resources.api.config import validate_base_url
+from resources.api.config import MIN_KEY_CHARS, validate_api_key, validate_base_url
 from resources.api.errors import ConfigurationError
 from settings import (
     DEFAULT_HISTORY_DAYS,
     AuditSettings,
+    CitationTargetSettings,
     ConfigError,
     Settings,
     load_audit_settings,
+    load_citation_target_settings,
     load_partition_settings,
     load_settings,
 )
@@ -120,7 +122,7 @@ AUDIT_MESSAGES = [
     (
         "VISIBILITY_AUDIT_REAUDIT_DAYS",
         "nan",
-        "VISIBILITY_AUDIT_REAUDIT_DAYS must be a number of at least 0, got 'nan'",
+        "VISIBILITY_AUDIT_REAUDIT_DAYS must be a number (at least 0), got 'nan'",
     ),
     (
         "VISIBILITY_AUDIT_NEW_PAGE_DAYS",
@@ -290,3 +292,67 @@ def test_a_bad_key_is_reported_without_echoing_it() -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings({"VISIBILITY_API_KEY": key})
     assert "VISIBILITY_API_KEY" in str(caught.value) and KEY not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("VISIBILITY_LOOKBACK_DAYS", "\u0661\u0662"),  # Arabic-Indic 12
+        ("VISIBILITY_LOOKBACK_DAYS", "1_0"),
+        ("VISIBILITY_RETRY_DEADLINE_SECONDS", "\u0661\u0662"),
+        ("VISIBILITY_RETRY_DEADLINE_SECONDS", "1e3"),
+        ("VISIBILITY_RETRY_DEADLINE_SECONDS", "1_000"),
+        ("VISIBILITY_REQUEST_BUDGET_FACTOR", "\u0661\u0662"),
+        ("VISIBILITY_REQUEST_BUDGET_FACTOR", "1_000"),
+        ("VISIBILITY_REQUEST_BUDGET_FLOOR", "1_000"),
+        ("VISIBILITY_DUCKDB_MEMORY_LIMIT", "\u0666\u0664MB"),
+        ("VISIBILITY_AUDITS_PER_DAY", "\u0661\u0662"),
+        ("VISIBILITY_AUDIT_DEADLINE_MINUTES", "1e3"),
+        ("VISIBILITY_AUDIT_REAUDIT_DAYS", "inf"),
+    ],
+)
+def test_a_number_setting_takes_ascii_digits_only_without_separators_or_exponents(
+    variable: str, value: str
+) -> None:
+    load = load_audit_settings if "AUDIT" in variable else load_settings
+    with pytest.raises(ConfigError) as caught:
+        load({variable: value})
+    assert str(caught.value).startswith(variable)
+
+
+def test_plain_numbers_are_still_taken() -> None:
+    settings = load_settings(
+        {
+            "VISIBILITY_LOOKBACK_DAYS": "12",
+            "VISIBILITY_RETRY_DEADLINE_SECONDS": "2.5",
+            "VISIBILITY_REQUEST_BUDGET_FLOOR": "+1000",
+            "VISIBILITY_DUCKDB_MEMORY_LIMIT": "1.5GB",
+        }
+    )
+    assert (settings.lookback_days, settings.retry_deadline_seconds) == (12, 2.5)
+    assert (settings.request_budget_floor, settings.duckdb_memory_limit) == (1000, "1.5GB")
+    assert load_audit_settings({"VISIBILITY_AUDIT_REAUDIT_DAYS": ".5"}).reaudit_interval_days == 0.5
+
+
+@pytest.mark.parametrize(
+    ("model", "load"),
+    [
+        (Settings, load_settings),
+        (AuditSettings, load_audit_settings),
+        (CitationTargetSettings, load_citation_target_settings),
+    ],
+)
+def test_an_empty_value_means_unset_for_every_setting(model: type, load: Callable[..., object]) -> None:
+    variables = {model.variable(name) for name in model.model_fields}
+    assert "VISIBILITY_LANDING_WORKER" in variables or model is not Settings
+    assert load({v: "" for v in variables}) == load({})
+
+
+def test_a_key_shorter_than_any_real_key_is_refused_by_the_settings_and_the_client() -> None:
+    short = "vsk_0f9e8d7c6b5"  # 15 characters
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"VISIBILITY_API_KEY": short})
+    assert str(caught.value).startswith("VISIBILITY_API_KEY is too short") and short not in str(caught.value)
+    with pytest.raises(ConfigurationError, match="too short"):
+        VisibilityClient("https://api.example.com", "k")
+    assert validate_api_key("k" * MIN_KEY_CHARS) == "k" * MIN_KEY_CHARS

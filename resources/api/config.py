@@ -10,6 +10,7 @@ same values with the same messages.
 from __future__ import annotations
 
 import ipaddress
+import re
 
 import httpx
 
@@ -30,6 +31,30 @@ MIN_REQUESTS_PER_CALL, MAX_REQUESTS_PER_CALL = 1, 100_000
 DEFAULT_RETRY_DEADLINE_SECONDS = 300.0
 MIN_RETRY_DEADLINE_SECONDS = 1.0
 MAX_RETRY_DEADLINE_SECONDS = 86_400.0
+#: The shortest key accepted. The spec gives no key format; the sandbox's keys (``vsk_`` and 32 hex
+#: digits) are 36 characters. 16 leaves room for other prefixes and shapes while refusing a
+#: placeholder or a fragment, and keeps a secret part of at least 8 characters, the shortest run
+#: ``redaction.py`` scrubs.
+MIN_KEY_CHARS = 16
+
+#: A number as a setting takes it: ASCII digits, an optional sign and (decimals) one point; Python's
+#: ``int``/``float`` also take ``1_000``, ``1e3``, ``inf`` and other scripts' digits (``١٢``).
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+def parse_integer(text: str) -> int:
+    """``text`` as a whole number written in ASCII digits; ``ValueError`` otherwise."""
+    if not _INTEGER.fullmatch(text.strip()):
+        raise ValueError(text)
+    return int(text)
+
+
+def parse_decimal(text: str) -> float:
+    """``text`` as a decimal number written in ASCII digits (no exponent); ``ValueError`` otherwise."""
+    if not _DECIMAL.fullmatch(text.strip()):
+        raise ValueError(text)
+    return float(text)
 
 
 def is_loopback_host(host: str) -> bool:
@@ -88,6 +113,11 @@ def validate_api_key(key: str | None) -> str:
         raise ConfigurationError(f"{KEY_SETTING} must be the key alone, without the 'Bearer ' prefix")
     if any(ch.isspace() or not ch.isprintable() for ch in text):
         raise ConfigurationError(f"{KEY_SETTING} contains blanks or control characters; paste the key alone")
+    if len(text) < MIN_KEY_CHARS:
+        raise ConfigurationError(
+            f"{KEY_SETTING} is too short to be an API key (at least {MIN_KEY_CHARS} characters); copy "
+            "the whole key from the dashboard"
+        )
     if not text.isascii():
         # An HTTP header carries ASCII only: httpx would fail later with a UnicodeEncodeError that
         # names neither the setting nor the cause (and the key is not echoed here either).
@@ -114,7 +144,7 @@ def validate_retry_deadline(value: float | str | None, *, setting: str = RETRY_D
     if value is None or (isinstance(value, str) and not value.strip()):
         return DEFAULT_RETRY_DEADLINE_SECONDS
     try:
-        seconds = float(value)
+        seconds = float(value) if isinstance(value, float | int) else parse_decimal(value)
     except (TypeError, ValueError):
         raise ConfigurationError(f"{setting} must be a number of seconds, got {str(value)[:40]!r}") from None
     if not (MIN_RETRY_DEADLINE_SECONDS <= seconds <= MAX_RETRY_DEADLINE_SECONDS):  # NaN fails too
@@ -130,7 +160,7 @@ def _whole_number(value: int | str | None, setting: str, default: int, low: int,
         return default
     text = str(value).strip()
     try:
-        number = int(text)
+        number = parse_integer(text)
     except ValueError:
         raise ConfigurationError(f"{setting} must be a whole number, got {text[:40]!r}") from None
     if not low <= number <= high:

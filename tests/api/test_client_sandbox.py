@@ -290,7 +290,7 @@ def test_unreachable_service_retries_until_the_deadline_then_names_the_cause(
 )
 def test_bad_settings_fail_before_any_request(url: str, setting: str) -> None:
     with pytest.raises(ConfigurationError, match=setting):
-        VisibilityClient(url, "vk_secret_value")
+        VisibilityClient(url, "vk_secret_value_1")
     with pytest.raises(ConfigurationError, match="VISIBILITY_API_KEY"):
         VisibilityClient("https://api.example.com", "  ")
 

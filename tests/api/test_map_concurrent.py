@@ -13,7 +13,7 @@ from resources.api.client import VisibilityClient
 @pytest.fixture
 def api() -> VisibilityClient:
     # No request is sent by these tests: map_concurrent only schedules the callables it is given.
-    return VisibilityClient("http://127.0.0.1:9", "vk_test_key", max_concurrency=4)
+    return VisibilityClient("http://127.0.0.1:9", "vk_test_key_0123456789", max_concurrency=4)
 
 
 def test_results_come_in_input_order_whatever_order_calls_finish_in(api: VisibilityClient) -> None:

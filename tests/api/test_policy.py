@@ -146,7 +146,7 @@ def test_invalid_keys_name_the_setting_without_echoing_the_key(key: str) -> None
 
 
 def test_valid_key_is_stripped() -> None:
-    assert validate_api_key("  vk_live_123  ") == "vk_live_123"
+    assert validate_api_key("  vk_live_0123456789ab  ") == "vk_live_0123456789ab"
 
 
 def test_log_guard_redacts_bearer_tokens_in_http_library_records(caplog: pytest.LogCaptureFixture) -> None:

@@ -278,7 +278,9 @@ def test_checks_run_alone_in_a_dagster_run_of_the_sync_step_without_fetching(
     trends = AssetKey("competitor_trends")
     selected = [AssetCheckKey(trends, "keys_unique"), AssetCheckKey(trends, "share_of_voice_sums_to_100")]
     # an API nobody listens on: a step that fetched would fail
-    api = VisibilityAPIResource(api_url="http://127.0.0.1:9", api_key="unused", retry_deadline_seconds=1)
+    api = VisibilityAPIResource(
+        api_url="http://127.0.0.1:9", api_key="unused-key-0123456789", retry_deadline_seconds=1
+    )
     defs = Definitions(
         assets=daily_assets,
         jobs=[define_asset_job("trend_checks", selection=AssetSelection.checks(*selected))],

@@ -99,6 +99,10 @@ def test_wrong_config_fails_before_any_request_naming_the_setting(
     monkeypatch.delenv("VISIBILITY_API_KEY")
     assert main(["run", "--quiet"]) == EXIT_CONFIG
     assert "VISIBILITY_API_KEY" in capsys.readouterr().err
+    monkeypatch.setenv("VISIBILITY_API_KEY", sandbox.keys["workspace"])
+    monkeypatch.setenv("VISIBILITY_CITATION_URLS", "javascript:alert(1)")
+    assert main(["run", "--quiet", "--brand", "a brand looked up by name"]) == EXIT_CONFIG
+    assert "VISIBILITY_CITATION_URLS" in capsys.readouterr().err
     assert sandbox.stats() == {}
 
 

@@ -46,9 +46,9 @@ def test_the_duckdb_memory_budget_reaches_the_warehouse_resource() -> None:
 
 def test_the_key_never_shows_in_the_settings_repr() -> None:
     settings = load_settings(
-        {"VISIBILITY_API_URL": "https://api.example.com", "VISIBILITY_API_KEY": "sekret-123"}
+        {"VISIBILITY_API_URL": "https://api.example.com", "VISIBILITY_API_KEY": "sekret-0123456789abcdef"}
     )
-    assert "sekret-123" not in repr(settings)
+    assert "sekret-0123456789abcdef" not in repr(settings)
 
 
 def test_usage_errors_exit_with_the_config_code() -> None:

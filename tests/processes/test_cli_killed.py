@@ -113,7 +113,7 @@ def test_a_stop_while_the_service_is_unreachable_ends_the_sync_at_once_with_one_
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VISIBILITY_", "DAGSTER_HOME"))}
     env.update(
         VISIBILITY_API_URL=dead,
-        VISIBILITY_API_KEY="vsk_test",
+        VISIBILITY_API_KEY="vsk_test_0123456789abcdef",
         VISIBILITY_WAREHOUSE=f"duckdb:///{tmp_path / 'x.duckdb'}",
         VISIBILITY_START_DATE=START.isoformat(),
     )
