@@ -4,7 +4,6 @@ name, listing brands once, and stopping at the first sign of an unreachable serv
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -62,12 +61,10 @@ def test_an_unreachable_service_fails_the_sync_once_and_skips_the_rest(
     monkeypatch.setenv("VISIBILITY_API_URL", dead)
     monkeypatch.setenv("VISIBILITY_RETRY_DEADLINE_SECONDS", "2")
 
-    started = time.monotonic()
     assert main(["run", *ONE_DAY, "--quiet"]) == EXIT_UNAVAILABLE
-    took = time.monotonic() - started
 
+    # one deadline for the whole sync, not one per step: the first step's failure skips the second
     err = capsys.readouterr().err
-    assert took < 30, f"one deadline for the whole sync, not one per step: took {took:.0f}s"
     assert [line.split(":")[0] for line in err.splitlines() if line.startswith("failed")] == [
         "failed visibility_sync chatgpt..all"
     ]

@@ -251,7 +251,9 @@ def test_a_writer_waiting_for_a_reader_says_which_process_holds_the_file(
     notices = [w for w in waits if not w.done]
     assert len(notices) == 1  # throttled: one notice in ~3.5 s of waiting, not one per retry
     assert notices[0].path == path and f"(PID {proc.pid})" in notices[0].holder
-    assert 55 < notices[0].remaining_seconds < 60
+    # what is left of the 60 s timeout, counted from the wait's start (however late the notice came)
+    assert notices[0].remaining_seconds == pytest.approx(60 - notices[0].waited_seconds, abs=0.5)
+    assert 0 < notices[0].remaining_seconds < 60
     assert waits[-1].done  # the status line can clear
     lines = [r for r in caplog.records if r.name == LOGGER_NAME and r.levelno == logging.WARNING]
     assert len(lines) == 1
