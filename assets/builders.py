@@ -4,9 +4,9 @@ translate what it says into materializations and check results.
 * Snapshots (``sync_snapshots``): brands, topics, prompts, tracked competitors and generations in
   one step of the ``visibility_api`` pool.
 * Partitioned tables (``sync_daily``): every date x engine table in one step of the
-  ``visibility_api`` pool, each landed while the next is fetched; the runs a UI backfill is split
-  into share one fetch per table (:mod:`sync.shared_fetch`), so a backfill costs the planner's
-  requests once.
+  ``visibility_api`` pool, each landed while the next is fetched; of the runs a UI backfill is
+  split into, the first to reach a table fetches and lands it for all of them, through the warehouse
+  (:mod:`sync.handoff`), so a backfill costs the planner's requests once.
 
 What is Dagster's stays here: which cells a run was asked for (its tags, its backfill), the
 materialization events, and the asset checks (they read the instance).
@@ -14,7 +14,6 @@ materialization events, and the asset checks (they read the instance).
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any
 
 from dagster import (
@@ -57,18 +56,16 @@ from sync.driver import (
     sync_snapshots,
 )
 from sync.fetching import PartitionedTable, SnapshotTable
+from sync.handoff import BackfillHandoff
 from sync.head_start import head_start_for
 from sync.planning import Cell
 from sync.progress import FetchProgress
 from sync.resume import ResumeStore, resume_root
-from sync.shared_fetch import SharedFetches
 from sync.tables import BRANDS
 from sync.trends import citation_targets_from_settings
 
 API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
-#: Under the instance's storage directory: the fetches shared by the runs of a backfill.
-SHARED_FETCH_DIR = "visibility_shared_fetch"
 SCHEMA_KEY = "dagster/column_schema"
 
 
@@ -195,7 +192,7 @@ def backfill_targets(context: AssetExecutionContext, tables: Sequence[str]) -> d
     """The cells of each table that the run's backfill targets, across all its runs (None: no backfill).
 
     An asset backfill stores its target subset; a job backfill its partition names (every asset of
-    the job). Anything unreadable means no sharing: the run then fetches its own cells.
+    the job). Anything unreadable means no handoff: the run then fetches its own cells.
     """
     backfill_id = context.run.tags.get(BACKFILL_ID_TAG)
     if not backfill_id:
@@ -300,11 +297,19 @@ def landed_events(
         yield AssetMaterialization(asset_key=table, partition=key, metadata=metadata if ends else lean)
 
 
-def shared_fetches(context: AssetExecutionContext) -> SharedFetches | None:
+def backfill_handoff(context: AssetExecutionContext, warehouse: WarehouseResource) -> BackfillHandoff | None:
+    """The run's side of its backfill's handoffs (None: not a backfill's run). A claimant is alive
+    while its Dagster run has not ended (run monitoring fails a killed one)."""
     backfill_id = context.run.tags.get(BACKFILL_ID_TAG)
     if not backfill_id:
         return None
-    return SharedFetches(Path(context.instance.storage_directory()) / SHARED_FETCH_DIR, backfill_id)
+    instance = context.instance
+
+    def is_alive(run_id: str) -> bool:
+        run = instance.get_run_by_id(run_id)
+        return run is not None and not run.is_finished
+
+    return BackfillHandoff(backfill_id, context.run_id, warehouse.get_warehouse, is_alive)
 
 
 def build_partitioned_assets(
@@ -350,7 +355,7 @@ def build_partitioned_assets(
         selected = [a for key, a in by_key.items() if key in context.selected_asset_keys]
         if not selected:
             return
-        request = daily_request(context, partitions_def, config.citation_targets(), selected)
+        request = daily_request(context, partitions_def, config.citation_targets(), selected, warehouse)
         asks_api = api if request.compares_totals() else None
         spec_of = {a.spec.name: a.spec for a in selected}
 
@@ -376,17 +381,18 @@ def daily_request(
     partitions_def: MultiPartitionsDefinition,
     citation_targets: CitationTargets | None,
     tables: Sequence[PartitionedTable],
+    warehouse: WarehouseResource,
 ) -> DailyRequest:
-    """What this run lands (:func:`run_cells`), and the backfill whose fetches it shares."""
-    shared = shared_fetches(context)
-    backfill_cells = backfill_targets(context, [t.spec.name for t in tables]) if shared else None
+    """What this run lands (:func:`run_cells`), and the backfill it belongs to."""
+    backfill_cells = backfill_targets(context, [t.spec.name for t in tables])
+    handoff = backfill_handoff(context, warehouse) if backfill_cells else None
     return DailyRequest(
         run_id=context.run_id,
         cells=run_cells(context, partitions_def),
         only=brand_filter(context.run.tags),
         discovery=discovery_for(sync_id(context.run_id, context.run.tags)),
         citation_targets=citation_targets,
-        shared=shared,
+        handoff=handoff,
         backfill_cells=backfill_cells or {},
         resume=ResumeStore(
             resume_root(None if context.instance.is_ephemeral else context.instance.storage_directory())

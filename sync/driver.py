@@ -11,8 +11,8 @@ an unreachable service, a stop) ends the sync; any other fails its table only.
   budget, so the rate limit is spent without a gap), each landed (in this process, or in a worker
   process when the settings ask for one) while the next is fetched; the command line's first run
   takes the fetches it started before Dagster was ready (:mod:`sync.head_start`). In a backfill's
-  run, each fetch covers the whole backfill and is shared with its other runs
-  (:mod:`sync.shared_fetch`); the run lands its own cells only. What a fetch asked is kept
+  run, the first run to reach a table fetches and lands it for the whole backfill, and the others
+  record it (:mod:`sync.handoff`). What a fetch asked is kept
   (:mod:`sync.resume`) until every table landed, so a re-run of a failed or killed sync asks only
   the rest.
 * :func:`sync_snapshots`: snapshot tables listed one after another (the next while this one lands)
@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -39,16 +38,17 @@ from resources.api.stats import RequestStats
 from resources.failures import failure_kind
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import SnapshotScope
+from resources.warehouse.handoffs import Handoff
 from sync.allocator import return_freed_memory
 from sync.discovery import BrandScope, CitationTargets, Discovery
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
+from sync.handoff import BackfillHandoff
 from sync.head_start import HeadStart, Selection
 from sync.landing import FetchOutcome, requests_beyond_plan
 from sync.landing_worker import Lander
 from sync.planning import ALL, Cell, Plan, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
 from sync.resume import ResumeStore
-from sync.shared_fetch import SharedFetches
 from sync.snapshots import listed_snapshots
 from sync.summary import TableSummary
 
@@ -122,7 +122,7 @@ def raise_failures(events: Sequence[SyncEvent]) -> None:
 
 @dataclass
 class DailyRequest:
-    """What one run of the date x engine tables is asked to land, and with what it shares fetches."""
+    """What one run of the date x engine tables is asked to land, and the backfill it belongs to."""
 
     run_id: str
     cells: set[Cell]
@@ -130,17 +130,14 @@ class DailyRequest:
     discovery: Discovery
     #: the run's own citation targets (None: the settings')
     citation_targets: CitationTargets | None = None
-    #: the backfill's shared fetches (None: not a backfill's run, or nothing to share)
-    shared: SharedFetches | None = None
+    #: the backfill's handoffs (None: not a backfill's run)
+    handoff: BackfillHandoff | None = None
     #: per table, the cells of the whole backfill this run belongs to
     backfill_cells: dict[str, set[Cell]] = field(default_factory=dict)
     #: where fetches keep what they fetched until every table landed (a re-run resumes from it)
     resume: ResumeStore | None = None
     #: the fetches the command line started before this run (:mod:`sync.head_start`), if any
     fetched_ahead: HeadStart | None = None
-
-    def cells_to_fetch(self, table: str) -> set[Cell]:
-        return self.cells | self.backfill_cells.get(table, set())
 
     def compares_totals(self) -> bool:
         """Of a backfill's runs, only the one landing its newest ``all`` cell asks the API for totals
@@ -151,11 +148,14 @@ class DailyRequest:
 
 @dataclass
 class _Fetched:
-    """A fetch ready to land, and what to do with its spool once landed (or discarded)."""
+    """A fetch ready to land, and what to do once it landed (its metadata) or was discarded (None).
+
+    ``landed_by``: nothing to fetch or land, another run of the backfill landed the table."""
 
     outcome: FetchOutcome | None
-    release: Callable[[bool], None]
+    release: Callable[[dict[str, Any] | None], None]
     error: BaseException | None = None
+    landed_by: Handoff | None = None
 
 
 def sync_daily(
@@ -174,7 +174,7 @@ def sync_daily(
     # in this process unless asked (a worker's interpreter costs more memory than it isolates)
     lander = Lander(warehouse_config, in_process=not warehouse_config.get("landing_worker", False))
     fetch = _DailyFetch(request, api, log, on_progress)
-    fetched = fetch_ahead(tables, fetch, discard=lambda f: f.release(False), on_stop=api.cancel)
+    fetched = fetch_ahead(tables, fetch, discard=lambda f: f.release(None), on_stop=api.cancel)
     all_landed = False
     try:
         with lander, closing(fetched):
@@ -195,6 +195,8 @@ def _land_daily(
     table: PartitionedTable, item: _Fetched, request: DailyRequest, lander: Lander, log: Log
 ) -> SyncEvent:
     name = table.spec.name
+    if item.landed_by is not None:
+        return TableLanded(name, recorded_metadata(item.landed_by, request.cells), frozenset(request.cells))
     if item.outcome is None:
         assert item.error is not None
         log.error(f"{name}: sync failed ({item.error}); the table keeps its previous rows")
@@ -204,16 +206,30 @@ def _land_daily(
         results = lander.land(table.spec, item.outcome, request.run_id)
     except Exception as exc:  # the other tables still land; the sync fails at the end
         log.error(f"{name}: landing failed ({exc}); the table keeps its previous rows")
-        item.release(False)
+        item.release(None)
         return TableFailed(name, exc)
-    item.release(True)
     summary = TableSummary.of(results, item.outcome.stats, item.outcome.out_of_scope)
     metadata = daily_metadata(item.outcome, summary, time.monotonic() - started)
+    item.release(metadata)
     return TableLanded(name, metadata, frozenset(request.cells))
 
 
+def recorded_metadata(landed: Handoff, cells: set[Cell]) -> dict[str, Any]:
+    """A table another run of the backfill landed: its landing's summary, and 0 requests of this run."""
+    summary = dataclasses.replace(TableSummary.from_metadata(landed.metadata), requests=RequestStats())
+    return {
+        **landed.metadata,
+        **summary.metadata(),
+        "fetch_seconds": 0.0,
+        "land_seconds": 0.0,
+        "requests_beyond_plan": 0,
+        "partitions": len(cells),
+        "landed_by_run": landed.claimant,
+    }
+
+
 class _DailyFetch:
-    """One table's fetch for :func:`fetch_ahead`: its own cells, or the backfill's shared fetch.
+    """One table's fetch for :func:`fetch_ahead`: its own cells, or its backfill's (:mod:`sync.handoff`).
 
     A failure that the next tables would repeat is raised (it ends the sync); any other is handed
     to the landing side as the table's failure, and the next table is fetched.
@@ -231,35 +247,31 @@ class _DailyFetch:
             return _Fetched(None, lambda landed: None, exc)
 
     def _fetch(self, table: PartitionedTable, stop: StopSignal) -> _Fetched:
-        name, request = table.spec.name, self.request
-        if request.shared is None or not request.backfill_cells.get(name):
-            outcome = self._take_ahead(table, stop) or self._fetch_own(table, stop)
-            return _Fetched(outcome, lambda landed: outcome.spool.remove())
-        shared, target = request.shared, request.cells_to_fetch(name)
-        with shared.claim(name, stop) as claim:
-            if claim.outcome is None or not request.cells <= claim.outcome.plan.cells:
-                published = self._fetch_own(table, stop, claim.directory)
-                published.notes["fetched_by_run"] = request.run_id
-                claim.publish(published)
-                stats = published.stats
-            else:
-                published, stats = claim.outcome, RequestStats()
-                self.log.info(
-                    f"{name}: landing {len(request.cells)} of the backfill's {len(published.plan.cells)} "
-                    f"partitions from the fetch of run {published.notes.get('fetched_by_run')}"
-                )
-        own = dataclasses.replace(
-            published,
-            plan=published.plan.restricted_to(request.cells, table.engine_order),
-            stats=stats,
-            notes=dict(published.notes),
-        )
+        name, request, handoff = table.spec.name, self.request, self.request.handoff
+        backfill = request.backfill_cells.get(name)
+        if handoff is None or not backfill:
+            outcome = self._take_ahead(table, stop) or self._fetch_own(table, stop, request.cells)
+            return _Fetched(outcome, lambda metadata: outcome.spool.remove())
+        landed = handoff.take(name, request.cells, stop)
+        if landed is not None:
+            self.log.info(f"{name}: landed by run {landed.claimant} of this backfill; no request")
+            return _Fetched(None, lambda metadata: None, landed_by=landed)
+        cells = request.cells | backfill
+        try:
+            outcome = self._fetch_own(table, stop, cells)
+        except BaseException:
+            handoff.release(name)
+            raise
 
-        def release(landed: bool) -> None:
-            if landed:
-                shared.landed(name, request.run_id, request.cells, target)
+        def release(metadata: dict[str, Any] | None) -> None:
+            outcome.spool.remove()
+            if metadata is None:
+                handoff.release(name)
+            elif not handoff.landed(name, cells, metadata):
+                self.log.warning(f"{name}: landed, but this run no longer held the backfill's claim")
 
-        return _Fetched(own, release)
+        outcome.notes["landed_for_backfill"] = f"{len(cells)} partitions, for every run of the backfill"
+        return _Fetched(outcome, release)
 
     def _take_ahead(self, table: PartitionedTable, stop: StopSignal) -> FetchOutcome | None:
         """The table's fetch made for exactly this run before it started (the command line's), if any."""
@@ -278,21 +290,19 @@ class _DailyFetch:
             _log_fetch(self.log, name, outcome)
         return outcome
 
-    def _fetch_own(
-        self, table: PartitionedTable, stop: StopSignal, spool_parent: Path | None = None
-    ) -> FetchOutcome:
+    def _fetch_own(self, table: PartitionedTable, stop: StopSignal, cells: set[Cell]) -> FetchOutcome:
         name, request = table.spec.name, self.request
         on_progress = self.on_progress
         with self.api.get_client() as client:  # own counters; the rate budget is shared
             outcome = fetch_partitioned(
                 client,
                 table,
-                request.cells_to_fetch(name),
+                cells,
                 request.only,
                 (lambda done, total: on_progress(name, done, total)) if on_progress else None,
                 stop,
                 request.discovery,
-                spool_parent,
+                None,
                 request.citation_targets,
                 resume=request.resume,
             )

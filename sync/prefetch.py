@@ -34,6 +34,11 @@ class StopSignal:
         if self._event.is_set():
             raise FetchCancelled("the run stopped before this fetch ended")
 
+    def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or raise :class:`FetchCancelled` as soon as the stop is requested."""
+        if self._event.wait(seconds):
+            self.raise_if_set()
+
 
 class _Fetched(Generic[T, R]):
     __slots__ = ("error", "item", "result")

@@ -18,6 +18,7 @@ engine's own (:func:`~resources.warehouse.parameters.bind_parameters`).
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -38,6 +39,20 @@ from resources.warehouse.contract import (
 )
 from resources.warehouse.dedupe import dedupe_by_key
 from resources.warehouse.encoding import encode_rows
+from resources.warehouse.handoffs import (
+    CLAIMED,
+    OPEN,
+    Handoff,
+    HandoffDialect,
+    claim_statement,
+    create_statement,
+    handoff_of,
+    insert_open_statement,
+    landed_statement,
+    read_statement,
+    release_statement,
+)
+from resources.warehouse.handoffs import TABLE as HANDOFFS_TABLE
 from resources.warehouse.nul import clean_snapshot_scope
 from resources.warehouse.parameters import bind_parameters
 from resources.warehouse.schema_evolution import LoadPlan
@@ -79,6 +94,10 @@ TEMPLATE_METHODS = (
     "query",
     "_land_partitions",
     "_stage_write",
+    "read_handoff",
+    "claim_handoff",
+    "land_handoff",
+    "release_handoff",
 )
 
 
@@ -98,6 +117,8 @@ class Warehouse(ABC):
     #: Whether the driver reads ``%`` as a placeholder marker once parameters are given (psycopg):
     #: :meth:`query` then doubles every other ``%``.
     percent_is_placeholder: ClassVar[bool] = False
+    #: the backfill handoffs table's column types and insert (:mod:`resources.warehouse.handoffs`)
+    handoff_dialect: ClassVar[HandoffDialect] = HandoffDialect("VARCHAR", "TIMESTAMPTZ")
 
     @abstractmethod
     def ensure_table(self, spec: TableSpec) -> list[str]:
@@ -256,6 +277,66 @@ class Warehouse(ABC):
     @abstractmethod
     def table_ref(self, table: str) -> str:
         """The quoted, schema-qualified name of ``table`` for use in :meth:`query`."""
+
+    # --- backfill handoffs (resources/warehouse/handoffs.py) --------------------------------------
+
+    def read_handoff(self, backfill_id: str, table: str) -> Handoff | None:
+        """The handoff of ``table`` in backfill ``backfill_id``; None when no run has reached it."""
+        self._ensure_handoffs()
+        sql = read_statement(self.table_ref(HANDOFFS_TABLE))
+        rows = self.query(sql, {"backfill": backfill_id, "name": table}).to_pylist()
+        return handoff_of(rows[0]) if rows else None
+
+    def claim_handoff(self, backfill_id: str, table: str, run_id: str, was: Handoff | None) -> bool:
+        """Make ``run_id`` the claimant of the table if its handoff is still ``was`` (None: no row, or
+        open); False when another run changed it first."""
+        self._ensure_handoffs()
+        ref, keys = self.table_ref(HANDOFFS_TABLE), {"backfill": backfill_id, "name": table}
+        if was is None:
+            self._handoff_statement(insert_open_statement(ref, self.handoff_dialect), keys)
+            was = Handoff("", OPEN)
+        params = {**keys, "run": run_id, "was": was.claimant, "state": was.state}
+        return self._handoff_statement(claim_statement(ref, self.handoff_dialect), params) > 0
+
+    def land_handoff(
+        self, backfill_id: str, table: str, run_id: str, cells: list[list[str]], metadata: dict[str, Any]
+    ) -> bool:
+        """Mark the table landed by its claimant ``run_id``, with the cells landed and their summary."""
+        params = {
+            "backfill": backfill_id,
+            "name": table,
+            "was": run_id,
+            "state": CLAIMED,
+            "cells": json.dumps(cells),
+            "metadata": json.dumps(metadata, default=str),
+        }
+        sql = landed_statement(self.table_ref(HANDOFFS_TABLE), self.handoff_dialect)
+        return self._handoff_statement(sql, params) > 0
+
+    def release_handoff(self, backfill_id: str, table: str, run_id: str) -> bool:
+        """Open the table's handoff again if ``run_id`` still claims it (its fetch or landing failed)."""
+        params = {"backfill": backfill_id, "name": table, "was": run_id, "state": CLAIMED}
+        return self._handoff_statement(release_statement(self.table_ref(HANDOFFS_TABLE)), params) > 0
+
+    def _handoff_statement(self, sql: str, params: Mapping[str, Any]) -> int:
+        self._ensure_handoffs()
+        values = dict(params)
+        native = bind_parameters(sql, values, self._placeholder, escape_percent=self.percent_is_placeholder)
+        return self._run_statement(native, values)
+
+    def _ensure_handoffs(self) -> None:
+        if not getattr(self, "_handoffs_ready", False):
+            self._create_handoffs(create_statement(self.table_ref(HANDOFFS_TABLE), self.handoff_dialect))
+            self._handoffs_ready = True
+
+    @abstractmethod
+    def _create_handoffs(self, ddl: str) -> None:
+        """Create the schema (dataset) if missing, then run ``ddl`` (``CREATE TABLE IF NOT EXISTS``)."""
+
+    @abstractmethod
+    def _run_statement(self, sql: str, params: dict[str, Any]) -> int:
+        """Run one data-changing statement, in the engine's parameter syntax, in its own write
+        transaction; the rows it changed."""
 
     @contextmanager
     def session(self) -> Iterator[Warehouse]:

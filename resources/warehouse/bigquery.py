@@ -59,6 +59,7 @@ from resources.warehouse.contract import (
     system_columns,
 )
 from resources.warehouse.ddl import added_column_default
+from resources.warehouse.handoffs import HandoffDialect
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
 from resources.warehouse.scopes import retires
 from resources.warehouse.stamp import WriteStamp
@@ -733,6 +734,7 @@ class BigQueryWarehouse(Warehouse):
 
     # --- write hooks (the procedure: Warehouse in base.py) ----------------------------------------
 
+    handoff_dialect = HandoffDialect("STRING", "TIMESTAMP", primary_key=False, now="CURRENT_TIMESTAMP()")
     #: every write of a landing is staged first, then applied in ONE multi-statement transaction
     applies_landing_at_once = True
 
@@ -802,6 +804,24 @@ class BigQueryWarehouse(Warehouse):
             return int(job.num_dml_affected_rows or 0)
 
         return max(retry_concurrent(merge) - staged.rows, 0)
+
+    def _create_handoffs(self, ddl: str) -> None:
+        self._ensure_dataset()
+        self.client.query(ddl).result()
+
+    def _run_statement(self, sql: str, params: dict[str, Any]) -> int:
+        """One DML statement, retried on a concurrent update (a retry re-reads the row: still a
+        compare-and-set)."""
+        from google.cloud import bigquery
+
+        config = bigquery.QueryJobConfig(query_parameters=[query_parameter(k, v) for k, v in params.items()])
+
+        def run() -> int:
+            job = self.client.query(sql, job_config=config)
+            job.result()
+            return int(job.num_dml_affected_rows or 0)
+
+        return retry_concurrent(run)
 
     # --- queries ----------------------------------------------------------------------------------
 

@@ -712,6 +712,17 @@ class DuckDBWarehouse(Warehouse):
         for offset in range(0, data.num_rows, UPSERT_BATCH_ROWS):
             _exec_on_rows(con, sql, data.slice(offset, UPSERT_BATCH_ROWS), params)
 
+    def _create_handoffs(self, ddl: str) -> None:
+        with self._transaction() as con:
+            _exec(con, f"CREATE SCHEMA IF NOT EXISTS {quoted(self.catalog)}.{quoted(self.schema)}")
+            _exec(con, ddl)
+
+    def _run_statement(self, sql: str, params: dict[str, Any]) -> int:
+        """Under the file lock, in one transaction: atomic against every other process's writes."""
+        with self._transaction() as con:
+            rows = _exec(con, sql, params)
+        return int(rows[0][0]) if rows else 0
+
     # --- queries ----------------------------------------------------------------------------------
 
     def _placeholder(self, name: str) -> str:

@@ -438,6 +438,17 @@ class PostgresWarehouse(Warehouse):
         )
         return max(cur.rowcount, 0)
 
+    def _create_handoffs(self, ddl: str) -> None:
+        with self._transaction() as cur:
+            self._lock_ddl(cur)  # two runs creating it at once would collide in the catalog
+            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(self.schema)}")
+            cur.execute(ddl)
+
+    def _run_statement(self, sql: str, params: dict[str, Any]) -> int:
+        with self._transaction() as cur:
+            cur.execute(sql, params)
+            return cur.rowcount
+
     # --- queries ----------------------------------------------------------------------------------
 
     #: psycopg reads ``%`` as a placeholder marker once parameters are given

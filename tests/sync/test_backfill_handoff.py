@@ -1,0 +1,147 @@
+"""The runs of one backfill hand each table over through the warehouse (sync/handoff.py): one run
+fetches and lands the whole backfill, the others make no request and no landing; a dead claimant is
+replaced, a landed handoff that lacks a run's cells is fetched again. Real DuckDB file, real sandbox.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from resources.warehouse.duckdb import DuckDBWarehouse
+from sandbox.testing import SandboxHandle
+from sync.catalog import DAILY
+from sync.discovery import Discovery
+from sync.driver import DailyRequest, TableLanded, sync_daily
+from sync.handoff import BackfillHandoff
+from sync.planning import Cell
+from sync.prefetch import FetchCancelled, StopSignal
+from tests.fixtures_sandbox import SANDBOX_TODAY
+from tests.sync.conftest import served
+from tests.sync.test_driver import _Api, _config
+
+LOG = logging.getLogger("tests.handoff")
+D1, D2 = SANDBOX_TODAY - dt.timedelta(days=3), SANDBOX_TODAY - dt.timedelta(days=2)
+CHATGPT: set[Cell] = {(D1, "chatgpt"), (D2, "chatgpt")}
+PERPLEXITY: set[Cell] = {(D1, "perplexity"), (D2, "perplexity")}
+ALL_CELLS = CHATGPT | PERPLEXITY
+
+
+def handoff(path: Path, run_id: str, alive: set[str] | None = None, backfill: str = "b1") -> BackfillHandoff:
+    return BackfillHandoff(
+        backfill,
+        run_id,
+        lambda: DuckDBWarehouse(path, "visibility", lock_timeout_seconds=30),
+        lambda other: alive is None or other in alive,
+        poll_seconds=0.05,
+    )
+
+
+def never_stopped() -> StopSignal:
+    return StopSignal(threading.Event())
+
+
+def test_one_run_of_a_backfill_fetches_and_lands_every_cell_and_the_others_only_record_it(
+    sandbox: SandboxHandle, tmp_path: Path
+) -> None:
+    path = tmp_path / "w.duckdb"
+    api = _Api(sandbox.url, sandbox.keys["workspace"])
+    targets = {t.spec.name: set(ALL_CELLS) for t in DAILY}
+
+    def run(run_id: str, cells: set[Cell]) -> list[TableLanded]:
+        request = DailyRequest(
+            run_id, set(cells), (), Discovery(), handoff=handoff(path, run_id), backfill_cells=targets
+        )
+        return list(sync_daily(DAILY, request, api, _config(path), LOG))  # type: ignore[arg-type]
+
+    first = run("run-chatgpt", CHATGPT)
+    assert all(isinstance(e, TableLanded) for e in first), first
+    after_first = sum(served(sandbox).values())
+    with duckdb.connect(str(path), read_only=True) as con:
+        landed = {
+            t.spec.name: con.execute(
+                f"select count(*), count(distinct {t.spec.engine_column}), min(_run_id), max(_run_id) "
+                f"from visibility.{t.spec.name}"
+            ).fetchone()
+            for t in DAILY
+        }
+    # the first run landed the perplexity cells too, and alone
+    assert landed["prompt_mentions"][1] == 2 and landed["prompt_mentions"][0] > 0, landed
+    assert all(r[2] == r[3] == "run-chatgpt" for r in landed.values() if r[0]), landed
+
+    second = run("run-perplexity", PERPLEXITY)
+    assert sum(served(sandbox).values()) == after_first  # no request at all
+    for event in second:
+        assert isinstance(event, TableLanded), event
+        assert event.cells == frozenset(PERPLEXITY)  # its own materializations only
+        assert event.metadata["landed_by_run"] == "run-chatgpt"
+        assert event.metadata["requests_total"] == 0
+    with duckdb.connect(str(path), read_only=True) as con:  # and no landing: no row of its own
+        for t in DAILY:
+            mine = con.execute(
+                f"select count(*) from visibility.{t.spec.name} where _run_id = 'run-perplexity'"
+            ).fetchone()[0]
+            assert mine == 0, t.spec.name
+
+
+def test_a_run_waits_for_a_live_claimant_then_takes_over_once_it_has_died(tmp_path: Path) -> None:
+    path, alive = tmp_path / "w.duckdb", {"run-a"}
+    assert handoff(path, "run-a", alive).take("answers", CHATGPT, never_stopped()) is None
+    taken: list[object] = []
+    waiter = threading.Thread(
+        target=lambda: taken.append(
+            handoff(path, "run-b", alive).take("answers", PERPLEXITY, never_stopped())
+        )
+    )
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive()  # run-a still runs: run-b waits
+    alive.clear()  # run-a's run failed (killed, then marked failed by run monitoring)
+    waiter.join(30)
+    assert taken == [None]  # run-b holds the claim now and fetches
+    with DuckDBWarehouse(path, "visibility") as wh:
+        assert wh.read_handoff("b1", "answers").claimant == "run-b"
+
+
+def test_a_stop_ends_the_wait_for_another_runs_claim(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    handoff(path, "run-a").take("answers", CHATGPT, never_stopped())
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(FetchCancelled):
+        handoff(path, "run-b").take("answers", PERPLEXITY, StopSignal(stop))
+
+
+def test_a_landed_handoff_without_the_runs_cells_is_claimed_and_fetched_again(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    first = handoff(path, "run-a")
+    assert first.take("answers", CHATGPT, never_stopped()) is None
+    assert first.landed("answers", CHATGPT, {"rows_landed": 3})
+    assert handoff(path, "run-c").take("answers", CHATGPT, never_stopped()).claimant == "run-a"
+    assert handoff(path, "run-b").take("answers", PERPLEXITY, never_stopped()) is None  # claims it
+
+
+def test_a_released_claim_goes_to_the_next_run_without_waiting_for_the_first_to_end(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    first = handoff(path, "run-a")
+    first.take("answers", CHATGPT, never_stopped())
+    assert first.release("answers")
+    assert handoff(path, "run-b").take("answers", PERPLEXITY, never_stopped()) is None
+
+
+def test_only_the_run_landing_the_newest_all_cell_compares_totals() -> None:
+    rollup = {(D1, "all"), (D2, "all")}
+    backfill = {"competitor_trends": rollup | CHATGPT}
+
+    def request(cells: set[Cell]) -> DailyRequest:
+        return DailyRequest("r", cells, (), Discovery(), backfill_cells=backfill)
+
+    assert request({(D2, "all")}).compares_totals()
+    assert not request({(D1, "all")}).compares_totals()
+    assert not request(CHATGPT).compares_totals()
+    assert DailyRequest("r", CHATGPT, (), Discovery()).compares_totals()  # not a backfill's run
