@@ -44,6 +44,7 @@ from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import TableSpec
 from resources.warehouse.resource import WarehouseResource
+from sync.catalog import LANDED_BY_SENSORS
 from sync.discovery import CitationTargets, brand_filter, discovery_for, sync_id
 from sync.driver import (
     DailyRequest,
@@ -477,6 +478,7 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
             api,
             warehouse.get_warehouse,
             context.log,
+            empty_tables=[spec for spec, _ in LANDED_BY_SENSORS.values()],
         )
         yield from _translated(events, on_landed)
 

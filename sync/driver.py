@@ -37,7 +37,7 @@ from resources.api.client import VisibilityClient
 from resources.api.stats import RequestStats
 from resources.failures import failure_kind
 from resources.warehouse.base import Warehouse
-from resources.warehouse.contract import SnapshotScope
+from resources.warehouse.contract import SnapshotScope, TableSpec
 from resources.warehouse.handoffs import Handoff
 from sync.allocator import return_freed_memory
 from sync.discovery import BrandScope, CitationTargets, Discovery
@@ -377,10 +377,13 @@ def sync_snapshots(
     api: Api,
     open_warehouse: OpenWarehouse,
     log: Log,
+    empty_tables: Sequence[TableSpec] = (),
 ) -> Iterator[SyncEvent]:
     """List each table (the next while this one lands) and upsert it; one event per table.
 
     A failure every later table would repeat ends the listings: each table not synced then fails.
+    ``empty_tables`` (those a sensor lands) are then created if missing, so that every table dbt's
+    sources and BI tools name exists from the first sync on.
     """
     return_freed_memory()  # before the listings' first Arrow buffer (mimalloc would keep it)
 
@@ -402,6 +405,8 @@ def sync_snapshots(
         try:
             for table, listing in fetched:
                 yield from _upsert_listing(table, listing, run_id, warehouse, log)
+            for spec in empty_tables:
+                warehouse.ensure_table(spec)
         except Exception as exc:  # a refused key or an unreachable service: no later table can sync
             log.error(f"snapshots stopped ({exc}); the tables not synced keep their previous rows")
             yield TableFailed("snapshots", exc)
