@@ -8,7 +8,9 @@ journalled ones and asks only the rest (bench/RESULTS.md, *Resume*). The journal
 the fetch's spool (hard links), so the rows are written once.
 
 Where: under the Dagster instance's storage directory (``visibility_resume``) for a recorded
-instance, and under ``TMPDIR`` (``visibility-resume-<uid>``) for the command line's throwaway one.
+instance, and under ``TMPDIR`` (``visibility-resume-<uid>``) for the command line's throwaway one;
+either only when it is this user's private folder (:mod:`sync.private_dir`: else the sync stops,
+naming the folder), its files never opened through a link.
 How long: a journal older than ``KEEP_SECONDS`` is never used, and is removed by the next store
 opened on that root; a step that landed every table removes its journals
 (:meth:`ResumeStore.finish`). What is trusted: a manifest line is used only whole (one JSON line
@@ -39,6 +41,7 @@ import pyarrow.ipc as ipc
 
 from resources.warehouse.contract import TableSpec
 from sync.planning import Call, Cell
+from sync.private_dir import open_private, own_folder, private_folder
 
 #: Bumped when what a journal holds changes: older journals are then never read.
 FORMAT = 2
@@ -51,6 +54,11 @@ TEMP_PREFIX = "visibility-resume-"
 MANIFEST = "manifest.jsonl"
 SELECTION = "selection.json"
 LOCK = "lock"
+
+
+def _setting(root: Path) -> str:
+    """The variable that moves ``root``."""
+    return "DAGSTER_HOME" if root.name == RESUME_DIR else "TMPDIR"
 
 
 def resume_root(storage_directory: str | None) -> Path:
@@ -95,7 +103,7 @@ def selection_id(
 
 def _size_and_crc(path: Path, chunk: int = 1 << 20) -> tuple[int, int]:
     size, crc = 0, 0
-    with path.open("rb") as source:
+    with open_private(path, "rb") as source:
         while block := source.read(chunk):
             size, crc = size + len(block), zlib.crc32(block, crc)
     return size, crc
@@ -290,7 +298,7 @@ class CallJournal:
                 self._written += 1
                 tmp, path = self.directory / f".{name}.tmp", self.directory / name
                 try:
-                    with tmp.open("wb") as raw:
+                    with open_private(tmp, "wb") as raw:
                         out = _Checksummed(raw)
                         with ipc.new_file(pa.PythonFile(out, mode="w"), table.schema) as writer:
                             writer.write_table(table)
@@ -303,8 +311,8 @@ class CallJournal:
                 files.append({"file": name, "size": out.size, "crc32": out.crc, "rows": rows_in} | split)
                 written.append(JournalPart(path, rows_in, bucket, split.get("days")))
             entry.update(rows=sum(p.num_rows for p in written), files=files)
-            with (self.directory / MANIFEST).open("a") as manifest:
-                manifest.write(json.dumps(entry) + "\n")
+            with open_private(self.directory / MANIFEST, "ab") as manifest:
+                manifest.write(json.dumps(entry).encode() + b"\n")
         return written
 
     def close(self) -> None:
@@ -344,7 +352,8 @@ class ResumeStore:
                         with contextlib.suppress(OSError):
                             leftover.unlink()
             if not (directory / SELECTION).exists():
-                (directory / SELECTION).write_text(json.dumps({"format": FORMAT, "created": time.time()}))
+                with open_private(directory / SELECTION, "wb") as selection:
+                    selection.write(json.dumps({"format": FORMAT, "created": time.time()}).encode())
         except OSError:
             lock.close()  # closing it lets the lock go
             return None
@@ -359,10 +368,10 @@ class ResumeStore:
         removed file is no one's, so the folder is made again."""
         for _ in range(3):
             try:
-                self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+                private_folder(self.root, _setting(self.root))
                 sweep_expired(self.root)
-                directory.mkdir(mode=0o700, exist_ok=True)
-                lock = (directory / LOCK).open("a+b")
+                private_folder(directory, _setting(self.root))
+                lock = open_private(directory / LOCK, "a+b")
             except OSError:
                 return None
             try:
@@ -398,7 +407,7 @@ def _remove_unless_held(directory: Path, still: Callable[[], bool] | None = None
     """Remove ``directory`` unless a process holds its lock (or, once it is locked, ``still()`` is
     no longer true: its fetch may have ended, keeping a manifest, between the look and the lock)."""
     try:
-        with (directory / LOCK).open("a+b") as lock:
+        with open_private(directory / LOCK, "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if still is not None and not still():
                 return False
@@ -421,14 +430,14 @@ def _expired(directory: Path, now: float | None = None) -> bool:
 
 def sweep_expired(root: Path, now: float | None = None) -> list[Path]:
     """Remove the journals older than ``KEEP_SECONDS``, and those that kept nothing (a fetch killed
-    before its first call ended), that no process holds."""
+    before its first call ended), that no process holds; never through a link."""
     removed: list[Path] = []
     for path in root.iterdir():
 
         def useless(path: Path = path) -> bool:
             return _expired(path, now) or not (path / MANIFEST).exists()
 
-        if path.is_dir() and useless() and _remove_unless_held(path, still=useless):
+        if own_folder(path) and useless() and _remove_unless_held(path, still=useless):
             removed.append(path)
     return removed
 

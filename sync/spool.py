@@ -9,7 +9,9 @@ batch, holding only that scope's rows. A resumable fetch writes its rows once, i
 
 Nothing is left on disk: a spool is removed once its table landed or failed; a spool whose process
 was killed carries its owner (``OWNER_FILE``: host, pid, start time) and is removed by the next spool
-created on the same host once that process is gone (spools without an owner, after a day); a full
+created on the same host once that process is gone (spools without an owner, after a day). Each
+spool is a folder of its own made by ``mkdtemp`` (mode 0700, a new name); the sweep removes only
+this user's folders, never through a link (:func:`sync.private_dir.own_folder`). A full
 disk is one ``SpoolDiskFullError`` naming the folder and ``TMPDIR``, the setting that moves it.
 """
 
@@ -31,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from sync.private_dir import own_folder
 from sync.processes import alive, started
 
 #: Temp-directory prefix of every spool, so stale ones can be found and swept.
@@ -98,13 +101,13 @@ FLUSH_ROWS = 50_000
 
 
 def sweep_stale(now: float | None = None) -> list[str]:
-    """Remove the spools of processes that are gone (killed before removing them), at once when the
-    spool names its owner, after ``STALE_SECONDS`` otherwise."""
+    """Remove this user's spools of processes that are gone (killed before removing them), at once
+    when the spool names its owner, after ``STALE_SECONDS`` otherwise."""
     now = time.time() if now is None else now
     removed: list[str] = []
     for path in Path(tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*"):
         try:
-            if not path.is_dir():
+            if not own_folder(path):
                 continue
             gone = _owner_gone(path)
             if gone or (gone is None and now - path.stat().st_mtime > STALE_SECONDS):

@@ -300,7 +300,7 @@ def test_a_journal_that_cannot_write_is_dropped_and_the_fetch_spools_every_row(
     """The journal on a real full disk: a tiny tmpfs (needs root to mount; skipped elsewhere)."""
     with tmpfs(tmp_path / "small", "8k") as small:
         plain, _ = fetch(sandbox, None)
-        journalled, _ = fetch(sandbox, ResumeStore(small))
+        journalled, _ = fetch(sandbox, ResumeStore(small / "resume"))
         try:
             assert "No space left on device" in journalled.notes["resume_journal_failed"]
             assert spooled(journalled) == spooled(plain) and journalled.spool.rows == plain.spool.rows

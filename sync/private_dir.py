@@ -1,0 +1,76 @@
+"""Folders only this user can use, for what a sync writes outside the warehouse (resume journals, spools).
+
+A fixed name in a shared temp folder is an invitation: another user can make the folder first and
+read or swap what is written there, or plant a link where a file is about to be written, so that this
+process (perhaps root) writes through it. So such a folder is used only when it is this user's own,
+mode 0700 and not a link (:func:`private_folder`, made so when missing); the files in it are opened
+with ``O_NOFOLLOW`` (:func:`open_private`), and a sweep removes only this user's real folders
+(:func:`own_folder`), never through a link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+from typing import IO
+
+from resources.failures import FailureKind
+
+#: Flags of every file opened in a private folder: never through a link, not inherited by children.
+_NO_LINKS = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class UnsafeFolderError(Exception):
+    """A folder a sync would write in is not this user's private one (one line: the folder, why, and
+    the setting that moves it). Not an ``OSError``: callers that treat a failed write as "go on
+    without the file" must not go on through another user's folder."""
+
+    failure_kind = FailureKind.CONFIGURATION
+
+
+def private_folder(path: Path, setting: str) -> Path:
+    """``path``, made mode 0700 if missing (its parents as usual), after checking it is a folder (not
+    a link) owned by this user that no one else may enter; else :class:`UnsafeFolderError` naming
+    ``setting``, the variable that moves it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    info = os.lstat(path)
+    problem = None
+    if stat.S_ISLNK(info.st_mode):
+        problem = "a link"
+    elif not stat.S_ISDIR(info.st_mode):
+        problem = "not a folder"
+    elif info.st_uid != os.geteuid():
+        problem = f"owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})"
+    elif info.st_mode & 0o077:
+        problem = f"open to other users (mode {stat.S_IMODE(info.st_mode):o}, not 700)"
+    if problem is not None:
+        raise UnsafeFolderError(
+            f"the folder {path} is {problem}: a sync writes only in a folder of its own user; remove "
+            f"it, or set {setting} to another folder"
+        )
+    return path
+
+
+def own_folder(path: Path) -> bool:
+    """``path`` is a folder of this user's, not a link to one: what a sweep may go into and remove."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+
+
+def open_private(path: Path, mode: str) -> IO[bytes]:
+    """``path`` opened in binary ``mode`` (``wb``, ``ab``, ``a+b``, ``rb``), created 0600, never
+    through a link (``OSError`` when ``path`` is one)."""
+    flags = {
+        "wb": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+        "ab": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+        "a+b": os.O_RDWR | os.O_CREAT | os.O_APPEND,
+        "rb": os.O_RDONLY,
+    }[mode]
+    return os.fdopen(os.open(path, flags | _NO_LINKS, 0o600), mode)
