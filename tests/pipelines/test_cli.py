@@ -185,3 +185,18 @@ def test_the_console_script_exits_with_the_documented_code(env: Path, sandbox: S
     assert result.returncode == EXIT_REFUSED
     assert "VISIBILITY_API_KEY" in result.stderr
     assert sandbox.keys["revoked"] not in result.stdout + result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
+def test_a_resume_folder_another_user_made_first_stops_the_run_with_one_line_naming_it(
+    env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
+) -> None:
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    theirs = tmp_path / f"visibility-resume-{os.getuid()}"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 54321, 54321)
+    argv = ["run", "--start", "2026-10-30", "--end", "2026-10-31", "--engine", "chatgpt", "--quiet"]
+    assert main(argv) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert f"the folder {theirs} is owned by uid 54321" in err and "set TMPDIR to another folder" in err
+    assert "Traceback" not in err and list(theirs.iterdir()) == []
