@@ -356,3 +356,26 @@ def test_a_key_shorter_than_any_real_key_is_refused_by_the_settings_and_the_clie
     with pytest.raises(ConfigurationError, match="too short"):
         VisibilityClient("https://api.example.com", "k")
     assert validate_api_key("k" * MIN_KEY_CHARS) == "k" * MIN_KEY_CHARS
+
+
+def test_every_number_settings_bounds_are_inclusive() -> None:
+    low = load_settings(
+        {
+            "VISIBILITY_LOOKBACK_DAYS": "0",
+            "VISIBILITY_RETRY_DEADLINE_SECONDS": "1",
+            "VISIBILITY_REQUEST_BUDGET_FLOOR": "100",
+            "VISIBILITY_REQUEST_BUDGET_FACTOR": "1",
+        }
+    )
+    high = load_settings(
+        {
+            "VISIBILITY_LOOKBACK_DAYS": "365",
+            "VISIBILITY_RETRY_DEADLINE_SECONDS": "86400",
+            "VISIBILITY_REQUEST_BUDGET_FLOOR": "100000000",
+            "VISIBILITY_REQUEST_BUDGET_FACTOR": "100000",
+        }
+    )
+    assert (low.lookback_days, low.retry_deadline_seconds) == (0, 1.0)
+    assert (low.request_budget_floor, low.request_budget_factor) == (100, 1)
+    assert (high.lookback_days, high.retry_deadline_seconds) == (365, 86400.0)
+    assert (high.request_budget_floor, high.request_budget_factor) == (100_000_000, 100_000)

@@ -105,3 +105,14 @@ def test_only_http_and_https_pages_become_links_anything_else_is_text() -> None:
     assert links == ["https://acme.example/ok", "HTTP://acme.example/caps"]
     assert "javascript:alert(document.cookie)" in page  # still shown, as text
     assert "&lt;script&gt;" in page and "<script>" not in page
+
+
+def test_a_page_with_blanks_or_control_characters_is_text_not_a_link() -> None:
+    """Browsers drop such characters from a link (``urlsplit`` does too): what is shown would not be
+    what a click opens."""
+    urls = [" https://acme.example/padded", "https://acme.example/trailing ", "https://acme.ex\tample/tab"]
+    pages = tuple(PageTrend(url, None, 5, 2, 3) for url in [*urls, "https://acme.example/ok"])
+    page = render_html(
+        ReportData(start=START, end=START + dt.timedelta(days=4), sections=(section(pages),)), b"png"
+    )
+    assert re.findall(r'<a href="([^"]*)"', page) == ["https://acme.example/ok"]

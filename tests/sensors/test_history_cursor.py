@@ -83,3 +83,12 @@ def test_partition_keys_from_keeps_the_date_and_later_in_order() -> None:
     keys = ["2026-02-28|all", "2026-03-01|chatgpt", "2026-03-01|all", "2026-03-02|chatgpt"]
     assert partition_keys_from(D1, keys) == keys[1:]
     assert partition_keys_from(dt.date(2027, 1, 1), keys) == []
+
+
+def test_a_brand_that_failed_to_list_is_not_taken_for_new_when_it_lists_again() -> None:
+    """Its competitors' history was known before the failed listing: seeing it again is no news."""
+    state, _ = advance(HistoryState(), [comp("c1", D1, brand="b2")], listed_brands=["b2"])
+    state, _ = advance(state, [comp("c9", None)], listed_brands=["b1"])  # b2's listing failed
+    assert state.seen["b2:c1"] == D1.isoformat()
+    _, due = advance(state, [comp("c1", D1, brand="b2")], listed_brands=["b2"])
+    assert due == []

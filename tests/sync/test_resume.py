@@ -140,6 +140,32 @@ def test_a_completed_call_keeps_exactly_the_parts_its_entry_names(tmp_path: Path
     assert pa.concat_tables(tables).sort_by("n").equals(rows(5))
 
 
+def test_a_completed_call_whose_parts_are_broken_is_asked_again_not_landed_without_them(
+    tmp_path: Path,
+) -> None:
+    """The entry's last rows need its earlier parts: without part 1 (its file lost) they are half a call."""
+    journal = ResumeStore(tmp_path).journal("sel")
+    assert journal is not None
+    journal.record_part(KEYS[3], 0, rows(2), None, "c1")
+    (lost,) = journal.record_part(KEYS[3], 1, rows(2, 2), "c1", "c2")
+    journal.record(rows(3, 4), [KEYS[3]], {KEYS[3]: 2})
+    assert lost.path is not None
+    lost.path.unlink()
+
+    done, parts, points = journal.load(set(KEYS))
+    journal.close()
+
+    assert done == set() and journal.dropped == 1
+    assert points[KEYS[3]].cursor == "c1"  # resumed after the last part that checks out
+    assert pa.concat_tables([p.read() for p in parts]).equals(rows(2))
+
+
+def test_calls_that_differ_only_in_granularity_are_journalled_apart() -> None:
+    daily = Call(Endpoint.COMPETITOR_TRENDS, "b1", W, engine="chatgpt", granularity="day")
+    weekly = Call(Endpoint.COMPETITOR_TRENDS, "b1", W, engine="chatgpt", granularity="week")
+    assert call_key(daily) != call_key(weekly)
+
+
 def test_an_expired_journal_is_emptied_before_use_and_swept_by_the_next_store(tmp_path: Path) -> None:
     journalled(tmp_path)
     selection = tmp_path / "sel" / SELECTION
