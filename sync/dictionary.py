@@ -169,6 +169,18 @@ WHERE n <= 3
 ORDER BY brand, engine, citations DESC
 """,
     ),
+    Example(
+        "How often each brand's answers cite its own site and its competitors' sites, per topic "
+        "(all engines, every landed day; topic null: every prompt)",
+        """
+SELECT brand, topic, target_value AS domain, is_own_domain, SUM(citations) AS citations,
+       SUM(brand_total_citations) AS all_citations
+FROM citation_trends_daily
+WHERE engine = 'all' AND target_type = 'domain'
+GROUP BY brand_id, brand, topic_id, topic, target_value, is_own_domain
+ORDER BY brand, topic, citations DESC
+""",
+    ),
 )
 
 ENGINE_NAMES = {"duckdb": "DuckDB", "postgres": "Postgres", "bigquery": "BigQuery"}
@@ -371,6 +383,9 @@ For BI tools: each writer (DuckDB, Postgres, BigQuery) creates them once their t
 The tables keep the API's field names: `brand_name` is the entity's name in `competitor_trends`
 (`entity_name` in the views), the competitor's in `tracked_competitors`, and the brand named in an
 answer in `prompt_mentions`.
+
+**Citations.** `citation_trends_daily` and `cited_pages_daily` are `citation_trends` and
+`cited_pages` day by day with the brand's name (and the topic's), no join needed.
 
 **Windows.** `share_of_voice_daily` has a `date` to filter on; `top_cited_pages` sums every landed
 day, `top_cited_pages_7d` and `top_cited_pages_28d` the 7 and 28 newest landed days of each brand and

@@ -311,6 +311,78 @@ GROUP BY c.brand_id, b.name, b.domain, c.engine, s.window_start, s.window_end, s
 TOP_CITED_PAGES_7D = _top_cited_pages_of_recent_days(7)
 TOP_CITED_PAGES_28D = _top_cited_pages_of_recent_days(28)
 
+_DAY = Column("date", DATE, "The day.")
+_TOPIC = Column(
+    "topic",
+    STRING,
+    "Name of the topic (topics.name); null for topic_id `all` (every prompt) or a topic that never landed.",
+)
+
+CITATION_TRENDS_DAILY = ViewSpec(
+    name="citation_trends_daily",
+    description="Daily citations of each tracked domain or page in each brand's answers, per engine, "
+    "with the brand's and the topic's names (citation_trends rows of granularity `day`).",
+    columns=(
+        _BRAND_ID,
+        _BRAND,
+        _ENGINE,
+        _DAY,
+        Column("target_type", STRING, "What is trended: `domain` or `url`."),
+        Column("target_value", STRING, "The domain or page trended."),
+        Column("is_own_domain", BOOL, "True when the target is the brand's own domain."),
+        Column(
+            "topic_id", STRING, "Topic (uuid) whose prompts the citations count over; `all`: every prompt."
+        ),
+        _TOPIC,
+        Column("citations", INT, "Citations of the target that day."),
+        Column("avg_position", FLOAT, "Average position of those citations."),
+        Column("brand_total_citations", INT, "All citations in the brand's answers that day."),
+        Column("share", FLOAT, "citations over brand_total_citations (scale as the API gives it)."),
+        _LOADED,
+        _RUN,
+    ),
+    sources=("citation_trends", "brands", "topics"),
+    query="""
+SELECT t.brand_id, b.name AS brand, t.engine, t.date, t.target_type, t.target_value, t.is_own_domain,
+       t.topic_id, tp.name AS topic, t.citations, t.avg_position, t.brand_total_citations, t.share,
+       t._loaded_at, t._run_id
+FROM {citation_trends} AS t
+LEFT JOIN {brands} AS b ON b.id = t.brand_id
+LEFT JOIN {topics} AS tp ON tp.id = t.topic_id AND tp.brand_id = t.brand_id
+WHERE t.granularity = 'day'
+""",
+)
+
+CITED_PAGES_DAILY = ViewSpec(
+    name="cited_pages_daily",
+    description="The pages cited in each brand's answers, per day and engine, ranked, with the brand's "
+    "name and whether the page is on its own site (cited_pages). Top-N: check capped.",
+    columns=(
+        _BRAND_ID,
+        _BRAND,
+        _ENGINE,
+        _DAY,
+        Column("rank", INT, "1-based rank by citation count within brand, day and engine."),
+        *_CITED_PAGE_COLUMNS,
+        Column("citation_count", INT, "Citations of the page that day."),
+        Column("avg_position", FLOAT, "Average position of the citation in answers."),
+        Column(
+            "citation_share", FLOAT, "citation_count over the day's citations (scale as the API gives it)."
+        ),
+        Column("capped", BOOL, "True when more pages matched that day than were listed."),
+        _LOADED,
+        _RUN,
+    ),
+    sources=("cited_pages", "brands"),
+    query="""
+SELECT c.brand_id, b.name AS brand, c.engine, c.date, c.rank, c.url, c.domain, c.root_domain,
+       COALESCE(LOWER(c.root_domain) = LOWER(b.domain), FALSE) AS is_own_domain,
+       c.citation_count, c.avg_position, c.citation_share, c.capped, c._loaded_at, c._run_id
+FROM {cited_pages} AS c
+LEFT JOIN {brands} AS b ON b.id = c.brand_id
+""",
+)
+
 #: Every analyst view, in creation order.
 ANALYST_VIEWS: tuple[ViewSpec, ...] = (
     SHARE_OF_VOICE_DAILY,
@@ -320,6 +392,8 @@ ANALYST_VIEWS: tuple[ViewSpec, ...] = (
     TOP_CITED_PAGES,
     TOP_CITED_PAGES_7D,
     TOP_CITED_PAGES_28D,
+    CITATION_TRENDS_DAILY,
+    CITED_PAGES_DAILY,
 )
 
 

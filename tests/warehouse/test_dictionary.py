@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 TABLES_MD = REPO / "docs" / "TABLES.md"
 #: a Thursday to the Tuesday after: the Sunday of October 25 owns a week
 FIRST, LAST = dt.date(2026, 10, 22), dt.date(2026, 10, 27)
-SYNCED = ("brands", "competitor_trends", "cited_pages")
+SYNCED = ("brands", "topics", "competitor_trends", "cited_pages", "citation_trends")
 
 #: What a description may name as a file: a path under a top-level folder, or a name with an extension.
 _FILE = re.compile(

@@ -20,6 +20,8 @@ from resources.warehouse.types import from_duckdb_type, from_postgres_type, sql_
 from resources.warehouse.view_shape import column_descriptions
 from resources.warehouse.views import (
     ANALYST_VIEWS,
+    CITATION_TRENDS_DAILY,
+    CITED_PAGES_DAILY,
     COMPETITOR_TREND_TOTALS,
     COMPETITOR_TRENDS_WEEKLY,
     LATEST_DAY_PER_BRAND,
@@ -121,13 +123,42 @@ def cited_rows() -> pa.Table:
     return rows_to_table(tables.CITED_PAGES, rows)
 
 
+TOPIC = "00000000-0000-4000-8000-0000000000t1"
+
+
+def citation_rows() -> pa.Table:
+    """The brand's own domain over every prompt and within one topic, on one day, and a window row."""
+
+    def point(topic: str, citations: int, granularity: str = "day") -> dict[str, Any]:
+        return {
+            "brand_id": BRAND,
+            "engine": "all",
+            "granularity": granularity,
+            "target_type": "domain",
+            "target_value": "acme.com",
+            "topic_id": topic,
+            "is_own_domain": True,
+            "date": SUN,
+            "citations": citations,
+            "brand_total_citations": 10,
+        }
+
+    rows = [point(tables.ALL_TOPICS, 4), point(TOPIC, 3), point(tables.ALL_TOPICS, 9, "window")]
+    return rows_to_table(tables.CITATION_TRENDS, rows)
+
+
 def land_all(case: Case) -> None:
     wh = case.warehouse
-    wh.ensure_table(tables.BRANDS)
-    wh.upsert_snapshot(tables.BRANDS, brands_rows(), "run-1", SnapshotScope())
+    for spec, rows in (
+        (tables.BRANDS, brands_rows()),
+        (tables.TOPICS, rows_to_table(tables.TOPICS, [{"id": TOPIC, "brand_id": BRAND, "name": "Pricing"}])),
+    ):
+        wh.ensure_table(spec)
+        wh.upsert_snapshot(spec, rows, "run-1", SnapshotScope())
     for spec, rows, engine in (
         (tables.COMPETITOR_TRENDS, trend_rows(), "all"),
         (tables.CITED_PAGES, cited_rows(), "chatgpt"),
+        (tables.CITATION_TRENDS, citation_rows(), "all"),
     ):
         wh.ensure_table(spec)
         scope = PartitionScope((BRAND,), MON, SUN + dt.timedelta(days=1), (engine,))
@@ -280,6 +311,25 @@ def test_recent_top_cited_pages_cover_the_newest_landed_days_of_each_brand_and_e
     month = read(case, TOP_CITED_PAGES_28D.name, "citation_rank, url")
     assert {(r["window_start"], r["days_landed"]) for r in month} == {(landed[0], len(landed))}
     assert {r["url"]: r["citations"] for r in month}["https://rival.com/old"] == len(days)
+
+
+def test_citation_trends_daily_names_the_brand_and_the_topic_of_each_day_row(case: Case) -> None:
+    land_all(case)
+    rows = read(case, CITATION_TRENDS_DAILY.name, "citations")
+    assert [(r["brand"], r["date"], r["topic_id"], r["topic"], r["citations"]) for r in rows] == [
+        ("Acme", SUN, TOPIC, "Pricing", 3),
+        ("Acme", SUN, tables.ALL_TOPICS, None, 4),  # every prompt: no topic; the window row is left out
+    ]
+
+
+def test_cited_pages_daily_names_the_brand_and_flags_its_own_pages(case: Case) -> None:
+    land_all(case)
+    rows = read(case, CITED_PAGES_DAILY.name, "date, url")
+    assert [(r["brand"], r["date"], r["url"], r["is_own_domain"], r["capped"]) for r in rows] == [
+        ("Acme", SUN - dt.timedelta(days=1), "https://www.acme.com/guide", True, False),
+        ("Acme", SUN, "https://rival.com/compare", False, False),
+        ("Acme", SUN, "https://www.acme.com/guide", True, True),
+    ]
 
 
 def test_top_cited_pages_sums_the_days_ranks_and_flags_own_and_capped_pages(case: Case) -> None:
