@@ -192,7 +192,9 @@ def sync(
     """Run the ``visibility_sync`` job over ``[start, end)`` x engines, in this process.
 
     The very job the daily schedule launches (same steps, metadata and asset checks), with the same
-    range tags; with ``DAGSTER_HOME`` set its runs are recorded where the UI shows them. An engine
+    range tags; with ``DAGSTER_HOME`` set its runs are recorded where the UI shows them, as runs of
+    the code location that the UI can re-execute, ended as canceled by a Ctrl+C or SIGTERM and
+    tagged with this process for whoever finds it killed (``pipelines/cli_runs.py``). An engine
     selection that is not one contiguous range of Dagster's engine order needs one run per range: the
     first is the whole sync, the others re-run only the date x engine tables (``visibility_daily``).
     The runs share one request budget (they are given one ``api`` resource object, which holds it)
@@ -238,6 +240,7 @@ def sync(
         with _loading_without_collection():
             from dagster import DagsterInstance
 
+            from pipelines.cli_runs import CodeLocationRuns
             from pipelines.jobs import DAILY_JOB, SYNC_JOB
             from pipelines.orphans import fail_orphaned_runs, process_tags
             from pipelines.resources import api_resource, process_resources
@@ -245,9 +248,8 @@ def sync(
             from pipelines.syncs import sync_definitions
 
             definitions = sync_definitions(settings)
-        if recorded:
-            base_tags.update(process_tags())  # lets a later command tell that a killed run's process is gone
         with recording_instance() if recorded else DagsterInstance.ephemeral() as instance:
+            runs = CodeLocationRuns(instance) if recorded else None
             if recorded:
                 fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))
                 start_fetching(instance.storage_directory())
@@ -258,17 +260,26 @@ def sync(
                 job_name = SYNC_JOB if index == 0 else DAILY_JOB
                 label = f"{job_name} {first}..{final}"
                 run_id = str(uuid.uuid4())
+                tags = {**base_tags, **range_tags(start, last, (first, final))}
+                if runs is not None:  # a run of the code location, whose killed process can be told
+                    tags.update(process_tags(run_id))
+                    runs.watch(run_id)
                 if bar is not None:  # steps starting and tables landing, as they happen
                     bar.stage(f"starting job {job_name}")
                     instance.add_event_listener(run_id, bar.on_dagster_event)
-                result = definitions.resolve_job_def(job_name).execute_in_process(
-                    instance=instance,
-                    run_id=run_id,
-                    tags={**base_tags, **range_tags(start, last, (first, final))},
-                    run_config=quiet,
-                    resources=resources,
-                    raise_on_error=False,
-                )
+                try:
+                    result = definitions.resolve_job_def(job_name).execute_in_process(
+                        instance=instance,
+                        run_id=run_id,
+                        tags=tags,
+                        run_config=quiet,
+                        resources=resources,
+                        raise_on_error=False,
+                    )
+                except KeyboardInterrupt:
+                    if runs is not None:
+                        runs.interrupted(run_id)
+                    raise
                 _collect(result, summary, label)
                 if summary.stops or api.budget.cancelled:
                     break

@@ -13,6 +13,7 @@ from assets.audits import audit_assets, audit_landing_job
 from assets.checks import audit_checks
 from assets.visibility_report import report_assets
 from pipelines.operation_jobs import operation_jobs
+from pipelines.orphans import orphaned_runs_sensor
 from pipelines.report_sensor import report_after_sync, report_job
 from pipelines.schedules import build_schedules
 from pipelines.sensors import all_sensors, sensor_resources
@@ -32,7 +33,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
             asset_checks=audit_checks,
             jobs=[audit_landing_job, report_job, *operation_jobs],
             schedules=build_schedules(settings),
-            sensors=[*all_sensors, report_after_sync],
+            sensors=[*all_sensors, report_after_sync, orphaned_runs_sensor],
             resources=sensor_resources(),
         ),
     )

@@ -4,8 +4,12 @@ A run recorded in ``DAGSTER_HOME`` whose process is killed (SIGKILL, an OOM kill
 never writes its end: it stays STARTED (or STARTING, or CANCELING) for ever, shows as running in
 the UI, and keeps the concurrency slots its steps claimed, so later syncs queue behind it. Dagster's
 default run launcher cannot tell (it has no worker health check), so the process records itself in
-its run's tags (:func:`process_tags`) and the next ``visibility-sync`` on the same host ends the
-runs whose process is gone (:func:`fail_orphaned_runs`).
+its run's tags (:func:`process_tags`), and whoever looks next on the same host ends the runs whose
+process is gone (:func:`fail_orphaned_runs`): the next ``visibility-sync`` command, and the code
+location's sensor :data:`orphaned_runs_sensor` (the daemon evaluates it every few seconds).
+
+The tags name the run they were written for: a run re-executed from the UI copies its parent's
+tags, and its own process (a run worker) is not the one they name, so it is left alone.
 
 Whether a process is alive is :mod:`sync.processes`' rule (shared with the spool's sweep): the pid,
 and on Linux its start time, so a reused pid is not mistaken for the run's process.
@@ -17,7 +21,15 @@ import os
 import socket
 from collections.abc import Callable
 
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import (
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunsFilter,
+    SensorEvaluationContext,
+    SkipReason,
+    sensor,
+)
 
 from sync.processes import alive as _alive
 from sync.processes import started as _started
@@ -26,14 +38,24 @@ PID_TAG = "visibility/pid"
 HOST_TAG = "visibility/host"
 #: Linux: ``<boot id>/<start time in clock ticks>`` of the process, to tell a reused pid apart.
 STARTED_TAG = "visibility/pid_started"
+#: The run the process tags were written for (a re-executed run inherits them from its parent).
+RUN_TAG = "visibility/pid_run"
 
-#: States of a run whose process should still be running.
-LIVE_STATUSES = (DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING)
+#: States of a run whose process should still be running (a command-line run is NOT_STARTED while
+#: Dagster stores its planned events).
+LIVE_STATUSES = (
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+)
 
 
-def process_tags() -> dict[str, str]:
-    """Tags that record the current process on a run, for :func:`fail_orphaned_runs`."""
+def process_tags(run_id: str | None = None) -> dict[str, str]:
+    """Tags that record the current process on a run (``run_id``), for :func:`fail_orphaned_runs`."""
     tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    if run_id is not None:
+        tags[RUN_TAG] = run_id
     started = _started(os.getpid())
     if started is not None:
         tags[STARTED_TAG] = started
@@ -44,7 +66,8 @@ def fail_orphaned_runs(instance: DagsterInstance, log: Callable[[str], object] |
     """End every run of this host whose recorded process is gone; returns their run ids.
 
     Only runs tagged by :func:`process_tags` with this host's name are looked at; a run without
-    the tags, or of another host, is left alone (its process cannot be checked from here). A
+    the tags, of another host, or whose tags were written for another run (copied from the run it
+    re-executes) is left alone (its process cannot be checked from here). A
     STARTING or STARTED run is reported failed, a CANCELING one canceled, with a message naming the
     process; the concurrency slots the run held are freed.
     """
@@ -52,6 +75,8 @@ def fail_orphaned_runs(instance: DagsterInstance, log: Callable[[str], object] |
     ended: list[str] = []
     runs = instance.get_runs(filters=RunsFilter(statuses=list(LIVE_STATUSES), tags={HOST_TAG: host}))
     for run in runs:
+        if run.tags.get(RUN_TAG, run.run_id) != run.run_id:
+            continue
         try:
             pid = int(run.tags.get(PID_TAG, ""))
         except ValueError:
@@ -78,3 +103,17 @@ def fail_orphaned_runs(instance: DagsterInstance, log: Callable[[str], object] |
             log(f"run {current.run_id} of job {current.job_name}: {message}")
         ended.append(current.run_id)
     return ended
+
+
+@sensor(
+    name="visibility_orphaned_runs",
+    minimum_interval_seconds=5,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Fails the runs of this host whose process is gone (a `visibility-sync run` or run "
+    "worker killed with SIGKILL, out of memory, a closed laptop), so they neither show as running nor "
+    "hold their pool slots; a query of the live runs each tick, no run of its own.",
+)
+def orphaned_runs_sensor(context: SensorEvaluationContext) -> SkipReason:
+    ended = fail_orphaned_runs(context.instance, context.log.info)
+    said = f"ended {len(ended)} run(s) whose process is gone" if ended else "no run lost its process"
+    return SkipReason(said)

@@ -127,3 +127,21 @@ def test_the_pool_slots_of_a_failed_run_are_freed_for_the_next_runs(instance: Da
 
     assert storage.get_concurrency_info(POOL).active_slot_count == 0
     assert storage.claim_concurrency_slot(POOL, "next-run", "sync_daily").is_claimed
+
+
+def test_a_run_that_inherited_another_runs_process_tags_is_left_alone(instance: DagsterInstance) -> None:
+    """A run re-executed from the UI copies its parent's tags; its own process is a run worker."""
+    parent_tags = {**process_tags("parent-run-id"), PID_TAG: str(dead_pid())}
+    child = started_run(instance, parent_tags)
+    own = started_run(instance, {**process_tags(), PID_TAG: str(dead_pid())})
+
+    assert fail_orphaned_runs(instance) == [own]
+    assert status(instance, child) == DagsterRunStatus.STARTED
+
+
+def test_a_run_left_not_started_by_its_killed_process_is_failed(instance: DagsterInstance) -> None:
+    """A command-line run killed while Dagster stores its planned events never started."""
+    run_id = started_run(instance, {**process_tags(), PID_TAG: str(dead_pid())}, DagsterRunStatus.NOT_STARTED)
+
+    assert fail_orphaned_runs(instance) == [run_id]
+    assert status(instance, run_id) == DagsterRunStatus.FAILURE

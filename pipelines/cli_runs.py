@@ -1,0 +1,99 @@
+"""The runs of ``visibility-sync run`` (and ``demo``) as runs of the code location.
+
+A run the command executes in its own process (``execute_in_process``) is recorded without the
+code location it belongs to, and Dagster's UI re-executes a run only through that location (its
+"Re-execute" answered ``CheckError: Expected non-None value``). So, once Dagster has created the run,
+:class:`CodeLocationRuns` records on it the location that ``workspace.yaml`` (and deploy/) name,
+:data:`CODE_LOCATION`, as ``dagster run migrate-repository`` records a run's new location: "Re-execute"
+(all steps, from failure) then launches the same job of the loaded code location, with the run's
+run config and tags (neither holds a secret: the code location's resources read them from the
+environment).
+
+Dagster has no public way to create a run with its code location in this process: ``execute_job``
+and ``execute_in_process`` record none, and the workspace loading that ``dagster job launch`` uses
+to make one is private (and starts the code location in a second interpreter). The location is
+therefore given in Dagster's own serialized form (``deserialize_value``: storage that every Dagster
+release reads back), naming the location alone, which is all a re-execution looks up.
+
+An interrupted run (Ctrl+C, SIGTERM) is ended as canceled before the command exits
+(:meth:`CodeLocationRuns.interrupted`); a killed one is failed by whoever looks next
+(``pipelines/orphans.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from dagster import DagsterInstance, DagsterRunStatus, deserialize_value
+
+#: ``location_name`` of workspace.yaml and deploy/ (tests/pipelines/test_cli_runs.py holds them to it).
+CODE_LOCATION = "visibility"
+#: The repository a ``Definitions`` object makes.
+REPOSITORY = "__repository__"
+
+_ENDED = (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
+
+
+def code_location_origin(job_name: str) -> Any:
+    """``job_name`` of :data:`CODE_LOCATION`, as a run records where it comes from."""
+    return deserialize_value(
+        json.dumps(
+            {
+                "__class__": "ExternalPipelineOrigin",
+                "external_repository_origin": {
+                    "__class__": "ExternalRepositoryOrigin",
+                    "repository_location_origin": {
+                        "__class__": "RegisteredRepositoryLocationOrigin",
+                        "location_name": CODE_LOCATION,
+                    },
+                    "repository_name": REPOSITORY,
+                },
+                "pipeline_name": job_name,
+            }
+        )
+    )
+
+
+class CodeLocationRuns:
+    """The runs one command executes in ``instance``, each recorded as a run of the code location."""
+
+    def __init__(self, instance: DagsterInstance) -> None:
+        self.instance = instance
+
+    def watch(self, run_id: str) -> None:
+        """Record the code location on run ``run_id`` as soon as Dagster has stored it (its first
+        event), so a run killed mid-way can be re-executed too."""
+        self.instance.add_event_listener(run_id, self._on_first_event(run_id))
+
+    def _on_first_event(self, run_id: str) -> Callable[[object], None]:
+        done = False
+
+        def adopt(_: object) -> None:
+            nonlocal done
+            if done:
+                return
+            run = self.instance.get_run_by_id(run_id)
+            if run is None:
+                return
+            done = True
+            if run.remote_job_origin is None:
+                self.instance.run_storage.replace_job_origin(run, code_location_origin(run.job_name))
+
+        return adopt
+
+    def interrupted(self, run_id: str) -> None:
+        """End run ``run_id`` as canceled unless Dagster recorded its end, freeing its pool slots."""
+        run = self.instance.get_run_by_id(run_id)
+        if run is None or run.status in _ENDED:
+            return
+        self.instance.report_run_canceled(
+            run,
+            f"visibility-sync was stopped (Ctrl+C or SIGTERM) while the run was {run.status.value}; "
+            "tables whose landing had not committed keep their previous rows. Re-execute the run, or "
+            "re-run the command, to complete it",
+        )
+        storage = self.instance.event_log_storage
+        if storage.supports_global_concurrency_limits:
+            storage.free_concurrency_slots_for_run(run_id)
