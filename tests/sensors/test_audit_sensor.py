@@ -265,3 +265,22 @@ def test_unanswered_submission_is_never_resent_and_a_failing_poll_waits_for_the_
     recovered = evaluate(audit_sensor, instance, failing.cursor, res)
     assert [r.run_key for r in recovered.run_requests] == [audit_id]
     assert handle.stats()[POST] == {"202": 1, "500": 1}  # the unanswered one was not sent again
+
+
+def test_a_poll_that_outlasts_the_deadline_stops_the_ticks_polling_leaving_later_audits_untouched(
+    world: tuple[SandboxHandle, list[dict[str, Any]]], warehouse: WarehouseResource, instance: DagsterInstance
+) -> None:
+    """Every further poll would wait the failing service out too: the rest wait for the next tick,
+    neither polled nor charged a failed poll."""
+    handle, brands = world
+    urls = [f"https://{brands[0]['domain']}/{p}" for p in ("one", "two")]
+    res = resources(handle, warehouse, urls=urls, tick_request_deadline_seconds=1.0)
+    first = evaluate(audit_sensor, instance, None, res)
+    assert len(parse_cursor(first.cursor).pending) == 2
+
+    handle.configure(fail_endpoints=[POLL])  # the service answers 500 to every poll
+    failing = evaluate(audit_sensor, instance, first.cursor, res)
+    assert failing.skip_reason is not None
+    assert failing.skip_reason.skip_message.count("polling stopped for this tick") == 1
+    polled = sorted((p.polls, p.last_error is not None) for p in parse_cursor(failing.cursor).pending)
+    assert polled == [(0, False), (0, False)]  # the failed poll is charged to none, the other not tried
