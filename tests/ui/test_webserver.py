@@ -25,6 +25,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -365,3 +366,113 @@ def test_the_report_image_opens_with_one_click_from_the_assets_page(
     assert shot.read_bytes().startswith(PNG_SIGNATURE) and shot.stat().st_size > 50_000
     if os.environ.get("VISIBILITY_UPDATE_SCREENSHOTS") == "1":
         shutil.copyfile(shot, SCREENSHOTS / shot.name)
+
+
+# ---------------------------------------------------------------------------------------------
+# command-line runs re-executed from the UI
+
+#: The window of the command-line runs: the sandbox's newest two days, one engine (a short sync).
+CLI_WINDOW = ["--start", f"{SANDBOX_TODAY - dt.timedelta(days=2)}", "--end", f"{SANDBOX_TODAY}"]
+CLI_RUN = [sys.executable, "-m", "pipelines.cli", "run", *CLI_WINDOW, "--engine", "chatgpt", "--quiet"]
+LAUNCHED_BY_CLI = {"key": "visibility/launched_by", "value": "visibility-sync"}
+
+REEXECUTE_MUTATION = """
+mutation Reexecute($parentRunId: String!, $strategy: ReexecutionStrategy!) {
+  launchPipelineReexecution(reexecutionParams: {parentRunId: $parentRunId, strategy: $strategy}) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+  }
+}
+"""
+
+
+def warehouse(stack: D.DagsterStack) -> Path:
+    return Path(stack.env["VISIBILITY_WAREHOUSE"].removeprefix("duckdb:///"))
+
+
+def cli_run(stack: D.DagsterStack, **env: str) -> dict[str, Any]:
+    """``visibility-sync run`` recorded in the stack's instance; its run as the UI lists it. The
+    daemon runs, to start the re-executions the UI queues."""
+    D.start_daemon(stack, ("QUEUED_RUN_COORDINATOR",))
+    before = {r["runId"] for r in cli_runs(stack)}
+    env = {**stack.env, **env}
+    done = subprocess.run(CLI_RUN, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    [run] = [r for r in cli_runs(stack) if r["runId"] not in before]
+    run["output"] = done.stdout + done.stderr
+    return run
+
+
+def cli_runs(stack: D.DagsterStack) -> list[dict[str, Any]]:
+    return stack.graphql(D.RUNS_QUERY, {"filter": {"tags": [LAUNCHED_BY_CLI]}})["runsOrError"]["results"]
+
+
+def children(stack: D.DagsterStack, parent: str) -> list[str]:
+    tag = {"key": "dagster/parent_run_id", "value": parent}
+    found = stack.graphql(D.RUNS_QUERY, {"filter": {"tags": [tag]}})["runsOrError"]["results"]
+    return [r["runId"] for r in found]
+
+
+def run_ids_in(db: Path, table: str) -> set[str]:
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        return {r for (r,) in con.execute(f"SELECT DISTINCT _run_id FROM visibility.{table}").fetchall()}
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(chromium() is None, reason="no Chromium installed")
+def test_a_command_line_run_re_executed_from_its_run_page_succeeds_and_lands_the_same_rows(
+    stack: D.DagsterStack, tmp_path: Path
+) -> None:
+    """*Re-execute all* on the page of a ``visibility-sync run`` run (recorded in DAGSTER_HOME): the
+    code location runs the same job with the run's tags and config, and lands the same rows."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.processes.warehouse_rows import rows_of
+
+    parent = cli_run(stack)
+    assert parent["status"] == "SUCCESS", parent["output"]
+    landed = rows_of(warehouse(stack))
+
+    stack.graphql("mutation { setNuxSeen }")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{stack.url}/runs/{parent['runId']}", wait_until="networkidle", timeout=120_000)
+            page.get_by_role("button", name="Re-execute all (*)").click(timeout=60_000)
+            page.wait_for_url(lambda url: "/runs/" in url and parent["runId"] not in url, timeout=60_000)
+            page.screenshot(path=str(tmp_path / "ui-cli-reexecuted.png"))
+        finally:
+            browser.close()
+
+    [child_id] = children(stack, parent["runId"])
+    [child] = D.wait_runs(stack, [child_id], RUN_TIMEOUT_SECONDS)
+    assert child["status"] == "SUCCESS", D.run_failures(stack, child_id)
+    tags = {t["key"]: t["value"] for t in child["tags"]}
+    assert tags["dagster/asset_partition_range_start"] == f"{SANDBOX_TODAY - dt.timedelta(days=2)}|chatgpt"
+    assert rows_of(warehouse(stack)) == landed
+    assert run_ids_in(warehouse(stack), "prompt_mentions") == {child_id}  # landed again, by the child
+
+
+def test_a_failed_command_line_run_re_executed_from_failure_lands_the_same_rows(
+    stack: D.DagsterStack, sandbox: SandboxHandle
+) -> None:
+    """A ``visibility-sync run`` whose key was refused fails its first step; *Re-execute from
+    failure* runs it in the code location (whose key is the right one) and lands the window."""
+    from tests.processes.warehouse_rows import rows_of
+
+    reference = cli_run(stack)
+    assert reference["status"] == "SUCCESS", reference["output"]
+    landed = rows_of(warehouse(stack))
+    parent = cli_run(stack, VISIBILITY_API_KEY=sandbox.keys["revoked"])
+    assert parent["status"] == "FAILURE", parent["output"]
+
+    variables = {"parentRunId": parent["runId"], "strategy": "FROM_FAILURE"}
+    outcome = stack.answer(REEXECUTE_MUTATION, variables, "launchPipelineReexecution", "LaunchRunSuccess")
+    [child] = D.wait_runs(stack, [outcome["run"]["runId"]], RUN_TIMEOUT_SECONDS)
+
+    assert child["status"] == "SUCCESS", D.run_failures(stack, child["runId"])
+    assert rows_of(warehouse(stack)) == landed
+    assert run_ids_in(warehouse(stack), "prompt_mentions") == {child["runId"]}
