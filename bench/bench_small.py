@@ -66,20 +66,28 @@ def landed_rows(db: Path, schema: str) -> dict[str, tuple[int, int]]:
     return rows
 
 
+#: ``--variant LABEL=TREE``: other code trees of ours (e.g. a ``git archive`` without one measure),
+#: measured in every pair beside ours and dlt's
+VARIANTS: dict[str, Path] = {}
+
+
 def measure(sandbox: P.SandboxService, who: str, days: int, work: Path) -> Landed:
     db = work / f"{who}-{days}-{time.time_ns()}.duckdb"
     args = P.cli_args([NEWEST - dt.timedelta(days=i) for i in range(days)], None)
-    command, env = None, {}
+    command, env, code_root = None, {}, VARIANTS.get(who, ROOT)
     if who == "dlt":
         command = [sys.executable, str(ROOT / "bench" / "dlt_peer.py"), "--url", sandbox.url, "--key"]
         command += [sandbox.key, "--db", str(db), "--days", str(days)]
         env = {"DLT_TELEMETRY_DISABLED": "1", "RUNTIME__DLTHUB_TELEMETRY": "false"}
-    run = P.measured_cli(sandbox, args, db, log_dir=work, command=command, extra_env=env, timeout=600)
+    run = P.measured_cli(
+        sandbox, args, db, log_dir=work, command=command, extra_env=env, timeout=600, code_root=code_root
+    )
     requests = sandbox.stats()  # not reset until the next run
     if run.exit_code != 0:
         print(f"{who} {days} days failed ({run.exit_code}):\n{run.output[-3000:]}", flush=True)
     run.label = f"{who} {days}"
-    return Landed(run, landed_rows(db, SCHEMA[who]) if run.exit_code == 0 else {}, requests)
+    schema = SCHEMA.get(who, SCHEMA["ours"])
+    return Landed(run, landed_rows(db, schema) if run.exit_code == 0 else {}, requests)
 
 
 def one_value(values: list[int]) -> str:
@@ -133,18 +141,19 @@ def render(landed: list[Landed], days_list: list[int], pairs: int, rate: float) 
         "| days | figure | ours | dlt `rest_api` | ours / dlt | each pair |",
         "|---|---|---|---|---|---|",
     ]
-    for days in days_list:
-        ours = [r for r in runs if r.label == f"ours {days}" and r.exit_code == 0]
+    for days, who in ((d, w) for d in days_list for w in ["ours", *VARIANTS]):
+        ours = [r for r in runs if r.label == f"{who} {days}" and r.exit_code == 0]
         peer = [r for r in runs if r.label == f"dlt {days}" and r.exit_code == 0]
         if not ours or not peer:
-            lines.append(f"| {days} | (a run failed: ours {len(ours)}, dlt {len(peer)} succeeded) | | | |")
+            lines.append(f"| {days} | (a run failed: {who} {len(ours)}, dlt {len(peer)} succeeded) | | | |")
             continue
+        side = "" if who == "ours" else f" ({who}: {VARIANTS[who]})"
         for label, get in (
-            ("wall s", lambda r: r.wall),
-            ("tree CPU s", lambda r: r.cpu),
-            ("peak tree RSS MB", lambda r: r.peak_rss_mb),
-            ("requests", lambda r: r.requests),
-            ("wall ms / request", lambda r: 1000 * r.wall / max(1, r.requests)),
+            (f"wall s{side}", lambda r: r.wall),
+            (f"tree CPU s{side}", lambda r: r.cpu),
+            (f"peak tree RSS MB{side}", lambda r: r.peak_rss_mb),
+            (f"requests{side}", lambda r: r.requests),
+            (f"wall ms / request{side}", lambda r: 1000 * r.wall / max(1, r.requests)),
         ):
             a = statistics.median(get(r) for r in ours)
             b = statistics.median(get(r) for r in peer)
@@ -166,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", default="1,2")
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL=TREE")
     args = parser.parse_args(argv)
+    VARIANTS.update((label, Path(tree).resolve()) for label, tree in (v.split("=", 1) for v in args.variant))
     P.install_signal_handlers()
     days_list = [int(d) for d in args.days.split(",")]
     work = P.work_folder("bench-small-")
@@ -174,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     with P.sandbox_service(size="demo", rate=args.rate, log_dir=work) as sandbox:
         for days in days_list:
             for pair in range(args.pairs):
-                order = ("ours", "dlt") if pair % 2 == 0 else ("dlt", "ours")
+                sides = ["ours", "dlt", *VARIANTS]
+                order = sides[pair % len(sides) :] + sides[: pair % len(sides)]
                 for who in order:
                     measured = measure(sandbox, who, days, work)
                     measured.pair = pair

@@ -222,8 +222,12 @@ def scenario_rows(sandbox: P.SandboxService, days: list[int], rate: float, work:
     return lines
 
 
-def scenario_shared(sandbox: P.SandboxService, rate: float, days: int, work: Path) -> list[str]:
-    """Four runs, one brand each, one key: 429 share and wall against the rate bound."""
+def scenario_shared(
+    sandbox: P.SandboxService, rate: float, days: int, work: Path, *, private_tmp: bool = True
+) -> list[str]:
+    """Four runs, one brand each, one key: 429 share and wall against the rate bound.
+
+    ``private_tmp``: each run gets a TMPDIR of its own, as pods share no local disk."""
     headers = {"Authorization": f"Bearer {sandbox.key}"}
     brands = [b["id"] for b in httpx.get(f"{sandbox.url}/v1/brands", headers=headers).json()["data"]][:4]
     dates = [NEWEST - dt.timedelta(days=i) for i in range(days)]
@@ -234,8 +238,20 @@ def scenario_shared(sandbox: P.SandboxService, rate: float, days: int, work: Pat
     def one(brand: str) -> P.CliOutcome:
         args = [*P.cli_args(dates, None)[:-1], "--brand", brand, "--quiet"]
         db = work / f"shared-{brand}.duckdb"
+        env = dict(EXTRA_ENV)
+        if private_tmp:
+            tmp = work / f"tmp-{brand}-{time.time_ns()}"
+            tmp.mkdir(mode=0o700)
+            env["TMPDIR"] = str(tmp)
         return P.run_cli(
-            args, url=sandbox.url, key=sandbox.key, db=db, log_dir=work, code_root=CODE_ROOT, sampler=sampler
+            args,
+            url=sandbox.url,
+            key=sandbox.key,
+            db=db,
+            log_dir=work,
+            code_root=CODE_ROOT,
+            extra_env=env,
+            sampler=sampler,
         )
 
     started = time.monotonic()
@@ -244,7 +260,7 @@ def scenario_shared(sandbox: P.SandboxService, rate: float, days: int, work: Pat
     wall = time.monotonic() - started
     cpu = P.children_cpu() - before
     stats = sandbox.stats()
-    total, refused = P.served(stats), P.throttled(stats)
+    total, refused = max(1, P.served(stats)), P.throttled(stats)
     bound = (total - refused) / rate
     codes = sorted({r.exit_code for r in results.values()})
     for brand, r in results.items():
@@ -252,7 +268,7 @@ def scenario_shared(sandbox: P.SandboxService, rate: float, days: int, work: Pat
             print(brand, r.output[-1500:])
     return [
         f"Four `visibility-sync run --brand X` at once (one brand each, {days} day(s), every table), "
-        "one key, "
+        f"one key, {'a TMPDIR each' if private_tmp else 'one TMPDIR'}, "
         f"sandbox rate limit {rate:g} requests/s (burst {int(rate)}): exit codes {codes}; "
         f"{total:,} requests, {refused:,} answered 429 = **{refused / total:.1%}** (target <= 3 %); "
         f"wall {wall:.1f} s / ({total - refused:,} successful requests / {rate:g}/s = {bound:.1f} s) = "
@@ -324,6 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--shared-rate", type=float, default=20.0)
     parser.add_argument("--shared-days", type=int, default=3)
+    parser.add_argument(
+        "--shared-tmp",
+        default="private",
+        help="comma list of private (a TMPDIR per run, as pods) and shared (one TMPDIR): run in turn",
+    )
+    parser.add_argument("--shared-rounds", type=int, default=1, help="repeat the --shared-tmp list")
     parser.add_argument("--resume-days", type=int, default=10)
     parser.add_argument("--code-root", type=Path, default=ROOT, help="the tree whose CLI runs")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
@@ -363,8 +385,12 @@ def main(argv: list[str] | None = None) -> int:
                 lines += scenario_shared(sandbox, args.shared_rate, args.shared_days, work)
                 lines += ["", "Now:"]
                 CODE_ROOT = current
-            lines += scenario_shared(sandbox, args.shared_rate, args.shared_days, work)
-            lines.append("")
+            for mode in args.shared_tmp.split(",") * args.shared_rounds:
+                lines += scenario_shared(
+                    sandbox, args.shared_rate, args.shared_days, work, private_tmp=mode == "private"
+                )
+                print(lines[-1], flush=True)
+                lines.append("")
         if "resume" in scenarios:
             if section != RESUME_SECTION:
                 lines += ["### Resume: killed at 90 %, then the same command", ""]
