@@ -1,8 +1,8 @@
 """Shared fixtures live in plugin modules, one per part, so each can evolve alone.
 
 Every test gets a temp directory of its own (``TMPDIR``, for it and the processes it starts): what a
-sync keeps on disk between attempts on purpose (a failed run's resume journal, a key's request
-ledger) then never reaches another test that happens to ask for the same selection.
+sync keeps on disk between attempts on purpose (a failed run's resume journal) then never reaches
+another test that happens to ask for the same selection.
 """
 
 from __future__ import annotations

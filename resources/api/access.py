@@ -21,7 +21,6 @@ from resources.api.config import (
     validate_base_url,
 )
 from resources.api.errors import ConfigurationError
-from resources.api.key_ledger import KeyLedger
 
 
 @dataclass(frozen=True, repr=False)
@@ -54,12 +53,10 @@ class ApiAccess:
             raise ValueError("max_concurrency must be at least 1")
 
     def new_budget(self) -> RequestBudget:
-        """A sync's one budget: its outage clock, cancel switch, wait hook and request allowance, and
-        the key's ledger shared with the other processes on the key."""
+        """A sync's one budget: its outage clock, cancel switch, wait hook and request allowance."""
         return RequestBudget(
             self.max_concurrency,
             retry_deadline_seconds=self.retry_deadline_seconds,
-            ledger=KeyLedger.for_key(self.api_url, self.api_key),
             request_floor=self.request_budget_floor,
             requests_per_call=self.request_budget_factor,
         )

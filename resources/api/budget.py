@@ -44,15 +44,12 @@ instance the command line hands Dagster as is, during all the runs of its sync):
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
-import operator
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from resources.api.errors import RequestBudgetExceeded, SyncCancelled
 from resources.api.headers import (
@@ -61,7 +58,6 @@ from resources.api.headers import (
     WindowHeaders,
     parse_window,
 )
-from resources.api.key_ledger import KeyLedger, LedgerState
 from resources.api.redaction import API_LOGGER
 
 logger = logging.getLogger(API_LOGGER)
@@ -73,6 +69,9 @@ WaitCallback = Callable[[str, float, str], None]
 
 #: When a window is spent and the service gave no reset time, wait this long before trying again.
 UNKNOWN_RESET_SECONDS = 1.0
+#: The longest a window's Reset or a Retry-After holds requests back when the budget has no retry
+#: deadline of its own: a longer one is not believed, and one request probes the window then.
+MAX_WAIT_SECONDS = 300.0
 #: Sleep slices while waiting, so a window that reopens early (a new answer) or a cancel event set
 #: from outside is noticed.
 MAX_WAIT_SLICE_SECONDS = 0.1
@@ -82,9 +81,9 @@ ANNOUNCE_MIN_SECONDS = 1.0
 ANNOUNCE_EVERY_SECONDS = 5.0
 
 
-#: How often a process whose requests wait for a slot that other processes hold looks at the ledger
-#: again (nothing wakes it; a slot of its own freed wakes it at once).
-SHARED_SLOT_POLL_SECONDS = 0.05
+#: Below this share of its limit, the global window's remaining requests are spread evenly over the
+#: time until its Reset (``RateWindow.spread_delay``).
+SPREAD_BELOW = 0.5
 
 #: Requests sent this close together may reach the service in either order (threads, connections),
 #: so an answer's ``remaining`` may not yet count a request sent just *before* it.
@@ -138,8 +137,24 @@ class RateWindow:
     bucket show in the next answers' ``remaining`` and are spent then.
     """
 
-    def __init__(self, reset_header: str = "X-RateLimit-Reset", *, learns: bool = False) -> None:
+    def __init__(
+        self,
+        reset_header: str = "X-RateLimit-Reset",
+        *,
+        learns: bool = False,
+        max_wait: float = MAX_WAIT_SECONDS,
+    ) -> None:
         self.limit: int | None = None
+        #: a Reset or block longer than this is cut to it, and then one request probes the window
+        #: (``probe``): one answer must not stop a key for longer than a sync keeps retrying
+        self.max_wait = max_wait
+        self.probe = False
+        #: the global window spreads its last requests (``SPREAD_BELOW``) from the last send on
+        self.spreads = learns
+        self.last_sent = 0.0
+        #: of ``unseen``, the requests counted against ``remaining`` only to pace a bucket safely
+        #: (sent before the answer, or answered since): spreading does not count them
+        self.spare = 0
         self.remaining: int | None = None
         self.reset_at: float | None = None
         self.blocked_until: float = 0.0
@@ -175,12 +190,30 @@ class RateWindow:
         if now < self.blocked_until:
             return self.blocked_until - now
         if self.reset_at is not None and now >= self.reset_at:
-            self.remaining = None if self.limit is None else self.limit - unanswered_since_newest
+            # one request asks what is left: other clients of the key may have spent the new window
+            self.remaining = 1 - unanswered_since_newest
             self.reset_at = None
             self.credit_at = now
         if self.paced:
             self._earn(now)
-        return max(self._window_delay(now), self._trial_delay(now))
+        return max(self._window_delay(now), self._trial_delay(now), self._spread_delay(now))
+
+    def _spread_delay(self, now: float) -> float:
+        """Below ``SPREAD_BELOW`` of its limit, the time of the next of the window's remaining
+        requests spread evenly until its reset.
+
+        Every client of the key reads the same ``Remaining`` and ``Reset``, so clients that share a
+        key without seeing each other (pods, processes) slow down together as the window empties:
+        n clients each sending ``remaining / reset`` a second hold a bucket at about ``limit / (n +
+        1)``, never at zero (no 429), while its refills are spent in full (it never fills either);
+        a fixed window is spent evenly to its end.
+        """
+        if not self.spreads or not self.limit or self.remaining is None or self.reset_at is None:
+            return 0.0
+        remaining = self.remaining + self.spare
+        if not 0 < remaining < self.limit * SPREAD_BELOW:
+            return 0.0
+        return max(0.0, self.last_sent + (self.reset_at - self.last_sent) / remaining - now)
 
     def _window_delay(self, now: float) -> float:
         if self.remaining is None or self.remaining > 0:
@@ -233,7 +266,10 @@ class RateWindow:
             return f"X-RateLimit-Remaining refills at {self.refill_rate:.3g}/s"
         return self.reset_header if self.reset_from_header else "window spent, no reset header"
 
-    def take(self) -> None:
+    def take(self, now: float | None = None) -> None:
+        """One request sent (at ``now``, when the window spreads its last ones)."""
+        if now is not None:
+            self.last_sent = now
         if self.remaining is not None:
             self.remaining -= 1
         if self.trial is not None:
@@ -241,7 +277,14 @@ class RateWindow:
             self.trial = (start, end, allowed, sent + 1)
 
     def observe(
-        self, window: WindowHeaders, now: float, *, seq: int = 0, sent_at: float = 0.0, unseen: int = 0
+        self,
+        window: WindowHeaders,
+        now: float,
+        *,
+        seq: int = 0,
+        sent_at: float = 0.0,
+        unseen: int = 0,
+        spare: int = 0,
     ) -> None:
         """Correct the estimate from the headers of the answer to request number ``seq``.
 
@@ -261,9 +304,11 @@ class RateWindow:
         self.newest_seq, self.newest_sent_at = seq, sent_at
         if window.remaining is not None:
             self.remaining = window.remaining - unseen
+            self.spare = spare
             self.credit_at = now
         if window.reset_seconds is not None:
-            self.reset_at = now + window.reset_seconds
+            self.probe = window.reset_seconds > self.max_wait
+            self.reset_at = now + min(window.reset_seconds, self.max_wait)
             self.reset_from_header = True
             if self.trial_due and not self.paced and self.remaining is not None and window.reset_seconds > 0:
                 # the remaining's share of the trial's seconds, spread over them
@@ -307,7 +352,8 @@ class RateWindow:
             self.reference, self.counted = answer, 0
 
     def block(self, until: float, reason: str = "Retry-After") -> None:
-        """Hold every request back until ``until`` (after a 429 for this window)."""
+        """Hold every request back until ``until`` (after a 429 for this window; callers cut the
+        wait to ``max_wait``)."""
         if until >= self.blocked_until:
             self.blocked_until = until
             self.block_reason = reason
@@ -356,27 +402,6 @@ class AIMDLimit:
         return True
 
 
-#: The global window's part of the ledger: every field of the ledger's state that a window has too
-#: (the rest, send numbers and requests in flight, belong to the ledger alone).
-_SHARED_FIELDS = tuple(name for name in LedgerState.__struct_fields__ if hasattr(RateWindow(), name))
-
-
-#: The shared fields' values, in ``_SHARED_FIELDS`` order, of a window or a ledger's state.
-_shared_values = operator.attrgetter(*_SHARED_FIELDS)
-
-
-def _shared_window(state: LedgerState) -> RateWindow:
-    """The key's global window as the ledger holds it (wall-clock times)."""
-    window = RateWindow("X-RateLimit-Reset", learns=True)
-    window.__dict__.update(zip(_SHARED_FIELDS, _shared_values(state), strict=True))
-    return window
-
-
-def _store_window(window: RateWindow, state: LedgerState) -> None:
-    for name, value in zip(_SHARED_FIELDS, _shared_values(window), strict=True):
-        setattr(state, name, value)
-
-
 def _unseen(
     in_flight: Mapping[int, tuple[object, float]],
     seq: int,
@@ -403,23 +428,6 @@ def _unseen(
         and (other > seq or other_sent_at >= since)
         and (owner is None or other_owner == owner)
     )
-
-
-class _Gate(NamedTuple):
-    """What the global window says of one more request now (from the ledger, or this process's)."""
-
-    delay: float
-    reason: str
-    #: the ledger's send number and send time when the request was taken there
-    seq: int | None
-    sent_at: float
-    #: the window's reference answer and count then (``RateWindow.note_answer``)
-    reference: AnswerSeen | None = None
-    counted: int = 0
-    #: requests answered so far (``RequestBudget.release``: paced, those answered while one was in flight)
-    releases: int = 0
-    #: when a request was taken: seconds until the window allows the next one (0 when it does now)
-    next_delay: float = 0.0
 
 
 class _Place:
@@ -464,17 +472,11 @@ class Permit:
     waited_for_rate: float = 0.0
     waited_for_slot: float = 0.0
     released: bool = False
-    #: its send number and wall-clock send time in the key's ledger (shared with other processes)
-    shared_seq: int | None = None
-    shared_sent_at: float = 0.0
-    #: its answer's X-RateLimit headers and arrival time, written to the ledger when it is released
-    #: (one locked write of the file per request for both)
-    shared_answer: tuple[WindowHeaders, float] | None = None
     #: the global window's reference answer and count when it was sent, and its own answer's
     #: remaining: ``RateWindow.note_answer`` learns from them once the release says it was admitted
     reference: AnswerSeen | None = None
     counted: int = 0
-    #: requests answered before it was sent (of the ledger if ``shared_seq``): those answered while
+    #: requests answered before it was sent: those answered while
     #: it was in flight may have been counted after it, though sent before
     releases_before: int = 0
     answer_remaining: int | None = None
@@ -508,8 +510,7 @@ class RequestBudget:
     set (``cancel()`` sets it too); a private one when not given. ``retry_deadline_seconds``: how long
     the sync's clients keep retrying once the service is unreachable, counted from the outage's start
     (``None``: each client's own ``retry_deadline_seconds``); a client's own, shorter deadline still
-    bounds each of its calls (a sensor tick's). ``ledger``: the key's ledger shared with the other
-    processes of this machine (``None``: this process paces alone).
+    bounds each of its calls (a sensor tick's).
     """
 
     def __init__(
@@ -520,7 +521,6 @@ class RequestBudget:
         on_wait: WaitCallback | None = None,
         cancel_event: threading.Event | None = None,
         retry_deadline_seconds: float | None = None,
-        ledger: KeyLedger | None = None,
         request_floor: int | None = None,
         requests_per_call: int = 1,
     ) -> None:
@@ -549,7 +549,9 @@ class RequestBudget:
         #: ``release`` wake them).
         self._slot_waiters = 0
         self._endpoint_waiters = 0
-        self._global = RateWindow("X-RateLimit-Reset", learns=True)
+        #: no window or Retry-After holds the sync back longer than it keeps retrying
+        self._max_wait = retry_deadline_seconds if retry_deadline_seconds is not None else MAX_WAIT_SECONDS
+        self._global = RateWindow("X-RateLimit-Reset", learns=True, max_wait=self._max_wait)
         self._endpoints: dict[str, RateWindow] = {}
         self._aimd = AIMDLimit(max_concurrency)
         #: Requests sent and not yet answered: send number -> (endpoint, send time).
@@ -564,18 +566,11 @@ class RequestBudget:
         self._refused_since: float | None = None
         self._announce_lock = threading.Lock()
         self._announced_at: dict[str, float] = {}
-        #: the key's window and requests in flight, shared with the other processes on this machine
-        self._ledger = ledger
-        #: until then (clock) this process's requests wait without reading the ledger: one of them
-        #: just found the key's slots taken or its window spent (a release of ours that frees a slot
-        #: of the key or opens its window sooner ends it early)
-        self._shared_hold_until = 0.0
-        self._hold_for_slots = False
 
     def _endpoint(self, endpoint: str) -> RateWindow:
         window = self._endpoints.get(endpoint)
         if window is None:
-            window = self._endpoints[endpoint] = RateWindow("X-Endpoint-Reset")
+            window = self._endpoints[endpoint] = RateWindow("X-Endpoint-Reset", max_wait=self._max_wait)
         return window
 
     # -- cancellation ---------------------------------------------------------------------------
@@ -725,56 +720,13 @@ class RequestBudget:
         # Until the first answer tells us the limits, one request probes alone.
         return self._aimd.slots if self._answered else 1
 
-    def _shared_gate(self, may_take: bool) -> _Gate | None:
-        """The key's global window as every process on this machine sees it (the ledger), or None
-        when there is no usable ledger (the local window decides).
-
-        ``delay`` is ``-1.0`` when every slot of the key is taken by requests of this and other
-        processes; ``seq`` is the ledger's send number when a request was taken (``may_take``: the
-        endpoint's window allows it too).
-        """
-        ledger = self._ledger
-        if ledger is None or not ledger.usable:
-            return None
-        wall = time.time()
-        with ledger.transaction() as state:
-            if state is None:
-                return None
-            if len(state.in_flight) >= self._aimd.slots:
-                return _Gate(-1.0, "requests in flight", None, wall)
-            window = _shared_window(state)
-            unseen = _unseen(state.in_flight, window.newest_seq, window.newest_sent_at)
-            delay = window.delay(wall, unanswered_since_newest=unseen)
-            seq = None
-            next_delay = 0.0
-            if delay <= 0.0 and may_take:
-                window.take()
-                state.seq += 1
-                seq = state.seq
-                state.in_flight[seq] = (ledger.pid, wall)
-                # what the next request of this process would read here now (on a copy: reading
-                # it changes nothing in the ledger), so that it waits without locking the file again
-                next_delay = copy.copy(window).delay(wall, unanswered_since_newest=unseen + 1)
-            _store_window(window, state)
-            return _Gate(
-                delay,
-                window.reason(wall),
-                seq,
-                wall,
-                window.reference,
-                window.counted,
-                state.releases,
-                next_delay,
-            )
-
     def acquire(self, endpoint: str, *, deadline: float | None = None) -> Permit:
         """Block until a slot is free and both the global and the endpoint window allow a request.
 
-        With a ledger (``KeyLedger``), the global window and the slots count the requests of every
-        process using the key on this machine. Raises ``BudgetExhausted`` instead of waiting past
-        ``deadline`` (a ``clock()`` value), and ``SyncCancelled`` as soon as the sync is cancelled. A
-        wait for a rate-limit window of ``ANNOUNCE_MIN_SECONDS`` or more is announced once per call.
-        Threads waiting for the global window's time wait in line (``_wait_for_time``).
+        Raises ``BudgetExhausted`` instead of waiting past ``deadline`` (a ``clock()`` value), and
+        ``SyncCancelled`` as soon as the sync is cancelled. A wait for a rate-limit window of
+        ``ANNOUNCE_MIN_SECONDS`` or more is announced once per call. Threads waiting for the global
+        window's time wait in line (``_wait_for_time``).
         """
         waited_rate = 0.0
         waited_slot = 0.0
@@ -789,34 +741,8 @@ class RequestBudget:
                 if self._cancel.is_set():
                     raise SyncCancelled(endpoint=endpoint)
                 now = self._clock()
-                endpoint_window = self._endpoint(endpoint)
-                gate = None
-                endpoint_delay = 0.0
-                held = now < self._shared_hold_until and (
-                    deadline is None or self._shared_hold_until <= deadline
-                )
-                if len(self._in_flight) < self._slots() and not held:
-                    endpoint_delay = endpoint_window.delay(
-                        now,
-                        unanswered_since_newest=_unseen(
-                            self._in_flight,
-                            endpoint_window.newest_seq,
-                            endpoint_window.newest_sent_at,
-                            endpoint,
-                        ),
-                    )
-                    gate = self._shared_gate(endpoint_delay <= 0.0)
-                    if gate is not None and gate.delay < 0.0:  # every slot of the key is taken
-                        self._shared_hold_until = now + SHARED_SLOT_POLL_SECONDS
-                        self._hold_for_slots = True
-                if held:
-                    # another thread of this process found the key's budget spent a moment ago:
-                    # wait with it instead of locking the ledger again
-                    self._wait_for_time(self._shared_hold_until - now, place)
-                    waited_rate += self._clock() - now
-                    continue
-                if len(self._in_flight) >= self._slots() or (gate is not None and gate.delay < 0.0):
-                    wait = MAX_WAIT_SLICE_SECONDS if gate is None else SHARED_SLOT_POLL_SECONDS
+                if len(self._in_flight) >= self._slots():
+                    wait = MAX_WAIT_SLICE_SECONDS
                     if deadline is not None and now + wait > deadline:
                         wait = max(0.0, deadline - now)
                         if wait == 0.0:
@@ -829,33 +755,23 @@ class RequestBudget:
                         self._slot_waiters -= 1
                     waited_slot += self._clock() - now
                     continue
-                shared = gate is not None
-                if gate is None:
-                    global_delay = self._global.delay(
-                        now,
-                        unanswered_since_newest=_unseen(
-                            self._in_flight, self._global.newest_seq, self._global.newest_sent_at
-                        ),
-                    )
-                    global_reason = self._global.reason(now)
-                    gate = _Gate(
-                        global_delay,
-                        global_reason,
-                        None,
-                        0.0,
-                        self._global.reference,
-                        self._global.counted,
-                        self._releases,
-                    )
-                global_delay, global_reason = gate.delay, gate.reason
+                endpoint_window = self._endpoint(endpoint)
+                endpoint_delay = endpoint_window.delay(
+                    now,
+                    unanswered_since_newest=_unseen(
+                        self._in_flight, endpoint_window.newest_seq, endpoint_window.newest_sent_at, endpoint
+                    ),
+                )
+                global_delay = self._global.delay(
+                    now,
+                    unanswered_since_newest=_unseen(
+                        self._in_flight, self._global.newest_seq, self._global.newest_sent_at
+                    ),
+                )
                 delay = max(global_delay, endpoint_delay)
                 if delay <= 0.0:
-                    if not shared:
-                        self._global.take()
-                    elif gate.next_delay > 0.0:  # the key's window is spent again: say so here
-                        self._shared_hold_until = now + min(gate.next_delay, MAX_WAIT_SLICE_SECONDS)
-                        self._hold_for_slots = False
-                    endpoint_window.take()
+                    self._global.take(now)
+                    endpoint_window.take(now)
                     self._seq += 1
                     self._in_flight[self._seq] = (endpoint, now)
                     self._leave_line(place, sent=True)
@@ -866,26 +782,18 @@ class RequestBudget:
                         sent_at=now,
                         waited_for_rate=waited_rate,
                         waited_for_slot=waited_slot,
-                        shared_seq=gate.seq,
-                        shared_sent_at=gate.sent_at,
-                        reference=gate.reference,
-                        counted=gate.counted,
-                        releases_before=gate.releases,
+                        reference=self._global.reference,
+                        counted=self._global.counted,
+                        releases_before=self._releases,
                     )
                 if deadline is not None and now + delay > deadline:
                     scope = "global" if global_delay >= endpoint_delay else f"endpoint {endpoint}"
                     raise BudgetExhausted(delay, scope)
-                if shared and global_delay >= endpoint_delay:
-                    self._shared_hold_until = now + min(global_delay, MAX_WAIT_SLICE_SECONDS)
-                    self._hold_for_slots = False
                 if not announced and delay >= ANNOUNCE_MIN_SECONDS:
                     announced = True
                     if global_delay >= endpoint_delay:
-                        announcement = (
-                            "rate_limit",
-                            delay,
-                            f"rate limit: waiting {delay:.1f} s ({global_reason})",
-                        )
+                        reason = self._global.reason(now)
+                        announcement = ("rate_limit", delay, f"rate limit: waiting {delay:.1f} s ({reason})")
                     else:
                         reason = endpoint_window.reason(now)
                         announcement = (
@@ -941,19 +849,23 @@ class RequestBudget:
         endpoint_headers = parse_window(headers, ENDPOINT_LIMIT_PREFIX)
         with self._cond:
             # who may send sooner now: anyone, after the first answer (it sets the slots); those
-            # waiting for a window this answer corrects (the key's, with a ledger, on release)
+            # waiting for a window this answer corrects
             wake = not self._answered
             self._answered = True
-            shared = permit.shared_seq is not None and self._ledger is not None and self._ledger.usable
-            if global_headers.present and shared:
-                permit.shared_answer = (global_headers, time.time())
-            elif global_headers.present:
+            if global_headers.present:
                 wake = True
-                unseen = _unseen(self._in_flight, permit.seq, permit.sent_at, paced=self._global.paced)
+                unseen = _unseen(self._in_flight, permit.seq, permit.sent_at)
+                extra = 0
                 if self._global.paced:
-                    unseen += self._releases - permit.releases_before
+                    extra = _unseen(self._in_flight, permit.seq, permit.sent_at, paced=True) - unseen
+                    extra += self._releases - permit.releases_before
                 self._global.observe(
-                    global_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
+                    global_headers,
+                    now,
+                    seq=permit.seq,
+                    sent_at=permit.sent_at,
+                    unseen=unseen + extra,
+                    spare=extra,
                 )
                 permit.answer_remaining, permit.answered_at = global_headers.remaining, now
             if endpoint_headers.present:
@@ -965,45 +877,6 @@ class RequestBudget:
             if wake:
                 self._cond.notify_all()
 
-    def _release_shared(self, permit: Permit, admitted: bool) -> float | None:
-        """Correct the ledger's window from the permit's answer (and learn its kind: ``admitted``
-        says whether the request spent a token), and take the request off its requests in flight.
-
-        Returns the seconds until the key's window allows a request now (``None``: no ledger)."""
-        assert self._ledger is not None and permit.shared_seq is not None
-        with self._ledger.transaction() as state:
-            if state is None:
-                return None
-            if permit.shared_answer is not None:
-                headers, answered_at = permit.shared_answer
-                window = _shared_window(state)
-                unseen = _unseen(
-                    state.in_flight, permit.shared_seq, permit.shared_sent_at, paced=window.paced
-                )
-                if window.paced:
-                    unseen += state.releases - permit.releases_before
-                window.observe(
-                    headers, answered_at, seq=permit.shared_seq, sent_at=permit.shared_sent_at, unseen=unseen
-                )
-                if headers.remaining is not None:
-                    sent_then = state.seq - sum(
-                        1 for _, sent in state.in_flight.values() if sent > answered_at
-                    )
-                    window.note_answer(
-                        (headers.remaining, permit.shared_sent_at, answered_at, sent_then),
-                        seq=permit.shared_seq,
-                        admitted=admitted,
-                        reference=permit.reference,
-                        counted=permit.counted,
-                    )
-                _store_window(window, state)
-            state.in_flight.pop(permit.shared_seq, None)
-            state.releases += 1
-            # what the next request would read here now (on a copy: reading changes nothing)
-            window = _shared_window(state)
-            unseen = _unseen(state.in_flight, window.newest_seq, window.newest_sent_at)
-            return window.delay(time.time(), unanswered_since_newest=unseen)
-
     def release(self, permit: Permit, *, success: bool = True) -> None:
         """Give the slot back; a success may grow the concurrency limit."""
         with self._cond:
@@ -1013,20 +886,7 @@ class RequestBudget:
             saturated = len(self._in_flight) >= self._aimd.slots
             self._in_flight.pop(permit.seq, None)
             self._releases += 1
-            # whether the time waiters may send sooner now (a slot waiter may: a slot is free)
-            opened = True
-            if permit.shared_seq is not None and self._ledger is not None:
-                delay = self._release_shared(permit, admitted=success)
-                # a slot of the key and an answer: worth a look at the ledger if either lets a
-                # request go sooner than the hold says
-                if delay is None or delay <= 0.0 or self._hold_for_slots:
-                    self._shared_hold_until = 0.0
-                else:
-                    until = self._clock() + min(delay, MAX_WAIT_SLICE_SECONDS)
-                    opened = until < self._shared_hold_until
-                    if opened:
-                        self._shared_hold_until = until
-            elif permit.answer_remaining is not None:
+            if permit.answer_remaining is not None:
                 answered_at = permit.answered_at
                 sent_then = self._seq - sum(1 for _, sent in self._in_flight.values() if sent > answered_at)
                 self._global.note_answer(
@@ -1038,10 +898,9 @@ class RequestBudget:
                 )
             if success:
                 self._aimd.on_success(saturated)
-            if opened or self._slot_waiters:
-                self._cond.notify_all()
-                if not self._time_leader:
-                    self._line.notify()
+            self._cond.notify_all()
+            if not self._time_leader:
+                self._line.notify()
 
     def concurrency_refused(self, permit: Permit) -> bool:
         """A ``concurrency_limited`` answer: halve the slots (once per overload)."""
@@ -1053,28 +912,18 @@ class RequestBudget:
     def block(self, seconds: float, endpoint: str | None = None, *, reason: str = "Retry-After") -> None:
         """After a 429: hold back every request (or every request to ``endpoint``) for ``seconds``;
         ``reason`` is what announcements of the wait name (``Retry-After``, a backoff)."""
+        seconds = min(seconds, self._max_wait)
         with self._cond:
             until = self._clock() + seconds
             window = self._global if endpoint is None else self._endpoint(endpoint)
             window.block(until, reason)
             if endpoint is None:
                 window.refused()
-            if endpoint is None and self._ledger is not None:  # every process on the key holds back
-                with self._ledger.transaction() as state:
-                    if state is not None:
-                        shared = _shared_window(state)
-                        shared.block(time.time() + seconds, reason)
-                        shared.refused()
-                        _store_window(shared, state)
             self._wake_all()
 
     def snapshot(self) -> BudgetSnapshot:
         with self._cond:
             window = self._global
-            if self._ledger is not None and self._ledger.usable:
-                with self._ledger.transaction() as state:
-                    if state is not None:
-                        window = _shared_window(state)
             return BudgetSnapshot(
                 concurrency_limit=self._aimd.value,
                 in_flight=len(self._in_flight),

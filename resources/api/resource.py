@@ -103,9 +103,7 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         """The run (or sensor tick) this copy of the resource serves starts with no budget; its first
         client makes the run's one, which goes with the copy.
 
-        Not made here: a run or tick that never calls the API (checks alone, a tick that skips)
-        would leave the key's ledger folder on disk, since only a used ledger removes it at exit. No
-        ``teardown_after_execution`` either: there is nothing to release before the process exits,
+        No ``teardown_after_execution``: there is nothing to release before the process exits,
         and it would make the resource one that ``build_sensor_context`` callers must enter.
         """
         with self._budget_lock:

@@ -26,7 +26,8 @@ def test_unknown_window_never_holds_requests_back() -> None:
         window.take()
 
 
-def test_spent_window_waits_for_reset_then_reopens_with_the_full_limit() -> None:
+def test_spent_window_waits_for_reset_then_one_request_probes_it() -> None:
+    """Other clients of the key may have spent the new window: one request asks before the rest go."""
     window = RateWindow()
     window.observe(WindowHeaders(limit=3, remaining=2, reset_seconds=5.0), now=10.0)
     window.take()
@@ -34,7 +35,10 @@ def test_spent_window_waits_for_reset_then_reopens_with_the_full_limit() -> None
     assert window.remaining == 0
     assert window.delay(11.0) == pytest.approx(4.0)
     assert window.delay(15.0) == 0.0
-    assert window.remaining == 3
+    window.take()
+    assert window.delay(15.0) > 0
+    window.observe(WindowHeaders(limit=3, remaining=2, reset_seconds=1.0), now=15.01)
+    assert window.delay(15.01) == 0.0
 
 
 def test_requests_the_answer_cannot_have_counted_are_taken_off_the_servers_remaining() -> None:
@@ -58,11 +62,13 @@ def test_a_late_answer_to_an_older_request_is_ignored() -> None:
     assert window.remaining == 3
 
 
-def test_in_flight_requests_spend_the_reopened_window() -> None:
+def test_requests_in_flight_at_the_reset_stand_for_its_probe() -> None:
     window = RateWindow()
     window.observe(WindowHeaders(limit=10, remaining=0, reset_seconds=1.0), now=0.0, seq=3)
-    assert window.delay(1.0, unanswered_since_newest=2) == 0.0
-    assert window.remaining == 8
+    assert window.delay(1.0, unanswered_since_newest=0) == 0.0
+    window = RateWindow()
+    window.observe(WindowHeaders(limit=10, remaining=0, reset_seconds=1.0), now=0.0, seq=3)
+    assert window.delay(1.0, unanswered_since_newest=2) > 0  # their answers will tell
 
 
 def test_budget_counts_requests_sent_just_before_an_answer_as_unseen() -> None:
@@ -215,3 +221,25 @@ def test_a_budget_without_a_floor_counts_but_never_refuses() -> None:
     for _ in range(1000):
         budget.take_request("GET /v1/brands")
     assert budget.request_allowance is None and budget.requests_taken == 1000
+
+
+def test_a_far_reset_is_cut_to_the_retry_deadline_then_one_request_probes_the_window() -> None:
+    window = RateWindow(max_wait=30.0)
+    window.observe(WindowHeaders(limit=50, remaining=0, reset_seconds=999_999_999.0), now=0.0, seq=1)
+    assert window.delay(0.0) == pytest.approx(30.0)
+    assert window.delay(30.0) == 0.0
+    window.take()
+    assert window.delay(30.0) > 0  # one probe, not the whole limit at once
+    window.observe(WindowHeaders(limit=50, remaining=49, reset_seconds=1.0), now=30.1, seq=2)
+    assert window.delay(30.1) == 0.0
+
+
+def test_a_far_retry_after_holds_the_budget_no_longer_than_its_retry_deadline() -> None:
+    clock = FakeClock()
+    budget = RequestBudget(8, clock=clock, retry_deadline_seconds=30.0)
+    budget.block(999_999_999.0)
+    with pytest.raises(BudgetExhausted) as raised:
+        budget.acquire("GET /v1/brands", deadline=clock.now + 10.0)
+    assert raised.value.wait_seconds == pytest.approx(30.0)
+    clock.now += 30.0
+    budget.release(budget.acquire("GET /v1/brands", deadline=clock.now + 10.0))

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import httpx
 
 from resources.api.budget import Permit, RequestBudget
-from resources.api.key_ledger import KeyLedger
 
-KEY = "vsk_0123456789abcdef0123456789abcdef"
-URL = "http://127.0.0.1:9"
 ENDPOINT = "GET /v1/brands"
 
 
@@ -45,10 +41,8 @@ def waiting_threads(budget: RequestBudget, count: int) -> tuple[list[threading.T
     return threads, permits
 
 
-def test_an_answer_that_reopens_the_keys_window_lets_every_waiting_thread_send(tmp_path: Path) -> None:
-    ledger = KeyLedger.for_key(URL, KEY, directory=tmp_path)
-    assert ledger is not None
-    budget = RequestBudget(8, ledger=ledger)
+def test_an_answer_that_reopens_the_keys_window_lets_every_waiting_thread_send() -> None:
+    budget = RequestBudget(8)
     probe = budget.acquire(ENDPOINT)
     budget.observe(probe, window_headers(remaining=10, reset=30))
     budget.release(probe)
@@ -66,13 +60,10 @@ def test_an_answer_that_reopens_the_keys_window_lets_every_waiting_thread_send(t
     assert len(permits) == 5
     for permit in permits:
         budget.release(permit)
-    ledger.close()
 
 
-def test_a_cancel_wakes_every_thread_waiting_in_line_for_the_window_at_once(tmp_path: Path) -> None:
-    ledger = KeyLedger.for_key(URL, KEY, directory=tmp_path)
-    assert ledger is not None
-    budget = RequestBudget(8, ledger=ledger)
+def test_a_cancel_wakes_every_thread_waiting_in_line_for_the_window_at_once() -> None:
+    budget = RequestBudget(8)
     spending = budget.acquire(ENDPOINT)
     budget.observe(spending, window_headers(remaining=0, reset=30))
     budget.release(spending)
@@ -96,4 +87,3 @@ def test_a_cancel_wakes_every_thread_waiting_in_line_for_the_window_at_once(tmp_
         thread.join(timeout=30)
     assert not any(thread.is_alive() for thread in threads)
     assert [type(error).__name__ for error in raised] == ["SyncCancelled"] * 6
-    ledger.close()

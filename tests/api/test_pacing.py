@@ -129,14 +129,82 @@ def test_a_token_bucket_is_learnt_and_paced_at_its_rate_without_a_429(rate: floa
 
 
 def test_waiting_for_a_full_bucket_alone_is_slower() -> None:
-    """What pacing saves: the same sync with a window that never learns (every answer tells only
-    its own request, as a fixed window would) waits for the full bucket and sends a burst."""
+    """What pacing and spreading save: the same sync with a window that neither learns (every
+    answer tells only its own request, as a fixed window would) nor spreads its last requests waits
+    for the full bucket and sends a burst."""
     clock = FakeClock()
     budget = RequestBudget(8, clock=clock)
-    budget._global.learns = False
+    budget._global.learns = budget._global.spreads = False
     outcome = drive(budget, clock, Bucket(20.0, 20, clock), 600, 0.03)
     assert not budget._global.paced and outcome.refused == 0
     assert outcome.last_sent - outcome.first_sent > (600 - 20) / 20.0 * 1.03
+
+
+def drive_together(
+    budgets: list[RequestBudget], clock: FakeClock, service: Bucket, requests: int, round_trip: float
+) -> Outcome:
+    """``drive`` for several clients of one key that do not see each other (pods, processes with no
+    shared disk): each sends until ``requests`` of its own are admitted; the events of all of them
+    in the order of the fake clock."""
+    outcome = Outcome()
+    admitted = [0] * len(budgets)
+    in_flight: list[list[tuple[float, Permit, bool, dict[str, str]]]] = [[] for _ in budgets]
+    while min(admitted) < requests:
+        sent, next_time, who = False, math.inf, -1
+        for i, budget in enumerate(budgets):
+            if admitted[i] + len(in_flight[i]) < requests:
+                try:
+                    permit = budget.acquire(ENDPOINT, deadline=clock.now)
+                except BudgetExhausted as exhausted:
+                    if exhausted.scope != "concurrency" and clock.now + exhausted.wait_seconds < next_time:
+                        next_time, who = clock.now + exhausted.wait_seconds, -1
+                else:
+                    ok, headers = service.admit()
+                    in_flight[i].append((clock.now + round_trip, permit, ok, headers))
+                    outcome.first_sent = min(outcome.first_sent, clock.now)
+                    outcome.last_sent = clock.now
+                    sent = True
+                    break
+            for entry in in_flight[i]:
+                if entry[0] < next_time:
+                    next_time, who = entry[0], i
+        if sent:
+            continue
+        clock.now = max(clock.now, next_time)
+        if who < 0:
+            continue
+        answer = min(in_flight[who], key=lambda entry: entry[0])
+        in_flight[who].remove(answer)
+        _, permit, ok, headers = answer
+        budgets[who].observe(permit, headers)
+        if ok:
+            admitted[who] += 1
+            outcome.admitted += 1
+        else:
+            outcome.refused += 1
+            budgets[who].block(1.0)
+        budgets[who].release(permit, success=ok)
+    return outcome
+
+
+@pytest.mark.parametrize(
+    ("clients", "rate", "round_trip"),
+    [(4, 20.0, 0.005), (4, 20.0, 0.03), (4, 20.0, 0.2), (2, 50.0, 0.03), (2, 50.0, 0.2), (8, 50.0, 0.03)],
+)
+def test_clients_of_one_key_that_share_nothing_but_its_headers_see_few_429s_at_its_rate(
+    clients: int, rate: float, round_trip: float
+) -> None:
+    """No ledger, no shared disk: every client reads the same Remaining and Reset, spreads the
+    window's last requests (``SPREAD_BELOW``) and probes a reopened one, so together they keep the
+    bucket from empty and still spend its refills. The 429s are those of the first burst, before
+    any client has seen an answer. (The bucket's reserve, about limit / (clients + 1), must exceed
+    what the others send in one round trip: 8 clients of 50 a second at 0.2 s do not fit.)"""
+    clock = FakeClock()
+    budgets = [RequestBudget(8, clock=clock) for _ in range(clients)]
+    requests = int(rate * 80 / clients)
+    outcome = drive_together(budgets, clock, Bucket(rate, int(rate), clock), requests, round_trip)
+    assert outcome.refused <= 0.03 * (outcome.admitted + outcome.refused)
+    assert outcome.last_sent - outcome.first_sent <= (clients * requests - rate) / rate * 1.05
 
 
 @pytest.mark.parametrize(("limit", "period"), [(20, 1.0), (50, 1.0), (200, 10.0), (1000, 60.0)])
@@ -158,6 +226,7 @@ def answer(window: RateWindow, now: float, remaining: int, reset: float, *, limi
 
 def test_the_trial_spreads_the_remaining_evenly_and_never_more_before_the_reset() -> None:
     window = RateWindow(learns=True)
+    window.spreads = False  # the trial's arithmetic alone
     answer(window, 0.0, remaining=0, reset=1.0)
     assert window.delay(0.0) == pytest.approx(1.0)  # spent, on a busy sync: the next window is a trial
     answer(window, 1.0, remaining=10, reset=2.0)
@@ -174,8 +243,10 @@ def test_the_trial_spreads_the_remaining_evenly_and_never_more_before_the_reset(
 
 
 def paced_window() -> RateWindow:
-    """A window that has seen two refills in turn: paced at (20 - 9 - 1) / 1 = 10 a second."""
+    """A window that has seen two refills in turn: paced at (20 - 9 - 1) / 1 = 10 a second (its
+    pacing alone: it does not spread its last requests)."""
     window = RateWindow(learns=True)
+    window.spreads = False
     answer(window, 0.0, remaining=9, reset=1.0)
     window.note_answer((9, 0.0, 0.01, 1), seq=2, admitted=True, reference=(9, 0.0, 0.005, 1), counted=0)
     window.note_answer((9, 0.02, 0.03, 3), seq=3, admitted=True, reference=(9, 0.01, 0.015, 2), counted=0)
