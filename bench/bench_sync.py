@@ -65,12 +65,22 @@ CODE_ROOT = ROOT  # --code-root: another tree (e.g. ``git archive`` of a commit,
 EXTRA_ENV: dict[str, str] = {}  # --env NAME=VALUE: settings of the command line under test
 
 
+#: ``--variant LABEL=TREE``: other code trees whose rows runs alternate with ``CODE_ROOT``'s
+VARIANTS: dict[str, Path] = {}
+
+
 def run_tree(
-    sandbox: P.SandboxService, label: str, args: list[str], db: Path, log_dir: Path, fresh: bool = True
+    sandbox: P.SandboxService,
+    label: str,
+    args: list[str],
+    db: Path,
+    log_dir: Path,
+    fresh: bool = True,
+    code_root: Path | None = None,
 ) -> P.TreeRun:
     """One ``visibility-sync`` process, measured (:func:`P.measured_cli`), and the rows it landed."""
     run = P.measured_cli(
-        sandbox, args, db, log_dir=log_dir, code_root=CODE_ROOT, extra_env=EXTRA_ENV, fresh=fresh
+        sandbox, args, db, log_dir=log_dir, code_root=code_root or CODE_ROOT, extra_env=EXTRA_ENV, fresh=fresh
     )
     run.label, run.rows = label, landed_rows(db) if run.exit_code == 0 else 0
     return run
@@ -158,19 +168,32 @@ def bare_decode_us_per_row(bodies: list[bytes], repeat: int = 3) -> tuple[float,
 # scenarios
 
 
-def scenario_rows(sandbox: P.SandboxService, days: list[int], rate: float, work: Path) -> list[str]:
+def scenario_rows(
+    sandbox: P.SandboxService, days: list[int], rate: float, work: Path, rounds: int = 1
+) -> list[str]:
+    """Each of ``days`` once (``rounds`` times, with each ``VARIANTS`` tree in turn, the first of
+    each round rotating)."""
     lines: list[str] = []
     bodies = sample_pages(sandbox, max(days), pages=80)
     runs: dict[int, P.TreeRun] = {}
+    alternated: list[tuple[str, P.TreeRun]] = []
     bare_figures: list[float] = []
-    for n in days:
+    trees = [("this tree", CODE_ROOT), *VARIANTS.items()]
+    for n, (label, tree) in (
+        (n, trees[(i + k) % len(trees)]) for n in days for k in range(rounds) for i in range(len(trees))
+    ):
         bare, sample_rows = bare_decode_us_per_row(bodies)
         bare_figures.append(bare)
         dates = [NEWEST - dt.timedelta(days=i) for i in range(n)]
-        runs[n] = run_tree(sandbox, f"{n} days", P.cli_args(dates, None), work / f"rows-{n}.duckdb", work)
-        r = runs[n]
+        r = run_tree(
+            sandbox, f"{n} days", P.cli_args(dates, None), work / f"rows-{n}.duckdb", work, code_root=tree
+        )
+        if tree == CODE_ROOT:
+            runs[n] = r
+        alternated.append((f"{n} days, {label}", r))
         print(
-            f"{n} days: exit {r.exit_code}, wall {r.wall} s, cpu {r.cpu} s, peak {r.peak_rss_mb} MB, "
+            f"{n} days ({label}): exit {r.exit_code}, wall {r.wall} s, cpu {r.cpu} s, "
+            f"peak {r.peak_rss_mb} MB, "
             f"rows {r.rows}, requests {r.requests} ({r.throttled} x 429), peaks {r.peaks_mb}",
             flush=True,
         )
@@ -207,6 +230,13 @@ def scenario_rows(sandbox: P.SandboxService, days: list[int], rate: float, work:
         "machine allows for that work, against the rate bound: above 1.0x, the machine's CPU (the "
         "command's and the service's together), not the rate limit, bounds the pace."
     )
+    if len(alternated) > len(days):
+        lines += ["", "Alternated runs, in the order run:", ""]
+        lines += [
+            f"* {label}: wall {r.wall} s = {r.wall / (r.requests / rate):.3f}x the rate bound, tree CPU "
+            f"{r.cpu} s, peak tree RSS {r.peak_rss_mb} MB"
+            for label, r in alternated
+        ]
     small = runs[days[0]]
     for n in days[1:]:
         large = runs[n]
@@ -349,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume-days", type=int, default=10)
     parser.add_argument("--code-root", type=Path, default=ROOT, help="the tree whose CLI runs")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL=TREE")
+    parser.add_argument("--rounds", type=int, default=1, help="rows: each day count this often per tree")
     parser.add_argument(
         "--shared-baseline", type=Path, help="a tree (git archive of a commit) whose four runs go first"
     )
@@ -356,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     global CODE_ROOT
     CODE_ROOT = args.code_root.resolve()
     EXTRA_ENV.update(item.split("=", 1) for item in args.env)
+    VARIANTS.update((label, Path(tree).resolve()) for label, tree in (v.split("=", 1) for v in args.variant))
     P.install_signal_handlers()
     scenarios = args.scenarios.split(",")
     work = P.work_folder("bench-sync-")
@@ -375,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         if "rows" in scenarios:
             days = [int(d) for d in args.days.split(",")]
             lines += [f"### CPU per landed row, pace, memory (rate limit {args.rate:g} requests/s)", ""]
-            lines += scenario_rows(sandbox, days, args.rate, work)
+            lines += scenario_rows(sandbox, days, args.rate, work, args.rounds)
             lines.append("")
         if "shared" in scenarios:
             lines += ["### One key, four runs", ""]
