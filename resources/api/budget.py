@@ -10,17 +10,19 @@ The arithmetic (``RateWindow``, ``AIMDLimit``) is pure and takes the time as an 
 tested without sleeping; ``RequestBudget`` adds the locking and the waiting.
 
 The spec does not say whether the key's limit is a fixed window or a token bucket, so the global
-window starts out safe on both: once spent, it waits for ``X-RateLimit-Reset``, when either kind has
-its whole limit back. When the answers show tokens coming back before any reset could have come (see
-``RateWindow.note_answer``), it paces instead: one request each time the estimated bucket holds a
-token, at a refill rate it knows a lower bound of, so the requests of a long sync go out evenly at
-the key's rate instead of in bursts separated by waits for a full bucket. A 429 while pacing ends it
-(the guess was wrong, or someone else spends the key): back to waiting for the reset until refills
-are seen again, and for good after ``PACING_REFUSALS`` such 429s.
+window starts out safe on both: once spent, it waits for ``X-RateLimit-Reset``, then one request
+probes it (another client of the key may have spent it). When the answers show tokens coming back
+before any reset could have come (see ``RateWindow.note_answer``), it paces instead: one request
+each time the estimated bucket holds a token, at a refill rate it knows a lower bound of, so the
+requests of a long sync go out evenly at the key's rate instead of in bursts separated by waits for
+a full bucket. A 429 while pacing ends it (the guess was wrong, or someone else spends the key):
+back to waiting for the reset until refills are seen again, and for good after ``PACING_REFUSALS``
+such 429s.
 
-With a ``KeyLedger`` (``key_ledger.py``; the resource gives one), the global window and the requests
-in flight live in a file that every process using the key on this machine locks around each send
-and each answer: runs side by side share the key's one rate limit and concurrency.
+Clients of one key that do not see each other (runs, pods) share only its headers: below
+``SPREAD_BELOW`` of its limit the global window spreads its last requests until the reset
+(``RateWindow._spread_delay``), so together they keep the key's window from empty. No wait for a
+Reset or Retry-After outlasts the sync's retry deadline (``MAX_WAIT_SECONDS`` without one).
 
 A budget is also what the clients of one sync share beyond the rate limit (one budget per sync:
 ``VisibilityAPIResource`` hands the same one to every client it opens, during one run or, for an
