@@ -36,7 +36,9 @@ ROW_IN = 5.0
 CHART_LEFT_IN = (0.75, 9.0, 15.2)
 CHART_WIDTH_IN = (6.6, 3.4, 4.5)
 CHART_BOTTOM_IN = 1.15
-CHART_TOP_IN = 0.9  # from the row's top: the brand's title and the charts' titles
+CHART_TOP_IN = 1.15  # from the row's top: the brand's title and the charts' titles
+#: Points between a chart's title and its axes: room for a column heading under the title
+TITLE_PAD = 26
 DPI = 100
 
 TITLE = "AI search visibility report"
@@ -235,7 +237,7 @@ def _draw_engine_grid(ax: Axes, grid: EngineGrid) -> None:
         ax.text(j, i, label, ha="center", va="center", fontsize=11, color="white" if dark else "#1f2933")
     ax.set_xticks(range(len(grid.engines)), [ENGINE_LABELS.get(e, e) for e in grid.engines])
     ax.set_yticks(range(len(grid.entities)), grid.entities)
-    ax.tick_params(axis="x", labelrotation=35, labelsize=10, length=0)
+    ax.tick_params(axis="x", labelrotation=35, labelsize=11, length=0)
     ax.tick_params(axis="y", labelsize=11, length=0)
     for label in ax.get_xticklabels():
         label.set_horizontalalignment("right")
@@ -251,14 +253,25 @@ def _draw_top_pages(
     from matplotlib.transforms import blended_transform_factory
 
     _tidy(ax, "Top cited pages, all engines")
-    ax.set_title(change_label, loc="right", fontsize=10.5, color=MUTED, pad=10)
+    # the change column's heading, on a line of its own under the title (side by side, they overprint)
+    ax.annotate(
+        change_label,
+        xy=(1.0, 1.0),
+        xycoords="axes fraction",
+        xytext=(0, 6),
+        textcoords="offset points",
+        ha="right",
+        va="bottom",
+        fontsize=11,
+        color=MUTED,
+    )
     if not pages:
         _no_data(ax)
         return
     positions = range(len(pages))
     bar_colors = [colors.get(p.owner or "", THIRD_PARTY_COLOR) for p in pages]
     ax.barh(positions, [p.citations for p in pages], color=bar_colors, height=0.62)
-    ax.set_yticks(positions, [_short_url(p.url) for p in pages], fontsize=10)
+    ax.set_yticks(positions, [_short_url(p.url) for p in pages], fontsize=11)
     ax.invert_yaxis()  # the most cited on top
     ax.tick_params(axis="y", length=0)
     widest = max(p.citations for p in pages)
@@ -268,7 +281,7 @@ def _draw_top_pages(
     ax.set_axisbelow(True)
     change_column = blended_transform_factory(ax.transAxes, ax.transData)
     for y, page in zip(positions, pages, strict=True):
-        ax.text(page.citations + widest * 0.02, y, f"{page.citations:,}", va="center", fontsize=10.5)
+        ax.text(page.citations + widest * 0.02, y, f"{page.citations:,}", va="center", fontsize=11)
         ax.text(
             1.0,
             y,
@@ -276,7 +289,7 @@ def _draw_top_pages(
             transform=change_column,
             ha="right",
             va="center",
-            fontsize=10.5,
+            fontsize=11,
             fontweight="bold",
             color=_change_color(page),
         )
@@ -286,9 +299,9 @@ def _draw_top_pages(
 
 
 def _tidy(ax: Axes, title: str) -> None:
-    ax.set_title(title, loc="left", fontsize=13, color="#1f2933", pad=10)
+    ax.set_title(title, loc="left", fontsize=13, color="#1f2933", pad=TITLE_PAD)
     ax.spines[["top", "right"]].set_visible(False)
-    ax.tick_params(labelsize=10)
+    ax.tick_params(labelsize=11)
 
 
 def _no_data(ax: Axes) -> None:

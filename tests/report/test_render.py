@@ -116,3 +116,48 @@ def test_a_page_with_blanks_or_control_characters_is_text_not_a_link() -> None:
         ReportData(start=START, end=START + dt.timedelta(days=4), sections=(section(pages),)), b"png"
     )
     assert re.findall(r'<a href="([^"]*)"', page) == ["https://acme.example/ok"]
+
+
+def drawn_texts(data: ReportData) -> list:
+    """Every visible, non-empty text of the drawn report, with its box in pixels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    fig = build_figure(data)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return [(t, t.get_window_extent(renderer)) for t in texts]
+
+
+def busy_report() -> ReportData:
+    """Two brands, each with five long URLs, so every label the report has is drawn at its widest."""
+    pages = tuple(
+        PageTrend(f"https://docs.{n}-long-subdomain.example/a/long/path/page-{n}", "Rival", 900 - n, 5, 9)
+        for n in range(5)
+    )
+    return ReportData(
+        start=START, end=START + dt.timedelta(days=4), sections=(section(pages), section(pages[:3]))
+    )
+
+
+def test_no_text_of_the_report_overprints_another() -> None:
+    drawn = drawn_texts(busy_report())
+    titles = {t.get_text() for t, _ in drawn}
+    assert "Top cited pages, all engines" in titles
+    assert any(text.startswith("change: last") for text in titles)
+    overlaps = [
+        (a.get_text(), b.get_text())
+        for i, (a, box_a) in enumerate(drawn)
+        for b, box_b in drawn[i + 1 :]
+        if box_a.overlaps(box_b)
+    ]
+    assert overlaps == []
+
+
+def test_every_text_is_readable_with_the_report_1200_px_wide() -> None:
+    data = busy_report()
+    scale = 1200 / build_figure(data).bbox.width  # the HTML page shows the image at the window's width
+    smallest = min(t.get_fontsize() * t.figure.dpi / 72 * scale for t, _ in drawn_texts(data))
+    assert smallest >= 9, f"the smallest text is {smallest:.1f} px tall at 1200 px"
