@@ -34,10 +34,10 @@ from dagster import (
     TableSchema,
     multi_asset,
 )
-from dagster._core.storage.tags import BACKFILL_ID_TAG, PARTITION_SET_TAG
 from pydantic import Field
 
 from assets.checks import CheckInputs, TableCheck, checks_of
+from assets.dagster_tags import BACKFILL_ID_TAG, PARTITION_SET_TAG
 from assets.partitions import DATE_DIM, ENGINE_DIM, cell_keys, parse_partition_keys, requested_cells
 from resources.api.errors import SyncCancelled
 from resources.api.resource import VisibilityAPIResource

@@ -49,8 +49,8 @@ from dagster import (
     asset_check,
     map_asset_specs,
 )
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG
 
+from assets.dagster_tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG
 from assets.partitions import PARTITION_SETTINGS
 from resources.api.endpoints import ALL
 from resources.api.resource import VisibilityAPIResource

@@ -27,13 +27,13 @@ from dagster import (
     PartitionKeyRange,
     StaticPartitionsDefinition,
 )
-from dagster._core.storage.tags import (
+
+from assets.dagster_tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     MULTIDIMENSIONAL_PARTITION_PREFIX,
     PARTITION_NAME_TAG,
 )
-
 from resources.api.endpoints import ENGINES_WITH_ALL
 from settings import PartitionSettings, load_partition_settings
 

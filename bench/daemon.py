@@ -233,7 +233,13 @@ def start_daemon(
     since = time.monotonic() if since is None else since
     stack.daemon = Service(
         "dagster-daemon",
-        [sys.executable, "-m", "dagster._daemon", "run", "-w", str(stack.code_root / "workspace.yaml")],
+        # the console script of this interpreter's environment (Dagster's public entry point)
+        [
+            str(Path(sys.executable).with_name("dagster-daemon")),
+            "run",
+            "-w",
+            str(stack.code_root / "workspace.yaml"),
+        ],
         stack.env,
         stack.code_root,
         stack.webserver.log_path.parent / "daemon.log",

@@ -28,9 +28,8 @@ from dagster import (
     define_asset_job,
     sensor,
 )
-from dagster._core.execution.backfill import BULK_ACTION_TERMINAL_STATUSES
-from dagster._core.storage.tags import BACKFILL_ID_TAG
 
+from assets.dagster_tags import BACKFILL_ENDED_STATUSES, BACKFILL_ID_TAG
 from assets.visibility_report import REPORT_JOB, visibility_report
 from sync.catalog import DAILY
 
@@ -108,7 +107,7 @@ def report_requests(instance: DagsterInstance, cursor: ReportCursor) -> tuple[li
         )
     for backfill_id in list(pending):
         backfill = instance.get_backfill(backfill_id)
-        if backfill is not None and backfill.status not in BULK_ACTION_TERMINAL_STATUSES:
+        if backfill is not None and backfill.status.value not in BACKFILL_ENDED_STATUSES:
             continue  # runs may still come: wait for the backfill's end
         pending.remove(backfill_id)
         if backfill is not None:

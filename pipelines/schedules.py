@@ -12,8 +12,8 @@ from __future__ import annotations
 import datetime as dt
 
 from dagster import RunRequest, ScheduleDefinition, ScheduleEvaluationContext, SkipReason, schedule
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+from assets.dagster_tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.partitions import partition_key
 from pipelines.jobs import sync_job
 from resources.api.endpoints import ENGINES_WITH_ALL

@@ -25,8 +25,8 @@ from dagster import (
     SensorResult,
     sensor,
 )
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+from assets.dagster_tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.partitions import DAILY_PARTITIONS
 from pipelines.sensors.client import sensor_client
 from pipelines.sensors.history_cursor import (

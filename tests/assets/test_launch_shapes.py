@@ -14,14 +14,16 @@ from typing import Any
 import duckdb
 import pytest
 from dagster import AssetKey, DagsterInstance, materialize
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    PARTITION_NAME_TAG,
-)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from assets.dagster_tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    BACKFILL_ID_TAG,
+    PARTITION_NAME_TAG,
+    PARTITION_SET_TAG,
+)
 from assets.partitions import (
     DAILY_PARTITIONS,
     PartitionRequestError,
@@ -312,8 +314,8 @@ def test_random_selections_split_as_dagster_splits_them_land_exactly_their_cells
 ) -> None:
     import time
 
+    # no public API records a job backfill (only the GraphQL launch, which also runs it)
     from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
-    from dagster._core.storage.tags import BACKFILL_ID_TAG, PARTITION_SET_TAG
 
     folder = tmp_path_factory.mktemp("selection")
     asked = {(D + dt.timedelta(days=i), e) for i, e in picked}

@@ -15,9 +15,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import AssetKey, AssetMaterialization, DagsterInstance, instance_for_test
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    DagsterEvent,
+    DagsterEventType,
+    DagsterInstance,
+    instance_for_test,
+)
+
+# one iteration of Dagster's own freshness daemon over the code location, on materializations stored
+# at a chosen age: no public API runs the daemon once, backdates an event or names freshness states
 from dagster._core.definitions.freshness import FreshnessState
-from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+from dagster._core.events import StepMaterializationData
 from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
 from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget, create_test_daemon_workspace_context

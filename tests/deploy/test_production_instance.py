@@ -13,10 +13,17 @@ from urllib.parse import unquote, urlsplit
 import psycopg
 import pytest
 import yaml
-from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus
-from dagster._core.errors import DagsterInvalidConfigError
+from dagster import (
+    AssetKey,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterInvalidConfigError,
+    DagsterRunStatus,
+    QueuedRunCoordinator,
+)
+
+# the instance YAML validated without connecting to its storage: no public API does that
 from dagster._core.instance.config import dagster_instance_config
-from dagster._core.run_coordinator import QueuedRunCoordinator
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
 from pipelines.cli import EXIT_OK, main

@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
-from dagster._core.errors import DagsterExecutionInterruptedError
+from dagster import DagsterExecutionInterruptedError
 
 from pipelines.cli_output import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_REFUSED, EXIT_UNAVAILABLE
 from resources.api import errors

@@ -92,8 +92,10 @@ def test_the_retry_deadline_defaults_to_300_seconds_and_reaches_the_api_resource
 def test_the_resources_of_a_commands_own_runs_put_no_secret_in_the_job_snapshot() -> None:
     """``process_resources`` holds the key and the warehouse password in the objects, not in config:
     the resource snapshots Dagster stores with each run hold neither (nor does the resources' repr)."""
+    from dagster import serialize_value
+
+    # the resource snapshot Dagster stores with a run, built as it builds it: no public API returns it
     from dagster._core.snap.mode import build_resource_def_snap
-    from dagster._serdes import serialize_value
 
     from pipelines.resources import api_resource, process_resources
 

@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, Definitions, build_schedule_context
-from dagster._core.definitions.backfill_policy import BackfillPolicyType
+from dagster import AssetKey, BackfillPolicy, Definitions, build_schedule_context
 
 from pipelines.definitions import all_assets, defs
 from pipelines.jobs import DAILY_JOB, SNAPSHOT_JOB, SYNC_JOB
@@ -88,7 +87,7 @@ def test_partitioned_assets_backfill_in_a_single_run() -> None:
         "citation_trends",
         "competitor_trends",
     }
-    assert all(a.backfill_policy.policy_type == BackfillPolicyType.SINGLE_RUN for a in partitioned)
+    assert all(a.backfill_policy == BackfillPolicy.single_run() for a in partitioned)
 
 
 def test_the_sync_window_is_yesterday_and_the_lookback_days() -> None:

@@ -26,10 +26,10 @@ from dagster import (
     asset,
     define_asset_job,
 )
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from dagster_duckdb import DuckDBResource
 from dagster_duckdb_pandas import DuckDBPandasIOManager
 
+from assets.dagster_tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.partitions import DAILY_PARTITIONS, DATE_DIM, PARTITION_SETTINGS, daily_partitions
 from pipelines.downstream import LANDED_TABLES_IO_MANAGER, for_downstream
 from pipelines.syncs import all_assets, sync_definitions

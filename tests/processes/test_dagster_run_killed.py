@@ -15,8 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dagster import DagsterRunStatus
-from dagster._core.test_utils import instance_for_test
+from dagster import DagsterRunStatus, instance_for_test
 
 from pipelines.jobs import DAILY_JOB
 from pipelines.orphans import PID_TAG, fail_orphaned_runs

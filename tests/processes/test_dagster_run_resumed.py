@@ -59,7 +59,7 @@ def test_a_failed_run_reexecuted_from_failure_asks_only_what_it_had_not_fetched(
     ).items():
         if name.startswith("VISIBILITY_"):
             monkeypatch.setenv(name, value)
-    from dagster._core.test_utils import instance_for_test
+    from dagster import instance_for_test
 
     (tmp_path / "home").mkdir()
     with instance_for_test(temp_dir=str(tmp_path / "home")) as instance:

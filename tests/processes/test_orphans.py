@@ -13,8 +13,10 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus
-from dagster._core.test_utils import create_run_for_test, instance_for_test
+from dagster import DagsterInstance, DagsterRunStatus, instance_for_test
+
+# records a run in a given status without executing it: no public API does that
+from dagster._core.test_utils import create_run_for_test
 
 from pipelines.orphans import HOST_TAG, PID_TAG, STARTED_TAG, fail_orphaned_runs, process_tags
 

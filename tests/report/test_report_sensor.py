@@ -16,9 +16,11 @@ from dagster import (
     build_sensor_context,
     instance_for_test,
 )
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
-from dagster._core.storage.tags import BACKFILL_ID_TAG
 
+# no public API records a backfill and sets its status (only the GraphQL launch, which also runs it)
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+
+from assets.dagster_tags import BACKFILL_ID_TAG
 from pipelines.definitions import defs
 from pipelines.jobs import DAILY_JOB, SNAPSHOT_JOB
 from pipelines.report_sensor import SENSOR_NAME, report_after_sync
