@@ -104,11 +104,16 @@ def test_the_image_installs_the_project_as_the_readme_does_with_the_production_e
     assert re.search(r"python3 -m venv \.venv && .*\.venv/bin/pip install [-\w ]*-e \. ", readme)
     assert "python -m venv" in install
     assert 'pip install ".[production]"' in install
-    dagster = next(d for d in _pyproject()["project"]["dependencies"] if d.startswith("dagster=="))
-    major, minor, patch = dagster.split("==")[1].split(".")
-    pinned = f"0.{int(minor) + 16}.{patch}"  # Dagster's libraries are released with it: 1.13.27 <-> 0.29.27
-    assert major == "1"
-    assert sorted(extras["production"]) == [f"dagster-k8s=={pinned}", f"dagster-postgres=={pinned}"]
+    # Dagster's libraries are released with it (1.13.27 <-> 0.29.27): the same series, the same floor
+    dagster = next(d for d in _pyproject()["project"]["dependencies"] if re.match(r"dagster[<>=]", d))
+    found = re.fullmatch(r"dagster>=1\.(\d+)\.(\d+),<1\.(\d+)", dagster)
+    assert found and int(found[3]) == int(found[1]) + 1, dagster  # one minor series, from a floor
+    series = int(found[1]) + 16
+    libraries = f">=0.{series}.{found[2]},<0.{series + 1}"
+    assert sorted(extras["production"]) == [f"dagster-k8s{libraries}", f"dagster-postgres{libraries}"]
+    for requirement in [*_pyproject()["project"]["dependencies"], *extras["dev"]]:
+        if requirement.startswith("dagster-"):  # the webserver and graphql as dagster, the rest as libraries
+            assert requirement.endswith((dagster.removeprefix("dagster"), libraries)), requirement
 
 
 def test_the_image_runs_as_a_numeric_non_root_user_with_a_writable_dagster_home() -> None:
@@ -176,8 +181,10 @@ def code_server(sandbox: SandboxHandle, tmp_path: Path) -> Iterator[int]:
 def test_the_image_command_serves_the_definitions_and_passes_the_charts_readiness_probe(
     code_server: int,
 ) -> None:
+    from dagster import deserialize_value
+
+    # what the code server serves, asked as the webserver asks it: only Dagster's gRPC client can
     from dagster._grpc.client import DagsterGrpcClient
-    from dagster._serdes import deserialize_value
 
     probe = [str(BIN / "dagster"), "api", "grpc-health-check", "-p", str(code_server)]  # the chart's
     deadline = time.monotonic() + 90
