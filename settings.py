@@ -42,10 +42,12 @@ from pydantic_settings import (
 
 from resources.api.access import ApiAccess
 from resources.api.config import (
+    DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_REQUEST_FLOOR,
     DEFAULT_REQUESTS_PER_CALL,
     DEFAULT_RETRY_DEADLINE_SECONDS,
     KEY_SETTING,
+    MAX_RESPONSE_SETTING,
     REQUEST_FACTOR_SETTING,
     REQUEST_FLOOR_SETTING,
     URL_SETTING,
@@ -54,6 +56,7 @@ from resources.api.config import (
     parse_integer,
     validate_api_key,
     validate_base_url,
+    validate_max_response_bytes,
     validate_request_floor,
     validate_requests_per_call,
     validate_retry_deadline,
@@ -260,6 +263,7 @@ _DOMAIN_RULES: dict[str, Callable[[str], Any]] = {
     "retry_deadline_seconds": validate_retry_deadline,
     "request_budget_floor": validate_request_floor,
     "request_budget_factor": validate_requests_per_call,
+    "max_response_bytes": validate_max_response_bytes,
 }
 
 
@@ -281,6 +285,8 @@ class Settings(PartitionSettings):
     request_budget_factor: int = Field(
         default=DEFAULT_REQUESTS_PER_CALL, validation_alias=REQUEST_FACTOR_SETTING
     )
+    #: the largest body of one answer the client reads, raw or decoded
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, validation_alias=MAX_RESPONSE_SETTING)
 
     @field_validator("landing_worker", mode="before")
     @classmethod
@@ -322,6 +328,7 @@ class Settings(PartitionSettings):
             retry_deadline_seconds=self.retry_deadline_seconds,
             request_budget_floor=self.request_budget_floor,
             request_budget_factor=self.request_budget_factor,
+            max_response_bytes=self.max_response_bytes,
         )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
 from resources.api.config import (
+    DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_REQUEST_FLOOR,
     DEFAULT_REQUESTS_PER_CALL,
     DEFAULT_RETRY_DEADLINE_SECONDS,
@@ -35,6 +36,7 @@ class ApiAccess:
     backoff_base_seconds: float = 0.5
     request_budget_floor: int = DEFAULT_REQUEST_FLOOR
     request_budget_factor: int = DEFAULT_REQUESTS_PER_CALL
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     def __repr__(self) -> str:
         return f"ApiAccess(api_url={self.api_url!r}, api_key='[hidden]')"
@@ -79,6 +81,7 @@ class ApiAccess:
             retry_deadline_seconds=deadline,
             backoff_base_seconds=self.backoff_base_seconds,
             budget=budget,
+            max_response_bytes=self.max_response_bytes,
         )
 
 

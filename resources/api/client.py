@@ -20,6 +20,7 @@ import queue
 import ssl
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,7 +33,13 @@ import httpx
 from resources.api import endpoints as ep
 from resources.api import json_body
 from resources.api.budget import BudgetExhausted, Permit, RequestBudget, WaitCallback
-from resources.api.config import origin, validate_api_key, validate_base_url
+from resources.api.config import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    MAX_RESPONSE_SETTING,
+    origin,
+    validate_api_key,
+    validate_base_url,
+)
 from resources.api.errors import (
     ERROR_BY_STATUS,
     NotFoundError,
@@ -185,6 +192,44 @@ class _Answer:
         return not (200 <= self.status < 300 and not self.is_json_object)
 
 
+class _TooSlow(Exception):
+    """The answer was still arriving when the call's retry deadline passed."""
+
+
+def _identity(chunk: bytes, max_length: int) -> bytes:
+    return chunk
+
+
+def _decoder(encoding: str) -> Callable[[bytes, int], bytes] | None:
+    """``decode(chunk, max_length)`` for a ``Content-Encoding`` the client asks for (``gzip``,
+    ``deflate``), None for another: at most ``max_length`` bytes a chunk, so a body that expands
+    without end is never held; ``decode(b"", n)`` at the end checks that the stream is complete."""
+    if encoding == "identity":
+        return _identity
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        return None
+    inflater: Any = None
+
+    def decode(chunk: bytes, max_length: int) -> bytes:
+        nonlocal inflater
+        if inflater is None:
+            if not chunk:
+                return b""  # no body at all (a 204, or the end of an empty one)
+            if encoding != "deflate":
+                wbits = zlib.MAX_WBITS | 16
+            else:  # RFC 9110's zlib stream, or the raw deflate some servers send
+                wrapped = len(chunk) >= 2 and chunk[0] & 0x0F == 8 and (chunk[0] << 8 | chunk[1]) % 31 == 0
+                wbits = zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS
+            inflater = zlib.decompressobj(wbits)
+        if not chunk:
+            if not inflater.eof:
+                raise zlib.error("the compressed body ends early")
+            return b""
+        return inflater.decompress(chunk, max_length)
+
+    return decode
+
+
 def _iso(day: dt.date | None) -> str | None:
     return day.isoformat() if day is not None else None
 
@@ -235,6 +280,7 @@ class VisibilityClient:
         on_wait: WaitCallback | None = None,
         cancel_event: threading.Event | None = None,
         max_pages: int = DEFAULT_MAX_PAGES,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         """``budget``: the sync's shared budget (the resource passes it); without one the client
         makes its own, with ``on_wait`` and ``cancel_event`` (which otherwise belong to the budget).
@@ -242,9 +288,10 @@ class VisibilityClient:
         ``retry_deadline_seconds``: how long the client keeps retrying, counted per call for 429s and
         from the start of the outage (shared by the budget's clients) for transport failures and
         5xx. ``max_pages``: the most pages one paging walk reads (``paging``).
+        ``max_response_bytes``: the largest body read, raw or decoded (``VISIBILITY_MAX_RESPONSE_BYTES``).
         """
-        if max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1")
+        if max_concurrency < 1 or max_response_bytes < 1:
+            raise ValueError("max_concurrency and max_response_bytes must be at least 1")
         if timeout_seconds <= 0 or retry_deadline_seconds <= 0:
             raise ValueError("timeout_seconds and retry_deadline_seconds must be positive")
         if budget is not None and (on_wait is not None or cancel_event is not None):
@@ -264,6 +311,8 @@ class VisibilityClient:
         self._backoff_base = backoff_base_seconds
         self._backoff_max = backoff_max_seconds
         self._max_pages = max_pages
+        self._max_response_bytes = max_response_bytes
+        self._timeout_seconds = timeout_seconds
         self._budget = (
             budget
             if budget is not None
@@ -285,6 +334,8 @@ class VisibilityClient:
                 "Authorization": f"Bearer {key}",
                 "User-Agent": user_agent,
                 "Accept": "application/json",
+                # the encodings ``_decoder`` reads within the body cap (not br or zstd)
+                "Accept-Encoding": "gzip, deflate",
             },
             timeout=httpx.Timeout(timeout_seconds, connect=min(10.0, timeout_seconds)),
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
@@ -372,16 +423,40 @@ class VisibilityClient:
         return url
 
     def _send_once(
-        self, endpoint: ep.Endpoint, path: str, params: Mapping[str, Any] | None, body: Any
+        self,
+        endpoint: ep.Endpoint,
+        path: str,
+        params: Mapping[str, Any] | None,
+        body: Any,
+        give_up_at: float,
     ) -> tuple[_Answer | None, _Failure | None]:
-        """One HTTP exchange: an answer (any status, body decoded), or a transport failure."""
+        """One HTTP exchange: an answer (any status, body decoded), or a transport failure.
+
+        The whole exchange, from connect to the body's last byte, ends by ``give_up_at`` (the call's
+        retry deadline, as ``time.monotonic()``), or ``timeout_seconds`` after it starts for the last
+        try at the deadline: a body that drips in stops there, at most one read's timeout later. The
+        body is read as it streams in, raw and decoded bytes counted against ``max_response_bytes``:
+        a compressed body that expands without end is cut at the cap, never held whole
+        (``ResponseShapeError``).
+        """
         started = time.monotonic()
+        give_up_at = max(give_up_at, started + self._timeout_seconds)
         url = self._url(path, params)
         try:
             if url is None:
-                response = self._http.request(endpoint.method, path, params=params, json=body)
+                request = self._http.build_request(endpoint.method, path, params=params, json=body)
             else:
-                response = self._http.request(endpoint.method, url, json=body)
+                request = self._http.build_request(endpoint.method, url, json=body)
+            response = self._http.send(request, stream=True)
+            try:
+                headers = dict(response.headers.items())
+                # Whatever the server (or a proxy) put in the header is quoted in messages and logs.
+                request_id = sanitize_optional(headers.get("x-request-id"), MAX_TOKEN_CHARS)
+                content = self._read_body(endpoint, response, headers, request_id, give_up_at)
+            finally:
+                response.close()
+        except _TooSlow as exc:
+            return None, _Failure("timeout", str(exc))
         except httpx.TimeoutException as exc:
             sent = not isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout)
             return None, _Failure("timeout" if sent else "connect_timeout", type(exc).__name__)
@@ -389,17 +464,14 @@ class VisibilityClient:
             return None, _Failure("connection_dropped", type(exc).__name__)
         except httpx.ConnectError as exc:
             return None, _Failure("connect_error", type(exc).__name__)
-        except httpx.DecodingError as exc:  # a compressed body cut short
+        except (httpx.DecodingError, zlib.error) as exc:  # a compressed body cut short or corrupt
             return None, _Failure("invalid_body", type(exc).__name__)
         except httpx.RequestError as exc:  # read/write errors, and anything else on the wire
             return None, _Failure("connection_dropped", type(exc).__name__)
-        headers = dict(response.headers.items())
-        # Whatever the server (or a proxy) put in the header is quoted in messages and logs.
-        request_id = sanitize_optional(headers.get("x-request-id"), MAX_TOKEN_CHARS)
         decoded: Any = None
-        if response.content:
+        if content:
             try:
-                decoded = json_body.loads(response.content)
+                decoded = json_body.loads(content)
             except (ValueError, UnicodeDecodeError, RecursionError):
                 decoded = None
         logger.debug(
@@ -410,8 +482,65 @@ class VisibilityClient:
             time.monotonic() - started,
             request_id,
         )
-        raw_start = response.content[:80] if decoded is None else b""
+        raw_start = bytes(content[:80]) if decoded is None else b""
         return _Answer(response.status_code, decoded, request_id, headers, raw_start), None
+
+    def _read_body(
+        self,
+        endpoint: ep.Endpoint,
+        response: httpx.Response,
+        headers: Mapping[str, str],
+        request_id: str | None,
+        give_up_at: float,
+    ) -> bytes | bytearray:
+        """The body, decoded, read within ``max_response_bytes`` and by ``give_up_at``."""
+        cap = self._max_response_bytes
+        encoding = (headers.get("content-encoding") or "identity").strip().lower()
+        decoder = _decoder(encoding)
+
+        def too_large(what: str) -> ResponseShapeError:
+            error = ResponseShapeError(
+                f"the answer's body is larger than {cap} bytes ({what}; {MAX_RESPONSE_SETTING}): "
+                "not read further",
+                endpoint=endpoint.key,
+                status=response.status_code,
+                request_id=request_id,
+            )
+            error.may_have_applied = endpoint.method != "GET"
+            return error
+
+        if response.is_stream_consumed:  # a transport that built its answer in memory, decoded
+            if len(response.content) > cap:
+                raise too_large(f"{len(response.content)} bytes")
+            return response.content
+        if decoder is None:
+            raise ResponseShapeError(
+                f"the answer is encoded as {excerpt(encoding, 40)}, which the client did not ask for "
+                "and cannot read",
+                endpoint=endpoint.key,
+                status=response.status_code,
+                request_id=request_id,
+            )
+        declared_text = headers.get("content-length", "")
+        declared = int(declared_text) if declared_text.isdigit() else None
+        if declared is not None and declared > cap:
+            raise too_large(f"Content-Length {declared}")
+        body = bytearray()  # json_body decodes it as is: no copy of the whole body
+        raw = size = 0
+        for chunk in response.iter_raw():
+            raw += len(chunk)
+            if raw > cap:
+                raise too_large(f"{raw} bytes received")
+            piece = decoder(chunk, cap - size + 1)
+            size += len(piece)
+            if size > cap:
+                raise too_large(f"{encoding} body expanding past it after {raw} bytes received")
+            body += piece
+            if time.monotonic() > give_up_at and (declared is None or raw < declared):
+                raise _TooSlow(f"the answer was still arriving at the retry deadline ({size} bytes read)")
+        if decoder is not _identity:
+            decoder(b"", 1)  # the compressed stream must be complete
+        return body
 
     def _sync_deadline(self) -> float:
         """Seconds the sync retries an unreachable service: the budget's, else this client's."""
@@ -495,7 +624,8 @@ class VisibilityClient:
             self._counters.request(endpoint.key)
             success = False
             try:
-                answer, failure = self._send_once(endpoint, path, params, body)
+                give_up_at = time.monotonic() + self._call_deadline(call_deadline) - budget.now()
+                answer, failure = self._send_once(endpoint, path, params, body, give_up_at)
                 if answer is not None:
                     budget.observe(permit, answer.headers)
                     code = _error_code(answer.body)

@@ -21,12 +21,18 @@ KEY_SETTING = "VISIBILITY_API_KEY"
 RETRY_DEADLINE_SETTING = "VISIBILITY_RETRY_DEADLINE_SECONDS"
 REQUEST_FLOOR_SETTING = "VISIBILITY_REQUEST_BUDGET_FLOOR"
 REQUEST_FACTOR_SETTING = "VISIBILITY_REQUEST_BUDGET_FACTOR"
+MAX_RESPONSE_SETTING = "VISIBILITY_MAX_RESPONSE_BYTES"
 #: The sync's request budget: this many requests for the listings (brands, prompts, snapshots)...
 DEFAULT_REQUEST_FLOOR = 10_000
 MIN_REQUEST_FLOOR, MAX_REQUEST_FLOOR = 100, 100_000_000
 #: ...plus this many per call a table's plan makes (its first page, further pages, retries).
 DEFAULT_REQUESTS_PER_CALL = 20
 MIN_REQUESTS_PER_CALL, MAX_REQUESTS_PER_CALL = 1, 100_000
+#: The largest body of one answer the client reads, raw or decoded (bytes): about 90 times the
+#: largest page of the sandbox's large workspace (docs/OPERATIONS.md), far below what would strain a
+#: small machine.
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+MIN_MAX_RESPONSE_BYTES, MAX_MAX_RESPONSE_BYTES = 1024 * 1024, 4 * 1024 * 1024 * 1024
 #: Default and bounds of the retry deadline one sync shares (seconds).
 DEFAULT_RETRY_DEADLINE_SECONDS = 300.0
 MIN_RETRY_DEADLINE_SECONDS = 1.0
@@ -183,4 +189,15 @@ def validate_requests_per_call(value: int | str | None) -> int:
         DEFAULT_REQUESTS_PER_CALL,
         MIN_REQUESTS_PER_CALL,
         MAX_REQUESTS_PER_CALL,
+    )
+
+
+def validate_max_response_bytes(value: int | str | None) -> int:
+    """The largest body of one answer the client reads, raw or decoded, in bytes."""
+    return _whole_number(
+        value,
+        MAX_RESPONSE_SETTING,
+        DEFAULT_MAX_RESPONSE_BYTES,
+        MIN_MAX_RESPONSE_BYTES,
+        MAX_MAX_RESPONSE_BYTES,
     )

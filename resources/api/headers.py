@@ -129,9 +129,15 @@ ENDPOINT_LIMIT_PREFIX = "x-endpoint-"
 
 
 def parse_window(headers: Mapping[str, str], prefix: str, *, now: dt.datetime | None = None) -> WindowHeaders:
-    """Read a limit/remaining/reset triple; ``headers`` must look names up case-insensitively."""
+    """Read a limit/remaining/reset triple; ``headers`` must look names up case-insensitively.
+
+    A limit of 0 on an answer says that no request is ever admitted, which the answer itself belies:
+    the triple is read as absent (it would hold every later request back for nothing)."""
+    limit = _parse_count(headers.get(prefix + "limit"))
+    if limit == 0:
+        return WindowHeaders(None, None, None)
     return WindowHeaders(
-        limit=_parse_count(headers.get(prefix + "limit")),
+        limit=limit,
         remaining=_parse_count(headers.get(prefix + "remaining")),
         reset_seconds=parse_reset(headers.get(prefix + "reset"), now=now),
     )

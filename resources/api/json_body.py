@@ -17,7 +17,7 @@ _decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder(order="sorted")
 
 
-def loads(body: bytes) -> Any:
+def loads(body: bytes | bytearray) -> Any:
     """``json.loads(body)``, through msgspec where it reads the body."""
     try:
         return _decoder.decode(body)

@@ -12,6 +12,7 @@ from resources.api.access import ApiAccess
 from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
 from resources.api.config import (
+    DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_REQUEST_FLOOR,
     DEFAULT_REQUESTS_PER_CALL,
     DEFAULT_RETRY_DEADLINE_SECONDS,
@@ -74,6 +75,12 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         "(further pages and retries included); a service that never ends a walk stops there.",
     )
 
+    max_response_bytes: int = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        description="VISIBILITY_MAX_RESPONSE_BYTES: the largest body of one answer read, raw or "
+        "decoded; a larger one fails its table.",
+    )
+
     _budget: RequestBudget | None = PrivateAttr(default=None)
     _budget_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
@@ -92,6 +99,7 @@ class VisibilityAPIResource(dg.ConfigurableResource):
             backoff_base_seconds=self.backoff_base_seconds,
             request_budget_floor=self.request_budget_floor,
             request_budget_factor=self.request_budget_factor,
+            max_response_bytes=self.max_response_bytes,
         )
 
     def validate_settings(self) -> None:

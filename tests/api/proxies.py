@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -71,7 +72,17 @@ class Seen:
     headers: dict[str, str]
 
 
-#: Scripts the fake service: a request -> (status, headers, JSON body).
+@dataclass
+class Raw:
+    """A body sent as bytes, as is: ``chunks`` one after another, ``pause`` seconds apart (a body that
+    drips in), under ``content_length`` (None: no header, the connection's end ends the body)."""
+
+    chunks: Iterable[bytes]
+    content_length: int | None = None
+    pause: float = 0.0
+
+
+#: Scripts the fake service: a request -> (status, headers, JSON body, or a ``Raw`` body).
 Script = Callable[[Seen], tuple[int, dict[str, str], Any]]
 
 
@@ -92,13 +103,25 @@ def fake_service(script: Script) -> Iterator[FakeService]:
             seen = Seen(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()))
             state.seen.append(seen)
             status, headers, body = script(seen)
-            payload = json.dumps(body).encode()
+            if not isinstance(body, Raw):
+                payload = json.dumps(body).encode()
+                body = Raw([payload], len(payload))
             self.send_response(status)
             for name, value in {"Content-Type": "application/json", **headers}.items():
                 self.send_header(name, value)
-            self.send_header("Content-Length", str(len(payload)))
+            if body.content_length is not None:
+                self.send_header("Content-Length", str(body.content_length))
+            else:
+                self.close_connection = True
             self.end_headers()
-            self.wfile.write(payload)
+            try:
+                for number, chunk in enumerate(body.chunks):
+                    if number and body.pause:
+                        time.sleep(body.pause)
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            except OSError:  # the client went away mid-body
+                self.close_connection = True
 
         do_GET = do_POST = do_PATCH = do_DELETE = _handle
 
