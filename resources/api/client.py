@@ -58,9 +58,11 @@ from resources.api.redaction import (
     MAX_TEXT_CHARS,
     MAX_TOKEN_CHARS,
     excerpt,
+    holds_secret,
     register_secret,
     sanitize,
     sanitize_optional,
+    scrub_values,
 )
 from resources.api.redaction import install as install_log_guard
 from resources.api.retry import Action, classify, full_jitter, may_retry_after_ambiguous_failure
@@ -474,6 +476,14 @@ class VisibilityClient:
                 decoded = json_body.loads(content)
             except (ValueError, UnicodeDecodeError, RecursionError):
                 decoded = None
+            if decoded is not None and holds_secret(content):
+                # a service (or a proxy) that echoes the key: no row, name or message may carry it
+                decoded = scrub_values(decoded)
+                logger.warning(
+                    "%s: the answer holds the API key; replaced by [redacted] before use [X-Request-Id %s]",
+                    endpoint.key,
+                    request_id,
+                )
         logger.debug(
             "%s %s -> %s in %.3fs [X-Request-Id %s]",
             endpoint.method,

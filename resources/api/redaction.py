@@ -4,7 +4,9 @@ Two rules, applied wherever a text the service (or a proxy in front of it) chose
 request id, an error ``code`` or ``message``, a header value or a body excerpt:
 
 * **scrub**: every key registered by a client (``register_secret``) is replaced wherever it occurs,
-  not only after ``Bearer``, and any ``Bearer <token>`` is redacted too. A service that echoes the
+  not only after ``Bearer``, and any ``Bearer <token>`` is redacted too. So is the whole key in the
+  forms a service may quote it in: reversed, hex, base64 (at any offset of the text, standard or
+  URL-safe alphabet) and with dashes or blanks between its characters. A service that echoes the
   ``Authorization`` header into ``X-Request-Id`` must not get the key into an exception. So is any
   run of ``MIN_FRAGMENT_CHARS`` or more characters of the key's secret part (the key without its
   ``vsk_``-style prefix) that holds a digit, in any case, plain or escaped (``%41``, ``\u0041``,
@@ -21,9 +23,11 @@ headers, both chosen by the server.
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import threading
+from typing import Any
 
 #: a token after "Bearer", unless it is the mask already (scrubbing twice must not add brackets)
 _BEARER = re.compile(r"(?i)(bearer\s+)(?!\[redacted\])[^\s'\",;\])]+")
@@ -61,12 +65,19 @@ _ESCAPE_MARKS = ("%", "\\", "&#")
 
 _installed = False
 _lock = threading.Lock()
-#: Keys of every client of this process, longest first (a key that contains another is replaced whole).
+#: Keys of every client of this process and their whole-key forms (``key_forms``), longest first (a
+#: key that contains another is replaced whole).
 _secrets: tuple[str, ...] = ()
+#: The same forms as bytes: what a success's raw body is searched for (``holds_secret``).
+_secret_bytes: tuple[bytes, ...] = ()
+#: Each key's secret part with a dash or a blank allowed between any two characters.
+_spaced_pattern: re.Pattern[str] | None = None
 #: Every ``MIN_FRAGMENT_CHARS``-long run of the registered keys' secret parts, lower-cased.
 _fragments: frozenset[str] = frozenset()
 #: Finds any of ``_fragments`` holding a digit (case-insensitive) in one pass; None until a key is.
 _fragment_pattern: re.Pattern[str] | None = None
+#: Registered keys, in order (``_spaced_pattern`` is built from them).
+_spaced_keys: list[str] = []
 
 
 def secret_part(key: str) -> str:
@@ -76,15 +87,35 @@ def secret_part(key: str) -> str:
     return body if len(body) >= MIN_FRAGMENT_CHARS else key
 
 
+def key_forms(key: str) -> set[str]:
+    """The whole key as a service may copy it: as is, reversed, in hex, and in base64 wherever it
+    starts in the encoded text (the characters that depend on the key alone, for each of the three
+    offsets), in the standard and the URL-safe alphabet."""
+    raw = key.encode()
+    forms = {key, key[::-1], raw.hex(), raw.hex().upper()}
+    for shift, first in ((0, 0), (1, 2), (2, 3)):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode().rstrip("=")
+        core = encoded[first : len(encoded) - (1 if (shift + len(raw)) % 3 else 0)]
+        forms |= {core, core.translate(_URL_SAFE)}
+    return {form for form in forms if len(form) >= MIN_FRAGMENT_CHARS}
+
+
+_URL_SAFE = str.maketrans("+/", "-_")
+
+
 def register_secret(value: str) -> None:
     """Remember a key so that ``scrub`` removes it from any text (thread-safe, idempotent)."""
-    global _secrets
+    global _secrets, _secret_bytes, _spaced_pattern
     if not value:
         return
     global _fragments, _fragment_pattern
     with _lock:
         if value not in _secrets:
-            _secrets = tuple(sorted({*_secrets, value}, key=len, reverse=True))
+            _secrets = tuple(sorted({*_secrets, *key_forms(value)}, key=len, reverse=True))
+            _secret_bytes = tuple(form.encode() for form in _secrets)
+            spaced = [r"[-\s]?".join(map(re.escape, secret_part(key))) for key in (value, *_spaced_keys)]
+            _spaced_keys.append(value)
+            _spaced_pattern = re.compile("|".join(spaced))
             body = secret_part(value).lower()
             runs = {body[i : i + MIN_FRAGMENT_CHARS] for i in range(len(body) - MIN_FRAGMENT_CHARS + 1)}
             _fragments = _fragments | runs
@@ -156,13 +187,40 @@ def _scrub_fragments(text: str) -> str:
     return "".join(pieces)
 
 
-def scrub(text: str) -> str:
-    """``text`` without any registered key (wherever it occurs, whole, in part or escaped) or bearer
-    token."""
+def _scrub_whole(text: str) -> str:
+    """``text`` without any registered key in its whole-key forms (``key_forms``)."""
     for secret in _secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
+    return text
+
+
+def scrub(text: str) -> str:
+    """``text`` without any registered key (wherever it occurs, whole, in part, escaped, encoded or
+    spaced out) or bearer token."""
+    text = _scrub_whole(text)
+    spaced = _spaced_pattern
+    if spaced is not None and ("-" in text or " " in text):
+        text = spaced.sub(REDACTED, text)
     return redact(_scrub_fragments(text))
+
+
+def holds_secret(body: bytes | bytearray) -> bool:
+    """Whether a raw body holds a registered key in one of its whole-key forms (one pass a form, in C)."""
+    return any(form in body for form in _secret_bytes)
+
+
+def scrub_values(value: Any) -> Any:
+    """A decoded JSON value with every registered key, in its whole-key forms, replaced in its texts
+    and member names (rows that echo the key must not land it). Shorter runs of a key stay: a cited
+    URL may hold eight of its characters by chance, and a row is data, not a message."""
+    if isinstance(value, str):
+        return _scrub_whole(value)
+    if isinstance(value, list):
+        return [scrub_values(item) for item in value]
+    if isinstance(value, dict):
+        return {_scrub_whole(name): scrub_values(item) for name, item in value.items()}
+    return value
 
 
 def _printable(text: str) -> str:

@@ -97,13 +97,23 @@ class AuditStillPendingError(TimeoutError):
 
 @dataclass(frozen=True)
 class Named:
-    """A record the user named, as the service knows it."""
+    """A record the user named, as the service knows it: ``name`` as the service spells it (what
+    look-ups compare), ``shown`` scrubbed and bounded (what is printed or stored)."""
 
     id: str
     name: str
 
+    @property
+    def shown(self) -> str:
+        return _quoted(self.name)
+
     def __str__(self) -> str:
-        return f"'{self.name}' ({self.id})"
+        return f"'{self.shown}' ({self.id})"
+
+
+def _named(row: Mapping[str, Any], name_field: str = "name", default: object = "") -> Named:
+    name = row.get(name_field, default)
+    return Named(str(row.get("id")), name if isinstance(name, str) else str(name))
 
 
 def _quoted(value: object) -> str:
@@ -115,7 +125,7 @@ def _resolve(kind: str, ref: str, rows: Iterable[Mapping[str, Any]], where: str,
     wanted = ref.strip()
     if not wanted:
         raise InvalidInputError(f"the {kind} is empty: give its id or its name")
-    candidates = [Named(str(row.get("id")), _quoted(row.get(name_field, ""))) for row in rows]
+    candidates = [_named(row, name_field) for row in rows]
     for candidate in candidates:
         if candidate.id.lower() == wanted.lower():
             return candidate
@@ -127,7 +137,7 @@ def _resolve(kind: str, ref: str, rows: Iterable[Mapping[str, Any]], where: str,
         raise AmbiguousTargetError(
             f"{len(named)} {kind}s {where} are named '{_quoted(wanted)}' ({ids}): give the id"
         )
-    listed = ", ".join(f"'{c.name}'" for c in candidates[:_LISTED_NAMES])
+    listed = ", ".join(f"'{c.shown}'" for c in candidates[:_LISTED_NAMES])
     more = f" and {len(candidates) - _LISTED_NAMES} more" if len(candidates) > _LISTED_NAMES else ""
     known = f"; known: {listed}{more}" if candidates else f"; there is no {kind} {where}"
     raise UnknownTargetError(f"no {kind} {where} has the id or name '{_quoted(wanted)}'{known}")
@@ -300,7 +310,7 @@ class AuditOutcome:
         return {
             "audit_id": self.audit_id,
             "brand_id": self.brand.id,
-            "brand_name": self.brand.name,
+            "brand_name": self.brand.shown,
             "url": self.url,
             "status": self.status,
             "poll": self.poll,
@@ -401,9 +411,9 @@ class UntrackOutcome:
     def metadata(self) -> Metadata:
         return {
             "brand_id": self.brand.id,
-            "brand_name": self.brand.name,
+            "brand_name": self.brand.shown,
             "competitor_id": self.competitor.id,
-            "competitor_name": self.competitor.name,
+            "competitor_name": self.competitor.shown,
             "untracked": self.untracked,
             "note": self.note,
         }
@@ -449,7 +459,7 @@ class TopicOutcome:
 
     def describe(self) -> str:
         if self.action == "renamed":
-            renamed = f"renamed from '{self.previous_name}' to '{self.topic.name}'"
+            renamed = f"renamed from '{self.previous_name}' to '{self.topic.shown}'"
             note = f" ({self.note})" if self.note else ""
             return f"topic {self.topic.id} of brand {self.brand}: {renamed}{note}"
         if self.action == "created":
@@ -459,9 +469,9 @@ class TopicOutcome:
     def metadata(self) -> Metadata:
         return {
             "brand_id": self.brand.id,
-            "brand_name": self.brand.name,
+            "brand_name": self.brand.shown,
             "topic_id": self.topic.id,
-            "topic_name": self.topic.name,
+            "topic_name": self.topic.shown,
             "action": self.action,
             "previous_name": self.previous_name,
             "prompt_count": self.prompt_count,
@@ -483,7 +493,7 @@ class CreateTopicPlan:
     def describe(self) -> str:
         if self.existing is not None:
             return f"brand {self.brand} already has topic {self.existing}: nothing to create"
-        return f"create topic '{self.name}' for brand {self.brand}"
+        return f"create topic '{_quoted(self.name)}' for brand {self.brand}"
 
 
 @dataclass(frozen=True)
@@ -500,7 +510,7 @@ class RenameTopicPlan:
         if not self.changes:
             return f"topic {self.topic} of brand {self.brand} is already so named: nothing to rename"
         return (
-            f"rename topic {self.topic} of brand {self.brand} to '{self.new_name}' "
+            f"rename topic {self.topic} of brand {self.brand} to '{_quoted(self.new_name)}' "
             "(its prompts stay filed under it)"
         )
 
@@ -510,7 +520,7 @@ def plan_create_topic(client: VisibilityClient, brand: str, name: str) -> Create
     resolved = resolve_brand(client, brand)
     existing = next(
         (
-            Named(str(row.get("id")), _quoted(row.get("name")))
+            _named(row, default=None)
             for row in client.list_topics(resolved.id)
             if str(row.get("name", "")).strip().casefold() == cleaned.casefold()
         ),
@@ -524,7 +534,7 @@ def create_topic(client: VisibilityClient, plan: CreateTopicPlan) -> TopicOutcom
     if plan.existing is not None:
         return TopicOutcome(plan.brand, plan.existing, "unchanged")
     row = client.create_topic(plan.brand.id, plan.name)
-    topic = Named(str(row["id"]), _quoted(row.get("name", plan.name)))
+    topic = _named(row, default=plan.name)
     return TopicOutcome(plan.brand, topic, "created", prompt_count=_count(row.get("prompt_count")))
 
 
@@ -549,12 +559,12 @@ def rename_topic(client: VisibilityClient, plan: RenameTopicPlan) -> TopicOutcom
         renamed,
         f"rename topic {plan.topic}",
     )
-    topic = Named(str(row["id"]), _quoted(row.get("name", plan.new_name)))
+    topic = _named(row, default=plan.new_name)
     return TopicOutcome(
         plan.brand,
         topic,
         "renamed",
-        previous_name=plan.topic.name,
+        previous_name=plan.topic.shown,
         prompt_count=_count(row.get("prompt_count")),
         note=note,
     )
