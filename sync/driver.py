@@ -108,12 +108,15 @@ class SyncFailed(Exception):
 
 
 def raise_failures(events: Sequence[SyncEvent]) -> None:
-    """Fail with the one failure of the events (its own class, for its exit code), or all of them."""
+    """Fail with the one failure of the events (its own class, for its exit code), or all of them,
+    caused by the one whose kind has the highest exit code (which ``SyncFailed``'s kind is then:
+    five tables past the retry deadline exit 4, as one does)."""
     failures = {e.table: e.error for e in events if isinstance(e, TableFailed)}
     if len(failures) == 1:
         raise next(iter(failures.values()))
     if failures:
-        raise SyncFailed(failures)
+        worst = max(failures.values(), key=lambda error: failure_kind(error).exit_code)
+        raise SyncFailed(failures) from worst
 
 
 # ---------------------------------------------------------------------------------------------

@@ -140,6 +140,19 @@ def test_several_failures_are_raised_together_naming_each_table() -> None:
         raise_failures(events)
 
 
+def test_several_failures_exit_with_the_code_of_the_gravest() -> None:
+    """Five tables rate-limited past the deadline exit 4, as one does (they exited 1)."""
+    from resources.api.errors import RateLimitError
+    from resources.failures import FailureKind, failure_kind
+
+    late = RateLimitError("gave up", endpoint="GET /v1/brands", status=429)
+    events = [TableFailed("a", ValueError("x")), TableFailed("b", late), TableFailed("c", KeyError("y"))]
+    with pytest.raises(SyncFailed, match="sync failed for a, b, c") as caught:
+        raise_failures(events)
+    assert failure_kind(caught.value) is FailureKind.TRANSIENT
+    assert caught.value.__cause__ is late
+
+
 def _landing_workers() -> list[psutil.Process]:
     found = []
     for child in psutil.Process().children(recursive=True):
