@@ -84,6 +84,13 @@ def test_canonical_bytes_ignore_key_order_and_tell_values_apart() -> None:
     assert json_body.canonical({"a": "1"}) != json_body.canonical({"a": 1})
 
 
+def test_canonical_bytes_of_what_only_json_reads_ignore_key_order_too() -> None:
+    """A lone surrogate takes the ``json.dumps`` path: its keys are sorted there as well."""
+    ordered = json_body.canonical({"a": 1, "b": "\ud800"})
+    assert json_body.canonical({"b": "\ud800", "a": 1}) == ordered
+    assert ordered.startswith(b'{"a"')
+
+
 @pytest.mark.parametrize("value", [{"big": 2**70, "id": "x"}, {"text": "\ud800", "n": float("nan")}])
 def test_canonical_bytes_of_what_only_json_reads_are_the_same_on_every_call(value: dict) -> None:
     assert json_body.canonical(value) == json_body.canonical(dict(value))

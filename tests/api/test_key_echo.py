@@ -170,6 +170,7 @@ def _echo_forms(key: str) -> dict[str, str]:
         "tail_part": tail[5:21],
         "url_escaped": urllib.parse.quote(key, safe="").replace("_", "%5F"),
         "url_escaped_every_char": "".join(f"%{ord(ch):02X}" for ch in tail),
+        "url_escaped_twice": "".join(f"%25{ord(ch):02X}" for ch in tail),
         "json_escaped": "".join(f"\\u{ord(ch):04x}" for ch in tail),
         "json_in_json": json.dumps({"k": "".join(f"\\u{ord(ch):04x}" for ch in tail)}),
         "html_entities": "".join(f"&#{ord(ch)};" for ch in tail),

@@ -59,8 +59,10 @@ def test_cursor_equal_to_the_one_just_sent_is_a_paging_error() -> None:
         None: {"data": [{"id": 1}], "has_more": True, "next_cursor": "c1"},
         "c1": {"data": [{"id": 2}], "has_more": True, "next_cursor": "c1"},
     }
-    with pytest.raises(PagingError):
-        list(iterate_pages(EP, _fetcher(pages, [])))
+    sent: list[str | None] = []
+    with pytest.raises(PagingError, match="already used"):
+        list(iterate_pages(EP, _fetcher(pages, sent)))
+    assert sent == [None, "c1"]  # stopped on the answer, not after asking for the same page again
 
 
 def test_empty_page_with_has_more_is_a_paging_error() -> None:

@@ -158,3 +158,25 @@ def test_a_topic_name_with_control_characters_is_refused_before_any_request_and_
         write_operations.visible("ok name") == "ok name"
         and write_operations.visible("a\u202eb") == "a\\u202eb"
     )
+
+
+def test_an_untrack_answered_404_on_its_first_send_is_refused_not_counted_as_done() -> None:
+    """Nothing says this request was ever applied: the competitor was gone before it (another
+    user, a stale plan), so the 404 is the answer, and the tracked set is not read back."""
+    from tests.api.proxies import Seen, fake_service
+
+    def script(seen: Seen) -> tuple[int, dict[str, str], object]:
+        if seen.method == "DELETE":
+            return 404, {}, {"error": {"code": "not_found", "message": "not tracked"}}
+        return 200, {}, {"data": [], "has_more": False, "next_cursor": None}
+
+    plan = write_operations.UntrackPlan(
+        write_operations.Named("b1", "One"), write_operations.Named("c1", "Rival")
+    )
+    with (
+        fake_service(script) as service,
+        VisibilityClient(service.url, "vsk_untrack0123456789abcdef0123") as api,
+        pytest.raises(NotFoundError),
+    ):
+        write_operations.untrack_competitor(api, plan)
+    assert [seen.method for seen in service.seen] == ["DELETE"]
