@@ -10,13 +10,17 @@ warehouse file for users' own SQL, and Dagster's ``DuckDBPandasIOManager`` suits
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+import duckdb
 from dagster import AssetsDefinition, AssetSpec, map_asset_specs
 from dagster_duckdb import DuckDBResource
+from pydantic import Field
 
 from resources.warehouse.io_manager import LandedTablesIOManager
+from resources.warehouse.quoting import quote_identifier
 from resources.warehouse.resource import WarehouseResource
 from resources.warehouse.urls import bigquery_target, duckdb_path, url_scheme
 from settings import Settings
@@ -67,12 +71,31 @@ def for_downstream(
 
 class WarehouseDuckDB(DuckDBResource):
     """Your own SQL on the DuckDB warehouse file, from your assets (docs/DOWNSTREAM.md). Keep the
-    connections short: the sync waits for them to close before it lands a table."""
+    connections short: the sync waits for them to close before it lands a table.
+
+    A connection starts in the landed tables' schema (once it exists), so queries name tables alone,
+    whatever the file and schema are called."""
+
+    schema_name: str = Field(default="visibility", description="The schema the tables land in.")
+
+    @contextmanager
+    def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with super().get_connection() as con:
+            catalog = con.execute("SELECT current_database()").fetchone()[0]
+            found = con.execute(
+                "SELECT 1 FROM information_schema.schemata WHERE catalog_name = ? AND schema_name = ?",
+                [catalog, self.schema_name],
+            ).fetchone()
+            if found:
+                con.execute(f"USE {quote_identifier(catalog)}.{quote_identifier(self.schema_name)}")
+            yield con
 
 
 def downstream_resources(settings: Settings, warehouse: WarehouseResource) -> dict[str, Any]:
     """The IO manager of the landed tables, and on DuckDB a ``DuckDBResource`` on the same file."""
     resources: dict[str, Any] = {LANDED_TABLES_IO_MANAGER: LandedTablesIOManager(warehouse=warehouse)}
     if url_scheme(settings.warehouse_url) == "duckdb":
-        resources[DUCKDB_RESOURCE] = WarehouseDuckDB(database=str(duckdb_path(settings.warehouse_url)))
+        resources[DUCKDB_RESOURCE] = WarehouseDuckDB(
+            database=str(duckdb_path(settings.warehouse_url)), schema_name=settings.schema_name
+        )
     return resources

@@ -53,14 +53,14 @@ class LandedTablesIOManager(ConfigurableIOManager):
         table = context.asset_key.path[-1]
         with self.open_warehouse() as warehouse:
             sql, params = select_statement(warehouse, table, context)
-            frame = warehouse.query(sql, params).to_pandas()
+            # dates as pandas' datetime64 (Arrow's default, Python date objects, is dtype object)
+            frame = warehouse.query(sql, params).to_pandas(date_as_object=False)
         if not context.has_asset_partitions:
             return frame
         columns = partition_columns(table, context)
         cells = partition_cells(context.asset_partition_keys)
-        inside = [
-            (d, e) in cells for d, e in zip(frame[columns["date"]], frame[columns["engine"]], strict=True)
-        ]
+        days = frame[columns["date"]].dt.date
+        inside = [(d, e) in cells for d, e in zip(days, frame[columns["engine"]], strict=True)]
         return frame[inside].reset_index(drop=True)
 
 

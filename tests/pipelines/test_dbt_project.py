@@ -1,5 +1,7 @@
 """dbt green on day one: the README's `dbt build` passes over a warehouse one sync made, every table
-(even one only a sensor lands) there from the first sync on, on DuckDB and on Postgres."""
+(even one only a sensor lands) there from the first sync on, on DuckDB and on Postgres.
+
+The README's commands run as written from a folder laid out like the clone (`.venv`, `dbt/`)."""
 
 from __future__ import annotations
 
@@ -13,26 +15,30 @@ import pytest
 
 from pipelines.cli_output import EXIT_OK
 from sandbox.testing import SandboxHandle
-from tests.pipelines.test_cli_first_run import ROOT, TIMEOUT_SECONDS, demo_command, demo_env
+from tests.doc_blocks import ROOT, doc_block
+from tests.pipelines.test_cli_first_run import TIMEOUT_SECONDS, demo_command, demo_env
 
-BIN = Path(sys.executable).parent
 ONE_DAY = ["--start", "2026-10-30", "--end", "2026-10-31"]
 
 
-def readme_dbt_command() -> str:
-    """The README's `dbt build` line, as written (its `.venv/bin/` is this environment's)."""
-    section = (ROOT / "README.md").read_text().split("### dbt\n", 1)[1]
-    block = re.search(r"```bash\n(.*?)```", section, flags=re.S)
-    assert block is not None, "README's dbt section has no command"
-    [command] = [line for line in block.group(1).splitlines() if " build " in line]
-    return command.replace(".venv/bin/", f"{BIN}/")
+def readme_dbt_build() -> str:
+    """The README's `dbt build` line (the block's other line installs what the dev extra has)."""
+    block = doc_block("README.md", ".venv/bin/pip install -q -e '.[dbt]'")
+    [command] = [line for line in block.lines() if " build " in line]
+    return command
 
 
-def dbt(command: str, env: dict[str, str], tmp_path: Path) -> str:
-    """Run a dbt command from the repository (as the README does), its artefacts under ``tmp_path``."""
-    env = {**env, "DBT_TARGET_PATH": str(tmp_path / "target"), "DBT_LOG_PATH": str(tmp_path / "logs")}
+def clone_layout(tmp_path: Path) -> Path:
+    """A working folder with the clone's `.venv` and `dbt/`; dbt's artefacts go under it."""
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    (tmp_path / "dbt").symlink_to(ROOT / "dbt", target_is_directory=True)
+    return tmp_path
+
+
+def shell(command: str, cwd: Path, env: dict[str, str]) -> str:
+    env = {**env, "DBT_TARGET_PATH": str(cwd / "target"), "DBT_LOG_PATH": str(cwd / "logs")}
     done = subprocess.run(
-        command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_SECONDS
+        command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_SECONDS
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     return done.stdout
@@ -48,20 +54,19 @@ def assert_every_source_test_passed(output: str) -> None:
 
 @pytest.mark.slow
 def test_dbt_build_and_test_pass_on_duckdb_after_the_demo(tmp_path: Path) -> None:
-    env = demo_env(VISIBILITY_WAREHOUSE=f"duckdb:///{tmp_path / 'warehouse.duckdb'}")
+    cwd = clone_layout(tmp_path)
+    env = demo_env()  # the default warehouse: data/visibility.duckdb in the working folder
     demo = subprocess.run(
-        demo_command("--quiet"),
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_SECONDS,
+        demo_command("--quiet"), cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_SECONDS
     )
     assert demo.returncode == EXIT_OK, demo.stdout + demo.stderr
 
-    command = readme_dbt_command()
-    assert_every_source_test_passed(dbt(command, env, tmp_path))
-    assert_every_source_test_passed(dbt(command.replace(" build ", " test "), env, tmp_path))
+    build = readme_dbt_build()
+    assert_every_source_test_passed(shell(build, cwd, env))
+    assert_every_source_test_passed(shell(build.replace(" build ", " test "), cwd, env))
+    # and the README's query for BI tools, on the same file
+    [query] = doc_block("README.md", ".venv/bin/python -c \"import duckdb;").lines()
+    assert "is_current" in shell(query, cwd, env)
 
 
 @pytest.mark.slow
@@ -69,6 +74,7 @@ def test_dbt_build_and_test_pass_on_duckdb_after_the_demo(tmp_path: Path) -> Non
 def test_dbt_build_passes_on_postgres_after_one_sync(
     sandbox: SandboxHandle, postgres_url: str, pg_schema: str, tmp_path: Path
 ) -> None:
+    cwd = clone_layout(tmp_path)
     env = demo_env(
         VISIBILITY_API_URL=sandbox.url,
         VISIBILITY_API_KEY=sandbox.keys["workspace"],
@@ -77,7 +83,7 @@ def test_dbt_build_passes_on_postgres_after_one_sync(
     )
     sync = subprocess.run(
         [sys.executable, "-m", "pipelines.cli", "run", *ONE_DAY, "--quiet"],
-        cwd=tmp_path,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
@@ -86,12 +92,11 @@ def test_dbt_build_passes_on_postgres_after_one_sync(
     assert sync.returncode == EXIT_OK, sync.stdout + sync.stderr
 
     url = urlsplit(postgres_url)
-    libpq = {
+    libpq = {  # as the README says for Postgres
         "PGHOST": url.hostname or "",
         "PGPORT": str(url.port or 5432),
         "PGUSER": url.username or "",
         "PGPASSWORD": url.password or "",
         "PGDATABASE": url.path.lstrip("/"),
     }
-    command = f"{readme_dbt_command()} --target postgres"
-    assert_every_source_test_passed(dbt(command, {**env, **libpq}, tmp_path))
+    assert_every_source_test_passed(shell(f"{readme_dbt_build()} --target postgres", cwd, {**env, **libpq}))

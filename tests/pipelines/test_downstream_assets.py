@@ -173,6 +173,7 @@ def assert_each_received_exactly_its_partitions() -> None:
         r["id"] for r in mention_rows() if r["checked_on"] == DAYS[1] and r["engine"] == "claude"
     )
     assert set(cell.columns) >= {c.name for c in tables.PROMPT_MENTIONS.columns}
+    assert pd.api.types.is_datetime64_any_dtype(cell["checked_on"])  # not Python dates (dtype object)
 
     rollup = received["all"]
     assert sorted(
