@@ -476,3 +476,48 @@ def test_a_failed_command_line_run_re_executed_from_failure_lands_the_same_rows(
     assert child["status"] == "SUCCESS", D.run_failures(stack, child["runId"])
     assert rows_of(warehouse(stack)) == landed
     assert run_ids_in(warehouse(stack), "prompt_mentions") == {child["runId"]}
+
+
+START_SENSOR_MUTATION = """
+mutation StartSensor($sensorSelector: SensorSelector!) {
+  startSensor(sensorSelector: $sensorSelector) { __typename ... on PythonError { message } }
+}
+"""
+
+
+def test_a_killed_command_line_run_is_failed_by_the_code_locations_sensor_in_the_daemon(
+    stack: D.DagsterStack,
+) -> None:
+    """SIGKILL leaves a recorded run live; the daemon's tick of ``visibility_orphaned_runs`` (no
+    command needed) fails it, as the UI then shows."""
+    D.start_daemon(stack, ("QUEUED_RUN_COORDINATOR",))
+    before = {r["runId"] for r in cli_runs(stack)}
+    process = subprocess.Popen(
+        CLI_RUN,
+        cwd=ROOT,
+        env=stack.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        [run] = D.wait_until(
+            "the command's run",
+            lambda: [r for r in cli_runs(stack) if r["runId"] not in before] or None,
+            RUN_TIMEOUT_SECONDS,
+            stack.services,
+            every=0.1,
+        )
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert run["status"] not in D.TERMINAL_RUN
+
+    selector = {**stack.repository_selector, "sensorName": "visibility_orphaned_runs"}
+    started = stack.graphql(START_SENSOR_MUTATION, {"sensorSelector": selector})["startSensor"]
+    try:
+        assert started["__typename"] == "Sensor", started
+        [ended] = D.wait_runs(stack, [run["runId"]], RUN_TIMEOUT_SECONDS)
+    finally:
+        D.stop_sensors(stack)
+    assert ended["status"] == "FAILURE"
