@@ -148,3 +148,22 @@ def dead_url() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+#: Rewrites one answer of the service behind ``forwarding``: (request, status, JSON body) -> what
+#: ``fake_service`` serves instead.
+AnswerRewrite = Callable[[Seen, int, Any], tuple[int, dict[str, str], Any]]
+
+
+def forwarding(target: str, rewrite: AnswerRewrite) -> Script:
+    """A ``fake_service`` script that forwards each GET to ``target`` (the sandbox) with the caller's
+    key and serves the answer ``rewrite`` makes of it: a rewriting proxy a process can be pointed at."""
+    http = httpx.Client(base_url=target, timeout=60)
+
+    def script(seen: Seen) -> tuple[int, dict[str, str], Any]:
+        key = next(v for k, v in seen.headers.items() if k.lower() == "authorization")
+        query = [(name, value) for name, values in seen.query.items() for value in values]
+        original = http.request(seen.method, seen.path, params=query, headers={"Authorization": key})
+        return rewrite(seen, original.status_code, original.json())
+
+    return script
