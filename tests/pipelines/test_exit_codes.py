@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from pipelines.cli_output import (
     EXIT_CONFIG,
@@ -131,22 +132,14 @@ def test_exit_4_a_body_dripping_in_ends_at_the_retry_deadline(tmp_path: Path) ->
     assert "still arriving at the retry deadline" in output
 
 
-def test_exit_4_a_rate_limit_past_the_retry_deadline(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["check"], ["run", *ONE_DAY]], ids=["check", "run"])
+def test_exit_4_a_rate_limit_past_the_retry_deadline(tmp_path: Path, command: list[str]) -> None:
+    """``run``: five snapshot tables, each past the deadline, exited 1."""
     refused = {"error": {"code": "rate_limited", "message": "Too many requests."}}
     with fake_service(lambda seen: (429, {"Retry-After": "1"}, refused)) as service:
-        code, output = run_cli(
-            ["check"], cli_env(tmp_path, service.url, VISIBILITY_RETRY_DEADLINE_SECONDS="2")
-        )
+        code, output = run_cli(command, cli_env(tmp_path, service.url, VISIBILITY_RETRY_DEADLINE_SECONDS="2"))
     assert code == EXIT_UNAVAILABLE, output
     assert "rate_limited" in output
-
-
-def test_exit_4_a_run_whose_service_rate_limits_past_the_retry_deadline(tmp_path: Path) -> None:
-    refused = {"error": {"code": "rate_limited", "message": "Too many requests."}}
-    with fake_service(lambda seen: (429, {"Retry-After": "1"}, refused)) as service:
-        env = cli_env(tmp_path, service.url, VISIBILITY_RETRY_DEADLINE_SECONDS="2")
-        code, output = run_cli(["run", *ONE_DAY], env)
-    assert code == EXIT_UNAVAILABLE, output
 
 
 def test_exit_130_interrupted_while_waiting_for_an_answer(tmp_path: Path) -> None:
