@@ -27,7 +27,12 @@ from rich.table import Table
 from pipelines.cli_operations import add_operation_commands
 from pipelines.cli_output import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, console, err
 from pipelines.cli_report import add_report_parser
-from pipelines.cli_setup import check_warehouse, recording_instance
+from pipelines.cli_setup import (
+    check_warehouse,
+    dagster_home_full,
+    event_log_writes_unprinted,
+    recording_instance,
+)
 from resources.failures import FailureKind, classified_error, failure_kind, failure_kind_by_name
 from settings import ConfigError, Settings, is_loopback_host, load_citation_target_settings, load_settings
 
@@ -779,14 +784,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a stop from a supervisor is a Ctrl+C; a caller of main() (a test) gets its own back after
         previous_sigterm = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return int(args.handler(args))
+        if getattr(args, "verbose", False):
+            return int(args.handler(args))
+        with event_log_writes_unprinted():
+            return int(args.handler(args))
     except KeyboardInterrupt:
         err.print(
             "interrupted: the sync stopped; every table keeps its previous rows where its landing "
             "had not committed (re-run to complete)"
         )
         return EXIT_INTERRUPTED
-    except Exception as exc:
+    except Exception as caught:
+        exc = dagster_home_full(caught) or caught
         kind = failure_kind(exc)
         label = "configuration error" if kind is FailureKind.CONFIGURATION else "error"
         err.print(f"[red]{label}:[/red] {escape(str(classified_error(exc)))}")
