@@ -28,6 +28,8 @@ from typing import Any
 
 from dagster import DagsterInstance, DagsterRunStatus, deserialize_value
 
+from pipelines.orphans import free_pool_slots
+
 #: ``location_name`` of workspace.yaml and deploy/ (tests/pipelines/test_cli_runs.py holds them to it).
 CODE_LOCATION = "visibility"
 #: The repository a ``Definitions`` object makes.
@@ -94,6 +96,4 @@ class CodeLocationRuns:
             "tables whose landing had not committed keep their previous rows. Re-execute the run, or "
             "re-run the command, to complete it",
         )
-        storage = self.instance.event_log_storage
-        if storage.supports_global_concurrency_limits:
-            storage.free_concurrency_slots_for_run(run_id)
+        free_pool_slots(self.instance, run_id)

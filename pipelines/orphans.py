@@ -62,6 +62,13 @@ def process_tags(run_id: str | None = None) -> dict[str, str]:
     return tags
 
 
+def free_pool_slots(instance: DagsterInstance, run_id: str) -> None:
+    """The pool slots run ``run_id`` claimed, freed (its process will not free them)."""
+    storage = instance.event_log_storage
+    if storage.supports_global_concurrency_limits:
+        storage.free_concurrency_slots_for_run(run_id)
+
+
 def fail_orphaned_runs(instance: DagsterInstance, log: Callable[[str], object] | None = None) -> list[str]:
     """End every run of this host whose recorded process is gone; returns their run ids.
 
@@ -96,9 +103,7 @@ def fail_orphaned_runs(instance: DagsterInstance, log: Callable[[str], object] |
             instance.report_run_canceled(current, message)
         else:
             instance.report_run_failed(current, message)
-        storage = instance.event_log_storage
-        if storage.supports_global_concurrency_limits:
-            storage.free_concurrency_slots_for_run(current.run_id)
+        free_pool_slots(instance, current.run_id)
         if log is not None:
             log(f"run {current.run_id} of job {current.job_name}: {message}")
         ended.append(current.run_id)

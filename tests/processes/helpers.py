@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -112,3 +113,27 @@ def kill_all(processes: Sequence[psutil.Process]) -> None:
     for p in processes:
         with contextlib.suppress(psutil.Error):
             p.kill()
+
+
+def stop_when(
+    process: subprocess.Popen[bytes],
+    ready: Callable[[], list[psutil.Process]],
+    stop: signal.Signals,
+    group: bool = False,
+) -> int:
+    """Once ``ready()`` returns ``process``'s descendants, send ``stop`` (to its process group when
+    ``group``: a Ctrl+C at the terminal); assert that none of them outlives it; its exit code."""
+    try:
+        descendants = ready()
+        if group:
+            os.killpg(process.pid, stop)
+        else:
+            os.kill(process.pid, stop)
+        code = process.wait(timeout=60)
+        left = survivors(descendants)
+    finally:
+        process.kill()
+        process.wait()
+    kill_all(descendants)
+    assert not left, f"still running after the sync ended ({stop.name}): {left}"
+    return code

@@ -19,9 +19,8 @@ from sandbox.testing import SandboxHandle
 from tests.processes.helpers import (
     END,
     START,
-    kill_all,
     start,
-    survivors,
+    stop_when,
     sync_env,
     wait_for_landing,
     wait_for_landing_worker,
@@ -42,22 +41,10 @@ def run_and_stop(
     spools.mkdir()
     more = {"VISIBILITY_LANDING_WORKER": "1"} if worker else {"TMPDIR": str(spools)}
     process = start(RUN, sync_env(sandbox, tmp_path / "x.duckdb", **more), log)
-    try:
-        if worker:
-            descendants = wait_for_landing_worker(process, log)
-        else:
-            descendants = wait_for_landing(process, log, spools)
-        if group:
-            os.killpg(process.pid, stop)
-        else:
-            os.kill(process.pid, stop)
-        code = process.wait(timeout=30)
-        left = survivors(descendants)
-    finally:
-        process.kill()
-        process.wait()
-    kill_all(descendants)
-    assert not left, f"still running after the sync ended ({stop.name}): {left}"
+    if worker:
+        code = stop_when(process, lambda: wait_for_landing_worker(process, log), stop, group)
+    else:
+        code = stop_when(process, lambda: wait_for_landing(process, log, spools), stop, group)
     return code, log.read_text()
 
 

@@ -11,7 +11,6 @@ daemon evaluates it) fails it naming the process. Either way the run is a run of
 from __future__ import annotations
 
 import datetime as dt
-import os
 import shutil
 import signal
 from pathlib import Path
@@ -22,7 +21,7 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, build_s
 from pipelines.cli_runs import CODE_LOCATION
 from pipelines.orphans import PID_TAG, RUN_TAG, orphaned_runs_sensor
 from sandbox.testing import SandboxHandle
-from tests.processes.helpers import END, ROOT, kill_all, start, survivors, sync_env, wait_for_landing
+from tests.processes.helpers import END, ROOT, start, stop_when, sync_env, wait_for_landing
 
 pytestmark = pytest.mark.slow
 
@@ -50,16 +49,7 @@ def run_and_stop(sandbox: SandboxHandle, tmp_path: Path, stop: signal.Signals) -
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
     env = sync_env(sandbox, tmp_path / "x.duckdb", DAGSTER_HOME=str(home), TMPDIR=str(spools))
     process = start(RUN, env, log)
-    try:
-        descendants = wait_for_landing(process, log, spools)
-        os.killpg(process.pid, stop)
-        code = process.wait(timeout=60)
-        left = survivors(descendants)
-    finally:
-        process.kill()
-        process.wait()
-    kill_all(descendants)
-    assert not left, left
+    code = stop_when(process, lambda: wait_for_landing(process, log, spools), stop, group=True)
     return code, home, log.read_text()
 
 
