@@ -57,11 +57,18 @@ class LandedTablesIOManager(ConfigurableIOManager):
             frame = warehouse.query(sql, params).to_pandas(date_as_object=False)
         if not context.has_asset_partitions:
             return frame
-        columns = partition_columns(table, context)
         cells = partition_cells(context.asset_partition_keys)
-        days = frame[columns["date"]].dt.date
-        inside = [(d, e) in cells for d, e in zip(days, frame[columns["engine"]], strict=True)]
-        return frame[inside].reset_index(drop=True)
+        return rows_in_cells(frame, partition_columns(table, context), cells)
+
+
+def rows_in_cells(
+    frame: pd.DataFrame, columns: Mapping[str, str], cells: set[tuple[dt.date, str]]
+) -> pd.DataFrame:
+    """The rows of ``frame`` (dates as datetime64) in ``cells``: the query reads first to last day x
+    every engine of the cells, more than the cells whenever they are not one rectangle."""
+    days = frame[columns["date"]].dt.date
+    inside = [(d, e) in cells for d, e in zip(days, frame[columns["engine"]], strict=True)]
+    return frame[inside].reset_index(drop=True)
 
 
 def select_statement(warehouse: Warehouse, table: str, context: InputContext) -> tuple[str, dict[str, Any]]:

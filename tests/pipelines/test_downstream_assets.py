@@ -35,7 +35,7 @@ from pipelines.downstream import LANDED_TABLES_IO_MANAGER, for_downstream
 from pipelines.syncs import all_assets, sync_definitions
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import PartitionScope
-from resources.warehouse.io_manager import LandedTablesIOManager
+from resources.warehouse.io_manager import LandedTablesIOManager, rows_in_cells
 from resources.warehouse.resource import WarehouseResource, warehouse_from_url
 from settings import load_settings
 from sync import tables
@@ -336,3 +336,18 @@ def test_a_snapshot_table_reaches_a_user_asset_whole(tmp_path: Any) -> None:
         assert defs.resolve_job_def("user_brand_list").execute_in_process(instance=instance).success
     assert sorted(received["brands"]["name"]) == ["Acme", "Other"]
     assert bool(received["brands"]["is_current"].all())
+
+
+def test_cells_that_are_not_one_rectangle_receive_only_their_own_rows(tmp_path: Any) -> None:
+    """Two engines on different days: the query reads both days x both engines, the input only the two."""
+    url = f"duckdb:///{tmp_path}/visibility.duckdb"
+    land(warehouse_from_url(url, "visibility"))
+    cells = {(DAYS[1], "chatgpt"), (DAYS[2], "claude")}
+    with warehouse_from_url(url, "visibility") as warehouse:
+        sql = f"SELECT * FROM {warehouse.table_ref('prompt_mentions')} WHERE checked_on IN (:a, :b)"
+        frame = warehouse.query(sql, {"a": DAYS[1], "b": DAYS[2]}).to_pandas(date_as_object=False)
+    assert len(frame) == 12  # the rectangle: 2 days x 2 engines x 3 prompts
+    rows = rows_in_cells(frame, {"date": "checked_on", "engine": "engine"}, cells)
+    assert sorted(rows["id"]) == sorted(
+        r["id"] for r in mention_rows() if (r["checked_on"], r["engine"]) in cells
+    )
