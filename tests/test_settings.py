@@ -320,20 +320,6 @@ def test_a_number_setting_takes_ascii_digits_only_without_separators_or_exponent
     assert str(caught.value).startswith(variable)
 
 
-def test_plain_numbers_are_still_taken() -> None:
-    settings = load_settings(
-        {
-            "VISIBILITY_LOOKBACK_DAYS": "12",
-            "VISIBILITY_RETRY_DEADLINE_SECONDS": "2.5",
-            "VISIBILITY_REQUEST_BUDGET_FLOOR": "+1000",
-            "VISIBILITY_DUCKDB_MEMORY_LIMIT": "1.5GB",
-        }
-    )
-    assert (settings.lookback_days, settings.retry_deadline_seconds) == (12, 2.5)
-    assert (settings.request_budget_floor, settings.duckdb_memory_limit) == (1000, "1.5GB")
-    assert load_audit_settings({"VISIBILITY_AUDIT_REAUDIT_DAYS": ".5"}).reaudit_interval_days == 0.5
-
-
 @pytest.mark.parametrize(
     ("model", "load"),
     [
@@ -358,24 +344,25 @@ def test_a_key_shorter_than_any_real_key_is_refused_by_the_settings_and_the_clie
     assert validate_api_key("k" * MIN_KEY_CHARS) == "k" * MIN_KEY_CHARS
 
 
-def test_every_number_settings_bounds_are_inclusive() -> None:
-    low = load_settings(
-        {
-            "VISIBILITY_LOOKBACK_DAYS": "0",
-            "VISIBILITY_RETRY_DEADLINE_SECONDS": "1",
-            "VISIBILITY_REQUEST_BUDGET_FLOOR": "100",
-            "VISIBILITY_REQUEST_BUDGET_FACTOR": "1",
-        }
-    )
-    high = load_settings(
-        {
-            "VISIBILITY_LOOKBACK_DAYS": "365",
-            "VISIBILITY_RETRY_DEADLINE_SECONDS": "86400",
-            "VISIBILITY_REQUEST_BUDGET_FLOOR": "100000000",
-            "VISIBILITY_REQUEST_BUDGET_FACTOR": "100000",
-        }
-    )
-    assert (low.lookback_days, low.retry_deadline_seconds) == (0, 1.0)
-    assert (low.request_budget_floor, low.request_budget_factor) == (100, 1)
-    assert (high.lookback_days, high.retry_deadline_seconds) == (365, 86400.0)
-    assert (high.request_budget_floor, high.request_budget_factor) == (100_000_000, 100_000)
+@pytest.mark.parametrize(
+    ("variable", "text", "field", "value"),
+    [
+        ("VISIBILITY_LOOKBACK_DAYS", "0", "lookback_days", 0),  # each bound is inclusive
+        ("VISIBILITY_LOOKBACK_DAYS", "365", "lookback_days", 365),
+        ("VISIBILITY_RETRY_DEADLINE_SECONDS", "1", "retry_deadline_seconds", 1.0),
+        ("VISIBILITY_RETRY_DEADLINE_SECONDS", "86400", "retry_deadline_seconds", 86400.0),
+        ("VISIBILITY_RETRY_DEADLINE_SECONDS", "2.5", "retry_deadline_seconds", 2.5),
+        ("VISIBILITY_REQUEST_BUDGET_FLOOR", "100", "request_budget_floor", 100),
+        ("VISIBILITY_REQUEST_BUDGET_FLOOR", "100000000", "request_budget_floor", 100_000_000),
+        ("VISIBILITY_REQUEST_BUDGET_FLOOR", "+1000", "request_budget_floor", 1000),
+        ("VISIBILITY_REQUEST_BUDGET_FACTOR", "1", "request_budget_factor", 1),
+        ("VISIBILITY_REQUEST_BUDGET_FACTOR", "100000", "request_budget_factor", 100_000),
+        ("VISIBILITY_DUCKDB_MEMORY_LIMIT", "1.5GB", "duckdb_memory_limit", "1.5GB"),
+        ("VISIBILITY_AUDIT_REAUDIT_DAYS", ".5", "reaudit_interval_days", 0.5),
+    ],
+)
+def test_a_plain_number_within_its_bounds_is_taken(
+    variable: str, text: str, field: str, value: object
+) -> None:
+    load = load_audit_settings if "AUDIT" in variable else load_settings
+    assert getattr(load({variable: text}), field) == value
