@@ -503,7 +503,8 @@ class VisibilityClient:
         request_id: str | None,
         give_up_at: float,
     ) -> bytes | bytearray:
-        """The body, decoded, read within ``max_response_bytes`` and by ``give_up_at``."""
+        """The body, decoded, read within ``max_response_bytes`` and by ``give_up_at``, or until the
+        sync is cancelled (``SyncCancelled`` at the next chunk)."""
         cap = self._max_response_bytes
         encoding = (headers.get("content-encoding") or "identity").strip().lower()
         decoder = _decoder(encoding)
@@ -546,6 +547,7 @@ class VisibilityClient:
             if size > cap:
                 raise too_large(f"{encoding} body expanding past it after {raw} bytes received")
             body += piece
+            self._budget.check_cancelled(endpoint.key)  # a cancelled sync reads no further
             if time.monotonic() > give_up_at and (declared is None or raw < declared):
                 raise _TooSlow(f"the answer was still arriving at the retry deadline ({size} bytes read)")
         if decoder is not _identity:

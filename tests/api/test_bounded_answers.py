@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from resources.api.client import VisibilityClient
-from resources.api.errors import ResponseShapeError, TransportError, VisibilityAPIError
+from resources.api.errors import ResponseShapeError, SyncCancelled, TransportError, VisibilityAPIError
 from tests.api.proxies import Raw, Seen, fake_service
 
 KEY = "vsk_bounded0123456789abcdef"
@@ -168,3 +168,14 @@ def test_rate_headers_with_a_limit_of_zero_cost_no_wait() -> None:
         waited = api.stats.wait_seconds_by_cause
     assert len(service.seen) == 5
     assert waited.get("pacing", 0.0) == 0.0, waited
+
+
+def test_a_cancelled_sync_stops_reading_a_body_that_drips_in() -> None:
+    """The sync's deadline is ten minutes away: the cancel, not the deadline, ends the read."""
+    with (
+        fake_service(lambda seen: (200, {}, Raw(_drip(5000), 5000, pause=0.2))) as service,
+        client(service.url, retry_deadline_seconds=600.0) as api,
+    ):
+        threading.Timer(1.0, api.cancel).start()
+        with pytest.raises(SyncCancelled):
+            call_in_thread(lambda: list(api.list_brands()))
