@@ -192,33 +192,33 @@ def _landed_metadata(event: TableLanded, spec: TableSpec) -> dict[str, Any]:
 def backfill_targets(context: AssetExecutionContext, tables: Sequence[str]) -> dict[str, set[Cell]] | None:
     """The cells of each table that the run's backfill targets, across all its runs (None: no backfill).
 
-    An asset backfill stores its target subset; a job backfill its partition names (every asset of
-    the job). Anything unreadable means no handoff: the run then fetches its own cells.
+    Anything unreadable means no handoff: the run then fetches its own cells.
     """
     backfill_id = context.run.tags.get(BACKFILL_ID_TAG)
     if not backfill_id:
         return None
     try:
         backfill = context.instance.get_backfill(backfill_id)
-        if backfill is None:
-            return None
-        if backfill.is_asset_backfill:
-            data = backfill.get_asset_backfill_data(context.repository_def.asset_graph)
-            subset = data.target_subset
-            return {
-                table: parse_partition_keys(
-                    subset.get_partitions_subset(AssetKey(table)).get_partition_keys()
-                )
-                for table in tables
-                if AssetKey(table) in subset.asset_keys
-            }
-        if backfill.partition_names:
-            cells = parse_partition_keys(list(backfill.partition_names))
-            return dict.fromkeys(tables, cells)
+        return None if backfill is None else targets_of(backfill, context.repository_def.asset_graph, tables)
     except Exception as exc:  # never fail a run over an optimisation
         context.log.warning(
             f"backfill {backfill_id}: its target could not be read ({exc}); fetching own cells"
         )
+    return None
+
+
+def targets_of(backfill: Any, asset_graph: Any, tables: Sequence[str]) -> dict[str, set[Cell]] | None:
+    """``backfill``'s cells of each of ``tables``: an asset backfill stores its target subset, a job
+    backfill its partition names (every asset of the job)."""
+    if backfill.is_asset_backfill:
+        subset = backfill.get_asset_backfill_data(asset_graph).target_subset
+        return {
+            table: parse_partition_keys(subset.get_partitions_subset(AssetKey(table)).get_partition_keys())
+            for table in tables
+            if AssetKey(table) in subset.asset_keys
+        }
+    if backfill.partition_names:
+        return dict.fromkeys(tables, parse_partition_keys(list(backfill.partition_names)))
     return None
 
 

@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_backfill.py                 # large workspace, 3 / 10 / 30 days
     .venv/bin/python bench/bench_backfill.py --quick         # demo workspace, 3 days, a few scenarios
     .venv/bin/python bench/bench_backfill.py --scenarios mentions,small --days 3 --size demo --no-write
+    .venv/bin/python bench/bench_backfill.py --pods --scenarios group --days 10  # runs as pods (root)
 
 Scenarios (``--scenarios``, each over every ``--days``): ``mentions`` (a), ``daily`` (b: mentions
 and answers), ``engines`` (c: the daily group over ``--subset-engines``), ``group`` (d: the group's
@@ -11,6 +12,12 @@ of ``--small-days`` days of the demo workspace, and with ``--small-daemon`` the 
 that day through the daemon. Each backfill goes through ``bench/daemon.py``'s stack, beside
 ``visibility-sync run`` over the same selection; requests are set against the planner's minimum.
 The method is written with the figures, under ``## Backfill`` of ``bench/RESULTS.md``.
+
+``--pods``: the production instance settings (``deploy/dagster.yaml``) with each run a pod of its own
+(``bench/pods.py``: ``unshare --mount``, private tmpfs over the instance's local storage and TMPDIR);
+each backfill also reports what its pods left on their disks and its runs' span (launch to the last
+run's end, Dagster's pickup excluded) against the command line's wall. Figures are printed (JSON),
+not written: ``## Backfill whose runs are pods`` of ``bench/RESULTS.md`` quotes them.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import daemon as D
+from bench import pods
 from bench import processes as P
 from bench.processes import RESULTS, ROOT, code_label, machine, write_section
 
@@ -172,6 +180,13 @@ def measure_ui(
         "pickup_seconds": round(span[0] - outcome.launched_at, 2) if span else None,
         "tail_seconds": round(outcome.ended_at - span[1], 2) if span else None,
     }
+    if cli and span:
+        result["runs_span_vs_cli_wall"] = ratio(span[1] - span[0], cli["wall_seconds"])
+    if args.pods:
+        left = pods.pods_left(stack.home / "pods")
+        mine = {run["runId"] for run in outcome.runs}
+        result["pods_reported"] = len(mine & set(left))
+        result["pods_left_files"] = sum(len(files) for run_id, files in left.items() if run_id in mine)
     if cli and ui_db.exists() and Path(cli["db"]).exists():
         comparison = D.compare_tables(ui_db, Path(cli["db"]), tables)
         result["rows"] = sum(c["rows_a"] for c in comparison.values())
@@ -199,6 +214,7 @@ def backfill_scenarios(args: argparse.Namespace, selected: list[Selection]) -> d
             P.cli_env(sb.url, sb.key, args.out / "ui.duckdb", args.code_root),
             code_root=args.code_root,
             log_dir=args.logs,
+            instance_yaml=pods.pod_instance_yaml if args.pods else None,
         ) as stack:
             results["stack"] = dict(stack.started_seconds)
             for selection, dates, engines in plan:
@@ -408,6 +424,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-cli", action="store_true", help="skip the command line's runs")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "backfill")
     parser.add_argument("--write", action="store_true", help="write RESULTS.md even with --quick")
+    parser.add_argument("--pods", action="store_true", help="each run a pod of its own (root); no write")
     args = parser.parse_args(argv)
     # the command line without the options that only say where things are
     args.shown = re.sub(r" --(code-label|out|code-root)[= ]\S+", "", "".join(f" {a}" for a in argv))
@@ -423,7 +440,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.subset_engines = tuple(e.strip() for e in args.subset_engines.split(",") if e.strip())
     args.code_root = args.code_root.resolve()
     args.code_label = args.code_label or code_label(args.code_root)
-    args.write_results = not args.no_write and (args.write or not args.quick)
+    args.write_results = not args.no_write and not args.pods and (args.write or not args.quick)
     args.logs = args.out / "logs"
     return args
 

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,12 +181,17 @@ def dagster_stack(
     quiet_sensors: bool = True,
     timeout: float = 300.0,
     daemon: bool = True,
+    instance_yaml: Callable[[Path], str] | None = None,
 ) -> Iterator[DagsterStack]:
     """``dagster-webserver`` and ``dagster-daemon run`` on a fresh instance with the project's
     settings ``env``; ``quiet_sensors``: the running sensors (their ticks would spend the key) are
-    stopped before the daemon's first tick."""
+    stopped before the daemon's first tick. ``instance_yaml``: the instance's ``dagster.yaml`` for
+    its home folder (default: the project's), e.g. :func:`bench.pods.pod_instance_yaml`."""
     home = Path(tempfile.mkdtemp(prefix="bench-dagster-home-"))
-    shutil.copyfile(code_root / "dagster.yaml", home / "dagster.yaml")
+    if instance_yaml is None:
+        shutil.copyfile(code_root / "dagster.yaml", home / "dagster.yaml")
+    else:
+        (home / "dagster.yaml").write_text(instance_yaml(home))
     full_env = code_env(code_root, DAGSTER_HOME=str(home), **dict(env))
     workspace = str(code_root / "workspace.yaml")
     port = free_port()

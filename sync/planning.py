@@ -136,20 +136,6 @@ class Plan:
     #: (brand_id, engine) pairs of the run that were skipped: the brand is not measured there
     skipped: tuple[tuple[str, str], ...] = field(default=())
 
-    def restricted_to(self, cells: Iterable[Cell], engine_order: Iterable[str] = ()) -> Plan:
-        """The part of this plan a run lands when another run fetched for it (a shared backfill fetch).
-
-        The calls stay those of the whole fetch (for accounting); the cells and boxes are the run's own.
-        """
-        own = self.cells & frozenset(cells)
-        mine = {e for _, e in own}
-        return Plan(
-            cells=own,
-            calls=self.calls,
-            boxes=boxes(own, engine_order),
-            skipped=tuple((b, e) for b, e in self.skipped if e in mine),
-        )
-
     @property
     def window(self) -> Window | None:
         """The hull of the run's dates (for metadata)."""

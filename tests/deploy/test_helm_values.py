@@ -179,8 +179,8 @@ def test_the_chart_instance_has_every_limit_and_setting_of_the_project_dagster_y
     for key, expected in project.items():
         if key == "run_monitoring":  # the chart adds a start timeout for pods that never start
             assert {k: from_chart[key][k] for k in expected} == expected
-        elif key == "concurrency":  # runs are pods: the production limits (deploy/dagster.yaml)
-            assert from_chart[key] == production[key], "Helm concurrency differs from deploy/dagster.yaml"
+        elif key == "concurrency":  # the production limits (deploy/dagster.yaml), the project's too
+            assert from_chart[key] == production[key] == expected, "Helm concurrency differs"
         else:
             assert from_chart[key] == expected, f"Helm values for `{key}` differ from dagster.yaml"
 

@@ -167,17 +167,6 @@ def test_an_empty_run_plans_nothing() -> None:
     assert plan.calls == () and plan.boxes == () and plan.window is None
 
 
-def test_a_plan_restricted_to_a_runs_cells_lands_only_those_and_keeps_the_calls() -> None:
-    whole = plan_mentions(cells(days(10), ENGINES), [FULL], ENGINES)
-    mine = cells(days(10), ["claude"])
-
-    own = whole.restricted_to(mine, ENGINES)
-
-    assert own.cells == frozenset(mine)
-    assert own.boxes == (Box(Window(D0, D0 + dt.timedelta(days=10)), ("claude",)),)
-    assert own.calls == whole.calls  # the fetch it shares was planned for the whole backfill
-
-
 def test_a_table_without_a_rollup_does_not_report_all_as_an_unmeasured_engine() -> None:
     plan = plan_mentions(cells(days(2), ENGINES_WITH_ALL), [FULL], ENGINES_WITH_ALL)
     assert plan.skipped == ()
