@@ -27,7 +27,7 @@ import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, closing
+from contextlib import AbstractContextManager, closing, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -263,15 +263,22 @@ class _DailyFetch:
         try:
             outcome = self._fetch_own(table, stop, cells)
         except BaseException:
-            handoff.release(name)
+            with suppress(Exception):  # the fetch's own error is the one to tell
+                handoff.release(name)
             raise
 
         def release(metadata: dict[str, Any] | None) -> None:
             outcome.spool.remove()
-            if metadata is None:
-                handoff.release(name)
-            elif not handoff.landed(name, cells, metadata):
-                self.log.warning(f"{name}: landed, but this run no longer held the backfill's claim")
+            try:
+                if metadata is None:
+                    handoff.release(name)
+                elif not handoff.landed(name, cells, metadata):
+                    self.log.warning(f"{name}: landed, but this run no longer held the backfill's claim")
+            except Exception as exc:  # the rows are landed (or not) either way
+                self.log.warning(
+                    f"{name}: the backfill's handoff could not be updated ({exc}); the other runs "
+                    "take the table over once this run has ended"
+                )
 
         outcome.notes["landed_for_backfill"] = f"{len(cells)} partitions, for every run of the backfill"
         return _Fetched(outcome, release)

@@ -160,6 +160,35 @@ def compare_cells(
         return {"ui": ui_rows, "only_ui": only_ui_rows, "only_cli": only_cli.fetchone()[0]}
 
 
+def cli_in_background(
+    sandbox: SandboxHandle, span: list[dt.date], db: Path, logs: Path
+) -> tuple[threading.Thread, list[str]]:
+    """``visibility-sync run`` over ``span`` into ``db``, started in a thread; its failures, if any."""
+    errors: list[str] = []
+
+    def sync() -> None:
+        args, key = D.cli_args(span, None), sandbox.keys["workspace"]
+        outcome = D.run_cli(args, url=sandbox.url, key=key, db=db, log_dir=logs, timeout=900)
+        if outcome.exit_code != 0:
+            errors.append(f"visibility-sync run exited {outcome.exit_code}: {outcome.output[-2000:]}")
+
+    thread = threading.Thread(target=sync, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def stack_env(sandbox: SandboxHandle, db: Path, *, retry_deadline_seconds: int) -> dict[str, str]:
+    """The project's settings of a stack syncing ``sandbox`` into the DuckDB file ``db``."""
+    return {
+        "VISIBILITY_API_URL": sandbox.url,
+        "VISIBILITY_API_KEY": sandbox.keys["workspace"],
+        "VISIBILITY_WAREHOUSE": f"duckdb:///{db}",
+        "VISIBILITY_START_DATE": D.START_DATE.isoformat(),
+        "VISIBILITY_LOOKBACK_DAYS": "0",
+        "VISIBILITY_RETRY_DEADLINE_SECONDS": str(retry_deadline_seconds),
+    }
+
+
 @pytest.mark.timeout(1500)
 def test_every_ui_launch_shape_lands_exactly_the_cells_it_asks_for(
     sandbox_factory: Any, tmp_path: Path
@@ -202,30 +231,8 @@ def test_every_ui_launch_shape_lands_exactly_the_cells_it_asks_for(
     all_cells = {cell for launch in launches.values() for cell in launch.cells}
     span = sorted({dt.date.fromisoformat(d) for d, _ in all_cells})
 
-    cli_errors: list[str] = []
-
-    def cli_sync() -> None:
-        outcome = D.run_cli(
-            D.cli_args(span, None),
-            url=cli_sandbox.url,
-            key=cli_sandbox.keys["workspace"],
-            db=cli_db,
-            log_dir=logs,
-            timeout=900,
-        )
-        if outcome.exit_code != 0:
-            cli_errors.append(f"visibility-sync run exited {outcome.exit_code}: {outcome.output[-2000:]}")
-
-    cli = threading.Thread(target=cli_sync, daemon=True)
-    cli.start()
-    env = {
-        "VISIBILITY_API_URL": ui_sandbox.url,
-        "VISIBILITY_API_KEY": ui_sandbox.keys["workspace"],
-        "VISIBILITY_WAREHOUSE": f"duckdb:///{ui_db}",
-        "VISIBILITY_START_DATE": D.START_DATE.isoformat(),
-        "VISIBILITY_LOOKBACK_DAYS": "0",
-        "VISIBILITY_RETRY_DEADLINE_SECONDS": "5",
-    }
+    cli, cli_errors = cli_in_background(cli_sandbox, span, cli_db, logs)
+    env = stack_env(ui_sandbox, ui_db, retry_deadline_seconds=5)
     with D.dagster_stack(env, log_dir=logs, timeout=300) as stack:
         daily_group = [D._key(n) for n in D.asset_nodes(stack, group="visibility_daily")]
         sync_assets = sorted(

@@ -7,7 +7,8 @@ private tmpfs over the instance's local storage and TMPDIR. Backfills launched a
 them, against a sandbox; the command line over the same days against a second sandbox of the same
 world. Checked: rows identical to the command line's, requests within 1.1x the planner's minimum for
 the whole selection, nothing left in any pod's private folders, and a pod killed (SIGKILL) while it
-fetches for the backfill leaves the other runs able to finish once run monitoring fails its run.
+fetches for the backfill leaves the other runs able to finish once run monitoring fails its run, one
+of them landing the killed run's cells too.
 Minutes on two cores (``slow``).
 """
 
@@ -17,7 +18,6 @@ import dataclasses
 import datetime as dt
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,15 @@ from resources.warehouse.duckdb import DuckDBWarehouse
 from resources.warehouse.handoffs import TABLE as HANDOFFS
 from sandbox.testing import SandboxHandle
 from tests.fixtures_sandbox import loose_limits
-from tests.pipelines.test_launch_matrix import DAILY_TABLES, block, cells, compare_cells, keys
+from tests.pipelines.test_launch_matrix import (
+    DAILY_TABLES,
+    block,
+    cells,
+    cli_in_background,
+    compare_cells,
+    keys,
+    stack_env,
+)
 
 pytestmark = pytest.mark.slow
 REFUSED = pods.unshare_refused()
@@ -91,24 +99,8 @@ def test_a_backfill_whose_runs_are_pods_lands_its_selection_once_at_the_planners
     every_cell = set().union(*(c for _, _, c in scenarios.values()), killed_cells)
     span = sorted({dt.date.fromisoformat(d) for d, _ in every_cell})
 
-    cli_errors: list[str] = []
-
-    def cli_sync() -> None:
-        key = cli_sandbox.keys["workspace"]
-        outcome = D.run_cli(D.cli_args(span, None), url=cli_sandbox.url, key=key, db=cli_db, log_dir=logs)
-        if outcome.exit_code != 0:
-            cli_errors.append(f"visibility-sync run exited {outcome.exit_code}: {outcome.output[-2000:]}")
-
-    cli = threading.Thread(target=cli_sync, daemon=True)
-    cli.start()
-    env = {
-        "VISIBILITY_API_URL": ui_sandbox.url,
-        "VISIBILITY_API_KEY": ui_sandbox.keys["workspace"],
-        "VISIBILITY_WAREHOUSE": f"duckdb:///{ui_db}",
-        "VISIBILITY_START_DATE": D.START_DATE.isoformat(),
-        "VISIBILITY_LOOKBACK_DAYS": "0",
-        "VISIBILITY_RETRY_DEADLINE_SECONDS": "30",
-    }
+    cli, cli_errors = cli_in_background(cli_sandbox, span, cli_db, logs)
+    env = stack_env(ui_sandbox, ui_db, retry_deadline_seconds=30)
     world = D.read_world(ui_sandbox.url, ui_sandbox.keys["workspace"])
     problems: list[str] = []
     requests: dict[str, tuple[int, int]] = {}
@@ -150,8 +142,7 @@ def test_a_backfill_whose_runs_are_pods_lands_its_selection_once_at_the_planners
         assert victim, "no run of the backfill claimed a table"
         os.killpg(int((pods_dir / f"{victim}.pid").read_text()), signal.SIGKILL)
         ui_sandbox.configure(limits=dataclasses.asdict(loose_limits()))
-        D.wait_backfills(stack, [backfill_id], 900)
-        D.wait_idle(stack, 300)
+        D.wait_backfills(stack, [backfill_id], 900)  # failed: the killed run's partitions
         killed_runs = D.backfill_runs(stack, backfill_id)
         by_id = {r["runId"]: r for r in killed_runs}
         if by_id[victim]["status"] != "FAILURE":
