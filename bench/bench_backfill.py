@@ -14,7 +14,7 @@ that day through the daemon. Each backfill goes through ``bench/daemon.py``'s st
 The method is written with the figures, under ``## Backfill`` of ``bench/RESULTS.md``.
 
 ``--pods``: the production instance settings (``deploy/dagster.yaml``) with each run a pod of its own
-(``bench/pods.py``: ``unshare --mount``, private tmpfs over the instance's local storage and TMPDIR);
+(``tests/pods.py``: ``unshare --mount``, private tmpfs over the instance's local storage and TMPDIR);
 each backfill also reports what its pods left on their disks and its runs' span (launch to the last
 run's end, Dagster's pickup excluded) against the command line's wall. Figures are printed (JSON),
 not written: ``## Backfill whose runs are pods`` of ``bench/RESULTS.md`` quotes them.
@@ -37,9 +37,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import daemon as D
-from bench import pods
 from bench import processes as P
 from bench.processes import RESULTS, ROOT, code_label, machine, write_section
+from tests import pods
 
 SECTION = "## Backfill"
 NEWEST = P.SANDBOX_TODAY - dt.timedelta(days=1)

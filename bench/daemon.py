@@ -186,7 +186,7 @@ def dagster_stack(
     """``dagster-webserver`` and ``dagster-daemon run`` on a fresh instance with the project's
     settings ``env``; ``quiet_sensors``: the running sensors (their ticks would spend the key) are
     stopped before the daemon's first tick. ``instance_yaml``: the instance's ``dagster.yaml`` for
-    its home folder (default: the project's), e.g. :func:`bench.pods.pod_instance_yaml`."""
+    its home folder (default: the project's), e.g. :func:`tests.pods.pod_instance_yaml`."""
     home = Path(tempfile.mkdtemp(prefix="bench-dagster-home-"))
     if instance_yaml is None:
         shutil.copyfile(code_root / "dagster.yaml", home / "dagster.yaml")

@@ -53,6 +53,13 @@ TESTS_ALLOWED: dict[str, dict[str, str]] = {
         "dagster._core.instance.ref": "a running stack's instance opened while the test's command-line "
         "thread runs (DagsterInstance.get() reads the process-wide DAGSTER_HOME)",
     },
+    "tests/pods.py": {
+        "dagster._cli.api": "the arguments of `dagster api execute_run` a run launcher passes its run",
+        "dagster._core.launcher.base": "the health result run monitoring asks a run launcher for",
+    },
+    "tests/pipelines/test_pod_backfill.py": {
+        "dagster._core.instance.ref": "the running stack's instance opened to read a backfill as its runs do",
+    },
     "tests/processes/test_orphans.py": {
         "dagster._core.test_utils": "records a run in a given status without executing it",
     },

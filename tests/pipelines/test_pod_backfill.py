@@ -2,7 +2,7 @@
 
 The real stack (``dagster-webserver`` + ``dagster-daemon run``, ``bench/daemon.py``) on the production
 instance settings (``deploy/dagster.yaml``) with its run, event and schedule storage shared (SQLite in
-a shared folder) and every run started by ``bench/pods.py`` in a mount namespace of its own, with
+a shared folder) and every run started by ``tests/pods.py`` in a mount namespace of its own, with
 private tmpfs over the instance's local storage and TMPDIR. Backfills launched as the UI launches
 them, against a sandbox; the command line over the same days against a second sandbox of the same
 world. Checked: rows identical to the command line's, requests within 1.1x the planner's minimum for
@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from bench import daemon as D
-from bench import pods
 from resources.warehouse.duckdb import DuckDBWarehouse
 from resources.warehouse.handoffs import TABLE as HANDOFFS
 from sandbox.testing import SandboxHandle
+from tests import pods
 from tests.fixtures_sandbox import loose_limits
 from tests.pipelines.test_launch_matrix import (
     DAILY_TABLES,

@@ -10,8 +10,9 @@ folders still hold into ``<pods_dir>/<run_id>.left`` (one path a line, ``storage
 ``os.killpg``). Run monitoring asks :meth:`PodRunLauncher.check_run_worker_health`, so a killed pod's
 run is failed as Kubernetes' launcher fails it.
 
-Test machinery: Dagster exports no run launcher base or run arguments publicly, so this module uses
-its private ones (product code never does).
+Test machinery: Dagster exports neither the arguments of ``dagster api execute_run`` nor a launcher's
+health result, so this module imports those private modules (``tests/test_public_dagster_api.py``
+lists why); the benchmarks borrow it from here.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from dagster._core.launcher import RunLauncher
-from dagster._serdes import ConfigurableClass
+from dagster import DefaultRunLauncher
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,20 +61,16 @@ def unshare_refused() -> str | None:
     return None
 
 
-class PodRunLauncher(RunLauncher, ConfigurableClass):
-    """Starts each run in a pod of its own (see the module doc)."""
+class PodRunLauncher(DefaultRunLauncher):
+    """Starts each run in a pod of its own (see the module doc); of Dagster's default launcher it
+    keeps only the configurable class's plumbing."""
 
     def __init__(self, pods_dir: str, inst_data: Any = None) -> None:
-        self._inst_data = inst_data
+        super().__init__(inst_data=inst_data)
         self.pods_dir = Path(pods_dir)
         self.tmp_mount = self.pods_dir / "tmp"
         self.tmp_mount.mkdir(parents=True, exist_ok=True)
         self._pods: dict[str, subprocess.Popen[bytes]] = {}
-        super().__init__()
-
-    @property
-    def inst_data(self) -> Any:
-        return self._inst_data
 
     @classmethod
     def config_type(cls) -> dict[str, Any]:
@@ -145,17 +141,17 @@ def pod_instance_yaml(home: Path, code_root: Path = ROOT, monitoring_seconds: in
     config.pop("storage", None)
     config["storage"] = {"sqlite": {"base_dir": str(home / "shared")}}
     config["local_artifact_storage"] = {
-        "module": "dagster._core.storage.root",
+        "module": "dagster.core.storage.root",
         "class": "LocalArtifactStorage",
         "config": {"base_dir": str(home / "local")},
     }
     config["compute_logs"] = {
-        "module": "dagster._core.storage.local_compute_log_manager",
+        "module": "dagster.core.storage.local_compute_log_manager",
         "class": "LocalComputeLogManager",
         "config": {"base_dir": str(home / "compute_logs")},
     }
     config["run_launcher"] = {
-        "module": "bench.pods",
+        "module": "tests.pods",
         "class": "PodRunLauncher",
         "config": {"pods_dir": str(home / "pods")},
     }
