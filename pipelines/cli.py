@@ -10,6 +10,7 @@ import argparse
 import datetime as dt
 import gc
 import json
+import logging
 import os
 import re
 import shlex
@@ -419,7 +420,11 @@ def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: 
             "-" if total is None else str(total),
             str(summary.requests.get(name, "-")),
         )
-    console.print(table)
+    if table.row_count:
+        console.print(table)
+    else:  # an empty table reads as a result; the error below is the news
+        outcome = "Sync FAILED" if summary.failures else "Nothing landed"
+        console.print(f"{outcome} for {where}: no table was written")
     for brand in sorted(summary.out_of_scope):
         err.print(
             f"[yellow]warning:[/yellow] brand {brand} is out of this key's scope (404): "
@@ -775,10 +780,27 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+class _NoInterruptTraceback(logging.Filter):
+    """Drops a log record that carries a Ctrl+C: SQLAlchemy logs one that lands while it closes a
+    connection (Dagster's SQLite storage) as "Exception closing connection" with its traceback, then
+    re-raises it, and :func:`main` reports the interruption in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
+def quiet_interrupts() -> None:
+    """Keep Ctrl+C tracebacks out of the records no handler takes (written by logging's last resort)."""
+    last_resort = logging.lastResort
+    if last_resort is not None and not any(isinstance(f, _NoInterruptTraceback) for f in last_resort.filters):
+        last_resort.addFilter(_NoInterruptTraceback())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import signal
 
     args = build_parser().parse_args(argv)
+    quiet_interrupts()
     previous_sigterm = None
     if threading.current_thread() is threading.main_thread():
         # a stop from a supervisor is a Ctrl+C; a caller of main() (a test) gets its own back after

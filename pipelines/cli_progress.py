@@ -166,6 +166,9 @@ class SyncProgress:
         if kind == DagsterEventType.RUN_START:
             with self._lock:
                 self._run += 1
+                if self._run == 1:  # the head start's fetches, begun before any run, are the first run's
+                    for item in self._tables.values():
+                        item.run = 1
         elif kind == DagsterEventType.STEP_START:
             step = dagster_event.step_key or ""
             self.stage(self._steps.get(step, f"running {step}"))

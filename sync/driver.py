@@ -413,9 +413,12 @@ def sync_snapshots(
     fetched = fetch_ahead(tables, fetch, discard=lambda _: None, on_stop=api.cancel)
     with open_warehouse() as warehouse, closing(fetched):
         try:
+            failed = False
             for table, listing in fetched:
-                yield from _upsert_listing(table, listing, run_id, warehouse, log)
-            for spec in empty_tables:
+                for event in _upsert_listing(table, listing, run_id, warehouse, log):
+                    failed = failed or isinstance(event, TableFailed)
+                    yield event
+            for spec in () if failed else empty_tables:  # a failed step changes nothing it need not
                 warehouse.ensure_table(spec)
         except Exception as exc:  # a refused key or an unreachable service: no later table can sync
             log.error(f"snapshots stopped ({exc}); the tables not synced keep their previous rows")

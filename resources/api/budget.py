@@ -677,6 +677,11 @@ class RequestBudget:
                 self._refused_since = None
 
     @property
+    def answered(self) -> bool:
+        """Whether the service has answered any request of this sync (any status)."""
+        return self._answered
+
+    @property
     def refused_since(self) -> float | None:
         """Since when every answer has been a 429 (``None`` once a request succeeds): with the outage
         clock, what keeps a sync within one retry deadline however many calls it makes."""

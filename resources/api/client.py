@@ -80,6 +80,10 @@ _AMBIGUOUS_CAUSES = frozenset({"timeout", "connection_dropped", "invalid_body", 
 
 #: Longest service-provided error message quoted in an exception (kept for imports).
 _MAX_MESSAGE_CHARS = MAX_TEXT_CHARS
+#: How long a sync retries a service that has answered none of its requests (connection refused, no
+#: such host): a wrong URL or a service not started fails within seconds, not after the retry deadline
+#: (that deadline is for a service lost after it answered).
+NEVER_REACHED_SECONDS = 5.0
 #: A backoff that would pass the deadline is cut to end at it (one last try) if this much time is left.
 _LAST_TRY_MIN_SECONDS = 0.05
 #: At most one warning about rows with an unknown engine per endpoint this often (per client).
@@ -555,9 +559,11 @@ class VisibilityClient:
         return body
 
     def _sync_deadline(self) -> float:
-        """Seconds the sync retries an unreachable service: the budget's, else this client's."""
+        """Seconds the sync retries an unreachable service: the budget's, else this client's; at most
+        :data:`NEVER_REACHED_SECONDS` while the service has answered nothing."""
         shared = self._budget.retry_deadline_seconds
-        return shared if shared is not None else self._retry_deadline
+        deadline = shared if shared is not None else self._retry_deadline
+        return deadline if self._budget.answered else min(deadline, NEVER_REACHED_SECONDS)
 
     def _call_deadline(self, call_deadline: float) -> float:
         """The call's own deadline, or the sync's if an outage (or a run of 429s) started earlier
@@ -845,6 +851,8 @@ class VisibilityClient:
                 f"counted from the first failure for every call of this sync); last failure: "
                 f"{last.cause} ({last.detail})"
             )
+            if not self._budget.answered:
+                detail += "; it never answered: check the URL (scheme, host and port) and that it is up"
         else:
             detail = (
                 f"gave up after {attempts} attempt(s) within the {self._retry_deadline:g}s retry deadline "

@@ -93,7 +93,14 @@ class PermissionDeniedError(VisibilityAPIError):
 class NotFoundError(VisibilityAPIError):
     """404: not_found (also other workspaces' records and brands outside a scoped key)."""
 
-    hint = "The record does not exist or is outside this key's scope"
+    @property  # type: ignore[override]
+    def hint(self) -> str:
+        if self.endpoint and "{" not in self.endpoint:  # a listing that names no record always exists
+            return (
+                "This endpoint always exists, so the base URL is wrong: check VISIBILITY_API_URL (the "
+                "service's root, without a path such as /api or /v1)"
+            )
+        return "The record does not exist or is outside this key's scope"
 
 
 class MethodNotAllowedError(VisibilityAPIError):

@@ -58,3 +58,5 @@ def test_a_piped_output_holds_the_summary_and_no_progress_bar(env: Path) -> None
     assert "rows landed this run" in result.stdout and "prompt_mentions" in result.stdout
     assert not PROGRESS_LINE.findall(result.stdout + result.stderr)
     assert "\x1b[" not in result.stdout  # no cursor movement or colour either
+    fetching = re.findall(r"\] (\w+): fetching, ", result.stdout + result.stderr)
+    assert fetching and len(fetching) == len(set(fetching)), fetching  # once, head start or not
