@@ -532,7 +532,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 # demo and sandbox
 
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]  # workspace.yaml and dagster.yaml, in a checkout
+PROJECT_ROOT = Path(__file__).resolve().parents[1]  # workspace.yaml and dagster_home/, in a checkout
 HINT_TABLE = "prompt_mentions"
 HINT_SQL = "SELECT engine, count(*) AS mentions FROM {table} GROUP BY engine ORDER BY engine"
 _PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -622,12 +622,17 @@ def dagster_hint(cwd: Path | None = None) -> str:
             f"materializations show in the UI. Open it with\n  {ui}    # http://127.0.0.1:3000"
         )
     again = _shell_path(_tool("visibility-sync"), cwd)
-    config = PROJECT_ROOT / "dagster.yaml"
-    copy = f" && cp {_shell_path(config, cwd)} $DAGSTER_HOME/" if config.exists() else ""
+    project_home = PROJECT_ROOT / "dagster_home"  # the project's instance settings, in a checkout
+    if (project_home / "dagster.yaml").exists():
+        here = project_home.is_relative_to(cwd or Path.cwd())  # Dagster wants an absolute DAGSTER_HOME
+        shown = f"$PWD/{_shell_path(project_home, cwd)}" if here else shlex.quote(str(project_home))
+        export = f"export DAGSTER_HOME={shown}"
+    else:
+        export = "export DAGSTER_HOME=$PWD/.dagster_home && mkdir -p $DAGSTER_HOME"
     return (
         "Not recorded for the Dagster UI: DAGSTER_HOME is not set (the runs used an ephemeral instance). "
         "To see them there:\n"
-        f"  export DAGSTER_HOME=$PWD/.dagster_home && mkdir -p $DAGSTER_HOME{copy}\n"
+        f"  {export}\n"
         f"  {again} demo && {ui}    # http://127.0.0.1:3000"
     )
 

@@ -46,7 +46,7 @@ def run_and_stop(sandbox: SandboxHandle, tmp_path: Path, stop: signal.Signals) -
     home, spools, log = tmp_path / "dagster_home", tmp_path / "tmp", tmp_path / "output.txt"
     home.mkdir()
     spools.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
     env = sync_env(sandbox, tmp_path / "x.duckdb", DAGSTER_HOME=str(home), TMPDIR=str(spools))
     process = start(RUN, env, log)
     code = stop_when(process, lambda: wait_for_landing(process, log, spools), stop, group=True)
