@@ -68,8 +68,8 @@ _lock = threading.Lock()
 #: Keys of every client of this process and their whole-key forms (``key_forms``), longest first (a
 #: key that contains another is replaced whole).
 _secrets: tuple[str, ...] = ()
-#: The same forms as bytes: what a success's raw body is searched for (``holds_secret``).
-_secret_bytes: tuple[bytes, ...] = ()
+#: What a raw body is searched for (``holds_secret``): each key as is and in base64.
+_secret_probes: tuple[bytes, ...] = ()
 #: Each key's secret part with a dash or a blank allowed between any two characters.
 _spaced_pattern: re.Pattern[str] | None = None
 #: Every ``MIN_FRAGMENT_CHARS``-long run of the registered keys' secret parts, lower-cased.
@@ -88,16 +88,21 @@ def secret_part(key: str) -> str:
 
 
 def key_forms(key: str) -> set[str]:
-    """The whole key as a service may copy it: as is, reversed, in hex, and in base64 wherever it
-    starts in the encoded text (the characters that depend on the key alone, for each of the three
-    offsets), in the standard and the URL-safe alphabet."""
+    """The whole key as a service may copy it: as is, reversed, in hex, and in base64 (``_base64_forms``)."""
     raw = key.encode()
-    forms = {key, key[::-1], raw.hex(), raw.hex().upper()}
+    forms = {key, key[::-1], raw.hex(), raw.hex().upper(), *_base64_forms(raw)}
+    return {form for form in forms if len(form) >= MIN_FRAGMENT_CHARS}
+
+
+def _base64_forms(raw: bytes) -> set[str]:
+    """``raw`` in base64 wherever it starts in the encoded text (the characters that depend on it
+    alone, for each of the three offsets), in the standard and the URL-safe alphabet."""
+    forms = set()
     for shift, first in ((0, 0), (1, 2), (2, 3)):
         encoded = base64.b64encode(b"\0" * shift + raw).decode().rstrip("=")
         core = encoded[first : len(encoded) - (1 if (shift + len(raw)) % 3 else 0)]
         forms |= {core, core.translate(_URL_SAFE)}
-    return {form for form in forms if len(form) >= MIN_FRAGMENT_CHARS}
+    return forms
 
 
 _URL_SAFE = str.maketrans("+/", "-_")
@@ -105,14 +110,15 @@ _URL_SAFE = str.maketrans("+/", "-_")
 
 def register_secret(value: str) -> None:
     """Remember a key so that ``scrub`` removes it from any text (thread-safe, idempotent)."""
-    global _secrets, _secret_bytes, _spaced_pattern
+    global _secrets, _secret_probes, _spaced_pattern
     if not value:
         return
     global _fragments, _fragment_pattern
     with _lock:
         if value not in _secrets:
             _secrets = tuple(sorted({*_secrets, *key_forms(value)}, key=len, reverse=True))
-            _secret_bytes = tuple(form.encode() for form in _secrets)
+            probes = {value, *_base64_forms(value.encode())}
+            _secret_probes = tuple(sorted({*_secret_probes, *(form.encode() for form in probes)}))
             spaced = [r"[-\s]?".join(map(re.escape, secret_part(key))) for key in (value, *_spaced_keys)]
             _spaced_keys.append(value)
             _spaced_pattern = re.compile("|".join(spaced))
@@ -206,8 +212,9 @@ def scrub(text: str) -> str:
 
 
 def holds_secret(body: bytes | bytearray) -> bool:
-    """Whether a raw body holds a registered key in one of its whole-key forms (one pass a form, in C)."""
-    return any(form in body for form in _secret_bytes)
+    """Whether a raw body holds a registered key as is or in base64 (one pass a form, in C; hex and
+    reversed forms are left to the texts ``scrub`` cleans, each pass costing as much again)."""
+    return any(probe in body for probe in _secret_probes)
 
 
 def scrub_values(value: Any) -> Any:
