@@ -84,6 +84,11 @@ MESSAGES = [
         "0",
         "VISIBILITY_REQUEST_BUDGET_FACTOR must be between 1 and 100000, got '0'",
     ),
+    (
+        "VISIBILITY_MAX_RESPONSE_BYTES",
+        "1048575",
+        "VISIBILITY_MAX_RESPONSE_BYTES must be between 1048576 and 4294967296, got '1048575'",
+    ),
     ("VISIBILITY_LOOKBACK_DAYS", "three", "VISIBILITY_LOOKBACK_DAYS must be an integer, got 'three'"),
     ("VISIBILITY_LOOKBACK_DAYS", "366", "VISIBILITY_LOOKBACK_DAYS must be between 0 and 365, got '366'"),
     (
@@ -357,6 +362,8 @@ def test_a_key_shorter_than_any_real_key_is_refused_by_the_settings_and_the_clie
         ("VISIBILITY_REQUEST_BUDGET_FLOOR", "+1000", "request_budget_floor", 1000),
         ("VISIBILITY_REQUEST_BUDGET_FACTOR", "1", "request_budget_factor", 1),
         ("VISIBILITY_REQUEST_BUDGET_FACTOR", "100000", "request_budget_factor", 100_000),
+        ("VISIBILITY_MAX_RESPONSE_BYTES", "1048576", "max_response_bytes", 2**20),
+        ("VISIBILITY_MAX_RESPONSE_BYTES", "4294967296", "max_response_bytes", 2**32),
         ("VISIBILITY_DUCKDB_MEMORY_LIMIT", "1.5GB", "duckdb_memory_limit", "1.5GB"),
         ("VISIBILITY_AUDIT_REAUDIT_DAYS", ".5", "reaudit_interval_days", 0.5),
     ],
@@ -366,3 +373,20 @@ def test_a_plain_number_within_its_bounds_is_taken(
 ) -> None:
     load = load_audit_settings if "AUDIT" in variable else load_settings
     assert getattr(load({variable: text}), field) == value
+
+
+def test_the_body_cap_setting_bounds_what_the_sync_s_clients_read() -> None:
+    from pipelines.resources import api_resource
+    from resources.api.errors import ResponseShapeError
+    from tests.api.proxies import fake_service
+
+    page = {"data": [{"id": "b1", "name": "x" * 1_500_000}], "has_more": False, "next_cursor": None}
+    with fake_service(lambda seen: (200, {}, page)) as service:
+        environment = {"VISIBILITY_API_URL": service.url, "VISIBILITY_API_KEY": "vsk_" + "a1" * 16}
+        access = load_settings(environment).api_access()
+        with access.client(access.new_budget()) as api:
+            assert len(list(api.list_brands())) == 1  # the default, 32 MiB
+        capped = load_settings({**environment, "VISIBILITY_MAX_RESPONSE_BYTES": "1048576"})
+        resource = api_resource(capped)
+        with resource.get_client() as api, pytest.raises(ResponseShapeError, match="larger than 1048576"):
+            list(api.list_brands())
