@@ -33,6 +33,7 @@ from assets.partitions import (
     requested_cells,
 )
 from resources.api.endpoints import ENGINES_WITH_ALL
+from sync.catalog import DAILY
 from tests.assets.conftest import QUIET, Sync, selecting
 
 D = dt.date(2026, 10, 20)
@@ -366,6 +367,28 @@ def test_random_selections_split_as_dagster_splits_them_land_exactly_their_cells
         assert {r[:2] for r in landed} <= wanted, table  # no row outside the cells asked for
         expected = {r for r in day_rows(reference.db, table) if r[:2] in wanted}
         assert landed == expected, table
+
+
+def test_a_job_backfills_target_is_every_partition_it_names_for_every_table() -> None:
+    """What every run of a job backfill fetches for (the claimant fetches it all, sync/handoff.py)."""
+    import time
+
+    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+
+    from assets.builders import targets_of
+
+    asked = {(D + dt.timedelta(days=i), e) for i in range(3) for e in ("chatgpt", "claude", "all")}
+    backfill = PartitionBackfill(
+        backfill_id="job-backfill",
+        status=BulkActionStatus.REQUESTED,
+        from_failure=False,
+        tags={},
+        backfill_timestamp=time.time(),
+        partition_names=cell_keys(asked),
+    )
+    tables = [t.spec.name for t in DAILY]
+
+    assert targets_of(backfill, None, tables) == dict.fromkeys(tables, asked)
 
 
 def materialized_cells_all(instance: DagsterInstance, run_id: str) -> list[tuple[str, str]]:
