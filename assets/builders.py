@@ -97,13 +97,20 @@ def definition_metadata(spec: TableSpec) -> dict[str, Any]:
 def table_asset_spec(
     spec: TableSpec, upstream: str | None, description: str, group_name: str, tags: dict[str, str]
 ) -> AssetSpec:
-    """The asset of one table; ``upstream`` is lineage only (its rows come from the API). The date x
-    engine tables have none: a backfill of their group would open with Dagster's "upstream assets
-    not materialized" prompt for lineage that no data flows through."""
+    """The asset of one table; ``upstream`` is lineage only (its rows come from the API), and orders
+    the steps (the snapshot step first). Its description says so: Dagster's backfill dialog asks
+    about an upstream asset not materialized yet."""
+    text = description or spec.description
+    if upstream:
+        text += (
+            f"\n\nUpstream `{upstream}` is lineage only: the rows come from the API, so a backfill "
+            f"need not wait for `{upstream}` (answer Dagster's \"upstream assets not materialized\" "
+            "prompt with Launch)."
+        )
     return AssetSpec(
         key=spec.name,
         deps=[upstream] if upstream else [],
-        description=description or spec.description,
+        description=text,
         metadata=definition_metadata(spec),
         group_name=group_name,
         tags=tags,
@@ -254,6 +261,19 @@ class DailySyncConfig(Config):
         return CitationTargets(urls=tuple(urls), topics=tuple(topics))
 
 
+#: The date x engine step (``assets/daily.py``): the step whose config (:class:`DailySyncConfig`) the
+#: snapshot step, which runs first, checks before its first request.
+DAILY_STEP = "sync_daily"
+
+
+def check_daily_config(run_config: Mapping[str, Any]) -> None:
+    """Fail on a bad value of the daily step's config (a page that is not a URL) naming the field,
+    before the run makes its first request, whichever of its steps runs first."""
+    raw = ((run_config.get("ops") or {}).get(DAILY_STEP) or {}).get("config")
+    if raw:
+        DailySyncConfig(**raw).citation_targets()
+
+
 def run_cells(context: AssetExecutionContext, partitions_def: MultiPartitionsDefinition) -> set[Cell]:
     """The cells this run was asked for (:func:`assets.partitions.requested_cells`), said in its log.
 
@@ -332,7 +352,7 @@ def build_partitioned_assets(
     by_key = {AssetKey(a.spec.name): a for a in assets}
     specs = [
         table_asset_spec(
-            a.spec, None, a.description, group_name, {"visibility/kind": "partitioned", **a.tags}
+            a.spec, a.upstream, a.description, group_name, {"visibility/kind": "partitioned", **a.tags}
         )
         for a in assets
     ]
@@ -454,6 +474,7 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
     def sync(
         context: AssetExecutionContext, api: VisibilityAPIResource, warehouse: WarehouseResource
     ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
+        check_daily_config(context.run_config)
         yield from _run_checks(context, _checks_alone(context, [t.spec.name for t in tables]), warehouse, api)
         selected = [t for key, t in by_key.items() if key in context.selected_asset_keys]
         spec_of = {t.spec.name: t.spec for t in selected}

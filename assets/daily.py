@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dagster import AssetsDefinition
 
-from assets.builders import build_partitioned_assets
+from assets.builders import DAILY_STEP, build_partitioned_assets
 from assets.partitions import DAILY_PARTITIONS
 from sync.catalog import DAILY, DAILY_GROUP
 
 sync_daily = build_partitioned_assets(
-    "sync_daily",
+    DAILY_STEP,
     DAILY,
     partitions_def=DAILY_PARTITIONS,
     group_name=DAILY_GROUP,

@@ -91,6 +91,7 @@ COMPETITOR_TRENDS = PartitionedTable(
     planner=hull_per_engine(api.COMPETITOR_TRENDS, weeks=True),
     fetch_one=fetch_competitor_trends,
     with_rollup=True,
+    upstream="tracked_competitors",
     checks=("share_of_voice_sums_to_100", "window_totals_match_series"),
 )
 CITATION_TRENDS = PartitionedTable(
@@ -100,6 +101,7 @@ CITATION_TRENDS = PartitionedTable(
     fetch_one=fetch_citation_trends,
     with_rollup=True,
     needs_competitors=True,
+    upstream="tracked_competitors",
     targets=citation_targets_from_settings,
 )
 CITED_PAGES = PartitionedTable(
@@ -108,6 +110,7 @@ CITED_PAGES = PartitionedTable(
     planner=per_day(api.CITATION_URLS),
     fetch_one=fetch_cited_pages,
     with_rollup=True,
+    upstream="brands",
     notes=capped_notes,
     checks=("cited_pages_not_capped", "no_empty_partitions"),
 )
@@ -118,6 +121,7 @@ PROMPT_MENTIONS = PartitionedTable(
     fetch_one=paged_rows(VisibilityClient.list_prompt_mentions, transforms.mentions_table, per_prompt=True),
     with_rollup=False,
     needs_prompts=True,
+    upstream="prompts",
     checks=("no_empty_partitions",),
 )
 ANSWERS = PartitionedTable(
@@ -126,6 +130,7 @@ ANSWERS = PartitionedTable(
     planner=paged_per_brand(api.LIST_ANSWERS),
     fetch_one=paged_rows(VisibilityClient.list_answers, transforms.answers_table),
     with_rollup=False,
+    upstream="prompts",
     checks=("no_empty_partitions",),
 )
 

@@ -43,6 +43,8 @@ class PartitionedTable:
     engine_order: tuple[str, ...] = ENGINES_WITH_ALL
     needs_prompts: bool = False
     needs_competitors: bool = False
+    #: upstream asset, for lineage only (its rows are read from the API, not from the warehouse)
+    upstream: str | None = None
     description: str = ""
     #: metadata from the fetched rows beyond the counts (e.g. capped responses)
     notes: Callable[[DateSpool], dict[str, Any]] | None = None

@@ -89,13 +89,15 @@ def test_citation_target_settings_refuse_what_is_not_a_page() -> None:
     assert (read.urls, read.topics) == (["https://a.io/x", "https://b.io"], ["Pricing", "t1"])
 
 
-def run_with_config(sync: Sync, first: dt.date, last: dt.date, config: dict[str, object]) -> object:
+def run_with_config(
+    sync: Sync, first: dt.date, last: dt.date, config: dict[str, object], tables: tuple[str, ...] = ()
+) -> object:
     from dagster import materialize
 
     from pipelines.schedules import range_tags
     from tests.assets.conftest import QUIET, selecting
 
-    defs, selection = selecting(["citation_trends"])
+    defs, selection = selecting([*tables, "citation_trends"])
     return materialize(
         defs,
         selection=selection,
@@ -130,15 +132,19 @@ def test_a_runs_config_picks_its_own_tracked_pages_instead_of_the_setting(
     )
 
 
+@pytest.mark.parametrize(
+    "tables", [(), ("tracked_competitors",)], ids=["daily step alone", "snapshot step first"]
+)
 def test_a_bad_page_in_a_runs_config_fails_naming_the_field_before_any_request(
-    sync: Sync, sandbox: SandboxHandle
+    sync: Sync, sandbox: SandboxHandle, tables: tuple[str, ...]
 ) -> None:
     sandbox.reset_stats()
 
-    result = run_with_config(sync, D, D, {"citation_urls": ["acme.com/pricing"]})
+    result = run_with_config(sync, D, D, {"citation_urls": ["acme.com/pricing"]}, tables)
 
     assert not result.success  # type: ignore[attr-defined]
     failure = next(e for e in result.all_events if e.is_step_failure)  # type: ignore[attr-defined]
+    assert failure.step_key == ("sync_snapshots" if tables else "sync_daily")
     assert "config citation_urls: 'acme.com/pricing' is not an absolute http(s) URL" in str(
         failure.step_failure_data.error
     )

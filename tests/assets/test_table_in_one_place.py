@@ -82,6 +82,7 @@ ANSWER_POSITIONS = PartitionedTable(
     planner=paged_per_brand(ANSWER_LIST),
     fetch_one=paged_rows(pages_of(ANSWER_LIST, limit=MAX_LIMIT_ANSWERS), answer_positions_table),
     with_rollup=False,
+    upstream="brands",
 )
 
 # --------------------------------------------------------------------------------------------------
