@@ -19,7 +19,8 @@ sync_daily = build_partitioned_assets(
     partitions_def=DAILY_PARTITIONS,
     group_name=DAILY_GROUP,
     description="Every date x engine table (engines plus the `all` rollup): fetched back to back, "
-    "each landed while the next is fetched; a backfill's runs share one fetch per table.",
+    "each landed while the next is fetched; of a backfill's runs, the first to reach a table fetches "
+    "and lands it for all of them.",
 )
 
 daily_assets: list[AssetsDefinition] = [sync_daily]

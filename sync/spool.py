@@ -294,7 +294,7 @@ class DateSpool:
     def create(
         cls, date_column: str, days_per_bucket: int, name: str = "rows", parent: str | Path | None = None
     ) -> DateSpool:
-        """A new spool in the temp directory, or in ``parent`` (a backfill's shared fetch)."""
+        """A new spool in the temp directory, or in ``parent``."""
         sweep_stale()
         folder = parent if parent is not None else tempfile.gettempdir()
         with disk_full_named(folder):
