@@ -96,7 +96,10 @@ def test_a_lock_link_planted_in_a_journal_leaves_its_target_alone(tmp_path: Path
     assert victim.read_bytes() == b"this user's own file"
 
 
-@pytest.mark.parametrize("planted", [MANIFEST, f".part-{os.getpid()}-000000.arrow.tmp"])
+@pytest.mark.parametrize(
+    "planted",
+    [MANIFEST, pytest.param(f".part-{os.getpid()}-000000.arrow.tmp", id="part-of-this-process")],
+)
 def test_a_link_planted_for_a_journals_file_receives_nothing(
     tmp_path: Path, victim: Path, planted: str
 ) -> None:
