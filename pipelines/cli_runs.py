@@ -1,8 +1,8 @@
 """The runs of ``visibility-sync run`` (and ``demo``) as runs of the code location.
 
 A run the command executes in its own process (``execute_in_process``) is recorded without the
-code location it belongs to, and Dagster's UI re-executes a run only through that location (its
-"Re-execute" answered ``CheckError: Expected non-None value``). So, once Dagster has created the run,
+code location it belongs to, and Dagster's UI re-executes a run only through that location. So,
+once Dagster has created the run,
 :class:`CodeLocationRuns` records on it the location that ``workspace.yaml`` (and deploy/) name,
 :data:`CODE_LOCATION`, as ``dagster run migrate-repository`` records a run's new location: "Re-execute"
 (all steps, from failure) then launches the same job of the loaded code location, with the run's
@@ -23,10 +23,11 @@ An interrupted run (Ctrl+C, SIGTERM) is ended as canceled before the command exi
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from dagster import DagsterInstance, DagsterRunStatus, deserialize_value
+from dagster import DagsterInstance, deserialize_value
 
 from pipelines.orphans import free_pool_slots
 
@@ -35,7 +36,7 @@ CODE_LOCATION = "visibility"
 #: The repository a ``Definitions`` object makes.
 REPOSITORY = "__repository__"
 
-_ENDED = (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
+log = logging.getLogger("visibility.cli")
 
 
 def code_location_origin(job_name: str) -> Any:
@@ -80,15 +81,19 @@ class CodeLocationRuns:
             if run is None:
                 return
             done = True
-            if run.remote_job_origin is None:
+            if run.remote_job_origin is not None:
+                return
+            try:
                 self.instance.run_storage.replace_job_origin(run, code_location_origin(run.job_name))
+            except Exception as exc:  # a run storage without it: the sync goes on, re-execution won't
+                log.warning("run %s not recorded as a run of the code location: %r", run_id, exc)
 
         return adopt
 
     def interrupted(self, run_id: str) -> None:
         """End run ``run_id`` as canceled unless Dagster recorded its end, freeing its pool slots."""
         run = self.instance.get_run_by_id(run_id)
-        if run is None or run.status in _ENDED:
+        if run is None or run.is_finished:
             return
         self.instance.report_run_canceled(
             run,

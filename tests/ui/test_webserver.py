@@ -376,16 +376,6 @@ CLI_WINDOW = ["--start", f"{SANDBOX_TODAY - dt.timedelta(days=2)}", "--end", f"{
 CLI_RUN = [sys.executable, "-m", "pipelines.cli", "run", *CLI_WINDOW, "--engine", "chatgpt", "--quiet"]
 LAUNCHED_BY_CLI = {"key": "visibility/launched_by", "value": "visibility-sync"}
 
-REEXECUTE_MUTATION = """
-mutation Reexecute($parentRunId: String!, $strategy: ReexecutionStrategy!) {
-  launchPipelineReexecution(reexecutionParams: {parentRunId: $parentRunId, strategy: $strategy}) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on PythonError { message }
-  }
-}
-"""
-
 
 def warehouse(stack: D.DagsterStack) -> Path:
     return Path(stack.env["VISIBILITY_WAREHOUSE"].removeprefix("duckdb:///"))
@@ -413,6 +403,39 @@ def children(stack: D.DagsterStack, parent: str) -> list[str]:
     return [r["runId"] for r in found]
 
 
+#: The run page's split button: its face re-executes all steps, its arrow opens the other choices.
+REEXECUTE_ALL = "Re-execute all (*)"
+
+
+def reexecute_on_run_page(
+    stack: D.DagsterStack, run_id: str, choice: str | None = None, shot: Path | None = None
+) -> None:
+    """Open the page of run ``run_id`` in Chromium and click *Re-execute all (*)*, or ``choice`` in
+    the menu of its arrow; returns once the UI has moved to the page of the run it launched."""
+    from playwright.sync_api import sync_playwright
+
+    stack.graphql("mutation { setNuxSeen }")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{stack.url}/runs/{run_id}", wait_until="networkidle", timeout=120_000)
+            face = page.get_by_role("button", name=REEXECUTE_ALL)
+            face.wait_for(state="visible", timeout=60_000)
+            if choice is None:
+                face.click()
+            else:
+                buttons = page.get_by_role("button")
+                arrow = buttons.all_inner_texts().index(REEXECUTE_ALL) + 1  # the unnamed one beside it
+                buttons.nth(arrow).click()
+                page.get_by_text(choice, exact=True).click(timeout=60_000)
+            page.wait_for_url(lambda url: "/runs/" in url and run_id not in url, timeout=60_000)
+            if shot is not None:
+                page.screenshot(path=str(shot))
+        finally:
+            browser.close()
+
+
 def run_ids_in(db: Path, table: str) -> set[str]:
     import duckdb
 
@@ -427,25 +450,13 @@ def test_a_command_line_run_re_executed_from_its_run_page_succeeds_and_lands_the
 ) -> None:
     """*Re-execute all* on the page of a ``visibility-sync run`` run (recorded in DAGSTER_HOME): the
     code location runs the same job with the run's tags and config, and lands the same rows."""
-    from playwright.sync_api import sync_playwright
-
     from tests.processes.warehouse_rows import rows_of
 
     parent = cli_run(stack)
     assert parent["status"] == "SUCCESS", parent["output"]
     landed = rows_of(warehouse(stack))
 
-    stack.graphql("mutation { setNuxSeen }")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.goto(f"{stack.url}/runs/{parent['runId']}", wait_until="networkidle", timeout=120_000)
-            page.get_by_role("button", name="Re-execute all (*)").click(timeout=60_000)
-            page.wait_for_url(lambda url: "/runs/" in url and parent["runId"] not in url, timeout=60_000)
-            page.screenshot(path=str(tmp_path / "ui-cli-reexecuted.png"))
-        finally:
-            browser.close()
+    reexecute_on_run_page(stack, parent["runId"], shot=tmp_path / "ui-cli-reexecuted.png")
 
     [child_id] = children(stack, parent["runId"])
     [child] = D.wait_runs(stack, [child_id], RUN_TIMEOUT_SECONDS)
@@ -456,11 +467,14 @@ def test_a_command_line_run_re_executed_from_its_run_page_succeeds_and_lands_the
     assert run_ids_in(warehouse(stack), "prompt_mentions") == {child_id}  # landed again, by the child
 
 
-def test_a_failed_command_line_run_re_executed_from_failure_lands_the_same_rows(
+@pytest.mark.browser
+@pytest.mark.skipif(chromium() is None, reason="no Chromium installed")
+def test_a_failed_command_line_run_re_executed_from_failure_on_its_run_page_lands_the_same_rows(
     stack: D.DagsterStack, sandbox: SandboxHandle
 ) -> None:
-    """A ``visibility-sync run`` whose key was refused fails its first step; *Re-execute from
-    failure* runs it in the code location (whose key is the right one) and lands the window."""
+    """A ``visibility-sync run`` whose key was refused fails its first step; *From failure* in the
+    re-execute menu of its page runs it in the code location (whose key is the right one) and lands the
+    window."""
     from tests.processes.warehouse_rows import rows_of
 
     reference = cli_run(stack)
@@ -469,13 +483,14 @@ def test_a_failed_command_line_run_re_executed_from_failure_lands_the_same_rows(
     parent = cli_run(stack, VISIBILITY_API_KEY=sandbox.keys["revoked"])
     assert parent["status"] == "FAILURE", parent["output"]
 
-    variables = {"parentRunId": parent["runId"], "strategy": "FROM_FAILURE"}
-    outcome = stack.answer(REEXECUTE_MUTATION, variables, "launchPipelineReexecution", "LaunchRunSuccess")
-    [child] = D.wait_runs(stack, [outcome["run"]["runId"]], RUN_TIMEOUT_SECONDS)
+    reexecute_on_run_page(stack, parent["runId"], "From failure")
 
-    assert child["status"] == "SUCCESS", D.run_failures(stack, child["runId"])
+    [child_id] = children(stack, parent["runId"])
+    [child] = D.wait_runs(stack, [child_id], RUN_TIMEOUT_SECONDS)
+    assert child["status"] == "SUCCESS", D.run_failures(stack, child_id)
+    assert {t["key"]: t["value"] for t in child["tags"]}.get("dagster/is_resume_retry") == "true"
     assert rows_of(warehouse(stack)) == landed
-    assert run_ids_in(warehouse(stack), "prompt_mentions") == {child["runId"]}
+    assert run_ids_in(warehouse(stack), "prompt_mentions") == {child_id}
 
 
 START_SENSOR_MUTATION = """
