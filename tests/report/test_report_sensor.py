@@ -17,10 +17,15 @@ from dagster import (
     instance_for_test,
 )
 
-# no public API records a backfill and sets its status (only the GraphQL launch, which also runs it)
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+# no public API records a backfill and sets its status (only the GraphQL launch, which also runs it),
+# nor says which statuses are terminal (assets/dagster_tags.py keeps its own set of their values)
+from dagster._core.execution.backfill import (
+    BULK_ACTION_TERMINAL_STATUSES,
+    BulkActionStatus,
+    PartitionBackfill,
+)
 
-from assets.dagster_tags import BACKFILL_ID_TAG
+from assets.dagster_tags import BACKFILL_ENDED_STATUSES, BACKFILL_ID_TAG
 from pipelines.definitions import defs
 from pipelines.jobs import DAILY_JOB, SNAPSHOT_JOB
 from pipelines.report_sensor import SENSOR_NAME, report_after_sync
@@ -57,6 +62,11 @@ def runs(sandbox: SandboxHandle, tmp_path: Path) -> Iterator[Runs]:
     with instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
         definitions = sync_definitions_for(sandbox, tmp_path / "w.duckdb")
         yield Runs(instance, definitions)
+
+
+def test_the_sensor_waits_for_the_statuses_dagster_calls_terminal_by_their_public_values() -> None:
+    assert {status.value for status in BULK_ACTION_TERMINAL_STATUSES} == BACKFILL_ENDED_STATUSES
+    assert {status.value for status in BulkActionStatus} > BACKFILL_ENDED_STATUSES
 
 
 def test_the_report_sensor_is_in_the_code_location_and_running_by_default() -> None:
