@@ -27,9 +27,6 @@ from resources.warehouse.handoffs import CLAIMED, LANDED, Handoff
 from sync.planning import Cell
 from sync.prefetch import StopSignal
 
-#: How often a run waiting for another run's claim looks at the warehouse again.
-POLL_SECONDS = 1.0
-
 
 def cells_to_json(cells: Set[Cell]) -> list[list[str]]:
     return sorted([day.isoformat(), engine] for day, engine in cells)
@@ -48,7 +45,8 @@ class BackfillHandoff:
     open_warehouse: Callable[[], AbstractContextManager[Warehouse]]
     #: whether the run of this id may still land (not ended); the orchestrator's answer
     is_alive: Callable[[str], bool]
-    poll_seconds: float = POLL_SECONDS
+    #: how often to look again while another run holds the claim (None: the warehouse's own pace)
+    poll_seconds: float | None = None
 
     def take(self, table: str, own: Set[Cell], stop: StopSignal) -> Handoff | None:
         """Wait until this run may go on with ``table``.
@@ -71,7 +69,7 @@ class BackfillHandoff:
                 if claimable and warehouse.claim_handoff(self.backfill_id, table, self.run_id, current):
                     return None
                 if not claimable:
-                    stop.wait(self.poll_seconds)
+                    stop.wait(self.poll_seconds or warehouse.handoff_poll_seconds)
 
     def landed(self, table: str, cells: Set[Cell], metadata: dict[str, Any]) -> bool:
         """Mark ``table`` landed by this run: ``cells`` and the landing's JSON-ready summary."""

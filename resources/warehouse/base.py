@@ -119,6 +119,8 @@ class Warehouse(ABC):
     percent_is_placeholder: ClassVar[bool] = False
     #: the backfill handoffs table's column types and insert (:mod:`resources.warehouse.handoffs`)
     handoff_dialect: ClassVar[HandoffDialect] = HandoffDialect("VARCHAR", "TIMESTAMPTZ")
+    #: how often a run waiting for another run's claim reads the handoff again
+    handoff_poll_seconds: ClassVar[float] = 1.0
 
     @abstractmethod
     def ensure_table(self, spec: TableSpec) -> list[str]:

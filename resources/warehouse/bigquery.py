@@ -735,6 +735,8 @@ class BigQueryWarehouse(Warehouse):
     # --- write hooks (the procedure: Warehouse in base.py) ----------------------------------------
 
     handoff_dialect = HandoffDialect("STRING", "TIMESTAMP", primary_key=False, now="CURRENT_TIMESTAMP()")
+    #: each look is a query job (billed at least 10 MB)
+    handoff_poll_seconds = 5.0
     #: every write of a landing is staged first, then applied in ONE multi-statement transaction
     applies_landing_at_once = True
 
