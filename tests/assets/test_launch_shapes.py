@@ -313,11 +313,6 @@ def day_rows(db: Any, table: str) -> set[tuple[Any, ...]]:
 def test_random_selections_split_as_dagster_splits_them_land_exactly_their_cells(
     sandbox: Any, tmp_path_factory: pytest.TempPathFactory, picked: set[tuple[int, str]], shape: str
 ) -> None:
-    import time
-
-    # no public API records a job backfill (only the GraphQL launch, which also runs it)
-    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
-
     folder = tmp_path_factory.mktemp("selection")
     asked = {(D + dt.timedelta(days=i), e) for i, e in picked}
     keys = cell_keys(asked)
@@ -330,16 +325,7 @@ def test_random_selections_split_as_dagster_splits_them_land_exactly_their_cells
             first = DAILY_PARTITIONS.get_partition_key_from_str(ranges[0].start)
             base |= {PARTITION_SET_TAG: "visibility_daily_partition_set"}
             base |= {f"dagster/partition/{d}": v for d, v in first.keys_by_dimension.items()}
-            instance.add_backfill(
-                PartitionBackfill(
-                    backfill_id=backfill_id,
-                    status=BulkActionStatus.REQUESTED,
-                    from_failure=False,
-                    tags={},
-                    backfill_timestamp=time.time(),
-                    partition_names=keys,
-                )
-            )
+            instance.add_backfill(job_backfill(backfill_id, keys))
         recorded: set[tuple[str, str]] = set()
         for key_range in ranges:
             result = run_with_tags(
@@ -371,24 +357,29 @@ def test_random_selections_split_as_dagster_splits_them_land_exactly_their_cells
 
 def test_a_job_backfills_target_is_every_partition_it_names_for_every_table() -> None:
     """What every run of a job backfill fetches for (the claimant fetches it all, sync/handoff.py)."""
+    from assets.builders import targets_of
+
+    asked = {(D + dt.timedelta(days=i), e) for i in range(3) for e in ("chatgpt", "claude", "all")}
+    tables = [t.spec.name for t in DAILY]
+
+    assert targets_of(job_backfill("b", cell_keys(asked)), None, tables) == dict.fromkeys(tables, asked)
+
+
+def job_backfill(backfill_id: str, keys: list[str]) -> Any:
+    """A job backfill of ``keys`` as the daemon records it (no public API records one without running
+    it: only the GraphQL launch)."""
     import time
 
     from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 
-    from assets.builders import targets_of
-
-    asked = {(D + dt.timedelta(days=i), e) for i in range(3) for e in ("chatgpt", "claude", "all")}
-    backfill = PartitionBackfill(
-        backfill_id="job-backfill",
+    return PartitionBackfill(
+        backfill_id=backfill_id,
         status=BulkActionStatus.REQUESTED,
         from_failure=False,
         tags={},
         backfill_timestamp=time.time(),
-        partition_names=cell_keys(asked),
+        partition_names=keys,
     )
-    tables = [t.spec.name for t in DAILY]
-
-    assert targets_of(backfill, None, tables) == dict.fromkeys(tables, asked)
 
 
 def materialized_cells_all(instance: DagsterInstance, run_id: str) -> list[tuple[str, str]]:
