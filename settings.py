@@ -276,8 +276,6 @@ class Settings(PartitionSettings):
     schema_name: str = Field(default=DEFAULT_SCHEMA, validation_alias=SCHEMA_SETTING)
     #: the DuckDB memory budget of the landing's connections (``64MB``, ``1GiB``)
     duckdb_memory_limit: str = DEFAULT_LANDING_MEMORY_LIMIT
-    #: land the date x engine tables in a worker process instead of the sync's own (``1``)
-    landing_worker: bool = Field(default=False, validation_alias="VISIBILITY_LANDING_WORKER")
     #: how long a sync retries an unreachable service, counted once for the whole sync
     retry_deadline_seconds: float = DEFAULT_RETRY_DEADLINE_SECONDS
     #: the sync's request budget: a floor, plus this many requests per planned call
@@ -287,11 +285,6 @@ class Settings(PartitionSettings):
     )
     #: the largest body of one answer the client reads, raw or decoded
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, validation_alias=MAX_RESPONSE_SETTING)
-
-    @field_validator("landing_worker", mode="before")
-    @classmethod
-    def _landing_worker(cls, value: Any, info: ValidationInfo) -> Any:
-        return cls._default(info) if _blank(value) else value
 
     @field_validator(*_DOMAIN_RULES, mode="before")
     @classmethod

@@ -65,7 +65,6 @@ def build_resources(settings: Settings) -> dict[str, Any]:
         url=EnvVar(WAREHOUSE_SETTING) if _holds_password(warehouse_url) else warehouse_url,
         schema_name=settings.schema_name,
         duckdb_landing_memory_limit=settings.duckdb_memory_limit,
-        landing_worker=settings.landing_worker,
     )
     return {
         "api": VisibilityAPIResource(
@@ -98,7 +97,6 @@ def process_resources(
         url=settings.warehouse_url,
         schema_name=settings.schema_name,
         duckdb_landing_memory_limit=settings.duckdb_memory_limit,
-        landing_worker=settings.landing_worker,
     )
     return {
         "api": ResourceDefinition.hardcoded_resource(api, VisibilityAPIResource.__doc__),

@@ -13,7 +13,7 @@ An entry says everything the rest of the code derives a table from:
 
 Derived from the entries, with no other list to keep: the Dagster assets and their checks
 (``assets/daily.py``, ``assets/snapshots.py``, ``assets/checks.py``), the jobs (they select by
-group), the landing worker's table lookup and the dbt sources and data dictionary
+group), the dbt sources and data dictionary
 (:data:`ALL_TABLES`), and the endpoint a transform error names (:func:`source_endpoint`).
 docs/ARCHITECTURE.md, "Adding a table", shows an entry being added.
 """
@@ -190,6 +190,6 @@ class _AllTables(Mapping[str, TableSpec]):
         return len(self._specs())
 
 
-#: Every landed table by name: what the landing worker, the dbt sources, the data dictionary, the CLI's
+#: Every landed table by name: what the dbt sources, the data dictionary, the CLI's
 #: counts and the downstream assets read.
 ALL_TABLES: Mapping[str, TableSpec] = _AllTables()

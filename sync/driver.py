@@ -8,9 +8,9 @@ steps' events. What a failure means for the tables after it is read from the err
 an unreachable service, a stop) ends the sync; any other fails its table only.
 
 * :func:`sync_daily`: date x engine tables fetched back to back in a background thread (one client
-  budget, so the rate limit is spent without a gap), each landed (in this process, or in a worker
-  process when the settings ask for one) while the next is fetched; the command line's first run
-  takes the fetches it started before Dagster was ready (:mod:`sync.head_start`). In a backfill's
+  budget, so the rate limit is spent without a gap), each landed while the next is fetched; the
+  command line's first run takes the fetches it started before Dagster was ready
+  (:mod:`sync.head_start`). In a backfill's
   run, the first run to reach a table fetches and lands it for the whole backfill, and the others
   record it (:mod:`sync.handoff`). What a fetch asked is kept
   (:mod:`sync.resume`) until every table landed, so a re-run of a failed or killed sync asks only
@@ -38,14 +38,14 @@ from resources.api.stats import RequestStats
 from resources.failures import failure_kind
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import SnapshotScope, TableSpec
+from resources.warehouse.factory import warehouse_for
 from resources.warehouse.handoffs import Handoff
 from sync.allocator import return_freed_memory
 from sync.discovery import BrandScope, CitationTargets, Discovery
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
 from sync.handoff import BackfillHandoff
 from sync.head_start import HeadStart, Selection
-from sync.landing import FetchOutcome, requests_beyond_plan
-from sync.landing_worker import Lander
+from sync.landing import FetchOutcome, land, requests_beyond_plan
 from sync.planning import ALL, Cell, Plan, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
 from sync.resume import ResumeStore
@@ -174,16 +174,14 @@ def sync_daily(
     Only the last table's landing is not hidden behind a fetch, so list the longest fetch last.
     """
     return_freed_memory()
-    # in this process unless asked (a worker's interpreter costs more memory than it isolates)
-    lander = Lander(warehouse_config, in_process=not warehouse_config.get("landing_worker", False))
     fetch = _DailyFetch(request, api, log, on_progress)
     fetched = fetch_ahead(tables, fetch, discard=lambda f: f.release(None), on_stop=api.cancel)
     all_landed = False
     try:
-        with lander, closing(fetched):
+        with closing(fetched):
             failed = False
             for table, item in fetched:
-                event = _land_daily(table, item, request, lander, log)
+                event = _land_daily(table, item, request, warehouse_config, log)
                 failed = failed or isinstance(event, TableFailed)
                 yield event
             all_landed = not failed
@@ -195,7 +193,11 @@ def sync_daily(
 
 
 def _land_daily(
-    table: PartitionedTable, item: _Fetched, request: DailyRequest, lander: Lander, log: Log
+    table: PartitionedTable,
+    item: _Fetched,
+    request: DailyRequest,
+    warehouse_config: Mapping[str, Any],
+    log: Log,
 ) -> SyncEvent:
     name = table.spec.name
     if item.landed_by is not None:
@@ -206,7 +208,8 @@ def _land_daily(
         return TableFailed(name, item.error)
     started = time.monotonic()
     try:
-        results = lander.land(table.spec, item.outcome, request.run_id)
+        with warehouse_for(warehouse_config, landing=True) as warehouse:
+            results = land(warehouse, table.spec, item.outcome, request.run_id)
     except Exception as exc:  # the other tables still land; the sync fails at the end
         log.error(f"{name}: landing failed ({exc}); the table keeps its previous rows")
         item.release(None)

@@ -30,7 +30,7 @@ from sync.resume import CallJournal, JournalPart, ResumePoint, call_key
 from sync.spool import DateSpool, bucket_windows
 from sync.transforms import concat, filter_cells, keep_rows, select_box
 
-if TYPE_CHECKING:  # the landing worker imports this module, and needs no HTTP client
+if TYPE_CHECKING:  # landing needs no HTTP client
     from resources.api.client import VisibilityClient
 
 #: Rows of a paged call transformed at a time: about one page. Each of the fetch's threads holds
@@ -48,7 +48,7 @@ FetchOne = Callable[["VisibilityClient", Call], Iterator[pa.Table]]
 
 @dataclass
 class FetchOutcome:
-    """What a fetch hands its landing (picklable: it crosses to the landing worker process)."""
+    """What a fetch hands its landing."""
 
     table: str
     plan: Plan

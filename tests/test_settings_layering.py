@@ -5,7 +5,6 @@ warehouse schemes live in one place."""
 from __future__ import annotations
 
 import ast
-import pickle
 import subprocess
 import sys
 from collections import Counter
@@ -158,10 +157,6 @@ def test_the_warehouse_schemes_are_listed_once() -> None:
             Settings.model_fields["duckdb_memory_limit"].default,
         ),
         (
-            WarehouseResource.model_fields["landing_worker"].default,
-            Settings.model_fields["landing_worker"].default,
-        ),
-        (
             VisibilityAPIResource.model_fields["retry_deadline_seconds"].default,
             Settings.model_fields["retry_deadline_seconds"].default,
         ),
@@ -211,9 +206,7 @@ import pkgutil, sys, importlib
 import sync
 for info in pkgutil.iter_modules(sync.__path__):
     importlib.import_module(f"sync.{{info.name}}")
-# what the landing worker imports, then a real warehouse it opens (sync/landing_worker.py: _warm_up, _land)
-from sync.landing_worker import _warm_up
-_warm_up()
+# then a real warehouse opened for a landing, as the driver opens it
 from resources.warehouse.factory import warehouse_for
 from sync.catalog import ALL_TABLES
 config = {{"url": "duckdb:///{db}", "schema_name": "visibility", "lock_timeout_seconds": 30.0,
@@ -227,48 +220,13 @@ print(loaded)
 """
 
 
-def test_the_sync_core_and_its_landing_worker_load_no_dagster_however_deep(tmp_path: Path) -> None:
-    """Follows imports transitively: every ``sync.*`` module, and what the landing worker imports and
-    runs to open a warehouse, in a fresh interpreter that must end without ``dagster`` loaded."""
+def test_the_sync_core_loads_no_dagster_however_deep(tmp_path: Path) -> None:
+    """Follows imports transitively: every ``sync.*`` module, and what opening a warehouse for a
+    landing imports and runs, in a fresh interpreter that must end without ``dagster`` loaded."""
     code = _LOADS_THE_CORE.format(db=tmp_path / "core.duckdb")
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", f"the core loaded: {done.stdout.strip()}"
-    assert (tmp_path / "core.duckdb").exists()  # the worker's path really ran
-
-
-_THE_WORKERS_PATH = """
-import pickle, sys
-from sync.landing_worker import _warm_up
-_warm_up()
-import sync.landing  # what a landing runs
-import pyarrow as pa
-from resources.warehouse.factory import warehouse_for
-spec, stats = pickle.loads(bytes.fromhex("{sent}"))  # what crosses the pipe with a fetch
-config = {{"url": "duckdb:///{db}", "schema_name": "visibility", "lock_timeout_seconds": 30.0,
-          "duckdb_landing_memory_limit": "1GB"}}
-with warehouse_for(config, landing=True) as warehouse, warehouse.session():
-    warehouse.ensure_table(spec)
-assert pa.array(["a"], type=pa.string()).to_pylist() == ["a"]  # pyarrow works without pandas
-unneeded = {{"httpx", "pandas", "rich"}}
-loaded = {{n.split(".")[0] for n in sys.modules}} & unneeded
-print(sorted(loaded | {{n for n in sys.modules if n == "sync.catalog"}}))
-"""
-
-
-def test_the_landing_worker_loads_no_http_client_and_no_pandas(tmp_path: Path) -> None:
-    """The worker lands Arrow tables: the HTTP client (httpx, rich) and pandas are start-up CPU and
-    memory it does not need. It gets the table's spec with the fetch, so it needs no catalog."""
-    from resources.api.stats import RequestStats
-    from sync.tables import PROMPT_MENTIONS
-
-    sent = pickle.dumps((PROMPT_MENTIONS, RequestStats(requests_by_endpoint={"GET /v1/x": 1}))).hex()
-    code = _THE_WORKERS_PATH.format(sent=sent, db=tmp_path / "worker.duckdb")
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]", f"the worker loaded: {done.stdout.strip()}"
-    assert (tmp_path / "worker.duckdb").exists()
+    assert (tmp_path / "core.duckdb").exists()  # the landing's path really ran

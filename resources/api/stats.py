@@ -1,5 +1,5 @@
-"""The counters of one client's requests: what a table's materialization reports, and what crosses
-to the landing worker with a fetch (so this module imports nothing of the HTTP client)."""
+"""The counters of one client's requests: what a table's materialization reports, carried by a
+fetch's outcome to its landing (this module imports nothing of the HTTP client)."""
 
 from __future__ import annotations
 

@@ -25,8 +25,8 @@ carries the index (created by hand or by another tool) is refused with
 (:mod:`resources.warehouse.duckdb_memory`), and DuckDB :data:`LANDING_THREADS` threads: such a
 handle lands, beside the fetch of the next table.
 
-Retries, all of them (nothing above this module retries a write: not the landing worker, not the
-sync step, and Dagster's ``run_retries`` skip runs whose step failed):
+Retries, all of them (nothing above this module retries a write: not the sync step, and Dagster's
+``run_retries`` skip runs whose step failed):
 
 * **A write is retried once, in one case**: a partition landing within ``memory_limit`` that ran out
   of memory is rolled back whole and run once more without the budget

@@ -1,6 +1,6 @@
 """DuckDB's memory budget for a handle's connections, and the one retry of a landing beyond it.
 
-``memory_limit`` gives a handle's connections a DuckDB memory budget (the landing worker's:
+``memory_limit`` gives a handle's connections a DuckDB memory budget (the landing's:
 :class:`~resources.warehouse.resource.WarehouseResource`). DuckDB otherwise keeps what it reads
 cached up to 80% of RAM until the connection closes, and the checkpoint that ends each write merges
 the table's partial row groups: both grow with the table, so a landing process would take more

@@ -1,4 +1,4 @@
-"""Choosing the engine from configuration, without Dagster (the landing worker imports only this).
+"""Choosing the engine from configuration, without Dagster (the sync core lands through this).
 
 The URL is validated before any I/O (the rules and defaults are :mod:`resources.warehouse.urls`'s,
 shared with ``settings.py``), and every error names the setting to fix
@@ -67,7 +67,7 @@ def warehouse_for(
 ) -> Warehouse:
     """The handle ``WarehouseResource(**settings).get_warehouse(...)`` opens (its ``settings()``).
 
-    ``landing``: DuckDB's connections get ``duckdb_landing_memory_limit`` (the landing worker's);
+    ``landing``: DuckDB's connections get ``duckdb_landing_memory_limit`` (the landing's);
     other handles' queries run within it too (``query_memory_limit``), their writes without it.
     """
     url = settings["url"]

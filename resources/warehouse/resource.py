@@ -92,14 +92,6 @@ class WarehouseResource(ConfigurableResource):
         "DuckDB's default (80% of RAM).",
     )
 
-    landing_worker: bool = Field(
-        default=False,
-        description="Land the date x engine tables in a worker process (one per sync step) instead "
-        "of the step's own process. Off by default: the worker's interpreter and its second copy "
-        "of the libraries cost more memory than the landing it isolates (bench/RESULTS.md, "
-        "*Memory of the process tree*).",
-    )
-
     def settings(self) -> dict[str, Any]:
         """The resolved settings, to rebuild this resource in another process (they hold the URL,
         so a password: never log them)."""
@@ -110,7 +102,6 @@ class WarehouseResource(ConfigurableResource):
             "schema_name": self.schema_name,
             "lock_timeout_seconds": self.lock_timeout_seconds,
             "duckdb_landing_memory_limit": self.duckdb_landing_memory_limit,
-            "landing_worker": self.landing_worker,
         }
 
     def get_warehouse(

@@ -18,7 +18,7 @@ SCHEMA_SETTING = "VISIBILITY_SCHEMA"
 MEMORY_LIMIT_SETTING = "VISIBILITY_DUCKDB_MEMORY_LIMIT"
 DEFAULT_WAREHOUSE_URL = "duckdb:///data/visibility.duckdb"
 DEFAULT_SCHEMA = "visibility"
-#: keeps the landing worker's memory flat in the days of a backfill, for somewhat slower chunk writes
+#: keeps the landing's memory flat in the days of a backfill, for somewhat slower chunk writes
 #: (docs/OPERATIONS.md, *DuckDB's memory budget for landing*; bench/RESULTS.md, *Landing memory*)
 DEFAULT_LANDING_MEMORY_LIMIT = "64MB"
 #: DuckDB only: how long a writer waits for another process's write lock, unless set.

@@ -1,4 +1,4 @@
-"""Start the real command line against the sandbox, find its landing worker, and see what survives."""
+"""Start the real command line against the sandbox, wait until it lands, and see what survives."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 START, END = SANDBOX_TODAY - dt.timedelta(days=61), SANDBOX_TODAY
 #: How long a process may take to die after the one that started it did.
 GRACE_SECONDS = 5.0
-#: How long a run may take to start its landing worker.
-WORKER_DEADLINE_SECONDS = 45.0
+#: How long a run may take to land its first table.
+LANDING_DEADLINE_SECONDS = 45.0
 
 
 def sync_env(sandbox: SandboxHandle, db: Path, **more: str) -> dict[str, str]:
@@ -55,32 +55,11 @@ def start(argv: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.
         )
 
 
-def is_landing_worker(process: psutil.Process) -> bool:
-    try:
-        return "from sync.landing_worker import serve" in " ".join(process.cmdline())
-    except psutil.Error:
-        return False
-
-
-def wait_for_landing_worker(process: subprocess.Popen[bytes], log: Path) -> list[psutil.Process]:
-    """Wait until ``process`` has started its landing worker; then every descendant it has."""
-    parent = psutil.Process(process.pid)
-    deadline = time.monotonic() + WORKER_DEADLINE_SECONDS
-    while True:
-        descendants = parent.children(recursive=True)
-        if any(is_landing_worker(p) for p in descendants):
-            time.sleep(0.5)  # well into the landing worker's start-up, or its first landing
-            return parent.children(recursive=True)
-        assert process.poll() is None, f"ended before landing anything:\n{log.read_text()}"
-        assert time.monotonic() < deadline, f"no landing worker after {WORKER_DEADLINE_SECONDS}s"
-        time.sleep(0.05)
-
-
 def wait_for_landing(process: subprocess.Popen[bytes], log: Path, spools: Path) -> list[psutil.Process]:
     """Wait until ``process`` (its ``TMPDIR`` is ``spools``) removed a daily table's spool, so has
     landed a table in its own process; then every descendant it has."""
     parent = psutil.Process(process.pid)
-    deadline = time.monotonic() + WORKER_DEADLINE_SECONDS
+    deadline = time.monotonic() + LANDING_DEADLINE_SECONDS
     seen: set[str] = set()
     while True:
         now = {p.name for p in spools.glob("visibility-spool-*")}
@@ -88,7 +67,7 @@ def wait_for_landing(process: subprocess.Popen[bytes], log: Path, spools: Path) 
             return parent.children(recursive=True)
         seen |= now
         assert process.poll() is None, f"ended before landing anything:\n{log.read_text()}"
-        assert time.monotonic() < deadline, f"no table landed after {WORKER_DEADLINE_SECONDS}s"
+        assert time.monotonic() < deadline, f"no table landed after {LANDING_DEADLINE_SECONDS}s"
         time.sleep(0.05)
 
 

@@ -1,9 +1,8 @@
 """``visibility-sync run`` killed mid-sync, however: no process it started outlives it.
 
 The real command line in its own process, against the real sandbox over loopback, into a real
-DuckDB file. Its descendants (the landing worker it was asked for, ``VISIBILITY_LANDING_WORKER=1``,
-and anything else it started) are recorded before the kill; none may be running a few seconds after.
-A sync that lands in its own process (the default) leaves a readable warehouse too.
+DuckDB file. Its descendants (anything it started) are recorded before the kill; none may be running
+a few seconds after. A killed sync leaves a readable warehouse too.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from tests.processes.helpers import (
     stop_when,
     sync_env,
     wait_for_landing,
-    wait_for_landing_worker,
 )
 
 pytestmark = pytest.mark.slow
@@ -32,19 +30,14 @@ RUN = ["-m", "pipelines.cli", "run", "--start", START.isoformat(), "--end", END.
 
 
 def run_and_stop(
-    sandbox: SandboxHandle, tmp_path: Path, stop: signal.Signals, group: bool = False, worker: bool = True
+    sandbox: SandboxHandle, tmp_path: Path, stop: signal.Signals, group: bool = False
 ) -> tuple[int, str]:
-    """Start a sync (landing in a worker it asks for, or in its own process), send ``stop`` (to its
-    process group: a Ctrl+C at the terminal) once it lands, assert that nothing it started
-    survives; its exit code and output."""
+    """Start a sync, send ``stop`` (to its process group: a Ctrl+C at the terminal) once it lands,
+    assert that nothing it started survives; its exit code and output."""
     log, spools = tmp_path / "output.txt", tmp_path / "tmp"
     spools.mkdir()
-    more = {"VISIBILITY_LANDING_WORKER": "1"} if worker else {"TMPDIR": str(spools)}
-    process = start(RUN, sync_env(sandbox, tmp_path / "x.duckdb", **more), log)
-    if worker:
-        code = stop_when(process, lambda: wait_for_landing_worker(process, log), stop, group)
-    else:
-        code = stop_when(process, lambda: wait_for_landing(process, log, spools), stop, group)
+    process = start(RUN, sync_env(sandbox, tmp_path / "x.duckdb", TMPDIR=str(spools)), log)
+    code = stop_when(process, lambda: wait_for_landing(process, log, spools), stop, group)
     return code, log.read_text()
 
 
@@ -58,16 +51,6 @@ def test_sigkill_of_the_sync_leaves_no_process_and_a_readable_warehouse(
         con.execute("SELECT table_name FROM information_schema.tables").fetchall()
 
 
-def test_sigkill_of_a_sync_landing_in_its_own_process_leaves_no_process_and_a_readable_warehouse(
-    sandbox: SandboxHandle, tmp_path: Path
-) -> None:
-    code, _ = run_and_stop(sandbox, tmp_path, signal.SIGKILL, worker=False)
-
-    assert code == -signal.SIGKILL
-    with duckdb.connect(str(tmp_path / "x.duckdb")) as con:  # replays its WAL: every commit whole
-        assert con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0] > 0
-
-
 def test_sigterm_of_the_sync_leaves_no_process_and_no_traceback(
     sandbox: SandboxHandle, tmp_path: Path
 ) -> None:
@@ -77,7 +60,7 @@ def test_sigterm_of_the_sync_leaves_no_process_and_no_traceback(
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
 
 
-def test_ctrl_c_of_the_sync_leaves_no_process_and_no_worker_traceback(
+def test_ctrl_c_of_the_sync_leaves_no_process_and_no_traceback(
     sandbox: SandboxHandle, tmp_path: Path
 ) -> None:
     """A terminal sends Ctrl+C to the whole foreground process group."""

@@ -29,15 +29,13 @@ from tests.processes.helpers import (
     start,
     survivors,
     sync_env,
-    wait_for_landing_worker,
+    wait_for_landing,
 )
 
 pytestmark = pytest.mark.slow
 
 #: Days of the run: a recorded run writes a "planned" event per partition and asset before its
 #: step starts (SQLite: seconds per hundred on a busy machine), and its step lands for seconds.
-#: Its step lands in a worker process (``VISIBILITY_LANDING_WORKER=1``): the process at risk of
-#: outliving the run.
 RUN_DAYS = 8
 
 #: A run process: the job of the code location, executed in this process and recorded in DAGSTER_HOME.
@@ -54,7 +52,7 @@ with DagsterInstance.get() as instance:
 """
 
 
-def start_run(sandbox: SandboxHandle, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
+def start_run(sandbox: SandboxHandle, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path, Path]:
     """A run process of the daily job over a week; its DAGSTER_HOME holds the project's instance
     settings (pools and all)."""
     home = tmp_path / "dagster_home"
@@ -64,15 +62,16 @@ def start_run(sandbox: SandboxHandle, tmp_path: Path) -> tuple[subprocess.Popen[
     tags = range_tags(
         last - dt.timedelta(days=RUN_DAYS - 1), last, (ENGINES_WITH_ALL[0], ENGINES_WITH_ALL[-1])
     )
-    log = tmp_path / "output.txt"
-    env = sync_env(sandbox, tmp_path / "x.duckdb", DAGSTER_HOME=str(home), VISIBILITY_LANDING_WORKER="1")
-    return start(["-c", RUN_PROCESS, DAILY_JOB, json.dumps(tags)], env, log), home, log
+    log, spools = tmp_path / "output.txt", tmp_path / "tmp"
+    spools.mkdir()
+    env = sync_env(sandbox, tmp_path / "x.duckdb", DAGSTER_HOME=str(home), TMPDIR=str(spools))
+    return start(["-c", RUN_PROCESS, DAILY_JOB, json.dumps(tags)], env, log), home, log, spools
 
 
-def stop_run(process: subprocess.Popen[bytes], log: Path, stop: signal.Signals) -> None:
+def stop_run(process: subprocess.Popen[bytes], log: Path, spools: Path, stop: signal.Signals) -> None:
     """Send ``stop`` once the run lands; assert that nothing the run process started survives it."""
     try:
-        descendants = wait_for_landing_worker(process, log)
+        descendants = wait_for_landing(process, log, spools)
         process.send_signal(stop)
         process.wait(timeout=30)
         left = survivors(descendants)
@@ -86,8 +85,8 @@ def stop_run(process: subprocess.Popen[bytes], log: Path, stop: signal.Signals) 
 def test_a_killed_run_process_leaves_no_process_and_its_run_is_failed(
     sandbox: SandboxHandle, tmp_path: Path
 ) -> None:
-    process, home, log = start_run(sandbox, tmp_path)
-    stop_run(process, log, signal.SIGKILL)
+    process, home, log, spools = start_run(sandbox, tmp_path)
+    stop_run(process, log, spools, signal.SIGKILL)
 
     with instance_for_test(temp_dir=str(home)) as instance:
         (run,) = instance.get_runs()
@@ -105,14 +104,11 @@ def test_a_killed_run_process_leaves_no_process_and_its_run_is_failed(
 def test_a_run_terminated_by_dagster_leaves_no_process(sandbox: SandboxHandle, tmp_path: Path) -> None:
     """Dagster terminates a run (from the UI, or the daemon past ``max_runtime_seconds``) by
     interrupting its process with SIGINT (``dagster_shared.ipc.send_interrupt``; SIGTERM is mapped
-    to it): the step stops, and so does its landing worker."""
-    process, home, log = start_run(sandbox, tmp_path)
-    stop_run(process, log, signal.SIGINT)
+    to it): the step stops."""
+    process, home, log, spools = start_run(sandbox, tmp_path)
+    stop_run(process, log, spools, signal.SIGINT)
 
     with instance_for_test(temp_dir=str(home)) as instance:
         (run,) = instance.get_runs()
         assert run.is_finished, run.status
         assert fail_orphaned_runs(instance) == []
-    output = log.read_text()
-    # no traceback of the worker (the run's own interrupted stack may pass through Lander.land)
-    assert "SpawnProcess" not in output and ", in serve" not in output, output

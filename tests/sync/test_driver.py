@@ -153,27 +153,13 @@ def test_several_failures_exit_with_the_code_of_the_gravest() -> None:
     assert caught.value.__cause__ is late
 
 
-def _landing_workers() -> list[psutil.Process]:
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "from sync.landing_worker import serve" in " ".join(child.cmdline()):
-                found.append(child)
-        except psutil.Error:
-            pass
-    return found
-
-
-@pytest.mark.parametrize("worker", [False, True], ids=["default", "worker asked for"])
-def test_the_daily_tables_land_in_the_syncs_own_process_unless_a_worker_is_asked_for(
-    sandbox: SandboxHandle, tmp_path: Path, worker: bool
-) -> None:
+def test_the_daily_tables_land_in_the_syncs_own_process(sandbox: SandboxHandle, tmp_path: Path) -> None:
     request = DailyRequest(run_id="driver-test", cells=set(CELLS), only=(), discovery=Discovery())
-    config = {**_config(tmp_path / "w.duckdb"), "landing_worker": worker}
-    events, workers_seen = [], []
-    for event in sync_daily(DAILY, request, _Api(sandbox.url, sandbox.keys["workspace"]), config, LOG):
+    children = set(psutil.Process().children(recursive=True))
+    events, started = [], []
+    api = _Api(sandbox.url, sandbox.keys["workspace"])
+    for event in sync_daily(DAILY, request, api, _config(tmp_path / "w.duckdb"), LOG):
         events.append(event)
-        workers_seen.append(len(_landing_workers()))
+        started.append(set(psutil.Process().children(recursive=True)) - children)
     assert all(isinstance(e, TableLanded) for e in events), events
-    assert workers_seen == [1 if worker else 0] * len(DAILY)
-    assert not _landing_workers()  # the worker ends with the sync
+    assert started == [set()] * len(DAILY)  # no process of its own

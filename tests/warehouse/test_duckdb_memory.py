@@ -1,4 +1,4 @@
-"""The landing worker's DuckDB memory budget: set on its connections only, never a reason to fail:
+"""The landing's DuckDB memory budget: set on its connections only, never a reason to fail:
 a landing beyond it, in any of DuckDB's out-of-memory forms, is rolled back whole and retried once."""
 
 from __future__ import annotations
