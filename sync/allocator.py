@@ -29,7 +29,7 @@ _done = False
 
 def return_freed_memory() -> None:
     """Arrow on the C library's allocator, and glibc's mmap threshold fixed (process-wide, once;
-    called by the fetch and by the landing worker)."""
+    called by the fetch and the landing)."""
     global _done
     if pa.default_memory_pool().backend_name != "system":
         pa.set_memory_pool(pa.system_memory_pool())
