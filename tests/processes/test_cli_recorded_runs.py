@@ -13,8 +13,10 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 import signal
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, build_sensor_context
 
@@ -88,3 +90,33 @@ def test_a_killed_recorded_run_is_failed_by_the_code_locations_sensor(
         failure = instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE)[-1]
         assert f"run process {run.tags[PID_TAG]}" in (failure.message or "")
         assert run.run_id not in instance.event_log_storage.get_concurrency_run_ids()
+
+
+def test_a_recorded_run_stopped_before_it_started_is_canceled_by_the_command(
+    sandbox: SandboxHandle, tmp_path: Path
+) -> None:
+    """A Ctrl+C while Dagster still stores the run's planned events (one per partition and asset: a
+    month of them takes seconds) reaches the command, not a step: the command ends the run."""
+    home, log = tmp_path / "dagster_home", tmp_path / "output.txt"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    month = [*RUN[:4], (END - dt.timedelta(days=30)).isoformat(), *RUN[5:]]
+    process = start(month, sync_env(sandbox, tmp_path / "x.duckdb", DAGSTER_HOME=str(home)), log)
+    with DagsterInstance.from_config(str(home)) as instance:
+
+        def stored() -> list[psutil.Process]:
+            deadline = time.monotonic() + 120
+            while not instance.get_runs():
+                assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.05)
+            return psutil.Process(process.pid).children(recursive=True)
+
+        code = stop_when(process, stored, signal.SIGINT, group=True)
+
+        assert code == 130, log.read_text()
+        (run,) = instance.get_runs()
+        assert run.status == DagsterRunStatus.CANCELED, run.status
+        [canceled] = instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_CANCELED)
+        assert "visibility-sync was stopped (Ctrl+C or SIGTERM) while the run was NOT_STARTED" in (
+            canceled.message or ""
+        )
