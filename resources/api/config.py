@@ -119,17 +119,17 @@ def validate_api_key(key: str | None) -> str:
         raise ConfigurationError(f"{KEY_SETTING} must be the key alone, without the 'Bearer ' prefix")
     if any(ch.isspace() or not ch.isprintable() for ch in text):
         raise ConfigurationError(f"{KEY_SETTING} contains blanks or control characters; paste the key alone")
-    if len(text) < MIN_KEY_CHARS:
-        raise ConfigurationError(
-            f"{KEY_SETTING} is too short to be an API key (at least {MIN_KEY_CHARS} characters); copy "
-            "the whole key from the dashboard"
-        )
     if not text.isascii():
         # An HTTP header carries ASCII only: httpx would fail later with a UnicodeEncodeError that
         # names neither the setting nor the cause (and the key is not echoed here either).
         raise ConfigurationError(
             f"{KEY_SETTING} contains non-ASCII characters (a key is plain ASCII); copy it again from "
             "the dashboard, without typographic quotes or look-alike letters"
+        )
+    if len(text) < MIN_KEY_CHARS:
+        raise ConfigurationError(
+            f"{KEY_SETTING} is too short to be an API key (at least {MIN_KEY_CHARS} characters); copy "
+            "the whole key from the dashboard"
         )
     return text
 
