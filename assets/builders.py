@@ -44,7 +44,7 @@ from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import TableSpec
 from resources.warehouse.resource import WarehouseResource
-from sync.catalog import LANDED_BY_SENSORS
+from sync.catalog import LANDED_BY_SENSORS, SNAPSHOTS
 from sync.discovery import CitationTargets, brand_filter, discovery_for, sync_id
 from sync.driver import (
     DailyRequest,
@@ -441,7 +441,12 @@ def _with_listed(
         return  # the run's snapshot step lists and lands them whole
     try:
         yield from land_listed(
-            request.discovery, request.only, request.run_id, warehouse.get_warehouse, context.log
+            request.discovery,
+            request.only,
+            request.run_id,
+            warehouse.get_warehouse,
+            context.log,
+            empty_tables=[t.spec for t in SNAPSHOTS] + [spec for spec, _ in LANDED_BY_SENSORS.values()],
         )
     except SyncCancelled:
         raise

@@ -483,18 +483,26 @@ def retire_scope(
 
 
 def land_listed(
-    discovery: Discovery, only: Sequence[str], run_id: str, open_warehouse: OpenWarehouse, log: Log
+    discovery: Discovery,
+    only: Sequence[str],
+    run_id: str,
+    open_warehouse: OpenWarehouse,
+    log: Log,
+    empty_tables: Sequence[TableSpec] = (),
 ) -> Iterator[TableLanded]:
-    """Upsert the brands, prompts and competitors the daily tables listed (no request).
+    """Upsert the brands, prompts and competitors the daily tables listed (no request), and create
+    ``empty_tables`` (the snapshot tables no daily table lists) if missing.
 
     For a run with no snapshot step: a backfill of the daily group alone would otherwise leave a
-    fresh warehouse without the tables the views and the report join to (docs/OPERATIONS.md,
-    "Backfilling the daily group alone").
+    fresh warehouse without the tables the views, the report and dbt's sources join to
+    (docs/OPERATIONS.md, "Backfilling the daily group alone").
     """
     listed = listed_snapshots(discovery, only)
     if not listed:
         return
     with open_warehouse() as warehouse, warehouse.session():
+        for spec in empty_tables:
+            warehouse.ensure_table(spec)
         for table, scope, rows in listed:
             warehouse.ensure_table(table.spec)
             result = warehouse.upsert_snapshot(table.spec, rows, run_id, retire_scope(table, scope, {}, log))
