@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gc
 import json
 import logging
 import os
@@ -45,9 +44,6 @@ if TYPE_CHECKING:  # imported inside the functions that use them: the command st
     from sync.progress import FetchProgress
 
 DEMO_DAYS = 14
-#: True in the ``visibility-sync`` process itself (:func:`console_main`), not where a caller (a
-#: test) runs :func:`main`: only there may the sync take process-wide measures such as ``gc.freeze``.
-_COMMAND_PROCESS = False
 CHECK_DEADLINE_SECONDS = 3.0
 
 
@@ -243,17 +239,16 @@ def sync(
         if not recorded:  # an ephemeral instance journals in the temp folder: known before Dagster is
             start_fetching(None)
 
-        with _loading_without_collection():
-            from dagster import DagsterInstance
+        from dagster import DagsterInstance
 
-            from pipelines.cli_runs import CodeLocationRuns
-            from pipelines.jobs import DAILY_JOB, SYNC_JOB
-            from pipelines.orphans import fail_orphaned_runs, process_tags
-            from pipelines.resources import api_resource, process_resources
-            from pipelines.schedules import range_tags
-            from pipelines.syncs import sync_definitions
+        from pipelines.cli_runs import CodeLocationRuns
+        from pipelines.jobs import DAILY_JOB, SYNC_JOB
+        from pipelines.orphans import fail_orphaned_runs, process_tags
+        from pipelines.resources import api_resource, process_resources
+        from pipelines.schedules import range_tags
+        from pipelines.syncs import sync_definitions
 
-            definitions = sync_definitions(settings)
+        definitions = sync_definitions(settings)
         with recording_instance() if recorded else DagsterInstance.ephemeral() as instance:
             runs = CodeLocationRuns(instance) if recorded else None
             if recorded:
@@ -292,25 +287,6 @@ def sync(
         if bar is not None:
             bar.finish("failed" if summary.failures else "done")
     return summary
-
-
-@contextmanager
-def _loading_without_collection() -> Iterator[None]:
-    """Dagster imported and the definitions built with the cyclic garbage collector paused, in the
-    command's own process; then what they made is frozen (``gc.freeze``) and the collector resumes.
-
-    Each collection during the imports walked every object imported so far, and every later one
-    walked them again, though they all live until the process ends: 0.2-0.4 s of a sync's CPU.
-    """
-    if not _COMMAND_PROCESS:
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 @dataclass(frozen=True)
@@ -848,8 +824,6 @@ def console_main() -> NoReturn:
     from sync.without_pandas import keep_pandas_out
 
     keep_pandas_out("the visibility-sync command")
-    global _COMMAND_PROCESS
-    _COMMAND_PROCESS = True
     code = main()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
