@@ -25,9 +25,8 @@ from sandbox.testing import SandboxHandle
 from tests.processes.helpers import (
     END,
     ROOT,
-    kill_all,
     start,
-    survivors,
+    stop_when,
     sync_env,
     wait_for_landing,
 )
@@ -70,16 +69,7 @@ def start_run(sandbox: SandboxHandle, tmp_path: Path) -> tuple[subprocess.Popen[
 
 def stop_run(process: subprocess.Popen[bytes], log: Path, spools: Path, stop: signal.Signals) -> None:
     """Send ``stop`` once the run lands; assert that nothing the run process started survives it."""
-    try:
-        descendants = wait_for_landing(process, log, spools)
-        process.send_signal(stop)
-        process.wait(timeout=30)
-        left = survivors(descendants)
-    finally:
-        process.kill()
-        process.wait()
-    kill_all(descendants)
-    assert not left, f"still running after the run process ended ({stop.name}): {left}"
+    stop_when(process, lambda: wait_for_landing(process, log, spools), stop)
 
 
 def test_a_killed_run_process_leaves_no_process_and_its_run_is_failed(
