@@ -22,7 +22,8 @@ such 429s.
 Clients of one key that do not see each other (runs, pods) share only its headers: below
 ``SPREAD_BELOW`` of its limit the global window spreads its last requests until the reset
 (``RateWindow._spread_delay``), so together they keep the key's window from empty. No wait for a
-Reset or Retry-After outlasts the sync's retry deadline (``MAX_WAIT_SECONDS`` without one).
+Reset or Retry-After holds the sync back longer than a ``PROBES_PER_DEADLINE``-th of its retry
+deadline: then one request probes the window, so one answer cannot stop a key.
 
 A budget is also what the clients of one sync share beyond the rate limit (one budget per sync:
 ``VisibilityAPIResource`` hands the same one to every client it opens, during one run or, for an
@@ -71,9 +72,11 @@ WaitCallback = Callable[[str, float, str], None]
 
 #: When a window is spent and the service gave no reset time, wait this long before trying again.
 UNKNOWN_RESET_SECONDS = 1.0
-#: The longest a window's Reset or a Retry-After holds requests back when the budget has no retry
-#: deadline of its own: a longer one is not believed, and one request probes the window then.
-MAX_WAIT_SECONDS = 300.0
+#: A window's Reset or a Retry-After holds requests back for at most this share of the sync's retry
+#: deadline (``MAX_WAIT_SECONDS`` without one): a longer one is not believed, and one request probes
+#: the window then, a few times before the deadline ends the sync.
+PROBES_PER_DEADLINE = 4
+MAX_WAIT_SECONDS = 300.0 / PROBES_PER_DEADLINE
 #: Sleep slices while waiting, so a window that reopens early (a new answer) or a cancel event set
 #: from outside is noticed.
 MAX_WAIT_SLICE_SECONDS = 0.1
@@ -147,10 +150,9 @@ class RateWindow:
         max_wait: float = MAX_WAIT_SECONDS,
     ) -> None:
         self.limit: int | None = None
-        #: a Reset or block longer than this is cut to it, and then one request probes the window
-        #: (``probe``): one answer must not stop a key for longer than a sync keeps retrying
+        #: a Reset or block longer than this is cut to it, then one request probes the window: one
+        #: answer must not stop a key for as long as a sync keeps retrying
         self.max_wait = max_wait
-        self.probe = False
         #: the global window spreads its last requests (``SPREAD_BELOW``) from the last send on
         self.spreads = learns
         self.last_sent = 0.0
@@ -309,7 +311,6 @@ class RateWindow:
             self.spare = spare
             self.credit_at = now
         if window.reset_seconds is not None:
-            self.probe = window.reset_seconds > self.max_wait
             self.reset_at = now + min(window.reset_seconds, self.max_wait)
             self.reset_from_header = True
             if self.trial_due and not self.paced and self.remaining is not None and window.reset_seconds > 0:
@@ -551,8 +552,9 @@ class RequestBudget:
         #: ``release`` wake them).
         self._slot_waiters = 0
         self._endpoint_waiters = 0
-        #: no window or Retry-After holds the sync back longer than it keeps retrying
-        self._max_wait = retry_deadline_seconds if retry_deadline_seconds is not None else MAX_WAIT_SECONDS
+        #: no window or Retry-After holds the sync back for more than a share of its retry deadline
+        deadline = retry_deadline_seconds
+        self._max_wait = MAX_WAIT_SECONDS if deadline is None else deadline / PROBES_PER_DEADLINE
         self._global = RateWindow("X-RateLimit-Reset", learns=True, max_wait=self._max_wait)
         self._endpoints: dict[str, RateWindow] = {}
         self._aimd = AIMDLimit(max_concurrency)

@@ -223,7 +223,7 @@ def test_a_budget_without_a_floor_counts_but_never_refuses() -> None:
     assert budget.request_allowance is None and budget.requests_taken == 1000
 
 
-def test_a_far_reset_is_cut_to_the_retry_deadline_then_one_request_probes_the_window() -> None:
+def test_a_far_reset_is_cut_to_its_max_wait_then_one_request_probes_the_window() -> None:
     window = RateWindow(max_wait=30.0)
     window.observe(WindowHeaders(limit=50, remaining=0, reset_seconds=999_999_999.0), now=0.0, seq=1)
     assert window.delay(0.0) == pytest.approx(30.0)
@@ -234,12 +234,20 @@ def test_a_far_reset_is_cut_to_the_retry_deadline_then_one_request_probes_the_wi
     assert window.delay(30.1) == 0.0
 
 
-def test_a_far_retry_after_holds_the_budget_no_longer_than_its_retry_deadline() -> None:
+def test_a_far_retry_after_or_reset_holds_the_budget_a_quarter_of_its_retry_deadline_at_most() -> None:
+    """So a sync probes the window a few times before its deadline ends it: one answer of a service
+    that says "wait for ever" does not stop the key."""
     clock = FakeClock()
-    budget = RequestBudget(8, clock=clock, retry_deadline_seconds=30.0)
+    budget = RequestBudget(8, clock=clock, retry_deadline_seconds=40.0)
     budget.block(999_999_999.0)
     with pytest.raises(BudgetExhausted) as raised:
-        budget.acquire("GET /v1/brands", deadline=clock.now + 10.0)
-    assert raised.value.wait_seconds == pytest.approx(30.0)
-    clock.now += 30.0
-    budget.release(budget.acquire("GET /v1/brands", deadline=clock.now + 10.0))
+        budget.acquire("GET /v1/brands", deadline=clock.now + 5.0)
+    assert raised.value.wait_seconds == pytest.approx(10.0)
+    clock.now += 10.0
+    probe = budget.acquire("GET /v1/brands", deadline=clock.now + 5.0)
+    far = {"X-RateLimit-Limit": "50", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "999999999"}
+    budget.observe(probe, httpx.Headers(far))
+    budget.release(probe)
+    with pytest.raises(BudgetExhausted) as raised:
+        budget.acquire("GET /v1/brands", deadline=clock.now + 5.0)
+    assert raised.value.wait_seconds == pytest.approx(10.0)
