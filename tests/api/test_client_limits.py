@@ -142,3 +142,31 @@ def test_concurrency_limited_lowers_the_requests_in_flight_and_every_call_succee
     assert limit_after < 8  # multiplicative decrease happened and stuck near the real limit
     # Far fewer refusals than requests: the limit came down instead of hammering.
     assert served["429"] < served["200"]
+
+
+def test_one_answer_that_says_wait_for_ever_holds_the_key_back_only_until_a_probe(
+    limits: Callable[..., SandboxHandle],
+) -> None:
+    """``X-RateLimit-Remaining: 0`` with ``Reset: 999999999`` on one answer, through a rewriting proxy:
+    the next call waits a quarter of the sync's retry deadline (1 s of 4 s), one request probes the
+    window, and the sync goes on."""
+    import httpx
+
+    from resources.api.budget import RequestBudget
+    from tests.api.proxies import RewritingProxy, answer
+
+    sandbox = limits()
+    rewritten: list[str] = []
+
+    def far_reset(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if rewritten:
+            return response
+        rewritten.append(str(request.url))
+        return answer(response, headers={"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "999999999"})
+
+    budget = RequestBudget(8, retry_deadline_seconds=4.0)
+    with make_client(sandbox, budget=budget, transport=RewritingProxy(far_reset)) as api:
+        first = list(api.list_brands(limit=100))
+        again = list(api.list_brands(limit=100))
+    assert rewritten and first and again == first
+    assert sandbox_total(sandbox.stats()) == 2
