@@ -2,6 +2,7 @@
 
     .venv/bin/pip install -e '.[bench]'          # dlt, for the peer only
     .venv/bin/python bench/bench_small.py         # 1 and 2 days of the demo workspace, 3 pairs each
+    .venv/bin/python bench/bench_small.py --variant nogc=/tmp/tree   # and another code tree in each pair
 
 Each pair runs ``visibility-sync run`` over the newest N days and ``bench/dlt_peer.py`` (the same ten
 tables through dlt's ``rest_api``, with the same calls), alternating which goes first, each a process

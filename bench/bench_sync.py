@@ -3,6 +3,8 @@
     .venv/bin/python bench/bench_sync.py                       # rows (1 and 10 days) + shared key
     .venv/bin/python bench/bench_sync.py --scenarios rows --days 1,4 --rate 100 --no-write
     .venv/bin/python bench/bench_sync.py --scenarios shared --shared-rate 20
+    .venv/bin/python bench/bench_sync.py --scenarios shared --shared-tmp private,shared --shared-rounds 2
+    .venv/bin/python bench/bench_sync.py --scenarios rows --days 30 --rounds 2 --variant nogc=/tmp/tree
 
 Every figure is a ratio against a bound measured in the same run (the machine is shared), the
 command line a process against the sandbox's ``large`` workspace, into a fresh DuckDB file:
@@ -12,7 +14,8 @@ command line a process against the sandbox's ``large`` workspace, into a fresh D
   marginal CPU per landed row (1 -> N days) against the bare decode (``json.loads`` +
   ``pa.Table.from_pylist`` of a sample of the same pages, timed in this process).
 * ``shared``: four ``visibility-sync run --brand X`` at once on one key limited to ``--shared-rate``:
-  the share of 429s, and the slowest wall against (successful requests / rate).
+  the share of 429s, and the slowest wall against (successful requests / rate); each run with a
+  TMPDIR of its own (``--shared-tmp private``, as pods), or one for the four (``shared``).
 * ``resume``: a sync SIGKILLed at 90 % of a clean one's requests, then the same command again.
 
 Results go to ``bench/RESULTS.md`` under ``## Sync: whole process tree`` (not with ``--no-write``).
