@@ -9,8 +9,9 @@ be bad. Scenarios: ``soak`` (hostile profile lands what a clean run lands), ``si
 kills, no survivor, no torn table, the re-run converges and removes the killed run's spools),
 ``overlap`` (two runs at once), ``keys`` (the key, echoed by a proxy in every form, is written
 nowhere), ``limits`` (retry deadline, start-date bound), ``bad`` (bad answers: a clear error or a
-correct landing, never a partial table). ``sigkill`` and ``overlap`` sync more than 7 days, so a
-worker process lands. Tables are compared as multisets of rows over every column but the writer's.
+correct landing, never a partial table). ``sigkill`` and ``overlap`` sync more than 7 days, so each
+table lands in several writes (the spool's 3-day buckets) in one transaction. Tables are compared
+as multisets of rows over every column but the writer's.
 ``--quick`` is what ``test_reliability.py`` runs. Figures go to ``## Reliability`` of bench/RESULTS.md.
 A test harness, not a benchmark (it has no speed or memory target): it lives with the tests.
 """
@@ -81,8 +82,7 @@ for _form in ("tail", "tail_upper", "url_escaped", "json_escaped"):  # the key's
         False,
     )
 QUICK_KEY_RUNS: tuple[str, ...] = ("success_echo", "fail_500_echo", "killed_echo", "fail_400_tail_echo")
-#: Seconds a descendant of a finished or killed CLI may take to go (the lander's own exit timeout
-#: is 10 s after a normal end; a killed parent's worker dies at once by PR_SET_PDEATHSIG).
+#: Seconds a descendant of a finished or killed CLI may take to go before it counts as a survivor.
 KILLED_GRACE_SECONDS = 3.0
 EXITED_GRACE_SECONDS = 12.0
 #: The table each bad answer lands in, when it lands.
@@ -616,7 +616,7 @@ class Harness:
 
     @property
     def long_window(self) -> tuple[dt.date, dt.date]:
-        """``long_days`` days (more than a write's 7: a worker process lands, in two chunks) ending
+        """``long_days`` days (more than 7: each table lands in several 3-day writes) ending
         before the days the sandbox restates (end exclusive)."""
         end = self.today - dt.timedelta(days=self.restate_days)
         return end - dt.timedelta(days=max(self.config.long_days, self.config.days)), end
@@ -1249,7 +1249,7 @@ def markdown(results: Sequence[Result], config: SuiteConfig, wall: float, comman
         f"`tests/reliability/suite.py` (`{command}`), {P.machine()}; {config.size} sandbox, every engine; "
         "SIGKILL "
         f"and overlap sync {config.long_days} days ending before the restated days (more than 7, so that "
-        f"the sync steps land from their worker process, in two chunks), the other scenarios the first "
+        f"each table lands in several 3-day writes), the other scenarios the first "
         f"{config.days} of them; {passed} of {len(results)} scenarios pass, {wall:.0f} s in all. "
         "Tables compared by their rows over every column except `_loaded_at`, `_run_id`, `first_seen_at`, "
         "`last_seen_at`; the key is searched for in Dagster storage and compute logs, every table dumped "
