@@ -9,6 +9,8 @@ release may move), so they are named here, once. Where Dagster documents them:
   range of asset partitions, the tags the launchpad's "Edit tags" takes and a single-run backfill
   sets (https://github.com/dagster-io/dagster/pull/10441; backfill policies in
   https://docs.dagster.io/guides/build/partitions-and-backfills)
+* ``dagster/max_retries``: how often the daemon retries a failed run of its own accord (*Run
+  retries*, https://docs.dagster.io/deployment/execution/run-retries)
 * ``dagster/partition/<dimension>``: one dimension's key of a multi-partition run, which Dagster
   writes next to ``dagster/partition`` (undocumented: read only to refuse a run whose tags disagree)
 
@@ -24,6 +26,7 @@ PARTITION_SET_TAG = "dagster/partition_set"
 ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
 ASSET_PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
 MULTIDIMENSIONAL_PARTITION_PREFIX = f"{PARTITION_NAME_TAG}/"
+MAX_RETRIES_TAG = "dagster/max_retries"
 
 #: ``PartitionBackfill.status`` values (the GraphQL API's ``BulkActionStatus``) after which a
 #: backfill launches no more runs; Dagster's Python enum of them is not exported.

@@ -241,6 +241,7 @@ def sync(
 
         from dagster import DagsterInstance
 
+        from assets.dagster_tags import MAX_RETRIES_TAG
         from pipelines.cli_runs import CodeLocationRuns
         from pipelines.jobs import DAILY_JOB, SYNC_JOB
         from pipelines.orphans import fail_orphaned_runs, process_tags
@@ -264,6 +265,7 @@ def sync(
                 tags = {**base_tags, **range_tags(start, last, (first, final))}
                 if runs is not None:  # a run of the code location, whose killed process can be told
                     tags.update(process_tags(run_id))
+                    tags[MAX_RETRIES_TAG] = "0"  # a killed command is re-run by its user, not the daemon
                     runs.watch(run_id)
                 if bar is not None:  # steps starting and tables landing, as they happen
                     bar.stage(f"starting job {job_name}")

@@ -87,6 +87,7 @@ def test_a_killed_recorded_run_is_failed_by_the_code_locations_sensor(
 
         ended = instance.get_run_by_id(run.run_id)
         assert ended is not None and ended.status == DagsterRunStatus.FAILURE
+        assert ended.tags.get("dagster/will_retry") != "true"  # its user re-runs it, not the daemon
         failure = instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE)[-1]
         assert f"run process {run.tags[PID_TAG]}" in (failure.message or "")
         assert run.run_id not in instance.event_log_storage.get_concurrency_run_ids()
