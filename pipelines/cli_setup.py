@@ -76,20 +76,20 @@ def event_log_writes_unprinted() -> Iterator[None]:
 def recording_instance() -> Any:
     """``DAGSTER_HOME``'s instance, created under a file lock: two commands started together on a
     new home would otherwise race to create Dagster's SQLite tables ("table ... already exists")."""
-    import fcntl
-
     from dagster import DagsterInstance
+
+    from sync.private_dir import lock_file, unlock
 
     home = Path(os.environ["DAGSTER_HOME"])
     home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".visibility-sync.lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            instance = DagsterInstance.get()
-            instance.get_runs(limit=1)  # every storage created before the lock is let go
-            return instance
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    lock = lock_file(home / ".visibility-sync.lock", wait=True)
+    assert lock is not None
+    try:
+        instance = DagsterInstance.get()
+        instance.get_runs(limit=1)  # every storage created before the lock is let go
+        return instance
+    finally:
+        unlock(lock)
 
 
 def check_warehouse(settings: Settings) -> None:

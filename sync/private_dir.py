@@ -11,6 +11,7 @@ with ``O_NOFOLLOW`` (:func:`open_private`), and a sweep removes only this user's
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import stat
 from pathlib import Path
@@ -74,3 +75,25 @@ def open_private(path: Path, mode: str) -> IO[bytes]:
         "rb": os.O_RDONLY,
     }[mode]
     return os.fdopen(os.open(path, flags | _NO_LINKS, 0o600), mode)
+
+
+def lock_file(path: Path, *, wait: bool = False) -> IO[bytes] | None:
+    """``path`` opened as :func:`open_private` does and locked exclusively (``flock``): the lock goes
+    with :func:`unlock`, or with the process. None when another process holds it and ``wait`` is
+    false; ``OSError`` when ``path`` cannot be opened (or, with ``wait``, locked)."""
+    lock = open_private(path, "a+b")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        if wait:
+            raise
+        return None
+    return lock
+
+
+def unlock(lock: IO[bytes]) -> None:
+    """Let go of a :func:`lock_file` lock (also for a child that inherited the file) and close it."""
+    with contextlib.suppress(OSError):
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    lock.close()

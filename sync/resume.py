@@ -22,7 +22,6 @@ processes with the same selection at once: the second fetches without a journal 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -41,7 +40,7 @@ import pyarrow.ipc as ipc
 
 from resources.warehouse.contract import TableSpec
 from sync.planning import Call, Cell
-from sync.private_dir import open_private, own_folder, private_folder
+from sync.private_dir import lock_file, open_private, own_folder, private_folder, unlock
 
 #: Bumped when what a journal holds changes: older journals are then never read.
 FORMAT = 2
@@ -321,9 +320,7 @@ class CallJournal:
             return
         if not (self.directory / MANIFEST).exists():  # nothing kept: nothing to leave behind
             shutil.rmtree(self.directory, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
-        self._lock.close()
+        unlock(self._lock)
 
 
 class ResumeStore:
@@ -371,13 +368,10 @@ class ResumeStore:
                 private_folder(self.root, _setting(self.root))
                 sweep_expired(self.root)
                 private_folder(directory, _setting(self.root))
-                lock = open_private(directory / LOCK, "a+b")
+                lock = lock_file(directory / LOCK)
             except OSError:
                 return None
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                lock.close()
+            if lock is None:
                 return None
             if os.fstat(lock.fileno()).st_nlink > 0:
                 return lock
@@ -407,14 +401,16 @@ def _remove_unless_held(directory: Path, still: Callable[[], bool] | None = None
     """Remove ``directory`` unless a process holds its lock (or, once it is locked, ``still()`` is
     no longer true: its fetch may have ended, keeping a manifest, between the look and the lock)."""
     try:
-        with open_private(directory / LOCK, "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if still is not None and not still():
-                return False
-            shutil.rmtree(directory, ignore_errors=True)
-            return True
+        lock = lock_file(directory / LOCK)
     except OSError:
         return False
+    if lock is None:
+        return False
+    with lock:
+        if still is not None and not still():
+            return False
+        shutil.rmtree(directory, ignore_errors=True)
+        return True
 
 
 def _expired(directory: Path, now: float | None = None) -> bool:

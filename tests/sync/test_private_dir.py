@@ -17,7 +17,7 @@ import pytest
 
 from resources.failures import FailureKind, failure_kind
 from sync import spool as spool_module
-from sync.private_dir import UnsafeFolderError
+from sync.private_dir import UnsafeFolderError, lock_file, unlock
 from sync.resume import FORMAT, LOCK, MANIFEST, SELECTION, ResumeStore, resume_root
 
 OTHER_UID = 54321
@@ -168,3 +168,22 @@ def test_a_spool_owned_on_another_host_is_left_to_the_age_rule(
     day_ago = time.time() - spool_module.STALE_SECONDS - 60
     os.utime(other, (day_ago, day_ago))
     assert spool_module.sweep_stale() == [str(other)]
+
+
+def test_a_lock_file_is_refused_while_held_and_taken_once_let_go(tmp_path: Path) -> None:
+    path = tmp_path / "the.lock"
+    first = lock_file(path)
+    assert first is not None
+    assert lock_file(path) is None  # another open file (as another process's) is refused at once
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    unlock(first)
+    second = lock_file(path, wait=True)
+    assert second is not None and not second.closed
+    unlock(second)
+
+
+def test_a_lock_file_planted_as_a_link_is_not_followed(tmp_path: Path, victim: Path) -> None:
+    (tmp_path / "the.lock").symlink_to(victim)
+    with pytest.raises(OSError):
+        lock_file(tmp_path / "the.lock")
+    assert victim.read_bytes() == b"this user's own file"

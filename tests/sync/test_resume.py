@@ -4,6 +4,7 @@ that does not check out (torn, corrupt, expired, of another plan) is never trust
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import time
 import zlib
@@ -341,17 +342,17 @@ def test_a_journal_whose_folder_another_run_sweeps_away_before_its_lock_is_made_
 ) -> None:
     """Runs of one user share the resume root: another run's sweep may remove a folder just made
     (no manifest yet) before its run locks it. The journal is made again, not written into nothing."""
-    real_flock = resume_module.fcntl.flock
+    real_flock = fcntl.flock
     swept: list[Path] = []
     raced: list[bool] = []
 
     def flock(fd: Any, operation: int) -> None:
-        if not raced and operation == resume_module.fcntl.LOCK_EX | resume_module.fcntl.LOCK_NB:
+        if not raced and operation == fcntl.LOCK_EX | fcntl.LOCK_NB:
             raced.append(True)
             swept.extend(resume_module.sweep_expired(tmp_path))  # the other run, between mkdir and lock
         real_flock(fd, operation)
 
-    monkeypatch.setattr(resume_module.fcntl, "flock", flock)
+    monkeypatch.setattr(fcntl, "flock", flock)
     journal = resume_module.ResumeStore(tmp_path).journal("prompt_mentions-0123")
 
     assert swept == [tmp_path / "prompt_mentions-0123"]  # the race happened
