@@ -16,7 +16,6 @@ import functools
 import hashlib
 import http.cookiejar
 import logging
-import queue
 import ssl
 import threading
 import time
@@ -196,6 +195,14 @@ class _Answer:
         if self.status >= 500 or self.status == 408:
             return False
         return not (200 <= self.status < 300 and not self.is_json_object)
+
+
+class _Skipped(Exception):
+    """A ``map_concurrent`` call not started because an earlier one failed."""
+
+
+#: The end of ``map_concurrent``'s input.
+_END: Any = object()
 
 
 class _TooSlow(Exception):
@@ -1138,85 +1145,46 @@ class VisibilityClient:
     def map_concurrent(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
         """Run independent calls (mentions of many prompts) concurrently within the budget.
 
-        Yields results in input order; the first exception is raised after in-flight calls end.
-        The thread pool only supplies callers: how many requests are really in flight is decided by
-        the shared budget (AIMD), so a pool larger than the service allows does no harm.
+        Yields results in input order; after the first failure no new call starts, and the first
+        error in input order is raised once the calls in flight end. The pool only supplies callers:
+        how many requests are really in flight is decided by the shared budget (AIMD). Up to
+        ``16 * max_concurrency`` calls are queued ahead of the oldest unfinished one, so a slow call
+        (a long backoff) does not idle the other workers.
         """
-        # Keep the workers fed whichever call finishes first; finished results wait in `pending`
-        # for their turn, so one slow call (a long backoff) does not idle the other workers. Each
-        # call puts its future on `finished` when it ends: one completion costs O(1) to learn of
-        # (a `wait` over every unfinished future each time cost the sync's one core, issue 21).
-        feed_ahead = 2 * self._max_concurrency
-        max_buffered = 16 * self._max_concurrency
+        window = 16 * self._max_concurrency
+        failed = threading.Event()
+
+        def call(item: T) -> R:
+            if failed.is_set():
+                raise _Skipped
+            try:
+                return fn(item)
+            except BaseException:
+                failed.set()
+                raise
+
         iterator = iter(items)
-        pool = ThreadPoolExecutor(max_workers=self._max_concurrency, thread_name_prefix="visibility-api")
         pending: deque[Future[R]] = deque()
-        finished: queue.SimpleQueue[Future[R]] = queue.SimpleQueue()
-        unfinished = 0  # calls submitted whose end was not taken off `finished` yet
-        exhausted = False
-
-        def collect(block: bool) -> bool:
-            """Take the ended calls off `finished` (waiting for one if `block`); whether one failed."""
-            nonlocal unfinished
-            failed = False
-            future: Future[R] | None = finished.get() if block else None
-            while True:
-                if future is None:
-                    try:
-                        future = finished.get_nowait()
-                    except queue.Empty:
-                        return failed
-                unfinished -= 1
-                if not future.cancelled() and future.exception() is not None:
-                    failed = True
-                future = None
-
-        def stop() -> None:
-            """A call failed: start nothing new, let the running calls end."""
-            nonlocal exhausted
-            exhausted = True
-            for future in pending:
-                future.cancel()
-            wait_futures(pending)
-
-        def feed() -> None:
-            nonlocal exhausted, unfinished
-            if collect(block=False):
-                stop()
-                return
-            while not exhausted and unfinished < feed_ahead and len(pending) < max_buffered:
-                try:
-                    item = next(iterator)
-                except StopIteration:
-                    exhausted = True
-                    return
-                future = pool.submit(fn, item)
-                unfinished += 1
-                pending.append(future)
-                future.add_done_callback(finished.put)
-
+        pool = ThreadPoolExecutor(max_workers=self._max_concurrency, thread_name_prefix="visibility-api")
         try:
-            feed()
-            while pending:
-                head = pending[0]
-                if not head.done():
-                    if collect(block=True):
-                        # Then yield what precedes the failure and raise the first error in input order.
-                        stop()
-                    else:
-                        feed()
+            while True:
+                while not failed.is_set() and len(pending) < window:
+                    item = next(iterator, _END)
+                    if item is _END:
+                        break
+                    pending.append(pool.submit(call, item))  # type: ignore[arg-type]
+                if not pending:
+                    return
+                try:
+                    result = pending.popleft().result()
+                except _Skipped:
                     continue
-                pending.popleft()
-                if head.cancelled():
-                    continue
-                error = head.exception()
-                if error is not None:
+                except BaseException:
                     for future in pending:
                         future.cancel()
                     wait_futures(pending)
-                    raise error
-                feed()
-                yield head.result()
+                    raise
+                yield result
         finally:
             for future in pending:
                 future.cancel()
