@@ -5,9 +5,9 @@ so a process that spooled or landed a large table would stay at its largest batc
 rest of the run: Arrow is switched to the C library's allocator), and glibc's ``malloc`` itself.
 glibc serves a block above its mmap threshold from a mapping of its own, unmapped on ``free``; but
 the threshold is dynamic: each such block freed raises it (up to 32 MiB), after which Arrow's
-buffers of a few MiB come from the heaps of the fetch's threads, and a heap gives back only its top.
-The command of a 10-day sync so kept 50 MB more at its peak (bench/RESULTS.md, *Memory of the
-process tree*). A fixed threshold (:data:`MMAP_THRESHOLD`) keeps every large block in its own
+buffers of a few MiB come from the heaps of the fetch's threads, and a heap gives back only its top,
+so a sync's peak kept memory it had already freed (bench/RESULTS.md, *Memory of the process tree*).
+A fixed threshold (:data:`MMAP_THRESHOLD`) keeps every large block in its own
 mapping; smaller blocks stay in the heaps, where reuse is cheap.
 """
 

@@ -38,8 +38,8 @@ if TYPE_CHECKING:  # landing needs no HTTP client
 #: then gathered (``BATCH_ROWS``) before Arrow's per-table costs are paid.
 SLICE_ROWS = 1_000
 #: Longest date span of one write (and a spool bucket's): bounds memory (rows of one chunk) whatever
-#: the run's length. 3 rather than 7: a landing of 2 M rows over 90 days peaked 20-30 MB lower, and a
-#: 30-day sync 30 MB lower (bench/RESULTS.md, *Memory of the process tree*).
+#: the run's length. 3 rather than 7: a smaller chunk lowers a landing's peak and is no slower
+#: (bench/RESULTS.md, *Memory of the process tree*).
 DEFAULT_DAYS_PER_WRITE = 3
 
 #: One call's rows as Arrow tables, yielded in slices so a long paged call never sits in memory whole.

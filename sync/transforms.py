@@ -407,7 +407,7 @@ def _plain_extra(array: pa.Array) -> bool:
 
 def _repeated(one: pa.Array, length: int) -> pa.Array:
     """The value of a one-value array, ``length`` times: converted once, not once per row (a
-    ``date`` goes through its Python converter: on every row, that was a third of a page's cost)."""
+    ``date`` goes through its Python converter, which on every row was a large share of a page's cost)."""
     return pa.repeat(one[0], length)
 
 

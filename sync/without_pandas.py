@@ -1,10 +1,10 @@
 """Keep pandas out of a process that only fetches and lands Arrow tables (Dagster-free).
 
 pyarrow imports pandas on its first ``pa.array``/``pa.scalar`` of Python values, only to ask whether
-the value is a DataFrame. Nothing of a sync needs pandas, yet that import cost the command line and
-the landing worker 0.5-1 s of CPU and 38 MB of memory each (bench/RESULTS.md). pandas stays a
-dependency for users' own assets (:mod:`resources.warehouse.io_manager`), which run in Dagster's run
-workers, never in these processes.
+the value is a DataFrame. Nothing of a sync needs pandas, yet that import cost the command line a
+noticeable share of its start-up CPU and memory (bench/RESULTS.md, *Memory of the process tree*).
+pandas stays a dependency for users' own assets (:mod:`resources.warehouse.io_manager`), which run
+in Dagster's run workers, never in this process.
 """
 
 from __future__ import annotations

@@ -250,8 +250,8 @@ def _iso(day: dt.date | None) -> str | None:
 class _NoCookies(http.cookiejar.CookieJar):
     """A jar that keeps no cookie: the service authenticates by key alone, so what a server (or a
     proxy) sets is never sent back. httpx otherwise reads every response's headers into its jar,
-    building a ``email.message.Message`` of them: 0.15-0.2 ms of CPU a request, a seventh of the
-    client's own."""
+    building a ``email.message.Message`` of them: CPU on every request for nothing
+    (bench/RESULTS.md, *CPU per landed row*)."""
 
     def extract_cookies(self, response: Any, request: Any) -> None:
         return None
@@ -260,8 +260,8 @@ class _NoCookies(http.cookiejar.CookieJar):
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """One verified TLS context for every client of the process (httpx's defaults: certifi, or
-    ``SSL_CERT_FILE``/``SSL_CERT_DIR``): httpx would load the CA bundle again for each client, about
-    40 ms of CPU, and a sync opens about ten."""
+    ``SSL_CERT_FILE``/``SSL_CERT_DIR``): httpx would load the CA bundle again for each client, and a
+    sync opens about ten (bench/RESULTS.md, *CPU per landed row*)."""
     return httpx.create_ssl_context()
 
 

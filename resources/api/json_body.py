@@ -1,8 +1,9 @@
 """JSON of the service's bodies, decoded and fingerprinted at C speed with exactly ``json``'s results.
 
-msgspec decodes a page about four times faster than ``json.loads``, integers of any size included,
-but refuses a few texts that ``json`` accepts (``NaN``, a lone surrogate, a byte-order mark, a number
-beyond a double's range): those bodies are decoded by ``json.loads``. So every body decodes to what
+msgspec decodes a page several times faster than ``json.loads`` (bench/RESULTS.md, *CPU per landed
+row*), integers of any size included, but refuses a few texts that ``json`` accepts (``NaN``, a lone
+surrogate, a byte-order mark, a number beyond a double's range): those bodies are decoded by
+``json.loads``. So every body decodes to what
 ``json.loads`` returns, or fails as it fails.
 """
 

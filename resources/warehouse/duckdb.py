@@ -102,8 +102,7 @@ quoted = quote_identifier
 UPSERT_BATCH_ROWS = 122_880
 #: DuckDB threads of a landing handle (one with a ``memory_limit``): half the cores, at least one.
 #: A landing runs beside the fetch of the next table; with DuckDB's default, a thread per core, a
-#: landing cost 13 % more CPU and 9 MB more memory on 2 cores, in no shorter wall
-#: (``bench/bench_landing.py``, docs/OPERATIONS.md).
+#: landing cost more CPU and memory in no shorter wall (bench/RESULTS.md, *Landing memory*).
 LANDING_THREADS = max(1, (os.cpu_count() or 2) // 2)
 
 log = logging.getLogger(LOGGER_NAME)

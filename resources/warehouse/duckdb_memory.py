@@ -144,10 +144,10 @@ def read_within(con: duckdb.DuckDBPyConnection, limit: str, read: Callable[[], T
     out of memory in it is run once more without it, with a warning.
 
     A check's query scans a whole table (a ``GROUP BY`` of its keys): with DuckDB's default budget
-    (80% of RAM) the run process kept 80-100 MB more at a 30-day sync's checks than within 64MB, where
-    DuckDB spills instead (bench/RESULTS.md, *Memory of the process tree*). ``limit`` is the instance's
-    setting while ``read`` runs, then DuckDB's default again (the connection may be a session's, whose
-    upserts keep the default)."""
+    (80% of RAM) the run process kept far more memory at a long sync's checks than within the
+    landing's budget, where DuckDB spills instead (bench/RESULTS.md, *Memory of the process tree*).
+    ``limit`` is the instance's setting while ``read`` runs, then DuckDB's default again (the
+    connection may be a session's, whose upserts keep the default)."""
     try:
         con.execute(f"SET memory_limit = {quote_literal(limit)}").fetchall()
     except duckdb.Error:  # DuckDB holds more than ``limit`` already: this read goes without it
