@@ -25,9 +25,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import httpx
+import tenacity
 
 from resources.api import endpoints as ep
 from resources.api import json_body
@@ -195,6 +196,39 @@ class _Answer:
         if self.status >= 500 or self.status == 408:
             return False
         return not (200 <= self.status < 300 and not self.is_json_object)
+
+
+@dataclass
+class _Call:
+    """One ``_request``, shared by its attempts: what it sends and what the earlier attempts left."""
+
+    endpoint: ep.Endpoint
+    path: str
+    params: Mapping[str, Any] | None
+    body: Any
+    started: float  # the budget's clock
+    deadline: float  # the call's own retry deadline, on the budget's clock
+    last: _Failure | None = None
+    ambiguous: bool = False  # an earlier attempt ended without telling whether it was applied
+    not_json: int = 0  # successes that were not JSON: one is retried, the second is a shape error
+    attempts: int = 0
+    left: float = 0.0  # seconds to the deadline when the last wait was judged
+
+
+class _Retry(Exception):
+    """An attempt the policy retries, and the seconds to wait before the next one."""
+
+    def __init__(self, failure: _Failure, delay: float) -> None:
+        super().__init__(failure.cause)
+        self.failure = failure
+        self.delay = delay
+
+
+def _retry_of(state: tenacity.RetryCallState) -> _Retry:
+    assert state.outcome is not None
+    retry = state.outcome.exception()
+    assert isinstance(retry, _Retry)
+    return retry
 
 
 class _Skipped(Exception):
@@ -616,108 +650,137 @@ class VisibilityClient:
         params: Mapping[str, Any] | None = None,
         body: Any = None,
     ) -> tuple[dict[str, Any], str | None]:
-        """Send until a success, a typed failure, or the retry deadline; return (body, request id)."""
-        budget = self._budget
+        """Send until a success, a typed failure, or the retry deadline; return (body, request id).
+
+        A tenacity loop: each attempt (``_attempt``) returns the success, raises a typed error, or
+        raises ``_Retry`` with the wait the policy (``retry``, ``_judge``) gives (``_next_wait``);
+        tenacity stops when that wait passes the deadline and sleeps through the budget, so a cancel
+        ends the wait.
+        """
         if self._closed:
             raise VisibilityAPIError("the client is closed", endpoint=endpoint.key)
-        budget.check_cancelled(endpoint.key)
+        self._budget.check_cancelled(endpoint.key)
         if self._quota_error is not None:
             raise self._quota_stop(endpoint)
         self._fail_fast(endpoint)
-        started = budget.now()
-        call_deadline = started + self._retry_deadline
-        attempt = 0
-        last: _Failure | None = None
-        ambiguous = False  # an earlier attempt ended without telling whether it was applied
-        not_json = 0  # successes that were not JSON: one is retried, the second is a shape error
-        while True:
-            try:
-                permit = budget.acquire(endpoint.key, deadline=self._call_deadline(call_deadline))
-            except BudgetExhausted as exc:
-                last = last or _Failure("rate_limited", str(exc))
-                raise self._give_up(endpoint, last, attempt, started, extra=str(exc)) from None
-            self._counters.wait("pacing", permit.waited_for_rate)
-            self._counters.wait("concurrency", permit.waited_for_slot)
-            if self._quota_error is not None:
-                budget.release(permit, success=False)
-                raise self._quota_stop(endpoint)
-            try:
-                budget.take_request(endpoint.key)
-            except BaseException:
-                budget.release(permit, success=False)
-                raise
-            self._counters.request(endpoint.key)
-            success = False
-            try:
-                give_up_at = time.monotonic() + self._call_deadline(call_deadline) - budget.now()
-                answer, failure = self._send_once(endpoint, path, params, body, give_up_at)
-                if answer is not None:
-                    budget.observe(permit, answer.headers)
-                    code = _error_code(answer.body)
-                    if answer.usable:
-                        budget.note_reachable()
-                    elif answer.status < 300:
-                        budget.note_unreachable(f"HTTP {answer.status} not JSON")
-                    else:
-                        budget.note_unreachable(f"HTTP {answer.status}" + (f" {code}" if code else ""))
-                    self._counters.response(answer.status, code)
-                    try:
-                        outcome = self._judge(endpoint, answer, permit, attempt, not_json)
-                    except NotFoundError as exc:
-                        if ambiguous and endpoint.method == "DELETE":
-                            raise NotFoundError(
-                                f"{exc.detail}; an earlier attempt ended without an answer and has "
-                                "probably applied this DELETE already",
-                                endpoint=exc.endpoint,
-                                status=exc.status,
-                                code=exc.code,
-                                request_id=exc.request_id,
-                            ) from exc
-                        raise
-                    if isinstance(outcome, dict):
-                        success = True
-                        budget.note_success()
-                        return outcome, answer.request_id
-                    if answer.status == 429:
-                        budget.note_refused()
-                    failure, delay = outcome
-                else:
-                    assert failure is not None
-                    budget.note_unreachable(failure.cause)
-                    if failure.cause in _AMBIGUOUS_CAUSES and not may_retry_after_ambiguous_failure(
-                        endpoint.method
-                    ):
-                        raise self._not_repeated(endpoint, failure)
-                    delay = self._backoff(attempt)
-            finally:
-                budget.release(permit, success=success)
-            last = failure
-            ambiguous = ambiguous or failure.cause in _AMBIGUOUS_CAUSES
-            not_json += failure.cause == "not_json"
-            attempt += 1
-            now = budget.now()
-            deadline = self._call_deadline(call_deadline)
-            if now + delay > deadline and failure.unreachable and deadline - now >= _LAST_TRY_MIN_SECONDS:
-                delay = deadline - now  # one last try at the deadline: retry for all of it, not less
-            if now + delay > deadline:
-                raise self._give_up(endpoint, last, attempt, started)
-            self._counters.retry(failure.cause)
-            logger.debug(
-                "retrying %s after %s (attempt %d) in %.2fs%s",
-                endpoint.key,
-                failure.cause,
-                attempt,
-                delay,
-                f" [X-Request-Id {failure.request_id}]" if failure.request_id else "",
-            )
-            self._announce_retry(endpoint, failure, delay, deadline - now)
-            if delay > 0:
-                budget.sleep(delay, endpoint=endpoint.key)
-                self._counters.wait("backoff", delay)
+        started = self._budget.now()
+        call = _Call(endpoint, path, params, body, started, started + self._retry_deadline)
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_Retry),
+            wait=self._next_wait,
+            stop=lambda state: state.upcoming_sleep > call.left,
+            sleep=functools.partial(self._backoff_sleep, endpoint.key),
+            before_sleep=self._announce_retry,
+            retry_error_callback=self._gave_up,
+        )
+        return retrying(self._attempt, call)
 
-    def _announce_retry(self, endpoint: ep.Endpoint, failure: _Failure, delay: float, left: float) -> None:
-        """Say what the coming backoff waits for, and which request it retries (the budget throttles
-        the log lines)."""
+    def _attempt(self, call: _Call) -> tuple[dict[str, Any], str | None]:
+        """One try: (body, request id), a typed error, or ``_Retry`` (the failure and the wait)."""
+        budget, endpoint = self._budget, call.endpoint
+        try:
+            permit = budget.acquire(endpoint.key, deadline=self._call_deadline(call.deadline))
+        except BudgetExhausted as exc:
+            last = call.last or _Failure("rate_limited", str(exc))
+            raise self._give_up(endpoint, last, call.attempts, call.started, extra=str(exc)) from None
+        self._counters.wait("pacing", permit.waited_for_rate)
+        self._counters.wait("concurrency", permit.waited_for_slot)
+        if self._quota_error is not None:
+            budget.release(permit, success=False)
+            raise self._quota_stop(endpoint)
+        try:
+            budget.take_request(endpoint.key)
+        except BaseException:
+            budget.release(permit, success=False)
+            raise
+        self._counters.request(endpoint.key)
+        success = False
+        try:
+            give_up_at = time.monotonic() + self._call_deadline(call.deadline) - budget.now()
+            answer, failure = self._send_once(endpoint, call.path, call.params, call.body, give_up_at)
+            if answer is not None:
+                budget.observe(permit, answer.headers)
+                code = _error_code(answer.body)
+                if answer.usable:
+                    budget.note_reachable()
+                elif answer.status < 300:
+                    budget.note_unreachable(f"HTTP {answer.status} not JSON")
+                else:
+                    budget.note_unreachable(f"HTTP {answer.status}" + (f" {code}" if code else ""))
+                self._counters.response(answer.status, code)
+                try:
+                    outcome = self._judge(endpoint, answer, permit, call.attempts, call.not_json)
+                except NotFoundError as exc:
+                    if call.ambiguous and endpoint.method == "DELETE":
+                        raise NotFoundError(
+                            f"{exc.detail}; an earlier attempt ended without an answer and has "
+                            "probably applied this DELETE already",
+                            endpoint=exc.endpoint,
+                            status=exc.status,
+                            code=exc.code,
+                            request_id=exc.request_id,
+                        ) from exc
+                    raise
+                if isinstance(outcome, dict):
+                    success = True
+                    budget.note_success()
+                    return outcome, answer.request_id
+                if answer.status == 429:
+                    budget.note_refused()
+                failure, delay = outcome
+            else:
+                assert failure is not None
+                budget.note_unreachable(failure.cause)
+                if failure.cause in _AMBIGUOUS_CAUSES and not may_retry_after_ambiguous_failure(
+                    endpoint.method
+                ):
+                    raise self._not_repeated(endpoint, failure)
+                delay = self._backoff(call.attempts)
+        finally:
+            budget.release(permit, success=success)
+        call.last = failure
+        call.ambiguous = call.ambiguous or failure.cause in _AMBIGUOUS_CAUSES
+        call.not_json += failure.cause == "not_json"
+        call.attempts += 1
+        raise _Retry(failure, delay)
+
+    def _next_wait(self, state: tenacity.RetryCallState) -> float:
+        """The policy's wait before the next attempt; one that would pass the deadline is cut to end
+        at it when the service is unreachable (one last try: retry for all of it, not less). The
+        stop (tenacity's, in ``_request``) gives up when the wait still passes it."""
+        call: _Call = state.args[0]
+        retry = _retry_of(state)
+        call.left = self._call_deadline(call.deadline) - self._budget.now()
+        if retry.delay > call.left and retry.failure.unreachable and call.left >= _LAST_TRY_MIN_SECONDS:
+            retry.delay = call.left
+        return retry.delay
+
+    def _gave_up(self, state: tenacity.RetryCallState) -> NoReturn:
+        call: _Call = state.args[0]
+        assert call.last is not None
+        raise self._give_up(call.endpoint, call.last, call.attempts, call.started)
+
+    def _backoff_sleep(self, endpoint: str, seconds: float) -> None:
+        """The wait before a retry: ended at once by a cancel (``SyncCancelled``)."""
+        if seconds > 0:
+            self._budget.sleep(seconds, endpoint=endpoint)
+            self._counters.wait("backoff", seconds)
+
+    def _announce_retry(self, state: tenacity.RetryCallState) -> None:
+        """Count the retry; say what the coming backoff waits for, and which request it retries (the
+        budget throttles the log lines)."""
+        call: _Call = state.args[0]
+        retry = _retry_of(state)
+        endpoint, failure, delay = call.endpoint, retry.failure, retry.delay
+        self._counters.retry(failure.cause)
+        logger.debug(
+            "retrying %s after %s (attempt %d) in %.2fs%s",
+            endpoint.key,
+            failure.cause,
+            call.attempts,
+            delay,
+            f" [X-Request-Id {failure.request_id}]" if failure.request_id else "",
+        )
         if failure.cause == "not_json":
             self._budget.announce(
                 "unreachable",
@@ -731,7 +794,7 @@ class VisibilityClient:
                 "unreachable",
                 delay,
                 f"service {what} at {self._origin} ({failure.outage_cause()}), retrying {endpoint.key} "
-                f"for {max(0.0, left):.0f} more s",
+                f"for {max(0.0, call.left):.0f} more s",
                 warning=True,
             )
         elif delay > 0:
