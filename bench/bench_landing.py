@@ -1,4 +1,4 @@
-"""Landing memory benchmark: a large partitioned table landed chunk by chunk, as the landing worker does.
+"""Landing memory benchmark: a large partitioned table landed chunk by chunk, as a sync lands it.
 
     .venv/bin/python bench/bench_landing.py [--rows 1000000] [--days 60] [--budget 64MB] [--days-list 30,60]
 

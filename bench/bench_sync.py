@@ -213,7 +213,7 @@ def scenario_rows(
     lines.append(
         "| days | exit | rows landed | requests (429) | wall s | wall / (requests / rate) | tree CPU s "
         "| CPU µs / row | sandbox CPU s | CPU floor of the wall | peak tree RSS MB | RSS / 400 MB "
-        "| peak of the command / landing worker MB |"
+        "| peak of the largest process MB |"
     )
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, r in runs.items():
@@ -225,7 +225,7 @@ def scenario_rows(
             f"{r.wall:.1f} / {bound:.1f} = **{r.wall / bound:.2f}x** | {r.cpu} | {per_row:.1f} | "
             f"{r.service_cpu} | {floor:.1f} / {bound:.1f} = {floor / bound:.2f}x | "
             f"{r.peak_rss_mb} | **{r.peak_rss_mb / RSS_BOUND_MB:.2f}x** | "
-            f"{r.peaks_mb.get('command', 0):.0f} / {r.peaks_mb.get('lander', 0):.0f} |"
+            f"{r.peaks_mb.get('command', 0):.0f} |"
         )
     lines.append("")
     lines.append(

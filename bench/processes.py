@@ -194,7 +194,7 @@ atexit.register(Service.stop_all)
 
 class TreeSampler:
     """Peak of the summed RSS of some process trees, sampled in a thread; ``seen``: every descendant
-    (pid -> process, short name, description); ``peaks``: by role (``command``, ``lander``)."""
+    (pid -> process, short name, description); ``peaks``: ``command``, the largest process's."""
 
     def __init__(self, *roots: int, every: float = 0.05) -> None:
         self.every = every
@@ -234,12 +234,10 @@ class TreeSampler:
                     cmd = proc.cmdline()
                 except psutil.Error:
                     continue
-                lander = "sync.landing_worker" in " ".join(cmd)
-                role = "lander" if lander else "command"
                 total += rss
-                self.peaks[role] = max(self.peaks.get(role, 0), rss)
+                self.peaks["command"] = max(self.peaks.get("command", 0), rss)
                 if proc is not root and proc.pid not in self.seen:
-                    name = "lander" if lander else Path(cmd[0]).name if cmd else "?"
+                    name = Path(cmd[0]).name if cmd else "?"
                     with self.lock:
                         self.seen[proc.pid] = (proc, name, f"pid {proc.pid} ({' '.join(cmd)[:120]})")
         self.peak = max(self.peak, total)
