@@ -882,7 +882,7 @@ class VisibilityClient:
                     "concurrency_limited: in-flight limit lowered to %.1f",
                     self._budget.snapshot().concurrency_limit,
                 )
-            return failure, full_jitter(0, base_seconds=self._backoff_base, cap_seconds=self._backoff_max)
+            return failure, self._backoff(0)
         # RETRY: 5xx and 408
         if answer.status == 503 or may_retry_after_ambiguous_failure(endpoint.method):
             delay = retry_after if retry_after is not None else self._backoff(attempt)
