@@ -85,21 +85,6 @@ def default_window(today: dt.date, lookback_days: int) -> tuple[dt.date, dt.date
     return today - dt.timedelta(days=1 + lookback_days), today
 
 
-def engine_groups(selected: Sequence[str], order: Sequence[str]) -> list[tuple[str, str]]:
-    """Selected engines as contiguous ``(first, last)`` spans of ``order``: one run range each."""
-    wanted = [e for e in order if e in set(selected)]
-    spans: list[tuple[str, str]] = []
-    previous = -2
-    for engine in wanted:
-        index = order.index(engine)
-        if spans and index == previous + 1:
-            spans[-1] = (spans[-1][0], engine)
-        else:
-            spans.append((engine, engine))
-        previous = index
-    return spans
-
-
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Any]:
     """The sync's progress (``pipelines/cli_progress.py``): live bars on a terminal; piped or
@@ -211,7 +196,7 @@ def sync(
     import uuid
 
     from resources.api.access import SyncApi
-    from resources.api.endpoints import ENGINES_WITH_ALL
+    from resources.api.endpoints import ENGINES_WITH_ALL, engine_groups
     from sync.discovery import BRANDS_TAG, SYNC_TAG
     from sync.progress import NO_PROGRESS
     from sync.resume import resume_root
@@ -243,10 +228,9 @@ def sync(
 
         from assets.dagster_tags import MAX_RETRIES_TAG
         from pipelines.cli_runs import CodeLocationRuns
-        from pipelines.jobs import DAILY_JOB, SYNC_JOB
         from pipelines.orphans import fail_orphaned_runs, process_tags
         from pipelines.resources import api_resource, process_resources
-        from pipelines.schedules import range_tags
+        from pipelines.schedules import sync_runs
         from pipelines.syncs import sync_definitions
 
         definitions = sync_definitions(settings)
@@ -258,11 +242,10 @@ def sync(
             resource = api_resource(settings)
             resource.share_budget(api.budget)  # the runs' clients and the head start's: one budget
             resources = process_resources(settings, resource, progress)
-            for index, (first, final) in enumerate(spans):
-                job_name = SYNC_JOB if index == 0 else DAILY_JOB
+            for (first, final), (job_name, range_) in zip(spans, sync_runs(start, last, spans), strict=True):
                 label = f"{job_name} {first}..{final}"
                 run_id = str(uuid.uuid4())
-                tags = {**base_tags, **range_tags(start, last, (first, final))}
+                tags = {**base_tags, **range_}
                 if runs is not None:  # a run of the code location, whose killed process can be told
                     tags.update(process_tags(run_id))
                     tags[MAX_RETRIES_TAG] = "0"  # a killed command is re-run by its user, not the daemon

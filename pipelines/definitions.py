@@ -17,6 +17,7 @@ from pipelines.orphans import orphaned_runs_sensor
 from pipelines.report_sensor import report_after_sync, report_job
 from pipelines.schedules import build_schedules
 from pipelines.sensors import all_sensors, sensor_resources
+from pipelines.sync_now import sync_now_definitions
 from pipelines.syncs import all_assets, sync_definitions, with_warehouse_kind
 from settings import Settings, load_settings
 
@@ -26,14 +27,15 @@ __all__ = ["all_assets", "build_definitions", "defs"]
 def build_definitions(settings: Settings | None = None) -> Definitions:
     """Everything ``dagster dev`` loads; a bad setting (``VISIBILITY_AUDIT_*`` too) fails the load."""
     settings = settings or load_settings()
+    sync_now_job, sync_now_sensor = sync_now_definitions(settings)
     return Definitions.merge(
         sync_definitions(settings),
         Definitions(
             assets=[*with_warehouse_kind(audit_assets, settings), *report_assets],
             asset_checks=audit_checks,
-            jobs=[audit_landing_job, report_job, *operation_jobs],
+            jobs=[audit_landing_job, report_job, *operation_jobs, sync_now_job],
             schedules=build_schedules(settings),
-            sensors=[*all_sensors, report_after_sync, orphaned_runs_sensor],
+            sensors=[*all_sensors, report_after_sync, orphaned_runs_sensor, sync_now_sensor],
             resources=sensor_resources(),
         ),
     )

@@ -10,12 +10,13 @@ run ``visibility-sync run`` makes. Times are UTC. The first day and the lookback
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 from dagster import RunRequest, ScheduleDefinition, ScheduleEvaluationContext, SkipReason, schedule
 
 from assets.dagster_tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.partitions import partition_key
-from pipelines.jobs import sync_job
+from pipelines.jobs import DAILY_JOB, SYNC_JOB, sync_job
 from resources.api.endpoints import ENGINES_WITH_ALL
 from settings import PartitionSettings
 
@@ -35,6 +36,18 @@ def range_tags(first: dt.date, last: dt.date, engines: tuple[str, ...]) -> dict[
         ASSET_PARTITION_RANGE_START_TAG: str(partition_key(first, engines[0])),
         ASSET_PARTITION_RANGE_END_TAG: str(partition_key(last, engines[-1])),
     }
+
+
+def sync_runs(
+    first: dt.date, last: dt.date, spans: Sequence[tuple[str, str]]
+) -> list[tuple[str, dict[str, str]]]:
+    """Job and range tags of each run of a sync of ``[first, last]`` x engine ``spans``
+    (:func:`~resources.api.endpoints.engine_groups`): the whole sync over the first span, the date x
+    engine tables alone (``visibility_daily``) over each other one (the snapshots are landed once)."""
+    return [
+        (SYNC_JOB if index == 0 else DAILY_JOB, range_tags(first, last, span))
+        for index, span in enumerate(spans)
+    ]
 
 
 def sync_request(

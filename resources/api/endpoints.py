@@ -43,6 +43,22 @@ ENGINE_SET: frozenset[str] = frozenset(ENGINES)
 ALL = "all"
 ENGINES_WITH_ALL: tuple[str, ...] = (*ENGINES, ALL)
 
+
+def engine_groups(selected: Sequence[str], order: Sequence[str]) -> list[tuple[str, str]]:
+    """Selected engines as contiguous ``(first, last)`` spans of ``order``: one run range each."""
+    wanted = [e for e in order if e in set(selected)]
+    spans: list[tuple[str, str]] = []
+    previous = -2
+    for engine in wanted:
+        index = order.index(engine)
+        if spans and index == previous + 1:
+            spans[-1] = (spans[-1][0], engine)
+        else:
+            spans.append((engine, engine))
+        previous = index
+    return spans
+
+
 #: Page size bounds per the spec's Limits section (and DESIGN.md for the assumed answer list).
 MAX_LIMIT_PAGING = 999
 MAX_LIMIT_ANSWERS = 100

@@ -11,7 +11,8 @@ import duckdb
 import pytest
 from dagster import JobDefinition
 
-from pipelines.cli import engine_groups, sync
+from pipelines.cli import sync
+from resources.api.endpoints import engine_groups
 from settings import Settings, load_settings
 from sync.spool import SPOOL_PREFIX
 from tests.pipelines.test_cli import env  # noqa: F401  (the fixture)

@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from pipelines.cli import default_window, engine_groups, main
+from pipelines.cli import default_window, main
 from pipelines.cli_output import EXIT_CONFIG
-from resources.api.endpoints import ENGINES_WITH_ALL
+from resources.api.endpoints import ENGINES_WITH_ALL, engine_groups
 from settings import ConfigError, load_settings
 
 

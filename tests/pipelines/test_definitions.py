@@ -13,6 +13,7 @@ from dagster import AssetKey, BackfillPolicy, Definitions, build_schedule_contex
 from pipelines.definitions import all_assets, defs
 from pipelines.jobs import DAILY_JOB, SNAPSHOT_JOB, SYNC_JOB
 from pipelines.schedules import daily_sync_schedule, sync_window
+from pipelines.sync_now import SYNC_NOW_JOB, SYNC_NOW_SENSOR
 from settings import load_settings
 from sync.catalog import ALL_TABLES
 
@@ -26,9 +27,10 @@ def test_the_definitions_load_with_every_table_job_and_schedule() -> None:
     keys = {spec.key for spec in defs.resolve_all_asset_specs()}
     assert {AssetKey(name) for name in ALL_TABLES} <= keys
     jobs = {job.name for job in defs.resolve_all_job_defs()}
-    assert {SYNC_JOB, SNAPSHOT_JOB, DAILY_JOB} <= jobs
+    assert {SYNC_JOB, SNAPSHOT_JOB, DAILY_JOB, SYNC_NOW_JOB} <= jobs
     assert {s.name for s in defs.schedules or []} == {"daily_sync"}
-    assert {s.name for s in defs.sensors or []}  # the sensors module's sensors are included
+    sensors = {s.name for s in defs.sensors or []}
+    assert {"visibility_report_after_sync", SYNC_NOW_SENSOR} <= sensors  # and the sensors module's
     assert defs.asset_checks
 
 

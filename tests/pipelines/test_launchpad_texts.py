@@ -25,9 +25,10 @@ def launchpad_texts() -> dict[str, str]:
                 texts[f"resource {key}.{name}"] = field.description or ""
     from assets.visibility_report import ReportConfig
     from pipelines import operation_jobs as operations
+    from pipelines.sync_now import SyncNowConfig
 
     configs = [c for c in vars(operations).values() if isinstance(c, type) and issubclass(c, Config)]
-    for config in {*configs, ReportConfig} - {Config}:
+    for config in {*configs, ReportConfig, SyncNowConfig} - {Config}:
         texts[f"config {config.__name__}"] = config.__doc__ or ""
         for name, field in config.model_fields.items():
             texts[f"config {config.__name__}.{name}"] = field.description or ""

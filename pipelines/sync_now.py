@@ -1,0 +1,176 @@
+"""``sync_now``: a sync of a window of days and engines, launched from the launchpad in one step.
+
+A launchpad run of the partitioned ``visibility_sync`` takes one date x engine partition, and Dagster
+records a partitioned run's materializations by its partition tags, so a window chosen in config
+cannot ride on it. ``sync_now`` is a small unpartitioned job instead: its one op checks the window
+(every field named in its error, before anything is fetched) and records it; on its success the
+``visibility_sync_now`` sensor requests the real ``visibility_sync`` run(s) with the range tags the
+daily schedule uses, one run per contiguous span of engines as the command line does
+(``pipelines/schedules.py`` ``sync_runs``). "Today" is the day the ``sync_now`` run was created (UTC),
+for the op and the sensor alike.
+
+(No ``from __future__ import annotations`` here: Dagster reads the op's ``Config`` annotations as classes.)
+"""
+
+import datetime as dt
+from typing import NamedTuple
+
+from dagster import (
+    Config,
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    Failure,
+    JobDefinition,
+    OpExecutionContext,
+    RunRequest,
+    RunStatusSensorContext,
+    SensorDefinition,
+    SkipReason,
+    job,
+    op,
+    run_status_sensor,
+)
+from pydantic import Field
+
+from pipelines.jobs import daily_job, sync_job
+from pipelines.schedules import sync_runs, sync_window
+from resources.api.endpoints import ENGINES_WITH_ALL, engine_groups
+from settings import ConfigError, PartitionSettings
+
+SYNC_NOW_JOB = "sync_now"
+SYNC_NOW_OP = "sync_now_window"
+SYNC_NOW_SENSOR = "visibility_sync_now"
+#: Tag of the runs a ``sync_now`` run requested: its run id.
+SYNC_NOW_TAG = "visibility/sync_now_run"
+#: The longest window one ``sync_now`` takes (a longer history is a backfill).
+MAX_DAYS = 366
+
+
+class SyncNowConfig(Config):
+    """The window to sync now; every field left out gives the daily schedule's window."""
+
+    days: int | None = Field(
+        default=None,
+        description=f"Days to sync, ending on end_date (1 to {MAX_DAYS}). Left out: yesterday plus "
+        "VISIBILITY_LOOKBACK_DAYS, the daily schedule's window.",
+    )
+    engines: list[str] | None = Field(
+        default=None,
+        description=f"Engines to sync, among {', '.join(ENGINES_WITH_ALL)} ('all' is the all-engine "
+        "rollup). Left out: every one.",
+    )
+    end_date: str | None = Field(
+        default=None,
+        description="Last day to sync, YYYY-MM-DD (UTC), at most yesterday. Left out: yesterday.",
+    )
+
+
+class SyncNowWindow(NamedTuple):
+    """The days ``[first, last]`` and engine spans of a ``sync_now`` run."""
+
+    first: dt.date
+    last: dt.date
+    spans: list[tuple[str, str]]
+
+
+def sync_now_window(config: SyncNowConfig, today: dt.date, settings: PartitionSettings) -> SyncNowWindow:
+    """The window ``config`` asks for on ``today``, from the first partition on; a
+    :class:`~settings.ConfigError` naming the field when a value is wrong."""
+    yesterday = today - dt.timedelta(days=1)
+    last = yesterday
+    if config.end_date is not None:
+        try:
+            last = dt.date.fromisoformat(config.end_date.strip())
+        except ValueError:
+            raise ConfigError(
+                f"sync_now end_date must be a date YYYY-MM-DD, got {config.end_date[:40]!r}"
+            ) from None
+        if last > yesterday:
+            raise ConfigError(
+                f"sync_now end_date {last} is after yesterday: the newest partition is {yesterday}"
+            )
+    days = settings.lookback_days + 1 if config.days is None else config.days
+    if not 1 <= days <= MAX_DAYS:
+        raise ConfigError(f"sync_now days must be from 1 to {MAX_DAYS}, got {days}")
+    engines = list(ENGINES_WITH_ALL) if config.engines is None else config.engines
+    unknown = sorted(set(engines) - set(ENGINES_WITH_ALL))
+    if unknown or not engines:
+        raise ConfigError(
+            f"sync_now engines {', '.join(unknown) or '(none)'} unknown; use {', '.join(ENGINES_WITH_ALL)}"
+        )
+    window = sync_window(last + dt.timedelta(days=1), days - 1, settings.start_date)
+    if window is None:
+        raise ConfigError(
+            f"sync_now end_date {last} is before the first partition {settings.start_date}; "
+            "set VISIBILITY_START_DATE earlier"
+        )
+    return SyncNowWindow(window[0], window[1], engine_groups(engines, ENGINES_WITH_ALL))
+
+
+def run_day(instance: DagsterInstance, run_id: str) -> dt.date:
+    """The UTC day the run was created: the ``today`` of its window."""
+    record = instance.get_run_record_by_id(run_id)
+    created = record.create_timestamp if record is not None else dt.datetime.now(dt.UTC)
+    return created.astimezone(dt.UTC).date()
+
+
+def sync_now_requests(window: SyncNowWindow, run_id: str) -> list[RunRequest]:
+    """The sync runs of a ``sync_now`` run's window, keyed by that run (requested once)."""
+    return [
+        RunRequest(
+            run_key=f"{run_id}-{index}",
+            job_name=job_name,
+            tags={**tags, SYNC_NOW_TAG: run_id, "visibility/window": f"{window.first}..{window.last}"},
+        )
+        for index, (job_name, tags) in enumerate(sync_runs(window.first, window.last, window.spans))
+    ]
+
+
+def sync_now_definitions(settings: PartitionSettings) -> tuple[JobDefinition, SensorDefinition]:
+    """The ``sync_now`` job and the sensor that launches its sync runs, over the settings' partitions."""
+
+    @op(name=SYNC_NOW_OP, description="Checks the window and records the sync runs it asks for.")
+    def check_window(context: OpExecutionContext, config: SyncNowConfig) -> None:
+        try:
+            window = sync_now_window(config, run_day(context.instance, context.run_id), settings)
+        except ConfigError as exc:
+            raise Failure(description=str(exc)) from None
+        runs = sync_runs(window.first, window.last, window.spans)
+        context.log.info(f"sync {window.first}..{window.last}: {len(runs)} run(s), requested on success")
+        context.add_output_metadata(
+            {
+                "first_day": str(window.first),
+                "last_day": str(window.last),
+                "engines": ", ".join(f"{a}..{b}" if a != b else a for a, b in window.spans),
+                "runs": ", ".join(job_name for job_name, _ in runs),
+            }
+        )
+
+    @job(
+        name=SYNC_NOW_JOB,
+        description="Sync a window of days and engines now (default: the daily schedule's window, every "
+        f"engine). On success the `{SYNC_NOW_SENSOR}` sensor launches the `{sync_job.name}` run(s).",
+        tags={"visibility/kind": "sync_now"},
+    )
+    def sync_now() -> None:
+        check_window()
+
+    @run_status_sensor(
+        name=SYNC_NOW_SENSOR,
+        run_status=DagsterRunStatus.SUCCESS,
+        monitored_jobs=[sync_now],
+        request_jobs=[sync_job, daily_job],
+        default_status=DefaultSensorStatus.RUNNING,
+        description=f"Launches the sync run(s) of each successful `{SYNC_NOW_JOB}` run's window.",
+    )
+    def sync_now_runs(context: RunStatusSensorContext) -> list[RunRequest] | SkipReason:
+        run = context.dagster_run
+        raw = run.run_config.get("ops", {}).get(SYNC_NOW_OP, {}).get("config") or {}
+        try:
+            window = sync_now_window(SyncNowConfig(**raw), run_day(context.instance, run.run_id), settings)
+        except ConfigError as exc:
+            return SkipReason(str(exc))
+        return sync_now_requests(window, run.run_id)
+
+    return sync_now, sync_now_runs

@@ -1,0 +1,156 @@
+"""``sync_now``: a window of days and engines from the launchpad, checked by its op, run by its sensor."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from dagster import (
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    ExecuteInProcessResult,
+    RunRequest,
+    build_run_status_sensor_context,
+    instance_for_test,
+)
+
+from assets.partitions import DAILY_PARTITIONS, parse_partition_keys, requested_cells
+from pipelines.definitions import build_definitions
+from pipelines.jobs import DAILY_JOB, SYNC_JOB
+from pipelines.schedules import sync_window
+from pipelines.sync_now import SYNC_NOW_JOB, SYNC_NOW_OP, SYNC_NOW_SENSOR, SYNC_NOW_TAG
+from resources.api.endpoints import ENGINES_WITH_ALL
+from sandbox.testing import SandboxHandle
+from settings import load_settings
+from tests.fixtures_sandbox import SANDBOX_TODAY
+from tests.report.conftest import sync_definitions_for
+from tests.sync.conftest import SCHEMA
+
+SETTINGS = load_settings({"VISIBILITY_START_DATE": "2026-09-01", "VISIBILITY_LOOKBACK_DAYS": "2"})
+DEFS = build_definitions(SETTINGS)
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> Iterator[DagsterInstance]:
+    with instance_for_test(temp_dir=str(tmp_path)) as inst:
+        yield inst
+
+
+def sync_now(instance: DagsterInstance, **config: Any) -> ExecuteInProcessResult:
+    run_config = {**QUIET, "ops": {SYNC_NOW_OP: {"config": config}}}
+    return DEFS.resolve_job_def(SYNC_NOW_JOB).execute_in_process(
+        instance=instance, run_config=run_config, raise_on_error=False
+    )
+
+
+def requested(instance: DagsterInstance, result: ExecuteInProcessResult) -> list[RunRequest]:
+    """The sensor, evaluated for real on the run's RUN_SUCCESS event."""
+    success = [e for e in result.all_events if e.event_type == DagsterEventType.RUN_SUCCESS]
+    assert len(success) == 1
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None and run.status == DagsterRunStatus.SUCCESS
+    context = build_run_status_sensor_context(
+        sensor_name=SYNC_NOW_SENSOR, dagster_event=success[0], dagster_instance=instance, dagster_run=run
+    )
+    requests = DEFS.resolve_sensor_def(SYNC_NOW_SENSOR)(context)
+    assert isinstance(requests, list)
+    return requests
+
+
+def cells(request: RunRequest) -> set[tuple[dt.date, str]]:
+    """The date x engine cells a requested run's tags select, as the sync step reads them."""
+    return requested_cells(request.tags, DAILY_PARTITIONS)
+
+
+def test_sync_now_and_its_sensor_are_in_the_code_location_and_the_sensor_runs_by_default() -> None:
+    sensor = DEFS.resolve_sensor_def(SYNC_NOW_SENSOR)
+    assert sensor.default_status == DefaultSensorStatus.RUNNING
+    assert {job.name for job in sensor.jobs} == {SYNC_JOB, DAILY_JOB}
+    assert DEFS.resolve_job_def(SYNC_NOW_JOB).partitions_def is None
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"engines": ["chatgpt", "chatgtp"]}, "engines chatgtp unknown"),
+        ({"engines": []}, "engines (none) unknown"),
+        ({"end_date": "2026-13-01"}, "end_date must be a date"),
+        ({"end_date": "2999-01-01"}, "end_date 2999-01-01 is after yesterday"),
+        ({"end_date": "2026-08-01"}, "end_date 2026-08-01 is before the first partition"),
+        ({"days": 0}, "days must be from 1 to 366, got 0"),
+        ({"days": 367}, "days must be from 1 to 366, got 367"),
+    ],
+)
+def test_a_bad_window_fails_the_run_with_its_field_on_the_first_line_and_nothing_is_requested(
+    instance: DagsterInstance, config: dict[str, Any], field: str
+) -> None:
+    result = sync_now(instance, **config)
+
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type == DagsterEventType.RUN_FAILURE)
+    error = failure.event_specific_data.error  # the run's failure carries its step's error
+    assert f"sync_now {field}" in error.message.splitlines()[0]
+    assert not [e for e in result.all_events if e.event_type == DagsterEventType.RUN_SUCCESS]
+    assert instance.get_runs_count() == 1  # the sync_now run alone: its sensor fires on success only
+
+
+def test_the_default_window_is_the_schedules_every_engine_in_one_sync_run(instance: DagsterInstance) -> None:
+    result = sync_now(instance)
+    assert result.success
+
+    [request] = requested(instance, result)
+    today = dt.datetime.now(dt.UTC).date()
+    first, last = sync_window(today, SETTINGS.lookback_days, SETTINGS.start_date) or (None, None)
+    assert request.job_name == SYNC_JOB
+    assert request.tags[SYNC_NOW_TAG] == result.run_id
+    assert cells(request) == {
+        (first + dt.timedelta(days=d), engine) for d in range(3) for engine in ENGINES_WITH_ALL
+    }
+    assert last == first + dt.timedelta(days=2)
+
+
+def test_a_split_engine_subset_asks_for_one_run_per_span_selecting_exactly_the_windows_cells(
+    instance: DagsterInstance,
+) -> None:
+    result = sync_now(instance, days=2, end_date="2026-10-20", engines=["claude", "chatgpt", "all"])
+    assert result.success
+
+    requests = requested(instance, result)
+    assert [r.job_name for r in requests] == [SYNC_JOB, DAILY_JOB]
+    assert cells(requests[0]) == {(dt.date(2026, 10, d), e) for d in (19, 20) for e in ("chatgpt", "claude")}
+    assert cells(requests[1]) == {(dt.date(2026, 10, d), "all") for d in (19, 20)}
+    assert len({r.run_key for r in requests}) == 2  # a second evaluation requests nothing new
+
+
+def test_the_requested_runs_land_exactly_the_windows_cells(
+    sandbox: SandboxHandle, tmp_path: Path, instance: DagsterInstance
+) -> None:
+    end = SANDBOX_TODAY - dt.timedelta(days=2)
+    result = sync_now(instance, days=2, end_date=end.isoformat(), engines=["gemini", "all"])
+    assert result.success
+    db = tmp_path / "w.duckdb"
+    definitions = sync_definitions_for(sandbox, db)
+
+    materialized: set[tuple[dt.date, str]] = set()
+    for request in requested(instance, result):
+        run = definitions.resolve_job_def(request.job_name).execute_in_process(
+            instance=instance, tags=request.tags, run_config=QUIET
+        )
+        assert run.success
+        keys = [
+            e.partition for e in run.get_asset_materialization_events() if e.asset_key.path == ["answers"]
+        ]
+        materialized |= parse_partition_keys([k for k in keys if k is not None])
+
+    window = {(end - dt.timedelta(days=d), e) for d in (0, 1) for e in ("gemini", "all")}
+    assert materialized == window
+    with duckdb.connect(str(db), read_only=True) as con:
+        landed = set(con.execute(f"SELECT DISTINCT checked_on, engine FROM {SCHEMA}.answers").fetchall())
+    assert landed and landed <= window
