@@ -9,6 +9,7 @@ from typing import Any
 
 import duckdb
 import pytest
+import yaml
 from dagster import (
     DagsterEventType,
     DagsterInstance,
@@ -28,6 +29,7 @@ from pipelines.sync_now import SYNC_NOW_JOB, SYNC_NOW_OP, SYNC_NOW_SENSOR, SYNC_
 from resources.api.endpoints import ENGINES_WITH_ALL
 from sandbox.testing import SandboxHandle
 from settings import load_settings
+from tests.doc_blocks import blocks
 from tests.fixtures_sandbox import SANDBOX_TODAY
 from tests.report.conftest import sync_definitions_for
 from tests.sync.conftest import SCHEMA
@@ -127,6 +129,22 @@ def test_a_split_engine_subset_asks_for_one_run_per_span_selecting_exactly_the_w
     assert cells(requests[0]) == {(dt.date(2026, 10, d), e) for d in (19, 20) for e in ("chatgpt", "claude")}
     assert cells(requests[1]) == {(dt.date(2026, 10, d), "all") for d in (19, 20)}
     assert len({r.run_key for r in requests}) == 2  # a second evaluation requests nothing new
+
+
+def test_the_documented_launchpad_config_asks_for_its_window(instance: DagsterInstance) -> None:
+    [block] = [b for b in blocks("docs/OPERATIONS.md") if f"  {SYNC_NOW_OP}:" in b.text]
+    documented = yaml.safe_load(block.text)
+    result = DEFS.resolve_job_def(SYNC_NOW_JOB).execute_in_process(
+        instance=instance, run_config={**QUIET, **documented}
+    )
+    assert result.success
+
+    requests = requested(instance, result)
+    assert [r.job_name for r in requests] == [SYNC_JOB, DAILY_JOB]
+    days = {dt.date(2026, 11, 20) - dt.timedelta(days=d) for d in range(7)}
+    assert cells(requests[0]) | cells(requests[1]) == {
+        (day, e) for day in days for e in ("chatgpt", "claude", "all")
+    }
 
 
 def test_the_requested_runs_land_exactly_the_windows_cells(
