@@ -1,8 +1,9 @@
 """Jobs, selected by asset group so a new table is in its jobs without a list to keep.
 
 * ``visibility_sync``: everything a sync lands: the snapshot tables, then every date x engine table
-  for a range of partitions. The daily schedule and ``visibility-sync run`` launch this job, with the
-  same range tags, so a sync is the same run (same steps, metadata and asset checks) whoever starts it.
+  for a range of partitions. The daily schedule, ``visibility-sync run`` and ``sync_now`` (its sensor)
+  launch this job with the same range tags, so a sync is the same run (same steps, metadata and asset
+  checks) whoever starts it.
 * ``visibility_snapshots``: the snapshot tables alone (unpartitioned).
 * ``visibility_daily``: the date x engine tables alone (what a backfill of a range re-fetches).
 """
@@ -29,7 +30,8 @@ sync_job = define_asset_job(
     selection=AssetSelection.groups(SNAPSHOT_GROUP, DAILY_GROUP),
     partitions_def=DAILY_PARTITIONS,
     description="A whole sync: refresh the snapshot tables, then land every date x engine table for "
-    "a range (one run, widest API windows). The daily schedule and `visibility-sync run` launch it.",
+    "a range (one run, widest API windows). The daily schedule, `visibility-sync run` and `sync_now` "
+    "launch it.",
 )
 snapshot_job = define_asset_job(
     SNAPSHOT_JOB,
