@@ -42,11 +42,13 @@ from pydantic_settings import (
 
 from resources.api.access import ApiAccess
 from resources.api.config import (
+    DEFAULT_MAX_NEW_COLUMNS,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_REQUEST_FLOOR,
     DEFAULT_REQUESTS_PER_CALL,
     DEFAULT_RETRY_DEADLINE_SECONDS,
     KEY_SETTING,
+    MAX_NEW_COLUMNS_SETTING,
     MAX_RESPONSE_SETTING,
     REQUEST_FACTOR_SETTING,
     REQUEST_FLOOR_SETTING,
@@ -56,6 +58,7 @@ from resources.api.config import (
     parse_integer,
     validate_api_key,
     validate_base_url,
+    validate_max_new_columns,
     validate_max_response_bytes,
     validate_request_floor,
     validate_requests_per_call,
@@ -264,6 +267,7 @@ _DOMAIN_RULES: dict[str, Callable[[str], Any]] = {
     "request_budget_floor": validate_request_floor,
     "request_budget_factor": validate_requests_per_call,
     "max_response_bytes": validate_max_response_bytes,
+    "max_new_columns": validate_max_new_columns,
 }
 
 
@@ -285,6 +289,8 @@ class Settings(PartitionSettings):
     )
     #: the largest body of one answer the client reads, raw or decoded
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, validation_alias=MAX_RESPONSE_SETTING)
+    #: the most unknown fields one table's fetch lands as new columns (more refuse its landing)
+    max_new_columns: int = Field(default=DEFAULT_MAX_NEW_COLUMNS, validation_alias=MAX_NEW_COLUMNS_SETTING)
 
     @field_validator(*_DOMAIN_RULES, mode="before")
     @classmethod
@@ -322,6 +328,7 @@ class Settings(PartitionSettings):
             request_budget_floor=self.request_budget_floor,
             request_budget_factor=self.request_budget_factor,
             max_response_bytes=self.max_response_bytes,
+            max_new_columns=self.max_new_columns,
         )
 
 

@@ -74,6 +74,7 @@ def build_resources(settings: Settings) -> dict[str, Any]:
             request_budget_floor=settings.request_budget_floor,
             request_budget_factor=settings.request_budget_factor,
             max_response_bytes=settings.max_response_bytes,
+            max_new_columns=settings.max_new_columns,
         ),
         "warehouse": warehouse,
         PROGRESS_RESOURCE: _progress_resource(NO_PROGRESS),

@@ -51,6 +51,7 @@ from sync.prefetch import StopSignal, fetch_ahead
 from sync.resume import ResumeStore
 from sync.snapshots import listed_snapshots
 from sync.summary import TableSummary
+from sync.transforms import check_new_columns
 
 
 class Log(Protocol):
@@ -406,6 +407,7 @@ def sync_snapshots(
             with api.get_client() as client:
                 scope = discovery.scope(client, only)
                 rows = table.fetch_rows(client, scope, notes, run_tags, discovery)
+                check_new_columns(table.spec, rows.column_names, client.max_new_columns)
                 return _Listing(rows, scope, notes, client.stats)
         except Exception as exc:
             if failure_kind(exc).stops_the_sync:

@@ -28,7 +28,7 @@ from sync.planning import ALL, Box, Call, Cell, Plan, Window, expected_requests
 from sync.prefetch import StopSignal
 from sync.resume import CallJournal, JournalPart, ResumePoint, call_key
 from sync.spool import DateSpool, bucket_windows
-from sync.transforms import concat, filter_cells, keep_rows, select_box
+from sync.transforms import check_new_columns, concat, filter_cells, keep_rows, select_box
 
 if TYPE_CHECKING:  # landing needs no HTTP client
     from resources.api.client import VisibilityClient
@@ -193,10 +193,21 @@ def fetch_to_spool(
     scope only if the brand itself answers 404 too (one extra request per such brand), so a brand
     removed mid-run never has its cells emptied. ``stop`` (set when the run stops) ends the fetch early
     with ``FetchCancelled``. ``journal``: each completed call's rows are also kept there, so a
-    re-run of a killed or failed sync asks only the other calls (:mod:`sync.resume`).
+    re-run of a killed or failed sync asks only the other calls (:mod:`sync.resume`). More unknown
+    fields over all calls than ``client.max_new_columns`` stop the fetch (``TooManyFieldsError``),
+    before a page beyond them is spooled.
     """
     assert spec.date_column is not None
     batch = _CallBatch(spec, spool, plan.cells, journal)
+    columns: set[str] = set()
+    columns_lock = threading.Lock()
+
+    def fetch_bounded(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
+        for table in fetch_one(client, call):
+            with columns_lock:
+                columns.update(table.column_names)
+                check_new_columns(spec, columns, client.max_new_columns)
+            yield table
 
     def journalled(call: Call) -> None:
         """One call, its rows kept in ``journal``: a paged call's every ``JOURNAL_SECONDS`` too."""
@@ -209,7 +220,7 @@ def fetch_to_spool(
         try:
             tables: list[pa.Table] = []
             since = time.monotonic()
-            for table in fetch_one(client, call):
+            for table in fetch_bounded(client, call):
                 tables.append(table)
                 cursor, position.emitted = position.emitted, None
                 if cursor is not None and time.monotonic() - since >= JOURNAL_SECONDS:
@@ -224,7 +235,7 @@ def fetch_to_spool(
             stop.raise_if_set()
         try:
             if journal is None:
-                for table in fetch_one(client, call):
+                for table in fetch_bounded(client, call):
                     batch.add(table)
             else:
                 journalled(call)

@@ -10,10 +10,10 @@ Decisions (also in docs/OPERATIONS.md):
 * Unknown fields are kept as extra columns after the spec's ones (sorted by name). Scalars keep their
   inferred Arrow type; objects and lists that are not lists of strings land as JSON text, so a new
   nested field never breaks the schema of an existing table. A column whose values are all null
-  lands as text. An unknown integer beyond 64 bits is a ``TransformError`` naming the field. At most
-  ``MAX_EXTRA_COLUMNS`` unknown fields (the first by name) become columns in one landing; the rest
-  land together in one JSON text column, ``_extra`` (``EXTRA_COLUMN``), so a service that sends
-  thousands of new fields neither widens the table for good nor the memory of the landing.
+  lands as text. An unknown integer beyond 64 bits is a ``TransformError`` naming the field. More
+  unknown fields than a table's fetch accepts (``VISIBILITY_MAX_NEW_COLUMNS``) is a
+  ``TooManyFieldsError`` (:func:`check_new_columns`): a service that sends thousands of new fields
+  neither widens the table for good nor the memory of the landing.
 * Nested known values that identify a row are flattened (citation trend ``target``). Competitor
   trend series points land as ``day`` or ``week`` rows, and the ``totals`` of a ``day`` response as
   ``window`` rows of the same table; every row covers ``period_start`` to ``date`` and belongs to the
@@ -32,6 +32,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from resources.api.config import MAX_NEW_COLUMNS_SETTING
 from resources.api.endpoints import DICT_ROWS, INT64_MAX, INT64_MIN, INT64_VALUE, json_kind, rows_type
 from resources.api.errors import ResponseShapeError
 from resources.api.redaction import excerpt, sanitize
@@ -40,11 +41,6 @@ from sync import tables
 from sync.planning import Box, Cell, Window
 
 Row = Mapping[str, Any]
-
-#: Unknown fields kept as columns of their own in one landing (a batch, or the parts landed together).
-MAX_EXTRA_COLUMNS = 50
-#: The column of the unknown fields beyond them: one JSON object a row (null when it has none).
-EXTRA_COLUMN = "_extra"
 
 
 class TransformError(ResponseShapeError, ValueError):
@@ -66,6 +62,26 @@ class TransformError(ResponseShapeError, ValueError):
         self.table = table
         self.column = column
         super().__init__(message, field=column, endpoint=endpoint, request_id=request_id)
+
+
+class TooManyFieldsError(TransformError):
+    """A table's fetch brought more unknown fields than ``VISIBILITY_MAX_NEW_COLUMNS``: refused
+    before its landing, so the table keeps its columns and the landing its memory."""
+
+
+def check_new_columns(spec: TableSpec, names: Iterable[str], limit: int) -> None:
+    """Raise ``TooManyFieldsError`` when ``names`` (the columns a table's fetch brought so far) hold
+    more than ``limit`` that ``spec`` does not declare; names the table, the count and the setting."""
+    declared = {c.name for c in spec.columns}
+    unknown = sorted(set(names) - declared)
+    if len(unknown) > limit:
+        shown = ", ".join(sanitize(n, 40) for n in unknown[:3])
+        raise TooManyFieldsError(
+            f"{spec.name}: the service sent {len(unknown)} unknown fields ({shown}, ...), more than "
+            f"{MAX_NEW_COLUMNS_SETTING}={limit} new columns; nothing of the table landed (raise the "
+            "setting to land them as columns)",
+            table=spec.name,
+        )
 
 
 def _quote(value: Any) -> str:
@@ -482,31 +498,7 @@ def rows_to_table(
             array = _extra_array([row.get(name) for row in rows], table=spec.name, name=name)
         arrays.append(array)
         fields.append(pa.field(name, array.type))
-    return _bounded(spec, pa.Table.from_arrays(arrays, schema=pa.schema(fields)))
-
-
-def _bounded(spec: TableSpec, table: pa.Table) -> pa.Table:
-    """``table`` with its unknown columns beyond the first ``MAX_EXTRA_COLUMNS`` (by name) moved
-    into ``EXTRA_COLUMN`` (merged with the one it has)."""
-    known = {c.name for c in spec.columns} | {EXTRA_COLUMN}
-    surplus = sorted(n for n in table.column_names if n not in known)[MAX_EXTRA_COLUMNS:]
-    if not surplus:
-        return table
-    held_before = EXTRA_COLUMN in table.column_names
-    before = table.column(EXTRA_COLUMN).to_pylist() if held_before else [None] * table.num_rows
-    texts: list[str | None] = []
-    for row, held in zip(table.select(surplus).to_pylist(), before, strict=True):
-        fields = {k: v for k, v in row.items() if v is not None}
-        if held is not None:
-            try:
-                earlier = json.loads(held)
-            except (TypeError, ValueError):  # an API field of that name, not ours
-                earlier = None
-            fields.update(earlier if isinstance(earlier, dict) else {EXTRA_COLUMN: held})
-        text = json.dumps(fields, sort_keys=True, default=str, separators=(",", ":"))
-        texts.append(text if fields else None)
-    kept = table.drop_columns([*surplus, *([EXTRA_COLUMN] if held_before else [])])
-    return kept.append_column(pa.field(EXTRA_COLUMN, pa.string()), pa.array(texts, pa.string()))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def concat(spec: TableSpec, parts: Iterable[pa.Table]) -> pa.Table:
@@ -519,7 +511,7 @@ def concat(spec: TableSpec, parts: Iterable[pa.Table]) -> pa.Table:
     tables = [t for t in parts if t.num_rows or t.num_columns > len(spec.columns)]
     if not tables:
         return spec.arrow_schema.empty_table()
-    table = _bounded(spec, pa.concat_tables(tables, promote_options="permissive"))
+    table = pa.concat_tables(tables, promote_options="permissive")
     if len(tables) == 1:
         return table
     try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
 from resources.api.config import (
+    DEFAULT_MAX_NEW_COLUMNS,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_REQUEST_FLOOR,
     DEFAULT_REQUESTS_PER_CALL,
@@ -37,6 +38,7 @@ class ApiAccess:
     request_budget_floor: int = DEFAULT_REQUEST_FLOOR
     request_budget_factor: int = DEFAULT_REQUESTS_PER_CALL
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    max_new_columns: int = DEFAULT_MAX_NEW_COLUMNS
 
     def __repr__(self) -> str:
         return f"ApiAccess(api_url={self.api_url!r}, api_key='[hidden]')"
@@ -82,6 +84,7 @@ class ApiAccess:
             backoff_base_seconds=self.backoff_base_seconds,
             budget=budget,
             max_response_bytes=self.max_response_bytes,
+            max_new_columns=self.max_new_columns,
         )
 
 

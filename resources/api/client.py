@@ -34,6 +34,7 @@ from resources.api import endpoints as ep
 from resources.api import json_body
 from resources.api.budget import BudgetExhausted, Permit, RequestBudget, WaitCallback
 from resources.api.config import (
+    DEFAULT_MAX_NEW_COLUMNS,
     DEFAULT_MAX_RESPONSE_BYTES,
     MAX_RESPONSE_SETTING,
     origin,
@@ -328,6 +329,7 @@ class VisibilityClient:
         cancel_event: threading.Event | None = None,
         max_pages: int = DEFAULT_MAX_PAGES,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_new_columns: int = DEFAULT_MAX_NEW_COLUMNS,
     ) -> None:
         """``budget``: the sync's shared budget (the resource passes it); without one the client
         makes its own, with ``on_wait`` and ``cancel_event`` (which otherwise belong to the budget).
@@ -336,6 +338,8 @@ class VisibilityClient:
         from the start of the outage (shared by the budget's clients) for transport failures and
         5xx. ``max_pages``: the most pages one paging walk reads (``paging``).
         ``max_response_bytes``: the largest body read, raw or decoded (``VISIBILITY_MAX_RESPONSE_BYTES``).
+        ``max_new_columns``: the most unknown fields a table fetched through this client may bring
+        (``VISIBILITY_MAX_NEW_COLUMNS``); the client only carries it to the fetch that checks it.
         """
         if max_concurrency < 1 or max_response_bytes < 1:
             raise ValueError("max_concurrency and max_response_bytes must be at least 1")
@@ -359,6 +363,7 @@ class VisibilityClient:
         self._backoff_max = backoff_max_seconds
         self._max_pages = max_pages
         self._max_response_bytes = max_response_bytes
+        self.max_new_columns = max_new_columns
         self._timeout_seconds = timeout_seconds
         self._budget = (
             budget

@@ -22,6 +22,7 @@ RETRY_DEADLINE_SETTING = "VISIBILITY_RETRY_DEADLINE_SECONDS"
 REQUEST_FLOOR_SETTING = "VISIBILITY_REQUEST_BUDGET_FLOOR"
 REQUEST_FACTOR_SETTING = "VISIBILITY_REQUEST_BUDGET_FACTOR"
 MAX_RESPONSE_SETTING = "VISIBILITY_MAX_RESPONSE_BYTES"
+MAX_NEW_COLUMNS_SETTING = "VISIBILITY_MAX_NEW_COLUMNS"
 #: The sync's request budget: this many requests for the listings (brands, prompts, snapshots)...
 DEFAULT_REQUEST_FLOOR = 10_000
 MIN_REQUEST_FLOOR, MAX_REQUEST_FLOOR = 100, 100_000_000
@@ -33,6 +34,10 @@ MIN_REQUESTS_PER_CALL, MAX_REQUESTS_PER_CALL = 1, 100_000
 #: small machine.
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 MIN_MAX_RESPONSE_BYTES, MAX_MAX_RESPONSE_BYTES = 1024 * 1024, 4 * 1024 * 1024 * 1024
+#: Unknown fields (beyond a table's declared columns) one table's fetch accepts as new columns; more
+#: refuse the table's landing (sync.transforms.check_new_columns). Real additions come a few at a time.
+DEFAULT_MAX_NEW_COLUMNS = 50
+MIN_MAX_NEW_COLUMNS, MAX_MAX_NEW_COLUMNS = 0, 1000
 #: Default and bounds of the retry deadline one sync shares (seconds).
 DEFAULT_RETRY_DEADLINE_SECONDS = 300.0
 MIN_RETRY_DEADLINE_SECONDS = 1.0
@@ -200,4 +205,11 @@ def validate_max_response_bytes(value: int | str | None) -> int:
         DEFAULT_MAX_RESPONSE_BYTES,
         MIN_MAX_RESPONSE_BYTES,
         MAX_MAX_RESPONSE_BYTES,
+    )
+
+
+def validate_max_new_columns(value: int | str | None) -> int:
+    """The most unknown fields one table's fetch lands as new columns."""
+    return _whole_number(
+        value, MAX_NEW_COLUMNS_SETTING, DEFAULT_MAX_NEW_COLUMNS, MIN_MAX_NEW_COLUMNS, MAX_MAX_NEW_COLUMNS
     )

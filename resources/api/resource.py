@@ -12,6 +12,7 @@ from resources.api.access import ApiAccess
 from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
 from resources.api.config import (
+    DEFAULT_MAX_NEW_COLUMNS,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_REQUEST_FLOOR,
     DEFAULT_REQUESTS_PER_CALL,
@@ -80,6 +81,11 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         description="VISIBILITY_MAX_RESPONSE_BYTES: the largest body of one answer read, raw or "
         "decoded; a larger one fails its table.",
     )
+    max_new_columns: int = Field(
+        default=DEFAULT_MAX_NEW_COLUMNS,
+        description="VISIBILITY_MAX_NEW_COLUMNS: the most unknown fields one table's fetch lands as new "
+        "columns; more fail the table, the warehouse as it was.",
+    )
 
     _budget: RequestBudget | None = PrivateAttr(default=None)
     _budget_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -100,6 +106,7 @@ class VisibilityAPIResource(dg.ConfigurableResource):
             request_budget_floor=self.request_budget_floor,
             request_budget_factor=self.request_budget_factor,
             max_response_bytes=self.max_response_bytes,
+            max_new_columns=self.max_new_columns,
         )
 
     def validate_settings(self) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import pyarrow as pa
 import pytest
@@ -12,12 +11,12 @@ from resources.warehouse.contract import Column, TableSpec
 from sync import tables
 from sync.planning import Box, Window
 from sync.transforms import (
-    EXTRA_COLUMN,
-    MAX_EXTRA_COLUMNS,
+    TooManyFieldsError,
     TransformError,
     _converter,
     _fast_array,
     brands_table,
+    check_new_columns,
     citation_trend_table,
     cited_pages_table,
     competitor_trend_table,
@@ -302,25 +301,15 @@ def test_a_value_arrow_would_coerce_silently_is_still_an_error(
         rows_to_table(spec, [{"c": 1}, {"c": value}])
 
 
-def test_beyond_fifty_unknown_fields_the_rest_land_in_one_json_column() -> None:
-    """1,500 unknown integer fields a row: 50 columns (the first by name) and one ``_extra``, not 1,500."""
-    fields = {f"f{i:04d}": i for i in range(1500)}
-    table = mentions_table([mention(1, **fields), mention(2, f1499=7)], "b1")
-    known = len(tables.PROMPT_MENTIONS.columns)
-    assert table.num_columns == known + MAX_EXTRA_COLUMNS + 1
-    assert table.column_names[known:-1] == [f"f{i:04d}" for i in range(MAX_EXTRA_COLUMNS)]
-    assert table.column_names[-1] == EXTRA_COLUMN
-    first, second = (json.loads(text) for text in table.column(EXTRA_COLUMN).to_pylist())
-    assert first == {f"f{i:04d}": i for i in range(MAX_EXTRA_COLUMNS, 1500)}  # nothing lost
-    assert second == {"f1499": 7} and table.column("f0000").to_pylist() == [0, None]
-
-
-def test_parts_bringing_different_unknown_fields_land_at_most_fifty_columns_together() -> None:
-    parts = [mentions_table([mention(p, **{f"p{p}_{i:02d}": i for i in range(30)})], "b1") for p in range(3)]
-    table = concat(tables.PROMPT_MENTIONS, parts)
-    known = len(tables.PROMPT_MENTIONS.columns)
-    assert table.num_columns == known + MAX_EXTRA_COLUMNS + 1 and table.num_rows == 3
-    extra = [json.loads(text) if text else {} for text in table.column(EXTRA_COLUMN).to_pylist()]
-    for p, row in enumerate(table.to_pylist()):
-        kept = {k: v for k, v in row.items() if k.startswith(f"p{p}_") and v is not None}
-        assert {**kept, **extra[p]} == {f"p{p}_{i:02d}": i for i in range(30)}
+def test_more_unknown_fields_than_the_bound_are_refused_naming_table_count_and_setting() -> None:
+    """1,500 unknown fields a row: refused, not 1,500 columns (nor one JSON column of them)."""
+    spec = tables.PROMPT_MENTIONS
+    table = mentions_table([mention(1, **{f"f{i:04d}": i for i in range(1500)})], "b1")
+    with pytest.raises(TooManyFieldsError) as caught:
+        check_new_columns(spec, table.column_names, 50)
+    assert str(caught.value).startswith("prompt_mentions: the service sent 1500 unknown fields (f0000, ")
+    assert "VISIBILITY_MAX_NEW_COLUMNS=50" in str(caught.value) and caught.value.table == "prompt_mentions"
+    check_new_columns(spec, table.column_names, 1500)  # the bound itself is allowed
+    check_new_columns(spec, [c.name for c in spec.columns], 0)  # declared columns never count
+    with pytest.raises(TooManyFieldsError, match="1 unknown fields"):
+        check_new_columns(spec, [*table.column_names[:-1500], "f0000"], 0)
