@@ -13,11 +13,10 @@ import yaml
 from dagster import (
     DagsterEventType,
     DagsterInstance,
-    DagsterRunStatus,
     DefaultSensorStatus,
     ExecuteInProcessResult,
     RunRequest,
-    build_run_status_sensor_context,
+    build_sensor_context,
     instance_for_test,
 )
 
@@ -39,31 +38,43 @@ DEFS = build_definitions(SETTINGS)
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
+class Launchpad:
+    """``sync_now`` runs in a real instance, and the sensor's ticks as the daemon evaluates them
+    (reading the instance's run events from its cursor)."""
+
+    def __init__(self, instance: DagsterInstance) -> None:
+        self.instance = instance
+        self.sensor = DEFS.resolve_sensor_def(SYNC_NOW_SENSOR)
+        self.cursor: str | None = None
+        self.tick()  # the first tick starts the cursor (before any run, as a running sensor's would)
+
+    def sync_now(self, **config: Any) -> ExecuteInProcessResult:
+        return self.launch({**QUIET, "ops": {SYNC_NOW_OP: {"config": config}}})
+
+    def launch(self, run_config: dict[str, Any]) -> ExecuteInProcessResult:
+        return DEFS.resolve_job_def(SYNC_NOW_JOB).execute_in_process(
+            instance=self.instance, run_config=run_config, raise_on_error=False
+        )
+
+    def tick(self) -> list[RunRequest]:
+        context = build_sensor_context(
+            instance=self.instance, repository_def=DEFS.get_repository_def(), cursor=self.cursor
+        )
+        result = self.sensor.evaluate_tick(context)
+        self.cursor = result.cursor
+        return list(result.run_requests or [])
+
+    def requested(self) -> list[RunRequest]:
+        """What the next tick asks for; the tick after it asks for nothing more."""
+        requests = self.tick()
+        assert self.tick() == []
+        return requests
+
+
 @pytest.fixture
-def instance(tmp_path: Path) -> Iterator[DagsterInstance]:
-    with instance_for_test(temp_dir=str(tmp_path)) as inst:
-        yield inst
-
-
-def sync_now(instance: DagsterInstance, **config: Any) -> ExecuteInProcessResult:
-    run_config = {**QUIET, "ops": {SYNC_NOW_OP: {"config": config}}}
-    return DEFS.resolve_job_def(SYNC_NOW_JOB).execute_in_process(
-        instance=instance, run_config=run_config, raise_on_error=False
-    )
-
-
-def requested(instance: DagsterInstance, result: ExecuteInProcessResult) -> list[RunRequest]:
-    """The sensor, evaluated for real on the run's RUN_SUCCESS event."""
-    success = [e for e in result.all_events if e.event_type == DagsterEventType.RUN_SUCCESS]
-    assert len(success) == 1
-    run = instance.get_run_by_id(result.run_id)
-    assert run is not None and run.status == DagsterRunStatus.SUCCESS
-    context = build_run_status_sensor_context(
-        sensor_name=SYNC_NOW_SENSOR, dagster_event=success[0], dagster_instance=instance, dagster_run=run
-    )
-    requests = DEFS.resolve_sensor_def(SYNC_NOW_SENSOR)(context)
-    assert isinstance(requests, list)
-    return requests
+def launchpad(tmp_path: Path) -> Iterator[Launchpad]:
+    with instance_for_test(temp_dir=str(tmp_path)) as instance:
+        yield Launchpad(instance)
 
 
 def cells(request: RunRequest) -> set[tuple[dt.date, str]]:
@@ -91,23 +102,23 @@ def test_sync_now_and_its_sensor_are_in_the_code_location_and_the_sensor_runs_by
     ],
 )
 def test_a_bad_window_fails_the_run_with_its_field_on_the_first_line_and_nothing_is_requested(
-    instance: DagsterInstance, config: dict[str, Any], field: str
+    launchpad: Launchpad, config: dict[str, Any], field: str
 ) -> None:
-    result = sync_now(instance, **config)
+    result = launchpad.sync_now(**config)
 
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type == DagsterEventType.RUN_FAILURE)
     error = failure.event_specific_data.error  # the run's failure carries its step's error
     assert f"sync_now {field}" in error.message.splitlines()[0]
     assert not [e for e in result.all_events if e.event_type == DagsterEventType.RUN_SUCCESS]
-    assert instance.get_runs_count() == 1  # the sync_now run alone: its sensor fires on success only
+    assert launchpad.tick() == []  # its sensor fires on success only
 
 
-def test_the_default_window_is_the_schedules_every_engine_in_one_sync_run(instance: DagsterInstance) -> None:
-    result = sync_now(instance)
+def test_the_default_window_is_the_schedules_every_engine_in_one_sync_run(launchpad: Launchpad) -> None:
+    result = launchpad.sync_now()
     assert result.success
 
-    [request] = requested(instance, result)
+    [request] = launchpad.requested()
     today = dt.datetime.now(dt.UTC).date()
     first, last = sync_window(today, SETTINGS.lookback_days, SETTINGS.start_date) or (None, None)
     assert request.job_name == SYNC_JOB
@@ -119,27 +130,24 @@ def test_the_default_window_is_the_schedules_every_engine_in_one_sync_run(instan
 
 
 def test_a_split_engine_subset_asks_for_one_run_per_span_selecting_exactly_the_windows_cells(
-    instance: DagsterInstance,
+    launchpad: Launchpad,
 ) -> None:
-    result = sync_now(instance, days=2, end_date="2026-10-20", engines=["claude", "chatgpt", "all"])
+    result = launchpad.sync_now(days=2, end_date="2026-10-20", engines=["claude", "chatgpt", "all"])
     assert result.success
 
-    requests = requested(instance, result)
+    requests = launchpad.requested()
     assert [r.job_name for r in requests] == [SYNC_JOB, DAILY_JOB]
     assert cells(requests[0]) == {(dt.date(2026, 10, d), e) for d in (19, 20) for e in ("chatgpt", "claude")}
     assert cells(requests[1]) == {(dt.date(2026, 10, d), "all") for d in (19, 20)}
-    assert len({r.run_key for r in requests}) == 2  # a second evaluation requests nothing new
+    assert len({r.run_key for r in requests}) == 2
 
 
-def test_the_documented_launchpad_config_asks_for_its_window(instance: DagsterInstance) -> None:
+def test_the_documented_launchpad_config_asks_for_its_window(launchpad: Launchpad) -> None:
     [block] = [b for b in blocks("docs/OPERATIONS.md") if f"  {SYNC_NOW_OP}:" in b.text]
     documented = yaml.safe_load(block.text)
-    result = DEFS.resolve_job_def(SYNC_NOW_JOB).execute_in_process(
-        instance=instance, run_config={**QUIET, **documented}
-    )
-    assert result.success
+    assert launchpad.launch({**QUIET, **documented}).success
 
-    requests = requested(instance, result)
+    requests = launchpad.requested()
     assert [r.job_name for r in requests] == [SYNC_JOB, DAILY_JOB]
     days = {dt.date(2026, 11, 20) - dt.timedelta(days=d) for d in range(7)}
     assert cells(requests[0]) | cells(requests[1]) == {
@@ -148,18 +156,18 @@ def test_the_documented_launchpad_config_asks_for_its_window(instance: DagsterIn
 
 
 def test_the_requested_runs_land_exactly_the_windows_cells(
-    sandbox: SandboxHandle, tmp_path: Path, instance: DagsterInstance
+    sandbox: SandboxHandle, tmp_path: Path, launchpad: Launchpad
 ) -> None:
     end = SANDBOX_TODAY - dt.timedelta(days=2)
-    result = sync_now(instance, days=2, end_date=end.isoformat(), engines=["gemini", "all"])
+    result = launchpad.sync_now(days=2, end_date=end.isoformat(), engines=["gemini", "all"])
     assert result.success
     db = tmp_path / "w.duckdb"
     definitions = sync_definitions_for(sandbox, db)
 
     materialized: set[tuple[dt.date, str]] = set()
-    for request in requested(instance, result):
+    for request in launchpad.requested():
         run = definitions.resolve_job_def(request.job_name).execute_in_process(
-            instance=instance, tags=request.tags, run_config=QUIET
+            instance=launchpad.instance, tags=request.tags, run_config=QUIET
         )
         assert run.success
         keys = [
