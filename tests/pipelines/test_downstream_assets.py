@@ -23,6 +23,7 @@ from dagster import (
     Definitions,
     MultiPartitionKey,
     MultiToSingleDimensionPartitionMapping,
+    SpecificPartitionsPartitionMapping,
     asset,
     define_asset_job,
 )
@@ -351,3 +352,27 @@ def test_cells_that_are_not_one_rectangle_receive_only_their_own_rows(tmp_path: 
     assert sorted(rows["id"]) == sorted(
         r["id"] for r in mention_rows() if (r["checked_on"], r["engine"]) in cells
     )
+
+
+#: Two date x engine cells that are not one rectangle: the query reads both days x both engines.
+PAIR = (cell_key(DAYS[1], "claude"), cell_key(DAYS[2], "chatgpt"))
+
+
+@asset(ins={"prompt_mentions": AssetIn(partition_mapping=SpecificPartitionsPartitionMapping(list(PAIR)))})
+def mentions_of_two_cells(prompt_mentions: pd.DataFrame) -> None:
+    received["pair"] = prompt_mentions
+
+
+def test_a_run_over_partitions_that_are_not_one_rectangle_receives_only_their_rows(tmp_path: Any) -> None:
+    """A real run whose input maps to one day's claude and the next day's chatgpt: the IO manager
+    reads both days x both engines (12 rows) and hands on only the two cells' 6."""
+    url = f"duckdb:///{tmp_path}/visibility.duckdb"
+    land(warehouse_from_url(url, "visibility"))
+    received.clear()
+    defs = user_definitions({"VISIBILITY_WAREHOUSE": url}, {}, mentions_of_two_cells)
+    with DagsterInstance.ephemeral() as instance:
+        result = defs.resolve_job_def("user_mentions_of_two_cells").execute_in_process(instance=instance)
+    assert result.success
+    cells = {(DAYS[1], "claude"), (DAYS[2], "chatgpt")}
+    expected = [r["id"] for r in mention_rows() if (r["checked_on"], r["engine"]) in cells]
+    assert sorted(received["pair"]["id"]) == sorted(expected) and len(expected) == 6
