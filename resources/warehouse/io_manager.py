@@ -68,7 +68,8 @@ def rows_in_cells(
     every engine of the cells, more than the cells whenever they are not one rectangle."""
     days = frame[columns["date"]].dt.date
     inside = [(d, e) in cells for d, e in zip(days, frame[columns["engine"]], strict=True)]
-    return frame[inside].reset_index(drop=True)
+    # .loc: an empty list would select no columns through frame[...], not no rows
+    return frame.loc[inside].reset_index(drop=True)
 
 
 def select_statement(warehouse: Warehouse, table: str, context: InputContext) -> tuple[str, dict[str, Any]]:

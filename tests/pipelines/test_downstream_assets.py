@@ -376,3 +376,29 @@ def test_a_run_over_partitions_that_are_not_one_rectangle_receives_only_their_ro
     cells = {(DAYS[1], "claude"), (DAYS[2], "chatgpt")}
     expected = [r["id"] for r in mention_rows() if (r["checked_on"], r["engine"]) in cells]
     assert sorted(received["pair"]["id"]) == sorted(expected) and len(expected) == 6
+
+
+@asset(
+    ins={
+        "prompt_mentions": AssetIn(
+            partition_mapping=SpecificPartitionsPartitionMapping([cell_key(DAYS[1], "perplexity")])
+        )
+    }
+)
+def mentions_of_an_empty_cell(prompt_mentions: pd.DataFrame) -> None:
+    received["empty"] = prompt_mentions
+
+
+def test_an_input_whose_partitions_hold_no_rows_receives_the_tables_columns(tmp_path: Any) -> None:
+    url = f"duckdb:///{tmp_path}/visibility.duckdb"
+    land(warehouse_from_url(url, "visibility"))  # no perplexity rows
+    received.clear()
+    defs = user_definitions({"VISIBILITY_WAREHOUSE": url}, {}, mentions_of_an_empty_cell)
+    with DagsterInstance.ephemeral() as instance:
+        assert (
+            defs.resolve_job_def("user_mentions_of_an_empty_cell")
+            .execute_in_process(instance=instance)
+            .success
+        )
+    assert received["empty"].empty
+    assert set(received["empty"].columns) >= {c.name for c in tables.PROMPT_MENTIONS.columns}
