@@ -189,7 +189,7 @@ def dagster_stack(
     its home folder (default: the project's), e.g. :func:`tests.pods.pod_instance_yaml`."""
     home = Path(tempfile.mkdtemp(prefix="bench-dagster-home-"))
     if instance_yaml is None:
-        shutil.copyfile(code_root / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+        shutil.copyfile(code_root / "dagster.yaml", home / "dagster.yaml")
     else:
         (home / "dagster.yaml").write_text(instance_yaml(home))
     full_env = code_env(code_root, DAGSTER_HOME=str(home), **dict(env))

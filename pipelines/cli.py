@@ -493,7 +493,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 # demo and sandbox
 
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]  # workspace.yaml and dagster_home/, in a checkout
+PROJECT_ROOT = Path(__file__).resolve().parents[1]  # workspace.yaml and dagster.yaml, in a checkout
 HINT_TABLE = "prompt_mentions"
 HINT_SQL = "SELECT engine, count(*) AS mentions FROM {table} GROUP BY engine ORDER BY engine"
 _PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -583,10 +583,15 @@ def dagster_hint(cwd: Path | None = None) -> str:
             f"materializations show in the UI. Open it with\n  {ui}    # http://127.0.0.1:3000"
         )
     again = _shell_path(_tool("visibility-sync"), cwd)
-    project_home = PROJECT_ROOT / "dagster_home"  # the project's instance settings, in a checkout
+    project_home = PROJECT_ROOT  # the project's dagster.yaml, in a checkout: DAGSTER_HOME as it is
     if (project_home / "dagster.yaml").exists():
-        here = project_home.is_relative_to(cwd or Path.cwd())  # Dagster wants an absolute DAGSTER_HOME
-        shown = f"$PWD/{_shell_path(project_home, cwd)}" if here else shlex.quote(str(project_home))
+        where = cwd or Path.cwd()  # Dagster wants an absolute DAGSTER_HOME
+        if project_home == where:
+            shown = "$PWD"
+        elif project_home.is_relative_to(where):
+            shown = f"$PWD/{_shell_path(project_home, cwd)}"
+        else:
+            shown = shlex.quote(str(project_home))
         export = f"export DAGSTER_HOME={shown}"
     else:
         export = "export DAGSTER_HOME=$PWD/.dagster_home && mkdir -p $DAGSTER_HOME"

@@ -97,5 +97,5 @@ def test_daily_assets_warn_and_fail_after_the_documented_hours_without_a_sync(
 
 def test_the_instance_settings_enable_the_freshness_daemon() -> None:
     """Dagster evaluates the policies only when ``dagster.yaml`` turns freshness on."""
-    settings = yaml.safe_load((ROOT / "dagster_home" / "dagster.yaml").read_text())
+    settings = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     assert settings["freshness"] == {"enabled": True}

@@ -17,7 +17,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 VALUES = ROOT / "deploy" / "helm" / "values.yaml"
 CHART = Path(__file__).resolve().parent / "dagster_chart"
-PROJECT_YAML = ROOT / "dagster_home" / "dagster.yaml"
+PROJECT_YAML = ROOT / "dagster.yaml"
 SECRET_SETTINGS = ("VISIBILITY_API_KEY", "VISIBILITY_WAREHOUSE")
 DEPLOYMENT = {"name": "x", "image": {"repository": "r", "pullPolicy": "Always"}, "port": 4000}
 

@@ -31,7 +31,7 @@ from sandbox.testing import SandboxHandle
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_YAML = ROOT / "deploy" / "dagster.yaml"
-PROJECT_YAML = ROOT / "dagster_home" / "dagster.yaml"
+PROJECT_YAML = ROOT / "dagster.yaml"
 TWO_DAYS = ["--start", "2026-10-29", "--end", "2026-10-31"]
 PG_SETTINGS = (
     "DAGSTER_PG_HOST",

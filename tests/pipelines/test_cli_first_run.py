@@ -148,10 +148,10 @@ def test_without_dagster_home_the_hint_sets_it_with_the_projects_instance_settin
 
     hint = dagster_hint(cwd=ROOT)
 
-    assert "export DAGSTER_HOME=$PWD/dagster_home\n" in hint  # its dagster.yaml: no copy to make
+    assert "export DAGSTER_HOME=$PWD\n" in hint  # its dagster.yaml: no copy to make
     assert ".venv/bin/dagster dev -w workspace.yaml" in hint  # the programs of this environment
     elsewhere = dagster_hint(cwd=tmp_path)
-    assert f"export DAGSTER_HOME={ROOT / 'dagster_home'}\n" in elsewhere
+    assert f"export DAGSTER_HOME={ROOT}\n" in elsewhere
     assert f"-w {ROOT / 'workspace.yaml'}" in elsewhere
 
 

@@ -128,7 +128,7 @@ def test_the_projects_dagster_yaml_frees_slots_of_dead_runs(tmp_path: Path) -> N
 
     from dagster import DagsterInstance
 
-    project_yaml = Path(__file__).resolve().parents[2] / "dagster_home" / "dagster.yaml"
+    project_yaml = Path(__file__).resolve().parents[2] / "dagster.yaml"
     shutil.copy(project_yaml, tmp_path / "dagster.yaml")
     with DagsterInstance.from_config(str(tmp_path)) as instance:
         assert 0 < instance.run_monitoring_max_runtime_seconds <= 24 * 3600

@@ -1,6 +1,7 @@
-"""A first run in the UI with no warning to look up: no instance settings where `dagster dev` starts
-(it warns about a dagster.yaml that is not DAGSTER_HOME's), and no "upstream assets not materialized"
-prompt left unexplained when the daily group is backfilled (its upstream is lineage only)."""
+"""A first run in the UI with no warning to look up: DAGSTER_HOME is where `dagster dev` starts and
+the project's dagster.yaml is (it warns about a dagster.yaml that is not DAGSTER_HOME's), and no
+"upstream assets not materialized" prompt left unexplained when the daily group is backfilled (its
+upstream is lineage only)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,16 @@ from sync import catalog
 from tests.doc_blocks import ROOT, doc_block
 
 
-def test_the_readmes_dagster_home_holds_the_instance_settings_and_the_root_holds_none() -> None:
+def test_the_readmes_dagster_home_is_the_root_that_holds_the_instance_settings() -> None:
+    """`dagster dev` warns about a dagster.yaml in its working folder unless that folder is
+    DAGSTER_HOME: the README's DAGSTER_HOME is the root, where the project's dagster.yaml is."""
     block = doc_block("README.md", "export DAGSTER_HOME=")
     export = block.lines()[0].split("#")[0].split()
-    assert export[:1] == ["export"] and export[1].startswith("DAGSTER_HOME=$PWD/")
-    home = ROOT / export[1].removeprefix("DAGSTER_HOME=$PWD/")
-    assert (home / "dagster.yaml").is_file()
-    assert not (ROOT / "dagster.yaml").exists() and not (ROOT / "dagster.yml").exists()
+    assert export == ["export", "DAGSTER_HOME=$PWD"]
+    assert (ROOT / "dagster.yaml").is_file()
     assert "dagster dev -w workspace.yaml" in block.text  # started from the root, where the check runs
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert {"/storage/", "/history/", "/schedules/"} <= set(ignored)  # the instance's storage: untracked
 
 
 def test_each_daily_assets_upstream_outside_its_group_is_explained_on_the_asset() -> None:

@@ -48,7 +48,7 @@ def run_and_stop(sandbox: SandboxHandle, tmp_path: Path, stop: signal.Signals) -
     home, spools, log = tmp_path / "dagster_home", tmp_path / "tmp", tmp_path / "output.txt"
     home.mkdir()
     spools.mkdir()
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
     env = sync_env(sandbox, tmp_path / "x.duckdb", DAGSTER_HOME=str(home), TMPDIR=str(spools))
     process = start(RUN, env, log)
     code = stop_when(process, lambda: wait_for_landing(process, log, spools), stop, group=True)
@@ -100,7 +100,7 @@ def test_a_recorded_run_stopped_before_it_started_is_canceled_by_the_command(
     month of them takes seconds) reaches the command, not a step: the command ends the run."""
     home, log = tmp_path / "dagster_home", tmp_path / "output.txt"
     home.mkdir()
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
     month = [*RUN[:4], (END - dt.timedelta(days=30)).isoformat(), *RUN[5:]]
     process = start(month, sync_env(sandbox, tmp_path / "x.duckdb", DAGSTER_HOME=str(home)), log)
     with DagsterInstance.from_config(str(home)) as instance:

@@ -56,7 +56,7 @@ def start_run(sandbox: SandboxHandle, tmp_path: Path) -> tuple[subprocess.Popen[
     settings (pools and all)."""
     home = tmp_path / "dagster_home"
     home.mkdir()
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
     last = END - dt.timedelta(days=1)  # range tags name the last day; END is exclusive
     tags = range_tags(
         last - dt.timedelta(days=RUN_DAYS - 1), last, (ENGINES_WITH_ALL[0], ENGINES_WITH_ALL[-1])

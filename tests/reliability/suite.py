@@ -708,7 +708,7 @@ class Harness:
             home = dagster_home if isinstance(dagster_home, Path) else rundir / "dagster_home"
             home.mkdir(parents=True, exist_ok=True)
             if not (home / "dagster.yaml").exists():
-                shutil.copy2(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+                shutil.copy2(ROOT / "dagster.yaml", home / "dagster.yaml")
             environ["DAGSTER_HOME"] = str(home)
         environ.update(env or {})
         argv = [*_cli_command(), "run", "--start", start.isoformat(), "--end", end.isoformat(), "--quiet"]
