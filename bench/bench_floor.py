@@ -242,7 +242,7 @@ def measure_parts(sandbox: P.SandboxService, days: int, rounds: int, landing_row
     client = VisibilityClient(sandbox.url, sandbox.key, budget=budget)
     # the client's own httpx client (its headers, timeouts, pool, no cookie jar), without the layers
     # the client puts around it (budget, decode, validation)
-    transport: httpx.Client = client._http
+    transport: httpx.Client = client._transport.http
     stdlib = http.client.HTTPConnection(split.hostname, split.port, timeout=60)
 
     def with_httpx() -> int:

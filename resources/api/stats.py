@@ -3,6 +3,8 @@ fetch's outcome to its landing (this module imports nothing of the HTTP client).
 
 from __future__ import annotations
 
+import copy
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,3 +56,48 @@ class RequestStats:
             },
             "unknown_engine_rows": dict(sorted(self.unknown_engine_rows.items())),
         }
+
+
+class Counters:
+    """``RequestStats`` behind a lock: every thread of a client updates the same counters."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stats = RequestStats()
+
+    def request(self, endpoint: str) -> None:
+        with self._lock:
+            counts = self._stats.requests_by_endpoint
+            counts[endpoint] = counts.get(endpoint, 0) + 1
+
+    def response(self, status: int, code: str | None) -> None:
+        with self._lock:
+            counts = self._stats.responses_by_status
+            counts[status] = counts.get(status, 0) + 1
+            if code is not None:
+                codes = self._stats.errors_by_code
+                codes[code] = codes.get(code, 0) + 1
+
+    def retry(self, cause: str) -> None:
+        with self._lock:
+            counts = self._stats.retries_by_cause
+            counts[cause] = counts.get(cause, 0) + 1
+
+    def wait(self, cause: str, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        with self._lock:
+            self._stats.wait_seconds += seconds
+            by_cause = self._stats.wait_seconds_by_cause
+            by_cause[cause] = by_cause.get(cause, 0.0) + seconds
+
+    def unknown_engine(self, endpoint: str, rows: int) -> int:
+        """Count dropped rows; return the endpoint's total so far."""
+        with self._lock:
+            counts = self._stats.unknown_engine_rows
+            counts[endpoint] = counts.get(endpoint, 0) + rows
+            return counts[endpoint]
+
+    def snapshot(self) -> RequestStats:
+        with self._lock:
+            return copy.deepcopy(self._stats)

@@ -302,7 +302,7 @@ def test_key_never_reaches_logs_reprs_or_errors_at_debug_level(
     with caplog.at_level(logging.DEBUG):
         for role in ("workspace", "revoked", "past_due"):
             with make_client(sandbox, role) as api:
-                texts += [repr(api), str(api), repr(api._http.headers)]
+                texts += [repr(api), str(api), repr(api._transport.http.headers)]
                 try:
                     brand_id = next(iter(api.list_brands()))["id"]
                     api.get_brand(brand_id)

@@ -18,7 +18,7 @@ ALPHABET = "abcXYZ019-_.~ %+/=&?#:@!$'()*,;[]\\é🙂\"<>^`{|}"
 
 def httpx_url(client: VisibilityClient, path: str, params: dict[str, object] | None) -> httpx.URL:
     """What httpx sends for a path relative to the client's base URL."""
-    return client._http.build_request("GET", path, params=params).url
+    return client._transport.http.build_request("GET", path, params=params).url
 
 
 def random_text(rng: random.Random, longest: int = 12) -> str:
@@ -57,9 +57,9 @@ def test_the_url_built_for_a_request_is_the_one_httpx_builds(base_url: str) -> N
                 expected = httpx_url(client, path, params)
             except httpx.InvalidURL:  # refused as httpx refuses it (or left to httpx)
                 with contextlib.suppress(httpx.InvalidURL):
-                    assert client._url(path, params) is None
+                    assert client._transport.url(path, params) is None
                 continue
-            built = client._url(path, params)
+            built = client._transport.url(path, params)
             if built is None:  # left to httpx
                 assert path[:1] != "/" or "?" in path or "#" in path or "/." in path or path[:2] == "//"
                 continue
@@ -72,5 +72,5 @@ def test_the_url_built_for_a_request_is_the_one_httpx_builds(base_url: str) -> N
 def test_a_path_the_shortcut_leaves_to_httpx_is_still_sent_as_httpx_builds_it() -> None:
     with VisibilityClient("http://127.0.0.1:9/api", KEY) as client:
         for path in ["/v1/audits/a1?step=2", "/v1/brands/../x", "//other.example/v1", "v1/brands", "/v1/a#b"]:
-            assert client._url(path, {"limit": 1}) is None
-            assert client._url(path, None) is None
+            assert client._transport.url(path, {"limit": 1}) is None
+            assert client._transport.url(path, None) is None

@@ -1179,7 +1179,7 @@ def scenario_limits(h: Harness, backend: str) -> list[Result]:
     before the first request."""
     results = []
     port = P.free_port()  # bound, then closed: nothing listens, connections are refused
-    for deadline in (2, 4):  # below the 5 s a never-reached service gets (resources/api/client.py)
+    for deadline in (2, 4):  # below the 5 s a never-reached service gets (resources/api/calls.py)
         result = Result(f"check, dead service, VISIBILITY_RETRY_DEADLINE_SECONDS={deadline}", backend)
         env = {
             "VISIBILITY_API_URL": f"http://127.0.0.1:{port}",
