@@ -224,7 +224,9 @@ table's columns and column comments. Partitioned tables are written per date par
 (`all` for the all-engine rollup): a sync replaces exactly the rows of the dates and engines it
 fetched, in one transaction per table.
 
-Fields the API adds later land as extra nullable columns described as such.
+Fields the API adds later land as extra nullable columns described as such, at most
+`VISIBILITY_MAX_NEW_COLUMNS` (default 50) in one table's fetch: more refuse that table, which keeps
+its columns and rows (docs/OPERATIONS.md, *Table decisions*).
 """
 
 _TRENDS = """## Competitor trends: days, weeks and windows
