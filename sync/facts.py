@@ -53,8 +53,8 @@ class pages_of:  # used like a function: ``pages_of(endpoint)``
 def paged_rows(read: ReadRows, transform: Transform, *, per_prompt: bool = False) -> FetchOne:
     """One call's rows, read by ``read`` (per brand, or per prompt), in slices through ``transform``.
 
-    A transform error that names no endpoint (a table whose spec has no entry in
-    ``sync.tables.SOURCE_ENDPOINTS``) is given the one :func:`pages_of` read."""
+    A transform error that names no endpoint (a spec no catalog entry holds) is given the one
+    :func:`pages_of` read."""
     endpoint = read.endpoint.key if isinstance(read, pages_of) else None
 
     def fetch(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:

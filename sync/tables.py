@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from resources.api import endpoints as ep
 from resources.warehouse.contract import Column, TableSpec
 from resources.warehouse.views import TREND_METRICS
 
@@ -380,19 +379,3 @@ COMPETITOR_TRENDS = TableSpec(
     kind="partitioned",
     date_column="date",
 )
-
-#: The endpoint whose rows each shipped table lands, named in its transform's errors (a test holds it
-#: equal to the catalog's entries; a new table's fetch names its endpoint instead: sync/facts.py).
-SOURCE_ENDPOINTS: dict[str, str] = {
-    BRANDS.name: ep.LIST_BRANDS.key,
-    TOPICS.name: ep.LIST_TOPICS.key,
-    PROMPTS.name: ep.LIST_PROMPTS.key,
-    TRACKED_COMPETITORS.name: ep.LIST_TRACKED_COMPETITORS.key,
-    GENERATIONS.name: ep.LIST_GENERATIONS.key,
-    AUDIT_REPORTS.name: ep.POLL_AUDIT.key,
-    PROMPT_MENTIONS.name: ep.LIST_PROMPT_MENTIONS.key,
-    ANSWERS.name: ep.LIST_ANSWERS.key,
-    CITED_PAGES.name: ep.CITATION_URLS.key,
-    CITATION_TRENDS.name: ep.CITATION_TRENDS.key,
-    COMPETITOR_TRENDS.name: ep.COMPETITOR_TRENDS.key,
-}

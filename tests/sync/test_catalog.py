@@ -66,13 +66,3 @@ def test_each_daily_table_plans_calls_to_its_own_endpoints_only() -> None:
         planned = {str(call.endpoint) for call in plan.calls}
         assert planned, table.spec.name
         assert planned <= {e.key for e in table.endpoints}, table.spec.name
-
-
-def test_the_endpoints_transform_errors_name_are_the_entries() -> None:
-    """The shipped transforms name their endpoint from ``tables.SOURCE_ENDPOINTS``: it says what the
-    catalog's entries say."""
-    from sync import tables
-
-    assert dict(tables.SOURCE_ENDPOINTS) == {
-        name: catalog.source_endpoint(name) for name in catalog.ALL_TABLES
-    }
