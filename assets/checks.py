@@ -303,8 +303,19 @@ def _materialized(instance: DagsterInstance, key: AssetKey, since: dt.date) -> s
     return out
 
 
-def no_empty_partitions(table: str, inputs: CheckInputs) -> AssetCheckResult:
-    rule = queries.EXPECTED_CELLS[table]
+def _evidence(table: str) -> queries.ExpectedCells:
+    """The rule of ``no_empty_partitions`` that ``table``'s catalog entry names (``evidence``)."""
+    evidence = getattr(catalog.BY_NAME[table], "evidence", None)  # a snapshot entry has none
+    if evidence is None:
+        raise ValueError(f"{table} declares no_empty_partitions without its evidence")
+    return queries.EXPECTED_CELLS[evidence]
+
+
+def no_empty_partitions(
+    spec: TableSpec, rule: queries.ExpectedCells, inputs: CheckInputs
+) -> AssetCheckResult:
+    table = spec.name
+    assert spec.date_column is not None
     since = _today() - dt.timedelta(days=EMPTY_CHECK_DAYS)
     if not queries.table_exists(inputs.warehouse, rule.source_table):
         return AssetCheckResult(
@@ -314,7 +325,9 @@ def no_empty_partitions(table: str, inputs: CheckInputs) -> AssetCheckResult:
         )
     materialized = _materialized(inputs.instance, _key(table), since)
     expected = queries.expected_cells(inputs.warehouse, rule, since=since)
-    landed = queries.landed_cells(inputs.warehouse, rule, since=since) if expected else set()
+    landed = (
+        queries.landed_cells(inputs.warehouse, table, spec.date_column, since=since) if expected else set()
+    )
     empty = empty_cells(expected, landed, materialized)
     return AssetCheckResult(
         passed=not empty,
@@ -363,15 +376,15 @@ DECLARED_CHECKS: dict[str, Callable[[str], TableCheck]] = {
         "window totals (responses, mentions, citations) equal the sums of the landed daily points.",
         window_totals_match_series,
     ),
-    # its rule (which table says the service had data) is in resources/warehouse/queries.py
+    # its rule (which table says the service had data): the entry's `evidence`, one of
+    # resources/warehouse/queries.py's EXPECTED_CELLS
     "no_empty_partitions": lambda table: TableCheck(
         table,
         "no_empty_partitions",
         f"No materialized brand/engine/day of {table} is empty where "
-        f"{queries.EXPECTED_CELLS[table].source_table} shows the service had data (last "
-        f"{EMPTY_CHECK_DAYS} days).",
-        partial(no_empty_partitions, table),
-        reads=(queries.EXPECTED_CELLS[table].source_table,),
+        f"{_evidence(table).source_table} shows the service had data (last {EMPTY_CHECK_DAYS} days).",
+        partial(no_empty_partitions, catalog.BY_NAME[table].spec, _evidence(table)),
+        reads=(_evidence(table).source_table,),
     ),
 }
 

@@ -7,7 +7,8 @@ An entry says everything the rest of the code derives a table from:
 * its planner, chosen by the endpoint's shape (:mod:`sync.planning`: paged per brand, paged per
   prompt, one response per engine over the hull, one per day) and its fetch with its transform
   (:mod:`sync.facts`, :mod:`sync.trends`, :mod:`sync.listings`);
-* its checks beyond the ones every table gets from its spec (``keys_unique``), by name;
+* its checks beyond the ones every table gets from its spec (``keys_unique``), by name, and for
+  ``no_empty_partitions`` its evidence (the rule saying which cells had data);
 * its group: an entry of ``DAILY`` is a date x engine table of ``DAILY_GROUP``, an entry of
   ``SNAPSHOTS`` a snapshot table of ``SNAPSHOT_GROUP``.
 
@@ -113,6 +114,7 @@ CITED_PAGES = PartitionedTable(
     upstream="brands",
     notes=capped_notes,
     checks=("cited_pages_not_capped", "no_empty_partitions"),
+    evidence="own_domain_citations",
 )
 PROMPT_MENTIONS = PartitionedTable(
     spec=tables.PROMPT_MENTIONS,
@@ -123,6 +125,7 @@ PROMPT_MENTIONS = PartitionedTable(
     needs_prompts=True,
     upstream="prompts",
     checks=("no_empty_partitions",),
+    evidence="mentions",
 )
 ANSWERS = PartitionedTable(
     spec=tables.ANSWERS,
@@ -132,6 +135,7 @@ ANSWERS = PartitionedTable(
     with_rollup=False,
     upstream="prompts",
     checks=("no_empty_partitions",),
+    evidence="answered_responses",
 )
 
 #: Listed in one step, brands first (every other table is per brand).

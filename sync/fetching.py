@@ -54,6 +54,9 @@ class PartitionedTable:
     #: checks of the table beyond those every table gets from its spec (``keys_unique``), by name
     #: (``assets/checks.py``, ``DECLARED_CHECKS``)
     checks: tuple[str, ...] = ()
+    #: with ``no_empty_partitions``: which landed table says a cell had data, by the name of its rule
+    #: (``resources/warehouse/queries.py``, ``EXPECTED_CELLS``)
+    evidence: str | None = None
 
 
 def fetch_partitioned(

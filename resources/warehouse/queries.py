@@ -213,43 +213,37 @@ def _plain(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class ExpectedCells:
-    """Where the API reported data for a (brand, engine, date) cell, so ``landed_table`` must have rows.
+    """Where the API reported data for a (brand, engine, date) cell, so a table checked against it
+    (its catalog entry's ``evidence``) must have rows there.
 
     ``source_sql`` selects ``brand_id, engine, day`` from ``source_table`` (``{src}`` in it is replaced
     by the quoted table); both are code constants in :data:`EXPECTED_CELLS`, never user input.
     """
 
-    landed_table: str
-    landed_date_column: str
     source_table: str
     source_sql: str
 
 
-#: Rules of "no partition landed empty when the API reported rows", by landed table.
+#: Evidence of "no partition landed empty when the API reported rows", by name: a date x engine
+#: entry names one as its ``evidence`` when it declares ``no_empty_partitions``.
 EXPECTED_CELLS: dict[str, ExpectedCells] = {
     # The day's citation trend of the brand's own domain counts every citation in its answers:
     # a positive brand_total_citations means the citation URL list of that day is not empty (a
     # `window` summary's total covers its whole window, not its last day).
-    "cited_pages": ExpectedCells(
-        landed_table="cited_pages",
-        landed_date_column="date",
+    "own_domain_citations": ExpectedCells(
         source_table="citation_trends",
         source_sql="SELECT DISTINCT brand_id, engine, date AS day FROM {src} "
         "WHERE is_own_domain AND brand_total_citations > 0 AND granularity = 'day'",
     ),
     # Mentions of the brand or a tracked competitor that day mean the prompts' mentions are not empty.
-    "prompt_mentions": ExpectedCells(
-        landed_table="prompt_mentions",
-        landed_date_column="checked_on",
+    "mentions": ExpectedCells(
         source_table="competitor_trends",
         source_sql="SELECT brand_id, engine, date AS day FROM {src} "
         "WHERE granularity = 'day' AND engine <> 'all' "
         "GROUP BY brand_id, engine, date HAVING SUM(mention_count) > 0",
     ),
     # Answered responses that day mean the answer list is not empty.
-    "answers": ExpectedCells(
-        landed_table="answers",
-        landed_date_column="checked_on",
+    "answered_responses": ExpectedCells(
         source_table="competitor_trends",
         source_sql="SELECT DISTINCT brand_id, engine, date AS day FROM {src} "
         "WHERE granularity = 'day' AND engine <> 'all' AND is_your_brand AND responses_answered > 0",
@@ -269,11 +263,11 @@ def expected_cells(warehouse: Warehouse, rule: ExpectedCells, *, since: dt.date)
     }
 
 
-def landed_cells(warehouse: Warehouse, rule: ExpectedCells, *, since: dt.date) -> set[BrandDay]:
-    """(brand, engine, day) cells from ``since`` that have at least one row in the landed table."""
-    day = _ident(rule.landed_date_column)
+def landed_cells(warehouse: Warehouse, table: str, date_column: str, *, since: dt.date) -> set[BrandDay]:
+    """(brand, engine, day) cells from ``since`` that have at least one row in ``table``."""
+    day = _ident(date_column)
     sql = f"""
-        SELECT DISTINCT brand_id, engine, {day} AS day FROM {warehouse.table_ref(rule.landed_table)}
+        SELECT DISTINCT brand_id, engine, {day} AS day FROM {warehouse.table_ref(table)}
         WHERE {day} >= :since
     """
     return {
