@@ -118,7 +118,7 @@ def measure_cli(
     sb.reset_stats()
     cli_args = D.cli_args(dates, engines)
     outcome = D.run_cli(cli_args, url=sb.url, key=sb.key, db=db, code_root=args.code_root, log_dir=args.logs)
-    all_tables = D.PARTITIONED_TABLES
+    all_tables = D.daily_tables(args.code_root)
     minimum = D.planner_minimum(
         world, all_tables, dates, engines or ENGINES_WITH_ALL, db, snapshots=True, code_root=args.code_root
     )
@@ -156,7 +156,7 @@ def measure_ui(
     picked = D.UiSelection(tuple(dates), selection.assets, selection.group, engines or None)
     outcome = D.run_ui_backfills(stack, [picked], args.timeout)[0]
     D.wait_idle(stack)
-    tables = [t for t in outcome.tables if t in D.PARTITIONED_TABLES]
+    tables = [t for t in outcome.tables if t in D.daily_tables(args.code_root)]
     landed = Path(cli["db"]) if cli and Path(cli["db"]).exists() else ui_db
     minimum = D.planner_minimum(world, tables, dates, outcome.engines, landed, code_root=args.code_root)
     span = outcome.runs_span

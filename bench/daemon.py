@@ -781,8 +781,6 @@ def wait_runs(stack: DagsterStack, run_ids: Sequence[str], timeout: float = 1800
 # the planner's minimum
 
 
-MENTIONS = "GET /v1/prompts/{id}/mentions"
-ANSWERS = "GET /v1/brands/{id}/answers"
 BRANDS = "GET /v1/brands"
 PROMPTS = "GET /v1/brands/{id}/prompts"
 TRACKED = "GET /v1/brands/{id}/tracked-competitors"
@@ -790,16 +788,14 @@ TOPICS = "GET /v1/brands/{id}/topics"
 GENERATIONS = "GET /v1/brands/{id}/generations"
 LISTING_LIMIT = 999  # the client's limit for brands, prompts, topics, generations listings
 
-PARTITIONED_TABLES = ("prompt_mentions", "answers", "cited_pages", "citation_trends", "competitor_trends")
-#: table -> (planner in sync.planning, needs prompts, needs tracked competitors, paged: (page size,
-#: the column of the call's owner, the table's date column))
-TABLE_PLANS: dict[str, tuple[str, bool, bool, tuple[int, str, str] | None]] = {
-    "prompt_mentions": ("plan_mentions", True, False, (999, "prompt_id", "checked_on")),
-    "answers": ("plan_answers", False, False, (100, "brand_id", "checked_on")),
-    "cited_pages": ("plan_citation_urls", False, False, None),
-    "citation_trends": ("plan_citation_trends", False, True, None),
-    "competitor_trends": ("plan_competitor_trends", False, False, None),
-}
+
+def daily_tables(code_root: Path = ROOT) -> tuple[str, ...]:
+    """The catalog's date x engine tables, in sync order (a new entry is measured with no list to keep)."""
+    if str(code_root) not in sys.path:
+        sys.path.insert(0, str(code_root))
+    from sync import catalog
+
+    return tuple(entry.spec.name for entry in catalog.DAILY)
 
 
 @dataclass
@@ -875,6 +871,8 @@ def planner_minimum(
     if str(code_root) not in sys.path:
         sys.path.insert(0, str(code_root))
     import sync.planning as planning
+    from resources.api.endpoints import LIST_ANSWERS, MAX_LIMIT_ANSWERS, MAX_LIMIT_PAGING
+    from sync import catalog
 
     cells = {(d, e) for d in dates for e in engines}
     out: dict[str, int] = {}
@@ -884,21 +882,24 @@ def planner_minimum(
             out[endpoint] = out.get(endpoint, 0) + n
 
     order = list(engines)
-    for table in tables:
-        planner_name, _, _, paged = TABLE_PLANS[table]
-        plan = getattr(planning, planner_name)(cells, world.brands, order)
+    entries = [catalog.BY_NAME[table] for table in tables]
+    for entry in entries:
+        plan = entry.planner(cells, world.brands, order)
         for endpoint, n in planning.expected_requests(plan).items():
             add(endpoint, n)
-        if paged:
-            page, owner, date_column = paged
+        if entry.planner.__name__.startswith("paged_"):  # a paged row endpoint: its further pages too
+            endpoint = entry.endpoints[0]
+            page = MAX_LIMIT_ANSWERS if endpoint == LIST_ANSWERS else MAX_LIMIT_PAGING
+            owner = "prompt_id" if entry.needs_prompts else "brand_id"
+            assert entry.spec.date_column is not None
             add(
-                MENTIONS if owner == "prompt_id" else ANSWERS,
-                _extra_pages(landed, table, plan.calls, page, owner, date_column),
+                endpoint.key,
+                _extra_pages(landed, entry.spec.name, plan.calls, page, owner, entry.spec.date_column),
             )
     listings = {BRANDS}
-    if snapshots or any(TABLE_PLANS[t][1] for t in tables):
+    if snapshots or any(entry.needs_prompts for entry in entries):
         listings.add(PROMPTS)
-    if snapshots or any(TABLE_PLANS[t][2] for t in tables):
+    if snapshots or any(entry.needs_competitors for entry in entries):
         listings.add(TRACKED)
     if snapshots:
         listings |= {TOPICS, GENERATIONS}
