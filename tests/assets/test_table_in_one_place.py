@@ -1,28 +1,32 @@
-"""A table added in one place: one catalog entry (its spec, endpoint, planner by shape, fetch and
-transform) is all a new read endpoint needs to become a landed, checked table.
+"""A table added in one place: one catalog entry (its spec, endpoint, planner by shape, fetch with a
+standard transform, checks) is all a new read endpoint needs to become a landed, checked, documented
+table.
 
-The table here exists only in this test: ``answer_positions``, a projection of the answer list
-(``GET /v1/brands/{id}/answers``) that the sandbox serves. It is declared below and nowhere else;
-the test adds its entry to the catalog, builds the Dagster definitions with the factory the
-shipped tables use, materializes it with real Dagster against the real sandbox into a real DuckDB
-file, and compares the landed rows with what the sandbox serves for those cells.
+The table here exists only in this test: ``answer_positions``, read from an endpoint the service does
+not have, ``GET /v1/brands/{id}/answer-positions`` (where each answer named the brand), which the
+test adds to a sandbox it starts. The entry is declared below and nowhere else; the test adds it to
+the catalog's ``DAILY``, builds the ``sync_daily`` step from the catalog as ``assets/daily.py`` does,
+materializes the table with real Dagster against that sandbox into a real DuckDB file, compares the
+landed rows with what the route serves, sees its checks evaluated, and finds it in the data
+dictionary and the dbt sources.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 import pytest
 from dagster import AssetCheckKey, AssetKey, DagsterInstance, Definitions, materialize
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
-from assets.builders import build_partitioned_assets
+from assets.builders import DAILY_STEP, build_partitioned_assets
 from assets.checks import checks_of
-from assets.daily import daily_assets
 from assets.partitions import DAILY_PARTITIONS
 from assets.snapshots import snapshot_assets
 from pipelines.dbt_sources import render as render_dbt_sources
@@ -32,7 +36,12 @@ from resources.api.endpoints import MAX_LIMIT_ANSWERS, Endpoint
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.contract import Column, TableSpec
 from resources.warehouse.resource import WarehouseResource
-from sandbox.testing import SandboxHandle
+from sandbox.app import create_app
+from sandbox.auth import authenticate
+from sandbox.config import SandboxConfig
+from sandbox.instance import Sandbox
+from sandbox.params import parse_engine, parse_limit, parse_window
+from sandbox.testing import serve_in_thread
 from sync import catalog, tables, transforms
 from sync.dictionary import render as render_dictionary
 from sync.facts import paged_rows, pages_of
@@ -40,12 +49,12 @@ from sync.fetching import PartitionedTable
 from sync.planning import paged_per_brand
 from sync.progress import NO_PROGRESS
 
-# --- the whole declaration of the new table: its entry and its transform ---------------------------
+# --- the whole declaration of the new table: one catalog entry ------------------------------------
 
-#: The read endpoint, as this table reads it: the answer list, validated for the fields it lands.
-ANSWER_LIST = Endpoint(
+#: The read endpoint, as this table reads it: the fields validated in each row.
+ANSWER_POSITIONS_API = Endpoint(
     "GET",
-    "/v1/brands/{id}/answers",
+    "/v1/brands/{id}/answer-positions",
     {"id": "string", "engine": "string", "checked_on": "string"},
     rows=True,
     typed={"prompt_id": "string", "brand_position": "integer"},
@@ -54,7 +63,7 @@ ANSWER_LIST = Endpoint(
 FIELDS = ("id", "prompt_id", "engine", "checked_on", "brand_position")
 ANSWER_POSITIONS_SPEC = TableSpec(
     name="answer_positions",
-    description="Where each answer named the brand (a projection of GET /v1/brands/{id}/answers). "
+    description="Where each answer named the brand (GET /v1/brands/{id}/answer-positions). "
     "Partitioned by checked_on and engine. Declared by a test only.",
     columns=(
         Column("id", tables.STRING, "Answer id (uuid).", nullable=False),
@@ -68,36 +77,62 @@ ANSWER_POSITIONS_SPEC = TableSpec(
     kind="partitioned",
     date_column="checked_on",
 )
-
-
-def answer_positions_table(rows: Iterable[Mapping[str, Any]], brand_id: str) -> pa.Table:
-    """The transform: the declared fields of each answer, and the brand it was fetched for."""
-    projected = [{name: row.get(name) for name in FIELDS} for row in rows]
-    return transforms.rows_to_table(ANSWER_POSITIONS_SPEC, projected, {"brand_id": brand_id})
-
-
 ANSWER_POSITIONS = PartitionedTable(
     spec=ANSWER_POSITIONS_SPEC,
-    endpoints=(ANSWER_LIST,),
-    planner=paged_per_brand(ANSWER_LIST),
-    fetch_one=paged_rows(pages_of(ANSWER_LIST, limit=MAX_LIMIT_ANSWERS), answer_positions_table),
+    endpoints=(ANSWER_POSITIONS_API,),
+    planner=paged_per_brand(ANSWER_POSITIONS_API),
+    fetch_one=paged_rows(
+        pages_of(ANSWER_POSITIONS_API, limit=MAX_LIMIT_ANSWERS),
+        transforms.brand_rows(ANSWER_POSITIONS_SPEC, FIELDS),  # the standard transform
+    ),
     with_rollup=False,
     upstream="brands",
+    checks=("no_empty_partitions",),
+    evidence="answered_responses",  # the days the service answered: the rule the answer list uses
 )
 
 # --------------------------------------------------------------------------------------------------
 
 NAME = ANSWER_POSITIONS_SPEC.name
 KEY = AssetKey(NAME)
-DAYS = (dt.date(2026, 10, 20), dt.date(2026, 10, 21))
+EVIDENCE = AssetKey("competitor_trends")  # where "answered_responses" reads the days with answers
+#: two recent days: the sandbox serves days before today, and no_empty_partitions checks recent ones
+DAYS = tuple(dt.datetime.now(dt.UTC).date() - dt.timedelta(days=n) for n in (3, 2))
 ENGINES = ("chatgpt", "claude")
 SCHEMA = "visibility"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
+def answer_positions_route(sb: Sandbox) -> Route:
+    """The new endpoint in the sandbox: its answers, paged as the answer list is, with only
+    ``FIELDS`` of each."""
+
+    def handler(request: Request) -> Response:
+        brand = sb.brand_for(authenticate(request.headers, sb.world), request.path_params["id"])
+        q = request.query_params
+        window = parse_window(q, sb.config.today)
+        offset = sb.cursors.offset(request.url.path, q)
+        page = sb.views.answers(brand, window, parse_engine(q), offset, parse_limit(q, MAX_LIMIT_ANSWERS))
+        rows = [{name: row.get(name) for name in FIELDS} for row in page.rows]
+        return sb.page_response(request, rows, page.has_more, page.next_offset)
+
+    return Route(ANSWER_POSITIONS_API.template, handler, methods=["GET"])
+
+
+@pytest.fixture(scope="module")
+def positions_sandbox() -> Iterator[tuple[str, str]]:
+    """A sandbox serving the new endpoint beside the service's: its URL and workspace key."""
+    app = create_app(SandboxConfig())
+    sb: Sandbox = app.state.sandbox
+    app.router.routes.insert(0, answer_positions_route(sb))
+    with serve_in_thread(app, "sandbox") as url:
+        yield url, sb.world.keys_by_role["workspace"]
+
+
 @pytest.fixture
 def in_catalog(monkeypatch: pytest.MonkeyPatch) -> PartitionedTable:
-    """The entry added to the catalog, as a line in ``sync/catalog.py`` would add it."""
+    """The entry added to the catalog, as its line in ``sync/catalog.py``'s ``DAILY`` adds it."""
+    monkeypatch.setattr(catalog, "DAILY", (*catalog.DAILY, ANSWER_POSITIONS))
     monkeypatch.setitem(catalog.BY_NAME, NAME, ANSWER_POSITIONS)
     return ANSWER_POSITIONS
 
@@ -105,35 +140,34 @@ def in_catalog(monkeypatch: pytest.MonkeyPatch) -> PartitionedTable:
 def test_everything_else_is_derived_from_the_entry(in_catalog: PartitionedTable) -> None:
     assert catalog.ALL_TABLES[NAME] is ANSWER_POSITIONS_SPEC
     assert catalog.group_of(NAME) == catalog.DAILY_GROUP
-    assert catalog.source_endpoint(NAME) == ANSWER_LIST.key
-    assert [c.name for c in checks_of([NAME])] == ["keys_unique"]
+    assert catalog.source_endpoint(NAME) == ANSWER_POSITIONS_API.key
+    assert [c.name for c in checks_of([NAME])] == ["keys_unique", "no_empty_partitions"]
     assert f"name: {NAME}" in render_dbt_sources(list(catalog.ALL_TABLES.values()))
-    assert f"### `{NAME}`" in render_dictionary(list(catalog.ALL_TABLES.values()))
+    dictionary = render_dictionary(list(catalog.ALL_TABLES.values()))
+    assert f"### `{NAME}`" in dictionary and "Where each answer named the brand" in dictionary
     cells = {(day, engine) for day in DAYS for engine in ENGINES}
     plan = ANSWER_POSITIONS.planner(cells, [], ANSWER_POSITIONS.engine_order)
     assert plan.cells == frozenset(cells) and not plan.calls  # no brand: nothing to ask
 
 
-def test_a_plain_row_endpoint_needs_no_transform_of_its_own() -> None:
-    """``transforms.brand_rows(spec, fields)`` is this table's transform, with no code."""
-    rows = [
-        {"id": "a1", "prompt_id": "p1", "engine": "claude", "checked_on": "2026-10-20", "brand_position": 2},
-        {"id": "a2", "prompt_id": "p1", "engine": "claude", "checked_on": "2026-10-20", "mention_count": 3},
-    ]
-    generic = transforms.brand_rows(ANSWER_POSITIONS_SPEC, FIELDS)(rows, "b1")
-    assert generic.equals(answer_positions_table(rows, "b1"))
-    assert generic.column_names == [c.name for c in ANSWER_POSITIONS_SPEC.columns]
+def test_a_transform_error_names_the_entrys_endpoint(in_catalog: PartitionedTable) -> None:
+    row = {"id": "a1", "prompt_id": "p1", "engine": "claude", "checked_on": "2026-10-20"}
+    with pytest.raises(transforms.TransformError) as caught:
+        transforms.brand_rows(ANSWER_POSITIONS_SPEC, FIELDS)([{**row, "brand_position": "first"}], "b1")
+    assert caught.value.endpoint == ANSWER_POSITIONS_API.key and ANSWER_POSITIONS_API.key in str(caught.value)
 
 
 def test_without_its_entry_the_table_is_nowhere() -> None:
     assert NAME not in catalog.ALL_TABLES
+    assert NAME not in {entry.spec.name for entry in catalog.DAILY}
     assert checks_of([NAME]) == []
 
 
-def served_rows(sandbox: SandboxHandle) -> set[tuple[Any, ...]]:
-    """What the sandbox serves for the run's cells, read with the client's own answer listing."""
+def served_rows(url: str, key: str) -> set[tuple[Any, ...]]:
+    """What the key's brands have in the service's answer list for the run's cells (the new route
+    serves those answers), read with the client."""
     rows: set[tuple[Any, ...]] = set()
-    with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
+    with VisibilityClient(url, key) as client:
         for brand in client.list_brands():
             for engine in ENGINES:
                 if engine not in brand["engines"]:
@@ -154,31 +188,34 @@ def served_rows(sandbox: SandboxHandle) -> set[tuple[Any, ...]]:
     return rows
 
 
-def test_the_test_only_table_lands_what_the_sandbox_serves_and_is_checked(
-    in_catalog: PartitionedTable, sandbox: SandboxHandle, tmp_path: Path
+def test_the_test_only_table_is_synced_from_its_route_and_checked(
+    in_catalog: PartitionedTable, positions_sandbox: tuple[str, str], tmp_path: Path
 ) -> None:
-    step = build_partitioned_assets(
-        "sync_answer_positions",
-        (in_catalog,),
+    url, key = positions_sandbox
+    step = build_partitioned_assets(  # as assets/daily.py builds it, from the catalog's DAILY
+        DAILY_STEP,
+        catalog.DAILY,
         partitions_def=DAILY_PARTITIONS,
-        group_name=catalog.group_of(NAME),
-        description="The test-only table.",
+        group_name=catalog.DAILY_GROUP,
+        description="Every date x engine table.",
     )
     db = tmp_path / "wh.duckdb"
     resources = {
-        "api": VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"]),
+        "api": VisibilityAPIResource(api_url=url, api_key=key),
         "warehouse": WarehouseResource(url=f"duckdb:///{db}", schema_name=SCHEMA),
         "progress": NO_PROGRESS,
     }
-    defs = Definitions(assets=[*snapshot_assets, *daily_assets, step], resources=resources)
-    graph = defs.resolve_asset_graph()
+    graph = Definitions(assets=[*snapshot_assets, step], resources=resources).resolve_asset_graph()
     assert graph.get(KEY).group_name == catalog.DAILY_GROUP
-    assert AssetCheckKey(KEY, "keys_unique") in graph.asset_check_keys
+    assert {
+        AssetCheckKey(KEY, "keys_unique"),
+        AssetCheckKey(KEY, "no_empty_partitions"),
+    } <= graph.asset_check_keys
 
     with DagsterInstance.ephemeral() as instance:
         result = materialize(
             [step],
-            selection=[KEY],
+            selection=[EVIDENCE, KEY],  # the table its no_empty_partitions check reads, then it
             instance=instance,
             resources=resources,
             tags=range_tags(DAYS[0], DAYS[-1], ENGINES),
@@ -187,7 +224,7 @@ def test_the_test_only_table_lands_what_the_sandbox_serves_and_is_checked(
         assert result.success
         materialized = instance.get_materialized_partitions(KEY)
 
-    expected = served_rows(sandbox)
+    expected = served_rows(url, key)
     assert expected, "the sandbox serves answers on those days"
     with duckdb.connect(str(db), read_only=True) as con:
         landed = set(
@@ -198,5 +235,9 @@ def test_the_test_only_table_lands_what_the_sandbox_serves_and_is_checked(
     assert landed == expected
     assert materialized == {f"{day.isoformat()}|{engine}" for day in DAYS for engine in ENGINES}
 
-    evaluations = {(e.asset_key, e.check_name): e.passed for e in result.get_asset_check_evaluations()}
-    assert evaluations == {(KEY, "keys_unique"): True}
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations() if e.asset_key == KEY}
+    assert set(evaluations) == {"keys_unique", "no_empty_partitions"}
+    assert all(e.passed for e in evaluations.values())
+    empty_check = evaluations["no_empty_partitions"].metadata
+    assert empty_check["evidence_table"].value == "competitor_trends"
+    assert empty_check["partitions_checked"].value == len(DAYS) * len(ENGINES)
