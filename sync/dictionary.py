@@ -435,6 +435,16 @@ def _table(spec: TableSpec) -> str:
     )
 
 
+def _index(tables: Sequence[TableSpec]) -> str:
+    """One line a table (kind and key), linking to its section: the list README.md points to."""
+    lines = ["| table | kind | key |", "|---|---|---|"]
+    for spec in tables:
+        kind = "date x engine" if spec.kind == "partitioned" else "snapshot"
+        key = ", ".join(f"`{k}`" for k in spec.key)
+        lines.append(f"| [`{spec.name}`](#{spec.name}) | {kind} | {key} |")
+    return "\n".join(lines) + "\n"
+
+
 def _view(view: ViewSpec) -> str:
     sources = ", ".join(f"`{s}`" for s in view.sources)
     return f"### `{view.name}`\n\n{view.description}\n\nReads {sources}.\n\n{_columns_table(view.columns)}\n"
@@ -470,6 +480,7 @@ def render(
         _TRENDS,
         _coverage(),
         "## Tables\n",
+        _index(tables),
         *(_table(t) for t in tables),
         _VIEWS,
         *(_view(v) for v in views),
