@@ -35,3 +35,12 @@ def test_every_entry_is_in_its_group_and_its_declared_checks_exist() -> None:
         )
         assert set(entry.checks) <= set(DECLARED_CHECKS), name
         assert [c.name for c in checks_of([name])] == ["keys_unique", *entry.checks]
+
+
+def test_an_entry_checked_for_empty_partitions_names_its_evidence() -> None:
+    from resources.warehouse.queries import EXPECTED_CELLS
+
+    checked = [e for e in catalog.DAILY if "no_empty_partitions" in e.checks]
+    assert checked, "the shipped catalog checks some table for empty partitions"
+    for entry in checked:
+        assert entry.evidence in EXPECTED_CELLS, entry.spec.name

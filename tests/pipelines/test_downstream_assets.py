@@ -40,7 +40,7 @@ from resources.warehouse.io_manager import LandedTablesIOManager, rows_in_cells
 from resources.warehouse.resource import WarehouseResource, warehouse_from_url
 from settings import load_settings
 from sync import tables
-from sync.catalog import ALL_TABLES
+from sync.catalog import ALL_TABLES, DAILY
 from sync.transforms import rows_to_table
 from tests.fixtures_bigquery import EMULATOR_PROJECT
 
@@ -282,7 +282,7 @@ def test_daily_assets_name_their_table_in_full_and_their_partition_columns() -> 
         {"VISIBILITY_WAREHOUSE": "duckdb:///data/shop.duckdb", "VISIBILITY_SCHEMA": "vis"}
     )
     specs = {s.key: s for a in for_downstream(all_assets, settings) for s in a.specs}
-    for table in ("prompt_mentions", "answers", "cited_pages", "citation_trends", "competitor_trends"):
+    for table in (entry.spec.name for entry in DAILY):
         spec, table_spec = specs[AssetKey(table)], ALL_TABLES[table]
         assert spec.metadata["dagster/table_name"] == f"shop.vis.{table}"
         assert spec.metadata["partition_expr"] == {"date": table_spec.date_column, "engine": "engine"}
