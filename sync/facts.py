@@ -17,7 +17,6 @@ import pyarrow as pa
 
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_PAGING, Endpoint
-from sync import transforms
 from sync.landing import FetchOne, slices
 from sync.planning import Call
 
@@ -51,29 +50,14 @@ class pages_of:  # used like a function: ``pages_of(endpoint)``
 
 
 def paged_rows(read: ReadRows, transform: Transform, *, per_prompt: bool = False) -> FetchOne:
-    """One call's rows, read by ``read`` (per brand, or per prompt), in slices through ``transform``.
-
-    A transform error that names no endpoint (a spec no catalog entry holds) is given the one
-    :func:`pages_of` read."""
-    endpoint = read.endpoint.key if isinstance(read, pages_of) else None
+    """One call's rows, read by ``read`` (per brand, or per prompt), in slices through ``transform``
+    (whose errors name the endpoint of the table's catalog entry)."""
 
     def fetch(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
         owner = call.prompt_id if per_prompt else call.brand_id
         assert owner is not None, "a per-prompt endpoint needs a planner that plans per prompt"
         rows = read(client, owner, engine=call.engine, start=call.window.start, end=call.window.end)
         for batch in slices(rows):
-            try:
-                table = transform(batch, call.brand_id)
-            except transforms.TransformError as exc:
-                if exc.endpoint is None:
-                    exc.endpoint = endpoint
-                raise
-            yield table
+            yield transform(batch, call.brand_id)
 
     return fetch
-
-
-#: Prompt mentions: per prompt (their planner plans per prompt).
-fetch_mentions = paged_rows(VisibilityClient.list_prompt_mentions, transforms.mentions_table, per_prompt=True)
-#: Answers: per brand.
-fetch_answers = paged_rows(VisibilityClient.list_answers, transforms.answers_table)

@@ -420,20 +420,6 @@ def per_day(endpoint: api.Endpoint) -> Planner:
     return _shape(f"per_day({endpoint.key})", per_day.__doc__ or "", plan)
 
 
-# The planners of the shipped tables (their catalog entries choose them; tests and bench name them).
-#: Prompt mentions: per prompt, widest runs, engine filter only where the run is partial.
-plan_mentions = paged_per_prompt(api.LIST_PROMPT_MENTIONS)
-#: Answers: per brand, widest runs, engine filter only where the run is partial.
-plan_answers = paged_per_brand(api.LIST_ANSWERS)
-#: Competitor trends: per brand and engine, one ``day`` call over the hull, one ``week`` call over
-#: the whole weeks of the run's Sundays (none without a Sunday).
-plan_competitor_trends = hull_per_engine(api.COMPETITOR_TRENDS, weeks=True)
-#: Citation trends: one call per brand x target x engine (incl. ``all``) over the hull.
-plan_citation_trends = hull_per_engine(api.CITATION_TRENDS, targets=citation_targets)
-#: Citation URLs: aggregated over the window, so one call per brand x engine x day.
-plan_citation_urls = per_day(api.CITATION_URLS)
-
-
 # ---------------------------------------------------------------------------------------------
 # accounting
 

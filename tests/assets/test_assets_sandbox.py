@@ -15,18 +15,21 @@ from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES
 from sandbox.testing import SandboxHandle
 from settings import load_settings
+from sync import catalog
 from sync.planning import (
     ALL,
     Endpoint,
     expected_requests,
-    plan_answers,
-    plan_citation_trends,
-    plan_competitor_trends,
-    plan_mentions,
 )
 from tests.assets.conftest import FACTS, TRENDS, Sync, days, metadata
 from tests.fixtures_sandbox import SANDBOX_TODAY
 from tests.sync.conftest import D, served, workspace_inputs
+
+#: the shipped tables' planners, as their catalog entries declare them
+plan_mentions = catalog.PROMPT_MENTIONS.planner
+plan_answers = catalog.ANSWERS.planner
+plan_competitor_trends = catalog.COMPETITOR_TRENDS.planner
+plan_citation_trends = catalog.CITATION_TRENDS.planner
 
 
 def materialize_request(sync: Sync, request: RunRequest) -> ExecuteInProcessResult:

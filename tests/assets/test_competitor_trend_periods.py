@@ -11,9 +11,13 @@ from dagster import ExecuteInProcessResult
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES
 from sandbox.testing import SandboxHandle
-from sync.planning import ALL, Endpoint, plan_competitor_trends
+from sync import catalog
+from sync.planning import ALL, Endpoint
 from tests.assets.conftest import Sync, days, metadata
 from tests.sync.conftest import served, workspace_inputs
+
+#: the shipped table's planner, as their catalog entries declare them
+plan_competitor_trends = catalog.COMPETITOR_TRENDS.planner
 
 THURSDAY = dt.date(2026, 10, 22)
 SUNDAY = dt.date(2026, 10, 25)

@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 
 from resources.api.endpoints import ENGINES, ENGINES_WITH_ALL
+from sync import catalog
 from sync.planning import (
     ALL,
     Box,
@@ -17,12 +18,14 @@ from sync.planning import (
     citation_targets,
     date_runs,
     expected_requests,
-    plan_answers,
-    plan_citation_trends,
-    plan_citation_urls,
-    plan_competitor_trends,
-    plan_mentions,
 )
+
+#: the shipped tables' planners, as their catalog entries declare them
+plan_mentions = catalog.PROMPT_MENTIONS.planner
+plan_answers = catalog.ANSWERS.planner
+plan_competitor_trends = catalog.COMPETITOR_TRENDS.planner
+plan_citation_trends = catalog.CITATION_TRENDS.planner
+plan_citation_urls = catalog.CITED_PAGES.planner
 
 D0 = dt.date(2024, 3, 1)
 

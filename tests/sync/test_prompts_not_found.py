@@ -14,12 +14,15 @@ import pytest
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES
 from sandbox.testing import SandboxHandle
-from sync import tables
-from sync.facts import fetch_mentions
+from sync import catalog, tables
 from sync.landing import DEFAULT_DAYS_PER_WRITE, fetch_to_spool
-from sync.planning import BrandInput, plan_mentions
+from sync.planning import BrandInput
 from sync.spool import DateSpool
 from tests.sync.conftest import D, workspace_inputs
+
+#: the shipped table's planner and fetch, as its catalog entry declares them
+plan_mentions = catalog.PROMPT_MENTIONS.planner
+fetch_mentions = catalog.PROMPT_MENTIONS.fetch_one
 
 
 @pytest.fixture
