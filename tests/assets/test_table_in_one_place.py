@@ -7,20 +7,28 @@ not have, ``GET /v1/brands/{id}/answer-positions`` (where each answer named the 
 test adds to a sandbox it starts. The entry is declared below and nowhere else; the test adds it to
 the catalog's ``DAILY``, builds the ``sync_daily`` step from the catalog as ``assets/daily.py`` does,
 materializes the table with real Dagster against that sandbox into a real DuckDB file, compares the
-landed rows with what the route serves, sees its checks evaluated, and finds it in the data
-dictionary and the dbt sources.
+landed rows with what the route serves, sees its checks evaluated (and its ``no_empty_partitions``
+fail when the route serves a day empty), and finds it in the data dictionary and the dbt sources.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
-from dagster import AssetCheckKey, AssetKey, DagsterInstance, Definitions, materialize
+from dagster import (
+    AssetCheckKey,
+    AssetKey,
+    DagsterInstance,
+    Definitions,
+    ExecuteInProcessResult,
+    materialize,
+)
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -103,9 +111,9 @@ SCHEMA = "visibility"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
-def answer_positions_route(sb: Sandbox) -> Route:
+def answer_positions_route(sb: Sandbox, withheld: set[str]) -> Route:
     """The new endpoint in the sandbox: its answers, paged as the answer list is, with only
-    ``FIELDS`` of each."""
+    ``FIELDS`` of each; none of a day in ``withheld`` (an endpoint that lost a day's rows)."""
 
     def handler(request: Request) -> Response:
         brand = sb.brand_for(authenticate(request.headers, sb.world), request.path_params["id"])
@@ -113,20 +121,31 @@ def answer_positions_route(sb: Sandbox) -> Route:
         window = parse_window(q, sb.config.today)
         offset = sb.cursors.offset(request.url.path, q)
         page = sb.views.answers(brand, window, parse_engine(q), offset, parse_limit(q, MAX_LIMIT_ANSWERS))
-        rows = [{name: row.get(name) for name in FIELDS} for row in page.rows]
+        rows = [
+            {n: row.get(n) for n in FIELDS} for row in page.rows if row["checked_on"][:10] not in withheld
+        ]
         return sb.page_response(request, rows, page.has_more, page.next_offset)
 
     return Route(ANSWER_POSITIONS_API.template, handler, methods=["GET"])
 
 
+@dataclass
+class PositionsSandbox:
+    """A sandbox serving the new endpoint beside the service's; ``withheld``: days it serves empty."""
+
+    url: str
+    key: str
+    withheld: set[str] = field(default_factory=set)
+
+
 @pytest.fixture(scope="module")
-def positions_sandbox() -> Iterator[tuple[str, str]]:
-    """A sandbox serving the new endpoint beside the service's: its URL and workspace key."""
+def positions_sandbox() -> Iterator[PositionsSandbox]:
     app = create_app(SandboxConfig())
     sb: Sandbox = app.state.sandbox
-    app.router.routes.insert(0, answer_positions_route(sb))
+    withheld: set[str] = set()
+    app.router.routes.insert(0, answer_positions_route(sb, withheld))
     with serve_in_thread(app, "sandbox") as url:
-        yield url, sb.world.keys_by_role["workspace"]
+        yield PositionsSandbox(url, sb.world.keys_by_role["workspace"], withheld)
 
 
 @pytest.fixture
@@ -188,30 +207,26 @@ def served_rows(url: str, key: str) -> set[tuple[Any, ...]]:
     return rows
 
 
-def test_the_test_only_table_is_synced_from_its_route_and_checked(
-    in_catalog: PartitionedTable, positions_sandbox: tuple[str, str], tmp_path: Path
-) -> None:
-    url, key = positions_sandbox
-    step = build_partitioned_assets(  # as assets/daily.py builds it, from the catalog's DAILY
+def sync_positions(served: PositionsSandbox, db: Path) -> tuple[ExecuteInProcessResult, set[str]]:
+    """Materialize the table (and its evidence) in the ``sync_daily`` step built from the catalog, as
+    assets/daily.py builds it; the run's result and the table's materialized partitions."""
+    step = build_partitioned_assets(
         DAILY_STEP,
         catalog.DAILY,
         partitions_def=DAILY_PARTITIONS,
         group_name=catalog.DAILY_GROUP,
         description="Every date x engine table.",
     )
-    db = tmp_path / "wh.duckdb"
     resources = {
-        "api": VisibilityAPIResource(api_url=url, api_key=key),
+        "api": VisibilityAPIResource(api_url=served.url, api_key=served.key),
         "warehouse": WarehouseResource(url=f"duckdb:///{db}", schema_name=SCHEMA),
         "progress": NO_PROGRESS,
     }
     graph = Definitions(assets=[*snapshot_assets, step], resources=resources).resolve_asset_graph()
     assert graph.get(KEY).group_name == catalog.DAILY_GROUP
-    assert {
-        AssetCheckKey(KEY, "keys_unique"),
-        AssetCheckKey(KEY, "no_empty_partitions"),
-    } <= graph.asset_check_keys
-
+    assert {AssetCheckKey(KEY, "keys_unique"), AssetCheckKey(KEY, "no_empty_partitions")} <= set(
+        graph.asset_check_keys
+    )
     with DagsterInstance.ephemeral() as instance:
         result = materialize(
             [step],
@@ -221,10 +236,21 @@ def test_the_test_only_table_is_synced_from_its_route_and_checked(
             tags=range_tags(DAYS[0], DAYS[-1], ENGINES),
             run_config=QUIET,
         )
-        assert result.success
-        materialized = instance.get_materialized_partitions(KEY)
+        return result, set(instance.get_materialized_partitions(KEY))
 
-    expected = served_rows(url, key)
+
+def checks_of_run(result: ExecuteInProcessResult) -> dict[str, Any]:
+    return {e.check_name: e for e in result.get_asset_check_evaluations() if e.asset_key == KEY}
+
+
+def test_the_test_only_table_is_synced_from_its_route_and_checked(
+    in_catalog: PartitionedTable, positions_sandbox: PositionsSandbox, tmp_path: Path
+) -> None:
+    db = tmp_path / "wh.duckdb"
+    result, materialized = sync_positions(positions_sandbox, db)
+    assert result.success
+
+    expected = served_rows(positions_sandbox.url, positions_sandbox.key)
     assert expected, "the sandbox serves answers on those days"
     with duckdb.connect(str(db), read_only=True) as con:
         landed = set(
@@ -235,9 +261,23 @@ def test_the_test_only_table_is_synced_from_its_route_and_checked(
     assert landed == expected
     assert materialized == {f"{day.isoformat()}|{engine}" for day in DAYS for engine in ENGINES}
 
-    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations() if e.asset_key == KEY}
+    evaluations = checks_of_run(result)
     assert set(evaluations) == {"keys_unique", "no_empty_partitions"}
     assert all(e.passed for e in evaluations.values())
     empty_check = evaluations["no_empty_partitions"].metadata
     assert empty_check["evidence_table"].value == "competitor_trends"
     assert empty_check["partitions_checked"].value == len(DAYS) * len(ENGINES)
+
+
+def test_a_day_its_route_serves_empty_fails_its_empty_partitions_check(
+    in_catalog: PartitionedTable, positions_sandbox: PositionsSandbox, tmp_path: Path
+) -> None:
+    positions_sandbox.withheld.add(DAYS[0].isoformat())
+    try:
+        result, _ = sync_positions(positions_sandbox, tmp_path / "wh.duckdb")
+    finally:
+        positions_sandbox.withheld.clear()
+    empty_check = checks_of_run(result)["no_empty_partitions"]
+    assert not empty_check.passed
+    assert empty_check.metadata["empty_cells"].value > 0
+    assert {cell["day"] for cell in empty_check.metadata["sample"].value} == {DAYS[0].isoformat()}
