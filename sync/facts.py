@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_PAGING, Endpoint
+from resources.api.paging import WalkPosition
 from sync.landing import FetchOne, slices
 from sync.planning import Call
 
@@ -29,7 +30,15 @@ class ReadRows(Protocol):
     """Rows of one call: ``owner_id`` is the brand, or the prompt of a per-prompt endpoint."""
 
     def __call__(
-        self, client: VisibilityClient, owner_id: str, /, *, engine: Any, start: Any, end: Any
+        self,
+        client: VisibilityClient,
+        owner_id: str,
+        /,
+        *,
+        engine: Any,
+        start: Any,
+        end: Any,
+        walk: WalkPosition | None,
     ) -> Iterable[Row]: ...
 
 
@@ -42,22 +51,31 @@ class pages_of:  # used like a function: ``pages_of(endpoint)``
     limit: int = MAX_LIMIT_PAGING
 
     def __call__(
-        self, client: VisibilityClient, owner_id: str, /, *, engine: Any, start: Any, end: Any
+        self,
+        client: VisibilityClient,
+        owner_id: str,
+        /,
+        *,
+        engine: Any,
+        start: Any,
+        end: Any,
+        walk: WalkPosition | None = None,
     ) -> Iterable[Row]:
         params = {"engine": engine, "limit": self.limit, "from": start.isoformat(), "to": end.isoformat()}
         query = {k: v for k, v in params.items() if v is not None}
-        return client.pages(self.endpoint, self.endpoint.path(id=owner_id), query)
+        return client.pages(self.endpoint, self.endpoint.path(id=owner_id), query, walk=walk)
 
 
 def paged_rows(read: ReadRows, transform: Transform, *, per_prompt: bool = False) -> FetchOne:
     """One call's rows, read by ``read`` (per brand, or per prompt), in slices through ``transform``
     (whose errors name the endpoint of the table's catalog entry)."""
 
-    def fetch(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
+    def fetch(client: VisibilityClient, call: Call, walk: WalkPosition | None = None) -> Iterator[pa.Table]:
         owner = call.prompt_id if per_prompt else call.brand_id
         assert owner is not None, "a per-prompt endpoint needs a planner that plans per prompt"
-        rows = read(client, owner, engine=call.engine, start=call.window.start, end=call.window.end)
-        for batch in slices(rows):
+        window = call.window
+        rows = read(client, owner, engine=call.engine, start=window.start, end=window.end, walk=walk)
+        for batch in slices(rows, walk=walk):
             yield transform(batch, call.brand_id)
 
     return fetch

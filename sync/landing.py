@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from resources.api.errors import NotFoundError
-from resources.api.paging import WALK, WalkPosition
+from resources.api.paging import WalkPosition
 from resources.api.stats import RequestStats
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import PartitionScope, PartitionWrite, TableSpec, WriteResult
@@ -42,8 +42,11 @@ SLICE_ROWS = 1_000
 #: (bench/RESULTS.md, *Memory of the process tree*).
 DEFAULT_DAYS_PER_WRITE = 3
 
-#: One call's rows as Arrow tables, yielded in slices so a long paged call never sits in memory whole.
-FetchOne = Callable[["VisibilityClient", Call], Iterator[pa.Table]]
+#: One call's rows as Arrow tables, yielded in slices so a long paged call never sits in memory whole:
+#: ``fetch_one(client, call, walk)``. ``walk`` (None but in a resumable fetch) is the paging walk's
+#: position (:class:`~resources.api.paging.WalkPosition`): a paged fetch starts there and keeps it
+#: current; a fetch of one answer ignores it.
+FetchOne = Callable[["VisibilityClient", Call, WalkPosition | None], Iterator[pa.Table]]
 
 
 @dataclass
@@ -202,8 +205,8 @@ def fetch_to_spool(
     columns: set[str] = set()
     columns_lock = threading.Lock()
 
-    def fetch_bounded(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
-        for table in fetch_one(client, call):
+    def fetch_bounded(call: Call, walk: WalkPosition | None = None) -> Iterator[pa.Table]:
+        for table in fetch_one(client, call, walk):
             with columns_lock:
                 columns.update(table.column_names)
                 check_new_columns(spec, columns, client.max_new_columns)
@@ -216,18 +219,14 @@ def fetch_to_spool(
         point = (resume_points or {}).get(key)
         position = WalkPosition(start_cursor=point.cursor if point else None)
         parts, start = (point.parts, point.cursor) if point else (0, None)
-        token = WALK.set(position)
-        try:
-            tables: list[pa.Table] = []
-            since = time.monotonic()
-            for table in fetch_bounded(client, call):
-                tables.append(table)
-                cursor, position.emitted = position.emitted, None
-                if cursor is not None and time.monotonic() - since >= JOURNAL_SECONDS:
-                    batch.add_part(key, parts, tables, start, cursor)
-                    tables, parts, start, since = [], parts + 1, cursor, time.monotonic()
-        finally:
-            WALK.reset(token)
+        tables: list[pa.Table] = []
+        since = time.monotonic()
+        for table in fetch_bounded(call, position):
+            tables.append(table)
+            cursor, position.emitted = position.emitted, None
+            if cursor is not None and time.monotonic() - since >= JOURNAL_SECONDS:
+                batch.add_part(key, parts, tables, start, cursor)
+                tables, parts, start, since = [], parts + 1, cursor, time.monotonic()
         batch.add_call(key, tables, parts)
 
     def work(call: Call) -> tuple[Call, bool]:
@@ -235,7 +234,7 @@ def fetch_to_spool(
             stop.raise_if_set()
         try:
             if journal is None:
-                for table in fetch_bounded(client, call):
+                for table in fetch_bounded(call):
                     batch.add(table)
             else:
                 journalled(call)
@@ -268,16 +267,18 @@ def fetch_to_spool(
     return not_found
 
 
-def slices(rows: Iterable[dict[str, Any]], size: int = SLICE_ROWS) -> Iterator[list[dict[str, Any]]]:
+def slices(
+    rows: Iterable[dict[str, Any]], size: int = SLICE_ROWS, *, walk: WalkPosition | None = None
+) -> Iterator[list[dict[str, Any]]]:
     """A paged iterator's rows in lists of at most ``size`` (the last may be shorter, never empty).
 
-    Under a resumable fetch (``WALK`` set: :mod:`sync.resume`) a list ends where a page ends, once it
-    holds at least half of ``size``, and records that page's position as ``emitted``: the rows
-    before it can be journalled with the cursor that continues the walk after them.
+    Under a resumable fetch (``walk``, the position the rows' walk keeps: :mod:`sync.resume`) a list
+    ends where a page ends, once it holds at least half of ``size``, and records that page's position
+    as ``emitted``: the rows before it can be journalled with the cursor that continues the walk
+    after them.
     """
-    position = WALK.get()
-    if position is not None:
-        yield from _page_slices(rows, size, position)
+    if walk is not None:
+        yield from _page_slices(rows, size, walk)
         return
     batch: list[dict[str, Any]] = []
     for row in rows:

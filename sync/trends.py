@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_CITATION_URLS
+from resources.api.paging import WalkPosition
 from sync import tables, transforms
 from sync.discovery import CitationTargets
 from sync.planning import Call
@@ -25,7 +26,9 @@ from sync.spool import DateSpool
 CITATION_URLS_LIMIT = MAX_LIMIT_CITATION_URLS
 
 
-def fetch_cited_pages(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
+def fetch_cited_pages(
+    client: VisibilityClient, call: Call, walk: WalkPosition | None = None
+) -> Iterator[pa.Table]:
     result = client.citation_urls(
         call.brand_id,
         engine=call.engine,
@@ -44,7 +47,9 @@ def fetch_cited_pages(client: VisibilityClient, call: Call) -> Iterator[pa.Table
     )
 
 
-def fetch_citation_trends(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
+def fetch_citation_trends(
+    client: VisibilityClient, call: Call, walk: WalkPosition | None = None
+) -> Iterator[pa.Table]:
     """One target's day series and its summary over the call's window (one request)."""
     data = client.citation_trends(
         call.brand_id,
@@ -69,7 +74,9 @@ def citation_targets_from_settings() -> CitationTargets:
     return CitationTargets(urls=tuple(read.urls), topics=tuple(read.topics))
 
 
-def fetch_competitor_trends(client: VisibilityClient, call: Call) -> Iterator[pa.Table]:
+def fetch_competitor_trends(
+    client: VisibilityClient, call: Call, walk: WalkPosition | None = None
+) -> Iterator[pa.Table]:
     """A ``day`` call lands its series and its window totals (one request); a ``week`` call its weeks."""
     granularity = call.granularity or tables.DAY
     data = client.competitor_trends(

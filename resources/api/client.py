@@ -33,7 +33,7 @@ from resources.api.config import (
     validate_base_url,
 )
 from resources.api.engine_rows import EngineFilter
-from resources.api.paging import DEFAULT_MAX_PAGES, complete_set_fields, iterate_pages
+from resources.api.paging import DEFAULT_MAX_PAGES, WalkPosition, complete_set_fields, iterate_pages
 from resources.api.redaction import install as install_log_guard
 from resources.api.redaction import register_secret
 from resources.api.stats import Counters, RequestStats
@@ -212,9 +212,17 @@ class VisibilityClient:
         payload, request_id = self._calls.request(endpoint, path, params=params, body=body)
         return endpoint.validate(payload["data"], request_id=request_id)
 
-    def pages(self, endpoint: ep.Endpoint, path: str, params: Mapping[str, Any]) -> Iterator[Row]:
+    def pages(
+        self,
+        endpoint: ep.Endpoint,
+        path: str,
+        params: Mapping[str, Any],
+        *,
+        walk: WalkPosition | None = None,
+    ) -> Iterator[Row]:
         """Every row of a paged endpoint, validated page by page: what a typed method of a paged
-        endpoint returns, for an endpoint that has none (a new table reads it here)."""
+        endpoint returns, for an endpoint that has none (a new table reads it here). ``walk``: where
+        a resumed walk starts and where this one stands (``paging.WalkPosition``)."""
 
         def fetch(cursor: str | None) -> tuple[dict[str, Any], str | None]:
             query = dict(params)
@@ -229,6 +237,7 @@ class VisibilityClient:
             on_page=lambda rows, request_id: self._engines.page_rows(endpoint, rows, request_id),
             limit=limit if isinstance(limit, int) else None,
             max_pages=self._max_pages,
+            walk=walk,
         )
 
     def _complete(
@@ -284,9 +293,10 @@ class VisibilityClient:
         start: dt.date | None = None,
         end: dt.date | None = None,  # exclusive
         limit: int = ep.MAX_LIMIT_ANSWERS,
+        walk: WalkPosition | None = None,
     ) -> Iterator[Row]:
         params = _params(engine=engine, limit=limit, **{"from": _iso(start), "to": _iso(end)})
-        return self.pages(ep.LIST_ANSWERS, ep.LIST_ANSWERS.path(id=brand_id), params)
+        return self.pages(ep.LIST_ANSWERS, ep.LIST_ANSWERS.path(id=brand_id), params, walk=walk)
 
     def list_prompt_mentions(
         self,
@@ -296,9 +306,11 @@ class VisibilityClient:
         start: dt.date | None = None,
         end: dt.date | None = None,  # exclusive
         limit: int = ep.MAX_LIMIT_PAGING,
+        walk: WalkPosition | None = None,
     ) -> Iterator[Row]:
         params = _params(engine=engine, limit=limit, **{"from": _iso(start), "to": _iso(end)})
-        return self.pages(ep.LIST_PROMPT_MENTIONS, ep.LIST_PROMPT_MENTIONS.path(id=prompt_id), params)
+        path = ep.LIST_PROMPT_MENTIONS.path(id=prompt_id)
+        return self.pages(ep.LIST_PROMPT_MENTIONS, path, params, walk=walk)
 
     # generations
     def list_generations(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> CompleteSet:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,12 +191,12 @@ class CursorPaginator:
 
 @dataclass
 class WalkPosition:
-    """Where the paging walks of this thread stand, for a caller that resumes them (``sync.resume``).
+    """Where one paging walk stands, for a caller that resumes it (``sync.resume``).
 
-    Set in :data:`WALK` around a paged call: the walk then starts from ``start_cursor`` (a cursor a
-    killed walk had reached) instead of the first page, and after each page whose rows have all been
-    yielded it records the cursor of the next page (``cursor``, None when the walk is over) and
-    counts it in ``pages``.
+    Given to the paged call (``iterate_pages(walk=...)``): the walk then starts from
+    ``start_cursor`` (a cursor a killed walk had reached) instead of the first page, and after each
+    page whose rows have all been yielded it records the cursor of the next page (``cursor``, None
+    when the walk is over) and counts it in ``pages``.
     """
 
     start_cursor: str | None = None
@@ -206,10 +205,6 @@ class WalkPosition:
     #: set by the consumer: the position its last yielded batch ended at (None: mid-page)
     emitted: str | None = None
     emitted_pages: int = -1
-
-
-#: The position of the walks of this thread (threads of ``map_concurrent`` each have their own).
-WALK: ContextVar[WalkPosition | None] = ContextVar("visibility_walk", default=None)
 
 
 #: Fetches one page: takes the cursor (None first) and returns (body, request id).
@@ -226,16 +221,17 @@ def iterate_pages(
     on_page: PageHandler | None = None,
     limit: int | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
+    walk: WalkPosition | None = None,
 ) -> Iterator[Row]:
     """Yield every row of a paging endpoint, lazily, one page request at a time.
 
     ``validate`` checks each row; ``on_page`` (which knows the page's request id) may check and
     filter a whole page instead. ``limit`` and ``max_pages`` bound the walk (``CursorPaginator``).
+    ``walk``: where a resumed walk starts, and where this one stands after each page.
     """
     paginator = CursorPaginator(endpoint, limit=limit, max_pages=max_pages)
-    position = WALK.get()
-    if position is not None and position.start_cursor is not None:
-        paginator._next = position.start_cursor  # a walk resumed where a killed one stopped
+    if walk is not None and walk.start_cursor is not None:
+        paginator._next = walk.start_cursor  # a walk resumed where a killed one stopped
     request_id: str | None = None
     while not paginator.done:
         try:
@@ -256,9 +252,9 @@ def iterate_pages(
             rows = on_page(rows, request_id)
         for row in rows:
             yield validate(row) if validate is not None else row
-        if position is not None:
-            position.cursor = None if paginator.done else paginator.cursor
-            position.pages += 1
+        if walk is not None:
+            walk.cursor = None if paginator.done else paginator.cursor
+            walk.pages += 1
 
 
 def _require_int(body: Body, name: str, endpoint: str, request_id: str | None) -> int:
