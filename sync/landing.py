@@ -244,7 +244,6 @@ def fetch_to_spool(
 
     not_found: set[str] = set()
     prompt_misses: dict[str, set[str]] = defaultdict(set)
-    total = len(plan.calls)
     for done, (call, found) in enumerate(client.map_concurrent(work, plan.calls), start=1):
         if not found:
             if call.prompt_id is None:
@@ -252,8 +251,20 @@ def fetch_to_spool(
             else:
                 prompt_misses[call.brand_id].add(call.prompt_id)
         if on_progress is not None:
-            on_progress(done, total)
+            on_progress(done, len(plan.calls))
     batch.flush()
+    _resolve_prompt_misses(client, prompt_misses, not_found, prompts_not_found)
+    return not_found
+
+
+def _resolve_prompt_misses(
+    client: VisibilityClient,
+    prompt_misses: dict[str, set[str]],
+    not_found: set[str],
+    prompts_not_found: set[str] | None,
+) -> None:
+    """Prompts that answered 404: their brand leaves the scope (``not_found``) only if it answers
+    404 too; otherwise only the prompts are skipped (``prompts_not_found``)."""
     for brand_id, prompt_ids in sorted(prompt_misses.items()):
         if brand_id in not_found:
             continue
@@ -264,7 +275,6 @@ def fetch_to_spool(
             continue
         if prompts_not_found is not None:
             prompts_not_found.update(prompt_ids)
-    return not_found
 
 
 def slices(
