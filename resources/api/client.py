@@ -15,7 +15,6 @@ import datetime as dt
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
@@ -24,6 +23,7 @@ from resources.api import audit
 from resources.api import endpoints as ep
 from resources.api.budget import RequestBudget, WaitCallback
 from resources.api.calls import NEVER_REACHED_SECONDS, Calls
+from resources.api.complete_sets import CompleteSet, complete_set_fields
 from resources.api.concurrency import map_concurrent
 from resources.api.config import (
     DEFAULT_MAX_NEW_COLUMNS,
@@ -33,7 +33,7 @@ from resources.api.config import (
     validate_base_url,
 )
 from resources.api.engine_rows import EngineFilter
-from resources.api.paging import DEFAULT_MAX_PAGES, WalkPosition, complete_set_fields, iterate_pages
+from resources.api.paging import DEFAULT_MAX_PAGES, WalkPosition, iterate_pages
 from resources.api.redaction import install as install_log_guard
 from resources.api.redaction import register_secret
 from resources.api.stats import Counters, RequestStats
@@ -45,16 +45,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 Row = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class CompleteSet:
-    """A non-paging, possibly truncated answer (generations, citation URLs)."""
-
-    rows: list[Row]
-    total_count: int
-    capped: bool
-    total_citations: int | None = None  # citation URLs only
 
 
 def _iso(day: dt.date | None) -> str | None:

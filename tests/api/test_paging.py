@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from resources.api.complete_sets import complete_set_fields
 from resources.api.errors import PagingError, ResponseShapeError
-from resources.api.paging import CursorPaginator, complete_set_fields, iterate_pages
+from resources.api.paging import CursorPaginator, iterate_pages
 
 EP = "GET /v1/brands"
 
