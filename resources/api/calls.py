@@ -50,7 +50,7 @@ _LAST_TRY_MIN_SECONDS = 0.05
 
 @dataclass
 class _Call:
-    """One ``_request``, shared by its attempts: what it sends and what the earlier attempts left."""
+    """One ``request``, shared by its attempts: what it sends and what the earlier attempts left."""
 
     endpoint: ep.Endpoint
     path: str
@@ -263,7 +263,7 @@ class Calls:
     def _next_wait(self, state: tenacity.RetryCallState) -> float:
         """The policy's wait before the next attempt; one that would pass the deadline is cut to end
         at it when the service is unreachable (one last try: retry for all of it, not less). The
-        stop (tenacity's, in ``_request``) gives up when the wait still passes it."""
+        stop (tenacity's, in ``request``) gives up when the wait still passes it."""
         call: _Call = state.args[0]
         retry = _retry_of(state)
         call.left = self._call_deadline(call.deadline) - self._budget.now()
