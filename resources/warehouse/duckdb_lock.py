@@ -46,6 +46,8 @@ _PROCESS_LOCKS_GUARD = threading.Lock()
 
 #: DuckDB's file header: a file shorter than this that DuckDB calls invalid is still being created.
 HEADER_BYTES = 3 * 4096
+#: How long a file shorter than the header may still be another process's creation in progress.
+CREATION_SECONDS = 5.0
 
 
 def is_lock_error(exc: Exception) -> bool:
@@ -63,9 +65,11 @@ def is_being_created(exc: Exception, path: Path) -> bool:
     if "not a valid DuckDB database file" not in str(exc):
         return False
     try:
-        return path.stat().st_size < HEADER_BYTES
+        stat = path.stat()
     except OSError:
         return True  # gone again: the next attempt creates it
+    # a creation writes the header within milliseconds: a short file older than that is not DuckDB's
+    return stat.st_size < HEADER_BYTES and time.time() - stat.st_mtime < CREATION_SECONDS
 
 
 _HOLDER_RE = re.compile(

@@ -226,3 +226,6 @@ def test_an_unusable_warehouse_fails_the_audit_job_before_the_audit_is_ordered(
     result = run(audit_url_job, config, resources_for(sandbox, db), instance=instance)
     assert not result.success
     assert changes(sandbox) == {}  # nothing charged
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    # DuckDB's own refusal of the file, not a wait for a creation that never happens (a lock timeout)
+    assert "not a valid DuckDB database file" in str(failure.step_failure_data.error), failure

@@ -108,14 +108,15 @@ def test_ui_backfills_of_the_daily_group_sync_what_the_command_line_syncs_for_th
     assert not cli_errors, "\n".join(cli_errors)
 
     world = D.read_world(cli_sandbox.url, cli_sandbox.keys["workspace"], CODE_ROOT)
+    tables = D.daily_tables(CODE_ROOT)
     minimum: dict[str, int] = {}
     for name, selection in SELECTIONS.items():
         for endpoint, n in D.planner_minimum(
-            world, D.PARTITIONED_TABLES, selection.dates, outcomes[name].engines, cli_db, code_root=CODE_ROOT
+            world, tables, selection.dates, outcomes[name].engines, cli_db, code_root=CODE_ROOT
         ).items():
             minimum[endpoint] = minimum.get(endpoint, 0) + n
     requests = D.served(stats)
-    comparison = D.compare_tables(ui_db, cli_db, D.PARTITIONED_TABLES)
+    comparison = D.compare_tables(ui_db, cli_db, tables)
 
     problems: list[str] = []
     for name, outcome in outcomes.items():
