@@ -316,7 +316,6 @@ class _DailyFetch:
                 (lambda done, total: on_progress(name, done, total)) if on_progress else None,
                 stop,
                 request.discovery,
-                None,
                 request.citation_targets,
                 resume=request.resume,
             )

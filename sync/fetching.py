@@ -12,7 +12,6 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -67,7 +66,6 @@ def fetch_partitioned(
     on_progress: Callable[[int, int], None] | None = None,
     stop: StopSignal | None = None,
     discovery: Discovery | None = None,
-    spool_parent: Path | None = None,
     targets: CitationTargets | None = None,
     *,
     resume: ResumeStore | None = None,
@@ -93,9 +91,7 @@ def fetch_partitioned(
     )
     plan = asset.planner(cells, inputs, asset.engine_order)
     assert asset.spec.date_column is not None
-    spool = DateSpool.create(
-        asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name, parent=spool_parent
-    )
+    spool = DateSpool.create(asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name)
     prompts_not_found: set[str] = set()
     resumed: dict[str, int] = {}
     journal = None

@@ -109,7 +109,6 @@ class HeadStart:
                 (lambda done, total: on_progress(name, done, total)) if on_progress else None,
                 StopSignal(self._stop),
                 self._discovery,
-                None,
                 self.selection.targets,
                 resume=slot.store,
             )
