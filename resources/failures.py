@@ -1,13 +1,8 @@
 """What kind of failure an error is: the one classification the sync's steps and the command line read.
 
-Each error class of the project declares its kind as a class attribute, ``failure_kind =
-FailureKind.X``; subclasses inherit it. :func:`failure_kind` reads it from a live exception (or from
-the first error of its cause chain that declares one), :func:`failure_kind_by_name` from the class
-names of an error Dagster serialized. The kind gives the command's exit code and whether the rest of
-the sync is worth starting.
-
-Imports nothing from the project, so every layer (settings, API client, warehouse, Dagster steps,
-command line) can declare and read kinds without importing another.
+Each error class declares ``failure_kind = FailureKind.X`` (subclasses inherit it); the kind gives the
+command's exit code and whether the rest of the sync is worth starting. Imports nothing from the
+project, so every layer can declare and read kinds.
 """
 
 from __future__ import annotations
@@ -17,16 +12,9 @@ from enum import StrEnum
 
 
 class FailureKind(StrEnum):
-    """A failure's kind.
-
-    ``stops_the_sync``: every later table and run of the same sync would meet the same failure
-    before doing any work of its own, so none is started. True for a configuration error (the same
-    settings), a refused key (the same key), an unreachable service or a spent quota (every call
-    fails at once), a cancelled sync. False for a 5xx or a 429 that outlasted the retry deadline
-    (the next call may be answered), a response of the wrong shape or a broken paging (one
-    endpoint's answer), and a spent request budget (each later table's plan adds its own allowance
-    to the budget, so a later table can still land), and for any other failure.
-    """
+    """A failure's kind. ``stops_the_sync``: every later table of the sync would meet the same
+    failure before doing any work (same settings, same key, no service, spent quota, cancelled);
+    a 5xx, a 429, a bad answer or a spent request budget leave later tables a chance."""
 
     #: A setting or an argument is wrong; found before the first request (exit 2).
     CONFIGURATION = "configuration"

@@ -1,29 +1,27 @@
-"""The Dagster-free HTTP client of the visibility API (public surface; see docs/ARCHITECTURE.md).
+"""The Dagster-free HTTP client of the visibility API: ``VisibilityClient``, a typed method per endpoint.
 
-One client per asset or step, one budget per sync: ``VisibilityClient`` holds the typed method of
-every endpoint and wires the pieces that do the work, each in its own module: ``transport`` (one
-HTTP exchange, bounded), ``calls`` (the retry loop and the judgement of each answer, after
-``retry``'s policy), ``budget`` (pacing, AIMD, the outage clock, cancellation), ``paging`` (bounded
-cursor walks), ``engine_rows`` (rows validated, unknown engines dropped), ``audit`` (polling),
-``concurrency`` (``map_concurrent``), ``endpoints`` (shapes and types), ``redaction`` (the key out
-of every text).
+It wires the modules that do the work: ``transport`` (one bounded exchange), ``calls`` (retries and
+the judgement of answers), ``budget`` (pacing, deadline, cancellation), ``paging`` (walks and
+complete sets), ``endpoints`` (shapes), ``redaction`` (the key out of every text).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import logging
+import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import httpx
 
-from resources.api import audit
 from resources.api import endpoints as ep
 from resources.api.budget import RequestBudget, WaitCallback
 from resources.api.calls import NEVER_REACHED_SECONDS, Calls
-from resources.api.complete_sets import CompleteSet, complete_set_fields
 from resources.api.concurrency import map_concurrent
 from resources.api.config import (
     DEFAULT_MAX_NEW_COLUMNS,
@@ -32,10 +30,10 @@ from resources.api.config import (
     validate_api_key,
     validate_base_url,
 )
-from resources.api.engine_rows import EngineFilter
-from resources.api.paging import DEFAULT_MAX_PAGES, WalkPosition, iterate_pages
+from resources.api.errors import ResponseShapeError
+from resources.api.paging import DEFAULT_MAX_PAGES, CompleteSet, WalkPosition, complete_set, iterate_pages
+from resources.api.redaction import API_LOGGER, excerpt, register_secret, sanitize
 from resources.api.redaction import install as install_log_guard
-from resources.api.redaction import register_secret
 from resources.api.stats import Counters, RequestStats
 from resources.api.transport import Transport, tls_context
 
@@ -45,6 +43,11 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 Row = dict[str, Any]
+
+logger = logging.getLogger(API_LOGGER)
+
+#: At most one warning about rows with an unknown engine per endpoint this often (per client).
+_UNKNOWN_ENGINE_WARN_EVERY_SECONDS = 30.0
 
 
 def _iso(day: dt.date | None) -> str | None:
@@ -82,16 +85,9 @@ class VisibilityClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_new_columns: int = DEFAULT_MAX_NEW_COLUMNS,
     ) -> None:
-        """``budget``: the sync's shared budget (the resource passes it); without one the client
-        makes its own, with ``on_wait`` and ``cancel_event`` (which otherwise belong to the budget).
-
-        ``retry_deadline_seconds``: how long the client keeps retrying, counted per call for 429s and
-        from the start of the outage (shared by the budget's clients) for transport failures and
-        5xx. ``max_pages``: the most pages one paging walk reads (``paging``).
-        ``max_response_bytes``: the largest body read, raw or decoded (``VISIBILITY_MAX_RESPONSE_BYTES``).
-        ``max_new_columns``: the most unknown fields a table fetched through this client may bring
-        (``VISIBILITY_MAX_NEW_COLUMNS``); the client only carries it to the fetch that checks it.
-        """
+        """``budget``: the sync's shared budget; without one the client makes its own, with
+        ``on_wait`` and ``cancel_event``. ``max_new_columns`` is only carried to the fetch that
+        checks it (``VISIBILITY_MAX_NEW_COLUMNS``)."""
         if max_concurrency < 1 or max_response_bytes < 1:
             raise ValueError("max_concurrency and max_response_bytes must be at least 1")
         if timeout_seconds <= 0 or retry_deadline_seconds <= 0:
@@ -100,30 +96,32 @@ class VisibilityClient:
             raise ValueError(
                 "on_wait and cancel_event belong to the shared budget: give them to RequestBudget"
             )
-        self._base_url = validate_base_url(base_url)
+        self.base_url = validate_base_url(base_url)
         key = validate_api_key(api_key)
         register_secret(key)  # every text quoted from the service is scrubbed of it
-        self._origin = origin(self._base_url)
-        # names what a key fetched (sync.resume) without holding the key: a keyed hash, not reversible
-        self._key_fingerprint = hashlib.blake2b(
+        #: ``scheme://host:port`` of the service: what messages name (never a key or user info)
+        self.origin = origin(self.base_url)
+        #: a keyed one-way hash of the key: tells what one key fetched from another's (sync.resume)
+        self.key_fingerprint = hashlib.blake2b(
             key.encode(), digest_size=16, person=b"visibility-key"
         ).hexdigest()
         self._max_concurrency = max_concurrency
-        self._retry_deadline = retry_deadline_seconds
+        self.retry_deadline_seconds = retry_deadline_seconds
         self._max_pages = max_pages
         self.max_new_columns = max_new_columns
-        self._budget = (
+        #: the sync's shared budget (``budget.snapshot()`` shows the current limits)
+        self.budget = (
             budget
             if budget is not None
             else RequestBudget(max_concurrency, on_wait=on_wait, cancel_event=cancel_event)
         )
         self._counters = Counters()
-        self._engines = EngineFilter(self._counters)
+        self._engine_warned_at: dict[str, float] = {}
         install_log_guard()
         self._transport = Transport(
-            self._base_url,
+            self.base_url,
             key,
-            budget=self._budget,
+            budget=self.budget,
             user_agent=user_agent,
             timeout_seconds=timeout_seconds,
             max_concurrency=max_concurrency,
@@ -132,20 +130,19 @@ class VisibilityClient:
         )
         self._calls = Calls(
             self._transport,
-            self._budget,
+            self.budget,
             self._counters,
-            origin=self._origin,
+            origin=self.origin,
             retry_deadline_seconds=retry_deadline_seconds,
             backoff_base_seconds=backoff_base_seconds,
             backoff_max_seconds=backoff_max_seconds,
         )
 
     def __repr__(self) -> str:
-        return f"VisibilityClient(base_url={self._base_url!r}, max_concurrency={self._max_concurrency})"
+        return f"VisibilityClient(base_url={self.base_url!r}, max_concurrency={self._max_concurrency})"
 
     __str__ = __repr__
 
-    # lifecycle
     def close(self) -> None:
         self._transport.close()
 
@@ -156,40 +153,39 @@ class VisibilityClient:
         self.close()
 
     @property
-    def base_url(self) -> str:
-        return self._base_url
-
-    @property
-    def key_fingerprint(self) -> str:
-        """A one-way hash of the key: tells what one key fetched from another's, never the key."""
-        return self._key_fingerprint
-
-    @property
-    def origin(self) -> str:
-        """``scheme://host:port`` of the service: what messages name (never a key or user info)."""
-        return self._origin
-
-    @property
-    def retry_deadline_seconds(self) -> float:
-        return self._retry_deadline
-
-    @property
     def stats(self) -> RequestStats:
         """A consistent copy of the counters (later requests do not change it)."""
         return self._counters.snapshot()
 
-    @property
-    def budget(self) -> RequestBudget:
-        """The shared budget (read ``budget.snapshot()`` to see the current limits)."""
-        return self._budget
-
     def cancel(self) -> None:
         """Cancel the sync: this client and every client sharing its budget raise ``SyncCancelled``."""
-        self._budget.cancel()
+        self.budget.cancel()
 
-    # ------------------------------------------------------------------------------------------
-    # Shapes of answers
-    # ------------------------------------------------------------------------------------------
+    def _page_rows(self, endpoint: ep.Endpoint, rows: list[Any], request_id: str | None) -> list[Row]:
+        """A page's rows validated and rid of engines outside the spec's seven (they fit no
+        partition): counted, and warned about at most every 30 s per endpoint."""
+        checked = endpoint.validate_rows(rows, request_id=request_id)
+        if not endpoint.engine_rows:
+            return checked
+        known = [row for row in checked if row.get("engine") in ep.ENGINE_SET]
+        dropped = len(checked) - len(known)
+        if not dropped:
+            return known
+        total = self._counters.unknown_engine(endpoint.key, dropped)
+        now = time.monotonic()
+        if now - self._engine_warned_at.get(endpoint.key, -math.inf) < _UNKNOWN_ENGINE_WARN_EVERY_SECONDS:
+            return known
+        self._engine_warned_at[endpoint.key] = now
+        values = sorted({str(row.get("engine")) for row in checked} - ep.ENGINE_SET)
+        logger.warning(
+            "%s: dropped %d row(s) with an engine outside the spec's seven (%s); %d so far in this client%s",
+            endpoint.key,
+            dropped,
+            ", ".join(sanitize(v, 40) for v in values[:5]),
+            total,
+            f" [X-Request-Id {request_id}]" if request_id else "",
+        )
+        return known
 
     def _object(
         self,
@@ -210,9 +206,8 @@ class VisibilityClient:
         *,
         walk: WalkPosition | None = None,
     ) -> Iterator[Row]:
-        """Every row of a paged endpoint, validated page by page: what a typed method of a paged
-        endpoint returns, for an endpoint that has none (a new table reads it here). ``walk``: where
-        a resumed walk starts and where this one stands (``paging.WalkPosition``)."""
+        """Every row of a paged endpoint, validated page by page (a new table reads an endpoint
+        without a typed method here). ``walk``: where a resumed walk starts and stands."""
 
         def fetch(cursor: str | None) -> tuple[dict[str, Any], str | None]:
             query = dict(params)
@@ -224,7 +219,7 @@ class VisibilityClient:
         return iterate_pages(
             endpoint.key,
             fetch,
-            on_page=lambda rows, request_id: self._engines.page_rows(endpoint, rows, request_id),
+            lambda rows, request_id: self._page_rows(endpoint, rows, request_id),
             limit=limit if isinstance(limit, int) else None,
             max_pages=self._max_pages,
             walk=walk,
@@ -239,28 +234,15 @@ class VisibilityClient:
         with_citations: bool = False,
     ) -> CompleteSet:
         payload, request_id = self._calls.request(endpoint, path, params=params)
-        rows, total_count, capped, total_citations = complete_set_fields(
-            payload, endpoint.key, request_id=request_id, with_citations=with_citations
-        )
-        return CompleteSet(
-            rows=self._engines.page_rows(endpoint, rows, request_id),
-            total_count=total_count,
-            capped=capped,
-            total_citations=total_citations,
-        )
+        answer = complete_set(payload, endpoint.key, request_id=request_id, with_citations=with_citations)
+        return replace(answer, rows=self._page_rows(endpoint, answer.rows, request_id))
 
-    # ------------------------------------------------------------------------------------------
-    # Endpoints
-    # ------------------------------------------------------------------------------------------
-
-    # brands
     def list_brands(self, *, limit: int = ep.MAX_LIMIT_PAGING) -> Iterator[Row]:
         return self.pages(ep.LIST_BRANDS, ep.LIST_BRANDS.path(), {"limit": limit})
 
     def get_brand(self, brand_id: str) -> Row:
         return self._object(ep.GET_BRAND, ep.GET_BRAND.path(id=brand_id))
 
-    # topics
     def list_topics(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> Iterator[Row]:
         return self.pages(ep.LIST_TOPICS, ep.LIST_TOPICS.path(id=brand_id), {"limit": limit})
 
@@ -271,7 +253,6 @@ class VisibilityClient:
         path = ep.RENAME_TOPIC.path(id=brand_id, topicId=topic_id)
         return self._object(ep.RENAME_TOPIC, path, body={"name": name})
 
-    # prompts, answers, mentions
     def list_prompts(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> Iterator[Row]:
         return self.pages(ep.LIST_PROMPTS, ep.LIST_PROMPTS.path(id=brand_id), {"limit": limit})
 
@@ -302,12 +283,10 @@ class VisibilityClient:
         path = ep.LIST_PROMPT_MENTIONS.path(id=prompt_id)
         return self.pages(ep.LIST_PROMPT_MENTIONS, path, params, walk=walk)
 
-    # generations
     def list_generations(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> CompleteSet:
         path = ep.LIST_GENERATIONS.path(id=brand_id)
         return self._complete(ep.LIST_GENERATIONS, path, {"limit": limit})
 
-    # citations
     def citation_trends(
         self,
         brand_id: str,
@@ -345,7 +324,6 @@ class VisibilityClient:
         path = ep.CITATION_URLS.path(id=brand_id)
         return self._complete(ep.CITATION_URLS, path, params, with_citations=True)
 
-    # competitors
     def list_tracked_competitors(self, brand_id: str) -> Iterator[Row]:
         path = ep.LIST_TRACKED_COMPETITORS.path(id=brand_id)
         return self.pages(ep.LIST_TRACKED_COMPETITORS, path, {})
@@ -367,37 +345,56 @@ class VisibilityClient:
         path = ep.COMPETITOR_TRENDS.path(id=brand_id)
         return self._object(ep.COMPETITOR_TRENDS, path, params=params)
 
-    # audits
     def create_audit(self, url: str, brand_id: str) -> Row:
         return self._object(ep.CREATE_AUDIT, ep.CREATE_AUDIT.path(), body={"url": url, "brand_id": brand_id})
 
     def poll_audit(self, poll_path: str) -> Row:
         """GET the ``poll`` path of ``create_audit``'s answer (only a path on this service)."""
-        return self._object(ep.POLL_AUDIT, audit.same_origin_path(poll_path, self._base_url))
+        return self._object(ep.POLL_AUDIT, _same_origin_path(poll_path, self.base_url))
 
     def wait_for_audit(
         self, poll_path: str, *, timeout_seconds: float = 300.0, interval_seconds: float = 2.0
     ) -> Row:
         """Poll until ``status`` is ``complete``; raise ``TimeoutError`` after ``timeout_seconds``.
+        The waits sleep through the budget, so a cancelled sync ends them (``SyncCancelled``)."""
+        give_up_at = time.monotonic() + timeout_seconds
+        while True:
+            report = self.poll_audit(poll_path)
+            if report.get("status") == "complete":
+                return report
+            if time.monotonic() + interval_seconds > give_up_at:
+                raise TimeoutError(
+                    f"audit {sanitize(report.get('id'), 64)} still "
+                    f"{excerpt(report.get('status'))} after {timeout_seconds:g}s"
+                )
+            self.budget.sleep(interval_seconds, endpoint=ep.POLL_AUDIT.key)
+            self._counters.wait("audit_poll", interval_seconds)
 
-        The waits between polls end at once when the sync is cancelled (``SyncCancelled``).
-        """
-        return audit.wait_for_audit(
-            lambda: self.poll_audit(poll_path),
-            self._budget,
-            self._counters,
-            timeout_seconds=timeout_seconds,
-            interval_seconds=interval_seconds,
-        )
-
-    # concurrency
     def map_concurrent(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
-        """Run independent calls (mentions of many prompts) concurrently within the budget.
-
-        Yields results in input order; after the first failure no new call starts, and the first
-        error in input order is raised once the calls in flight end. The pool only supplies callers:
-        how many requests are really in flight is decided by the shared budget (AIMD). Up to
-        ``16 * max_concurrency`` calls are queued ahead of the oldest unfinished one, so a slow call
-        (a long backoff) does not idle the other workers.
-        """
+        """Run independent calls concurrently (``concurrency.map_concurrent``); results in input
+        order. The shared budget decides how many requests are really in flight."""
         return map_concurrent(fn, items, self._max_concurrency)
+
+
+def _same_origin_path(poll_path: str, base_url: str) -> str:
+    """The path to poll on ``base_url``'s service: the key never travels to another host, whatever
+    an answer says."""
+    target = httpx.URL(poll_path)
+    base = httpx.URL(base_url)
+    if target.is_absolute_url:
+        if (target.scheme, target.host, target.port) != (base.scheme, base.host, base.port):
+            raise ResponseShapeError(
+                "the audit 'poll' URL points to another origin; refusing to send the key there",
+                endpoint=ep.POLL_AUDIT.key,
+            )
+        base_path = base.path.rstrip("/")
+        path = target.path
+        if base_path and path.startswith(base_path + "/"):
+            path = path[len(base_path) :]
+        return path + (f"?{target.query.decode()}" if target.query else "")
+    if not poll_path.startswith("/") or poll_path.startswith("//"):
+        raise ResponseShapeError(
+            f"the audit 'poll' path must start with '/', got {excerpt(poll_path, 80)}",
+            endpoint=ep.POLL_AUDIT.key,
+        )
+    return poll_path

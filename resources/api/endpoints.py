@@ -1,15 +1,9 @@
 """Every endpoint the client calls, with the shapes it relies on, in one place.
 
-The spec leaves some endpoints and fields out (DESIGN.md, "Assumptions where the spec is silent"):
-the prompt, topic and answer lists, the audit poll, the topic filter's name. Their assumed shapes
-live here and nowhere else, so that when the service documents them, one module changes.
-
-Validation has two tiers. ``required`` fields are the ones the project keys on or partitions by:
-present, non-null, of the right JSON type. ``typed`` fields are every other field the spec (or
-DESIGN.md's assumption) gives a type: they may be missing or null, but when present they must be of
-that type, so a string count (``"3"``) or a 2**70 integer stops the sync with the endpoint, the field
-and the request id named, before anything is written, instead of landing as a column of another type.
-Unknown fields are kept unchecked, so the service can add fields without breaking a sync.
+The shapes the spec leaves out (DESIGN.md, "Assumptions where the spec is silent") live here and
+nowhere else. ``required`` fields (keys, partitions) must be present, non-null and of their JSON type;
+``typed`` fields may be missing or null, but another type (a string count, a 2**70 integer) stops
+the sync before anything is written. Unknown fields are kept unchecked.
 """
 
 from __future__ import annotations
@@ -88,13 +82,13 @@ def _is_strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _is_int64(value: Any) -> bool:
+def valid_int64(value: Any) -> bool:
     return _is_integer(value) and INT64_MIN <= value <= INT64_MAX
 
 
 _CHECKS: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
-    "integer": _is_int64,
+    "integer": valid_int64,
     "number": _is_number,
     "boolean": lambda v: isinstance(v, bool),
     "array": lambda v: isinstance(v, list),
@@ -102,24 +96,10 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "strings": _is_strings,
 }
 
-
-#: The exact types a decoded value of each kind has (and, for an ``int``, its range): a value of
-#: one of them passes without a call of its check, which stays the authority for every other value.
-_FAST_TYPES: dict[str, tuple[frozenset[type], tuple[float, float] | None]] = {
-    "string": (frozenset({str}), None),
-    "boolean": (frozenset({bool}), None),
-    "array": (frozenset({list}), None),
-    "object": (frozenset({dict}), None),
-    "integer": (frozenset({int}), (INT64_MIN, INT64_MAX)),
-    "number": (frozenset({int, float}), (-_FLOAT_MAX, _FLOAT_MAX)),
-}
-_NO_FAST_TYPES: tuple[frozenset[type], None] = (frozenset(), None)
-
-#: What msgspec checks a scalar field against when a page of rows is validated at once (in C):
-#: what the field's check accepts, or less (an integer beyond 64 bits in a number: the loop decides).
-#: msgspec's ``float`` also takes a ``Decimal``, which no check accepts: the page's number fields are
-#: first checked to hold only ``_NUMBER_TYPES``.
-#: An integer msgspec accepts where a 64-bit one belongs (a page's field, a table's BIGINT column).
+#: What msgspec checks a scalar field against when a page is validated at once (in C): what the
+#: field's check accepts, or less (an integer beyond 64 bits in a number: the loop decides).
+#: msgspec's ``float`` also takes a ``Decimal``, which no check accepts: number fields are first
+#: checked to hold only ``_NUMBER_TYPES``.
 INT64_VALUE = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 _PAGE_TYPES: dict[str, Any] = {
     "string": str,
@@ -133,13 +113,9 @@ DICT_ROWS = frozenset({dict})
 
 
 def rows_type(fields: Sequence[tuple[str, Any, bool]]) -> Any:
-    """msgspec's type of a list of rows (dicts) whose fields are ``(name, type, required)``: any
-    name, keywords included; an optional field may be missing or null.
-
-    Its information is built now, in this thread: msgspec builds a struct type's information on
-    its first use, and two threads using a new type at once can crash the process (a segmentation
-    fault in ``msgspec._core``, reproduced with 8 threads: one read the information another was
-    still building; ``tests/api/test_msgspec_threads.py``). Pages are checked by many threads."""
+    """msgspec's type of a list of rows (dicts) whose fields are ``(name, type, required)``; an
+    optional field may be missing or null. Built now, in this thread: two threads using a new struct
+    type at once can crash msgspec (``tests/api/test_msgspec_threads.py``)."""
     struct_fields = [
         (f"f{i}", kind) if required else (f"f{i}", kind | None, None)
         for i, (_, kind, required) in enumerate(fields)
@@ -157,10 +133,6 @@ def _page_type(flat: list[tuple[str, Kind, bool]]) -> Any | None:
     if any(kind not in _PAGE_TYPES for _, kind, _ in flat):
         return None
     return rows_type([(name, _PAGE_TYPES[kind], required) for name, kind, required in flat])
-
-
-def _is_kind(value: Any, kind: Kind) -> bool:
-    return _CHECKS[kind](value)
 
 
 def json_kind(value: Any) -> str:
@@ -210,29 +182,21 @@ class Endpoint:
     required: Mapping[str, Kind] = field(default_factory=dict)
     #: True when ``data`` is an array of rows (paging and complete sets), False for one object.
     rows: bool = False
-    #: Optional fields with a declared type (same path syntax): missing or null is fine, another
-    #: type is a ``ResponseShapeError``.
+    #: Optional fields with a declared type (same path syntax): missing or null is fine.
     typed: Mapping[str, Kind] = field(default_factory=dict)
-    #: True when each row carries an ``engine``: rows with a value outside ``ENGINES`` are dropped
-    #: (counted and warned about by the client).
+    #: True when each row carries an ``engine``: rows outside ``ENGINES`` are dropped by the client.
     engine_rows: bool = False
 
     def __post_init__(self) -> None:
-        flat: list[tuple[str, Kind, bool]] = []
-        nested: list[tuple[list[str], Kind, bool]] = []
-        for paths, is_required in ((self.required, True), (self.typed, False)):
-            for path, kind in paths.items():
-                if "." in path or "[]" in path:
-                    nested.append((path.replace("[]", ".[]").split("."), kind, is_required))
-                else:
-                    flat.append((path, kind, is_required))
-        object.__setattr__(
-            self,
-            "_flat",
-            tuple((n, k, *_FAST_TYPES.get(k, _NO_FAST_TYPES), _CHECKS[k], r) for n, k, r in flat),
+        declared = [(p, k, True) for p, k in self.required.items()]
+        declared += [(p, k, False) for p, k in self.typed.items()]
+        checks = sorted(
+            ((path.replace("[]", ".[]").split("."), kind, required) for path, kind, required in declared),
+            key=lambda check: len(check[0]) > 1,  # top-level fields first, each tier in its order
         )
-        object.__setattr__(self, "_nested", tuple(nested))
-        page_type = None if nested else _page_type(flat)
+        object.__setattr__(self, "_checks", tuple(checks))
+        flat = [(parts[0], kind, required) for parts, kind, required in checks if len(parts) == 1]
+        page_type = _page_type(flat) if len(flat) == len(checks) else None
         object.__setattr__(self, "_page_type", page_type)
         object.__setattr__(self, "_numbers", tuple(n for n, k, _ in flat if k == "number"))
 
@@ -254,42 +218,21 @@ class Endpoint:
                 endpoint=self.key,
                 request_id=request_id,
             )
-        for name, kind, types, bounds, check, is_required in self._flat:  # type: ignore[attr-defined]
-            value = obj.get(name)
-            if value is None:
-                if is_required:
-                    raise ResponseShapeError(
-                        f"required field '{name}' is missing or null (expected {kind})",
-                        field=name,
-                        endpoint=self.key,
-                        request_id=request_id,
-                    )
-                continue
-            kind_of_value = type(value)
-            if kind_of_value in types and (
-                bounds is None or kind_of_value is not int or bounds[0] <= value <= bounds[1]
-            ):
-                continue
-            if not check(value):
-                raise _wrong(name, kind, value, self.key, request_id, obj)
-        for parts, kind, is_required in self._nested:  # type: ignore[attr-defined]
-            _check_path(obj, parts, kind, "", self.key, request_id, required=is_required)
+        for parts, kind, required in self._checks:  # type: ignore[attr-defined]
+            _check_path(obj, parts, kind, "", self.key, request_id, required=required, row=obj)
         return obj
 
     def validate_rows(self, rows: Sequence[Any], *, request_id: str | None = None) -> list[dict[str, Any]]:
-        """The rows of a page, each checked as :meth:`validate` checks it (same errors, first row first).
-
-        A page is first checked at once by msgspec, in C (about a third of the loop's cost); the
-        loop runs only when that check doubts, and raises the error naming the row's field.
-        """
+        """The rows of a page, each checked as :meth:`validate` checks it (same errors, first row
+        first): at once by msgspec, in C, and by the loop only when that check doubts."""
         if self._passes_at_once(rows):
             return list(rows)
         return [self.validate(row, request_id=request_id) for row in rows]
 
     def _passes_at_once(self, rows: Sequence[Any]) -> bool:
         """Whether msgspec finds every row a ``dict`` whose flat fields all pass (never a row
-        :meth:`validate` would refuse: for a value msgspec takes and a check would not, a
-        ``Mapping`` that is not a dict or a ``Decimal`` number, the page goes to the loop)."""
+        :meth:`validate` would refuse: a ``Mapping`` that is not a dict or a ``Decimal`` number
+        goes to the loop)."""
         page_type = self._page_type  # type: ignore[attr-defined]
         if page_type is None or not DICT_ROWS.issuperset(map(type, rows)):
             return False
@@ -311,14 +254,17 @@ def _check_path(
     endpoint: str,
     request_id: str | None,
     *,
-    required: bool = True,
+    required: bool,
+    row: Any,
 ) -> None:
     head, rest = parts[0], parts[1:]
     if head == "[]":
         if not isinstance(value, list):
             return  # the array itself is validated by its own entry
         for index, item in enumerate(value):
-            _check_path(item, rest, kind, f"{where}[{index}]", endpoint, request_id, required=required)
+            _check_path(
+                item, rest, kind, f"{where}[{index}]", endpoint, request_id, required=required, row=row
+            )
         return
     if not isinstance(value, dict):
         raise ResponseShapeError(
@@ -328,7 +274,7 @@ def _check_path(
             request_id=request_id,
         )
     name = f"{where}.{head}" if where else head
-    if head not in value or value[head] is None:
+    if value.get(head) is None:
         if not rest and required:
             raise ResponseShapeError(
                 f"required field '{name}' is missing or null (expected {kind})",
@@ -337,11 +283,10 @@ def _check_path(
                 request_id=request_id,
             )
         return  # optional, or the parent's own entry reports it
-    if not rest:
-        if not _is_kind(value[head], kind):
-            raise _wrong(name, kind, value[head], endpoint, request_id)
-        return
-    _check_path(value[head], rest, kind, name, endpoint, request_id, required=required)
+    if rest:
+        _check_path(value[head], rest, kind, name, endpoint, request_id, required=required, row=row)
+    elif not _CHECKS[kind](value[head]):
+        raise _wrong(name, kind, value[head], endpoint, request_id, row)
 
 
 # --- Types the spec declares (SERVICE_SPEC.md, "Resources and their fields") ---------------------
@@ -539,21 +484,5 @@ LIST_ANSWERS = Endpoint(
 #: Polled on the creation response's ``poll`` path; the template only names it in counters.
 POLL_AUDIT = Endpoint("GET", "/v1/audit-reports/{id}", {"id": "string", "status": "string"})
 
-ALL_ENDPOINTS: tuple[Endpoint, ...] = (
-    LIST_BRANDS,
-    GET_BRAND,
-    LIST_TOPICS,
-    CREATE_TOPIC,
-    RENAME_TOPIC,
-    LIST_PROMPTS,
-    LIST_ANSWERS,
-    LIST_PROMPT_MENTIONS,
-    LIST_GENERATIONS,
-    CITATION_TRENDS,
-    CITATION_URLS,
-    LIST_TRACKED_COMPETITORS,
-    UNTRACK_COMPETITOR,
-    COMPETITOR_TRENDS,
-    CREATE_AUDIT,
-    POLL_AUDIT,
-)
+#: Every endpoint declared above, in their order.
+ALL_ENDPOINTS: tuple[Endpoint, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, Endpoint))

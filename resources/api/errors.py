@@ -1,17 +1,13 @@
 """Typed errors of the visibility API client.
 
-Every error that comes from an HTTP answer carries the endpoint, the status, the service's stable
-``code`` and the ``X-Request-Id``, so a user can quote it to support. None of them ever contains the
-API key or the ``Authorization`` header: every text is scrubbed of the registered keys and sanitized
-(``redaction``) when the error is built, whoever built it. Each class declares its ``failure_kind``
-(``resources/failures.py``): what the sync's steps and the command line make of it.
-
-``SyncCancelled`` is deliberately *not* a ``VisibilityAPIError``: a cancelled sync is not a failure
-of the service, and handlers that catch API errors to carry on (a sensor skipping one audit) must
-not swallow it.
+An error from an HTTP answer carries the endpoint, the status, the service's ``code`` and the
+``X-Request-Id``; every text is scrubbed of the registered keys and sanitized when the error is built
+(``redaction``). Each class declares its ``failure_kind`` (``resources/failures.py``).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from resources.api.redaction import MAX_TEXT_CHARS, sanitize, sanitize_optional, scrub
 from resources.failures import FailureKind
@@ -20,12 +16,10 @@ from resources.failures import FailureKind
 class VisibilityAPIError(Exception):
     """Base class of everything the client raises, but ``SyncCancelled``."""
 
-    #: What the sync and the command line make of it (``resources/failures.py``); subclasses narrow it.
     failure_kind = FailureKind.FAILED
     #: What the user should do about it; appended to the message.
     hint: str = ""
-    #: A write whose request may have been applied although no usable answer came back (a dropped
-    #: connection, a 500): read the record back before repeating it.
+    #: A write that may have been applied although no usable answer came back: read it back first.
     may_have_applied: bool = False
 
     def __init__(
@@ -45,9 +39,7 @@ class VisibilityAPIError(Exception):
         super().__init__(self._render())
 
     def _render(self) -> str:
-        parts = []
-        if self.status is not None:
-            parts.append(f"HTTP {self.status}")
+        parts = [] if self.status is None else [f"HTTP {self.status}"]
         if self.code:
             parts.append(self.code)
         head = " ".join(parts)
@@ -134,38 +126,26 @@ class TransportError(VisibilityAPIError):
 
 
 class ServiceUnreachableError(TransportError):
-    """Not sent: the service has failed every attempt (transport faults or 5xx) for longer than the
-    sync's retry deadline, so every further call of the sync fails at once. Unlike other transport
-    errors it is never ambiguous: the request did not leave (``sent`` is False)."""
+    """Not sent: the service has failed every attempt for longer than the sync's retry deadline, so
+    every further call fails at once (``sent`` is False: never ambiguous)."""
 
     sent = False
 
 
 class PagingError(VisibilityAPIError):
-    """The service's paging broke its contract: a repeated cursor or page, an empty page with
-    has_more, more pages than its ``total_count`` allows or than the walk's cap. ``pages``: pages
-    read before stopping."""
+    """The service's paging broke its contract (a repeated cursor or page, an empty page with
+    has_more, too many pages); ``pages``: pages read before stopping."""
 
     failure_kind = FailureKind.RESPONSE_SHAPE
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        pages: int | None = None,
-        endpoint: str | None = None,
-        status: int | None = None,
-        code: str | None = None,
-        request_id: str | None = None,
-    ) -> None:
+    def __init__(self, message: str, *, pages: int | None = None, **context: Any) -> None:
         self.pages = pages
-        super().__init__(message, endpoint=endpoint, status=status, code=code, request_id=request_id)
+        super().__init__(message, **context)
 
 
 class RequestBudgetExceeded(VisibilityAPIError):
-    """The sync spent its request budget (``RequestBudget.take_request``): a service that never
-    ends a walk. ``requests``: requests made by the sync; ``pages``: pages of the walk that met the
-    bound (when a walk did)."""
+    """The sync spent its request budget (a service that never ends a walk). ``requests``: requests
+    made by the sync; ``pages``: pages of the walk that met the bound, when a walk did."""
 
     failure_kind = FailureKind.RESPONSE_SHAPE
     hint = (
@@ -174,41 +154,22 @@ class RequestBudgetExceeded(VisibilityAPIError):
     )
 
     def __init__(
-        self,
-        message: str,
-        *,
-        requests: int | None = None,
-        pages: int | None = None,
-        endpoint: str | None = None,
-        request_id: str | None = None,
+        self, message: str, *, requests: int | None = None, pages: int | None = None, **context: Any
     ) -> None:
         self.requests = requests
         self.pages = pages
-        super().__init__(message, endpoint=endpoint, request_id=request_id)
+        super().__init__(message, **context)
 
 
 class ResponseShapeError(VisibilityAPIError):
-    """A field is missing, or of another type than the spec declares; names the endpoint and the
-    field (``field``), so nothing of the wrong type is written."""
+    """A field is missing or of another type than the spec declares (``field`` names it), so
+    nothing of the wrong type is written."""
 
     failure_kind = FailureKind.RESPONSE_SHAPE
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        field: str | None = None,
-        endpoint: str | None = None,
-        status: int | None = None,
-        code: str | None = None,
-        request_id: str | None = None,
-    ) -> None:
+    def __init__(self, message: str, *, field: str | None = None, **context: Any) -> None:
         self.field = field
-        super().__init__(message, endpoint=endpoint, status=status, code=code, request_id=request_id)
-
-
-#: Another name for the same error.
-InvalidResponseError = ResponseShapeError
+        super().__init__(message, **context)
 
 
 class ConfigurationError(VisibilityAPIError):
@@ -218,11 +179,9 @@ class ConfigurationError(VisibilityAPIError):
 
 
 class SyncCancelled(Exception):
-    """The sync was cancelled (``RequestBudget.cancel()`` or its cancel event): raised by every call
-    and every wait of the clients sharing that budget, within a fraction of a second.
-
-    Not a ``VisibilityAPIError`` (see the module docstring); its kind is an interrupt's.
-    """
+    """The sync was cancelled (``RequestBudget.cancel()``): raised by every call and wait of the
+    clients sharing that budget. Not a ``VisibilityAPIError``: a cancelled sync is not a service
+    failure, and handlers that carry on after API errors must not swallow it."""
 
     failure_kind = FailureKind.CANCELLED
 

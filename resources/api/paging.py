@@ -1,22 +1,10 @@
-"""Cursor paging as a small state machine.
+"""The two answer envelopes: cursor paging (a small, pure state machine) and complete sets.
 
-The state machine is pure (it never does I/O) so that every way a service can break paging is tested
-without a server, and so that a broken service ends a sync with a ``PagingError`` (naming the
-endpoint, the pages read and the request id) instead of an endless loop. A walk stops on:
-
-* a cursor already sent in this walk (the cursor repeats), or a page whose rows repeat an earlier
-  page's (the cursor changes on every page but the service serves the same rows);
-* ``has_more: true`` on an empty page, or without a usable ``next_cursor``;
-* a page whose rows equal an earlier page's but for their ``id`` (the service invents new ids for
-  rows it already served);
-* more pages than the answer's own ``total_count`` allows (``ceil(total_count / limit)`` plus
-  ``TOTAL_COUNT_SLACK_PAGES`` for rows added during the walk), when the service sends one: the first
-  ``total_count`` of the walk sets the bound, so a count that grows with every page does not move it;
-* more than ``max_pages`` pages in all (``DEFAULT_MAX_PAGES``): a service that keeps inventing rows;
-* the sync's request budget spent (``RequestBudgetExceeded``, re-raised with the walk's pages and
-  last request id): the bound across walks, since each walk alone may look plausible.
-
-Memory stays flat: cursors and pages are remembered as 16-byte digests, never as the strings or rows.
+A broken service ends a walk with a ``PagingError`` (endpoint, pages read, request id) instead of an
+endless loop: on a repeated cursor, a page repeating an earlier page's rows (also under invented
+ids), ``has_more`` on an empty page or without a cursor, more pages than the walk's first
+``total_count`` allows (plus ``TOTAL_COUNT_SLACK_PAGES``) or than ``max_pages``, or the sync's
+request budget spent. Cursors and pages are remembered as 16-byte digests.
 """
 
 from __future__ import annotations
@@ -28,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from resources.api import json_body
+from resources.api.endpoints import json_kind, valid_int64
 from resources.api.errors import PagingError, RequestBudgetExceeded, ResponseShapeError
 
 Row = dict[str, Any]
 Body = dict[str, Any]
 
-#: Most pages of one walk. The largest legitimate walk (a brand's answers over a year, 100 rows a
-#: page) is some tens of thousands of pages; a runaway service meets this bound, not the disk.
+#: Most pages of one walk (a brand's answers over a year is some tens of thousands).
 DEFAULT_MAX_PAGES = 100_000
 #: Pages allowed beyond ``ceil(total_count / limit)``: rows may be added while the walk runs.
 TOTAL_COUNT_SLACK_PAGES = 2
@@ -69,11 +57,8 @@ def _content_digest(rows: list[Any]) -> bytes | None:
 
 
 class CursorPaginator:
-    """Tracks one paging walk: which cursor to send next and whether the walk is over.
-
-    The cursor is opaque: it is copied from ``next_cursor`` and sent back byte for byte. ``limit``
-    (the page size asked for) lets ``total_count`` bound the walk; ``max_pages`` bounds it anyway.
-    """
+    """One paging walk: which cursor to send next (``next_cursor``, sent back byte for byte) and
+    whether the walk is over. ``limit`` (the page size) lets ``total_count`` bound the walk."""
 
     def __init__(
         self, endpoint: str, *, limit: int | None = None, max_pages: int = DEFAULT_MAX_PAGES
@@ -190,13 +175,9 @@ class CursorPaginator:
 
 @dataclass
 class WalkPosition:
-    """Where one paging walk stands, for a caller that resumes it (``sync.resume``).
-
-    Given to the paged call (``iterate_pages(walk=...)``): the walk then starts from
-    ``start_cursor`` (a cursor a killed walk had reached) instead of the first page, and after each
-    page whose rows have all been yielded it records the cursor of the next page (``cursor``, None
-    when the walk is over) and counts it in ``pages``.
-    """
+    """Where one walk stands, for a caller that resumes it (``sync.resume``): the walk starts from
+    ``start_cursor`` and, after each page whose rows were all yielded, records the next page's
+    ``cursor`` (None when over) and counts ``pages``."""
 
     start_cursor: str | None = None
     cursor: str | None = None
@@ -215,19 +196,14 @@ PageHandler = Callable[[list[Row], str | None], list[Row]]
 def iterate_pages(
     endpoint: str,
     fetch: PageFetcher,
-    validate: Callable[[Row], Row] | None = None,
-    *,
     on_page: PageHandler | None = None,
+    *,
     limit: int | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
     walk: WalkPosition | None = None,
 ) -> Iterator[Row]:
-    """Yield every row of a paging endpoint, lazily, one page request at a time.
-
-    ``validate`` checks each row; ``on_page`` (which knows the page's request id) may check and
-    filter a whole page instead. ``limit`` and ``max_pages`` bound the walk (``CursorPaginator``).
-    ``walk``: where a resumed walk starts, and where this one stands after each page.
-    """
+    """Yield every row of a paging endpoint, lazily, one page request at a time; ``on_page``
+    checks and filters each page's rows."""
     paginator = CursorPaginator(endpoint, limit=limit, max_pages=max_pages)
     if walk is not None and walk.start_cursor is not None:
         paginator._next = walk.start_cursor  # a walk resumed where a killed one stopped
@@ -247,10 +223,49 @@ def iterate_pages(
                 request_id=request_id,
             ) from None
         rows = paginator.feed(body, request_id=request_id)
-        if on_page is not None:
-            rows = on_page(rows, request_id)
-        for row in rows:
-            yield validate(row) if validate is not None else row
+        yield from rows if on_page is None else on_page(rows, request_id)
         if walk is not None:
             walk.cursor = None if paginator.done else paginator.cursor
             walk.pages += 1
+
+
+@dataclass(frozen=True)
+class CompleteSet:
+    """A non-paging, possibly truncated answer (generations, citation URLs): check ``capped``
+    before treating ``rows`` as complete."""
+
+    rows: list[Row]
+    total_count: int
+    capped: bool
+    total_citations: int | None = None  # citation URLs only
+
+
+def complete_set(
+    body: Body, endpoint: str, *, request_id: str | None = None, with_citations: bool = False
+) -> CompleteSet:
+    """A complete-set body's ``data``, ``total_count``, ``capped`` (derived from ``total_count``
+    versus the rows when missing, as the spec defines it) and ``total_citations``, each checked."""
+
+    def wrong(name: str, expected: str) -> ResponseShapeError:
+        return ResponseShapeError(
+            f"field '{name}' must be {expected}, got {json_kind(body.get(name))}",
+            field=name,
+            endpoint=endpoint,
+            request_id=request_id,
+        )
+
+    rows = body.get("data")
+    if not isinstance(rows, list):
+        raise wrong("data", "an array")
+    total_count = body.get("total_count")
+    if not valid_int64(total_count):
+        raise wrong("total_count", "a 64-bit integer")
+    capped = body.get("capped")
+    if capped is None:
+        capped = total_count > len(rows)
+    elif not isinstance(capped, bool):
+        raise wrong("capped", "a boolean")
+    total_citations = body.get("total_citations") if with_citations else None
+    if total_citations is not None and not valid_int64(total_citations):
+        raise wrong("total_citations", "a 64-bit integer")
+    return CompleteSet(rows, total_count, capped, total_citations)

@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
-from resources.api.complete_sets import complete_set_fields
 from resources.api.errors import PagingError, ResponseShapeError
-from resources.api.paging import CursorPaginator, iterate_pages
+from resources.api.paging import CursorPaginator, complete_set, iterate_pages
 
 EP = "GET /v1/brands"
 
@@ -103,22 +102,21 @@ def test_rows_are_validated_lazily_one_page_at_a_time() -> None:
         None: {"data": [{"id": 1}], "has_more": True, "next_cursor": "c1"},
         "c1": {"data": [{"id": 2}], "has_more": False},
     }
-    rows = iterate_pages(EP, _fetcher(pages, sent), lambda row: {**row, "seen": True})
+    rows = iterate_pages(EP, _fetcher(pages, sent), lambda page, _: [{**row, "seen": True} for row in page])
     assert next(rows) == {"id": 1, "seen": True}
     assert sent == [None]  # the second page is not fetched before it is needed
 
 
 def test_complete_set_surfaces_total_count_capped_and_total_citations() -> None:
     body = {"data": [{"url": "u"}], "total_count": 5, "capped": True, "total_citations": 99}
-    rows, total, capped, citations = complete_set_fields(body, EP, with_citations=True)
-    assert (len(rows), total, capped, citations) == (1, 5, True, 99)
+    answer = complete_set(body, EP, with_citations=True)
+    assert (len(answer.rows), answer.total_count, answer.capped, answer.total_citations) == (1, 5, True, 99)
 
 
 def test_complete_set_derives_capped_when_absent() -> None:
-    _, _, capped, citations = complete_set_fields({"data": [{}], "total_count": 3}, EP)
-    assert capped is True and citations is None
-    _, _, capped, _ = complete_set_fields({"data": [{}], "total_count": 1}, EP)
-    assert capped is False
+    answer = complete_set({"data": [{}], "total_count": 3}, EP)
+    assert answer.capped is True and answer.total_citations is None
+    assert complete_set({"data": [{}], "total_count": 1}, EP).capped is False
 
 
 @pytest.mark.parametrize(
@@ -132,4 +130,4 @@ def test_complete_set_derives_capped_when_absent() -> None:
 )
 def test_complete_set_wrong_types_name_the_field(body: dict[str, Any], field: str) -> None:
     with pytest.raises(ResponseShapeError, match=field):
-        complete_set_fields(body, EP)
+        complete_set(body, EP)
