@@ -1,24 +1,11 @@
 """Keeping the key out of every text the client produces: messages, log records, metadata.
 
-Two rules, applied wherever a text the service (or a proxy in front of it) chose is quoted, be it a
-request id, an error ``code`` or ``message``, a header value or a body excerpt:
-
-* **scrub**: every key registered by a client (``register_secret``) is replaced wherever it occurs,
-  not only after ``Bearer``, and any ``Bearer <token>`` is redacted too. So is the whole key in the
-  forms a service may quote it in: reversed, hex, base64 (at any offset of the text, standard or
-  URL-safe alphabet) and with dashes or blanks between its characters. A service that echoes the
-  ``Authorization`` header into ``X-Request-Id`` must not get the key into an exception. So is any
-  run of ``MIN_FRAGMENT_CHARS`` or more characters of the key's secret part (the key without its
-  ``vsk_``-style prefix) that holds a digit, in any case, plain or escaped (``%41``, ``\u0041``,
-  ``\x41``, ``&#65;``): a service that quotes the key's hex tail, or a URL- or JSON-escaped copy,
-  leaks it just as well.
-* **sanitize**: control and format characters become ``?`` and the text is bounded, so a hostile
-  answer cannot forge log lines or flood a message.
-
-``VisibilityAPIError`` applies both to everything it renders, the client to what it stores, and a log
-filter (``install``) applies ``scrub`` to every record of the HTTP libraries' loggers and of
-``visibility.api``: httpx logs the response's reason phrase and httpcore (at DEBUG) the response
-headers, both chosen by the server.
+Wherever a text the service (or a proxy) chose is quoted (a request id, an error ``code`` or
+``message``, a header, a body excerpt), ``scrub`` replaces every registered key, whole (also
+reversed, hex, base64 at any offset, spaced out by dashes or blanks), any run of
+``MIN_FRAGMENT_CHARS`` or more characters of its secret part (plain or escaped) and any
+``Bearer <token>``; ``sanitize`` also makes it printable and bounded, so a hostile answer cannot
+forge log lines. A log filter (``install``) scrubs the HTTP libraries' records and ``visibility.api``'s.
 """
 
 from __future__ import annotations
@@ -38,8 +25,7 @@ MAX_TEXT_CHARS = 300
 #: Longest request id, error code or header value quoted.
 MAX_TOKEN_CHARS = 128
 
-#: The client's own logger (waits, retries) and the loggers of the HTTP libraries. Filters on a logger
-#: do not apply to its children's records, so each logger that emits records is listed.
+#: The client's logger and the HTTP libraries' (a filter does not apply to a child's records).
 API_LOGGER = "visibility.api"
 GUARDED_LOGGERS: tuple[str, ...] = (
     API_LOGGER,
@@ -132,11 +118,6 @@ def register_secret(value: str) -> None:
                 _fragment_pattern = re.compile("|".join(re.escape(run) for run in starts), re.IGNORECASE)
 
 
-def redact(text: str) -> str:
-    """Redact ``Bearer <token>`` (any token, registered or not)."""
-    return _BEARER.sub(r"\1" + REDACTED, text)
-
-
 def _decoded(text: str) -> tuple[str, list[tuple[int, int]]]:
     """``text`` with escaped characters decoded, and each decoded character's span in ``text``."""
     chars: list[str] = []
@@ -208,7 +189,7 @@ def scrub(text: str) -> str:
     spaced = _spaced_pattern
     if spaced is not None and ("-" in text or " " in text):
         text = spaced.sub(REDACTED, text)
-    return redact(_scrub_fragments(text))
+    return _BEARER.sub(r"\1" + REDACTED, _scrub_fragments(text))
 
 
 def holds_secret(body: bytes | bytearray) -> bool:
@@ -230,18 +211,12 @@ def scrub_values(value: Any) -> Any:
     return value
 
 
-def _printable(text: str) -> str:
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else "?" for ch in text)
-
-
 def sanitize(value: object, limit: int = MAX_TEXT_CHARS) -> str:
-    """A server-provided value made safe to quote: scrubbed, printable, at most ``limit`` characters.
-
-    Scrubbing comes before truncation, so a cut can never leave the start of a key behind.
-    """
-    text = _printable(scrub(value if isinstance(value, str) else str(value)))
+    """A server-provided value made safe to quote: scrubbed (before the cut, which so never leaves
+    the start of a key behind), printable, at most ``limit`` characters."""
+    text = scrub(value if isinstance(value, str) else str(value))
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else "?" for ch in text)
     if len(text) > limit:
         text = text[: max(0, limit - 1)] + "…"
     return text
@@ -252,11 +227,8 @@ def sanitize_optional(value: object, limit: int = MAX_TOKEN_CHARS) -> str | None
 
 
 def excerpt(value: object, limit: int = 40) -> str:
-    """A short quotation of a server-provided value for an error message (strings in quotes).
-
-    A string is scrubbed before it is quoted: ``repr`` could escape a character of the key and so
-    hide it from ``scrub``.
-    """
+    """A short quotation of a server-provided value (strings in quotes, scrubbed before: ``repr``
+    could escape a character of the key and so hide it from ``scrub``)."""
     if isinstance(value, str):
         return f"'{sanitize(value, max(1, limit - 2))}'"
     return sanitize(repr(value), limit)

@@ -1,9 +1,6 @@
-"""One HTTP exchange with the service: the request sent, the body read within its bounds.
-
-An exchange either gives an ``Answer`` (any status, the body decoded) or a ``Failure`` (nothing
-usable arrived); what either means is the retry loop's business (``calls``). The body is read as it
-streams in, raw and decoded bytes counted against ``max_response_bytes``, and the whole exchange ends
-by the call's retry deadline: a body that expands without end or drips in is cut, never held.
+"""One HTTP exchange with the service: an ``Answer`` (any status, body decoded) or a ``Failure``
+(nothing usable arrived), judged by ``calls``. The body is read as it streams in, within
+``max_response_bytes`` raw and decoded, and by the call's retry deadline: never held whole.
 """
 
 from __future__ import annotations
@@ -42,7 +39,7 @@ _URL_CACHE_SIZE = 256
 
 @dataclass
 class Failure:
-    """An attempt that went wrong (no answer, or one the retry loop rejects); quoted when it gives up."""
+    """An attempt that went wrong; quoted when the retry loop gives up."""
 
     cause: str
     detail: str
@@ -52,8 +49,7 @@ class Failure:
 
     @property
     def unreachable(self) -> bool:
-        """A transport failure, a 5xx, a 408 or a success that is not JSON: what runs the budget's
-        outage clock (the service answers nothing usable)."""
+        """Nothing usable (no answer, a 5xx, a 408, a success that is not JSON): runs the outage clock."""
         return self.status is None or self.status >= 500 or self.status == 408 or self.cause == "not_json"
 
     def outage_cause(self) -> str:
@@ -69,7 +65,7 @@ class Answer:
     status: int
     body: Any
     request_id: str | None
-    #: lower-case names (read once from httpx's ``Headers``, whose every lookup scans them all)
+    #: lower-case names (read once: every lookup in httpx's ``Headers`` scans them all)
     headers: Mapping[str, str]
     #: the first bytes of a body that is not JSON, for the error that quotes it
     raw_start: bytes = b""
@@ -87,7 +83,7 @@ class Answer:
 
     @property
     def usable(self) -> bool:
-        """Whether the service answered something a retry cannot improve on (the outage clock stops)."""
+        """An answer a retry cannot improve on (the outage clock stops)."""
         if self.status >= 500 or self.status == 408:
             return False
         return not (200 <= self.status < 300 and not self.is_json_object)
@@ -102,9 +98,8 @@ def _identity(chunk: bytes, max_length: int) -> bytes:
 
 
 def _decoder(encoding: str) -> Callable[[bytes, int], bytes] | None:
-    """``decode(chunk, max_length)`` for a ``Content-Encoding`` the client asks for (``gzip``,
-    ``deflate``), None for another: at most ``max_length`` bytes a chunk, so a body that expands
-    without end is never held; ``decode(b"", n)`` at the end checks that the stream is complete."""
+    """``decode(chunk, max_length)`` for an encoding the client asks for, None for another: at most
+    ``max_length`` bytes a chunk; ``decode(b"", n)`` at the end checks that the stream is complete."""
     if encoding == "identity":
         return _identity
     if encoding not in ("gzip", "x-gzip", "deflate"):
@@ -132,10 +127,8 @@ def _decoder(encoding: str) -> Callable[[bytes, int], bytes] | None:
 
 
 class _NoCookies(http.cookiejar.CookieJar):
-    """A jar that keeps no cookie: the service authenticates by key alone, so what a server (or a
-    proxy) sets is never sent back. httpx otherwise reads every response's headers into its jar,
-    building a ``email.message.Message`` of them: CPU on every request for nothing
-    (bench/RESULTS.md, *CPU per landed row*)."""
+    """A jar that keeps no cookie: the service authenticates by key alone, and httpx's jar parses
+    every response's headers into an ``email.message.Message``: CPU on every request for nothing."""
 
     def extract_cookies(self, response: Any, request: Any) -> None:
         return None
@@ -143,9 +136,8 @@ class _NoCookies(http.cookiejar.CookieJar):
 
 @functools.cache
 def tls_context() -> ssl.SSLContext:
-    """One verified TLS context for every client of the process (httpx's defaults: certifi, or
-    ``SSL_CERT_FILE``/``SSL_CERT_DIR``): httpx would load the CA bundle again for each client, and a
-    sync opens about ten (bench/RESULTS.md, *CPU per landed row*)."""
+    """One verified TLS context (httpx's defaults) for every client of the process: httpx would load
+    the CA bundle again for each of a sync's clients."""
     return httpx.create_ssl_context()
 
 
@@ -196,9 +188,8 @@ class Transport:
 
     def url(self, path: str, params: Mapping[str, Any] | None) -> httpx.URL | None:
         """The URL httpx builds from the base URL, ``path`` and ``params``, parsed once instead of
-        three times (httpx parses the relative path, the merged URL and the URL with its query:
-        80 to 150 µs of CPU a request); None for a path it does not cover (a query, a fragment, a
-        dot segment, no leading "/"), which httpx merges itself."""
+        three times; None for a path it does not cover (a query, a fragment, a dot segment, no
+        leading "/"), which httpx merges itself."""
         if path[:1] != "/" or path[:2] == "//" or "?" in path or "#" in path or "/." in path:
             return None
         if params:
@@ -218,15 +209,9 @@ class Transport:
         body: Any,
         give_up_at: float,
     ) -> tuple[Answer | None, Failure | None]:
-        """One HTTP exchange: an answer (any status, body decoded), or a transport failure.
-
-        The whole exchange, from connect to the body's last byte, ends by ``give_up_at`` (the call's
-        retry deadline, as ``time.monotonic()``), or ``timeout_seconds`` after it starts for the last
-        try at the deadline: a body that drips in stops there, at most one read's timeout later. The
-        body is read as it streams in, raw and decoded bytes counted against ``max_response_bytes``:
-        a compressed body that expands without end is cut at the cap, never held whole
-        (``ResponseShapeError``).
-        """
+        """One HTTP exchange: an answer (any status, body decoded), or a transport failure. It ends
+        by ``give_up_at`` (the call's retry deadline, ``time.monotonic()``), or ``timeout_seconds``
+        after it starts for the last try at the deadline."""
         started = time.monotonic()
         give_up_at = max(give_up_at, started + self._timeout_seconds)
         url = self.url(path, params)
@@ -289,8 +274,8 @@ class Transport:
         request_id: str | None,
         give_up_at: float,
     ) -> bytes | bytearray:
-        """The body, decoded, read within ``max_response_bytes`` and by ``give_up_at``, or until the
-        sync is cancelled (``SyncCancelled`` at the next chunk)."""
+        """The body, decoded, within ``max_response_bytes`` and by ``give_up_at``; a cancelled sync
+        stops it at the next chunk."""
         cap = self._max_response_bytes
         encoding = (headers.get("content-encoding") or "identity").strip().lower()
         decoder = _decoder(encoding)

@@ -1,21 +1,11 @@
 """What a user changes on the service: audit one URL, untrack a competitor, create or rename a topic.
 
-Dagster-free, so the Dagster jobs (``pipelines/operation_jobs.py``) and the command line
-(``pipelines/cli_operations.py``) run the same code. Each operation has two halves:
-
-* a *plan* (``plan_*``): resolves what the user named (a brand, competitor or topic, by id or by
-  name) with read-only calls, so the change can be shown and confirmed before anything changes;
-* the change itself, which returns a small outcome whose ``describe()`` is the line a user reads and
-  whose ``metadata()`` goes into Dagster metadata (ids, names and URLs, never the key).
-
-Idempotency follows the spec: a POST can neither be repeated safely nor be given an idempotency
-key, so ``create_topic`` looks for a topic of the same name first and creates none when one exists,
-and an audit is never resubmitted (the client does not repeat a POST whose outcome is unknown).
-Renaming to the current name sends nothing. Untracking what is not tracked is refused by name
-resolution, before the DELETE. A rename or an untrack whose answer was lost (a dropped connection, a
-500) is not repeated blindly: the record is read back, and the change is sent again only if it was
-not applied; the outcome's ``note`` says which (``_send_and_confirm``). A DELETE answered 404 after
-an earlier attempt reached the service counts as done.
+Dagster-free, shared by the jobs (``pipelines/operation_jobs.py``) and the command line. Each
+operation is a *plan* (``plan_*``: names resolved with read-only calls, shown for confirmation) and
+the change, whose outcome gives the line a user reads (``describe()``) and Dagster metadata. A POST
+is never repeated (no idempotency key): ``create_topic`` creates none when the name exists, an audit
+is never resubmitted. A rename or untrack whose answer was lost is read back and sent again only if
+it was not applied (``_send_and_confirm``).
 """
 
 from __future__ import annotations
@@ -23,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -49,7 +39,7 @@ class Plan(Protocol):
 
     @property
     def changes(self) -> bool:
-        """False when there is nothing to do (the change is already there): nothing will be sent."""
+        """False when the change is already there: nothing will be sent."""
         ...
 
     def describe(self) -> str: ...
@@ -60,7 +50,7 @@ class Outcome(Protocol):
 
     @property
     def ok(self) -> bool:
-        """False when the service answered but did not do it (an untrack answered untracked: false)."""
+        """False when the service answered but did not do it (untracked: false)."""
         ...
 
     def describe(self) -> str: ...
@@ -118,6 +108,11 @@ def _named(row: Mapping[str, Any], name_field: str = "name", default: object = "
 
 def _quoted(value: object) -> str:
     return sanitize(value, _MAX_NAME_CHARS)
+
+
+def _fields(role: str, named: Named) -> Metadata:
+    """A named record's metadata: ``<role>_id`` and ``<role>_name`` (as shown)."""
+    return {f"{role}_id": named.id, f"{role}_name": named.shown}
 
 
 def _resolve(kind: str, ref: str, rows: Iterable[Mapping[str, Any]], where: str, name_field: str) -> Named:
@@ -200,11 +195,8 @@ def _send_and_confirm(
     send: Callable[[], Row], applied: Callable[[], Row | None], what: str
 ) -> tuple[Row, str | None]:
     """Send a PATCH or DELETE; after an answer that does not say whether it was applied, read the
-    record back (``applied``: the row as changed, or None) instead of repeating it blindly.
-
-    Returns the answer (or the row read back) and a note saying how the outcome was learnt (None when
-    the first answer said it). A 404 after an earlier attempt reached the service counts as done.
-    """
+    record back (``applied``: the row as changed, or None) instead of repeating it blindly. Returns
+    the answer (or the row read back) and how the outcome was learnt (None: the first answer said)."""
     notes: list[str] = []
     for _ in range(MAX_WRITE_SENDS):
         try:
@@ -229,11 +221,6 @@ def _send_and_confirm(
     )
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-# ---------------------------------------------------------------------------------------------
 # audit one URL
 
 
@@ -309,8 +296,7 @@ class AuditOutcome:
     def metadata(self) -> Metadata:
         return {
             "audit_id": self.audit_id,
-            "brand_id": self.brand.id,
-            "brand_name": self.brand.shown,
+            **_fields("brand", self.brand),
             "url": self.url,
             "status": self.status,
             "poll": self.poll,
@@ -341,7 +327,7 @@ def plan_audit(
 
 def submit_audit(client: VisibilityClient, plan: AuditPlan) -> AuditOutcome:
     """``POST /v1/audit-reports``: the pending audit (sent once; never repeated after no answer)."""
-    requested_at = _now()
+    requested_at = dt.datetime.now(dt.UTC)
     created = client.create_audit(plan.url, plan.brand.id)
     return AuditOutcome(
         audit_id=str(created["id"]),
@@ -361,19 +347,11 @@ def await_audit(client: VisibilityClient, pending: AuditOutcome, plan: AuditPlan
         )
     except TimeoutError:
         raise AuditStillPendingError(pending, plan.timeout_seconds) from None
-    return AuditOutcome(
-        audit_id=pending.audit_id,
-        brand=pending.brand,
-        url=pending.url,
-        status=str(report.get("status")),
-        poll=pending.poll,
-        requested_at=pending.requested_at,
-        completed_at=_now(),
-        report=report,
+    return replace(
+        pending, status=str(report.get("status")), completed_at=dt.datetime.now(dt.UTC), report=report
     )
 
 
-# ---------------------------------------------------------------------------------------------
 # untrack a competitor
 
 
@@ -410,10 +388,8 @@ class UntrackOutcome:
 
     def metadata(self) -> Metadata:
         return {
-            "brand_id": self.brand.id,
-            "brand_name": self.brand.shown,
-            "competitor_id": self.competitor.id,
-            "competitor_name": self.competitor.shown,
+            **_fields("brand", self.brand),
+            **_fields("competitor", self.competitor),
             "untracked": self.untracked,
             "note": self.note,
         }
@@ -439,7 +415,6 @@ def untrack_competitor(client: VisibilityClient, plan: UntrackPlan) -> UntrackOu
     return UntrackOutcome(plan.brand, plan.competitor, answer.get("untracked") is True, note)
 
 
-# ---------------------------------------------------------------------------------------------
 # topics
 
 
@@ -468,10 +443,8 @@ class TopicOutcome:
 
     def metadata(self) -> Metadata:
         return {
-            "brand_id": self.brand.id,
-            "brand_name": self.brand.shown,
-            "topic_id": self.topic.id,
-            "topic_name": self.topic.shown,
+            **_fields("brand", self.brand),
+            **_fields("topic", self.topic),
             "action": self.action,
             "previous_name": self.previous_name,
             "prompt_count": self.prompt_count,
