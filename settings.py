@@ -81,13 +81,11 @@ from resources.warehouse.urls import (
 
 __all__ = [
     "AuditSettings",
-    "CitationTargetSettings",
     "ConfigError",
     "PartitionSettings",
     "Settings",
     "is_loopback_host",
     "load_audit_settings",
-    "load_citation_target_settings",
     "load_partition_settings",
     "load_settings",
 ]
@@ -95,6 +93,7 @@ __all__ = [
 ENV_PREFIX = "VISIBILITY_"
 START_DATE_SETTING = "VISIBILITY_START_DATE"
 LOOKBACK_SETTING = "VISIBILITY_LOOKBACK_DAYS"
+CITATION_URLS_SETTING = "VISIBILITY_CITATION_URLS"
 #: Without VISIBILITY_START_DATE the first partition is this many days before today.
 DEFAULT_HISTORY_DAYS = 90
 #: The earliest first partition: ChatGPT's public launch (2022-11-30). None of the seven engines the
@@ -291,6 +290,10 @@ class Settings(PartitionSettings):
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, validation_alias=MAX_RESPONSE_SETTING)
     #: the most unknown fields one table's fetch lands as new columns (more refuse its landing)
     max_new_columns: int = Field(default=DEFAULT_MAX_NEW_COLUMNS, validation_alias=MAX_NEW_COLUMNS_SETTING)
+    #: pages whose citation trend each brand syncs (space or comma separated, absolute http(s) URLs)
+    citation_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: topics (ids or names, comma separated) within which each brand's own domain is trended
+    citation_topics: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     @field_validator(*_DOMAIN_RULES, mode="before")
     @classmethod
@@ -307,6 +310,16 @@ class Settings(PartitionSettings):
         except WarehouseConfigError as exc:
             raise ConfigError(str(exc)) from None
         return cls._default(info) if checked is None else checked
+
+    @field_validator("citation_urls", mode="before")
+    @classmethod
+    def _pages(cls, value: Any) -> list[str]:
+        return citation_pages(value, CITATION_URLS_SETTING)
+
+    @field_validator("citation_topics", mode="before")
+    @classmethod
+    def _topics(cls, value: Any) -> list[str]:
+        return citation_topics(value)
 
     def require_api(self) -> tuple[str, str]:
         """The URL and key, or a ConfigError naming the missing variable."""
@@ -389,31 +402,6 @@ class AuditSettings(_EnvironmentSettings):
         return number
 
 
-CITATION_URLS_SETTING = "VISIBILITY_CITATION_URLS"
-CITATION_TOPICS_SETTING = "VISIBILITY_CITATION_TOPICS"
-
-
-class CitationTargetSettings(_EnvironmentSettings):
-    """Citation trends synced beyond the own and competitor domains (docs/TABLES.md)."""
-
-    #: pages whose citation trend each brand syncs (space or comma separated, absolute http(s) URLs)
-    urls: Annotated[list[str], NoDecode] = Field(default_factory=list, validation_alias=CITATION_URLS_SETTING)
-    #: topics (ids or names, comma separated) within which each brand's own domain is trended
-    topics: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, validation_alias=CITATION_TOPICS_SETTING
-    )
-
-    @field_validator("urls", mode="before")
-    @classmethod
-    def _pages(cls, value: Any) -> list[str]:
-        return citation_pages(value, CITATION_URLS_SETTING)
-
-    @field_validator("topics", mode="before")
-    @classmethod
-    def _topics(cls, value: Any) -> list[str]:
-        return citation_topics(value)
-
-
 def citation_pages(value: Any, setting: str) -> list[str]:
     """Tracked pages (a list, or one space or comma separated string): absolute http(s) URLs, once
     each; a bad one is a ``ConfigError`` naming ``setting`` (the variable, or the run's config field)."""
@@ -476,8 +464,3 @@ def load_partition_settings(
 def load_audit_settings(env: Mapping[str, str] | None = None) -> AuditSettings:
     """The audit sensor's ``VISIBILITY_AUDIT_*`` settings (defaults where unset)."""
     return _load(AuditSettings, env)
-
-
-def load_citation_target_settings(env: Mapping[str, str] | None = None) -> CitationTargetSettings:
-    """The tracked pages and topics whose citation trends a sync lands (``VISIBILITY_CITATION_*``)."""
-    return _load(CitationTargetSettings, env)

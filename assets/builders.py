@@ -63,7 +63,6 @@ from sync.planning import Cell
 from sync.progress import FetchProgress
 from sync.resume import ResumeStore, resume_root
 from sync.tables import BRANDS
-from sync.trends import citation_targets_from_settings
 
 API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
@@ -245,20 +244,28 @@ class DailySyncConfig(Config):
         "run, instead of VISIBILITY_CITATION_TOPICS. Leave unset to use the setting; [] for none.",
     )
 
-    def citation_targets(self) -> CitationTargets | None:
-        """The targets this run asks for (None: the settings'); a bad URL fails naming the field."""
-        if self.citation_urls is None and self.citation_topics is None:
-            return None
+    def citation_targets(self, default: CitationTargets) -> CitationTargets:
+        """The targets this run asks for: its own, else ``default`` (the ``api`` resource's, from
+        ``VISIBILITY_CITATION_*``); a bad URL fails naming the field."""
         from settings import citation_pages, citation_topics
 
-        default = citation_targets_from_settings()
         urls = (
             default.urls
             if self.citation_urls is None
-            else citation_pages(self.citation_urls, "config citation_urls")
+            else tuple(citation_pages(self.citation_urls, "config citation_urls"))
         )
-        topics = default.topics if self.citation_topics is None else citation_topics(self.citation_topics)
-        return CitationTargets(urls=tuple(urls), topics=tuple(topics))
+        topics = (
+            default.topics if self.citation_topics is None else tuple(citation_topics(self.citation_topics))
+        )
+        return CitationTargets(urls=urls, topics=topics)
+
+
+def resource_targets(api: VisibilityAPIResource) -> CitationTargets:
+    """The ``api`` resource's tracked pages and topics (the settings' in the code location)."""
+    from settings import citation_pages, citation_topics
+
+    urls = citation_pages(api.citation_urls, "api citation_urls")
+    return CitationTargets(urls=tuple(urls), topics=tuple(citation_topics(api.citation_topics)))
 
 
 #: The date x engine step (``assets/daily.py``): the step whose config (:class:`DailySyncConfig`) the
@@ -271,7 +278,7 @@ def check_daily_config(run_config: Mapping[str, Any]) -> None:
     before the run makes its first request, whichever of its steps runs first."""
     raw = ((run_config.get("ops") or {}).get(DAILY_STEP) or {}).get("config")
     if raw:
-        DailySyncConfig(**raw).citation_targets()
+        DailySyncConfig(**raw).citation_targets(CitationTargets())
 
 
 def run_cells(context: AssetExecutionContext, partitions_def: MultiPartitionsDefinition) -> set[Cell]:
@@ -378,7 +385,8 @@ def build_partitioned_assets(
         selected = [a for key, a in by_key.items() if key in context.selected_asset_keys]
         if not selected:
             return
-        request = daily_request(context, partitions_def, config.citation_targets(), selected, warehouse)
+        targets = config.citation_targets(resource_targets(api))
+        request = daily_request(context, partitions_def, targets, selected, warehouse)
         asks_api = api if request.compares_totals() else None
         spec_of = {a.spec.name: a.spec for a in selected}
 

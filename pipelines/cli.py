@@ -34,7 +34,7 @@ from pipelines.cli_setup import (
     recording_instance,
 )
 from resources.failures import FailureKind, classified_error, failure_kind, failure_kind_by_name
-from settings import ConfigError, Settings, is_loopback_host, load_citation_target_settings, load_settings
+from settings import ConfigError, Settings, is_loopback_host, load_settings
 
 if TYPE_CHECKING:  # imported inside the functions that use them: the command starts light
     from contextlib import AbstractContextManager
@@ -201,7 +201,6 @@ def sync(
     from sync.progress import NO_PROGRESS
     from sync.resume import resume_root
 
-    load_citation_target_settings()  # read again when citation_trends is fetched: refused before any request
     api = SyncApi(settings.api_access())  # one request budget for every run of the sync
     base_tags = {SYNC_TAG: uuid.uuid4().hex, "visibility/launched_by": "visibility-sync"}
     if brands:
@@ -218,7 +217,15 @@ def sync(
 
         def start_fetching(storage_directory: str | None) -> None:
             """The first run's date x engine tables, fetched while Dagster still imports and plans."""
-            first_run = HeadStartPlan(start, end, spans[0], base_tags, resume_root(storage_directory))
+            first_run = HeadStartPlan(
+                start,
+                end,
+                spans[0],
+                base_tags,
+                resume_root(storage_directory),
+                tuple(settings.citation_urls),
+                tuple(settings.citation_topics),
+            )
             ahead.enter_context(first_run.started(api, progress))
 
         if not recorded:  # an ephemeral instance journals in the temp folder: known before Dagster is
@@ -277,23 +284,27 @@ def sync(
 @dataclass(frozen=True)
 class HeadStartPlan:
     """What the first run of a command-line sync will be asked for, known before Dagster is imported:
-    its dates, engines (``span``: the first of :func:`engine_groups`), brands and journal root."""
+    its dates, engines (``span``: the first of :func:`engine_groups`), brands, journal root and
+    citation targets (the settings', which the ``api`` resource of its runs holds)."""
 
     start: dt.date
     end: dt.date
     span: tuple[str, str]
     tags: dict[str, str]
     resume_root: Path
+    citation_urls: tuple[str, ...] = ()
+    citation_topics: tuple[str, ...] = ()
 
     def selection(self) -> Selection:
         from resources.api.endpoints import ENGINES_WITH_ALL
-        from sync.discovery import brand_filter
+        from sync.discovery import CitationTargets, brand_filter
         from sync.head_start import Selection
 
         first, final = (ENGINES_WITH_ALL.index(engine) for engine in self.span)
         days = [self.start + dt.timedelta(days=n) for n in range((self.end - self.start).days)]
         cells = frozenset((day, engine) for day in days for engine in ENGINES_WITH_ALL[first : final + 1])
-        return Selection(cells, brand_filter(self.tags), None, self.resume_root)
+        targets = CitationTargets(self.citation_urls, self.citation_topics)
+        return Selection(cells, brand_filter(self.tags), targets, self.resume_root)
 
     def started(self, api: SyncApi, progress: FetchProgress) -> AbstractContextManager[HeadStart]:
         """The head start (``sync/head_start.py``), running until the block ends."""
@@ -426,7 +437,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     settings.require_api()
-    load_citation_target_settings()  # before a brand name is looked up
     today = dt.datetime.now(dt.UTC).date()
     start, end = default_window(today, settings.lookback_days)
     start = args.start or start

@@ -75,6 +75,8 @@ def build_resources(settings: Settings) -> dict[str, Any]:
             request_budget_factor=settings.request_budget_factor,
             max_response_bytes=settings.max_response_bytes,
             max_new_columns=settings.max_new_columns,
+            citation_urls=settings.citation_urls,
+            citation_topics=settings.citation_topics,
         ),
         "warehouse": warehouse,
         PROGRESS_RESOURCE: _progress_resource(NO_PROGRESS),
@@ -85,7 +87,11 @@ def build_resources(settings: Settings) -> dict[str, Any]:
 
 def api_resource(settings: Settings) -> VisibilityAPIResource:
     """The ``api`` resource with the settings' own URL and key (ConfigError naming a missing one)."""
-    return VisibilityAPIResource(**dataclasses.asdict(settings.api_access()))
+    return VisibilityAPIResource(
+        **dataclasses.asdict(settings.api_access()),
+        citation_urls=settings.citation_urls,
+        citation_topics=settings.citation_topics,
+    )
 
 
 def process_resources(

@@ -19,7 +19,7 @@ from pipelines.downstream import for_downstream
 from pipelines.jobs import DEFAULT_EXECUTOR, all_jobs
 from pipelines.resources import build_resources
 from resources.warehouse.resource import WAREHOUSE_KINDS, warehouse_kind
-from settings import Settings, load_citation_target_settings
+from settings import Settings
 from sync.catalog import ALL_TABLES
 
 all_assets = [*snapshot_assets, *daily_assets]
@@ -42,9 +42,7 @@ def with_warehouse_kind(
 
 def sync_definitions(settings: Settings) -> Definitions:
     """The syncs' assets (with freshness policies, loadable by users' own assets, of the settings'
-    warehouse kind), checks and jobs, with the settings' resources. A bad ``VISIBILITY_CITATION_*``
-    stops here, before any request."""
-    load_citation_target_settings()
+    warehouse kind), checks and jobs, with the settings' resources."""
     return Definitions(
         assets=with_warehouse_kind(for_downstream(with_freshness_policies(all_assets), settings), settings),
         jobs=all_jobs,

@@ -34,7 +34,6 @@ from sync.listings import brand_listing, discovered, each_brand, list_generation
 from sync.planning import citation_targets, hull_per_engine, paged_per_brand, paged_per_prompt, per_day
 from sync.trends import (
     capped_notes,
-    citation_targets_from_settings,
     fetch_citation_trends,
     fetch_cited_pages,
     fetch_competitor_trends,
@@ -103,7 +102,7 @@ CITATION_TRENDS = PartitionedTable(
     with_rollup=True,
     needs_competitors=True,
     upstream="tracked_competitors",
-    targets=citation_targets_from_settings,
+    needs_targets=True,
 )
 CITED_PAGES = PartitionedTable(
     spec=tables.CITED_PAGES,

@@ -132,7 +132,7 @@ class DailyRequest:
     cells: set[Cell]
     only: Sequence[str]
     discovery: Discovery
-    #: the run's own citation targets (None: the settings')
+    #: the run's citation targets (the settings' or its config's; None: none)
     citation_targets: CitationTargets | None = None
     #: the backfill's handoffs (None: not a backfill's run)
     handoff: BackfillHandoff | None = None

@@ -48,8 +48,8 @@ class PartitionedTable:
     #: metadata from the fetched rows beyond the counts (e.g. capped responses)
     notes: Callable[[DateSpool], dict[str, Any]] | None = None
     tags: dict[str, str] = field(default_factory=dict)
-    #: citation trends: the tracked pages and topics, read when the table is fetched
-    targets: Callable[[], CitationTargets] | None = None
+    #: citation trends: plans a call per tracked page and topic (the run's ``CitationTargets``)
+    needs_targets: bool = False
     #: checks of the table beyond those every table gets from its spec (``keys_unique``), by name
     #: (``assets/checks.py``, ``DECLARED_CHECKS``)
     checks: tuple[str, ...] = ()
@@ -72,15 +72,15 @@ def fetch_partitioned(
 ) -> FetchOutcome:
     """Discover the brands, plan the run, and spool its rows (no Dagster: reusable in benchmarks).
 
-    ``targets``: the run's own tracked pages and topics (its asset config), instead of the table's
-    (``VISIBILITY_CITATION_*``). ``resume``: where the fetch journals its completed calls, and finds
-    those of an earlier, killed or failed, fetch of the same selection (:mod:`sync.resume`): only
-    the other calls are asked."""
+    ``targets``: the run's tracked pages and topics (``VISIBILITY_CITATION_*`` or the run's config),
+    used by a table that ``needs_targets``. ``resume``: where the fetch journals its completed calls,
+    and finds those of an earlier, killed or failed, fetch of the same selection (:mod:`sync.resume`):
+    only the other calls are asked."""
     started = time.monotonic()
     return_freed_memory()
     listings = discovery or Discovery()
     scope: BrandScope = listings.scope(client, only)
-    run_targets = targets if targets is not None or not asset.targets else asset.targets()
+    run_targets = targets if asset.needs_targets else None
     inputs = brand_inputs(
         client,
         scope,

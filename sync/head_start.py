@@ -44,7 +44,7 @@ class Selection:
     cells: frozenset[Cell]
     #: the brand filter (``visibility/brands``), in the run tag's order
     only: tuple[str, ...] = ()
-    #: the run's own citation targets (None: the settings')
+    #: the run's citation targets (the settings' or its config's; None: none)
     targets: CitationTargets | None = None
     #: where the fetches journal their calls (``sync.resume``): the step's store must have this root
     resume_root: Path | None = None

@@ -18,7 +18,6 @@ from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_CITATION_URLS
 from resources.api.paging import WalkPosition
 from sync import tables, transforms
-from sync.discovery import CitationTargets
 from sync.planning import Call
 from sync.spool import DateSpool
 
@@ -63,15 +62,6 @@ def fetch_citation_trends(
     yield transforms.citation_trend_table(
         data, brand_id=call.brand_id, engine=call.landed_engine, topic_id=call.topic_id, window=call.window
     )
-
-
-def citation_targets_from_settings() -> CitationTargets:
-    """``VISIBILITY_CITATION_URLS`` and ``VISIBILITY_CITATION_TOPICS``, read when the table is fetched
-    (validated earlier, with the other settings, when the definitions are built)."""
-    from settings import load_citation_target_settings
-
-    read = load_citation_target_settings()
-    return CitationTargets(urls=tuple(read.urls), topics=tuple(read.topics))
 
 
 def fetch_competitor_trends(

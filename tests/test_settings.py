@@ -15,11 +15,9 @@ from resources.api.errors import ConfigurationError
 from settings import (
     DEFAULT_HISTORY_DAYS,
     AuditSettings,
-    CitationTargetSettings,
     ConfigError,
     Settings,
     load_audit_settings,
-    load_citation_target_settings,
     load_partition_settings,
     load_settings,
 )
@@ -338,7 +336,6 @@ def test_a_number_setting_takes_ascii_digits_only_without_separators_or_exponent
     [
         (Settings, load_settings),
         (AuditSettings, load_audit_settings),
-        (CitationTargetSettings, load_citation_target_settings),
     ],
 )
 def test_an_empty_value_means_unset_for_every_setting(model: type, load: Callable[..., object]) -> None:

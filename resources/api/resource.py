@@ -86,6 +86,16 @@ class VisibilityAPIResource(dg.ConfigurableResource):
         description="VISIBILITY_MAX_NEW_COLUMNS: the most unknown fields one table's fetch lands as new "
         "columns; more fail the table, the warehouse as it was.",
     )
+    citation_urls: list[str] = Field(
+        default_factory=list,
+        description="VISIBILITY_CITATION_URLS: pages (absolute http(s) URLs) whose citation trend each "
+        "brand syncs into citation_trends; a run's sync_daily config may pick others.",
+    )
+    citation_topics: list[str] = Field(
+        default_factory=list,
+        description="VISIBILITY_CITATION_TOPICS: topics (ids or names) within which each brand's own "
+        "domain is trended; a run's sync_daily config may pick others.",
+    )
 
     _budget: RequestBudget | None = PrivateAttr(default=None)
     _budget_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)

@@ -1,7 +1,7 @@
 """Tracked pages and topics: their citation trends and every trend's summary land in citation_trends.
 
 Real Dagster runs against the sandbox into a DuckDB file, with ``VISIBILITY_CITATION_URLS`` and
-``VISIBILITY_CITATION_TOPICS`` set in the run's environment.
+``VISIBILITY_CITATION_TOPICS`` read once into the settings, whose ``api`` resource the run is given.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import pytest
 from resources.api.endpoints import ALL
 from resources.api.resource import VisibilityAPIResource
 from sandbox.testing import SandboxHandle
-from settings import ConfigError, load_citation_target_settings
+from settings import ConfigError, load_settings
 from tests.assets.conftest import Sync, days
 
 D = dt.date(2026, 10, 20)
 
 
-def test_tracked_pages_and_topics_land_with_each_trends_summary(
-    sync: Sync, sandbox: SandboxHandle, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_tracked_pages_and_topics_land_with_each_trends_summary(sync: Sync, sandbox: SandboxHandle) -> None:
+    from pipelines.resources import api_resource
+
     dates = days(D, 3)
     sync.run(["topics", "cited_pages"], dates[0], dates[-1], (ALL,))
     [(brand_id, url)] = sync.query(
@@ -30,9 +30,15 @@ def test_tracked_pages_and_topics_land_with_each_trends_summary(
     [(topic_id, topic_name)] = sync.query(
         "SELECT id, name FROM topics WHERE brand_id = ? ORDER BY name LIMIT 1", [brand_id]
     )
-    monkeypatch.setenv("VISIBILITY_CITATION_URLS", url)
-    monkeypatch.setenv("VISIBILITY_CITATION_TOPICS", topic_name.upper())  # names match case-insensitively
-    sync.run(["citation_trends"], dates[0], dates[-1], (ALL,))
+    settings = load_settings(
+        {
+            "VISIBILITY_API_URL": sandbox.url,
+            "VISIBILITY_API_KEY": sandbox.keys["workspace"],
+            "VISIBILITY_CITATION_URLS": url,
+            "VISIBILITY_CITATION_TOPICS": topic_name.upper(),  # names match case-insensitively
+        }
+    )
+    assert run_with_config(sync, dates[0], dates[-1], {}, api=api_resource(settings)).success  # type: ignore[attr-defined]
 
     pages = sync.query(
         "SELECT date, citations FROM citation_trends WHERE brand_id = ? AND target_type = 'url' "
@@ -79,18 +85,24 @@ def test_tracked_pages_and_topics_land_with_each_trends_summary(
 
 def test_citation_target_settings_refuse_what_is_not_a_page() -> None:
     with pytest.raises(ConfigError, match="VISIBILITY_CITATION_URLS"):
-        load_citation_target_settings({"VISIBILITY_CITATION_URLS": "acme.com/pricing"})
-    read = load_citation_target_settings(
+        load_settings({"VISIBILITY_CITATION_URLS": "acme.com/pricing"})
+    read = load_settings(
         {
             "VISIBILITY_CITATION_URLS": "https://a.io/x, https://a.io/x https://b.io",
             "VISIBILITY_CITATION_TOPICS": "Pricing, ,t1",
         }
     )
-    assert (read.urls, read.topics) == (["https://a.io/x", "https://b.io"], ["Pricing", "t1"])
+    assert read.citation_urls == ["https://a.io/x", "https://b.io"]
+    assert read.citation_topics == ["Pricing", "t1"]
 
 
 def run_with_config(
-    sync: Sync, first: dt.date, last: dt.date, config: dict[str, object], tables: tuple[str, ...] = ()
+    sync: Sync,
+    first: dt.date,
+    last: dt.date,
+    config: dict[str, object],
+    tables: tuple[str, ...] = (),
+    api: VisibilityAPIResource | None = None,
 ) -> object:
     from dagster import materialize
 
@@ -102,7 +114,7 @@ def run_with_config(
         defs,
         selection=selection,
         instance=sync.instance,
-        resources=sync.resources(),
+        resources={**sync.resources(), **({"api": api} if api is not None else {})},
         tags=range_tags(first, last, (ALL,)),
         run_config={**QUIET, "ops": {"sync_daily": {"config": config}}},
         raise_on_error=False,
@@ -110,16 +122,20 @@ def run_with_config(
 
 
 def test_a_runs_config_picks_its_own_tracked_pages_instead_of_the_setting(
-    sync: Sync, monkeypatch: pytest.MonkeyPatch
+    sync: Sync, sandbox: SandboxHandle
 ) -> None:
     dates = days(D, 2)
     sync.run(["cited_pages"], dates[0], dates[-1], (ALL,))
     [(brand_id, url)] = sync.query(
         "SELECT brand_id, url FROM cited_pages WHERE engine = 'all' ORDER BY citation_count DESC, url LIMIT 1"
     )
-    monkeypatch.setenv("VISIBILITY_CITATION_URLS", "https://not-this-one.example/page")
+    setting = VisibilityAPIResource(
+        api_url=sandbox.url,
+        api_key=sandbox.keys["workspace"],
+        citation_urls=["https://not-this-one.example/page"],
+    )
 
-    result = run_with_config(sync, dates[0], dates[-1], {"citation_urls": [url]})
+    result = run_with_config(sync, dates[0], dates[-1], {"citation_urls": [url]}, api=setting)
 
     assert result.success  # type: ignore[attr-defined]
     pages = sync.query("SELECT DISTINCT target_value FROM citation_trends WHERE target_type = 'url'")
