@@ -1,15 +1,7 @@
 """Pure state machine of the audit sensor: cursor in, decisions out, no I/O.
 
-Audits cost money and take minutes, so the sensor never blocks on one. Everything it must remember
-across ticks and daemon restarts lives in a small versioned JSON cursor:
-
-* ``pending``: audits submitted and not yet finished (id, url, brand, poll path, when requested);
-* ``submissions``: recent submissions, which enforce the re-audit interval and the per-brand,
-  per-UTC-day budget;
-* ``endpoint_blocked_until``: set after a 429 ``endpoint_rate_limited`` or an exhausted
-  ``X-Endpoint-Remaining``, so no tick submits before the service's window resets.
-
-The sensor module does the HTTP and warehouse calls between these functions.
+The cursor (docs/SENSORS.md) holds the pending audits, the recent submissions (re-audit interval
+and daily budget) and ``endpoint_blocked_until`` (after a 429 or a spent ``X-Endpoint-Remaining``).
 """
 
 from __future__ import annotations
@@ -20,7 +12,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter
 
 CURSOR_VERSION = 1
 
@@ -78,12 +72,8 @@ class PendingAudit:
 
 @dataclass(frozen=True)
 class Submission:
-    """A URL sent to the service.
-
-    ``audit_id`` is None when there is no audit to poll: the service refused it (4xx, costs
-    nothing), or the answer was lost (``ambiguous``: it may have been created and charged, so it
-    counts against the budget and is not sent again within the re-audit interval).
-    """
+    """A URL sent to the service. ``audit_id`` is None when refused (4xx, free) or when the answer
+    was lost (``ambiguous``: it may have been charged, so it counts against the budget)."""
 
     url: str
     brand_id: str
@@ -115,96 +105,44 @@ class PollDecision:
 
 # --- cursor (de)serialisation -------------------------------------------------------------------
 
-
-def _ts(value: dt.datetime | None) -> str | None:
-    return None if value is None else value.astimezone(dt.UTC).isoformat()
+StateT = TypeVar("StateT")
 
 
-def _parse_ts(value: Any) -> dt.datetime | None:
-    if value is None:
-        return None
-    parsed = dt.datetime.fromisoformat(str(value))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
-
-
-def parse_cursor(raw: str | None) -> AuditState:
-    """Read a cursor written by :func:`dump_cursor`; an empty cursor is a fresh state."""
+def read_cursor(raw: str | None, state: TypeAdapter[StateT], fresh: StateT, what: str) -> StateT:
+    """A state written by :func:`write_cursor` (``fresh`` when empty); a :class:`CursorError` for
+    another version or shape, so that nothing is silently forgotten."""
     if not raw:
-        return AuditState()
+        return fresh
     try:
         doc = json.loads(raw)
         version = doc.get("version")
         if version != CURSOR_VERSION:
             raise CursorError(
-                f"audit sensor cursor has version {version!r}, this code reads version {CURSOR_VERSION}; "
-                "upgrade the code or reset the cursor after checking its pending audits"
+                f"{what} has version {version!r}, this code reads version {CURSOR_VERSION}; "
+                "upgrade the code or reset the cursor after checking what it holds"
             )
-        pending = tuple(
-            PendingAudit(
-                id=p["id"],
-                url=p["url"],
-                brand_id=p["brand_id"],
-                poll=p["poll"],
-                requested_at=_parse_ts(p["requested_at"]) or dt.datetime.min.replace(tzinfo=dt.UTC),
-                reason=p.get("reason", ""),
-                polls=int(p.get("polls", 0)),
-                last_polled_at=_parse_ts(p.get("last_polled_at")),
-                last_error=p.get("last_error"),
-            )
-            for p in doc.get("pending", [])
-        )
-        submissions = tuple(
-            Submission(
-                url=s["url"],
-                brand_id=s["brand_id"],
-                audit_id=s.get("audit_id"),
-                submitted_at=_parse_ts(s["submitted_at"]) or dt.datetime.min.replace(tzinfo=dt.UTC),
-                ambiguous=bool(s.get("ambiguous", False)),
-            )
-            for s in doc.get("submissions", [])
-        )
-        return AuditState(
-            pending=pending,
-            submissions=submissions,
-            endpoint_blocked_until=_parse_ts(doc.get("endpoint_blocked_until")),
-        )
+        return state.validate_python(doc)
     except CursorError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CursorError(f"audit sensor cursor is not valid: {exc!r}") from exc
+    except (ValueError, AttributeError) as exc:  # pydantic's ValidationError is a ValueError
+        raise CursorError(f"{what} is not valid: {exc!r}") from exc
+
+
+def write_cursor(value: StateT, state: TypeAdapter[StateT]) -> str:
+    """Compact, deterministic JSON (sorted keys), so an unchanged state gives an unchanged cursor."""
+    doc = {"version": CURSOR_VERSION, **state.dump_python(value, mode="json")}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+_STATE = TypeAdapter(AuditState)
+
+
+def parse_cursor(raw: str | None) -> AuditState:
+    return read_cursor(raw, _STATE, AuditState(), "audit sensor cursor")
 
 
 def dump_cursor(state: AuditState) -> str:
-    """Compact, deterministic JSON (sorted keys), so an unchanged state gives an unchanged cursor."""
-    doc = {
-        "version": CURSOR_VERSION,
-        "pending": [
-            {
-                "id": p.id,
-                "url": p.url,
-                "brand_id": p.brand_id,
-                "poll": p.poll,
-                "requested_at": _ts(p.requested_at),
-                "reason": p.reason,
-                "polls": p.polls,
-                "last_polled_at": _ts(p.last_polled_at),
-                "last_error": p.last_error,
-            }
-            for p in state.pending
-        ],
-        "submissions": [
-            {
-                "url": s.url,
-                "brand_id": s.brand_id,
-                "audit_id": s.audit_id,
-                "submitted_at": _ts(s.submitted_at),
-                "ambiguous": s.ambiguous,
-            }
-            for s in state.submissions
-        ],
-        "endpoint_blocked_until": _ts(state.endpoint_blocked_until),
-    }
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return write_cursor(state, _STATE)
 
 
 # --- polling ------------------------------------------------------------------------------------

@@ -1,17 +1,6 @@
-"""The audit sensor: submits URL audits within a budget, polls them, and lands each once.
-
-Each tick, in bounded work:
-
-1. poll the pending audits in the cursor (at most ``max_polls_per_tick``; overdue ones first);
-   a ``complete`` one is landed by a run keyed by its id; one pending past the deadline is landed
-   as ``timed_out`` the same way;
-2. gather candidates: URLs in the settings, then the brands' own pages first cited within
-   ``new_page_window_days`` (from ``cited_pages``, through ``resources/warehouse/queries.py``);
-3. submit what the budget allows (per brand per UTC day, ``X-Endpoint-Remaining``, a 429
-   ``endpoint_rate_limited`` stops submitting until the window resets) and remember each accepted
-   audit in the cursor, which Dagster stores when the tick ends.
-
-The decisions are pure functions in :mod:`pipelines.sensors.audit_cursor`; this module does I/O.
+"""The audit sensor: submits URL audits within a budget, polls them, and lands each once
+(docs/SENSORS.md). Its decisions are the pure functions of :mod:`pipelines.sensors.audit_cursor`;
+this module does the I/O.
 """
 
 import datetime as dt
@@ -57,7 +46,6 @@ from pipelines.sensors.audit_cursor import (
     record_rejection,
     record_submission,
 )
-from pipelines.sensors.client import sensor_client
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import CREATE_AUDIT
 from resources.api.errors import (
@@ -80,7 +68,6 @@ from settings import (
     DEFAULT_AUDITS_PER_DAY,
     DEFAULT_NEW_PAGE_DAYS,
     DEFAULT_REAUDIT_DAYS,
-    AuditSettings,
     load_audit_settings,
 )
 
@@ -103,10 +90,7 @@ POLLING_STOPPERS = frozenset({FailureKind.TRANSIENT, FailureKind.UNREACHABLE})
 
 class AuditSensorSettings(ConfigurableResource):
     """Which pages the audit sensor audits and how many audits it may request a day (the
-    VISIBILITY_AUDIT_* variables; docs/SENSORS.md)."""
-
-    # For developers: built from settings.AuditSettings (the variables are read and validated
-    # there), so the sensor gets its settings as a resource, never from the environment.
+    VISIBILITY_AUDIT_* variables, read and validated by ``settings.AuditSettings``)."""
 
     audits_per_day: int = DEFAULT_AUDITS_PER_DAY
     reaudit_interval_days: float = DEFAULT_REAUDIT_DAYS
@@ -129,14 +113,10 @@ class AuditSensorSettings(ConfigurableResource):
         )
 
     @classmethod
-    def from_settings(cls, settings: AuditSettings) -> "AuditSensorSettings":
-        return cls(**settings.model_dump())
-
-    @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "AuditSensorSettings":
         """Settings from ``VISIBILITY_AUDIT_*`` variables (defaults where unset); a ConfigError
         naming the variable when one is malformed."""
-        return cls.from_settings(load_audit_settings(env))
+        return cls(**load_audit_settings(env).model_dump())
 
 
 @dataclass
@@ -383,7 +363,7 @@ def audit_sensor(
 ) -> SensorResult:
     state = parse_cursor(context.cursor)
     now = dt.datetime.now(dt.UTC)
-    with sensor_client(api, audit_settings.tick_request_deadline_seconds) as client:
+    with api.get_client(retry_deadline_seconds=audit_settings.tick_request_deadline_seconds) as client:
         state, log = evaluate_tick(
             state=state, client=client, warehouse=warehouse, settings=audit_settings, now=now
         )

@@ -1,20 +1,16 @@
 """The competitor history sensor: refetch trend partitions once a competitor's backfill finishes.
 
-Each tick lists the brands and their tracked competitors (1 + brands requests, all reads), folds
-them into the cursor (:mod:`pipelines.sensors.history_cursor`), and when competitors' ``history_from``
-turned from null into a date requests one run of ``competitor_trends`` and ``citation_trends`` over
-every engine, from the earliest such date to the newest partition, for those competitors' brands only
-(run tag ``visibility/brands``): one single-run partition range, which the assets' planner fetches
-with the fewest calls.
-
-The tick is given the code location's ``api`` resource. When ``dagster dev`` was started without
-``VISIBILITY_API_URL``/``KEY``, that resource holds no URL or key (``pipelines/resources.py``), and
-each tick skips saying which variable is missing, without a request.
+After a competitor is tracked, the service backfills its history and ``history_from`` stays null
+until that ends; then the trend partitions from that date onward (computed without it) are fetched
+again, once per tracking episode. The first tick only takes a baseline. The decisions
+(:func:`advance`) are pure; docs/SENSORS.md has the rules and the cursor. Without
+``VISIBILITY_API_URL``/``KEY`` each tick skips, naming the variable.
 """
 
 import datetime as dt
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from dagster import (
@@ -25,18 +21,11 @@ from dagster import (
     SensorResult,
     sensor,
 )
+from pydantic import TypeAdapter
 
 from assets.dagster_tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from assets.partitions import DAILY_PARTITIONS
-from pipelines.sensors.client import sensor_client
-from pipelines.sensors.history_cursor import (
-    HistoryBackfill,
-    ObservedCompetitor,
-    advance,
-    dump_cursor,
-    parse_cursor,
-    partition_keys_from,
-)
+from pipelines.sensors.audit_cursor import read_cursor, write_cursor
 from resources.api.client import VisibilityClient
 from resources.api.config import KEY_SETTING, URL_SETTING
 from resources.api.errors import ConfigurationError, NotFoundError, VisibilityAPIError
@@ -49,6 +38,88 @@ TICK_REQUEST_DEADLINE_SECONDS = 30.0
 TREND_ASSET_KEYS: tuple[AssetKey, ...] = (AssetKey("competitor_trends"), AssetKey("citation_trends"))
 TAG_COMPETITORS = "visibility/history_competitors"
 TAG_HISTORY_FROM = "visibility/history_from"
+_UNSEEN = object()
+
+
+@dataclass(frozen=True)
+class ObservedCompetitor:
+    """One tracked competitor as the API lists it now."""
+
+    brand_id: str
+    competitor_id: str
+    history_from: dt.date | None
+    tracked_since: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.brand_id}:{self.competitor_id}"
+
+    @property
+    def episode(self) -> str:
+        """One tracking episode: a re-tracked competitor is a new episode."""
+        return f"{self.key}:{self.tracked_since or ''}"
+
+
+@dataclass(frozen=True)
+class HistoryState:
+    initialized: bool = False
+    #: "brand:competitor" -> history_from (ISO date) or None while backfilling
+    seen: Mapping[str, str | None] = field(default_factory=dict)
+    #: tracking episode -> the history_from it was requested from
+    requested: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HistoryBackfill:
+    """Refetch the trend partitions of every engine from ``start`` onward, for this competitor."""
+
+    competitor: ObservedCompetitor
+    start: dt.date
+
+
+_STATE = TypeAdapter(HistoryState)
+
+
+def parse_cursor(raw: str | None) -> HistoryState:
+    return read_cursor(raw, _STATE, HistoryState(), "competitor history cursor")
+
+
+def dump_cursor(state: HistoryState) -> str:
+    return write_cursor(state, _STATE)
+
+
+def advance(
+    state: HistoryState,
+    observed: Iterable[ObservedCompetitor],
+    *,
+    listed_brands: Iterable[str],
+) -> tuple[HistoryState, list[HistoryBackfill]]:
+    """Fold one listing into the state; return the backfills that are due now.
+
+    ``listed_brands`` are the brands whose competitors were listed successfully this tick: only their
+    entries are replaced, so a brand that failed to list keeps its memory.
+    """
+    listed = set(listed_brands)
+    seen = {k: v for k, v in state.seen.items() if k.split(":", 1)[0] not in listed}
+    requested = dict(state.requested)
+    due: list[HistoryBackfill] = []
+    for competitor in observed:
+        before = state.seen.get(competitor.key, _UNSEEN)
+        now_from = competitor.history_from
+        seen[competitor.key] = None if now_from is None else now_from.isoformat()
+        if now_from is None or competitor.episode in requested:
+            continue
+        transitioned = before is None or (before is _UNSEEN and state.initialized)
+        if transitioned:
+            requested[competitor.episode] = now_from.isoformat()
+            due.append(HistoryBackfill(competitor=competitor, start=now_from))
+    return HistoryState(initialized=True, seen=seen, requested=requested), due
+
+
+def partition_keys_from(start: dt.date, keys: Sequence[str]) -> list[str]:
+    """The ``date|engine`` keys dated ``start`` or later, in the partitions definition's order."""
+    cutoff = start.isoformat()
+    return [k for k in keys if str(k).split("|", 1)[0] >= cutoff]
 
 
 def _date(value: Any) -> dt.date | None:
@@ -135,7 +206,7 @@ def competitor_history_sensor(context: SensorEvaluationContext, api: VisibilityA
         )
     state = parse_cursor(context.cursor)
     try:
-        with sensor_client(api, TICK_REQUEST_DEADLINE_SECONDS) as client:
+        with api.get_client(retry_deadline_seconds=TICK_REQUEST_DEADLINE_SECONDS) as client:
             observed, listed = observe(client)
     except VisibilityAPIError as exc:
         return SensorResult(skip_reason=f"could not list competitors: {exc}", cursor=context.cursor)

@@ -10,10 +10,11 @@ from assets.partitions import DAILY_PARTITIONS
 from pipelines.sensors.competitor_history import (
     TAG_COMPETITORS,
     TREND_ASSET_KEYS,
+    HistoryBackfill,
+    ObservedCompetitor,
     backfill_request,
     competitor_history_sensor,
 )
-from pipelines.sensors.history_cursor import HistoryBackfill, ObservedCompetitor
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES_WITH_ALL
 from sandbox.testing import SandboxHandle

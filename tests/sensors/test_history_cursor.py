@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from pipelines.sensors.audit_cursor import CursorError
-from pipelines.sensors.history_cursor import (
+from pipelines.sensors.competitor_history import (
     HistoryState,
     ObservedCompetitor,
     advance,
