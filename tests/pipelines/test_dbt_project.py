@@ -1,5 +1,6 @@
-"""dbt green on day one: the README's `dbt build` passes over a warehouse one sync made, every table
-(even one only a sensor lands) there from the first sync on, on DuckDB and on Postgres.
+"""dbt green on day one: the README's `dbt build` (its tests included) passes over a fresh warehouse
+after one sync and after the demo, on DuckDB and on Postgres: every table (even one only a sensor
+lands) is there from the first sync on.
 
 The README's commands run as written from a folder laid out like the clone (`.venv`, `dbt/`)."""
 
@@ -56,47 +57,63 @@ def assert_every_source_test_passed(output: str) -> None:
 def test_dbt_build_and_test_pass_on_duckdb_after_the_demo(tmp_path: Path) -> None:
     cwd = clone_layout(tmp_path)
     env = demo_env()  # the default warehouse: data/visibility.duckdb in the working folder
-    demo = subprocess.run(
-        demo_command("--quiet"), cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_SECONDS
-    )
-    assert demo.returncode == EXIT_OK, demo.stdout + demo.stderr
+    start_the_warehouse("the demo", cwd, env, sandbox=None)
 
     build = readme_dbt_build()
     assert_every_source_test_passed(shell(build, cwd, env))
     assert_every_source_test_passed(shell(build.replace(" build ", " test "), cwd, env))
     # and the README's query for BI tools, on the same file
-    [query] = doc_block("README.md", ".venv/bin/python -c \"import duckdb;").lines()
+    [query] = doc_block("README.md", '.venv/bin/python -c "import duckdb;').lines()
     assert "is_current" in shell(query, cwd, env)
 
 
-@pytest.mark.slow
-@pytest.mark.postgres
-def test_dbt_build_passes_on_postgres_after_one_sync(
-    sandbox: SandboxHandle, postgres_url: str, pg_schema: str, tmp_path: Path
-) -> None:
-    cwd = clone_layout(tmp_path)
-    env = demo_env(
-        VISIBILITY_API_URL=sandbox.url,
-        VISIBILITY_API_KEY=sandbox.keys["workspace"],
-        VISIBILITY_WAREHOUSE=postgres_url,
-        VISIBILITY_SCHEMA=pg_schema,
-    )
-    sync = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "run", *ONE_DAY, "--quiet"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_SECONDS,
-    )
-    assert sync.returncode == EXIT_OK, sync.stdout + sync.stderr
+def start_the_warehouse(start: str, cwd: Path, env: dict[str, str], sandbox: SandboxHandle | None) -> None:
+    """``one sync``: one day from the test's sandbox; ``the demo``: the demo, with a sandbox of its own."""
+    if start == "the demo":
+        command = demo_command("--quiet")
+    else:
+        assert sandbox is not None
+        env.update(VISIBILITY_API_URL=sandbox.url, VISIBILITY_API_KEY=sandbox.keys["workspace"])
+        command = [sys.executable, "-m", "pipelines.cli", "run", *ONE_DAY, "--quiet"]
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
 
+
+def postgres_env(postgres_url: str, pg_schema: str) -> dict[str, str]:
+    """The warehouse's settings for the sync, and libpq's for dbt (as the README says for Postgres)."""
     url = urlsplit(postgres_url)
-    libpq = {  # as the README says for Postgres
+    return {
+        "VISIBILITY_WAREHOUSE": postgres_url,
+        "VISIBILITY_SCHEMA": pg_schema,
         "PGHOST": url.hostname or "",
         "PGPORT": str(url.port or 5432),
         "PGUSER": url.username or "",
         "PGPASSWORD": url.password or "",
         "PGDATABASE": url.path.lstrip("/"),
     }
-    assert_every_source_test_passed(shell(f"{readme_dbt_build()} --target postgres", cwd, {**env, **libpq}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("warehouse", "start"),
+    [  # DuckDB after the demo: the test above, which also runs `dbt test` and the README's query
+        ("duckdb", "one sync"),
+        pytest.param("postgres", "one sync", marks=pytest.mark.postgres),
+        pytest.param("postgres", "the demo", marks=pytest.mark.postgres),
+    ],
+)
+def test_dbt_build_passes_on_a_fresh_warehouse_after_either_start(
+    warehouse: str, start: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    cwd = clone_layout(tmp_path)
+    build = readme_dbt_build()  # its tests included: one dbt invocation
+    env = demo_env()  # DuckDB: the default warehouse, data/visibility.duckdb in the working folder
+    if warehouse == "postgres":
+        server, schema = request.getfixturevalue("postgres_url"), request.getfixturevalue("pg_schema")
+        env.update(postgres_env(server, schema))
+        build += " --target postgres"
+    sandbox = request.getfixturevalue("sandbox") if start == "one sync" else None
+
+    start_the_warehouse(start, cwd, env, sandbox)
+
+    assert_every_source_test_passed(shell(build, cwd, env))
