@@ -1,37 +1,16 @@
 """Asset checks on the landed tables, and the freshness policy of the daily assets.
 
-Each check reads the warehouse through ``resources/warehouse/queries.py`` (no SQL here) and fails
-with metadata that says what broke and where (counts plus a few sample rows):
-
-* ``keys_unique`` on every table: no key value occurs twice (ERROR).
-* ``cited_pages_not_capped`` / ``generations_not_capped``: the service truncated a top-N or complete
-  set (``capped``): WARN with ``total_count`` against the rows landed.
-* ``share_of_voice_sums_to_100`` on ``competitor_trends``: per brand, engine and day (week, request
-  window) with mentions, within ``SOV_TOLERANCE`` percentage points (ERROR).
-* ``window_totals_match_series`` on ``competitor_trends``: the service's window ``totals`` (counts)
-  equal the sums of the daily points landed, for each brand's last ``TOTALS_WINDOW_DAYS`` settled days
-  of the ``all`` rollup (one API call per brand, only in runs that land the ``all`` rollup) (ERROR).
-* ``no_empty_partitions`` on ``cited_pages``, ``prompt_mentions``, ``answers``: no (brand, engine,
-  day) cell of a materialized partition is empty where the trends the service reported (landed in
-  ``citation_trends`` / ``competitor_trends``) say it had data (ERROR); passes with a note while that
-  evidence table has not landed.
-* ``no_timed_out_audits`` on ``audit_reports``: audits that timed out in the last week (WARN).
-
-The checks of the synced tables are :class:`TableCheck`\\ s, derived from their catalog entries
-(:mod:`sync.catalog`): ``keys_unique`` from every spec, and the checks an entry names from
-:data:`DECLARED_CHECKS`. They are declared on the sync steps (``check_specs``) and evaluated by them
-right after each table lands, while the next table is fetched: a check is then no step of its own
-(its start-up and events would add to every sync), and a run of checks alone (the UI's "Execute
-checks") runs the step with no table selected. The audit checks stay ``@asset_check``\\ s of the
-audit asset.
-
-``DAILY_FRESHNESS`` is attached to every daily asset by :func:`with_freshness_policies`.
+Checks read the warehouse through ``resources/warehouse/queries.py`` (no SQL here) and fail with
+metadata saying what broke (counts and a few sample rows). A synced table's checks are
+:class:`TableCheck`\\ s derived from its catalog entry: ``keys_unique`` for every table, plus the
+names the entry declares from :data:`DECLARED_CHECKS`. Its sync step declares them (``check_specs``)
+and evaluates them right after the table lands, so a check costs no step of its own. The audit
+table's checks are ``@asset_check``\\ s of the audit asset.
 """
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from dagster import (
@@ -73,14 +52,7 @@ SUMMABLE_METRICS = ("responses_answered", "responses_with_brand", "mention_count
 DAILY_FRESHNESS = FreshnessPolicy.time_window(
     fail_window=dt.timedelta(hours=30), warn_window=dt.timedelta(hours=26)
 )
-
-
-def _today() -> dt.date:
-    return dt.datetime.now(dt.UTC).date()
-
-
-def _key(table: str) -> AssetKey:
-    return AssetKey(table)
+ERROR, WARN = AssetCheckSeverity.ERROR, AssetCheckSeverity.WARN
 
 
 @dataclass(frozen=True)
@@ -111,99 +83,67 @@ class TableCheck:
 
     @property
     def key(self) -> AssetCheckKey:
-        return AssetCheckKey(_key(self.table), self.name)
+        return AssetCheckKey(AssetKey(self.table), self.name)
 
     @property
     def spec(self) -> AssetCheckSpec:
-        return AssetCheckSpec(
-            self.name,
-            asset=self.table,
-            description=self.description,
-            additional_deps=[_key(t) for t in self.reads],
-        )
+        deps = [AssetKey(t) for t in self.reads]
+        return AssetCheckSpec(self.name, asset=self.table, description=self.description, additional_deps=deps)
 
     def run(self, inputs: CheckInputs) -> AssetCheckResult:
         return self.evaluate(inputs)._replace(asset_key=self.key.asset_key, check_name=self.name)
 
 
-# --- keys unique --------------------------------------------------------------------------------
+def _result(
+    failures: int, severity: AssetCheckSeverity, problem: str, metadata: dict[str, Any]
+) -> AssetCheckResult:
+    """Passed when ``failures`` is 0; otherwise failed at ``severity``, described by ``problem``."""
+    return AssetCheckResult(
+        passed=failures == 0,
+        severity=severity,
+        description=problem if failures else None,
+        metadata=metadata,
+    )
 
 
-def keys_unique_result(count: int, sample: list[Any], spec: TableSpec) -> AssetCheckResult:
+def keys_unique(spec: TableSpec, warehouse: Warehouse) -> AssetCheckResult:
+    count, sample = queries.duplicate_keys(warehouse, spec.name, spec.key)
+    key = ", ".join(spec.key)
     return AssetCheckResult(
         passed=count == 0,
-        severity=AssetCheckSeverity.ERROR,
-        description=f"{count} key value(s) of {spec.name} occur more than once (key {', '.join(spec.key)})"
+        severity=ERROR,
+        description=f"{count} key value(s) of {spec.name} occur more than once (key {key})"
         if count
-        else f"every ({', '.join(spec.key)}) of {spec.name} is unique",
+        else f"every ({key}) of {spec.name} is unique",
         metadata={"duplicate_keys": count, "key": list(spec.key), "sample": sample},
     )
 
 
-def keys_unique(spec: TableSpec, inputs: CheckInputs) -> AssetCheckResult:
-    count, sample = queries.duplicate_keys(inputs.warehouse, spec.name, spec.key)
-    return keys_unique_result(count, sample, spec)
-
-
-# --- capped ---------------------------------------------------------------------------------------
-
-
 def cited_pages_not_capped(inputs: CheckInputs) -> AssetCheckResult:
     count, sample = queries.capped_cited_page_days(inputs.warehouse)
-    return AssetCheckResult(
-        passed=count == 0,
-        severity=AssetCheckSeverity.WARN,
-        description=f"{count} brand/day/engine list(s) capped: rows landed < total_count" if count else None,
-        metadata={"capped_slices": count, "sample": sample},
-    )
-
-
-def capped_generations_result(capped: dict[str, dict[str, int]]) -> AssetCheckResult:
-    """``capped``: brand id -> {"total_count", "rows"} of the brands whose listing was truncated."""
-    return AssetCheckResult(
-        passed=not capped,
-        severity=AssetCheckSeverity.WARN,
-        description=f"generations of {len(capped)} brand(s) capped: rows landed < total_count"
-        if capped
-        else None,
-        metadata={"capped_brands": len(capped), "counts": capped},
-    )
-
-
-def _capped_from_metadata(metadata: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """The generations asset records ``capped`` as {brand id: {total_count, rows}} (JSON metadata)."""
-    raw = metadata.get("capped")
-    value = getattr(raw, "value", raw) if raw is not None else None
-    if isinstance(value, dict):
-        return {str(k): dict(v) for k, v in value.items()}
-    return {}
+    problem = f"{count} brand/day/engine list(s) capped: rows landed < total_count"
+    return _result(count, WARN, problem, {"capped_slices": count, "sample": sample})
 
 
 def generations_not_capped(inputs: CheckInputs) -> AssetCheckResult:
     metadata = inputs.metadata
     if metadata is None:
-        event = inputs.instance.get_latest_materialization_event(_key("generations"))
-        materialization = event.asset_materialization if event is not None else None
-        if materialization is None:
+        event = inputs.instance.get_latest_materialization_event(AssetKey("generations"))
+        if event is None or event.asset_materialization is None:
             return AssetCheckResult(passed=True, description="generations not materialized yet")
-        metadata = dict(materialization.metadata)
-    return capped_generations_result(_capped_from_metadata(metadata))
-
-
-# --- share of voice -----------------------------------------------------------------------------
+        metadata = dict(event.asset_materialization.metadata)
+    # the asset records ``capped`` as JSON metadata: {brand id: {total_count, rows}}
+    raw = metadata.get("capped")
+    value = getattr(raw, "value", raw)
+    capped = {str(k): dict(v) for k, v in value.items()} if isinstance(value, dict) else {}
+    problem = f"generations of {len(capped)} brand(s) capped: rows landed < total_count"
+    return _result(len(capped), WARN, problem, {"capped_brands": len(capped), "counts": capped})
 
 
 def share_of_voice_sums_to_100(inputs: CheckInputs) -> AssetCheckResult:
     count, sample = queries.share_of_voice_off(inputs.warehouse, tolerance=SOV_TOLERANCE)
-    return AssetCheckResult(
-        passed=count == 0,
-        severity=AssetCheckSeverity.ERROR,
-        description=f"{count} brand/engine/day group(s) whose share of voice is not 100" if count else None,
-        metadata={"groups_off": count, "tolerance": SOV_TOLERANCE, "sample": sample},
-    )
-
-
-# --- window totals ------------------------------------------------------------------------------
+    problem = f"{count} brand/engine/day group(s) whose share of voice is not 100"
+    return _result(count, ERROR, problem, {"groups_off": count, "tolerance": SOV_TOLERANCE, "sample": sample})
 
 
 def compare_totals(
@@ -214,22 +154,14 @@ def compare_totals(
     for entity in api_entities:
         name = str(entity.get("brand_name"))
         totals = entity.get("totals") or {}
-        sums = landed.get(name, {})
         for metric in SUMMABLE_METRICS:
             expected = totals.get(metric)
-            if expected is None:
-                continue
-            got = sums.get(metric, 0.0)
-            if abs(float(expected) - got) > 1e-6:
+            got = landed.get(name, {}).get(metric, 0.0)
+            if expected is not None and abs(float(expected) - got) > 1e-6:
                 mismatches.append(
                     {"entity": name, "metric": metric, "api_total": expected, "landed_sum": got}
                 )
     return mismatches
-
-
-def settled_end(today: dt.date, lookback_days: int) -> dt.date:
-    """First day the service may still restate: points before it are final."""
-    return today - dt.timedelta(days=lookback_days)
 
 
 def run_lands_rollup(tags: Mapping[str, str]) -> bool:
@@ -243,8 +175,8 @@ def run_lands_rollup(tags: Mapping[str, str]) -> bool:
 
 
 def window_totals_match_series(inputs: CheckInputs) -> AssetCheckResult:
+    # only one run of a backfill split per engine or day asks the API (the others would repeat it)
     if inputs.api is None or not run_lands_rollup(inputs.run_tags):
-        # each run of a backfill split per engine or day would otherwise ask the API the same questions
         return AssetCheckResult(
             passed=True,
             description="compared by the run of the backfill that lands its newest `all` partition"
@@ -252,55 +184,56 @@ def window_totals_match_series(inputs: CheckInputs) -> AssetCheckResult:
             else "this run landed no `all` partition: the all-engine totals were not compared",
             metadata={"brands_checked": 0},
         )
-    end_before = settled_end(_today(), inputs.lookback_days)
+    # points before the lookback are settled: the service no longer restates them
+    end_before = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=inputs.lookback_days)
     windows = queries.trend_windows(inputs.warehouse, end_before=end_before, days=TOTALS_WINDOW_DAYS)
-    landed = {
-        brand: queries.competitor_series_totals(
-            inputs.warehouse, brand_id=brand, engine="all", start=start, end=end
-        )
-        for brand, start, end in windows
-    }
     mismatches: list[dict[str, Any]] = []
     with inputs.api.get_client() as client:
         for brand, start, end in windows:
+            landed = queries.competitor_series_totals(
+                inputs.warehouse, brand_id=brand, engine="all", start=start, end=end
+            )
             data = client.competitor_trends(brand, engine=None, start=start, end=end, granularity="day")
             entities = [data.get("brand") or {}, *(data.get("competitors") or [])]
-            for m in compare_totals(entities, landed[brand]):
+            for m in compare_totals(entities, landed):
                 mismatches.append({"brand_id": brand, "window": f"{start}..{end}", **m})
-    return AssetCheckResult(
-        passed=not mismatches,
-        severity=AssetCheckSeverity.ERROR,
-        description=f"{len(mismatches)} total(s) differ from the landed points" if mismatches else None,
-        metadata={
-            "brands_checked": len(windows),
-            "mismatches": len(mismatches),
-            "sample": mismatches[:5],
-        },
+    problem = f"{len(mismatches)} total(s) differ from the landed points"
+    metadata = {"brands_checked": len(windows), "mismatches": len(mismatches), "sample": mismatches[:5]}
+    return _result(len(mismatches), ERROR, problem, metadata)
+
+
+def no_empty_partitions(table: str, inputs: CheckInputs) -> AssetCheckResult:
+    """No cell of a materialized (day, engine) partition is empty where the evidence table (its
+    entry's ``evidence`` rule) says the service had data."""
+    spec = catalog.BY_NAME[table].spec
+    assert spec.date_column is not None
+    rule = _evidence(table)
+    if not queries.table_exists(inputs.warehouse, rule.source_table):
+        return AssetCheckResult(
+            passed=True,
+            description=f"{rule.source_table} has not landed yet: no evidence to check against",
+            metadata={"evidence_table": rule.source_table, "partitions_checked": 0},
+        )
+    since = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=EMPTY_CHECK_DAYS)
+    partitions = (str(p).partition("|") for p in inputs.instance.get_materialized_partitions(AssetKey(table)))
+    materialized = {(day, engine) for day, _, engine in partitions if day >= since.isoformat()}
+    expected = queries.expected_cells(inputs.warehouse, rule, since=since)
+    landed = (
+        queries.landed_cells(inputs.warehouse, table, spec.date_column, since=since) if expected else set()
     )
-
-
-# --- no empty partitions ------------------------------------------------------------------------
-
-
-def empty_cells(
-    expected: set[queries.BrandDay], landed: set[queries.BrandDay], materialized: set[tuple[str, str]]
-) -> list[queries.BrandDay]:
-    """Cells of materialized (day, engine) partitions that hold no row though the service had data."""
-    return sorted(
+    empty = sorted(
         (cell for cell in expected - landed if (cell[2].isoformat(), cell[1]) in materialized),
         key=lambda c: (c[2], c[0], c[1]),
         reverse=True,
     )
-
-
-def _materialized(instance: DagsterInstance, key: AssetKey, since: dt.date) -> set[tuple[str, str]]:
-    """(day, engine) partitions of ``key`` that Dagster recorded as materialized, from ``since``."""
-    out: set[tuple[str, str]] = set()
-    for partition in instance.get_materialized_partitions(key):
-        day, _, engine = str(partition).partition("|")
-        if day >= since.isoformat():
-            out.add((day, engine))
-    return out
+    problem = f"{len(empty)} cell(s) of {table} landed empty while the service reported data"
+    metadata = {
+        "empty_cells": len(empty),
+        "partitions_checked": len(materialized),
+        "evidence_table": rule.source_table,
+        "sample": [{"brand_id": b, "engine": e, "day": d.isoformat()} for b, e, d in empty[:5]],
+    }
+    return _result(len(empty), ERROR, problem, metadata)
 
 
 def _evidence(table: str) -> queries.ExpectedCells:
@@ -310,41 +243,6 @@ def _evidence(table: str) -> queries.ExpectedCells:
         raise ValueError(f"{table} declares no_empty_partitions without its evidence")
     return queries.EXPECTED_CELLS[evidence]
 
-
-def no_empty_partitions(
-    spec: TableSpec, rule: queries.ExpectedCells, inputs: CheckInputs
-) -> AssetCheckResult:
-    table = spec.name
-    assert spec.date_column is not None
-    since = _today() - dt.timedelta(days=EMPTY_CHECK_DAYS)
-    if not queries.table_exists(inputs.warehouse, rule.source_table):
-        return AssetCheckResult(
-            passed=True,
-            description=f"{rule.source_table} has not landed yet: no evidence to check against",
-            metadata={"evidence_table": rule.source_table, "partitions_checked": 0},
-        )
-    materialized = _materialized(inputs.instance, _key(table), since)
-    expected = queries.expected_cells(inputs.warehouse, rule, since=since)
-    landed = (
-        queries.landed_cells(inputs.warehouse, table, spec.date_column, since=since) if expected else set()
-    )
-    empty = empty_cells(expected, landed, materialized)
-    return AssetCheckResult(
-        passed=not empty,
-        severity=AssetCheckSeverity.ERROR,
-        description=f"{len(empty)} cell(s) of {table} landed empty while the service reported data"
-        if empty
-        else None,
-        metadata={
-            "empty_cells": len(empty),
-            "partitions_checked": len(materialized),
-            "evidence_table": rule.source_table,
-            "sample": [{"brand_id": b, "engine": e, "day": d.isoformat()} for b, e, d in empty[:5]],
-        },
-    )
-
-
-# --- the checks of the synced tables --------------------------------------------------------------
 
 #: Checks a catalog entry may declare by name (``checks=(...)``), each made for the entry's table.
 DECLARED_CHECKS: dict[str, Callable[[str], TableCheck]] = {
@@ -376,113 +274,77 @@ DECLARED_CHECKS: dict[str, Callable[[str], TableCheck]] = {
         "window totals (responses, mentions, citations) equal the sums of the landed daily points.",
         window_totals_match_series,
     ),
-    # its rule (which table says the service had data): the entry's `evidence`, one of
-    # resources/warehouse/queries.py's EXPECTED_CELLS
     "no_empty_partitions": lambda table: TableCheck(
         table,
         "no_empty_partitions",
         f"No materialized brand/engine/day of {table} is empty where "
         f"{_evidence(table).source_table} shows the service had data (last {EMPTY_CHECK_DAYS} days).",
-        partial(no_empty_partitions, catalog.BY_NAME[table].spec, _evidence(table)),
+        lambda inputs: no_empty_partitions(table, inputs),
         reads=(_evidence(table).source_table,),
     ),
 }
 
 
-def derived_checks(spec: TableSpec) -> list[TableCheck]:
-    """The checks every synced table gets from its spec: no two rows share its key."""
-    return [
-        TableCheck(
-            spec.name,
-            "keys_unique",
-            f"No two rows of {spec.name} share a key ({', '.join(spec.key)}).",
-            partial(keys_unique, spec),
-        )
-    ]
+def _keys_unique_description(spec: TableSpec) -> str:
+    return f"No two rows of {spec.name} share a key ({', '.join(spec.key)})."
+
+
+def _keys_unique_check(spec: TableSpec) -> TableCheck:
+    def evaluate(inputs: CheckInputs) -> AssetCheckResult:
+        return keys_unique(spec, inputs.warehouse)
+
+    return TableCheck(spec.name, "keys_unique", _keys_unique_description(spec), evaluate)
 
 
 def checks_of(tables: Iterable[str]) -> list[TableCheck]:
-    """The checks of the synced ``tables``, from their catalog entries: those derived from the spec,
-    then those the entry declares (in its order)."""
+    """The checks of the synced ``tables``: ``keys_unique``, then those the entry declares (in its order).
+    A table no sync lands has none here (the audits' checks are their own)."""
     out: list[TableCheck] = []
     for name in dict.fromkeys(tables):
         entry = catalog.BY_NAME.get(name)
-        if entry is None:  # a table no sync lands (the audits: their checks are their own)
+        if entry is None:
             continue
-        out += derived_checks(entry.spec)
-        out += [DECLARED_CHECKS[check](name) for check in entry.checks]
+        out += [_keys_unique_check(entry.spec), *(DECLARED_CHECKS[check](name) for check in entry.checks)]
     return out
 
 
-def table_checks() -> list[TableCheck]:
-    """The checks of every synced table (the catalog's entries, in its order)."""
-    return checks_of(catalog.BY_NAME)
-
-
 def check_by_key(key: AssetCheckKey) -> TableCheck:
-    return next(check for check in table_checks() if check.key == key)
-
-
-# --- audits -------------------------------------------------------------------------------------
-
-
-def _keys_unique_check(spec: TableSpec) -> AssetChecksDefinition:
-    @asset_check(
-        asset=_key(spec.name),
-        name="keys_unique",
-        description=f"No two rows of {spec.name} share a key ({', '.join(spec.key)}).",
-    )
-    def _check(warehouse: WarehouseResource) -> AssetCheckResult:
-        with warehouse.get_warehouse() as wh:
-            count, sample = queries.duplicate_keys(wh, spec.name, spec.key)
-        return keys_unique_result(count, sample, spec)
-
-    return _check
+    return next(check for check in checks_of(catalog.BY_NAME) if check.key == key)
 
 
 @asset_check(
-    asset=_key("audit_reports"),
+    asset=AUDIT_REPORTS.name, name="keys_unique", description=_keys_unique_description(AUDIT_REPORTS)
+)
+def audit_keys_unique(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.get_warehouse() as wh:
+        return keys_unique(AUDIT_REPORTS, wh)
+
+
+@asset_check(
+    asset=AUDIT_REPORTS.name,
     name="no_timed_out_audits",
     description="Warns when audits timed out (still pending past the sensor's deadline) in the last 7 days.",
 )
 def no_timed_out_audits(warehouse: WarehouseResource) -> AssetCheckResult:
-    since = dt.datetime.now(dt.UTC) - dt.timedelta(days=7)
     with warehouse.get_warehouse() as wh:
-        timed_out = queries.audits_timed_out_since(wh, since)
-    return AssetCheckResult(
-        passed=not timed_out,
-        severity=AssetCheckSeverity.WARN,
-        description=f"{len(timed_out)} audit(s) timed out in the last 7 days" if timed_out else None,
-        metadata={"timed_out": len(timed_out), "sample": timed_out[:5]},
-    )
+        timed_out = queries.audits_timed_out_since(wh, dt.datetime.now(dt.UTC) - dt.timedelta(days=7))
+    problem = f"{len(timed_out)} audit(s) timed out in the last 7 days"
+    return _result(len(timed_out), WARN, problem, {"timed_out": len(timed_out), "sample": timed_out[:5]})
 
 
-#: Checks of the audit sensor's table.
-audit_checks: list[AssetChecksDefinition] = [
-    _keys_unique_check(AUDIT_REPORTS),
-    no_timed_out_audits,
-]
-
-
-# --- freshness ----------------------------------------------------------------------------------
-
-#: Assets the daily schedule materializes (every synced table; not those landed by sensors).
-DAILY_ASSET_KEYS: frozenset[AssetKey] = frozenset(_key(name) for name in catalog.BY_NAME)
+audit_checks: list[AssetChecksDefinition] = [audit_keys_unique, no_timed_out_audits]
 
 
 def with_freshness_policies(
-    assets: Sequence[AssetsDefinition | AssetSpec],
-    policy: FreshnessPolicy = DAILY_FRESHNESS,
-    keys: Iterable[AssetKey] = DAILY_ASSET_KEYS,
+    assets: Sequence[AssetsDefinition | AssetSpec], policy: FreshnessPolicy = DAILY_FRESHNESS
 ) -> list[AssetsDefinition | AssetSpec]:
-    """The same assets, the daily ones carrying ``policy`` (an explicit policy on an asset wins).
+    """The same assets, every synced table carrying ``policy`` (an explicit policy on an asset wins).
 
-    Freshness policies are evaluated by the daemon when ``dagster.yaml`` has ``freshness: enabled:
-    true``; the UI then shows each asset's freshness state.
+    The daemon evaluates freshness when ``dagster.yaml`` has ``freshness: enabled: true``.
     """
-    wanted = set(keys)
+    daily = {AssetKey(name) for name in catalog.BY_NAME}
 
     def attach(spec: AssetSpec) -> AssetSpec:
-        return apply_freshness_policy(spec, policy, overwrite_existing=False) if spec.key in wanted else spec
+        return apply_freshness_policy(spec, policy, overwrite_existing=False) if spec.key in daily else spec
 
     return list(map_asset_specs(attach, assets))
