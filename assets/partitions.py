@@ -1,18 +1,12 @@
 """Partitions: daily ``date`` x static ``engine``, one definition for every partitioned table.
 
 The engine dimension holds the seven engines plus ``all``, the all-engine rollup of the endpoints
-that have one (competitor trends, citation trends, citation URLs: rollup rates are not sums of
-per-engine rates). Prompt mentions and answers have no rollup, so their ``all`` partitions are empty
-by definition (nothing is fetched or written there). They share the definition anyway, because
-Dagster lets the UI pick a date range for a group only when every asset at its root has the same
-partitions definition: one backfill dialog then covers every daily table.
+that have one. Tables without a rollup (prompt mentions, answers) leave their ``all`` partitions
+empty but share the definition: Dagster's UI picks one date range for a group only when every root
+asset has the same partitions definition. Keys read ``<date>|<engine>`` (dimensions sort by name).
 
-Multi-partition keys read ``<date>|<engine>`` (Dagster orders dimensions by name).
-
-Dagster needs one fixed partitions definition per code location, when the assets are declared, i.e.
-at import: :data:`PARTITION_SETTINGS` (first day, lookback) are therefore the settings this layer
-reads itself, once, through ``settings.py`` (the only reader of the environment), and those alone,
-so a mistake in the API or warehouse settings does not stop the import.
+Dagster needs the definition at import, so :data:`PARTITION_SETTINGS` (first day, lookback) are read
+then, alone: a mistake in the API or warehouse settings does not stop the import.
 """
 
 from __future__ import annotations
@@ -52,7 +46,6 @@ def date_engine_partitions(start: dt.date) -> MultiPartitionsDefinition:
     )
 
 
-#: Read once at import (module docstring); the checks' default lookback too.
 PARTITION_SETTINGS: PartitionSettings = load_partition_settings()
 DAILY_PARTITIONS = date_engine_partitions(PARTITION_SETTINGS.start_date)
 
@@ -76,12 +69,63 @@ def parse_partition_keys(keys: list[str] | tuple[str, ...] | set[str]) -> set[tu
     return out
 
 
-#: The tags that name a run's partitions as a whole (shown when they are refused).
-RANGE_AND_NAME_TAGS = (ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG)
-
-
 class PartitionRequestError(ValueError):
     """A run whose tags do not say one set of partitions: it fails before fetching anything."""
+
+
+class _RunTags:
+    """A run's partition tags, read against ``partitions_def``; errors name the tags."""
+
+    def __init__(self, tags: Mapping[str, str], partitions_def: MultiPartitionsDefinition) -> None:
+        self.tags = tags
+        self.partitions_def = partitions_def
+        prefix = MULTIDIMENSIONAL_PARTITION_PREFIX
+        self.by_dim = {k[len(prefix) :]: v for k, v in tags.items() if k.startswith(prefix)}
+        self.dims = set(partitions_def.partition_dimension_names)
+
+    def named(self) -> str:
+        """The range, partition and per-dimension tags, as an error shows them."""
+        names = (ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG)
+        shown = {k: self.tags[k] for k in names if k in self.tags}
+        shown.update({f"{MULTIDIMENSIONAL_PARTITION_PREFIX}{d}": v for d, v in self.by_dim.items()})
+        return ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items())) or "no partition tags"
+
+    def parse(self, key: str, what: str) -> MultiPartitionKey:
+        try:
+            parsed = self.partitions_def.get_partition_key_from_str(key)
+        except Exception as exc:
+            raise PartitionRequestError(f"{what} {key!r} is not a date|engine partition key ({exc})") from exc
+        if set(parsed.keys_by_dimension) != self.dims:
+            raise PartitionRequestError(
+                f"{what} {key!r} does not name every dimension of {sorted(self.dims)}"
+            )
+        return parsed
+
+    def agree(self, first: MultiPartitionKey, why: str, copied_from: Collection[str] = ()) -> None:
+        """The per-dimension tags name ``first``, or (a job backfill's copy) one of ``copied_from``."""
+        unknown = set(self.by_dim) - self.dims
+        clash = {d: v for d, v in self.by_dim.items() if d in self.dims and first.keys_by_dimension[d] != v}
+        copied = set(self.by_dim) == self.dims and str(MultiPartitionKey(self.by_dim)) in copied_from
+        if unknown or (clash and not copied):
+            raise PartitionRequestError(
+                f"the run's partition tags disagree ({why}): {self.named()}; "
+                "re-launch it with one partition or one range"
+            )
+
+    def range_cells(
+        self, start: str, end: str, job_backfill_partitions: Collection[str]
+    ) -> set[tuple[dt.date, str]]:
+        first, last = self.parse(start, "range start"), self.parse(end, "range end")
+        self.agree(
+            first, "per-dimension tags other than the range's first partition", job_backfill_partitions
+        )
+        try:
+            keys = self.partitions_def.get_partition_keys_in_range(PartitionKeyRange(str(first), str(last)))
+        except Exception as exc:
+            raise PartitionRequestError(f"the range {start!r}..{end!r} cannot be resolved ({exc})") from exc
+        if not keys:
+            raise PartitionRequestError(f"the range {start!r}..{end!r} names no partition")
+        return parse_partition_keys(list(keys))
 
 
 def requested_cells(
@@ -89,86 +133,39 @@ def requested_cells(
     partitions_def: MultiPartitionsDefinition,
     job_backfill_partitions: Collection[str] = (),
 ) -> set[tuple[dt.date, str]]:
-    """The ``(date, engine)`` cells a run was asked for, read from its tags by one rule.
+    """The ``(date, engine)`` cells a run was asked for, read from its tags by one rule
+    (docs/OPERATIONS.md, "What each launch asks for"):
 
-    Every launch shape reaches a run as tags (docs/OPERATIONS.md, "What each launch asks for"):
-
-    * a range (``dagster/asset_partition_range_start`` / ``_end``: the schedule, the command line,
-      asset backfills, job backfills, the launchpad's range): the rectangle of dates x engines
-      between its ends, as Dagster's ``MultiPartitionsDefinition`` reads a range. It wins over the
-      per-dimension tags, which a *job* backfill copies from the range's first partition next to
-      the range (Dagster's run context then reads that one partition only: the defect this rule
-      closes). Those copies must name the range's first partition or, in a job backfill's run
-      (``job_backfill_partitions``: the backfill's partition keys), one of the backfill's partitions
-      (Dagster copies the first partition of the chunk of runs it submits onto each of them); any
-      other value is a conflict;
-    * one partition (``dagster/partition``, with or without ``dagster/partition/<dimension>``);
+    * a range (``dagster/asset_partition_range_start`` / ``_end``): the rectangle between its ends.
+      It wins over the per-dimension tags a job backfill copies next to it (Dagster's run context
+      reads those as one partition); they must name the range's first partition or, in a job
+      backfill's run, one of the backfill's partitions (``job_backfill_partitions``);
+    * one partition (``dagster/partition``, with or without its per-dimension tags);
     * ``dagster/partition/<dimension>`` tags alone, naming every dimension.
 
-    Anything else (one end of a range, a range that names no partition, tags that disagree, a
-    dimension missing) raises :class:`PartitionRequestError` naming the tags: a run that cannot tell
-    what it was asked for fails rather than land less.
+    Anything else raises :class:`PartitionRequestError` naming the tags: a run that cannot tell what
+    it was asked for fails rather than land less.
     """
+    run = _RunTags(tags, partitions_def)
     start, end = tags.get(ASSET_PARTITION_RANGE_START_TAG), tags.get(ASSET_PARTITION_RANGE_END_TAG)
     single = tags.get(PARTITION_NAME_TAG)
-    by_dim = {
-        k[len(MULTIDIMENSIONAL_PARTITION_PREFIX) :]: v
-        for k, v in tags.items()
-        if k.startswith(MULTIDIMENSIONAL_PARTITION_PREFIX)
-    }
-    dims = set(partitions_def.partition_dimension_names)
-
-    def named(*keys: str) -> str:
-        shown = {k: tags[k] for k in keys if k in tags}
-        shown.update({f"{MULTIDIMENSIONAL_PARTITION_PREFIX}{d}": v for d, v in by_dim.items()})
-        return ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items())) or "no partition tags"
-
-    def parse(key: str, what: str) -> MultiPartitionKey:
-        try:
-            parsed = partitions_def.get_partition_key_from_str(key)
-        except Exception as exc:
-            raise PartitionRequestError(f"{what} {key!r} is not a date|engine partition key ({exc})") from exc
-        if set(parsed.keys_by_dimension) != dims:
-            raise PartitionRequestError(f"{what} {key!r} does not name every dimension of {sorted(dims)}")
-        return parsed
-
-    def agree(first: MultiPartitionKey, why: str, copied_from: Collection[str] = ()) -> None:
-        unknown = set(by_dim) - dims
-        clash = {d: v for d, v in by_dim.items() if d in dims and first.keys_by_dimension[d] != v}
-        if clash and not unknown and set(by_dim) == dims and str(MultiPartitionKey(by_dim)) in copied_from:
-            return  # the job backfill's copy of its first partition's tags
-        if unknown or clash:
-            raise PartitionRequestError(
-                f"the run's partition tags disagree ({why}): {named(*RANGE_AND_NAME_TAGS)}; "
-                "re-launch it with one partition or one range"
-            )
-
     if start or end:
         if not (start and end):
-            raise PartitionRequestError(f"a partition range needs both ends: {named(*RANGE_AND_NAME_TAGS)}")
+            raise PartitionRequestError(f"a partition range needs both ends: {run.named()}")
         if single:
-            raise PartitionRequestError(
-                f"a run has a range or one partition, not both: {named(*RANGE_AND_NAME_TAGS)}"
-            )
-        first, last = parse(start, "range start"), parse(end, "range end")
-        agree(first, "per-dimension tags other than the range's first partition", job_backfill_partitions)
-        try:
-            keys = partitions_def.get_partition_keys_in_range(PartitionKeyRange(str(first), str(last)))
-        except Exception as exc:
-            raise PartitionRequestError(f"the range {start!r}..{end!r} cannot be resolved ({exc})") from exc
-        if not keys:
-            raise PartitionRequestError(f"the range {start!r}..{end!r} names no partition")
-        return parse_partition_keys(list(keys))
+            raise PartitionRequestError(f"a run has a range or one partition, not both: {run.named()}")
+        return run.range_cells(start, end, job_backfill_partitions)
     if single:
-        key = parse(single, "partition")
-        agree(key, "per-dimension tags other than the partition's")
+        key = run.parse(single, "partition")
+        run.agree(key, "per-dimension tags other than the partition's")
         return parse_partition_keys([key])
-    if by_dim:
-        if set(by_dim) != dims:
+    if run.by_dim:
+        if set(run.by_dim) != run.dims:
             raise PartitionRequestError(
-                f"per-dimension tags name {sorted(by_dim)}, not every dimension of {sorted(dims)}: {named()}"
+                f"per-dimension tags name {sorted(run.by_dim)}, not every dimension of {sorted(run.dims)}: "
+                f"{run.named()}"
             )
-        return parse_partition_keys([MultiPartitionKey(by_dim)])
+        return parse_partition_keys([MultiPartitionKey(run.by_dim)])
     raise PartitionRequestError("the run names no partition (no range, partition or per-dimension tags)")
 
 
