@@ -50,12 +50,11 @@ logger = logging.getLogger(API_LOGGER)
 _UNKNOWN_ENGINE_WARN_EVERY_SECONDS = 30.0
 
 
-def _iso(day: dt.date | None) -> str | None:
-    return day.isoformat() if day is not None else None
-
-
-def _params(**values: Any) -> dict[str, Any]:
-    """Query parameters without the unset ones (so service defaults apply)."""
+def _query(start: dt.date | None, end: dt.date | None, **values: Any) -> dict[str, Any]:
+    """Query parameters of a date window (``end`` exclusive) without the unset ones (so service
+    defaults apply)."""
+    values["from"] = start.isoformat() if start else None
+    values["to"] = end.isoformat() if end else None
     return {name: value for name, value in values.items() if value is not None}
 
 
@@ -266,7 +265,7 @@ class VisibilityClient:
         limit: int = ep.MAX_LIMIT_ANSWERS,
         walk: WalkPosition | None = None,
     ) -> Iterator[Row]:
-        params = _params(engine=engine, limit=limit, **{"from": _iso(start), "to": _iso(end)})
+        params = _query(start, end, engine=engine, limit=limit)
         return self.pages(ep.LIST_ANSWERS, ep.LIST_ANSWERS.path(id=brand_id), params, walk=walk)
 
     def list_prompt_mentions(
@@ -279,7 +278,7 @@ class VisibilityClient:
         limit: int = ep.MAX_LIMIT_PAGING,
         walk: WalkPosition | None = None,
     ) -> Iterator[Row]:
-        params = _params(engine=engine, limit=limit, **{"from": _iso(start), "to": _iso(end)})
+        params = _query(start, end, engine=engine, limit=limit)
         path = ep.LIST_PROMPT_MENTIONS.path(id=prompt_id)
         return self.pages(ep.LIST_PROMPT_MENTIONS, path, params, walk=walk)
 
@@ -298,11 +297,8 @@ class VisibilityClient:
         start: dt.date | None = None,
         end: dt.date | None = None,
     ) -> Row:
-        params = _params(
-            domain=domain,
-            url=url,
-            engine=engine,
-            **{ep.TOPIC_FILTER_PARAM: topic_id, "from": _iso(start), "to": _iso(end)},
+        params = _query(
+            start, end, domain=domain, url=url, engine=engine, **{ep.TOPIC_FILTER_PARAM: topic_id}
         )
         return self._object(ep.CITATION_TRENDS, ep.CITATION_TRENDS.path(id=brand_id), params=params)
 
@@ -316,11 +312,7 @@ class VisibilityClient:
         end: dt.date | None = None,
         limit: int = ep.MAX_LIMIT_CITATION_URLS,
     ) -> CompleteSet:
-        params = _params(
-            engine=engine,
-            limit=limit,
-            **{ep.TOPIC_FILTER_PARAM: topic_id, "from": _iso(start), "to": _iso(end)},
-        )
+        params = _query(start, end, engine=engine, limit=limit, **{ep.TOPIC_FILTER_PARAM: topic_id})
         path = ep.CITATION_URLS.path(id=brand_id)
         return self._complete(ep.CITATION_URLS, path, params, with_citations=True)
 
@@ -341,7 +333,7 @@ class VisibilityClient:
         end: dt.date | None = None,
         granularity: str = "day",
     ) -> Row:
-        params = _params(engine=engine, granularity=granularity, **{"from": _iso(start), "to": _iso(end)})
+        params = _query(start, end, engine=engine, granularity=granularity)
         path = ep.COMPETITOR_TRENDS.path(id=brand_id)
         return self._object(ep.COMPETITOR_TRENDS, path, params=params)
 

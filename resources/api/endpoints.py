@@ -72,16 +72,6 @@ def _is_integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
-    if isinstance(value, float):
-        return True
-    return _is_integer(value) and -_FLOAT_MAX <= value <= _FLOAT_MAX
-
-
-def _is_strings(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
 def valid_int64(value: Any) -> bool:
     return _is_integer(value) and INT64_MIN <= value <= INT64_MAX
 
@@ -89,11 +79,11 @@ def valid_int64(value: Any) -> bool:
 _CHECKS: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
     "integer": valid_int64,
-    "number": _is_number,
+    "number": lambda v: isinstance(v, float) or (_is_integer(v) and -_FLOAT_MAX <= v <= _FLOAT_MAX),
     "boolean": lambda v: isinstance(v, bool),
     "array": lambda v: isinstance(v, list),
     "object": lambda v: isinstance(v, dict),
-    "strings": _is_strings,
+    "strings": lambda v: isinstance(v, list) and all(isinstance(item, str) for item in v),
 }
 
 #: What msgspec checks a scalar field against when a page is validated at once (in C): what the
@@ -135,21 +125,20 @@ def _page_type(flat: list[tuple[str, Kind, bool]]) -> Any | None:
     return rows_type([(name, _PAGE_TYPES[kind], required) for name, kind, required in flat])
 
 
+#: JSON type names by Python type, the first match wins (``bool`` before ``int``).
+_JSON_KINDS: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (type(None), "null"),
+    (bool, "boolean"),
+    ((int, float), "number"),
+    (str, "string"),
+    ((list, tuple), "array"),
+    (dict, "object"),
+)
+
+
 def json_kind(value: Any) -> str:
     """The JSON type name of a decoded value, for error messages ("number", "string", ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return next((name for types, name in _JSON_KINDS if isinstance(value, types)), type(value).__name__)
 
 
 def _wrong(

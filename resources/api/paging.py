@@ -69,6 +69,7 @@ class CursorPaginator:
         self.limit = limit if limit is not None and limit > 0 else None
         self.max_pages = max_pages
         self._seen_cursors: set[bytes] = set()
+        #: digests of the pages read (their ids, and their rows without ids) -> page number
         self._seen_pages: dict[bytes, int] = {}
         self._seen_contents: dict[bytes, int] = {}
         self._next: str | None = None
@@ -98,14 +99,8 @@ class CursorPaginator:
             request_id=request_id,
         )
 
-    def _bound_from_total(self, body: Body) -> None:
-        total = body.get("total_count")
-        if isinstance(total, bool) or not isinstance(total, int) or total < 0:
-            return
-        if self.page_bound is not None:
-            return  # the first count bounds the walk: one that grows with every page must not move it
-        per_page = self.limit or 1
-        self.page_bound = max(1, math.ceil(total / per_page)) + TOTAL_COUNT_SLACK_PAGES
+    def _shape_error(self, field: str, message: str, request_id: str | None) -> ResponseShapeError:
+        return ResponseShapeError(message, field=field, endpoint=self.endpoint, request_id=request_id)
 
     def feed(self, body: Body, *, request_id: str | None = None) -> list[Row]:
         """Take one page's body; return its rows and move to the next state."""
@@ -113,22 +108,13 @@ class CursorPaginator:
             raise RuntimeError("the paging walk is over")
         rows = body.get("data")
         if not isinstance(rows, list):
-            raise ResponseShapeError(
-                "field 'data' must be an array on a paging endpoint",
-                field="data",
-                endpoint=self.endpoint,
-                request_id=request_id,
-            )
-        has_more = body.get("has_more", False)
+            raise self._shape_error("data", "field 'data' must be an array on a paging endpoint", request_id)
+        has_more = body.get("has_more")
         if has_more is None:
             has_more = False
-        if not isinstance(has_more, bool):
-            raise ResponseShapeError(
-                f"field 'has_more' must be a boolean, got {type(has_more).__name__}",
-                field="has_more",
-                endpoint=self.endpoint,
-                request_id=request_id,
-            )
+        elif not isinstance(has_more, bool):
+            message = f"field 'has_more' must be a boolean, got {type(has_more).__name__}"
+            raise self._shape_error("has_more", message, request_id)
         self.pages += 1
         self.rows += len(rows)
         if not has_more:
@@ -142,23 +128,21 @@ class CursorPaginator:
         cursor_key = _digest(_text(next_cursor))
         if cursor_key in self._seen_cursors or next_cursor == self._next:
             raise self._stop(f"page {self.pages} returned a cursor already used in this walk", request_id)
-        page_key = _page_digest(rows)
-        earlier = self._seen_pages.get(page_key)
-        if earlier is not None:
-            raise self._stop(
-                f"page {self.pages} repeats the rows of page {earlier} under a new cursor", request_id
-            )
-        self._seen_pages[page_key] = self.pages
-        content_key = _content_digest(rows)
-        if content_key is not None:
-            earlier = self._seen_contents.get(content_key)
-            if earlier is not None:
+        for seen, digest, how in (
+            (self._seen_pages, _page_digest(rows), "a new cursor"),
+            (self._seen_contents, _content_digest(rows), "new ids and a new cursor"),
+        ):
+            if digest is None:
+                continue
+            earlier = seen.setdefault(digest, self.pages)
+            if earlier != self.pages:
                 raise self._stop(
-                    f"page {self.pages} repeats the rows of page {earlier} under new ids and a new cursor",
-                    request_id,
+                    f"page {self.pages} repeats the rows of page {earlier} under {how}", request_id
                 )
-            self._seen_contents[content_key] = self.pages
-        self._bound_from_total(body)
+        total = body.get("total_count")
+        if self.page_bound is None and valid_int64(total) and total >= 0:
+            # the first count bounds the walk: one that grows with every page must not move it
+            self.page_bound = max(1, math.ceil(total / (self.limit or 1))) + TOTAL_COUNT_SLACK_PAGES
         if self.page_bound is not None and self.pages >= self.page_bound:
             raise self._stop(
                 f"page {self.pages} still has has_more=true, but the service's total_count allows at most "
