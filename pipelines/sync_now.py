@@ -13,6 +13,7 @@ for the op and the sensor alike.
 """
 
 import datetime as dt
+import enum
 from typing import NamedTuple
 
 from dagster import (
@@ -45,6 +46,8 @@ SYNC_NOW_SENSOR = "visibility_sync_now"
 SYNC_NOW_TAG = "visibility/sync_now_run"
 #: The longest window one ``sync_now`` takes (a longer history is a backfill).
 MAX_DAYS = 366
+#: The engines as a config enum: the launchpad offers them and refuses any other before the launch.
+Engine = enum.Enum("Engine", {engine: engine for engine in ENGINES_WITH_ALL})
 
 
 class SyncNowConfig(Config):
@@ -55,7 +58,7 @@ class SyncNowConfig(Config):
         description=f"Days to sync, ending on end_date (1 to {MAX_DAYS}). Left out: yesterday plus "
         "VISIBILITY_LOOKBACK_DAYS, the daily schedule's window.",
     )
-    engines: list[str] | None = Field(
+    engines: list[Engine] | None = Field(
         default=None,
         description=f"Engines to sync, among {', '.join(ENGINES_WITH_ALL)} ('all' is the all-engine "
         "rollup). Left out: every one.",
@@ -93,12 +96,9 @@ def sync_now_window(config: SyncNowConfig, today: dt.date, settings: PartitionSe
     days = settings.lookback_days + 1 if config.days is None else config.days
     if not 1 <= days <= MAX_DAYS:
         raise ConfigError(f"sync_now days must be from 1 to {MAX_DAYS}, got {days}")
-    engines = list(ENGINES_WITH_ALL) if config.engines is None else config.engines
-    unknown = sorted(set(engines) - set(ENGINES_WITH_ALL))
-    if unknown or not engines:
-        raise ConfigError(
-            f"sync_now engines {', '.join(unknown) or '(none)'} unknown; use {', '.join(ENGINES_WITH_ALL)}"
-        )
+    engines = list(ENGINES_WITH_ALL) if config.engines is None else [e.value for e in config.engines]
+    if not engines:
+        raise ConfigError(f"sync_now engines (none) unknown; use {', '.join(ENGINES_WITH_ALL)}")
     window = sync_window(last + dt.timedelta(days=1), days - 1, settings.start_date)
     if window is None:
         raise ConfigError(

@@ -13,11 +13,13 @@ import yaml
 from dagster import (
     DagsterEventType,
     DagsterInstance,
+    DagsterInvalidConfigError,
     DefaultSensorStatus,
     ExecuteInProcessResult,
     RunRequest,
     build_sensor_context,
     instance_for_test,
+    validate_run_config,
 )
 
 from assets.partitions import DAILY_PARTITIONS, parse_partition_keys, requested_cells
@@ -92,7 +94,6 @@ def test_sync_now_and_its_sensor_are_in_the_code_location_and_the_sensor_runs_by
 @pytest.mark.parametrize(
     ("config", "field"),
     [
-        ({"engines": ["chatgpt", "chatgtp"]}, "engines chatgtp unknown"),
         ({"engines": []}, "engines (none) unknown"),
         ({"end_date": "2026-13-01"}, "end_date must be a date"),
         ({"end_date": "2999-01-01"}, "end_date 2999-01-01 is after yesterday"),
@@ -112,6 +113,20 @@ def test_a_bad_window_fails_the_run_with_its_field_on_the_first_line_and_nothing
     assert f"sync_now {field}" in error.message.splitlines()[0]
     assert not [e for e in result.all_events if e.event_type == DagsterEventType.RUN_SUCCESS]
     assert launchpad.tick() == []  # its sensor fires on success only
+
+
+def test_an_unknown_engine_is_refused_before_launch_naming_the_field_and_the_value(
+    launchpad: Launchpad,
+) -> None:
+    run_config = {"ops": {SYNC_NOW_OP: {"config": {"engines": ["chatgpt", "chatgtp"]}}}}
+    job = DEFS.resolve_job_def(SYNC_NOW_JOB)
+
+    with pytest.raises(DagsterInvalidConfigError) as refused:  # the launchpad's own validation
+        validate_run_config(job, run_config)
+    assert "config:engines[1] not in enum type Engine got chatgtp" in str(refused.value)
+    with pytest.raises(DagsterInvalidConfigError):
+        launchpad.launch(run_config)
+    assert launchpad.instance.get_runs() == []  # no run was created, so no step ran
 
 
 def test_the_default_window_is_the_schedules_every_engine_in_one_sync_run(launchpad: Launchpad) -> None:
