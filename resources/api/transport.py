@@ -160,8 +160,6 @@ class Transport:
         self._timeout_seconds = timeout_seconds
         self._max_response_bytes = max_response_bytes
         self.closed = False
-        #: path -> its absolute URL (``url``)
-        self._urls: dict[str, httpx.URL] = {}
         # httpx masks the Authorization value in its Headers repr; it never logs request headers.
         self.http = httpx.Client(
             base_url=base_url,
@@ -181,6 +179,9 @@ class Transport:
         )
         base = self.http.base_url  # httpx's form: its path ends with "/"
         self._base = f"{base.scheme}://{base.netloc.decode('ascii')}{base.raw_path.decode('ascii')}"
+        self._absolute = functools.lru_cache(maxsize=_URL_CACHE_SIZE)(
+            lambda path: httpx.URL(self._base + path[1:])
+        )
 
     def close(self) -> None:
         self.closed = True
@@ -194,12 +195,7 @@ class Transport:
             return None
         if params:
             return httpx.URL(f"{self._base}{path[1:]}?{httpx.QueryParams(params)}")
-        url = self._urls.get(path)
-        if url is None:
-            if len(self._urls) >= _URL_CACHE_SIZE:
-                self._urls.clear()
-            url = self._urls[path] = httpx.URL(self._base + path[1:])
-        return url
+        return self._absolute(path)
 
     def exchange(
         self,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -110,9 +110,19 @@ def _quoted(value: object) -> str:
     return sanitize(value, _MAX_NAME_CHARS)
 
 
-def _fields(role: str, named: Named) -> Metadata:
-    """A named record's metadata: ``<role>_id`` and ``<role>_name`` (as shown)."""
-    return {f"{role}_id": named.id, f"{role}_name": named.shown}
+def _metadata(outcome: Any) -> Metadata:
+    """An outcome's fields as metadata, in their order: a named record as ``<field>_id`` and
+    ``<field>_name`` (as shown), a time in ISO 8601; a report stays out (its headline goes in)."""
+    values: Metadata = {}
+    for name in (field.name for field in fields(outcome)):
+        value = getattr(outcome, name)
+        if isinstance(value, Named):
+            values |= {f"{name}_id": value.id, f"{name}_name": value.shown}
+        elif isinstance(value, dt.datetime):
+            values[name] = value.isoformat()
+        elif not isinstance(value, Mapping):
+            values[name] = value
+    return values
 
 
 def _resolve(kind: str, ref: str, rows: Iterable[Mapping[str, Any]], where: str, name_field: str) -> Named:
@@ -264,19 +274,19 @@ class AuditOutcome:
     def key_fields(self) -> Metadata:
         """The report's headline, where it has one (the spec does not define the report's fields)."""
         report = self.report or {}
-        fields: Metadata = {}
+        headline: Metadata = {}
         score = report.get("score")
         if isinstance(score, int | float) and not isinstance(score, bool):
-            fields["score"] = score
+            headline["score"] = score
         findings = report.get("findings")
         if isinstance(findings, list):
             checks = [f for f in findings if isinstance(f, Mapping) and isinstance(f.get("passed"), bool)]
             failed = [_quoted(f.get("id") or f.get("title") or "?") for f in checks if not f["passed"]]
-            fields["findings"] = len(findings)
+            headline["findings"] = len(findings)
             if checks:
-                fields["checks_failed"] = len(failed)
-                fields["failed_checks"] = ", ".join(failed) or None
-        return fields
+                headline["checks_failed"] = len(failed)
+                headline["failed_checks"] = ", ".join(failed) or None
+        return headline
 
     def describe(self) -> str:
         head = f"audit {self.audit_id} of {self.url} for brand {self.brand}: {self.status}"
@@ -294,16 +304,7 @@ class AuditOutcome:
         return head + (", " + ", ".join(parts) if parts else "")
 
     def metadata(self) -> Metadata:
-        return {
-            "audit_id": self.audit_id,
-            **_fields("brand", self.brand),
-            "url": self.url,
-            "status": self.status,
-            "poll": self.poll,
-            "requested_at": self.requested_at.isoformat(),
-            "completed_at": self.completed_at.isoformat() if self.completed_at else None,
-            **self.key_fields(),
-        }
+        return {**_metadata(self), **self.key_fields()}
 
 
 def plan_audit(
@@ -387,12 +388,7 @@ class UntrackOutcome:
         )
 
     def metadata(self) -> Metadata:
-        return {
-            **_fields("brand", self.brand),
-            **_fields("competitor", self.competitor),
-            "untracked": self.untracked,
-            "note": self.note,
-        }
+        return _metadata(self)
 
 
 def plan_untrack(client: VisibilityClient, brand: str, competitor: str) -> UntrackPlan:
@@ -442,14 +438,7 @@ class TopicOutcome:
         return f"topic {self.topic} of brand {self.brand}: unchanged (already so named); nothing was sent"
 
     def metadata(self) -> Metadata:
-        return {
-            **_fields("brand", self.brand),
-            **_fields("topic", self.topic),
-            "action": self.action,
-            "previous_name": self.previous_name,
-            "prompt_count": self.prompt_count,
-            "note": self.note,
-        }
+        return _metadata(self)
 
 
 @dataclass(frozen=True)
