@@ -112,7 +112,7 @@ def best_of(repeat: int, setup: Callable[[], Any], run: Callable[[Any], None]) -
 def columns_sql(engine: str) -> str:
     """The column definitions the writer gives SPEC's data columns, for the bare baseline's table."""
     from resources.warehouse import types
-    from resources.warehouse.quoting import quote_identifier as q
+    from resources.warehouse.sql import quote_identifier as q
 
     to_sql = getattr(types, f"{engine}_type")
     return ", ".join(

@@ -19,8 +19,7 @@ import yaml
 
 from assets.checks import DAILY_FRESHNESS
 from resources.warehouse.contract import LOAD_COLUMNS, SNAPSHOT_COLUMNS, TableSpec
-from resources.warehouse.view_shape import current_view_description, current_view_name
-from resources.warehouse.views import ANALYST_VIEWS, ViewSpec
+from resources.warehouse.views import ANALYST_VIEWS, ViewSpec, current_view_description, current_view_name
 from sync.catalog import ALL_TABLES
 
 COMMAND = "python -m pipelines.dbt_sources > dbt/visibility_sources.yml"

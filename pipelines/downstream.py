@@ -20,8 +20,8 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from resources.warehouse.io_manager import LandedTablesIOManager
-from resources.warehouse.quoting import quote_identifier
 from resources.warehouse.resource import WarehouseResource
+from resources.warehouse.sql import quote_identifier
 from resources.warehouse.urls import bigquery_target, duckdb_path, url_scheme
 from settings import Settings
 from sync.catalog import ALL_TABLES

@@ -19,8 +19,7 @@ import pyarrow as pa
 
 from resources.warehouse.contract import LOAD_COLUMNS, SNAPSHOT_COLUMNS, Column, TableSpec
 from resources.warehouse.types import Kind, SqlType, bigquery_type, duckdb_type, postgres_type, sql_type
-from resources.warehouse.view_shape import current_view_name
-from resources.warehouse.views import ANALYST_VIEWS, ViewSpec
+from resources.warehouse.views import ANALYST_VIEWS, ViewSpec, current_view_name
 from sync.catalog import ALL_TABLES
 
 COMMAND = "python -m sync.dictionary > docs/TABLES.md"

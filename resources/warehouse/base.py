@@ -1,24 +1,19 @@
 """The one writer interface every warehouse engine implements, and the write procedure, once.
 
-Engines own all SQL: assets never build SQL themselves. What callers hand a warehouse and get back
-is :mod:`resources.warehouse.contract`.
-
-:class:`Warehouse` runs every write the same way (docs/ARCHITECTURE.md, *Warehouse*): check without
-I/O (:mod:`~resources.warehouse.write_checks`), then inside the engine's write transaction
-(:meth:`Warehouse._write_transaction`) plan the table (:meth:`Warehouse._prepare_table`: create or
-evolve it, :mod:`~resources.warehouse.schema_evolution`), encode the rows
-(:mod:`~resources.warehouse.encoding`), deduplicate them by key (:mod:`~resources.warehouse.dedupe`),
-stage them (:meth:`Warehouse._stage`), and apply them: a replace of partition scopes
-(:meth:`Warehouse._apply_replace`) or a merge with retirement (:meth:`Warehouse._apply_merge`).
-Engines implement only these hooks; the steps and their order live here.
-
-:meth:`Warehouse.query` takes one parameter style on every engine: ``:name``, translated to the
-engine's own (:func:`~resources.warehouse.parameters.bind_parameters`).
+Engines own all SQL: assets never build SQL themselves. :class:`Warehouse` runs every write the same
+way (docs/ARCHITECTURE.md, *Warehouse*): check without I/O (:mod:`~resources.warehouse.write_checks`),
+then inside the engine's write transaction plan the table (create or evolve it), encode the rows,
+deduplicate them by key, stage them, and apply them: a replace of partition scopes or a merge with
+retirement. Engines implement only the hooks; the steps and their order live here.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import logging
+import re
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -28,6 +23,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from resources.warehouse.contract import (
+    LOGGER_NAME,
     WAREHOUSE_SETTING,
     PartitionScope,
     PartitionWrite,
@@ -37,8 +33,7 @@ from resources.warehouse.contract import (
     WriteResult,
     first_line,
 )
-from resources.warehouse.dedupe import dedupe_by_key
-from resources.warehouse.encoding import encode_rows
+from resources.warehouse.encoding import clean_snapshot_scope, dedupe_by_key, encode_rows
 from resources.warehouse.handoffs import (
     CLAIMED,
     OPEN,
@@ -53,12 +48,42 @@ from resources.warehouse.handoffs import (
     release_statement,
 )
 from resources.warehouse.handoffs import TABLE as HANDOFFS_TABLE
-from resources.warehouse.nul import clean_snapshot_scope
-from resources.warehouse.parameters import bind_parameters
 from resources.warehouse.schema_evolution import LoadPlan
-from resources.warehouse.scopes import retires
-from resources.warehouse.stamp import WriteStamp
-from resources.warehouse.write_checks import check_snapshot_write, partition_writes
+from resources.warehouse.views import ViewSpec, views_reading
+from resources.warehouse.write_checks import (
+    check_run_id,
+    check_snapshot_write,
+    partition_writes,
+    retires,
+    validate_spec,
+)
+
+log = logging.getLogger(LOGGER_NAME)
+
+
+@dataclass(frozen=True)
+class WriteStamp:
+    """The values of the writer-owned columns for one write: one timestamp for every row."""
+
+    run_id: str
+    loaded_at: dt.datetime
+
+    @classmethod
+    def now(cls, run_id: str) -> WriteStamp:
+        """A stamp strictly later than every earlier one of this process (engines may use it to tell
+        this write's rows from older ones)."""
+        global _last_stamp
+        check_run_id(run_id)
+        with _stamp_lock:
+            now = dt.datetime.now(dt.UTC)
+            if _last_stamp is not None and now <= _last_stamp:
+                now = _last_stamp + dt.timedelta(microseconds=1)
+            _last_stamp = now
+        return cls(run_id, now)
+
+
+_stamp_lock = threading.Lock()
+_last_stamp: dt.datetime | None = None
 
 
 @dataclass
@@ -85,9 +110,52 @@ class StagedWrite:
         )
 
 
+def outside_scope_error(spec: TableSpec, rows: int | None = None, detail: str | None = None) -> ValueError:
+    """A partition write whose keys already exist outside its scope (the landing rolls back)."""
+    return ValueError(
+        f"{f'{rows} ' if rows else ''}row(s) for {spec.name} have keys {list(spec.key)} that already "
+        "exist outside the partition scope (another brand, date or engine); a partition write never "
+        "touches rows outside its scope, so nothing was written" + (f". {detail}" if detail else "")
+    )
+
+
+#: A ``:name`` parameter, or a stretch where colons are not parameters: a quoted string or name, a
+#: comment. ``::`` (a cast) and ``a:b`` (a slice) are not parameters either; ``:name::date`` is one.
+_SQL_PARAMETER = re.compile(
+    r"(?P<skip>'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`(?:[^`\\]|\\.)*`|--[^\n]*|/\*.*?\*/)"
+    r"|(?<![:\w]):(?P<name>[A-Za-z_]\w*)"
+    r"|(?P<percent>%)",
+    re.DOTALL,
+)
+
+
+def bind_parameters(
+    sql: str, params: Mapping[str, Any], placeholder: Callable[[str], str], *, escape_percent: bool = False
+) -> str:
+    """``sql`` with each ``:name`` written as ``placeholder(name)``; a name without a value in
+    ``params`` raises ``ValueError`` naming it. ``escape_percent`` doubles every other ``%`` (for
+    drivers that read ``%`` as a placeholder once parameters are given), but only when there are any.
+    """
+    escape = escape_percent and bool(params)
+
+    def replace(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name is None:
+            text = match[0]
+            return text.replace("%", "%%") if escape else text
+        if name not in params:
+            raise ValueError(f"query parameter :{name} has no value (given: {sorted(params) or 'none'})")
+        return placeholder(name)
+
+    if ":" not in sql and not escape:
+        return sql
+    return _SQL_PARAMETER.sub(replace, sql)
+
+
 #: The methods that hold the write procedure; engines implement the hooks they call, never these
 #: (tests/warehouse/test_template.py).
 TEMPLATE_METHODS = (
+    "ensure_table",
     "replace_partitions",
     "replace_partitions_together",
     "upsert_snapshot",
@@ -102,32 +170,39 @@ TEMPLATE_METHODS = (
 
 
 class Warehouse(ABC):
-    """One engine. Every write is a single transaction: it lands whole or not at all.
-
-    The write procedure is defined here once (:data:`TEMPLATE_METHODS`); an engine implements its
-    hooks: :meth:`_write_transaction`, :meth:`_prepare_table`, :meth:`_stage`, :meth:`_apply_replace`,
-    :meth:`_apply_merge`, :meth:`_run_query`, :meth:`_placeholder`, and optionally
-    :meth:`_run_landing` (a retry of a whole landing) and :meth:`_may_repeat_a_key`.
-    """
+    """One engine. Every write is a single transaction: it lands whole or not at all."""
 
     #: Whether :meth:`_apply_replace` takes a whole landing's writes at once (BigQuery's one script):
     #: then every write is staged first; otherwise each write is applied as soon as it is staged, so a
     #: landing holds one chunk's stage at a time.
     applies_landing_at_once: ClassVar[bool] = False
-    #: Whether the driver reads ``%`` as a placeholder marker once parameters are given (psycopg):
-    #: :meth:`query` then doubles every other ``%``.
+    #: Whether the driver reads ``%`` as a placeholder marker once parameters are given (psycopg).
     percent_is_placeholder: ClassVar[bool] = False
     #: the backfill handoffs table's column types and insert (:mod:`resources.warehouse.handoffs`)
     handoff_dialect: ClassVar[HandoffDialect] = HandoffDialect("VARCHAR", "TIMESTAMPTZ")
     #: how often a run waiting for another run's claim reads the handoff again
     handoff_poll_seconds: ClassVar[float] = 1.0
+    #: the engine's errors that make a view a warning rather than a failed landing
+    view_errors: ClassVar[tuple[type[Exception], ...]] = ()
 
-    @abstractmethod
     def ensure_table(self, spec: TableSpec) -> list[str]:
-        """Create the table (and its ``_current`` view for snapshots, and column comments) if missing.
-
-        Returns the names of columns added to an existing table.
-        """
+        """Create or evolve the table (its ``_current`` view for snapshots, its comments), then the
+        analyst views reading it whose sources all exist. Returns the columns added to an existing
+        table. A view that fails is logged and skipped: the table is there."""
+        validate_spec(spec)
+        added = self._ensure_table(spec)
+        for view in views_reading(spec.name):
+            try:
+                self._ensure_view(view)
+            except self.view_errors as exc:
+                log.warning(
+                    "view %s could not be created in %r (%s: %s); its tables are unaffected",
+                    view.name,
+                    self,
+                    type(exc).__name__,
+                    first_line(exc),
+                )
+        return added
 
     # --- the write procedure (template methods) ------------------------------------------------------
 
@@ -146,12 +221,10 @@ class Warehouse(ABC):
     ) -> list[WriteResult]:
         """Every write of ``writes`` (one table, one run) in ONE transaction: all land or none does.
 
-        Each write is what :meth:`replace_partitions` does, in order, so a later write sees the
-        earlier ones (a key may not exist outside its own scope). ``writes`` is consumed lazily, one
-        write's rows at a time, so a long backfill needs the memory of one chunk, not of the table.
-        Engines that retry a whole landing (DuckDB beyond its memory budget) iterate ``writes``
-        again: pass a list, or an object whose ``__iter__`` starts over; a one-shot iterator is
-        not retried. Returns one result per write, in order.
+        Each write is a :meth:`replace_partitions`, in order, so a later write sees the earlier ones.
+        ``writes`` is consumed lazily, one chunk's rows at a time. An engine that retries a whole
+        landing (DuckDB beyond its memory budget) iterates ``writes`` again: pass a list, or an
+        object whose ``__iter__`` starts over; a one-shot iterator is not retried.
         """
         return self._run_landing(spec, writes, lambda: self._land_partitions(spec, writes, run_id))
 
@@ -209,11 +282,18 @@ class Warehouse(ABC):
 
     # --- engine hooks --------------------------------------------------------------------------------
 
+    @abstractmethod
+    def _ensure_table(self, spec: TableSpec) -> list[str]:
+        """Create or evolve ``spec``'s table to its own schema; the columns added."""
+
+    @abstractmethod
+    def _ensure_view(self, view: ViewSpec) -> None:
+        """Create, re-create or comment ``view`` as its spec says, if all its sources exist."""
+
     def _run_landing(
         self, spec: TableSpec, writes: Iterable[PartitionWrite], land: Callable[[], list[WriteResult]]
     ) -> list[WriteResult]:
-        """Run one landing (``land``); an engine that retries whole landings does it here (DuckDB's
-        memory budget). ``writes`` tells whether they can be iterated again."""
+        """Run one landing (``land``); an engine that retries whole landings does it here."""
         return land()
 
     @abstractmethod
@@ -223,13 +303,11 @@ class Warehouse(ABC):
 
     @abstractmethod
     def _prepare_table(self, tx: Any, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
-        """Plan the write of rows shaped ``rows_schema``
-        (:func:`~resources.warehouse.schema_evolution.plan_load`) and create or evolve the table to
-        match; raises ``SchemaMismatchError`` before anything is written."""
+        """Plan the write of rows shaped ``rows_schema`` (``plan_load``) and create or evolve the
+        table to match; raises ``SchemaMismatchError`` before anything is written."""
 
     def _may_repeat_a_key(self, tx: Any, spec: TableSpec, data: pa.Table) -> bool:
-        """Whether two rows of ``data`` may share a key (then they are deduplicated, last one wins).
-        An engine that counts faster than Arrow's single-threaded hash answers here."""
+        """Whether two rows of ``data`` may share a key (then they are deduplicated, last one wins)."""
         return True
 
     @abstractmethod
@@ -241,7 +319,7 @@ class Warehouse(ABC):
         """Delete each write's scope and insert its staged rows, in order; the rows deleted per write.
 
         ``staged`` is one write, or the whole landing when :attr:`applies_landing_at_once`. A key
-        that exists outside the write's scope raises ``ValueError`` (the transaction rolls back).
+        that exists outside the write's scope raises :func:`outside_scope_error`.
         """
 
     @abstractmethod
@@ -264,9 +342,12 @@ class Warehouse(ABC):
         inside quotes and comments, are left alone. Identifiers never are parameters: use
         :meth:`table_ref`.
         """
-        values = dict(params or {})
+        return self._run_query(*self._bind(sql, params or {}))
+
+    def _bind(self, sql: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        values = dict(params)
         native = bind_parameters(sql, values, self._placeholder, escape_percent=self.percent_is_placeholder)
-        return self._run_query(native, values)
+        return native, values
 
     @abstractmethod
     def _placeholder(self, name: str) -> str:
@@ -292,7 +373,6 @@ class Warehouse(ABC):
     def claim_handoff(self, backfill_id: str, table: str, run_id: str, was: Handoff | None) -> bool:
         """Make ``run_id`` the claimant of the table if its handoff is still ``was`` (None: no row, or
         open); False when another run changed it first."""
-        self._ensure_handoffs()
         ref, keys = self.table_ref(HANDOFFS_TABLE), {"backfill": backfill_id, "name": table}
         if was is None:
             self._handoff_statement(insert_open_statement(ref, self.handoff_dialect), keys)
@@ -322,9 +402,7 @@ class Warehouse(ABC):
 
     def _handoff_statement(self, sql: str, params: Mapping[str, Any]) -> int:
         self._ensure_handoffs()
-        values = dict(params)
-        native = bind_parameters(sql, values, self._placeholder, escape_percent=self.percent_is_placeholder)
-        return self._run_statement(native, values)
+        return self._run_statement(*self._bind(sql, params))
 
     def _ensure_handoffs(self) -> None:
         if not getattr(self, "_handoffs_ready", False):
@@ -343,24 +421,20 @@ class Warehouse(ABC):
     @contextmanager
     def session(self) -> Iterator[Warehouse]:
         """Several writes in a row share one connection; each write is still its own transaction.
-
-        For steps that write many chunks (landing a backfill): engines whose connection setup or
-        catalog lookups cost per write amortise them here. Sessions nest. The default does nothing.
-        """
+        Engines whose connection setup or catalog lookups cost per write amortise them here."""
         yield self
 
     def check_connection(self) -> None:
         """Raise :class:`WarehouseConfigError` (naming ``VISIBILITY_WAREHOUSE``) if the warehouse
-        cannot be reached or written; called before a sync spends the API's rate budget. The default
-        runs ``SELECT 1``; engines override it when a query proves less (or more) than a write needs."""
+        cannot be reached or written; called before a sync spends the API's rate budget."""
         try:
             self.query("SELECT 1")
         except Exception as exc:
             raise self.config_error(f"cannot be reached ({type(exc).__name__}: {first_line(exc)})") from None
 
     def config_error(self, problem: str) -> WarehouseConfigError:
-        """A :class:`WarehouseConfigError` about this warehouse: the setting, this handle's repr
-        (passwords masked by every engine's repr) and ``problem``."""
+        """A :class:`WarehouseConfigError` naming the setting, this handle's repr (passwords masked)
+        and ``problem``."""
         return WarehouseConfigError(f"{WAREHOUSE_SETTING}: {self!r} {problem}")
 
     @abstractmethod

@@ -1,35 +1,21 @@
 """BigQuery: Arrow -> Parquet -> a staging table, then one transaction (replace) or one MERGE (snapshot).
 
-Why this shape:
-
-* Rows travel as one Parquet load job (free, columnar, typed by an explicit schema), never as
-  streaming inserts or SQL literals.
-* The table change is server-side and atomic: a landing of partition writes stages every write, then
-  applies them all in one multi-statement transaction (``BEGIN TRANSACTION; DELETE ...; INSERT ...
-  SELECT ... FROM staging_0; ...; COMMIT``), so the chunks of one table's landing commit together; a
-  snapshot write is one ``MERGE`` (upsert and retire-in-scope in a single statement). A client crash
-  at any point leaves the previous rows; only orphaned staging tables can remain, and they expire by
-  themselves.
-* The one retry: BigQuery cancels one of two jobs changing a table at once, so that step (the
-  transaction or the ``MERGE``, never the staging) is run up to 5 times in all, with jittered backoff
-  from 1 s (:func:`retry_concurrent`, tenacity). Every other error surfaces at once.
-* Every value (scope, run id, timestamps, query values) is a query parameter; identifiers are
-  backquoted by :func:`quote_identifier`. Descriptions are set through the API (DDL ``OPTIONS`` take no
+* Rows travel as one Parquet load job per write (free, columnar, typed by an explicit schema).
+* The table change is server-side and atomic: a landing stages every write, then applies them all
+  in one multi-statement transaction (:func:`replace_script`); a snapshot write is one ``MERGE``
+  (upsert and retire-in-scope). A client crash leaves the previous rows; only staging tables can
+  remain, and they expire by themselves.
+* The one retry: BigQuery cancels one of two jobs changing a table at once, so that step (never the
+  staging) is run up to 5 times in all, with jittered backoff from 1 s (:func:`retry_concurrent`).
+* Every value is a query parameter; descriptions are set through the API (DDL ``OPTIONS`` take no
   parameters), so no value is ever string-built into SQL.
-* Table shape changes go through the shared rules of :mod:`resources.warehouse.schema_evolution`
-  (``plan_load``): new nullable columns are added (``ALTER TABLE ADD COLUMN``, then the schema's
-  descriptions are patched), incompatible types raise ``SchemaMismatchError`` before anything is
-  written.
 
-The SQL and schema builders below are pure functions, tested without BigQuery; the class only does
-I/O, as the hooks of the write procedure every engine shares (:class:`~resources.warehouse.base.Warehouse`).
-See docs/BIGQUERY.md for what is tested where.
+The SQL and schema builders are pure functions, tested without BigQuery (docs/BIGQUERY.md).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import tempfile
 import time
 import uuid
@@ -41,28 +27,25 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from google.api_core.exceptions import GoogleAPIError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from resources.warehouse.backoff import jittered_backoff
-from resources.warehouse.base import StagedWrite, Warehouse
+from resources.warehouse.base import StagedWrite, Warehouse, WriteStamp
 from resources.warehouse.contract import (
     FIRST_SEEN_AT,
     IS_CURRENT,
     LAST_SEEN_AT,
     LOADED_AT,
-    LOGGER_NAME,
     RUN_ID,
     PartitionScope,
     SnapshotScope,
     TableSpec,
-    first_line,
     system_columns,
 )
-from resources.warehouse.ddl import added_column_default
 from resources.warehouse.handoffs import HandoffDialect
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
-from resources.warehouse.scopes import retires
-from resources.warehouse.stamp import WriteStamp
+from resources.warehouse.sql import added_column_default
 from resources.warehouse.types import (
     Kind,
     SqlType,
@@ -70,9 +53,13 @@ from resources.warehouse.types import (
     from_bigquery_type,
     sql_type_or_default,
 )
-from resources.warehouse.validation import validate_spec
-from resources.warehouse.view_shape import column_descriptions, current_view_description, current_view_name
-from resources.warehouse.views import views_reading
+from resources.warehouse.views import (
+    ViewSpec,
+    column_descriptions,
+    current_view_description,
+    current_view_name,
+)
+from resources.warehouse.write_checks import retires
 
 if TYPE_CHECKING:
     from google.cloud import bigquery
@@ -87,8 +74,6 @@ _CLUSTERABLE = frozenset(
     {Kind.BOOLEAN, Kind.BIGINT, Kind.VARCHAR, Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ}
 )
 _MAX_CLUSTER_COLUMNS = 4
-#: warnings about views that could not be created
-log = logging.getLogger(LOGGER_NAME)
 
 # --- names and types (pure) ----------------------------------------------------------------------
 
@@ -108,10 +93,10 @@ def qualified_name(project: str, dataset: str, table: str) -> str:
 def type_name(st: SqlType) -> str:
     """BigQuery's spelling of a logical type: ``INT64``, ``ARRAY<STRING>``, ... (for messages)."""
     bq = bigquery_type(st)
-    return f"ARRAY<{bq.field_type}>" if bq.mode == "REPEATED" else bq.field_type
+    return _field_type_name(bq.field_type, bq.mode)
 
 
-def _field_type_name(field_type: str, mode: str) -> str:
+def _field_type_name(field_type: str, mode: str | None) -> str:
     return f"ARRAY<{field_type}>" if (mode or "NULLABLE").upper() == "REPEATED" else field_type
 
 
@@ -147,39 +132,35 @@ def table_schema(
     spec: TableSpec, plan: LoadPlan, existing: Sequence[bigquery.SchemaField] | None
 ) -> list[bigquery.SchemaField]:
     """The table's full schema after ``plan``: existing fields (described), then added ones."""
-    from google.cloud import bigquery
-
-    descriptions = {c.name: c.description for c in spec.columns} | {
-        c.name: c.description for c in system_columns(spec)
-    }
-    descriptions |= {c.name: c.description for c in plan.columns}
-    fields: list[bigquery.SchemaField] = []
     if existing is None:
-        fields += [schema_field(c.name, c.type, c.description) for c in plan.columns]
-        fields += [
+        fields = [schema_field(c.name, c.type, c.description) for c in plan.columns]
+        return fields + [
             schema_field(c.name, sql_type_or_default(c.type), c.description) for c in system_columns(spec)
         ]
-        return fields
-    names = set()
-    for f in existing:
-        names.add(f.name)
-        want = descriptions.get(f.name, f.description)
-        if want == f.description:
-            fields.append(f)
-        else:
-            info = f.to_api_repr()
-            info["description"] = want
-            fields.append(bigquery.SchemaField.from_api_repr(info))
+    descriptions = {c.name: c.description for c in (*spec.columns, *system_columns(spec), *plan.columns)}
+    fields = [_described(f, descriptions.get(f.name, f.description)) for f in existing]
+    names = {f.name for f in existing}
     fields += [schema_field(c.name, c.type, c.description) for c in plan.columns if c.name not in names]
     return fields
 
 
+def _described(f: bigquery.SchemaField, description: str | None) -> bigquery.SchemaField:
+    """``f`` with ``description`` (``f`` itself when it already has it)."""
+    from google.cloud import bigquery
+
+    if description == f.description:
+        return f
+    info = f.to_api_repr()
+    info["description"] = description
+    return bigquery.SchemaField.from_api_repr(info)
+
+
 def staging_schema(plan: LoadPlan) -> list[bigquery.SchemaField]:
     """The staging table: the rows' columns as loaded from Parquet (JSON travels as STRING text)."""
-    out = []
-    for name, st in zip(plan.load_columns, plan.load_types, strict=True):
-        out.append(schema_field(name, SqlType(Kind.VARCHAR) if st.kind is Kind.JSON else st))
-    return out
+    return [
+        schema_field(name, SqlType(Kind.VARCHAR) if st.kind is Kind.JSON else st)
+        for name, st in zip(plan.load_columns, plan.load_types, strict=True)
+    ]
 
 
 def clustering_fields(spec: TableSpec, types: Mapping[str, SqlType]) -> list[str] | None:
@@ -304,10 +285,6 @@ def merge_statement(
             f"{quoted(IS_CURRENT)} = FALSE, {quoted(LOADED_AT)} = @loaded_at, {quoted(RUN_ID)} = @run_id"
         )
     return sql
-
-
-def current_view_query(target: str) -> str:
-    return f"SELECT * FROM {target} WHERE {quote_identifier(IS_CURRENT)}"
 
 
 # --- parameters (pure) ---------------------------------------------------------------------------
@@ -591,7 +568,6 @@ class BigQueryWarehouse(Warehouse):
         types = _column_types(plan, existing)
         for c in system_columns(spec):
             types[c.name] = sql_type_or_default(c.type)
-        ref = self.table_ref(spec.name)
         if table is None:
             new = bigquery.Table(self._table_id(spec.name), schema=table_schema(spec, plan, None))
             new.description = spec.description
@@ -603,35 +579,40 @@ class BigQueryWarehouse(Warehouse):
             # a concurrent first write may create it meanwhile: from the same spec, so the same table
             self.client.create_table(new, exists_ok=True)
         elif plan.columns or plan.comments:
-            for c in plan.columns:
-                # DDL adds the column (one per statement); the schema patch below then writes the
-                # descriptions, because DDL OPTIONS would need the text spliced into SQL
-                column = f"{quote_identifier(c.name)} {type_name(c.type)}"
-                self.client.query(f"ALTER TABLE {ref} ADD COLUMN IF NOT EXISTS {column}").result()
-                fill = fill_added_column(ref, spec, c.name, types)
-                if fill is not None:  # BigQuery leaves the existing rows NULL: a key column needs a value
-                    sql, params = fill
-                    config = bigquery.QueryJobConfig(query_parameters=params)
-                    self.client.query(sql, job_config=config).result()
-            fresh = self.client.get_table(self._table_id(spec.name))
-            fresh.schema = table_schema(spec, plan, table.schema)
-            fresh.description = spec.description
-            self.client.update_table(fresh, ["schema", "description"])
-        if spec.kind == "snapshot":
-            self._ensure_view(spec, refresh=table is None or bool(plan.columns))
+            self._evolve(spec, plan, types, table.schema)
+        if spec.kind == "snapshot":  # re-issued when columns change, so its schema follows the table
+            view = self._put_view(
+                current_view_name(spec),
+                f"SELECT * FROM {self.table_ref(spec.name)} WHERE {quote_identifier(IS_CURRENT)}",
+                current_view_description(spec),
+                refresh=table is None or bool(plan.columns),
+            )
+            self._describe_columns(view, dict(column_descriptions(spec, [f.name for f in view.schema])))
         return _TableState(plan, types)
 
-    def _ensure_view(self, spec: TableSpec, *, refresh: bool) -> None:
-        """``<table>_current``; re-issued when columns change so its schema follows the table. Its
-        columns carry the table's descriptions."""
-        name = current_view_name(spec)
-        view = self._put_view(
-            name,
-            current_view_query(self.table_ref(spec.name)),
-            current_view_description(spec),
-            refresh=refresh,
-        )
-        self._describe_view_columns(view, dict(column_descriptions(spec, [f.name for f in view.schema])))
+    def _evolve(
+        self,
+        spec: TableSpec,
+        plan: LoadPlan,
+        types: Mapping[str, SqlType],
+        schema: Sequence[bigquery.SchemaField],
+    ) -> None:
+        """Add the plan's columns (DDL, one per statement, then a fill of their default), then patch
+        the schema's descriptions through the API (DDL OPTIONS would need the text spliced into SQL)."""
+        from google.cloud import bigquery
+
+        ref = self.table_ref(spec.name)
+        for c in plan.columns:
+            column = f"{quote_identifier(c.name)} {type_name(c.type)}"
+            self.client.query(f"ALTER TABLE {ref} ADD COLUMN IF NOT EXISTS {column}").result()
+            fill = fill_added_column(ref, spec, c.name, types)
+            if fill is not None:  # BigQuery leaves the existing rows NULL: a key column needs a value
+                sql, params = fill
+                self.client.query(sql, job_config=bigquery.QueryJobConfig(query_parameters=params)).result()
+        fresh = self.client.get_table(self._table_id(spec.name))
+        fresh.schema = table_schema(spec, plan, schema)
+        fresh.description = spec.description
+        self.client.update_table(fresh, ["schema", "description"])
 
     def _put_view(self, name: str, query: str, description: str, *, refresh: bool = False) -> bigquery.Table:
         """The view as wanted: created, or its query and description updated when they differ."""
@@ -651,40 +632,13 @@ class BigQueryWarehouse(Warehouse):
             view = self.client.get_table(self._table_id(name))
         return view
 
-    def _describe_view_columns(self, view: bigquery.Table, wanted: Mapping[str, str]) -> None:
+    def _describe_columns(self, view: bigquery.Table, wanted: Mapping[str, str]) -> None:
         """Patch the descriptions of the view's (derived) columns; its types stay BigQuery's."""
-        from google.cloud import bigquery
-
         fields = list(view.schema)
         if all(f.description == wanted.get(f.name, f.description) for f in fields):
             return
-        described = []
-        for f in fields:
-            info = f.to_api_repr()
-            info["description"] = wanted.get(f.name, f.description)
-            described.append(bigquery.SchemaField.from_api_repr(info))
-        view.schema = described
+        view.schema = [_described(f, wanted.get(f.name, f.description)) for f in fields]
         self.client.update_table(view, ["schema"])
-
-    def _ensure_views(self, spec: TableSpec) -> None:
-        """The analyst views reading ``spec``'s table whose sources all exist, as their spec says
-        (query, description, column descriptions); one that fails is logged and skipped."""
-        from google.api_core.exceptions import GoogleAPIError
-
-        for spec_view in views_reading(spec.name):
-            try:
-                if any(self._get_table(source) is None for source in spec_view.sources):
-                    continue
-                view = self._put_view(spec_view.name, spec_view.select(self.table_ref), spec_view.description)
-                self._describe_view_columns(view, {c.name: c.description for c in spec_view.columns})
-            except GoogleAPIError as exc:
-                log.warning(
-                    "BigQuery view %s.%s could not be created (%s: %s); its tables are unaffected",
-                    self.dataset,
-                    spec_view.name,
-                    type(exc).__name__,
-                    first_line(exc),
-                )
 
     # --- staging ----------------------------------------------------------------------------------
 
@@ -724,15 +678,18 @@ class BigQueryWarehouse(Warehouse):
     def _staged_ref(self, table_id: str) -> str:
         return self.table_ref(table_id.rsplit(".", 1)[1])
 
-    # --- Warehouse --------------------------------------------------------------------------------
+    # --- Warehouse hooks (the procedure: Warehouse in base.py) -------------------------------------
 
-    def ensure_table(self, spec: TableSpec) -> list[str]:
-        validate_spec(spec)
-        added = self._ensure(spec, spec.arrow_schema).plan.columns_added
-        self._ensure_views(spec)
-        return added
+    view_errors = (GoogleAPIError,)
 
-    # --- write hooks (the procedure: Warehouse in base.py) ----------------------------------------
+    def _ensure_table(self, spec: TableSpec) -> list[str]:
+        return self._ensure(spec, spec.arrow_schema).plan.columns_added
+
+    def _ensure_view(self, view: ViewSpec) -> None:
+        if any(self._get_table(source) is None for source in view.sources):
+            return
+        table = self._put_view(view.name, view.select(self.table_ref), view.description)
+        self._describe_columns(table, {c.name: c.description for c in view.columns})
 
     handoff_dialect = HandoffDialect("STRING", "TIMESTAMP", primary_key=False, now="CURRENT_TIMESTAMP()")
     #: each look is a query job (billed at least 10 MB)
@@ -791,32 +748,25 @@ class BigQueryWarehouse(Warehouse):
     ) -> int:
         """One ``MERGE`` (upsert and retire-in-scope), retried on a concurrent update. Every source row
         touches exactly one target row, so the rows retired are the rows affected beyond those."""
-        from google.cloud import bigquery
-
         sql = merge_statement(
             self.table_ref(spec.name), self._staged_ref(staged.stage), spec, staged.plan, retire
         )
-        config = bigquery.QueryJobConfig(
-            query_parameters=merge_parameters(retire, staged.stamp, landing.types)
-        )
-
-        def merge() -> int:
-            job = self.client.query(sql, job_config=config)
-            job.result()
-            return int(job.num_dml_affected_rows or 0)
-
-        return max(retry_concurrent(merge) - staged.rows, 0)
+        affected = self._dml(sql, merge_parameters(retire, staged.stamp, landing.types))
+        return max(affected - staged.rows, 0)
 
     def _create_handoffs(self, ddl: str) -> None:
         self._ensure_dataset()
         self.client.query(ddl).result()
 
     def _run_statement(self, sql: str, params: dict[str, Any]) -> int:
-        """One DML statement, retried on a concurrent update (a retry re-reads the row: still a
-        compare-and-set)."""
+        """A retry re-reads the row: still a compare-and-set."""
+        return self._dml(sql, [query_parameter(k, v) for k, v in params.items()])
+
+    def _dml(self, sql: str, params: list[Any]) -> int:
+        """One DML statement, retried on a concurrent update; the rows it changed."""
         from google.cloud import bigquery
 
-        config = bigquery.QueryJobConfig(query_parameters=[query_parameter(k, v) for k, v in params.items()])
+        config = bigquery.QueryJobConfig(query_parameters=params)
 
         def run() -> int:
             job = self.client.query(sql, job_config=config)

@@ -1,42 +1,17 @@
 """DuckDB, the default warehouse: one file, Arrow in, one writer process at a time.
 
-DuckDB lets one process open a file for writing. The connection is therefore opened per write (or per
-landing of many writes) and closed right after it, so the file lock is held only while writing; a
-second writer waits for the lock (:mod:`resources.warehouse.duckdb_lock`) instead of failing. BI tools
-open the file read-only (:meth:`DuckDBWarehouse.open_read_only`), which also waits while a write is
-in progress.
+DuckDB lets one process open a file for writing, so a connection is opened per write (or per
+landing, or per :meth:`DuckDBWarehouse.session`) and closed right after: the file lock is held only
+while writing, and a second writer waits for it (:mod:`resources.warehouse.duckdb_lock`).
 
-:meth:`~resources.warehouse.base.Warehouse.replace_partitions_together` (the write procedure, in
-``base.py``; this module implements its hooks) lands every chunk of one table's landing in one
-transaction on one connection: the chunks commit together or not at all. :meth:`DuckDBWarehouse.session`
-keeps one connection open across several writes and caches the catalog lookups meanwhile. The file
-lock is then held for the whole session: meant for landing steps, not for long-lived handles.
+Partitioned tables carry no primary-key index: DuckDB's key index lives in memory and grows with
+the table, so a landing process would grow with the days of a backfill. Keys stay unique because
+every write is deduplicated and refuses a key that exists outside its scope (the ``keys_unique``
+checks verify it too). A partitioned table that carries the index is refused
+(:class:`KeyIndexedTableError`), naming the statement that drops it.
 
-Partitioned tables carry no primary-key index; snapshot tables do (their upserts need it). The key
-index (an ART) lives in memory and grows with the table, so a landing process would grow with the days of
-a backfill (docs/ARCHITECTURE.md, *Engine flows*). Without it, a partition replace is a delete plus
-an insert, and keys stay unique because every write is deduplicated and refuses a key that exists
-outside its scope (the ``keys_unique`` asset checks verify it too). A partitioned table that
-carries the index (created by hand or by another tool) is refused with
-:class:`KeyIndexedTableError`, naming the table and the one statement that drops the index
-(docs/OPERATIONS.md, *DuckDB tables with a key index*): one write path.
-
-``memory_limit`` gives a handle's connections a DuckDB memory budget
-(:mod:`resources.warehouse.duckdb_memory`), and DuckDB :data:`LANDING_THREADS` threads: such a
-handle lands, beside the fetch of the next table.
-
-Retries, all of them (nothing above this module retries a write: not the sync step, and Dagster's
-``run_retries`` skip runs whose step failed):
-
-* **A write is retried once, in one case**: a partition landing within ``memory_limit`` that ran out
-  of memory is rolled back whole and run once more without the budget
-  (:meth:`~resources.warehouse.duckdb_memory.MemoryBudget.run_landing`). Every other error surfaces
-  at once: a key outside the scope, a schema mismatch or a full disk would fail the same way again.
-  Snapshot writes, which land outside the budget, are not retried.
-* **Opening the file waits for its lock**
-  (:func:`~resources.warehouse.duckdb_lock.connect_with_lock_wait`); nothing of the write has run
-  yet. Another thread of this process holding the file is waited for the same way
-  (:func:`~resources.warehouse.duckdb_lock.hold_process_lock`).
+The one retry of a write: a partition landing within ``memory_limit`` that ran out of memory is
+rolled back whole and run once more without the budget (:mod:`resources.warehouse.duckdb_memory`).
 """
 
 from __future__ import annotations
@@ -55,14 +30,13 @@ from typing import Any, NamedTuple
 import duckdb
 import pyarrow as pa
 
-from resources.warehouse.base import StagedWrite, Warehouse
+from resources.warehouse.base import StagedWrite, Warehouse, outside_scope_error
 from resources.warehouse.contract import (
     IS_CURRENT,
     LOADED_AT,
     LOGGER_NAME,
     RUN_ID,
     WAREHOUSE_SETTING,
-    PartitionScope,
     PartitionWrite,
     SchemaMismatchError,
     SnapshotScope,
@@ -71,7 +45,6 @@ from resources.warehouse.contract import (
     WriteResult,
     first_line,
 )
-from resources.warehouse.ddl import SqlDialect, comment_statements, table_statements
 from resources.warehouse.duckdb_lock import (
     OnWait,
     connect_with_lock_wait,
@@ -80,34 +53,42 @@ from resources.warehouse.duckdb_lock import (
     lock_holder,
 )
 from resources.warehouse.duckdb_memory import MemoryBudget, read_within
-from resources.warehouse.quoting import quote_identifier
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
-from resources.warehouse.stamp import WriteStamp
+from resources.warehouse.sql import (
+    SqlDialect,
+    comment_statements,
+    quote_identifier,
+    table_statements,
+    upsert_statement,
+)
 from resources.warehouse.types import duckdb_type, from_duckdb_type
-from resources.warehouse.upsert import upsert_statement
 from resources.warehouse.urls import DEFAULT_LOCK_TIMEOUT_SECONDS, parse_memory_limit
-from resources.warehouse.validation import validate_spec
-from resources.warehouse.view_shape import (
+from resources.warehouse.views import (
     ViewShape,
+    ViewSpec,
+    ViewWork,
     column_descriptions,
     current_view_description,
     current_view_name,
     view_work,
 )
-from resources.warehouse.views import views_reading
 
 quoted = quote_identifier
 
-#: rows per ON CONFLICT statement (DuckDB's row-group size)
+#: rows per ON CONFLICT statement (DuckDB's row-group size): DuckDB holds a whole ON CONFLICT input
+#: in memory, several times its Arrow size
 UPSERT_BATCH_ROWS = 122_880
-#: DuckDB threads of a landing handle (one with a ``memory_limit``): half the cores, at least one.
-#: A landing runs beside the fetch of the next table; with DuckDB's default, a thread per core, a
-#: landing cost more CPU and memory in no shorter wall (bench/RESULTS.md, *Landing memory*).
+#: DuckDB threads of a landing handle (one with a ``memory_limit``): half the cores, at least one;
+#: a landing runs beside the fetch of the next table (bench/RESULTS.md, *Landing memory*).
 LANDING_THREADS = max(1, (os.cpu_count() or 2) // 2)
 
 log = logging.getLogger(LOGGER_NAME)
 #: DuckDB's DDL: its type names; partitioned tables carry no key index (module doc)
 DIALECT = SqlDialect(duckdb_type, key_index_on_partitioned=False)
+#: The name :func:`_exec_on_rows` gives its Arrow table in SQL.
+ROWS = quoted("_visibility_rows")
+#: Where the migration of a :class:`KeyIndexedTableError` is documented.
+KEY_INDEX_MIGRATION_DOC = "docs/OPERATIONS.md#duckdb-tables-with-a-key-index"
 
 
 def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
@@ -115,19 +96,14 @@ def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[
     return con.execute(sql, params).fetchall()
 
 
-#: The name :func:`_exec_on_rows` gives its Arrow table in SQL.
-ROWS = quoted("_visibility_rows")
-
-
 def _exec_on_rows(
     con: duckdb.DuckDBPyConnection, sql: str, rows: pa.Table, params: Any = None
 ) -> list[tuple[Any, ...]]:
     """Execute ``sql``, which reads ``rows`` as the table :data:`ROWS`, and drain.
 
-    DuckDB finds the table by its replacement scan of this frame's locals, and lets go of it when
-    the statement ends. Not ``con.register``: a registration is a catalog entry, and one dropped
-    inside a transaction keeps its Arrow table alive until the commit, so a landing of many chunks
-    in one transaction would hold every chunk's rows.
+    DuckDB finds the table by its replacement scan of this frame's locals. Not ``con.register``: a
+    registration dropped inside a transaction keeps its Arrow table alive until the commit, so a
+    landing of many chunks would hold every chunk's rows.
     """
     _visibility_rows = rows  # read by DuckDB's replacement scan (underscore: not "unused")
     return con.execute(sql, params).fetchall()
@@ -138,22 +114,8 @@ def _is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.FatalException) or "database has been invalidated" in str(exc)
 
 
-def _committed_before_failing(exc: BaseException) -> bool:
-    """A fatal error that DuckDB says came after a durable commit (its automatic checkpoint)."""
-    return isinstance(exc, duckdb.Error) and "COMMIT succeeded" in str(exc)
-
-
-#: The first bytes of every DuckDB database file hold this at offset 8.
-_DUCKDB_MAGIC = b"DUCK"
-
-
-#: Where the migration of a :class:`KeyIndexedTableError` is documented.
-KEY_INDEX_MIGRATION_DOC = "docs/OPERATIONS.md#duckdb-tables-with-a-key-index"
-
-
 class KeyIndexedTableError(SchemaMismatchError):
-    """A partitioned table that carries a primary-key index: refused rather than written another way
-    (module doc). Nothing was written."""
+    """A partitioned table that carries a primary-key index (module doc). Nothing was written."""
 
     @classmethod
     def of(cls, schema: str, table: str, table_ref: str) -> KeyIndexedTableError:
@@ -173,20 +135,16 @@ class _Existing(NamedTuple):
     #: None: no such table
     columns: list[ExistingColumn] | None
     comment: str | None
-    #: it carries a primary-key index (snapshot tables; a partitioned one is refused, module doc)
+    #: it carries a primary-key index
     keyed: bool
 
 
 @dataclass
 class _Session:
-    """One thread's open session: its connection, and catalog facts read under its file lock.
-
-    Nobody else can change the catalog while the lock is held, so the facts stay true until this
-    writer changes them: DDL drops the table's entries, a rollback drops everything.
-    """
+    """One thread's open session: its connection, and catalog facts read under its file lock (true
+    until this writer changes them: DDL drops the table's entries, a rollback drops everything)."""
 
     con: duckdb.DuckDBPyConnection
-    depth: int = 1
     schema_ready: bool = False
     tables: dict[str, _Existing] = field(default_factory=dict)
     views: set[str] = field(default_factory=set)
@@ -200,50 +158,11 @@ class _Session:
             self.tables.pop(table, None)
 
 
-def _key_holds_the_scope(spec: TableSpec) -> bool:
-    """Every key names its brand, date and engine: a row in a scope shares no key with one outside."""
-    return {spec.brand_column, spec.engine_column, spec.date_column} <= set(spec.key)
-
-
-@dataclass(frozen=True)
-class _ScopedWrite:
-    """One partition replace under way: its table and scope filter."""
-
-    ref: str
-    spec: TableSpec
-    scope: PartitionScope
-
-    @property
-    def in_scope(self) -> str:
-        spec = self.spec
-        assert spec.date_column is not None
-        return (
-            f"list_contains($brands, {quoted(spec.brand_column)}) AND {quoted(spec.date_column)} >= $start "
-            f"AND {quoted(spec.date_column)} < $end AND list_contains($engines, {quoted(spec.engine_column)})"
-        )
-
-    @property
-    def params(self) -> dict[str, Any]:
-        scope = self.scope
-        return {
-            "brands": list(scope.brand_ids),
-            "start": scope.start,
-            "end": scope.end,
-            "engines": list(scope.engines),
-        }
-
-    @property
-    def outside_message(self) -> str:
-        return (
-            f"row(s) for {self.spec.name} have keys {list(self.spec.key)} that already exist outside the "
-            "partition scope (another brand, date or engine); a partition write never touches rows "
-            "outside its scope, so nothing was written"
-        )
-
-
 class DuckDBWarehouse(Warehouse):
     """A DuckDB file; every write (or landing of many writes) is one transaction on a connection
     opened for it."""
+
+    view_errors = (duckdb.Error,)
 
     def __init__(
         self,
@@ -268,13 +187,11 @@ class DuckDBWarehouse(Warehouse):
         self.lock_timeout_seconds = lock_timeout_seconds
         #: DuckDB's memory budget for this handle's connections; None: DuckDB's default
         self._budget = MemoryBudget(memory_limit)
-        #: DuckDB's memory budget for a query (:meth:`query`) on a connection outside ``memory_limit``
-        #: (:func:`~resources.warehouse.duckdb_memory.read_within`); None: DuckDB's default
+        #: the budget of a query on a connection outside ``memory_limit`` (``read_within``)
         self.query_memory_limit = query_memory_limit
         if query_memory_limit is not None:
             parse_memory_limit(query_memory_limit)
-        #: called while a connection waits for the file lock (and once when the wait ends): a status
-        #: line's hook; the same waits are logged on ``visibility.warehouse`` either way
+        #: called while a connection waits for the file lock, and once when the wait ends
         self.on_wait = on_wait
         #: test-only fault hook, called inside the transaction after the delete, before the insert
         self._between_delete_and_insert: Callable[[], None] | None = None
@@ -313,20 +230,11 @@ class DuckDBWarehouse(Warehouse):
 
     @contextmanager
     def session(self) -> Iterator[DuckDBWarehouse]:
-        """Writes (and queries) of this thread share one connection until the block ends.
-
-        Each write is still its own transaction. Opening waits for the file lock like a write does
-        (:class:`WarehouseLockTimeout` after ``lock_timeout_seconds``); the lock is then held until
-        the block ends, so other processes wait that long. Sessions nest; other threads of this
-        process wait for the session like for a write.
-        """
-        current = self._session()
-        if current is not None:
-            current.depth += 1
-            try:
-                yield self
-            finally:
-                current.depth -= 1
+        """Writes (and queries) of this thread share one connection, and its catalog lookups, until
+        the block ends; each write is still its own transaction. The file lock is held meanwhile (other
+        processes and threads wait for it): meant for landing steps. Sessions nest."""
+        if self._session() is not None:
+            yield self
             return
         with self._connect(read_only=self.read_only) as con:
             self._local.session = _Session(con)
@@ -402,7 +310,7 @@ class DuckDBWarehouse(Warehouse):
                         con.rollback()
                     raise
                 self._reopen_session(con)
-                if not _committed_before_failing(exc):
+                if "COMMIT succeeded" not in str(exc):
                     raise
                 # durable: the WAL holds it, and the next open of the file folds it in
                 log.warning(
@@ -479,32 +387,18 @@ class DuckDBWarehouse(Warehouse):
             type_name=duckdb_type,
             table_comment=None if comment == spec.description else spec.description,
         )
-        ref = self.table_ref(spec.name)
-        if session is not None and (plan.create or plan.columns or plan.comments):
+        changed = plan.create or plan.columns or plan.comments
+        if session is not None and changed:
             session.forget(spec.name)  # read again by the next write, which sees this DDL
-        # an added column's default: DuckDB writes it into the existing rows
-        for statement in table_statements(DIALECT, spec, plan, ref):
+        for statement in table_statements(DIALECT, spec, plan, self.table_ref(spec.name)):
             _exec(con, statement)
-        if spec.kind == "snapshot":
-            view = current_view_name(spec)
-            changed = plan.create or plan.columns or plan.comments
-            if session is not None and view in session.views and not changed:
-                return plan
+        view = current_view_name(spec)
+        if spec.kind == "snapshot" and (session is None or view not in session.views or changed):
             description = current_view_description(spec)
             columns = column_descriptions(spec, plan.table_columns)
-            work = (
-                "create"
-                if plan.create or plan.columns
-                else view_work(self._view_shape(con, view), description, columns)
-            )
-            if work == "create":
-                _exec(
-                    con,
-                    f"CREATE OR REPLACE VIEW {self.table_ref(view)} AS "
-                    f"SELECT * FROM {self._relative_ref(spec.name)} WHERE {quoted(IS_CURRENT)}",
-                )
-            if work is not None:
-                self._comment_view(con, view, description, columns)
+            shape = None if plan.create or plan.columns else self._view_shape(con, view)
+            body = f"SELECT * FROM {self._relative_ref(spec.name)} WHERE {quoted(IS_CURRENT)}"
+            self._write_view(con, view, body, view_work(shape, description, columns), description, columns)
             if session is not None:
                 session.views.add(view)
         return plan
@@ -528,47 +422,37 @@ class DuckDBWarehouse(Warehouse):
             return None
         return ViewShape(found[0][0], tuple((n, c) for _, n, c in found if n is not None))
 
-    def _comment_view(
-        self, con: duckdb.DuckDBPyConnection, view: str, description: str, columns: Iterable[tuple[str, str]]
+    def _write_view(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        view: str,
+        body: str,
+        work: ViewWork,
+        description: str,
+        columns: Iterable[tuple[str, str]],
     ) -> None:
-        comments = [(None, description), *columns]
-        for statement in comment_statements(DIALECT, self.table_ref(view), comments, relation="VIEW"):
-            _exec(con, statement)
+        """(Re)create the view when ``work`` says so, then write its comments."""
+        if work == "create":
+            _exec(con, f"CREATE OR REPLACE VIEW {self.table_ref(view)} AS {body}")
+        if work is not None:
+            comments = [(None, description), *columns]
+            for statement in comment_statements(DIALECT, self.table_ref(view), comments, relation="VIEW"):
+                _exec(con, statement)
 
-    def _ensure_views(self, spec: TableSpec) -> None:
-        """The analyst views reading ``spec``'s table whose sources all exist: created, re-created or
-        commented as their spec says; one that fails is logged and skipped (the table has landed)."""
-        for view in views_reading(spec.name):
-            try:
-                with self._transaction() as con:
-                    if any(self._existing(con, source).columns is None for source in view.sources):
-                        continue
-                    columns = [(c.name, c.description) for c in view.columns]
-                    work = view_work(self._view_shape(con, view.name), view.description, columns)
-                    if work == "create":
-                        body = view.select(self._relative_ref)
-                        _exec(con, f"CREATE OR REPLACE VIEW {self.table_ref(view.name)} AS {body}")
-                    if work is not None:
-                        self._comment_view(con, view.name, view.description, columns)
-            except duckdb.Error as exc:
-                log.warning(
-                    "DuckDB view %s.%s could not be created (%s: %s); its tables are unaffected",
-                    self.schema,
-                    view.name,
-                    type(exc).__name__,
-                    first_line(exc),
-                )
+    # --- Warehouse hooks (the procedure: Warehouse in base.py) -------------------------------------
 
-    # --- Warehouse --------------------------------------------------------------------------------
-
-    def ensure_table(self, spec: TableSpec) -> list[str]:
-        validate_spec(spec)
+    def _ensure_table(self, spec: TableSpec) -> list[str]:
         with self._transaction() as con:
-            added = self._ensure(con, spec, spec.arrow_schema).columns_added
-        self._ensure_views(spec)
-        return added
+            return self._ensure(con, spec, spec.arrow_schema).columns_added
 
-    # --- write hooks (the procedure: Warehouse in base.py) ----------------------------------------
+    def _ensure_view(self, view: ViewSpec) -> None:
+        with self._transaction() as con:
+            if any(self._existing(con, source).columns is None for source in view.sources):
+                return
+            columns = [(c.name, c.description) for c in view.columns]
+            work = view_work(self._view_shape(con, view.name), view.description, columns)
+            body = view.select(self._relative_ref)
+            self._write_view(con, view.name, body, work, view.description, columns)
 
     def _run_landing(
         self, spec: TableSpec, writes: Iterable[PartitionWrite], land: Callable[[], list[WriteResult]]
@@ -617,48 +501,47 @@ class DuckDBWarehouse(Warehouse):
     def _apply_replace(
         self, con: duckdb.DuckDBPyConnection, spec: TableSpec, staged: Sequence[StagedWrite]
     ) -> list[int]:
-        """Per write: delete its scope, then insert its rows. Tables this writer creates carry no key
-        index, so a key that already exists outside the scope fails the landing here (checked only
-        where the key does not contain the brand, date and engine: otherwise a row in the scope
-        cannot share its key with one outside)."""
+        """Per write: delete its scope, then insert its rows. With no key index, a key that already
+        exists outside the scope is looked for here (unless the key holds the brand, date and
+        engine: then a row in the scope cannot share its key with one outside)."""
+        ref = self.table_ref(spec.name)
+        assert spec.date_column is not None
+        brand, day, engine = (quoted(c) for c in (spec.brand_column, spec.date_column, spec.engine_column))
+        in_scope = (
+            f"list_contains($brands, {brand}) AND {day} >= $start AND {day} < $end "
+            f"AND list_contains($engines, {engine})"
+        )
+        key_holds_the_scope = {spec.brand_column, spec.engine_column, spec.date_column} <= set(spec.key)
         deleted = []
         for write in staged:
-            assert write.scope is not None
-            scoped = _ScopedWrite(self.table_ref(spec.name), spec, write.scope)
-            data: pa.Table = write.stage
-            deleted.append(
-                int(_exec(con, f"DELETE FROM {scoped.ref} WHERE {scoped.in_scope}", scoped.params)[0][0])
-            )
+            scope, data = write.scope, write.stage
+            assert scope is not None
+            params = {
+                "brands": list(scope.brand_ids),
+                "start": scope.start,
+                "end": scope.end,
+                "engines": list(scope.engines),
+            }
+            deleted.append(int(_exec(con, f"DELETE FROM {ref} WHERE {in_scope}", params)[0][0]))
             if self._between_delete_and_insert is not None:
                 self._between_delete_and_insert()
-            if data.num_rows and not _key_holds_the_scope(spec):
-                # after the delete, any row left with one of these keys lies outside the scope
+            if not data.num_rows:
+                continue
+            if not key_holds_the_scope:  # after the delete, a row left with one of these keys is outside
                 on = " AND ".join(f"t.{quoted(k)} = s.{quoted(k)}" for k in spec.key)
-                keys = data.select(list(spec.key))
-                sql = f"SELECT count(*) FROM {scoped.ref} t SEMI JOIN {ROWS} s ON {on}"
-                clash = int(_exec_on_rows(con, sql, keys)[0][0])
-                if clash:  # raising rolls the landing back
-                    raise ValueError(f"{clash} {scoped.outside_message}")
-            if data.num_rows:
-                self._insert(con, spec, write.plan, data, write.stamp)
+                sql = f"SELECT count(*) FROM {ref} t SEMI JOIN {ROWS} s ON {on}"
+                clash = int(_exec_on_rows(con, sql, data.select(list(spec.key)))[0][0])
+                if clash:
+                    raise outside_scope_error(spec, clash)
+            cols = ", ".join(quoted(c) for c in write.plan.load_columns)
+            _exec_on_rows(
+                con,
+                f"INSERT INTO {ref} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "
+                f"SELECT {cols}, $ts, $run_id FROM {ROWS}",
+                data,
+                {"ts": write.stamp.loaded_at, "run_id": write.stamp.run_id},
+            )
         return deleted
-
-    def _insert(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        spec: TableSpec,
-        plan: LoadPlan,
-        data: pa.Table,
-        stamp: WriteStamp,
-    ) -> None:
-        cols = ", ".join(quoted(c) for c in plan.load_columns)
-        _exec_on_rows(
-            con,
-            f"INSERT INTO {self.table_ref(spec.name)} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "
-            f"SELECT {cols}, $ts, $run_id FROM {ROWS}",
-            data,
-            {"ts": stamp.loaded_at, "run_id": stamp.run_id},
-        )
 
     def _apply_merge(
         self,
@@ -668,14 +551,18 @@ class DuckDBWarehouse(Warehouse):
         retire: SnapshotScope | None,
     ) -> int:
         """``INSERT ... ON CONFLICT (key) DO UPDATE``, then retire the rows of ``retire`` this write
-        did not send (they carry an older stamp)."""
-        data: pa.Table = staged.stage
-        stamp = staged.stamp
-        if data.num_rows:
-            self._upsert(con, spec, staged.plan, data, stamp)
+        did not send (they carry an older stamp).
+
+        The upsert runs in slices of :data:`UPSERT_BATCH_ROWS`; keys are unique across slices
+        (deduplicated before), so slicing changes nothing else.
+        """
+        ref, data = self.table_ref(spec.name), staged.stage
+        params: dict[str, Any] = {"ts": staged.stamp.loaded_at, "run_id": staged.stamp.run_id}
+        upsert = upsert_statement(ref, spec, staged.plan, ROWS, ts="$ts", run_id="$run_id")
+        for offset in range(0, data.num_rows, UPSERT_BATCH_ROWS):
+            _exec_on_rows(con, upsert, data.slice(offset, UPSERT_BATCH_ROWS), params)
         if retire is None:
             return 0
-        params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
         where = (
             f"tgt.{quoted(IS_CURRENT)} AND (tgt.{quoted(LOADED_AT)} IS DISTINCT FROM $ts "
             f"OR tgt.{quoted(RUN_ID)} IS DISTINCT FROM $run_id)"
@@ -685,31 +572,11 @@ class DuckDBWarehouse(Warehouse):
             params["values"] = list(retire.values)
         res = _exec(
             con,
-            f"UPDATE {self.table_ref(spec.name)} AS tgt SET {quoted(IS_CURRENT)} = false, "
+            f"UPDATE {ref} AS tgt SET {quoted(IS_CURRENT)} = false, "
             f"{quoted(LOADED_AT)} = $ts, {quoted(RUN_ID)} = $run_id WHERE {where}",
             params,
         )
         return int(res[0][0]) if res else 0
-
-    def _upsert(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        spec: TableSpec,
-        plan: LoadPlan,
-        data: pa.Table,
-        stamp: WriteStamp,
-    ) -> None:
-        """A snapshot's INSERT ... ON CONFLICT (key) DO UPDATE: every column takes this write's value
-        (or NULL), and the row is current again.
-
-        In slices: DuckDB holds a whole ON CONFLICT input in memory, several times its Arrow size
-        (bench/RESULTS.md, *Warehouse*); slices of :data:`UPSERT_BATCH_ROWS` keep that bounded.
-        Keys are unique across slices (deduplicated before), so slicing changes nothing else.
-        """
-        sql = upsert_statement(self.table_ref(spec.name), spec, plan, ROWS, ts="$ts", run_id="$run_id")
-        params = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
-        for offset in range(0, data.num_rows, UPSERT_BATCH_ROWS):
-            _exec_on_rows(con, sql, data.slice(offset, UPSERT_BATCH_ROWS), params)
 
     def _create_handoffs(self, ddl: str) -> None:
         with self._transaction() as con:
@@ -739,17 +606,10 @@ class DuckDBWarehouse(Warehouse):
         """Nothing to release: connections live only for one call or one :meth:`session`."""
 
     def check_connection(self) -> None:
-        """Everything a write will need, found before the first API request, or a
-        :class:`WarehouseConfigError` naming ``VISIBILITY_WAREHOUSE``:
-
-        * the file's folder exists or can be created, and can be written (DuckDB writes its WAL and
-          temporary files next to the database);
-        * an existing path is a regular file this process can read and write, starts with DuckDB's
-          header, and this DuckDB opens it (read-only, without waiting: a file another process holds
-          is only reported, with its holder, since writes wait for it).
-
-        A new file is left to the first write. A reader (:meth:`open_read_only`) checks the file only.
-        """
+        """The file's folder can be written (DuckDB writes its WAL and temporary files there), and an
+        existing file is a DuckDB database this process can read, write and open (a file another
+        process holds is only reported, since writes wait for it). A new file is left to the first
+        write; a reader checks the file only."""
         try:
             if not self.read_only:
                 self._check_folder()
@@ -798,7 +658,7 @@ class DuckDBWarehouse(Warehouse):
                 "is empty, not a DuckDB database (DuckDB refuses an empty file): delete it, or point "
                 "VISIBILITY_WAREHOUSE at another file"
             )
-        if header[8:12] != _DUCKDB_MAGIC:
+        if header[8:12] != b"DUCK":  # DuckDB's magic bytes
             raise self.config_error(
                 "exists but is not a DuckDB database (it does not start with DuckDB's header): point "
                 "VISIBILITY_WAREHOUSE at a DuckDB file, or at a path that does not exist yet"
@@ -808,24 +668,17 @@ class DuckDBWarehouse(Warehouse):
                 if target.exists() and not os.access(target, os.R_OK | os.W_OK):
                     raise self.config_error(f"cannot be written: {target} is not writable by this user")
         try:
-            con = duckdb.connect(str(path), read_only=True)
-        except duckdb.ConnectionException as exc:
-            if "different configuration" in str(exc):  # this process has it open already
-                return
-            raise self.config_error(
-                f"cannot be opened by DuckDB {duckdb.__version__}: {first_line(exc)}"
-            ) from None
+            duckdb.connect(str(path), read_only=True).close()
         except duckdb.Error as exc:
-            if is_lock_error(exc):  # another process writes: the header said enough
-                log.warning(
-                    "DuckDB file %s is in use by %s; writes will wait for it (up to "
-                    "lock_timeout_seconds=%g s)",
-                    path,
-                    lock_holder(str(exc)),
-                    self.lock_timeout_seconds,
-                )
-                return
-            raise self.config_error(
-                f"cannot be opened by DuckDB {duckdb.__version__}: {first_line(exc)}"
-            ) from None
-        con.close()
+            if isinstance(exc, duckdb.ConnectionException) and "different configuration" in str(exc):
+                return  # this process has it open already
+            if not is_lock_error(exc):
+                raise self.config_error(
+                    f"cannot be opened by DuckDB {duckdb.__version__}: {first_line(exc)}"
+                ) from None
+            log.warning(  # another process writes: the header said enough
+                "DuckDB file %s is in use by %s; writes will wait for it (up to lock_timeout_seconds=%g s)",
+                path,
+                lock_holder(str(exc)),
+                self.lock_timeout_seconds,
+            )

@@ -31,7 +31,7 @@ from typing import TypeVar
 import duckdb
 
 from resources.warehouse.contract import LOGGER_NAME, PartitionWrite, WriteResult, first_line
-from resources.warehouse.quoting import quote_literal
+from resources.warehouse.sql import quote_literal
 from resources.warehouse.urls import parse_memory_limit
 from resources.warehouse.write_checks import is_one_shot
 

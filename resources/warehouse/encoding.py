@@ -1,26 +1,105 @@
 """The Arrow table a write actually loads: the plan's columns, nested values as JSON text, all-null
-columns typed, and no NUL character in any text (:mod:`resources.warehouse.nul`).
+columns typed, no NUL character in any text, one row per key.
 
-``_loaded_at`` and ``_run_id`` (and the snapshot columns) are never materialised in Arrow: engines
-write them as one SQL parameter per statement, which keeps a million-row load free of extra columns.
+U+0000 cannot be stored in Postgres text, nor ``\\u0000`` in its jsonb: every engine lands it as
+:data:`NUL_REPLACEMENT` (U+FFFD), so the same rows read the same everywhere and the loss stays
+visible (docs/OPERATIONS.md, "Text with NUL characters"). Scopes are cleaned alike, so two keys that
+differ only by a NUL are one key. The writer's own columns (``_loaded_at``, ``_run_id``, ...) are
+never materialised in Arrow: engines write them as one SQL parameter per statement.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import json
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from resources.warehouse.nul import NUL, clean_column, clean_text, may_hold_nul
+from resources.warehouse.contract import PartitionScope, SnapshotScope
 from resources.warehouse.schema_evolution import LoadPlan
 from resources.warehouse.types import Kind, arrow_type, needs_json_encoding
 
+NUL = "\x00"
+NUL_REPLACEMENT = "\ufffd"
 _JSON_NUL_ESCAPE = "\\u0000"
+
+# --- NUL characters ------------------------------------------------------------------------------
+
+
+def clean_text(value: str) -> str:
+    """``value`` with every NUL replaced by :data:`NUL_REPLACEMENT`."""
+    return value.replace(NUL, NUL_REPLACEMENT) if NUL in value else value
+
+
+def may_hold_nul(array: pa.Array) -> bool:
+    """Whether a string array's bytes hold a zero byte: one pass over its data buffer, no copy
+    (UTF-8 encodes only U+0000 as a zero byte; a slice's buffer may cover more than the slice,
+    which only costs the exact replacement a needless run)."""
+    buffers = array.buffers()
+    data = buffers[2] if len(buffers) > 2 else None
+    return data is not None and data.size > 0 and int(np.frombuffer(data, dtype=np.uint8).min()) == 0
+
+
+def _clean_strings(array: pa.Array) -> pa.Array:
+    if not may_hold_nul(array):
+        return array
+    return pc.replace_substring(array, NUL, NUL_REPLACEMENT)
+
+
+def _clean_array(array: pa.Array) -> pa.Array:
+    """Strings, and the string items of lists, without NUL; other arrays as they are."""
+    t = array.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return _clean_strings(array)
+    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and (
+        pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)
+    ):
+        if not may_hold_nul(array.values):  # the whole child array: a cheap, safe over-estimate
+            return array
+        # rare: rebuilt through Python, which handles slices and null lists without special cases
+        cleaned = [
+            None if v is None else [x if x is None else clean_text(x) for x in v] for v in array.to_pylist()
+        ]
+        return pa.array(cleaned, type=t)
+    return array
+
+
+def clean_column(
+    column: pa.ChunkedArray, clean: Callable[[pa.Array], pa.Array] = _clean_array
+) -> pa.ChunkedArray:
+    """A column without NUL characters (:data:`NUL_REPLACEMENT` instead); the column itself when it
+    holds none, which is the common case and costs one scan of its string bytes. ``clean`` cleans
+    one chunk (JSON text has its own: :mod:`resources.warehouse.encoding`)."""
+    chunks = [clean(c) for c in column.chunks]
+    if all(new is old for new, old in zip(chunks, column.chunks, strict=True)):
+        return column
+    return pa.chunked_array(chunks, type=column.type)
+
+
+def clean_scope(scope: PartitionScope) -> PartitionScope:
+    """The scope as the rows land: brand ids and engines with NUL replaced like the rows' values."""
+    brands = tuple(clean_text(b) if isinstance(b, str) else b for b in scope.brand_ids)
+    engines = tuple(clean_text(e) if isinstance(e, str) else e for e in scope.engines)
+    if brands == scope.brand_ids and engines == scope.engines:
+        return scope
+    return dataclasses.replace(scope, brand_ids=brands, engines=engines)
+
+
+def clean_snapshot_scope(scope: SnapshotScope | None) -> SnapshotScope | None:
+    if scope is None or not any(isinstance(v, str) and NUL in v for v in scope.values):
+        return scope
+    values = tuple(clean_text(v) if isinstance(v, str) else v for v in scope.values)
+    return dataclasses.replace(scope, values=values)
+
+
+# --- rows as loaded ------------------------------------------------------------------------------
 
 
 def _json_default(value: Any) -> Any:
@@ -103,3 +182,32 @@ def encode_rows(rows: pa.Table, plan: LoadPlan) -> pa.Table:
             col = clean_column(col, _clean_json_text) if json_text else clean_column(col)
         arrays.append(col)
     return pa.table(arrays, names=list(plan.load_columns))
+
+
+def _release_if_large(n: int) -> None:
+    """Hand the hash table's memory back to the OS before the engine allocates for the load.
+
+    Arrow's allocator keeps freed memory cached; without this a million-row write would hold the
+    dedupe's memory and the engine's at the same time.
+    """
+    if n >= 100_000:
+        pa.default_memory_pool().release_unused()
+
+
+def dedupe_by_key(rows: pa.Table, key: Sequence[str]) -> tuple[pa.Table, int]:
+    """Keep the last row of each key, in the original order; return the table and rows dropped."""
+    n = rows.num_rows
+    if n < 2:
+        return rows, 0
+    # the common case has no duplicates: counting distinct keys is cheaper than finding and taking
+    # each key's last row (bench/RESULTS.md, *Warehouse*)
+    distinct = rows.select(list(key)).group_by(list(key), use_threads=False).aggregate([]).num_rows
+    if distinct == n:
+        _release_if_large(n)
+        return rows, 0
+    keyed = rows.select(list(key)).append_column("__row", pa.array(np.arange(n, dtype=np.int64)))
+    last = keyed.group_by(list(key), use_threads=False).aggregate([("__row", "max")])
+    keep = pc.sort_indices(last["__row_max"])
+    out = rows.take(pc.take(last["__row_max"], keep)), n - last.num_rows
+    _release_if_large(n)
+    return out

@@ -1,22 +1,17 @@
 """Postgres: SQLAlchemy 2 engine on psycopg 3; rows go in with COPY.
 
-Every write is one transaction on one connection: rows are COPYed (CSV written by Arrow, batch by
-batch) into a temporary stage table, then the target's scope is deleted and the stage inserted
-(partitions), or the stage is merged with ``INSERT ... ON CONFLICT`` (snapshots). A landing of many
-partition writes (:meth:`~resources.warehouse.base.Warehouse.replace_partitions_together`, the
-procedure every engine shares; this module implements its hooks) runs them all in one transaction,
-one stage at a time. DDL (create, add column, comments, the ``_current`` view) runs in the same
-transaction under an advisory lock per schema, so concurrent writers never race on the catalog;
-writes that need no DDL take no such lock.
-Every write first takes an advisory lock per table, so overlapping writes of one table (a daily run
-and a backfill) run one after the other instead of failing on each other's keys.
+Every write is one transaction on one connection: rows are COPYed (CSV written by Arrow) into a
+temporary stage table, then the target's scope is deleted and the stage inserted (partitions), or
+the stage is merged with ``INSERT ... ON CONFLICT`` (snapshots). Every write first takes an advisory
+lock per table, so overlapping writes of one table (a daily run and a backfill) run one after the
+other instead of failing on each other's keys; DDL runs in the same transaction under an advisory
+lock per schema, taken only by writes that change the catalog.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import io
-import logging
 import math
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -31,32 +26,27 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from resources.warehouse.base import StagedWrite, Warehouse
-from resources.warehouse.contract import (
-    IS_CURRENT,
-    LOADED_AT,
-    LOGGER_NAME,
-    RUN_ID,
-    SnapshotScope,
-    TableSpec,
-    first_line,
-)
-from resources.warehouse.ddl import SqlDialect, comment_statements, table_statements
-from resources.warehouse.quoting import quote_identifier
+from resources.warehouse.base import StagedWrite, Warehouse, outside_scope_error
+from resources.warehouse.contract import IS_CURRENT, LOADED_AT, RUN_ID, SnapshotScope, TableSpec, first_line
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
+from resources.warehouse.sql import (
+    SqlDialect,
+    comment_statements,
+    quote_identifier,
+    table_statements,
+    upsert_statement,
+)
 from resources.warehouse.types import from_postgres_type, postgres_type
-from resources.warehouse.upsert import upsert_statement
 from resources.warehouse.urls import POSTGRES_SCHEMES
-from resources.warehouse.validation import validate_spec
-from resources.warehouse.view_shape import (
+from resources.warehouse.views import (
     ViewShape,
+    ViewSpec,
     ViewWork,
     column_descriptions,
     current_view_description,
     current_view_name,
     view_work,
 )
-from resources.warehouse.views import views_reading
 
 quoted = quote_identifier
 
@@ -64,10 +54,6 @@ quoted = quote_identifier
 MAX_IDENTIFIER_BYTES = 63
 COPY_BATCH_ROWS = 65_536
 _SCHEMES = frozenset(POSTGRES_SCHEMES)
-#: warnings about views that could not be created
-log = logging.getLogger(LOGGER_NAME)
-#: A view's comment and its columns' comments, in order.
-ViewComments = tuple[str, Sequence[tuple[str, str]]]
 
 
 def dialect(cur: psycopg.Cursor[Any]) -> SqlDialect:
@@ -220,18 +206,14 @@ class PostgresWarehouse(Warehouse):
             return None
         return ViewShape(found[0][0], tuple((n, c) for _, n, c in found if n is not None))
 
-    def _current_view_work(self, cur: psycopg.Cursor[Any], spec: TableSpec, plan: LoadPlan) -> ViewWork:
-        if spec.kind != "snapshot":
-            return None
-        if plan.create or plan.columns:
-            return "create"
-        columns = column_descriptions(spec, plan.table_columns)
-        return view_work(
-            self._view_shape(cur, current_view_name(spec)), current_view_description(spec), columns
-        )
-
     def _write_view(
-        self, cur: psycopg.Cursor[Any], view: str, body: str, work: ViewWork, comments: ViewComments
+        self,
+        cur: psycopg.Cursor[Any],
+        view: str,
+        body: str,
+        work: ViewWork,
+        description: str,
+        columns: Sequence[tuple[str, str]],
     ) -> None:
         """(Re)create the view when ``work`` says so, then write its comments. DROP first: CREATE OR
         REPLACE cannot rename, drop or reorder the columns of an older view."""
@@ -241,7 +223,6 @@ class PostgresWarehouse(Warehouse):
         if work == "create":
             cur.execute(f"DROP VIEW IF EXISTS {view_ref}")  # type: ignore[arg-type]
             cur.execute(f"CREATE VIEW {view_ref} AS {body}")  # type: ignore[arg-type]
-        description, columns = comments
         for statement in comment_statements(
             dialect(cur), view_ref, [(None, description), *columns], relation="VIEW"
         ):
@@ -252,33 +233,6 @@ class PostgresWarehouse(Warehouse):
         cur.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"visibility-ddl:{self.schema}",)
         )
-
-    def _ensure_views(self, spec: TableSpec) -> None:
-        """The analyst views reading ``spec``'s table whose sources all exist: created, re-created or
-        commented as their spec says; one that fails is logged and skipped (the table has landed)."""
-        for view in views_reading(spec.name):
-            for name in (view.name, *view.sources, *view.column_names):
-                check_identifier(name, "identifier")
-            columns = tuple((c.name, c.description) for c in view.columns)
-            try:
-                with self._transaction() as cur:
-                    if any(self._existing(cur, source)[0] is None for source in view.sources):
-                        continue
-                    if view_work(self._view_shape(cur, view.name), view.description, columns) is None:
-                        continue
-                    self._lock_ddl(cur)
-                    work = view_work(self._view_shape(cur, view.name), view.description, columns)
-                    self._write_view(
-                        cur, view.name, view.select(self.table_ref), work, (view.description, columns)
-                    )
-            except (psycopg.Error, SQLAlchemyError) as exc:
-                log.warning(
-                    "Postgres view %s.%s could not be created (%s: %s); its tables are unaffected",
-                    self.schema,
-                    view.name,
-                    type(exc).__name__,
-                    first_line(exc),
-                )
 
     def _plan(self, cur: psycopg.Cursor[Any], spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
         existing, comment = self._existing(cur, spec.name)
@@ -292,7 +246,8 @@ class PostgresWarehouse(Warehouse):
         )
 
     def _ensure(self, cur: psycopg.Cursor[Any], spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
-        """Create or evolve the table inside the caller's transaction; returns the plan."""
+        """Create or evolve the table (and a snapshot's ``_current`` view) inside the caller's
+        transaction; returns the plan. Only a write that changes the catalog takes the DDL lock."""
         for name in [spec.name, current_view_name(spec), *rows_schema.names, *(c.name for c in spec.columns)]:
             check_identifier(name, "identifier")
         plan = self._plan(cur, spec, rows_schema)
@@ -303,17 +258,26 @@ class PostgresWarehouse(Warehouse):
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(self.schema)}")
         plan = self._plan(cur, spec, rows_schema)
         ref = self.table_ref(spec.name)
-        # an added column's default: Postgres writes it into the existing rows
         for statement in table_statements(dialect(cur), spec, plan, ref):
             cur.execute(statement)  # type: ignore[arg-type]
         if not plan.create and {c.name for c in plan.columns} & set(spec.key):
             self._rekey(cur, spec)
+        body = f"SELECT * FROM {ref} WHERE {quoted(IS_CURRENT)}"
+        description = current_view_description(spec)
+        columns = column_descriptions(spec, plan.table_columns)
         work = self._current_view_work(cur, spec, plan)
-        if work is not None:
-            comments = (current_view_description(spec), column_descriptions(spec, plan.table_columns))
-            body = f"SELECT * FROM {ref} WHERE {quoted(IS_CURRENT)}"
-            self._write_view(cur, current_view_name(spec), body, work, comments)
+        self._write_view(cur, current_view_name(spec), body, work, description, columns)
         return plan
+
+    def _current_view_work(self, cur: psycopg.Cursor[Any], spec: TableSpec, plan: LoadPlan) -> ViewWork:
+        if spec.kind != "snapshot":
+            return None
+        if plan.create or plan.columns:
+            return "create"
+        columns = column_descriptions(spec, plan.table_columns)
+        return view_work(
+            self._view_shape(cur, current_view_name(spec)), current_view_description(spec), columns
+        )
 
     def _rekey(self, cur: psycopg.Cursor[Any], spec: TableSpec) -> None:
         """Move the primary key to the spec's key once a key column was added (its rows filled)."""
@@ -340,16 +304,26 @@ class PostgresWarehouse(Warehouse):
         """
         cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{self.schema}.{table}",))
 
-    # --- Warehouse --------------------------------------------------------------------------------
+    # --- Warehouse hooks (the procedure: Warehouse in base.py) -------------------------------------
 
-    def ensure_table(self, spec: TableSpec) -> list[str]:
-        validate_spec(spec)
+    view_errors = (psycopg.Error, SQLAlchemyError)
+
+    def _ensure_table(self, spec: TableSpec) -> list[str]:
         with self._transaction() as cur:
-            added = self._ensure(cur, spec, spec.arrow_schema).columns_added
-        self._ensure_views(spec)
-        return added
+            return self._ensure(cur, spec, spec.arrow_schema).columns_added
 
-    # --- write hooks (the procedure: Warehouse in base.py) ----------------------------------------
+    def _ensure_view(self, view: ViewSpec) -> None:
+        for name in (view.name, *view.sources, *view.column_names):
+            check_identifier(name, "identifier")
+        columns = tuple((c.name, c.description) for c in view.columns)
+        with self._transaction() as cur:
+            if any(self._existing(cur, source)[0] is None for source in view.sources):
+                return
+            if view_work(self._view_shape(cur, view.name), view.description, columns) is None:
+                return
+            self._lock_ddl(cur)
+            work = view_work(self._view_shape(cur, view.name), view.description, columns)
+            self._write_view(cur, view.name, view.select(self.table_ref), work, view.description, columns)
 
     @contextmanager
     def _write_transaction(self, spec: TableSpec) -> Iterator[psycopg.Cursor[Any]]:
@@ -406,12 +380,7 @@ class PostgresWarehouse(Warehouse):
                     {"ts": write.stamp.loaded_at, "run_id": write.stamp.run_id},
                 )
             except psycopg.errors.UniqueViolation as exc:  # the transaction rolls back
-                detail = exc.diag.message_detail or ""
-                raise ValueError(
-                    f"row(s) for {spec.name} have keys {list(spec.key)} that already exist outside the "
-                    "partition scope (another brand, date or engine); a partition write never touches "
-                    f"rows outside its scope, so nothing was written. {detail}"
-                ) from exc
+                raise outside_scope_error(spec, detail=exc.diag.message_detail) from exc
             cur.execute(f"DROP TABLE {write.stage}")  # type: ignore[arg-type]
         return deleted
 

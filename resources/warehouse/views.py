@@ -1,26 +1,29 @@
-"""The views analysts read: one portable ``SELECT`` per view, created by every engine's writer.
+"""The views analysts read, and how every writer keeps a view as its spec says.
 
-Each :class:`ViewSpec` names its source tables, its columns (typed and described, like a table's:
-the descriptions land as view and column comments and in docs/TABLES.md) and its query, written in
-the SQL that DuckDB, Postgres and BigQuery share: no engine-specific functions, no date arithmetic,
-integer sums cast to ``BIGINT`` (an alias of ``INT64`` in BigQuery) so a column has one type
-everywhere. Views read base tables only (never another view), so a writer may drop and re-create
-any view without touching the others. A view body takes no query parameters (no engine binds them
-in DDL): the only value in one, a granularity, is a constant of this module.
-
-A writer creates a view once all its sources exist, when it ensures one of them (the landing of a
-table, its first or a later one), and re-creates it when its columns or comments differ from the
-spec. A view that cannot be created never fails a landing: the writer logs a warning naming it.
+Each :class:`ViewSpec` names its source tables, its typed, described columns and one ``SELECT`` in
+the SQL DuckDB, Postgres and BigQuery share (no engine-specific functions or date arithmetic;
+integer sums cast to ``BIGINT``). Views read base tables only, so a writer may re-create any view
+alone; a view body takes no parameters. A writer creates a view once all its sources exist, when it
+ensures one of them, and re-creates it when its columns or comments differ; a view that cannot be
+created is a warning naming it, never a failed landing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import pyarrow as pa
 
-from resources.warehouse.contract import LOADED_AT, RUN_ID, Column
+from resources.warehouse.contract import (
+    EVOLVED_COLUMN_DESCRIPTION,
+    LOADED_AT,
+    RUN_ID,
+    Column,
+    TableSpec,
+    system_columns,
+)
 
 STRING = pa.string()
 INT = pa.int64()
@@ -400,3 +403,43 @@ ANALYST_VIEWS: tuple[ViewSpec, ...] = (
 def views_reading(table: str) -> tuple[ViewSpec, ...]:
     """The analyst views ``table`` is a source of (ensured with it)."""
     return tuple(v for v in ANALYST_VIEWS if table in v.sources)
+
+
+# --- how a writer keeps a view ----------------------------------------------------------------
+
+
+def current_view_name(spec: TableSpec) -> str:
+    return f"{spec.name}_current"
+
+
+def current_view_description(spec: TableSpec) -> str:
+    return f"Rows of {spec.name} still present in the API (is_current). {spec.description}"
+
+
+def column_descriptions(spec: TableSpec, table_columns: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Each column of the table (in table order) and the comment the writer gives it: the spec's, the
+    writer's own columns', or the one of a column the API added. A ``_current`` view carries the same."""
+    known = {c.name: c.description for c in (*spec.columns, *system_columns(spec))}
+    return tuple((name, known.get(name, EVOLVED_COLUMN_DESCRIPTION)) for name in table_columns)
+
+
+@dataclass(frozen=True)
+class ViewShape:
+    """A view as the catalog shows it: its comment, and its columns' names and comments in order."""
+
+    comment: str | None
+    columns: tuple[tuple[str, str | None], ...]
+
+
+#: What a view needs: nothing, new comments only, or to be (re)created (then commented).
+ViewWork = Literal["create", "comment"] | None
+
+
+def view_work(existing: ViewShape | None, description: str, columns: Sequence[tuple[str, str]]) -> ViewWork:
+    """``create`` when the view is missing or its columns differ from ``columns`` (names, in order);
+    ``comment`` when only its comment or a column's differs; None when it is as wanted."""
+    if existing is None or [n for n, _ in existing.columns] != [n for n, _ in columns]:
+        return "create"
+    if existing.comment != description or [c for _, c in existing.columns] != [c for _, c in columns]:
+        return "comment"
+    return None

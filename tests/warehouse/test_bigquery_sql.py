@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from google.cloud import bigquery
 
+from resources.warehouse.base import WriteStamp
 from resources.warehouse.bigquery import (
     BigQueryWarehouse,
     clustering_fields,
@@ -41,7 +42,6 @@ from resources.warehouse.bigquery import (
 )
 from resources.warehouse.contract import Column, PartitionScope, SnapshotScope, TableSpec
 from resources.warehouse.schema_evolution import LoadPlan, plan_load
-from resources.warehouse.stamp import WriteStamp
 from resources.warehouse.types import Kind, SqlType
 from tests.warehouse.conftest import COMPETITORS, MENTIONS, mention_rows
 

@@ -7,9 +7,9 @@ import dataclasses
 import pyarrow as pa
 
 from resources.warehouse.contract import Column, TableSpec
-from resources.warehouse.ddl import SqlDialect, table_statements
 from resources.warehouse.duckdb import DIALECT as DUCKDB
 from resources.warehouse.schema_evolution import ExistingColumn, plan_load
+from resources.warehouse.sql import SqlDialect, table_statements
 from resources.warehouse.types import duckdb_type, from_duckdb_type, postgres_type
 from tests.warehouse.helpers import COMPETITORS, MENTIONS
 

@@ -24,8 +24,7 @@ from resources.warehouse.contract import (
     PartitionScope,
 )
 from resources.warehouse.resource import WarehouseResource
-from resources.warehouse.view_shape import current_view_description
-from resources.warehouse.views import ANALYST_VIEWS
+from resources.warehouse.views import ANALYST_VIEWS, current_view_description
 from sandbox.testing import SandboxHandle
 from sync import tables
 from sync.catalog import ALL_TABLES

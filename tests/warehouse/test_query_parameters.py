@@ -10,9 +10,8 @@ import pyarrow as pa
 import pytest
 
 from resources.warehouse import queries
-from resources.warehouse.base import Warehouse
+from resources.warehouse.base import Warehouse, bind_parameters
 from resources.warehouse.contract import Column, TableSpec
-from resources.warehouse.parameters import bind_parameters
 from tests.fixtures_bigquery import BigQueryTarget
 from tests.warehouse.conftest import D1, D2, D3, MENTIONS, Case, mention_rows, scope
 

@@ -17,7 +17,6 @@ import pytest
 
 from resources.warehouse.contract import EVOLVED_COLUMN_DESCRIPTION, PartitionScope, SnapshotScope
 from resources.warehouse.types import from_duckdb_type, from_postgres_type, sql_type
-from resources.warehouse.view_shape import column_descriptions
 from resources.warehouse.views import (
     ANALYST_VIEWS,
     CITATION_TRENDS_DAILY,
@@ -30,6 +29,7 @@ from resources.warehouse.views import (
     TOP_CITED_PAGES_7D,
     TOP_CITED_PAGES_28D,
     ViewSpec,
+    column_descriptions,
 )
 from sync import tables
 from sync.transforms import rows_to_table

@@ -11,14 +11,11 @@ import pyarrow as pa
 import pytest
 
 from resources.warehouse.contract import EVOLVED_COLUMN_DESCRIPTION, Column, SchemaMismatchError, TableSpec
-from resources.warehouse.dedupe import dedupe_by_key
-from resources.warehouse.encoding import encode_rows
-from resources.warehouse.nul import clean_column, clean_scope
-from resources.warehouse.quoting import quote_identifier, quote_literal
+from resources.warehouse.encoding import clean_column, clean_scope, dedupe_by_key, encode_rows
 from resources.warehouse.schema_evolution import ExistingColumn, plan_load
-from resources.warehouse.scopes import check_rows_in_scope
+from resources.warehouse.sql import quote_identifier, quote_literal
 from resources.warehouse.types import duckdb_type, from_duckdb_type, sql_type_or_default
-from resources.warehouse.validation import validate_rows, validate_spec
+from resources.warehouse.write_checks import check_rows_in_scope, validate_rows, validate_spec
 from tests.warehouse.helpers import D1, D2, D3, MENTIONS, mention_rows, scope
 
 
