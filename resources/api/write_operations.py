@@ -14,7 +14,7 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
 from resources.api.client import VisibilityClient
@@ -45,17 +45,28 @@ class Plan(Protocol):
     def describe(self) -> str: ...
 
 
-class Outcome(Protocol):
-    """What an operation did."""
+class Outcome:
+    """What an operation did (a dataclass): ``describe()`` is the line a user reads."""
 
-    @property
-    def ok(self) -> bool:
-        """False when the service answered but did not do it (untracked: false)."""
-        ...
+    #: False when the service answered but did not do it (untracked: false)
+    ok: ClassVar[bool] = True
 
-    def describe(self) -> str: ...
+    def describe(self) -> str:
+        raise NotImplementedError
 
-    def metadata(self) -> Metadata: ...
+    def metadata(self) -> Metadata:
+        """The fields, in their order: a named record as ``<field>_id`` and ``<field>_name`` (as
+        shown), a time in ISO 8601; a report stays out."""
+        values: Metadata = {}
+        for name in (field.name for field in fields(self)):  # type: ignore[arg-type]
+            value = getattr(self, name)
+            if isinstance(value, Named):
+                values |= {f"{name}_id": value.id, f"{name}_name": value.shown}
+            elif isinstance(value, dt.datetime):
+                values[name] = value.isoformat()
+            elif not isinstance(value, Mapping):
+                values[name] = value
+        return values
 
 
 class OperationError(ValueError):
@@ -108,21 +119,6 @@ def _named(row: Mapping[str, Any], name_field: str = "name", default: object = "
 
 def _quoted(value: object) -> str:
     return sanitize(value, _MAX_NAME_CHARS)
-
-
-def _metadata(outcome: Any) -> Metadata:
-    """An outcome's fields as metadata, in their order: a named record as ``<field>_id`` and
-    ``<field>_name`` (as shown), a time in ISO 8601; a report stays out (its headline goes in)."""
-    values: Metadata = {}
-    for name in (field.name for field in fields(outcome)):
-        value = getattr(outcome, name)
-        if isinstance(value, Named):
-            values |= {f"{name}_id": value.id, f"{name}_name": value.shown}
-        elif isinstance(value, dt.datetime):
-            values[name] = value.isoformat()
-        elif not isinstance(value, Mapping):
-            values[name] = value
-    return values
 
 
 def _resolve(kind: str, ref: str, rows: Iterable[Mapping[str, Any]], where: str, name_field: str) -> Named:
@@ -250,7 +246,7 @@ class AuditPlan:
 
 
 @dataclass(frozen=True)
-class AuditOutcome:
+class AuditOutcome(Outcome):
     """An audit as last seen: ``pending`` right after the request, ``complete`` with its report."""
 
     audit_id: str
@@ -261,8 +257,6 @@ class AuditOutcome:
     requested_at: dt.datetime
     completed_at: dt.datetime | None = None
     report: Mapping[str, Any] | None = None
-
-    ok = True  # a pending audit is what --no-wait asks for; a wait past its timeout raises instead
 
     @property
     def complete(self) -> bool:
@@ -304,7 +298,7 @@ class AuditOutcome:
         return head + (", " + ", ".join(parts) if parts else "")
 
     def metadata(self) -> Metadata:
-        return {**_metadata(self), **self.key_fields()}
+        return {**super().metadata(), **self.key_fields()}
 
 
 def plan_audit(
@@ -370,14 +364,14 @@ class UntrackPlan:
 
 
 @dataclass(frozen=True)
-class UntrackOutcome:
+class UntrackOutcome(Outcome):
     brand: Named
     competitor: Named
     untracked: bool
     #: how the outcome was learnt when the first answer was lost (read back, sent again)
     note: str | None = None
 
-    @property
+    @property  # type: ignore[override]
     def ok(self) -> bool:
         return self.untracked
 
@@ -386,9 +380,6 @@ class UntrackOutcome:
         return f"competitor {self.competitor} of brand {self.brand}: {done}" + (
             f" ({self.note})" if self.note else ""
         )
-
-    def metadata(self) -> Metadata:
-        return _metadata(self)
 
 
 def plan_untrack(client: VisibilityClient, brand: str, competitor: str) -> UntrackPlan:
@@ -415,7 +406,7 @@ def untrack_competitor(client: VisibilityClient, plan: UntrackPlan) -> UntrackOu
 
 
 @dataclass(frozen=True)
-class TopicOutcome:
+class TopicOutcome(Outcome):
     """``action``: ``created``, ``renamed``, or ``unchanged`` (nothing was sent)."""
 
     brand: Named
@@ -426,8 +417,6 @@ class TopicOutcome:
     #: how the outcome was learnt when the first answer was lost (read back, sent again)
     note: str | None = None
 
-    ok = True
-
     def describe(self) -> str:
         if self.action == "renamed":
             renamed = f"renamed from '{self.previous_name}' to '{self.topic.shown}'"
@@ -436,9 +425,6 @@ class TopicOutcome:
         if self.action == "created":
             return f"topic {self.topic} of brand {self.brand}: created"
         return f"topic {self.topic} of brand {self.brand}: unchanged (already so named); nothing was sent"
-
-    def metadata(self) -> Metadata:
-        return _metadata(self)
 
 
 @dataclass(frozen=True)
