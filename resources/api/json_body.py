@@ -1,11 +1,6 @@
-"""JSON of the service's bodies, decoded and fingerprinted at C speed with exactly ``json``'s results.
-
-msgspec decodes a page several times faster than ``json.loads`` (bench/RESULTS.md, *CPU per landed
-row*), integers of any size included, but refuses a few texts that ``json`` accepts (``NaN``, a lone
-surrogate, a byte-order mark, a number beyond a double's range): those bodies are decoded by
-``json.loads``. So every body decodes to what
-``json.loads`` returns, or fails as it fails.
-"""
+"""JSON of the service's bodies, decoded and fingerprinted by msgspec (several times faster) with
+exactly ``json``'s results: a text msgspec refuses but ``json`` accepts (``NaN``, a lone surrogate, a
+byte-order mark) goes to ``json.loads``."""
 
 from __future__ import annotations
 
@@ -27,10 +22,8 @@ def loads(body: bytes | bytearray) -> Any:
 
 
 def canonical(value: Any) -> bytes:
-    """One byte string per JSON value (keys sorted), for digests: equal values give equal bytes.
-
-    A value msgspec cannot write (a lone surrogate, which only ``json.loads`` lets through) goes
-    through ``json.dumps``, which depends on the value alone: a value's bytes never depend on the call."""
+    """One byte string per JSON value (keys sorted), for digests: equal values give equal bytes (a
+    value msgspec cannot write, a lone surrogate, goes through ``json.dumps``)."""
     try:
         return _encoder.encode(value)
     except (UnicodeEncodeError, TypeError, ValueError):
