@@ -14,7 +14,7 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from resources.api.client import VisibilityClient
@@ -34,15 +34,14 @@ DEFAULT_POLL_INTERVAL_SECONDS = 2.0
 Metadata = dict[str, str | int | float | bool | None]
 
 
-class Plan(Protocol):
-    """What an operation will do, resolved and ready to be confirmed."""
+class Plan:
+    """What an operation will do, resolved and ready to be confirmed (a dataclass)."""
 
-    @property
-    def changes(self) -> bool:
-        """False when the change is already there: nothing will be sent."""
-        ...
+    #: False when the change is already there: nothing will be sent
+    changes: ClassVar[bool] = True
 
-    def describe(self) -> str: ...
+    def describe(self) -> str:
+        raise NotImplementedError
 
 
 class Outcome:
@@ -231,13 +230,12 @@ def _send_and_confirm(
 
 
 @dataclass(frozen=True)
-class AuditPlan:
+class AuditPlan(Plan):
     brand: Named
     url: str
     wait: bool = True
     timeout_seconds: float = DEFAULT_AUDIT_TIMEOUT_SECONDS
     poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS
-    changes = True  # every audit request is a new, charged audit
 
     def describe(self) -> str:
         waiting = f", then wait up to {self.timeout_seconds:g}s for its report" if self.wait else ""
@@ -351,10 +349,9 @@ def await_audit(client: VisibilityClient, pending: AuditOutcome, plan: AuditPlan
 
 
 @dataclass(frozen=True)
-class UntrackPlan:
+class UntrackPlan(Plan):
     brand: Named
     competitor: Named
-    changes = True  # resolution found it in the tracked set
 
     def describe(self) -> str:
         return (
@@ -428,13 +425,13 @@ class TopicOutcome(Outcome):
 
 
 @dataclass(frozen=True)
-class CreateTopicPlan:
+class CreateTopicPlan(Plan):
     brand: Named
     name: str
     #: A topic of the brand already so named (case-insensitively): nothing is created.
     existing: Named | None = None
 
-    @property
+    @property  # type: ignore[override]
     def changes(self) -> bool:
         return self.existing is None
 
@@ -445,12 +442,12 @@ class CreateTopicPlan:
 
 
 @dataclass(frozen=True)
-class RenameTopicPlan:
+class RenameTopicPlan(Plan):
     brand: Named
     topic: Named
     new_name: str
 
-    @property
+    @property  # type: ignore[override]
     def changes(self) -> bool:
         return self.topic.name != self.new_name
 
