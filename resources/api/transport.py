@@ -229,13 +229,11 @@ class Transport:
         except httpx.TimeoutException as exc:
             sent = not isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout)
             return None, Failure("timeout" if sent else "connect_timeout", type(exc).__name__)
-        except httpx.RemoteProtocolError as exc:
-            return None, Failure("connection_dropped", type(exc).__name__)
         except httpx.ConnectError as exc:
             return None, Failure("connect_error", type(exc).__name__)
         except (httpx.DecodingError, zlib.error) as exc:  # a compressed body cut short or corrupt
             return None, Failure("invalid_body", type(exc).__name__)
-        except httpx.RequestError as exc:  # read/write errors, and anything else on the wire
+        except httpx.RequestError as exc:  # a dropped connection, read/write errors, anything else
             return None, Failure("connection_dropped", type(exc).__name__)
         decoded: Any = None
         if content:
