@@ -15,6 +15,7 @@ import re
 import shlex
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from pipelines.cli_setup import (
     recording_instance,
 )
 from resources.failures import FailureKind, classified_error, failure_kind, failure_kind_by_name
+from resources.warehouse.urls import redact_url
 from settings import ConfigError, Settings, is_loopback_host, load_settings
 
 if TYPE_CHECKING:  # imported inside the functions that use them: the command starts light
@@ -55,8 +57,8 @@ CHECK_DEADLINE_SECONDS = 3.0
 class RunSummary:
     """What a sync landed, per asset, and what failed."""
 
-    rows: dict[str, int] = field(default_factory=dict)
-    requests: dict[str, int] = field(default_factory=dict)
+    rows: Counter[str] = field(default_factory=Counter)
+    requests: Counter[str] = field(default_factory=Counter)
     out_of_scope: set[str] = field(default_factory=set)
     failures: list[tuple[str, str, FailureKind]] = field(default_factory=list)  # (asset/run, message, kind)
     skipped: list[str] = field(default_factory=list)  # steps not run because an earlier one failed
@@ -113,10 +115,8 @@ def _collect(result: Any, summary: RunSummary, label: str) -> None:
             rows[name] = max(rows.get(name, 0), table.rows_landed)
             requests[name] = max(requests.get(name, 0), table.requests_total)
             summary.out_of_scope.update(table.brands_out_of_scope)
-    for name, count in rows.items():
-        summary.rows[name] = summary.rows.get(name, 0) + count
-    for name, count in requests.items():
-        summary.requests[name] = summary.requests.get(name, 0) + count
+    summary.rows.update(rows)
+    summary.requests.update(requests)
     if result.success:
         return
     started = {e.step_key for e in result.all_events if e.event_type_value == "STEP_START"}
@@ -126,44 +126,31 @@ def _collect(result: Any, summary: RunSummary, label: str) -> None:
     )
     for event in result.all_events:
         if event.event_type_value == "STEP_FAILURE":
-            data = event.event_specific_data
-            error = getattr(data, "error", None)
-            message = _innermost_message(error) if error is not None else "step failed"
-            kind = _serialized_kind(error) if error is not None else FailureKind.FAILED
+            chain = _error_chain(getattr(event.event_specific_data, "error", None))
+            message = _innermost_message(chain[-1]) if chain else "step failed"
+            kind = failure_kind_by_name([error.cls_name or "" for error in chain])
             summary.failures.append((f"{label}: {event.step_key}", message, kind))
     if not summary.failures:
         summary.failures.append((label, "run failed", FailureKind.FAILED))
 
 
-def _innermost_message(error: Any) -> str:
-    """The message of the error at the end of a serialized cause chain.
+def _error_chain(error: Any) -> list[Any]:
+    """A serialized step error and its causes, outermost first. Dagster wraps what an op raised
+    ("Error occurred while executing op ..."); the API error inside says what went wrong."""
+    chain: list[Any] = []
+    while error is not None and all(error is not seen for seen in chain):
+        chain.append(error)
+        error = error.cause or getattr(error, "context", None)
+    return chain
 
-    Dagster wraps what an op raised ("Error occurred while executing op ..."); the API error inside
-    says what went wrong, with its code and X-Request-Id.
-    """
-    seen: set[int] = set()
-    while id(error) not in seen:
-        seen.add(id(error))
-        inner = error.cause or getattr(error, "context", None)
-        if inner is None:
-            break
-        error = inner
+
+def _innermost_message(error: Any) -> str:
+    """The message of the innermost error, its module path shortened to the class name."""
     text = (error.message or "").strip() or "step failed"
     qualified, sep, rest = text.partition(": ")
-    if sep and qualified.endswith(error.cls_name or "\0"):  # module path -> class name
+    if sep and qualified.endswith(error.cls_name or "\0"):
         return f"{error.cls_name}: {rest}"
     return text
-
-
-def _serialized_kind(error: Any) -> FailureKind:
-    """The kind of a serialized step error, by the class names of its chain (outermost first)."""
-    names: list[str] = []
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        names.append(error.cls_name or "")
-        error = error.cause or getattr(error, "context", None)
-    return failure_kind_by_name(names)
 
 
 def sync(
@@ -366,7 +353,7 @@ def _table_counts(settings: Settings) -> dict[str, int | None]:
 
 def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: dt.date) -> None:
     """What landed, read back from the warehouse; on failure, what failed and what was kept."""
-    where = f"{start} .. {end} (end exclusive) into {_redact(settings.warehouse_url)}"
+    where = f"{start} .. {end} (end exclusive) into {redact_url(settings.warehouse_url)}"
     if summary.failures:
         title = (
             f"Sync FAILED for {where}: tables with a count in 'rows landed this run' were synced, "
@@ -406,13 +393,6 @@ def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: 
         err.print(f"[red]failed[/red] {step}: {escape(message)} (exit {kind.exit_code})")
     for step in summary.skipped:
         err.print(f"[yellow]skipped[/yellow] {step}: not run, because an earlier step of the sync failed")
-
-
-def _redact(url: str) -> str:
-    """A warehouse URL without its password (the warehouse module's rule, percent-encoding included)."""
-    from resources.warehouse.urls import redact_url
-
-    return redact_url(url)
 
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
@@ -484,7 +464,7 @@ def check(settings: Settings) -> str:
     with access.client(access.new_budget()) as client:
         first = next(iter(client.list_brands()), None)
     check_warehouse(settings)
-    landing = f"; the warehouse {_redact(settings.warehouse_url)} takes writes"
+    landing = f"; the warehouse {redact_url(settings.warehouse_url)} takes writes"
     if first is None:
         return (
             f"OK: {url} accepted the key and the subscription is active, but the key reaches no brand"
@@ -634,7 +614,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         start, end = today - dt.timedelta(days=args.days), today
         console.print(
             f"Sandbox ready at {sandbox.url}. Syncing {start} .. {end} (end exclusive), every engine and "
-            f"the `all` rollup, into {_redact(warehouse)}",
+            f"the `all` rollup, into {redact_url(warehouse)}",
             soft_wrap=True,
         )
         check_warehouse(settings)
@@ -706,6 +686,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    shown = argparse.ArgumentParser(add_help=False)  # what a sync shows while it runs
+    shown.add_argument("--quiet", action="store_true", help="no progress display")
+    shown.add_argument("--verbose", action="store_true", help="Dagster's own log, stack traces included")
 
     run = sub.add_parser(
         "run",
@@ -713,6 +696,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sync a date range into the warehouse: the visibility_sync job, in this process.",
         epilog=environment_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[shown],
     )
     run.add_argument("--start", type=_parse_date, help="first date, YYYY-MM-DD (inclusive)")
     run.add_argument("--end", type=_parse_date, help="end date, YYYY-MM-DD (exclusive)")
@@ -722,8 +706,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--brand", action="append", metavar="BRAND", help="only this brand, by id or name (repeatable)"
     )
-    run.add_argument("--quiet", action="store_true", help="no progress display")
-    run.add_argument("--verbose", action="store_true", help="Dagster's own log, stack traces included")
     run.set_defaults(handler=cmd_run)
 
     demo = sub.add_parser(
@@ -734,11 +716,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=environment_help(leave_out=(URL_SETTING, KEY_SETTING))
         + "\n(the sandbox's URL and key replace VISIBILITY_API_URL and VISIBILITY_API_KEY)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[shown],
     )
     demo.add_argument("--days", type=int, default=DEMO_DAYS, help="days to sync (default 14)")
     demo.add_argument("--seed", type=int, default=7, help="the sandbox's world (default 7)")
-    demo.add_argument("--quiet", action="store_true", help="no progress display")
-    demo.add_argument("--verbose", action="store_true", help="Dagster's own log, stack traces included")
     demo.set_defaults(handler=cmd_demo)
 
     chk = sub.add_parser("check", help="validate URL, key and subscription with one GET /v1/brands")

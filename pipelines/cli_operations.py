@@ -1,13 +1,10 @@
 """``visibility-sync audit | untrack-competitor | topic create | topic rename``: the service's write
 endpoints from the command line.
 
-Each command resolves what it was given (brand, competitor, topic: by id or name) with read-only
-calls, prints the plan, asks ``Proceed? [y/N]`` (unless ``--yes``), then runs the operation's Dagster
-job in this process: the very job the launchpad runs (``pipelines/operation_jobs.py``), so the change is
-made by the same code, lands the same way (an audit in ``audit_reports``) and, with ``DAGSTER_HOME``
-set, is recorded where the UI shows runs. Without a terminal on stdin and without ``--yes`` a
-command refuses before any request (exit 2). Exit codes are ``pipelines/cli_output.py``'s; a declined
-prompt, an unknown or ambiguous name and an audit still pending at ``--timeout`` exit 1.
+Each command resolves what it was given (by id or name) with read-only calls, prints the plan, asks
+``Proceed? [y/N]`` (unless ``--yes``; refused without a terminal, exit 2), then runs the operation's
+Dagster job (``pipelines/operation_jobs.py``) in this process, recorded when ``DAGSTER_HOME`` is set.
+A declined prompt, an unknown or ambiguous name and an audit still pending at ``--timeout`` exit 1.
 """
 
 from __future__ import annotations
@@ -49,12 +46,6 @@ def _settings_and_input(args: argparse.Namespace, validate: Callable[[], object]
             "is not a terminal: pass --yes to run it unattended (nothing was sent)"
         )
     return settings
-
-
-def _client(settings: Settings) -> VisibilityClient:
-    """A client for the read-only calls that resolve names (the job opens its own)."""
-    access = settings.api_access()
-    return access.client(access.new_budget())
 
 
 def confirmed(args: argparse.Namespace, plan: str) -> bool:
@@ -128,7 +119,8 @@ def carry_out(
     note: str = "",
 ) -> int:
     """Resolve the plan, confirm it, run the job; print one line for the outcome; the exit code."""
-    with _client(settings) as client:
+    access = settings.api_access()
+    with access.client(access.new_budget()) as client:  # resolves names; the job opens its own
         try:
             plan = plan_with(client)
         except write_operations.InvalidInputError as exc:  # an empty --brand: a usage error, like a bad URL

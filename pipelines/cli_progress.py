@@ -1,20 +1,9 @@
-"""What ``visibility-sync run`` and ``demo`` show while a sync runs, from its first second to the summary.
+"""What ``visibility-sync run`` and ``demo`` show while a sync runs: the command's stages, the Dagster
+events of its runs (steps starting, tables landed) and the progress channel of the fetches.
 
-Three sources feed one :class:`SyncProgress`:
-
-* the command's own stages (starting the sandbox, starting the Dagster job): :meth:`SyncProgress.stage`;
-* the Dagster events of the sync's runs (``instance.add_event_listener``): a step starting (listing
-  brands, then prompts and competitors), each table landed (its materialization: rows and requests);
-* the sync's progress channel (:meth:`SyncProgress.channel`, given to the runs as their ``progress``
-  resource): the planned requests of the table being fetched.
-
-One unit throughout: API requests. While a table is fetched its count is the plan's (one request per
-planned call); when it lands, the count becomes the requests it really made (further pages of a
-paged listing and retries included), the figure the summary table shows.
-
-On a terminal: a live table of bars (rich). Otherwise (a pipe, a file, cron): plain lines on stderr,
-so stdout keeps the summary alone; a line for each stage and table, a few per long fetch, and one at
-least every :data:`HEARTBEAT_SECONDS` while anything runs.
+One unit throughout: API requests (planned while a table is fetched, made once it landed). On a
+terminal, live bars (rich); otherwise plain lines on stderr, so stdout keeps the summary alone, with
+one line at least every :data:`HEARTBEAT_SECONDS`.
 """
 
 from __future__ import annotations
@@ -22,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,8 +70,8 @@ class _Requests(ProgressColumn):
 
 
 class SyncProgress:
-    """The sync's state as shown; thread-safe (the progress channel reports from fetch threads, Dagster events
-    come from the step's thread). ``console`` is where other status lines go (``waiting: ...``)."""
+    """The sync's state as shown; thread-safe (fetch threads and the step's thread report). ``console``
+    is where other status lines go (``waiting: ...``)."""
 
     def __init__(self, console: Console, *, live: bool) -> None:
         self.console = console
@@ -108,8 +97,6 @@ class SyncProgress:
                 transient=False,
             )
             self._stage_task = self._bar.add_task("sync", total=None, status="loading the Dagster job")
-
-    # -- sources ---------------------------------------------------------------------------------
 
     def stage(self, text: str) -> None:
         """What the sync does now, when no table says more (starting Dagster, listing brands)."""
@@ -154,8 +141,6 @@ class SyncProgress:
                 requests = sum(t.total for t in self._tables.values() if t.state == "landed")
                 self._bar.update(self._stage_task, total=requests, completed=requests, status=escape(text))
 
-    # -- Dagster events ----------------------------------------------------------------------------
-
     def _on_dagster_event(self, event: Any) -> None:
         from dagster import DagsterEventType
 
@@ -199,8 +184,6 @@ class SyncProgress:
             item.done = item.total = requests
             item.rows, item.state = rows, "landed"
             self._show(item)
-
-    # -- rendering ---------------------------------------------------------------------------------
 
     def _status(self, item: TableProgress) -> str:
         if item.state == "landed":
@@ -295,17 +278,12 @@ class SyncProgress:
             beat = threading.Thread(target=beat_until_stopped, name="progress-heartbeat", daemon=True)
             beat.start()
         try:
-            with self._bar if self._bar is not None else _nothing():
+            with self._bar if self._bar is not None else nullcontext():
                 yield self
         finally:
             stop.set()
             if beat is not None:
                 beat.join(timeout=2.0)
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 @contextmanager

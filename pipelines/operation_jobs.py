@@ -1,30 +1,23 @@
-"""The service's write endpoints as Dagster jobs a user launches from the launchpad.
+"""The service's write endpoints as Dagster jobs a user launches from the launchpad: one op each
+(``<job>_op``), typed config fields, the work of :mod:`resources.api.write_operations` (the same code
+the ``visibility-sync`` commands run). Launching the job is the confirmation.
 
-``audit_url``, ``untrack_competitor``, ``create_topic`` and ``rename_topic``: one op each (``<job>_op``),
-configured with typed fields the launchpad shows (brand by id or name). The work is
-:mod:`resources.api.write_operations`, the same code ``visibility-sync audit|untrack-competitor|topic``
-runs; each op logs what it will do and what it did, and puts the outcome in its metadata (ids,
-names, URLs; never the key). Launching the job is the confirmation: the launchpad's config is the
-plan.
-
-``audit_url`` lands the audit in ``audit_reports`` the way the audit sensor does (same row, same
-columns, ``pending`` never overwriting a final state) and records a materialization of that asset,
-so the warehouse stays the system of record: a ``pending`` row as soon as the audit is accepted (it
-is charged), then the ``complete`` row with its report. A wait that ends before the report leaves
-the ``pending`` row and fails the run, naming the poll path.
+``audit_url`` lands the audit in ``audit_reports`` as the audit sensor does: a ``pending`` row as soon
+as the audit is accepted (it is charged), then the ``complete`` row with its report.
 
 (No ``from __future__ import annotations`` here: Dagster reads the ops' ``Config`` annotations as classes.)
 """
 
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 from dagster import (
     AssetKey,
     AssetMaterialization,
     Config,
     Failure,
+    JobDefinition,
     MetadataValue,
     OpExecutionContext,
     Output,
@@ -52,8 +45,11 @@ PROGRESS_LOGGER = "visibility.operations"
 
 _progress = logging.getLogger(PROGRESS_LOGGER)
 
-PlanT = TypeVar("PlanT", bound=write_operations.Plan)
-OutcomeT = TypeVar("OutcomeT", bound=write_operations.Outcome)
+
+def op_name(job_name: str) -> str:
+    """The one op of an operation job: where its run config goes (``ops: {<op>: {config: ...}}``)."""
+    return f"{job_name}_op"
+
 
 _BRAND_FIELD = "Brand id, or its exact name (case-insensitive), among the brands the key reaches."
 
@@ -210,73 +206,32 @@ def audit_url_op(
     yield Output(outcome, metadata=_metadata(outcome.metadata()))
 
 
-def _carry_out(
-    context: OpExecutionContext,
-    api: VisibilityAPIResource,
-    plan_with: Callable[[VisibilityClient], PlanT],
-    change: Callable[[VisibilityClient, PlanT], OutcomeT],
-) -> Output[OutcomeT]:
-    """Resolve the plan, log it, make the change, and report the outcome in the log and metadata."""
-    with api.get_client() as client:
-        plan = plan_with(client)
-        context.log.info(f"about to {plan.describe()}" if plan.changes else plan.describe())
-        outcome = change(client, plan)
-    context.log.info(outcome.describe())
-    return Output(outcome, metadata=_metadata(outcome.metadata()))
+def _operation_job(
+    name: str,
+    config_type: type[Config],
+    plan_with: Callable[[VisibilityClient, Any], write_operations.Plan],
+    change: Callable[[VisibilityClient, Any], write_operations.Outcome],
+    *,
+    op_description: str,
+    job_description: str,
+) -> JobDefinition:
+    """A job of one op that resolves the plan from its config, logs it, makes the change and reports
+    the outcome in the log and the output's metadata."""
 
+    @op(name=op_name(name), description=op_description, tags=OPERATION_TAGS)
+    def operation(context: OpExecutionContext, config: config_type, api: VisibilityAPIResource) -> Output:
+        with api.get_client() as client:
+            plan = plan_with(client, config)
+            context.log.info(f"about to {plan.describe()}" if plan.changes else plan.describe())
+            outcome = change(client, plan)
+        context.log.info(outcome.describe())
+        return Output(outcome, metadata=_metadata(outcome.metadata()))
 
-@op(
-    name="untrack_competitor_op",
-    description="Untracks a competitor of a brand (DELETE /v1/brands/{id}/tracked-competitors/"
-    "{competitorId}): it leaves share of voice and competitor trends; its mentions are kept. The next "
-    "sync marks its tracked_competitors row is_current = false.",
-    tags=OPERATION_TAGS,
-)
-def untrack_competitor_op(
-    context: OpExecutionContext, config: UntrackCompetitorConfig, api: VisibilityAPIResource
-) -> Output[write_operations.UntrackOutcome]:
-    return _carry_out(
-        context,
-        api,
-        lambda client: write_operations.plan_untrack(client, config.brand, config.competitor),
-        write_operations.untrack_competitor,
-    )
+    @job(name=name, description=job_description, tags=OPERATION_TAGS)
+    def operation_job() -> None:
+        operation()
 
-
-@op(
-    name="create_topic_op",
-    description="Creates a topic for a brand (POST /v1/brands/{id}/topics), unless the brand already has "
-    "one so named; the next sync lands it in topics.",
-    tags=OPERATION_TAGS,
-)
-def create_topic_op(
-    context: OpExecutionContext, config: CreateTopicConfig, api: VisibilityAPIResource
-) -> Output[write_operations.TopicOutcome]:
-    return _carry_out(
-        context,
-        api,
-        lambda client: write_operations.plan_create_topic(client, config.brand, config.name),
-        write_operations.create_topic,
-    )
-
-
-@op(
-    name="rename_topic_op",
-    description="Renames a topic of a brand (PATCH /v1/brands/{id}/topics/{topicId}); prompts filed under "
-    "it are unaffected; the next sync lands the new name in topics.",
-    tags=OPERATION_TAGS,
-)
-def rename_topic_op(
-    context: OpExecutionContext, config: RenameTopicConfig, api: VisibilityAPIResource
-) -> Output[write_operations.TopicOutcome]:
-    return _carry_out(
-        context,
-        api,
-        lambda client: write_operations.plan_rename_topic(
-            client, config.brand, config.topic, config.new_name
-        ),
-        write_operations.rename_topic,
-    )
+    return operation_job
 
 
 @job(
@@ -289,28 +244,34 @@ def audit_url_job() -> None:
     audit_url_op()
 
 
-@job(
-    name=UNTRACK_COMPETITOR_JOB,
-    description="Untrack one competitor of a brand (mentions are kept).",
-    tags=OPERATION_TAGS,
+untrack_competitor_job = _operation_job(
+    UNTRACK_COMPETITOR_JOB,
+    UntrackCompetitorConfig,
+    lambda client, config: write_operations.plan_untrack(client, config.brand, config.competitor),
+    write_operations.untrack_competitor,
+    op_description="Untracks a competitor of a brand (DELETE /v1/brands/{id}/tracked-competitors/"
+    "{competitorId}): it leaves share of voice and competitor trends; its mentions are kept. The next "
+    "sync marks its tracked_competitors row is_current = false.",
+    job_description="Untrack one competitor of a brand (mentions are kept).",
 )
-def untrack_competitor_job() -> None:
-    untrack_competitor_op()
-
-
-@job(name=CREATE_TOPIC_JOB, description="Create a topic for a brand.", tags=OPERATION_TAGS)
-def create_topic_job() -> None:
-    create_topic_op()
-
-
-@job(name=RENAME_TOPIC_JOB, description="Rename a topic of a brand.", tags=OPERATION_TAGS)
-def rename_topic_job() -> None:
-    rename_topic_op()
-
-
+create_topic_job = _operation_job(
+    CREATE_TOPIC_JOB,
+    CreateTopicConfig,
+    lambda client, config: write_operations.plan_create_topic(client, config.brand, config.name),
+    write_operations.create_topic,
+    op_description="Creates a topic for a brand (POST /v1/brands/{id}/topics), unless the brand "
+    "already has one so named; the next sync lands it in topics.",
+    job_description="Create a topic for a brand.",
+)
+rename_topic_job = _operation_job(
+    RENAME_TOPIC_JOB,
+    RenameTopicConfig,
+    lambda client, config: write_operations.plan_rename_topic(
+        client, config.brand, config.topic, config.new_name
+    ),
+    write_operations.rename_topic,
+    op_description="Renames a topic of a brand (PATCH /v1/brands/{id}/topics/{topicId}); prompts filed "
+    "under it are unaffected; the next sync lands the new name in topics.",
+    job_description="Rename a topic of a brand.",
+)
 operation_jobs = [audit_url_job, untrack_competitor_job, create_topic_job, rename_topic_job]
-
-
-def op_name(job_name: str) -> str:
-    """The one op of an operation job: where its run config goes (``ops: {<op>: {config: ...}}``)."""
-    return f"{job_name}_op"
