@@ -73,25 +73,21 @@ class CursorPaginator:
         self._seen_pages: dict[bytes, int] = {}
         self._seen_contents: dict[bytes, int] = {}
         self._next: str | None = None
-        self._done = False
+        self.done = False
         self.pages = 0
         self.rows = 0
         #: The most pages the service's own ``total_count`` allows (None until it sends one).
         self.page_bound: int | None = None
 
     @property
-    def done(self) -> bool:
-        return self._done
-
-    @property
     def cursor(self) -> str | None:
         """The cursor for the next request (``None`` for the first page)."""
-        if self._done:
+        if self.done:
             raise RuntimeError("the paging walk is over")
         return self._next
 
     def _stop(self, why: str, request_id: str | None) -> PagingError:
-        self._done = True
+        self.done = True
         return PagingError(
             f"{why}; stopped after {self.pages} page(s) and {self.rows} row(s) instead of looping",
             pages=self.pages,
@@ -104,7 +100,7 @@ class CursorPaginator:
 
     def feed(self, body: Body, *, request_id: str | None = None) -> list[Row]:
         """Take one page's body; return its rows and move to the next state."""
-        if self._done:
+        if self.done:
             raise RuntimeError("the paging walk is over")
         rows = body.get("data")
         if not isinstance(rows, list):
@@ -118,7 +114,7 @@ class CursorPaginator:
         self.pages += 1
         self.rows += len(rows)
         if not has_more:
-            self._done = True
+            self.done = True
             return rows
         next_cursor = body.get("next_cursor")
         if not isinstance(next_cursor, str) or not next_cursor:
