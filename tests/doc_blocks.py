@@ -1,14 +1,20 @@
-"""The code blocks of README.md and docs/ as a user reads them: a test runs a block by its first line."""
+"""The code blocks of README.md, docs/ and deploy/README.md as a user reads them: a test runs a block
+by its first line."""
 
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The documents a user follows, relative to the repository.
-DOCUMENTS = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
+DOCUMENTS = (
+    "README.md",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
+    "deploy/README.md",
+)
 #: The languages of blocks a user runs (SQL blocks are docs/TABLES.md's examples, generated and run
 #: by tests/warehouse/test_dictionary.py; JSON and YAML are shown, not run).
 RUNNABLE = ("bash", "python")
@@ -32,7 +38,8 @@ class DocBlock:
 def blocks(document: str) -> list[DocBlock]:
     text = (ROOT / document).read_text()
     found = re.findall(r"```(\w+)\n(.*?)```", text, flags=re.S)
-    return [DocBlock(document, lang, body) for lang, body in found]
+    # a block in a list item is indented as the item is: its commands are not
+    return [DocBlock(document, lang, textwrap.dedent(body)) for lang, body in found]
 
 
 def doc_block(document: str, first_line: str) -> DocBlock:

@@ -1,5 +1,5 @@
 """The README's two commands are the project's contract with a new user and with CI; every other block
-of README.md and docs/ that a user runs is run as written by a test, or says why not."""
+of README.md, docs/ and deploy/README.md that a user runs is run as written by a test, or says why not."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_the_readmes_first_command_sets_up_and_runs_the_demo() -> None:
     assert demo.endswith("visibility-sync demo")
 
 
-# --- every block a user runs, in README.md and docs/ -----------------------------------------------
+# --- every block a user runs, in README.md, docs/ and deploy/README.md -----------------------------
 
 #: Blocks run as written by a test (document, first line -> the test file that reads and runs it).
 RUN_BY = {
@@ -36,6 +36,7 @@ RUN_BY = {
     ("README.md", '.venv/bin/python -c "import duckdb;'): "tests/pipelines/test_dbt_project.py",
     ("docs/DOWNSTREAM.md", "# my_defs.py"): "tests/pipelines/test_downstream_doc.py",
     ("docs/DOWNSTREAM.md", ".venv/bin/dagster asset materialize"): "tests/pipelines/test_downstream_doc.py",
+    ("deploy/README.md", "pip install '.[production]'"): "tests/deploy/test_production_instance.py",
 }
 #: Blocks no test runs as written, each with why: keep it short.
 NOT_RUN = {
@@ -51,6 +52,14 @@ NOT_RUN = {
     ("docs/OPERATIONS.md", "visibility-sync check"): "a list of commands against the service; each is "
     "run by tests/pipelines/test_cli*.py",
     ("docs/OPERATIONS.md", "export DAGSTER_HOME="): "dagster dev serves until stopped; tests/ui drive it",
+    ("deploy/README.md", "docker build -f deploy/Dockerfile"): "needs a Docker daemon and a registry; "
+    "tests/deploy/test_image.py builds the image where a daemon answers and runs its command here",
+    ("deploy/README.md", "export DAGSTER_PG_PASSWORD=... VISIBILITY_API_URL"): "needs Docker Compose; "
+    "tests/deploy/test_compose.py checks the file's services, mounts and settings",
+    ("deploy/README.md", "kubectl create namespace dagster"): "needs a Kubernetes cluster; "
+    "tests/deploy/test_helm_values.py checks the values read both secrets by these names and keys",
+    ("deploy/README.md", "docker run --rm IMAGE pip show dagster"): "needs Docker, Helm and a cluster; "
+    "tests/deploy/test_helm_values.py validates the values against the chart's schema",
 }
 
 

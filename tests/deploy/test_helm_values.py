@@ -206,3 +206,20 @@ def test_the_code_location_runs_the_image_command_on_its_port() -> None:
     assert command[:3] == ["dagster", "code-server", "start"]  # what codeServerArgs runs
     assert command[command.index("-p") + 1] == str(deployment["port"])
     assert command[command.index("-m") + 1] == deployment["codeServerArgs"][1] == "pipelines.definitions"
+
+
+def test_the_readmes_kubectl_secrets_are_the_ones_the_values_read() -> None:
+    from tests.doc_blocks import doc_block
+
+    block = doc_block("deploy/README.md", "kubectl create namespace dagster")
+    secrets = {
+        match[1]: re.findall(r"--from-literal=([\w-]+)=", line)
+        for line in block.text.replace("\\\n", " ").splitlines()
+        if (match := re.search(r"create secret generic (\S+)", line))
+    }
+    (deployment,) = _values()["dagster-user-deployments"]["deployments"]
+
+    assert secrets == {
+        "dagster-postgresql-secret": ["postgresql-password"],  # the chart's default name and key
+        deployment["envSecrets"][0]["name"]: list(SECRET_SETTINGS),
+    }
