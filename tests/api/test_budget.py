@@ -71,6 +71,14 @@ def test_requests_in_flight_at_the_reset_stand_for_its_probe() -> None:
     assert window.delay(1.0, unanswered_since_newest=2) > 0  # their answers will tell
 
 
+def test_unseen_counts_later_requests_and_those_sent_just_before_of_the_same_endpoint() -> None:
+    from resources.api.budget import REORDER_SECONDS, _unseen
+
+    in_flight = {1: ("e", 100.0 - 50 * REORDER_SECONDS), 2: ("e", 100.0), 3: ("e", 100.0 + REORDER_SECONDS)}
+    assert _unseen(in_flight, 2, 100.0) == 1  # the later one only
+    assert _unseen(in_flight, 2, 100.0, "other endpoint") == 0
+
+
 def test_budget_counts_requests_sent_just_before_an_answer_as_unseen() -> None:
     clock = FakeClock()
     budget = RequestBudget(8, clock=clock)
@@ -251,16 +259,3 @@ def test_a_far_retry_after_or_reset_holds_the_budget_a_quarter_of_its_retry_dead
     with pytest.raises(BudgetExhausted) as raised:
         budget.acquire("GET /v1/brands", deadline=clock.now + 5.0)
     assert raised.value.wait_seconds == pytest.approx(10.0)
-
-
-def test_a_paced_answer_counts_every_request_still_in_flight_not_only_those_sent_close_to_it() -> None:
-    """Pacing spends the bucket to its last token: an answer may not have counted any request still
-    unanswered, however long before it that request was sent (unpaced, only the near ones)."""
-    from resources.api.budget import REORDER_SECONDS, _unseen
-
-    long_before = 100.0 - 50 * REORDER_SECONDS
-    in_flight = {1: ("e", long_before), 2: ("e", 100.0), 3: ("e", 100.0 + REORDER_SECONDS)}
-
-    assert _unseen(in_flight, 2, 100.0) == 1  # the later one only
-    assert _unseen(in_flight, 2, 100.0, paced=True) == 2  # the one sent long before too
-    assert _unseen(in_flight, 2, 100.0, "other endpoint") == 0
