@@ -466,7 +466,8 @@ class RequestBudget:
         return endpoint_delay, "endpoint_rate_limit", message
 
     def observe(self, permit: Permit, headers: Mapping[str, str]) -> None:
-        """Learn the windows from an answer's headers (any status, 429s included)."""
+        """Learn the windows from an answer's headers (any status, 429s included); the waiters wake
+        when its permit is released."""
         now = self._clock()
         global_headers = parse_window(headers, RATE_LIMIT_PREFIX)
         endpoint_headers = parse_window(headers, ENDPOINT_LIMIT_PREFIX)
@@ -482,7 +483,6 @@ class RequestBudget:
                 self._endpoint(permit.endpoint).observe(
                     endpoint_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
                 )
-            self._cond.notify_all()
 
     def release(self, permit: Permit, *, success: bool = True) -> None:
         """Give the slot back; a success may grow the concurrency limit."""

@@ -14,6 +14,11 @@ from resources.api.redaction import sanitize
 MAX_CODE_CHARS = 64
 
 
+def _add(counts: dict[Any, Any], key: Any, amount: float = 1) -> Any:
+    counts[key] = counts.get(key, 0) + amount
+    return counts[key]
+
+
 @dataclass
 class RequestStats:
     """Counters of one client instance; assets put them in their materialization metadata."""
@@ -22,8 +27,7 @@ class RequestStats:
     responses_by_status: dict[int, int] = field(default_factory=dict)
     retries_by_cause: dict[str, int] = field(default_factory=dict)  # e.g. rate_limited, 5xx, timeout
     wait_seconds: float = 0.0
-    #: ``wait_seconds`` split by why: ``pacing`` (a spent window), ``concurrency`` (no free slot),
-    #: ``backoff`` (sleeping before a retry).
+    #: ``wait_seconds`` by why: ``pacing`` (a window), ``concurrency`` (no free slot), ``backoff``
     wait_seconds_by_cause: dict[str, float] = field(default_factory=dict)
     #: Error answers by the service's ``code`` (``rate_limited``, ``internal_error``...), sanitized.
     errors_by_code: dict[str, int] = field(default_factory=dict)
@@ -67,36 +71,28 @@ class Counters:
 
     def request(self, endpoint: str) -> None:
         with self._lock:
-            counts = self._stats.requests_by_endpoint
-            counts[endpoint] = counts.get(endpoint, 0) + 1
+            _add(self._stats.requests_by_endpoint, endpoint)
 
     def response(self, status: int, code: str | None) -> None:
         with self._lock:
-            counts = self._stats.responses_by_status
-            counts[status] = counts.get(status, 0) + 1
+            _add(self._stats.responses_by_status, status)
             if code is not None:
-                codes = self._stats.errors_by_code
-                codes[code] = codes.get(code, 0) + 1
+                _add(self._stats.errors_by_code, code)
 
     def retry(self, cause: str) -> None:
         with self._lock:
-            counts = self._stats.retries_by_cause
-            counts[cause] = counts.get(cause, 0) + 1
+            _add(self._stats.retries_by_cause, cause)
 
     def wait(self, cause: str, seconds: float) -> None:
-        if seconds <= 0:
-            return
-        with self._lock:
-            self._stats.wait_seconds += seconds
-            by_cause = self._stats.wait_seconds_by_cause
-            by_cause[cause] = by_cause.get(cause, 0.0) + seconds
+        if seconds > 0:
+            with self._lock:
+                self._stats.wait_seconds += seconds
+                _add(self._stats.wait_seconds_by_cause, cause, seconds)
 
     def unknown_engine(self, endpoint: str, rows: int) -> int:
         """Count dropped rows; return the endpoint's total so far."""
         with self._lock:
-            counts = self._stats.unknown_engine_rows
-            counts[endpoint] = counts.get(endpoint, 0) + rows
-            return counts[endpoint]
+            return _add(self._stats.unknown_engine_rows, endpoint, rows)
 
     def snapshot(self) -> RequestStats:
         with self._lock:
