@@ -146,18 +146,15 @@ class AIMDLimit:
     decrease (its ``generation`` is current) decreases it.
     """
 
-    def __init__(self, maximum: int, *, decrease_factor: float = 0.5, minimum: int = 1) -> None:
+    def __init__(self, maximum: int) -> None:
         if maximum < 1:
             raise ValueError("max_concurrency must be at least 1")
-        self.maximum = float(maximum)
-        self.minimum = float(minimum)
-        self.value = float(maximum)
-        self.decrease_factor = decrease_factor
+        self.maximum = self.value = float(maximum)
         self.generation = 0
 
     @property
     def slots(self) -> int:
-        return max(int(self.minimum), int(self.value))
+        return max(1, int(self.value))
 
     def on_success(self, saturated: bool) -> None:
         """Grow, only when the slots were all in use."""
@@ -168,7 +165,7 @@ class AIMDLimit:
         """Halve after a ``concurrency_limited``; return whether the limit changed."""
         if generation != self.generation:
             return False
-        self.value = max(self.minimum, self.value * self.decrease_factor)
+        self.value = max(1.0, self.value / 2)
         self.generation += 1
         return True
 
@@ -220,7 +217,6 @@ class BudgetSnapshot:
     concurrency_limit: float
     in_flight: int
     remaining: int | None
-    limit: int | None
     endpoint_remaining: dict[str, int | None]
 
 
@@ -356,12 +352,11 @@ class RequestBudget:
 
     # -- the outage and refusal clocks: one retry deadline for the whole sync -------------------
 
-    def note_unreachable(self, cause: str) -> Outage:
+    def note_unreachable(self, cause: str) -> None:
         """An attempt failed without a usable answer: start or continue the outage clock."""
         with self._cond:
             since = self.outage.since if self.outage is not None else self._clock()
             self.outage = Outage(since, cause)
-            return self.outage
 
     def note_reachable(self) -> None:
         """An answer below 500: the outage clock stops."""
@@ -514,6 +509,5 @@ class RequestBudget:
                 concurrency_limit=self._aimd.value,
                 in_flight=len(self._in_flight),
                 remaining=self._global.remaining,
-                limit=self._global.limit,
                 endpoint_remaining={name: window.remaining for name, window in self._endpoints.items()},
             )

@@ -1,8 +1,4 @@
-"""What to do with each answer (or missing answer), and how long to back off: pure decisions.
-
-Kept apart from the client so that the policy (which 429 waits, which stops, what a POST may
-retry) reads in one place and is tested without a server.
-"""
+"""The retry policy: what each answer means and how long to back off (pure; ``calls`` applies it)."""
 
 from __future__ import annotations
 
@@ -29,8 +25,16 @@ class Decision:
     cause: str
 
 
-#: Every success's decision (one object: ``classify`` runs for every answer).
+#: A 429 by its ``code``; any other code (``rate_limited``, one the spec adds later) waits for everyone.
+POLICY_429 = {
+    "quota_exceeded": Decision(Action.QUOTA, "quota_exceeded"),
+    "endpoint_rate_limited": Decision(Action.WAIT_ENDPOINT, "endpoint_rate_limited"),
+    "concurrency_limited": Decision(Action.SHED_CONCURRENCY, "concurrency_limited"),
+}
+_RATE_LIMITED = Decision(Action.WAIT_GLOBAL, "rate_limited")
 _SUCCESS = Decision(Action.SUCCESS, "ok")
+_TIMEOUT = Decision(Action.RETRY, "timeout")
+_SERVER_ERROR = Decision(Action.RETRY, "server_error")
 
 
 def classify(status: int, code: str | None) -> Decision:
@@ -38,18 +42,11 @@ def classify(status: int, code: str | None) -> Decision:
     if 200 <= status < 300:
         return _SUCCESS
     if status == 429:
-        if code == "quota_exceeded":
-            return Decision(Action.QUOTA, "quota_exceeded")
-        if code == "endpoint_rate_limited":
-            return Decision(Action.WAIT_ENDPOINT, "endpoint_rate_limited")
-        if code == "concurrency_limited":
-            return Decision(Action.SHED_CONCURRENCY, "concurrency_limited")
-        # rate_limited, and any 429 code the spec may add later: wait like rate_limited.
-        return Decision(Action.WAIT_GLOBAL, "rate_limited")
+        return POLICY_429.get(code or "", _RATE_LIMITED)
     if status == 408:
-        return Decision(Action.RETRY, "timeout")
+        return _TIMEOUT
     if status >= 500:
-        return Decision(Action.RETRY, "server_error")
+        return _SERVER_ERROR
     return Decision(Action.FAIL, code or f"http_{status}")
 
 
@@ -60,26 +57,15 @@ SAFE_TO_REPEAT_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 def may_retry_after_ambiguous_failure(method: str) -> bool:
     """Whether a request whose outcome is unknown (a 500, a read timeout) may be sent again at once.
 
-    Only reads. A POST that reached the service may have created its record (the spec offers no
-    idempotency key: a repeat could create a duplicate topic or audit). A PATCH or DELETE would land
-    in the same state when repeated, but repeating it blindly cannot tell the user whether the first
-    one was applied, and a repeated DELETE is answered 404: the caller reads the record back instead
-    (``resources/api/write_operations.py``) and says which. The error raised carries ``may_have_applied``.
+    Only reads: the spec offers no idempotency key, so a repeated POST could create a duplicate topic
+    or audit, and a PATCH or DELETE is read back by its caller instead (``write_operations.py``).
     """
     return method.upper() in SAFE_TO_REPEAT_METHODS
 
 
 def full_jitter(
-    attempt: int,
-    *,
-    base_seconds: float,
-    cap_seconds: float,
-    rand: Callable[[], float] = random.random,
+    attempt: int, *, base_seconds: float, cap_seconds: float, rand: Callable[[], float] = random.random
 ) -> float:
-    """Exponential backoff with full jitter: uniform in [0, min(cap, base * 2**attempt)].
-
-    Full jitter spreads the retries of many threads (and many clients) across the whole interval,
-    so they do not return to the service in one synchronized wave.
-    """
-    ceiling = min(cap_seconds, base_seconds * (2 ** min(attempt, 30)))
-    return ceiling * rand()
+    """Uniform in [0, min(cap, base * 2**attempt)]: the retries of many threads and clients spread
+    over the whole interval instead of returning to the service in one wave."""
+    return min(cap_seconds, base_seconds * (2 ** min(attempt, 30))) * rand()
