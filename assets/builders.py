@@ -1,15 +1,7 @@
-"""The sync's two steps as Dagster assets: they run the core's driver (:mod:`sync.driver`) and
-translate what it says into materializations and check results.
-
-* Snapshots (``sync_snapshots``): brands, topics, prompts, tracked competitors and generations in
-  one step of the ``visibility_api`` pool.
-* Partitioned tables (``sync_daily``): every date x engine table in one step of the
-  ``visibility_api`` pool, each landed while the next is fetched; of the runs a UI backfill is
-  split into, the first to reach a table fetches and lands it for all of them, through the warehouse
-  (:mod:`sync.handoff`), so a backfill costs the planner's requests once.
-
-What is Dagster's stays here: which cells a run was asked for (its tags, its backfill), the
-materialization events, and the asset checks (they read the instance).
+"""The sync's two steps as Dagster multi-assets, one asset per catalog table: ``sync_snapshots`` and
+``sync_daily`` (every date x engine table). They run :mod:`sync.driver` and translate its events into
+materializations and check results; what is Dagster's stays here: which cells a run was asked for
+(its tags, its backfill), the events, and the checks.
 """
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -77,12 +69,8 @@ def column_schema(spec: TableSpec) -> TableSchema:
 
 
 def definition_metadata(spec: TableSpec) -> dict[str, Any]:
-    """What the UI shows of a table, and what IO managers need to read it for users' own assets.
-
-    ``partition_expr``: the column of each partition dimension, as Dagster's database IO managers
-    read it. ``dagster/table_name`` is the bare name here; the code location qualifies it with the
-    warehouse's catalog and schema (:func:`pipelines.downstream.for_downstream`).
-    """
+    """What the UI shows of a table, and what Dagster's database IO managers read (``partition_expr``)
+    for users' own assets; :func:`pipelines.downstream.for_downstream` qualifies the table name."""
     metadata: dict[str, Any] = {
         SCHEMA_KEY: column_schema(spec),
         "dagster/table_name": spec.name,
@@ -96,14 +84,13 @@ def definition_metadata(spec: TableSpec) -> dict[str, Any]:
 def table_asset_spec(
     spec: TableSpec, upstream: str | None, description: str, group_name: str, tags: dict[str, str]
 ) -> AssetSpec:
-    """The asset of one table; ``upstream`` is lineage only (its rows come from the API), and orders
-    the steps (the snapshot step first). Its description says so: Dagster's backfill dialog asks
-    about an upstream asset not materialized yet."""
+    """The asset of one table. ``upstream`` is lineage only (it orders the steps: snapshots first); the
+    description says so, for Dagster's backfill dialog asks about an upstream not materialized yet."""
     text = description or spec.description
     if upstream:
         text += (
             f"\n\nUpstream `{upstream}` is lineage only: the rows come from the API, so a backfill "
-            f"need not wait for `{upstream}` (answer Dagster's \"upstream assets not materialized\" "
+            f'need not wait for `{upstream}` (answer Dagster\'s "upstream assets not materialized" '
             "prompt with Launch)."
         )
     return AssetSpec(
@@ -141,17 +128,12 @@ def _run_checks(
     api: VisibilityAPIResource | None,
     metadata: Mapping[str, Any] | None = None,
 ) -> Iterator[AssetCheckResult]:
-    """Evaluate the selected ``checks`` (of a table that just landed, or of a run of checks alone).
-
-    A check that cannot run (its query failed, the API did not answer) is a failed check, not a
-    failed step: the table it checks has landed either way. ``warehouse``: the handle the table was
-    just landed with (its open session), or the resource to open one. ``api``: None when the checks
-    must not ask the service.
-    """
+    """Evaluate the selected ``checks`` in one session of ``warehouse`` (a handle already open, or the
+    resource); ``api`` None: checks must not ask the service. A check that cannot run is a failed
+    check, not a failed step: its table has landed either way."""
     wanted = [c for c in checks if c.key in context.selected_asset_check_keys]
     if not wanted:
         return
-    # one connection for all of them (DuckDB: a new one per query would cost an open of the file each)
     opened = warehouse.get_warehouse() if isinstance(warehouse, WarehouseResource) else nullcontext(warehouse)
     with opened as handle, handle.session():
         inputs = CheckInputs(handle, context.instance, context.run.tags, api, metadata)
@@ -191,10 +173,6 @@ def _translated(
 
 def _landed_metadata(event: TableLanded, spec: TableSpec) -> dict[str, Any]:
     return {**_json_values(event.metadata), SCHEMA_KEY: column_schema(spec)}
-
-
-# ---------------------------------------------------------------------------------------------
-# partitioned assets
 
 
 def backfill_targets(context: AssetExecutionContext, tables: Sequence[str]) -> dict[str, set[Cell]] | None:
@@ -282,22 +260,9 @@ def check_daily_config(run_config: Mapping[str, Any]) -> None:
 
 
 def run_cells(context: AssetExecutionContext, partitions_def: MultiPartitionsDefinition) -> set[Cell]:
-    """The cells this run was asked for (:func:`assets.partitions.requested_cells`), said in its log.
-
-    Dagster's own ``context.partition_keys`` is not used: in a job backfill's run it reads the
-    per-dimension tags copied from the range's first partition, i.e. one partition of the range.
-    """
-    cells = requested_cells(context.run.tags, partitions_def, job_backfill_partitions(context))
-    try:
-        dagster_view = parse_partition_keys(context.partition_keys)
-    except Exception:  # Dagster cannot read these tags at all; ours did
-        dagster_view = set()
-    if dagster_view != cells:
-        context.log.info(
-            f"landing the {len(cells)} partitions of the run's range tags; Dagster's run context "
-            f"names {len(dagster_view)} (the per-dimension tags a job backfill copies next to its range)"
-        )
-    return cells
+    """The cells this run was asked for (:func:`assets.partitions.requested_cells`). Not Dagster's
+    ``context.partition_keys``: in a job backfill's run it reads one partition of the range."""
+    return requested_cells(context.run.tags, partitions_def, job_backfill_partitions(context))
 
 
 def job_backfill_partitions(context: AssetExecutionContext) -> frozenset[str]:
@@ -312,14 +277,9 @@ def job_backfill_partitions(context: AssetExecutionContext) -> frozenset[str]:
 def landed_events(
     table: str, cells: set[Cell], metadata: Mapping[str, Any]
 ) -> Iterator[AssetMaterialization]:
-    """One materialization per cell landed, whatever Dagster's run context believes the run targets.
-
-    Recorded as events (the step's outputs are optional, ``can_subset``) so that the partitions in
-    Dagster's event log are exactly the ones written; a ``MaterializeResult`` would be recorded for
-    the context's partitions instead. The column schema, the largest value and the same for every
-    cell, travels on the first and the last event only (the definition carries it too): storing it
-    on every event made each event's write markedly costlier (bench/RESULTS.md, *CPU per landed row*).
-    """
+    """One materialization per cell landed (a ``MaterializeResult`` would record the run context's
+    partitions instead). The column schema, large and the same for every cell, travels on the first
+    and last only: on every event it made each write markedly costlier."""
     keys = cell_keys(cells)
     lean = {k: v for k, v in metadata.items() if k != SCHEMA_KEY}
     for index, key in enumerate(keys):
@@ -329,7 +289,7 @@ def landed_events(
 
 def backfill_handoff(context: AssetExecutionContext, warehouse: WarehouseResource) -> BackfillHandoff | None:
     """The run's side of its backfill's handoffs (None: not a backfill's run). A claimant is alive
-    while its Dagster run has not ended (run monitoring fails a killed one)."""
+    while its run has not ended (run monitoring fails a killed one)."""
     backfill_id = context.run.tags.get(BACKFILL_ID_TAG)
     if not backfill_id:
         return None
@@ -350,12 +310,9 @@ def build_partitioned_assets(
     group_name: str,
     description: str,
 ) -> AssetsDefinition:
-    """One step syncing the tables of a partitions definition (:func:`sync.driver.sync_daily`).
-
-    Each table is its own asset (``can_subset``: the UI and the CLI may select any of them); a table
-    that fails does not stop the others from landing, and the step then fails naming it. Each
-    table's checks run right after it lands, while the next table is fetched.
-    """
+    """One step syncing the tables of a partitions definition (:func:`sync.driver.sync_daily`), each
+    its own asset (``can_subset``); a failed table fails the step at the end, naming it. Each table's
+    checks run right after it lands, while the next is fetched."""
     by_key = {AssetKey(a.spec.name): a for a in assets}
     specs = [
         table_asset_spec(
@@ -438,11 +395,8 @@ def _with_listed(
     request: DailyRequest,
     warehouse: WarehouseResource,
 ) -> Iterator[SyncEvent]:
-    """The daily tables' events, then the listings they made when the run has no snapshot step.
-
-    A backfill of the daily group alone would otherwise leave a fresh warehouse without the tables
-    the views and the report join to (docs/OPERATIONS.md, "Backfilling the daily group alone").
-    """
+    """The daily tables' events, then, when the run has no snapshot step, the listings they made: the
+    views and the report join to them (docs/OPERATIONS.md, "Backfilling the daily group alone")."""
     yield from events
     in_run = set(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
     if AssetKey(BRANDS.name) in in_run:
@@ -461,10 +415,6 @@ def _with_listed(
     except Exception as exc:
         context.log.error(f"snapshot listings not landed ({exc}); those tables keep their rows")
         yield TableFailed("listed snapshots", exc)
-
-
-# ---------------------------------------------------------------------------------------------
-# snapshot assets
 
 
 def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_name: str) -> AssetsDefinition:
