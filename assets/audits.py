@@ -1,12 +1,8 @@
-"""The ``audit_reports`` asset: lands one audit's state, as decided by the audit sensor.
+"""The ``audit_reports`` asset: lands one audit's state, as the audit sensor decided it.
 
-Audits are driven by ``pipelines/sensors/audits.py``, never by a blocking step: the sensor submits and
-polls, then requests one run of this asset per state change (run key ``<audit id>`` for the final
-state, ``<audit id>:requested`` when submitted), with the audit in the run config. The run only
-writes: it makes no API call, so a re-run lands the same row.
-
-Rows are upserted by id (no retirement). A late ``pending`` landing never overwrites a final state
-(``complete`` or ``timed_out``) that is already in the table.
+The sensor (``pipelines/sensors/audits.py``) submits and polls, then requests one run of this asset
+per state change, the audit in the run config; the run makes no API call, so a re-run lands the
+same row. Rows are upserted by id; a late ``pending`` never overwrites a final state.
 """
 
 import datetime as dt
@@ -24,6 +20,7 @@ from dagster import (
 
 from assets.builders import WRITER_POOL
 from resources.warehouse import queries
+from resources.warehouse.base import Warehouse
 from resources.warehouse.resource import WarehouseResource
 from sync.tables import AUDIT_REPORTS
 
@@ -35,10 +32,6 @@ AUDIT_LANDING_JOB_NAME = "land_audit_report"
 TAG_AUDIT_ID = "visibility/audit_id"
 TAG_AUDIT_STATUS = "visibility/audit_status"
 TAG_AUDIT_BRAND = "visibility/brand_id"
-
-
-#: The audit table's spec, as the sensor's landing job, the ``audit`` command and the checks import it.
-AUDIT_REPORTS_SPEC = AUDIT_REPORTS
 
 
 class AuditLandingConfig(Config):
@@ -69,19 +62,20 @@ def audit_row_table(config: AuditLandingConfig) -> pa.Table:
         raise ValueError(f"unknown audit status {config.status!r}; expected one of {AUDIT_STATUSES}")
     if config.report_json is not None:
         json.loads(config.report_json)  # refuse a malformed report before writing anything
-    row = {
-        "id": config.audit_id,
-        "brand_id": config.brand_id,
-        "url": config.url,
-        "status": config.status,
-        "poll": config.poll,
-        "requested_at": _ts(config.requested_at),
-        "completed_at": _ts(config.completed_at),
-        "report": config.report_json,
-        "timed_out_at": _ts(config.timed_out_at),
-    }
-    schema = AUDIT_REPORTS_SPEC.arrow_schema
+    row = {**config.model_dump(), "id": config.audit_id, "report": config.report_json}
+    for column in ("requested_at", "completed_at", "timed_out_at"):
+        row[column] = _ts(row[column])
+    schema = AUDIT_REPORTS.arrow_schema
     return pa.Table.from_pylist([{name: row.get(name) for name in schema.names}], schema=schema)
+
+
+def upsert_audit(warehouse: Warehouse, config: AuditLandingConfig, run_id: str) -> int:
+    """Upsert the audit's row (rows written); nothing when it is ``pending`` and a final state landed."""
+    rows = audit_row_table(config)
+    warehouse.ensure_table(AUDIT_REPORTS)
+    if config.status == "pending" and queries.audit_status(warehouse, config.audit_id) in FINAL_STATUSES:
+        return 0
+    return warehouse.upsert_snapshot(AUDIT_REPORTS, rows, run_id, None).rows_written
 
 
 @asset(
@@ -95,32 +89,28 @@ def audit_row_table(config: AuditLandingConfig) -> pa.Table:
 def audit_reports(
     context: AssetExecutionContext, config: AuditLandingConfig, warehouse: WarehouseResource
 ) -> MaterializeResult:
-    rows = audit_row_table(config)
     with warehouse.get_warehouse() as wh:
-        wh.ensure_table(AUDIT_REPORTS_SPEC)
-        landed = queries.audit_status(wh, config.audit_id)
-        if config.status == "pending" and landed in FINAL_STATUSES:
-            context.log.info(f"audit {config.audit_id} is already {landed}; the pending state is not landed")
-            written = 0
-        else:
-            written = wh.upsert_snapshot(AUDIT_REPORTS_SPEC, rows, context.run_id, None).rows_written
-    metadata = {
-        "audit_id": config.audit_id,
-        "brand_id": config.brand_id,
-        "url": MetadataValue.url(config.url),
-        "status": config.status,
-        "requested_at": config.requested_at,
-        "rows_landed": written,
-    }
-    if config.completed_at:
-        metadata["completed_at"] = config.completed_at
-    if config.timed_out_at:
-        metadata["timed_out_at"] = config.timed_out_at
+        written = upsert_audit(wh, config, context.run_id)
+    if config.status == "pending" and not written:
+        context.log.info(
+            f"audit {config.audit_id}: its landed state is final; the pending state is not landed"
+        )
     if config.status == "timed_out":
         context.log.warning(
             f"audit {config.audit_id} of {config.url} timed out: still not complete at {config.timed_out_at}"
         )
-    return MaterializeResult(metadata=metadata)
+    ended = {"completed_at": config.completed_at, "timed_out_at": config.timed_out_at}
+    return MaterializeResult(
+        metadata={
+            "audit_id": config.audit_id,
+            "brand_id": config.brand_id,
+            "url": MetadataValue.url(config.url),
+            "status": config.status,
+            "requested_at": config.requested_at,
+            "rows_landed": written,
+            **{name: value for name, value in ended.items() if value},
+        }
+    )
 
 
 audit_landing_job = define_asset_job(

@@ -55,13 +55,9 @@ def partition_key(day: dt.date, engine: str) -> str:
 
 
 def parse_partition_keys(keys: list[str] | tuple[str, ...] | set[str]) -> set[tuple[dt.date, str]]:
-    """``"2024-05-01|chatgpt"`` keys -> ``{(date, engine)}``, accepting MultiPartitionKey or plain strings."""
+    """``"2024-05-01|chatgpt"`` keys (a ``MultiPartitionKey`` reads so too) -> ``{(date, engine)}``."""
     out: set[tuple[dt.date, str]] = set()
     for key in keys:
-        if isinstance(key, MultiPartitionKey):
-            by_dim = key.keys_by_dimension
-            out.add((dt.date.fromisoformat(by_dim[DATE_DIM]), by_dim[ENGINE_DIM]))
-            continue
         day, sep, engine = str(key).partition("|")
         if not sep:
             raise ValueError(f"not a date|engine partition key: {key!r}")

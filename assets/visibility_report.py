@@ -1,14 +1,6 @@
-"""The visual report as an asset (``visibility_report``); its job and the sensor that runs it after
-each successful sync are in ``pipelines/report_sensor.py``.
-
-Apart from the sync: the report is in its own group and job, so ``visibility_sync`` (and
-``visibility-sync run``) never load matplotlib or wait for a drawing.
-
-Where the PNG goes: next to a DuckDB warehouse, ``<folder of the .duckdb file>/reports/`` (with the
-defaults ``data/reports/visibility_report.png``, beside the data it shows); for Postgres and BigQuery,
-``<Dagster storage>/visibility_report/`` (the instance's storage folder under ``DAGSTER_HOME``). One
-file, replaced by each run; earlier reports stay viewable in the materializations' metadata, which
-embeds the image.
+"""The visual report as an asset (``visibility_report``), in its own group and job so a sync never
+loads matplotlib; ``pipelines/report_sensor.py`` runs it after each successful sync. Each run
+replaces one PNG (:func:`report_folder`); earlier ones stay in the materializations' metadata.
 """
 
 from pathlib import Path
@@ -36,8 +28,7 @@ REPORT_ASSET = "visibility_report"
 REPORT_GROUP = "visibility_report"
 REPORT_JOB = "visibility_report"
 REPORT_FILE = "visibility_report.png"
-#: The copy embedded in the metadata: 1200 px wide, about 270 KB (the full 2000 px file is twice that,
-#: and every materialization's metadata stays in the event log).
+#: The copy embedded in the metadata, 1200 px wide: every materialization's metadata stays in the event log.
 METADATA_DPI = 60
 
 
@@ -57,8 +48,7 @@ def report_folder(warehouse: WarehouseResource, instance: DagsterInstance) -> Pa
     return Path(instance.storage_directory()) / REPORT_ASSET
 
 
-#: A multi-asset only to name its op apart from the job: Dagster refuses an op and a job both named
-#: ``visibility_report`` in one code location.
+#: A multi-asset only to name its op apart from the job (Dagster refuses both named alike).
 @multi_asset(
     name="draw_visibility_report",
     specs=[

@@ -26,12 +26,12 @@ from dagster import (
 )
 from pydantic import Field, field_validator
 
-from assets.audits import AUDIT_REPORTS_SPEC, FINAL_STATUSES, AuditLandingConfig, audit_row_table
+from assets.audits import AuditLandingConfig, upsert_audit
 from resources.api import write_operations
 from resources.api.client import VisibilityClient
 from resources.api.resource import VisibilityAPIResource
-from resources.warehouse import queries
 from resources.warehouse.resource import WarehouseResource
+from sync.tables import AUDIT_REPORTS
 
 AUDIT_URL_JOB = "audit_url"
 UNTRACK_COMPETITOR_JOB = "untrack_competitor"
@@ -132,12 +132,8 @@ def land_audit(warehouse: WarehouseResource, outcome: write_operations.AuditOutc
         completed_at=outcome.completed_at.isoformat() if outcome.complete and outcome.completed_at else None,
         report_json=outcome.report_json() if outcome.complete else None,
     )
-    rows = audit_row_table(config)
     with warehouse.get_warehouse() as wh:
-        wh.ensure_table(AUDIT_REPORTS_SPEC)
-        if config.status == "pending" and queries.audit_status(wh, config.audit_id) in FINAL_STATUSES:
-            return 0
-        return wh.upsert_snapshot(AUDIT_REPORTS_SPEC, rows, run_id, None).rows_written
+        return upsert_audit(wh, config, run_id)
 
 
 def _progress_line(context: OpExecutionContext, text: str) -> None:
@@ -188,7 +184,7 @@ def audit_url_op(
         )
         context.log.info(f"about to {plan.describe()}")
         with warehouse.get_warehouse() as wh:  # the audit is charged: prove the landing works first
-            wh.ensure_table(AUDIT_REPORTS_SPEC)
+            wh.ensure_table(AUDIT_REPORTS)
         outcome = write_operations.submit_audit(client, plan)
         yield _landed(context, warehouse, outcome)
         if plan.wait:

@@ -1,8 +1,6 @@
-"""What the report shows, read from the warehouse through :mod:`resources.warehouse.report_queries`.
-
-Shaped for drawing (series, a brand x engine grid, ranked pages), so :mod:`report.render` does no
-arithmetic on rows. The window ends at the newest landed day, not today: a report of a warehouse
-synced last week still shows a full window.
+"""What the report shows, read through :mod:`resources.warehouse.report_queries` and shaped for
+drawing (:mod:`report.render` does no arithmetic on rows). The window ends at the newest landed day,
+not today: a warehouse synced last week still shows a full window.
 """
 
 from __future__ import annotations
@@ -80,8 +78,7 @@ class BrandSection:
     share_of_voice: tuple[ShareSeries, ...]  # own brand first, then competitors by mean share
     visibility: EngineGrid
     top_pages: tuple[PageTrend, ...]
-    #: days of the window the brand was measured on (it has share-of-voice points): the others are
-    #: marked on the chart, and left out of the pages' change
+    #: days the brand has share-of-voice points: the others are marked, and left out of the pages' change
     measured_days: tuple[dt.date, ...] = ()
 
     @property
@@ -116,11 +113,7 @@ def load_report_data(
     max_brands: int = MAX_BRANDS,
 ) -> ReportData:
     """The last ``days`` days up to the newest landed one (fewer if fewer landed), for every current
-    brand that has data in them.
-
-    Raises :class:`ReportDataMissing` (its message says to run a sync) when a table is absent or no
-    daily trend has landed.
-    """
+    brand with data in them; :class:`ReportDataMissing` when nothing has landed yet."""
     if not 1 <= days <= MAX_DAYS:
         raise ValueError(f"days must be between 1 and {MAX_DAYS}, got {days}")
     missing = [t for t in REQUIRED_TABLES if not table_exists(warehouse, t)]

@@ -1,7 +1,5 @@
-"""Writing a rendered report to disk, for the CLI and the asset alike.
-
-Written to a temporary file next to the target, then renamed over it: a browser or the Dagster UI
-opening the path while a new report is written sees the old report or the new one, never half a PNG.
+"""Writing a rendered report to disk, for the CLI and the asset alike: to a temporary file renamed
+over the target, so a browser or the UI opening it sees the old report or the new one, never half.
 """
 
 from __future__ import annotations
@@ -13,27 +11,20 @@ from pathlib import Path
 from report.data import ReportData
 from report.render import render_html, render_png
 
-#: What the output's suffix selects: a self-contained HTML page (PNG embedded) or the PNG alone.
 HTML_SUFFIXES = (".html", ".htm")
-PNG_SUFFIXES = (".png",)
 
 
 def is_report_path(path: Path) -> bool:
-    return path.suffix.lower() in (*HTML_SUFFIXES, *PNG_SUFFIXES)
-
-
-def report_bytes(data: ReportData, path: Path, png: bytes | None = None) -> bytes:
-    """The file's content for ``path``'s suffix; ``png`` reuses an image already rendered."""
-    suffix = path.suffix.lower()
-    if suffix not in (*HTML_SUFFIXES, *PNG_SUFFIXES):
-        raise ValueError(f"{path}: a report is written as .html or .png, not {suffix or 'no suffix'!r}")
-    png = png if png is not None else render_png(data)
-    return render_html(data, png).encode("utf-8") if suffix in HTML_SUFFIXES else png
+    return path.suffix.lower() in (*HTML_SUFFIXES, ".png")
 
 
 def write_report(path: Path, data: ReportData, png: bytes | None = None) -> int:
-    """Write the report (HTML or PNG by suffix), creating the folder; returns the bytes written."""
-    content = report_bytes(data, path, png)
+    """Write the report, a self-contained HTML page (PNG embedded) or the PNG alone by ``path``'s
+    suffix, creating the folder; ``png`` reuses an image already rendered. Returns the bytes written."""
+    if not is_report_path(path):
+        raise ValueError(f"{path}: a report is written as .html or .png, not {path.suffix or 'no suffix'!r}")
+    png = png if png is not None else render_png(data)
+    content = render_html(data, png).encode("utf-8") if path.suffix.lower() in HTML_SUFFIXES else png
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

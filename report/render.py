@@ -1,13 +1,8 @@
 """Drawing the report: :class:`~report.data.ReportData` in, a matplotlib figure, PNG bytes or HTML out.
 
-Pure (no I/O), so tests check the figure itself. matplotlib is imported inside the functions: the
-code location and ``visibility-sync run`` load this package's siblings without paying for it. The
-figure is drawn on a bare :class:`~matplotlib.figure.Figure` (the Agg canvas), never through pyplot,
-so no global backend or figure registry is touched and threads (Dagster's) do not share state.
-
-One row per brand: share of voice over time (the brand and its tracked competitors), visibility by
-engine (a grid), and the most-cited pages with their change. An entity keeps one colour across the
-row (its line, and the bars of pages on its domain).
+Pure, and matplotlib is imported lazily (``visibility-sync run`` never pays for it). A bare
+:class:`~matplotlib.figure.Figure`, never pyplot: no global backend or figure registry shared by
+Dagster's threads. One row per brand, where an entity keeps one colour (its line, its pages' bars).
 """
 
 from __future__ import annotations
@@ -26,17 +21,12 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure, SubFigure
 
-#: Pixel size at the default dpi: 2000 px wide; 1.5 in of header plus 5 in per brand.
+#: 2000 px wide at the default dpi; 1.5 in of header plus 5 in per brand.
 WIDTH_IN = 20.0
 HEADER_IN = 1.5
 ROW_IN = 5.0
-#: Where the three charts of a brand's row sit, in inches from the row's left and bottom edges. Fixed
-#: (not constrained layout) so the columns line up from one brand to the next; the gaps hold the
-#: tick labels: entity names left of the grid, two-line URLs left of the bars.
-CHART_LEFT_IN = (0.75, 9.0, 15.2)
-CHART_WIDTH_IN = (6.6, 3.4, 4.5)
-CHART_BOTTOM_IN = 1.15
-CHART_TOP_IN = 1.15  # from the row's top: the brand's title and the charts' titles
+#: Relative widths of a brand's three charts (constrained layout places them around their labels)
+CHART_WIDTHS = (6.6, 3.4, 4.5)
 #: Points between a chart's title and its axes: room for a column heading under the title
 TITLE_PAD = 26
 DPI = 100
@@ -60,6 +50,11 @@ ENGINE_LABELS = {
 SHARE_OF_VOICE_GID = "share_of_voice:"
 MAX_URL_CHARS = 32
 DASH = "\u2013"  # en dash: "no value" and date ranges
+LEGEND = (
+    "Bold/blue: your brand. Page bars take the colour of the brand whose site it is (grey: third party); "
+    "change: the later half of the brand's measured days vs the earlier half (days it was not measured, "
+    "shaded, are left out)."
+)
 
 
 def build_figure(data: ReportData) -> Figure:
@@ -67,7 +62,10 @@ def build_figure(data: ReportData) -> Figure:
     from matplotlib.figure import Figure
 
     rows = max(1, len(data.sections))
-    fig = Figure(figsize=(WIDTH_IN, HEADER_IN + ROW_IN * rows), dpi=DPI, facecolor="white")
+    fig = Figure(
+        figsize=(WIDTH_IN, HEADER_IN + ROW_IN * rows), dpi=DPI, facecolor="white", layout="constrained"
+    )
+    fig.get_layout_engine().set(w_pad=0.15, h_pad=0.15, wspace=0.06)
     header, *brand_rows = fig.subfigures(
         rows + 1, 1, height_ratios=[HEADER_IN, *([ROW_IN] * rows)], hspace=0.0
     )
@@ -127,7 +125,7 @@ def render_html(data: ReportData, png: bytes | None = None) -> str:
         parts.append("</table>")
     if data.brands_left_out:
         parts.append(f'<p class="muted">{data.brands_left_out} more brand(s) not shown.</p>')
-    parts.append(f'<p class="muted">{html.escape(_legend_text(data))}</p></body></html>')
+    parts.append(f'<p class="muted">{html.escape(LEGEND)}</p></body></html>')
     return "\n".join(parts)
 
 
@@ -138,26 +136,15 @@ def _draw_header(subfig: SubFigure, data: ReportData) -> None:
     subfig.set_facecolor("#f4f6f8")
     subfig.text(0.012, 0.70, TITLE, fontsize=26, fontweight="bold", color="#1f2933", va="center")
     subfig.text(0.012, 0.38, _window_text(data), fontsize=13, color=MUTED, va="center")
-    subfig.text(0.012, 0.15, _legend_text(data), fontsize=11, color=MUTED, va="center")
+    subfig.text(0.012, 0.15, LEGEND, fontsize=11, color=MUTED, va="center")
 
 
 def _draw_brand(subfig: SubFigure, section: BrandSection, data: ReportData) -> None:
     subfig.suptitle(
-        _brand_title(section),
-        x=0.012,
-        y=0.97,
-        ha="left",
-        va="top",
-        fontsize=17,
-        fontweight="bold",
-        color="#1f2933",
+        _brand_title(section), x=0.012, ha="left", fontsize=17, fontweight="bold", color="#1f2933"
     )
     colors = _entity_colors(section)
-    height = (ROW_IN - CHART_BOTTOM_IN - CHART_TOP_IN) / ROW_IN
-    share_ax, grid_ax, pages_ax = (
-        subfig.add_axes((left / WIDTH_IN, CHART_BOTTOM_IN / ROW_IN, width / WIDTH_IN, height))
-        for left, width in zip(CHART_LEFT_IN, CHART_WIDTH_IN, strict=True)
-    )
+    share_ax, grid_ax, pages_ax = subfig.subplots(1, 3, width_ratios=CHART_WIDTHS)
     _draw_share_of_voice(share_ax, section, colors, data)
     _draw_engine_grid(grid_ax, section.visibility)
     _draw_top_pages(pages_ax, section.top_pages, colors, _change_title(section))
@@ -235,13 +222,10 @@ def _draw_engine_grid(ax: Axes, grid: EngineGrid) -> None:
         label = DASH if math.isnan(v) else f"{v:.0f}"
         dark = not math.isnan(v) and v > 0.6 * vmax
         ax.text(j, i, label, ha="center", va="center", fontsize=11, color="white" if dark else "#1f2933")
-    ax.set_xticks(range(len(grid.engines)), [ENGINE_LABELS.get(e, e) for e in grid.engines])
+    labels = [ENGINE_LABELS.get(e, e) for e in grid.engines]
+    ax.set_xticks(range(len(grid.engines)), labels, rotation=35, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(len(grid.entities)), grid.entities)
-    ax.tick_params(axis="x", labelrotation=35, labelsize=11, length=0)
-    ax.tick_params(axis="y", labelsize=11, length=0)
-    for label in ax.get_xticklabels():
-        label.set_horizontalalignment("right")
-        label.set_rotation_mode("anchor")
+    ax.tick_params(labelsize=11, length=0)
     ax.get_yticklabels()[0].set_fontweight("bold")  # the own brand comes first
     for spine in ax.spines.values():
         spine.set_visible(False)
@@ -344,14 +328,6 @@ def _window_text(data: ReportData) -> str:
 def _change_title(section: BrandSection) -> str:
     days = section.compared_days
     return f"change: last {days} measured day{'s' if days != 1 else ''} vs the {days} before"
-
-
-def _legend_text(data: ReportData) -> str:
-    return (
-        "Bold/blue: your brand. Page bars take the colour of the brand whose site it is "
-        "(grey: third party); change: the later half of the brand's measured days vs the earlier "
-        "half (days it was not measured, shaded, are left out)."
-    )
 
 
 def _change_text(page: PageTrend) -> str:

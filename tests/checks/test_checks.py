@@ -198,7 +198,8 @@ def test_partition_materialized_empty_while_the_service_reported_citations_fails
 
 
 def test_timed_out_audits_warn_with_the_audit(warehouse: WarehouseResource) -> None:
-    from assets.audits import AUDIT_REPORTS_SPEC, AuditLandingConfig, audit_row_table
+    from assets.audits import AuditLandingConfig, audit_row_table
+    from sync.tables import AUDIT_REPORTS
 
     now = dt.datetime.now(dt.UTC)
     audit = AuditLandingConfig(
@@ -212,8 +213,8 @@ def test_timed_out_audits_warn_with_the_audit(warehouse: WarehouseResource) -> N
         report_json="{}",
     )
     with warehouse.get_warehouse() as wh:
-        wh.ensure_table(AUDIT_REPORTS_SPEC)
-        wh.upsert_snapshot(AUDIT_REPORTS_SPEC, audit_row_table(audit), "r1", None)
+        wh.ensure_table(AUDIT_REPORTS)
+        wh.upsert_snapshot(AUDIT_REPORTS, audit_row_table(audit), "r1", None)
     assert no_timed_out_audits(warehouse=warehouse).passed
 
     stuck = audit.model_copy(
@@ -226,7 +227,7 @@ def test_timed_out_audits_warn_with_the_audit(warehouse: WarehouseResource) -> N
         }
     )
     with warehouse.get_warehouse() as wh:
-        wh.upsert_snapshot(AUDIT_REPORTS_SPEC, audit_row_table(stuck), "r2", None)
+        wh.upsert_snapshot(AUDIT_REPORTS, audit_row_table(stuck), "r2", None)
     result = no_timed_out_audits(warehouse=warehouse)
     assert not result.passed and result.severity == AssetCheckSeverity.WARN
     assert [a["id"] for a in meta(result, "sample")] == [stuck.audit_id]
