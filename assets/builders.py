@@ -37,7 +37,7 @@ from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import TableSpec
 from resources.warehouse.resource import WarehouseResource
 from sync.catalog import LANDED_BY_SENSORS, SNAPSHOTS
-from sync.discovery import CitationTargets, brand_filter, discovery_for, sync_id
+from sync.discovery import CitationTargets, brand_filter
 from sync.driver import (
     DailyRequest,
     SyncEvent,
@@ -50,7 +50,7 @@ from sync.driver import (
 )
 from sync.fetching import PartitionedTable, SnapshotTable
 from sync.handoff import BackfillHandoff
-from sync.head_start import head_start_for
+from sync.head_start import SyncSession
 from sync.planning import Cell
 from sync.progress import FetchProgress
 from sync.resume import ResumeStore, resume_root
@@ -337,13 +337,14 @@ def build_partitioned_assets(
         api: VisibilityAPIResource,
         warehouse: WarehouseResource,
         progress: ResourceParam[FetchProgress],
+        sync_session: ResourceParam[SyncSession],
     ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
         yield from _run_checks(context, _checks_alone(context, [a.spec.name for a in assets]), warehouse, api)
         selected = [a for key, a in by_key.items() if key in context.selected_asset_keys]
         if not selected:
             return
         targets = config.citation_targets(resource_targets(api))
-        request = daily_request(context, partitions_def, targets, selected, warehouse)
+        request = daily_request(context, partitions_def, targets, selected, warehouse, sync_session)
         asks_api = api if request.compares_totals() else None
         spec_of = {a.spec.name: a.spec for a in selected}
 
@@ -370,6 +371,7 @@ def daily_request(
     citation_targets: CitationTargets | None,
     tables: Sequence[PartitionedTable],
     warehouse: WarehouseResource,
+    session: SyncSession,
 ) -> DailyRequest:
     """What this run lands (:func:`run_cells`), and the backfill it belongs to."""
     backfill_cells = backfill_targets(context, [t.spec.name for t in tables])
@@ -378,14 +380,14 @@ def daily_request(
         run_id=context.run_id,
         cells=run_cells(context, partitions_def),
         only=brand_filter(context.run.tags),
-        discovery=discovery_for(sync_id(context.run_id, context.run.tags)),
+        discovery=session.discovery,
         citation_targets=citation_targets,
         handoff=handoff,
         backfill_cells=backfill_cells or {},
         resume=ResumeStore(
             resume_root(None if context.instance.is_ephemeral else context.instance.storage_directory())
         ),
-        fetched_ahead=head_start_for(sync_id(context.run_id, context.run.tags)),
+        fetched_ahead=session.head_start,
     )
 
 
@@ -435,7 +437,10 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
         "with is_current = false.",
     )
     def sync(
-        context: AssetExecutionContext, api: VisibilityAPIResource, warehouse: WarehouseResource
+        context: AssetExecutionContext,
+        api: VisibilityAPIResource,
+        warehouse: WarehouseResource,
+        sync_session: ResourceParam[SyncSession],
     ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
         check_daily_config(context.run_config)
         yield from _run_checks(context, _checks_alone(context, [t.spec.name for t in tables]), warehouse, api)
@@ -454,13 +459,12 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
             yield from checked
 
         only = brand_filter(context.run.tags)
-        discovery = discovery_for(sync_id(context.run_id, context.run.tags))
         events = sync_snapshots(
             selected,
             context.run_id,
             only,
             context.run.tags,
-            discovery,
+            sync_session.discovery,
             api,
             warehouse.get_warehouse,
             context.log,

@@ -336,6 +336,7 @@ def fetch_alone(start: dt.date, end: dt.date) -> None:
     from settings import load_settings
     from sync.catalog import DAILY
     from sync.discovery import SYNC_TAG
+    from sync.head_start import SyncSession
     from sync.prefetch import StopSignal
     from sync.progress import NO_PROGRESS
     from sync.without_pandas import keep_pandas_out
@@ -346,7 +347,7 @@ def fetch_alone(start: dt.date, end: dt.date) -> None:
         span = (ENGINES_WITH_ALL[0], ENGINES_WITH_ALL[-1])
         plan = HeadStartPlan(start, end, span, {SYNC_TAG: "bench-floor"}, Path(journal))
         started = time.monotonic()
-        with plan.started(api, NO_PROGRESS) as ahead:
+        with plan.started(api, NO_PROGRESS, SyncSession()) as ahead:
             never = StopSignal(threading.Event())
             outcomes = [ahead.take(t.spec.name, ahead.selection, None, never) for t in DAILY]
             wall = time.monotonic() - started

@@ -17,7 +17,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # imported inside the functions that use them: the command st
     from contextlib import AbstractContextManager
 
     from resources.api.access import SyncApi
-    from sync.head_start import HeadStart, Selection
+    from sync.head_start import HeadStart, Selection, SyncSession
     from sync.progress import FetchProgress
 
 DEMO_DAYS = 14
@@ -172,10 +172,10 @@ def sync(
     selection that is not one contiguous range of Dagster's engine order needs one run per range: the
     first is the whole sync, the others re-run only the date x engine tables (``visibility_daily``).
     The runs share one request budget (they are given one ``api`` resource object, which holds it)
-    and one set of brand, prompt and competitor listings (``visibility/sync`` tag). Their resources
-    hold the settings' secrets themselves (``process_resources``): nothing is read from or written
-    to ``os.environ``, and Dagster stores none of them. Stops starting runs after a failure every
-    later run would repeat (``FailureKind.stops_the_sync``). Dagster's console log (with its stack
+    and one ``sync_session`` (the brand, prompt and competitor listings, the head start). Their
+    resources hold the settings' secrets themselves (``process_resources``): nothing is read from or
+    written to ``os.environ``, and Dagster stores none of them. Stops starting runs after a failure
+    every later run would repeat (``FailureKind.stops_the_sync``). Dagster's console log (with its stack
     traces) shows only when ``verbose``; the summary prints each failure's own message. The first
     run's date x engine tables are fetched from the start, while Dagster imports and plans
     (:class:`HeadStartPlan`); its daily step lands those fetches.
@@ -185,6 +185,7 @@ def sync(
     from resources.api.access import SyncApi
     from resources.api.endpoints import ENGINES_WITH_ALL, engine_groups
     from sync.discovery import BRANDS_TAG, SYNC_TAG
+    from sync.head_start import SyncSession
     from sync.progress import NO_PROGRESS
     from sync.resume import resume_root
 
@@ -198,6 +199,7 @@ def sync(
     recorded = bool(os.environ.get("DAGSTER_HOME"))  # runs recorded where the UI shows them
     spans = engine_groups(engines, ENGINES_WITH_ALL)
 
+    session = SyncSession()  # the runs' listings, and the head start's fetches
     summary = RunSummary()
     with _progress(show_progress) as bar, _status_lines(api.budget, bar), ExitStack() as ahead:
         progress = bar.channel() if bar is not None else NO_PROGRESS
@@ -213,7 +215,7 @@ def sync(
                 tuple(settings.citation_urls),
                 tuple(settings.citation_topics),
             )
-            ahead.enter_context(first_run.started(api, progress))
+            session.head_start = ahead.enter_context(first_run.started(api, progress, session))
 
         if not recorded:  # an ephemeral instance journals in the temp folder: known before Dagster is
             start_fetching(None)
@@ -235,7 +237,7 @@ def sync(
                 start_fetching(instance.storage_directory())
             resource = api_resource(settings)
             resource.share_budget(api.budget)  # the runs' clients and the head start's: one budget
-            resources = process_resources(settings, resource, progress)
+            resources = process_resources(settings, resource, progress, session)
             for (first, final), (job_name, range_) in zip(spans, sync_runs(start, last, spans), strict=True):
                 label = f"{job_name} {first}..{final}"
                 run_id = str(uuid.uuid4())
@@ -293,15 +295,15 @@ class HeadStartPlan:
         targets = CitationTargets(self.citation_urls, self.citation_topics)
         return Selection(cells, brand_filter(self.tags), targets, self.resume_root)
 
-    def started(self, api: SyncApi, progress: FetchProgress) -> AbstractContextManager[HeadStart]:
-        """The head start (``sync/head_start.py``), running until the block ends."""
+    def started(
+        self, api: SyncApi, progress: FetchProgress, session: SyncSession
+    ) -> AbstractContextManager[HeadStart]:
+        """The head start (``sync/head_start.py``) with the session's listings, closed when the
+        block ends."""
         from sync.catalog import DAILY
-        from sync.discovery import SYNC_TAG, discovery_for
-        from sync.head_start import HeadStart, head_start
+        from sync.head_start import HeadStart
 
-        sync_id = self.tags[SYNC_TAG]
-        fetches = HeadStart(DAILY, self.selection(), api, discovery_for(sync_id), progress.report)
-        return head_start(sync_id, fetches)
+        return closing(HeadStart(DAILY, self.selection(), api, session.discovery, progress.report).start())
 
 
 @contextmanager

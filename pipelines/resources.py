@@ -34,10 +34,13 @@ from resources.warehouse.contract import WAREHOUSE_SETTING
 from resources.warehouse.io_manager import LandedTablesIOManager
 from resources.warehouse.resource import WarehouseResource
 from settings import Settings
+from sync.head_start import SyncSession
 from sync.progress import NO_PROGRESS, FetchProgress
 
 #: The resource key of the sync's progress channel (:class:`sync.progress.FetchProgress`).
 PROGRESS_RESOURCE = "progress"
+#: The resource key of what the runs of a sync share (:class:`sync.head_start.SyncSession`).
+SESSION_RESOURCE = "sync_session"
 
 
 def _holds_password(url: str) -> bool:
@@ -53,9 +56,15 @@ def _progress_resource(progress: FetchProgress) -> ResourceDefinition:
     )
 
 
+def session_per_run() -> ResourceDefinition:
+    """A new :class:`SyncSession` for each run: its steps share their listings, and nothing more."""
+    return ResourceDefinition(lambda _: SyncSession(), description=SyncSession.__doc__)
+
+
 def build_resources(settings: Settings) -> dict[str, Any]:
-    """``api``, ``warehouse``, ``progress`` and the landed tables' IO manager (and ``duckdb`` on
-    DuckDB) from the settings, for the code location; secrets as ``EnvVar`` (module docstring).
+    """``api``, ``warehouse``, ``progress``, ``sync_session`` and the landed tables' IO manager (and
+    ``duckdb`` on DuckDB) from the settings, for the code location; secrets as ``EnvVar`` (module
+    docstring).
 
     Without an API key (or URL) in the settings, the ``api`` resource holds none: a tick of a sensor
     given it skips naming the missing variable, a run fails naming it before its first request.
@@ -80,6 +89,7 @@ def build_resources(settings: Settings) -> dict[str, Any]:
         ),
         "warehouse": warehouse,
         PROGRESS_RESOURCE: _progress_resource(NO_PROGRESS),
+        SESSION_RESOURCE: session_per_run(),
         # users' own assets read the landed tables through these (pipelines/downstream.py)
         **downstream_resources(settings, warehouse),
     }
@@ -95,11 +105,14 @@ def api_resource(settings: Settings) -> VisibilityAPIResource:
 
 
 def process_resources(
-    settings: Settings, api: VisibilityAPIResource, progress: FetchProgress = NO_PROGRESS
+    settings: Settings,
+    api: VisibilityAPIResource,
+    progress: FetchProgress = NO_PROGRESS,
+    session: SyncSession | None = None,
 ) -> dict[str, ResourceDefinition]:
     """The resources of the runs this process executes itself, secrets held by the objects (module
     docstring); give them to ``execute_in_process(resources=...)``. Every run given ``api`` shares
-    its budget."""
+    its budget; every run given ``session`` its listings and head start (None: one per run)."""
     warehouse = WarehouseResource(
         url=settings.warehouse_url,
         schema_name=settings.schema_name,
@@ -109,6 +122,11 @@ def process_resources(
         "api": ResourceDefinition.hardcoded_resource(api, VisibilityAPIResource.__doc__),
         "warehouse": ResourceDefinition.hardcoded_resource(warehouse, WarehouseResource.__doc__),
         PROGRESS_RESOURCE: _progress_resource(progress),
+        SESSION_RESOURCE: (
+            session_per_run()
+            if session is None
+            else ResourceDefinition.hardcoded_resource(session, SyncSession.__doc__)
+        ),
         LANDED_TABLES_IO_MANAGER: IOManagerDefinition.hardcoded_io_manager(
             LandedTablesIOManager(warehouse=warehouse), LandedTablesIOManager.__doc__
         ),

@@ -8,7 +8,6 @@ raised: the run goes on for the other brands and never touches that brand's rows
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -22,7 +21,7 @@ T = TypeVar("T")
 
 #: Run tag that restricts a run to some brands: comma-separated brand ids (empty: every brand).
 BRANDS_TAG = "visibility/brands"
-#: Run tag naming the sync a run belongs to (the command line's runs share one); default: the run id.
+#: Run tag naming the sync a command-line run belongs to (the runs of one command share it).
 SYNC_TAG = "visibility/sync"
 
 
@@ -158,27 +157,6 @@ class Discovery:
         return self.listing(
             "tracked_competitors", client, scope, lambda b: list(client.list_tracked_competitors(b))
         )
-
-
-_SYNCS: OrderedDict[str, Discovery] = OrderedDict()
-_SYNCS_LOCK = threading.Lock()
-#: Syncs whose listings a process keeps (a command line's runs, a run's steps); the oldest goes first.
-_SYNCS_KEPT = 4
-
-
-def discovery_for(sync_id: str) -> Discovery:
-    """The listings of one sync (runs tagged with the same ``visibility/sync``, else one run)."""
-    with _SYNCS_LOCK:
-        if sync_id not in _SYNCS:
-            _SYNCS[sync_id] = Discovery()
-            while len(_SYNCS) > _SYNCS_KEPT:
-                _SYNCS.popitem(last=False)
-        _SYNCS.move_to_end(sync_id)
-        return _SYNCS[sync_id]
-
-
-def sync_id(run_id: str, tags: dict[str, str] | Any) -> str:
-    return str(tags.get(SYNC_TAG) or run_id)
 
 
 def brand_inputs(

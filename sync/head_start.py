@@ -18,9 +18,8 @@ fetches nothing more.
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,24 +146,11 @@ class HeadStart:
                 slot.taken = True
 
 
-_RUNNING: dict[str, HeadStart] = {}
-_RUNNING_LOCK = threading.Lock()
+@dataclass
+class SyncSession:
+    """What the runs of one sync share in a process: its listings, and the fetches the command line
+    started ahead (None: each step fetches for itself). The code location makes one per run; the
+    command line gives its runs one (``sync_session`` resource)."""
 
-
-@contextlib.contextmanager
-def head_start(sync_id: str, ahead: HeadStart) -> Iterator[HeadStart]:
-    """Start ``ahead`` for the runs of sync ``sync_id`` (:func:`head_start_for`); closed at the end."""
-    with _RUNNING_LOCK:
-        _RUNNING[sync_id] = ahead
-    try:
-        yield ahead.start()
-    finally:
-        with _RUNNING_LOCK:
-            _RUNNING.pop(sync_id, None)
-        ahead.close()
-
-
-def head_start_for(sync_id: str) -> HeadStart | None:
-    """The fetches started ahead for the runs of sync ``sync_id`` in this process, if any."""
-    with _RUNNING_LOCK:
-        return _RUNNING.get(sync_id)
+    discovery: Discovery = field(default_factory=Discovery)
+    head_start: HeadStart | None = None

@@ -13,6 +13,7 @@ from dagster import AssetKey, AssetsDefinition, DagsterInstance, ExecuteInProces
 
 from assets.daily import daily_assets
 from assets.snapshots import snapshot_assets
+from pipelines.resources import session_per_run
 from pipelines.schedules import range_tags
 from resources.api.endpoints import ENGINES
 from resources.api.resource import VisibilityAPIResource
@@ -42,6 +43,7 @@ class Sync:
             ),
             "warehouse": WarehouseResource(url=f"duckdb:///{self.db}", schema_name=SCHEMA),
             "progress": NO_PROGRESS,
+            "sync_session": session_per_run(),
         }
 
     def run(

@@ -38,6 +38,7 @@ from assets.checks import checks_of
 from assets.partitions import DAILY_PARTITIONS
 from assets.snapshots import snapshot_assets
 from pipelines.dbt_sources import render as render_dbt_sources
+from pipelines.resources import session_per_run
 from pipelines.schedules import range_tags
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_ANSWERS, Endpoint
@@ -221,6 +222,7 @@ def sync_positions(served: PositionsSandbox, db: Path) -> tuple[ExecuteInProcess
         "api": VisibilityAPIResource(api_url=served.url, api_key=served.key),
         "warehouse": WarehouseResource(url=f"duckdb:///{db}", schema_name=SCHEMA),
         "progress": NO_PROGRESS,
+        "sync_session": session_per_run(),
     }
     graph = Definitions(assets=[*snapshot_assets, step], resources=resources).resolve_asset_graph()
     assert graph.get(KEY).group_name == catalog.DAILY_GROUP

@@ -23,6 +23,7 @@ from dagster import (
 )
 
 from assets.checks import TOTALS_WINDOW_DAYS, no_timed_out_audits
+from pipelines.resources import session_per_run
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.contract import PartitionScope
 from resources.warehouse.resource import WarehouseResource
@@ -285,7 +286,12 @@ def test_checks_run_alone_in_a_dagster_run_of_the_sync_step_without_fetching(
     defs = Definitions(
         assets=daily_assets,
         jobs=[define_asset_job("trend_checks", selection=AssetSelection.checks(*selected))],
-        resources={"warehouse": warehouse, "api": api, "progress": NO_PROGRESS},
+        resources={
+            "warehouse": warehouse,
+            "api": api,
+            "progress": NO_PROGRESS,
+            "sync_session": session_per_run(),
+        },
     )
     result = defs.resolve_job_def("trend_checks").execute_in_process(instance=instance, raise_on_error=False)
     assert result.success

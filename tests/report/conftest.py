@@ -14,6 +14,7 @@ from dagster import DagsterInstance, Definitions, build_sensor_context, instance
 
 from pipelines.jobs import DEFAULT_EXECUTOR, SYNC_JOB, all_jobs
 from pipelines.report_sensor import report_after_sync
+from pipelines.resources import session_per_run
 from pipelines.schedules import range_tags
 from pipelines.syncs import all_assets
 from resources.api.endpoints import ENGINES_WITH_ALL
@@ -58,6 +59,7 @@ def sync_definitions_for(sandbox: SandboxHandle, db: Path) -> Definitions:
             "api": VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"]),
             "warehouse": WarehouseResource(url=f"duckdb:///{db}", schema_name=SCHEMA),
             "progress": NO_PROGRESS,
+            "sync_session": session_per_run(),
         },
     )
 

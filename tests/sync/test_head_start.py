@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from sandbox.limits import LimitsConfig
 from sandbox.testing import SandboxHandle
 from sync.catalog import ANSWERS, CITED_PAGES, PROMPT_MENTIONS
 from sync.discovery import Discovery
-from sync.head_start import HeadStart, Selection, head_start, head_start_for
+from sync.head_start import HeadStart, Selection
 from sync.prefetch import FetchCancelled, StopSignal
 from sync.resume import ResumeStore
 from sync.spool import SPOOL_PREFIX
@@ -48,14 +49,12 @@ def test_a_step_takes_each_fetch_made_for_its_selection_and_asks_the_api_nothing
     sandbox.reset_stats()
     step_store = ResumeStore(tmp_path)
 
-    with head_start("sync-1", HeadStart(TABLES, selection, api_for(sandbox), Discovery())) as ahead:
-        assert head_start_for("sync-1") is ahead
+    with closing(HeadStart(TABLES, selection, api_for(sandbox), Discovery()).start()) as ahead:
         outcomes = {
             t.spec.name: ahead.take(t.spec.name, selection, step_store, never_stops()) for t in TABLES
         }
         asked = served(sandbox)
 
-    assert head_start_for("sync-1") is None
     assert all(o is not None and o.spool.rows > 0 for o in outcomes.values()), outcomes
     assert all(o is not None and o.plan.cells == set(CELLS) for o in outcomes.values())
     # the brands listed once for the three tables, the prompts once (mentions), nothing after the takes
@@ -98,7 +97,7 @@ def test_a_refused_key_is_asked_once_and_every_later_table_is_left_to_the_step(
     discovery = Discovery()
     sandbox.reset_stats()
 
-    with head_start("sync-2", HeadStart(TABLES, selection, api_for(sandbox, "revoked"), discovery)) as ahead:
+    with closing(HeadStart(TABLES, selection, api_for(sandbox, "revoked"), discovery).start()) as ahead:
         with pytest.raises(AuthenticationError) as raised:
             ahead.take("cited_pages", selection, None, never_stops())
         later = [ahead.take(t.spec.name, selection, None, never_stops()) for t in TABLES[1:]]

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from dagster import DagsterInstance, materialize
 
+from pipelines.resources import session_per_run
 from pipelines.schedules import range_tags
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.contract import (
@@ -98,6 +99,7 @@ def sync(sandbox: SandboxHandle, warehouse: WarehouseResource) -> None:
                 "api": VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"]),
                 "warehouse": warehouse,
                 "progress": NO_PROGRESS,
+                "sync_session": session_per_run(),
             },
             tags=range_tags(FIRST, LAST, ("copilot", "all")),
             run_config=QUIET,
