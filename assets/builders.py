@@ -4,6 +4,7 @@ materializations and check results; what is Dagster's stays here: which cells a 
 (its tags, its backfill), the events, and the checks.
 """
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
@@ -59,6 +60,8 @@ from sync.tables import BRANDS
 API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
 SCHEMA_KEY = "dagster/column_schema"
+#: The shortest interval between two progress lines of one table in the run's log.
+PROGRESS_LOG_SECONDS = 10.0
 
 
 def column_schema(spec: TableSpec) -> TableSchema:
@@ -109,13 +112,20 @@ def _json_values(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _progress(context: AssetExecutionContext, progress: FetchProgress) -> Callable[[str, int, int], None]:
-    """Each table's planned calls: to the command line's display, and every tenth to the run's log."""
+    """Each table's planned calls: to the command line's display, and to the run's log each further
+    tenth, at most every PROGRESS_LOG_SECONDS: each line is an event Dagster writes to its storage in
+    the fetching thread, so a table fetched in seconds logs only its summary."""
     next_step: dict[str, float] = {}
+    logged_at: dict[str, float] = {}
 
     def on_progress(name: str, done: int, total: int) -> None:
         progress.report(name, done, total)
-        if total and done / total >= next_step.get(name, 0.1):
+        now = time.monotonic()
+        if not total or done / total < next_step.get(name, 0.1):
+            return
+        if now - logged_at.setdefault(name, now) >= PROGRESS_LOG_SECONDS:
             context.log.info(f"{name}: {done}/{total} calls done")
+            logged_at[name] = now
             next_step[name] = done / total + 0.1
 
     return on_progress
