@@ -22,7 +22,8 @@ from report import DEFAULT_DAYS, MAX_DAYS
 from report.data import REQUIRED_TABLES, ReportDataMissing, load_report_data
 from report.files import write_report
 from report.render import png_data_uri, render_png
-from resources.warehouse.resource import WarehouseResource, duckdb_path
+from resources.warehouse.resource import WarehouseResource
+from resources.warehouse.urls import duckdb_path
 
 REPORT_ASSET = "visibility_report"
 REPORT_GROUP = "visibility_report"

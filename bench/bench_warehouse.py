@@ -149,7 +149,7 @@ def bare_load(url: str, schema: str, rows: pa.Table) -> None:
 
 
 def land(target: tuple[str, str], rows: pa.Table, run_id: str = "bench-run") -> None:
-    from resources.warehouse.factory import warehouse_from_url
+    from resources.warehouse.urls import warehouse_from_url
 
     with warehouse_from_url(*target) as warehouse:
         warehouse.replace_partitions(SPEC, rows, SCOPE, run_id)
@@ -171,7 +171,7 @@ def fresh_targets(url: str | None, folder: Path) -> Iterator[tuple[str, str]]:
 
 def bench_engine(engine: str, n: int, repeat: int, url: str | None, out: dict[str, Any]) -> None:
     """Best of ``repeat``: the bare load, a landing into a new table, a re-run replacing every row."""
-    from resources.warehouse.factory import warehouse_from_url
+    from resources.warehouse.urls import warehouse_from_url
 
     rows = mention_rows(n)
     tmp = Path(tempfile.mkdtemp(prefix="bench-wh-"))

@@ -345,8 +345,8 @@ def _status_lines(budget: Any, bar: Any) -> Iterator[None]:
 
 def _table_counts(settings: Settings) -> dict[str, int | None]:
     """Rows per landed table, read back from the warehouse (None: table absent)."""
-    from resources.warehouse.factory import warehouse_from_url
     from resources.warehouse.queries import row_count
+    from resources.warehouse.urls import warehouse_from_url
     from sync.catalog import ALL_TABLES
 
     with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse, warehouse.session():

@@ -41,7 +41,7 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from report.data import ReportDataMissing, load_report_data
     from report.files import is_report_path, write_report
-    from resources.warehouse.resource import redact_url, warehouse_from_url
+    from resources.warehouse.urls import redact_url, warehouse_from_url
 
     output: Path = args.output
     if not is_report_path(output):

@@ -97,8 +97,7 @@ def check_warehouse(settings: Settings) -> None:
     from urllib.parse import urlsplit
 
     from resources.warehouse.contract import WarehouseConfigError
-    from resources.warehouse.factory import warehouse_from_url
-    from resources.warehouse.urls import redact_url
+    from resources.warehouse.urls import redact_url, warehouse_from_url
 
     try:
         with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse:

@@ -18,7 +18,7 @@ from assets.snapshots import snapshot_assets
 from pipelines.downstream import for_downstream
 from pipelines.jobs import DEFAULT_EXECUTOR, all_jobs
 from pipelines.resources import build_resources
-from resources.warehouse.resource import WAREHOUSE_KINDS, warehouse_kind
+from resources.warehouse.urls import WAREHOUSE_KINDS, warehouse_kind
 from settings import Settings
 from sync.catalog import ALL_TABLES
 

@@ -38,8 +38,8 @@ from resources.api.stats import RequestStats
 from resources.failures import failure_kind
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import SnapshotScope, TableSpec
-from resources.warehouse.factory import warehouse_for
 from resources.warehouse.handoffs import Handoff
+from resources.warehouse.urls import warehouse_for
 from sync.allocator import return_freed_memory
 from sync.discovery import BrandScope, CitationTargets, Discovery
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned

@@ -207,7 +207,7 @@ import sync
 for info in pkgutil.iter_modules(sync.__path__):
     importlib.import_module(f"sync.{{info.name}}")
 # then a real warehouse opened for a landing, as the driver opens it
-from resources.warehouse.factory import warehouse_for
+from resources.warehouse.urls import warehouse_for
 from sync.catalog import ALL_TABLES
 config = {{"url": "duckdb:///{db}", "schema_name": "visibility", "lock_timeout_seconds": 30.0,
           "duckdb_landing_memory_limit": "1GB"}}

@@ -23,7 +23,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -141,21 +141,9 @@ class _Existing(NamedTuple):
 
 @dataclass
 class _Session:
-    """One thread's open session: its connection, and catalog facts read under its file lock (true
-    until this writer changes them: DDL drops the table's entries, a rollback drops everything)."""
+    """One thread's open session: its connection (replaced after a fatal error)."""
 
     con: duckdb.DuckDBPyConnection
-    schema_ready: bool = False
-    tables: dict[str, _Existing] = field(default_factory=dict)
-    views: set[str] = field(default_factory=set)
-
-    def forget(self, table: str | None = None) -> None:
-        if table is None:
-            self.schema_ready = False
-            self.tables.clear()
-            self.views.clear()
-        else:
-            self.tables.pop(table, None)
 
 
 class DuckDBWarehouse(Warehouse):
@@ -230,9 +218,9 @@ class DuckDBWarehouse(Warehouse):
 
     @contextmanager
     def session(self) -> Iterator[DuckDBWarehouse]:
-        """Writes (and queries) of this thread share one connection, and its catalog lookups, until
-        the block ends; each write is still its own transaction. The file lock is held meanwhile (other
-        processes and threads wait for it): meant for landing steps. Sessions nest."""
+        """Writes (and queries) of this thread share one connection until the block ends; each write
+        is still its own transaction. The file lock is held meanwhile (other processes and threads
+        wait for it): meant for landing steps. Sessions nest."""
         if self._session() is not None:
             yield self
             return
@@ -291,9 +279,6 @@ class DuckDBWarehouse(Warehouse):
             try:
                 yield con
             except BaseException as exc:
-                session = self._session()
-                if session is not None:
-                    session.forget()  # the rollback may undo DDL whose effects were cached
                 with contextlib.suppress(duckdb.Error):  # keep the original error
                     con.rollback()
                 if _is_fatal(exc):
@@ -302,9 +287,6 @@ class DuckDBWarehouse(Warehouse):
             try:
                 con.commit()
             except duckdb.Error as exc:
-                session = self._session()
-                if session is not None:
-                    session.forget()
                 if not _is_fatal(exc):
                     with contextlib.suppress(duckdb.Error):
                         con.rollback()
@@ -328,7 +310,6 @@ class DuckDBWarehouse(Warehouse):
             return
         with contextlib.suppress(duckdb.Error):
             con.close()
-        session.forget()
         session.con = self._open(read_only=self.read_only)
 
     # --- catalog ----------------------------------------------------------------------------------
@@ -346,9 +327,6 @@ class DuckDBWarehouse(Warehouse):
         return f"{quoted(self.catalog)}.{quoted(self.schema)}.{quoted(table)}"
 
     def _existing(self, con: duckdb.DuckDBPyConnection, table: str) -> _Existing:
-        session = self._session()
-        if session is not None and table in session.tables:
-            return session.tables[table]
         found = _exec(
             con,
             "SELECT t.comment, c.column_name, c.data_type, c.comment, "
@@ -360,24 +338,15 @@ class DuckDBWarehouse(Warehouse):
             "AND t.table_name = $table ORDER BY c.column_index",
             {"schema": self.schema, "table": table},
         )
-        answer = _Existing(None, None, keyed=False)
-        if found:
-            columns = [ExistingColumn(n, t, from_duckdb_type(t), c) for _, n, t, c, _ in found]
-            answer = _Existing(columns, found[0][0], keyed=bool(found[0][4]))
-        if session is not None:
-            session.tables[table] = answer
-        return answer
+        if not found:
+            return _Existing(None, None, keyed=False)
+        columns = [ExistingColumn(n, t, from_duckdb_type(t), c) for _, n, t, c, _ in found]
+        return _Existing(columns, found[0][0], keyed=bool(found[0][4]))
 
     def _ensure(self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
-        """Create or evolve the table inside the caller's transaction; returns the plan.
-
-        In a session, a table that needs no change costs no catalog query after the first write.
-        """
-        session = self._session()
-        if session is None or not session.schema_ready:
-            _exec(con, f"CREATE SCHEMA IF NOT EXISTS {quoted(self.catalog)}.{quoted(self.schema)}")
-            if session is not None:
-                session.schema_ready = True
+        """Create or evolve the table (and a snapshot's ``_current`` view) inside the caller's
+        transaction; returns the plan."""
+        _exec(con, f"CREATE SCHEMA IF NOT EXISTS {quoted(self.catalog)}.{quoted(self.schema)}")
         existing, comment, _ = self._existing(con, spec.name)
         plan = plan_load(
             spec,
@@ -387,20 +356,15 @@ class DuckDBWarehouse(Warehouse):
             type_name=duckdb_type,
             table_comment=None if comment == spec.description else spec.description,
         )
-        changed = plan.create or plan.columns or plan.comments
-        if session is not None and changed:
-            session.forget(spec.name)  # read again by the next write, which sees this DDL
         for statement in table_statements(DIALECT, spec, plan, self.table_ref(spec.name)):
             _exec(con, statement)
-        view = current_view_name(spec)
-        if spec.kind == "snapshot" and (session is None or view not in session.views or changed):
+        if spec.kind == "snapshot":
+            view = current_view_name(spec)
             description = current_view_description(spec)
             columns = column_descriptions(spec, plan.table_columns)
             shape = None if plan.create or plan.columns else self._view_shape(con, view)
             body = f"SELECT * FROM {self._relative_ref(spec.name)} WHERE {quoted(IS_CURRENT)}"
             self._write_view(con, view, body, view_work(shape, description, columns), description, columns)
-            if session is not None:
-                session.views.add(view)
         return plan
 
     def _relative_ref(self, table: str) -> str:

@@ -1,13 +1,10 @@
 """Waiting for a DuckDB file: one writer process at a time, and one write at a time per process.
 
-DuckDB lets one process open a file for writing. A second writer waits for the lock instead of
-failing (:func:`connect_with_lock_wait`: attempts to connect, with jittered backoff from 20 ms to
-250 ms, while DuckDB's error says another process holds the lock, up to ``lock_timeout_seconds``),
-then raises :class:`~resources.warehouse.contract.WarehouseLockTimeout`. Threads of one process take
-turns on a file the same way (:func:`hold_process_lock`). While a wait lasts it is reported: a
-WARNING on the ``visibility.warehouse`` logger naming the file and what holds it, about every
-:data:`LOCK_WAIT_NOTICE_SECONDS`, and the handle's ``on_wait`` callback (:class:`LockWait`) at the
-same moments.
+A second writer waits for DuckDB's file lock instead of failing (:func:`connect_with_lock_wait`),
+threads of one process take turns the same way (:func:`hold_process_lock`), both up to
+``lock_timeout_seconds`` (then :class:`~resources.warehouse.contract.WarehouseLockTimeout`). A wait
+is reported while it lasts: a WARNING on ``visibility.warehouse`` naming the file and its holder,
+and the handle's ``on_wait`` callback (:class:`LockWait`).
 """
 
 from __future__ import annotations
@@ -38,12 +35,6 @@ LOCK_WAIT_FIRST_NOTICE_SECONDS = 1.0
 LOCK_RETRY_FIRST_SECONDS = 0.02
 LOCK_RETRY_MOST_SECONDS = 0.25
 
-# One DuckDB database instance per file per process: writes from threads of one process take turns.
-# Reentrant: a thread holding a session may still write through another handle on the same file.
-_PROCESS_LOCKS: dict[str, threading.RLock] = {}
-_PROCESS_LOCKS_GUARD = threading.Lock()
-
-
 #: DuckDB's file header: a file shorter than this that DuckDB calls invalid is still being created.
 HEADER_BYTES = 3 * 4096
 #: How long a file shorter than the header may still be another process's creation in progress.
@@ -56,12 +47,8 @@ def is_lock_error(exc: Exception) -> bool:
 
 
 def is_being_created(exc: Exception, path: Path) -> bool:
-    """Another process is creating the file right now: it exists, without its header yet.
-
-    Two processes opening a new file at once race on its creation; the second reads a file that
-    DuckDB calls invalid until the first has written the header. A longer invalid file is a real
-    error and fails at once.
-    """
+    """Another process is creating the file right now: it exists, without its header yet (two
+    processes opening a new file race on its creation). A longer invalid file fails at once."""
     if "not a valid DuckDB database file" not in str(exc):
         return False
     try:
@@ -88,11 +75,8 @@ def lock_holder(message: str) -> str:
 
 @dataclass(frozen=True)
 class LockWait:
-    """A writer (or reader) waiting for a DuckDB file, as reported to ``on_wait`` callbacks.
-
-    Reported about every :data:`LOCK_WAIT_NOTICE_SECONDS` while the wait lasts, and once more with
-    ``done=True`` when it ends (the lock was taken, or the wait gave up), so a status line can clear.
-    """
+    """A wait for a DuckDB file, as reported to ``on_wait``: about every
+    :data:`LOCK_WAIT_NOTICE_SECONDS`, and once with ``done=True`` when it ends."""
 
     path: Path
     #: what holds it: DuckDB's words for another process (``/usr/bin/python3 (PID 4242)``), or
@@ -153,10 +137,7 @@ class _WaitReporter:
 def connect_with_lock_wait(
     path: Path, *, read_only: bool, timeout: float, on_wait: OnWait | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """Open ``path``, retrying while another process holds the file lock, up to ``timeout`` seconds.
-
-    The wait is reported (logger ``visibility.warehouse``, and ``on_wait``): see :class:`LockWait`.
-    """
+    """Open ``path``, retrying while another process holds the file lock, up to ``timeout`` seconds."""
     reporter = _WaitReporter(path, timeout, on_wait)
     backoff = jittered_backoff(LOCK_RETRY_FIRST_SECONDS, LOCK_RETRY_MOST_SECONDS)
 

@@ -1,22 +1,14 @@
 """DuckDB's memory budget for a handle's connections, and the one retry of a landing beyond it.
 
-``memory_limit`` gives a handle's connections a DuckDB memory budget (the landing's:
-:class:`~resources.warehouse.resource.WarehouseResource`). DuckDB otherwise keeps what it reads
-cached up to 80% of RAM until the connection closes, and the checkpoint that ends each write merges
-the table's partial row groups: both grow with the table, so a landing process would take more
-memory the longer the backfill. Within a budget DuckDB evicts and spills instead.
+Without a budget DuckDB keeps what it reads cached up to 80% of RAM, and each write's checkpoint
+grows with the table: a landing process would grow with the days of a backfill. Within a budget
+DuckDB evicts and spills instead (bench/RESULTS.md, *Memory of the process tree*). A landing that
+does not fit is rolled back whole and retried once without the budget, with a warning: the budget
+must never fail a sync, and a rolled-back landing is safe to repeat.
 
-A landing that does not fit the budget fails in one of several forms (:func:`is_out_of_memory`:
-``OutOfMemoryException``, or a ``TransactionException`` at commit saying "failed to pin block", ...);
-it is rolled back whole and retried once without the budget, with a warning
-(:meth:`MemoryBudget.run_landing`), since the budget must never fail a sync and a rolled-back landing
-is safe to repeat. A one-shot iterator of writes is not retried (it cannot start over).
-
-Budgeted connections leave the checkpoint to the moment they close (``checkpoint_threshold``):
-DuckDB's automatic checkpoint after a commit that does not fit the budget is a fatal error that ends
-the database instance, while the checkpoint on close that does not fit leaves the committed writes
-in the WAL file (every reader sees them) for the next checkpoint to fold in. (An explicit
-``CHECKPOINT`` fails the fatal way too: closing is the safe place.)
+Budgeted connections leave the checkpoint to their close (``checkpoint_threshold``): an automatic
+checkpoint after a commit that does not fit is a fatal error that ends the database instance, while
+one at close that does not fit leaves the committed writes in the WAL for the next checkpoint.
 """
 
 from __future__ import annotations
@@ -53,9 +45,8 @@ _OUT_OF_MEMORY_MARKERS = (
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether DuckDB failed for want of memory: ``OutOfMemoryException``, or another class
-    (``TransactionException`` at commit, ``IOException``, ``InvalidInputException``, a fatal error)
-    whose message says so ("failed to pin block", "Out of Memory", "could not allocate", ...)."""
+    """Whether DuckDB failed for want of memory: ``OutOfMemoryException``, or another of its errors
+    (``TransactionException`` at commit, a fatal error, ...) whose message says so."""
     if isinstance(exc, duckdb.OutOfMemoryException):
         return True
     if not isinstance(exc, duckdb.Error):
@@ -111,9 +102,8 @@ class MemoryBudget:
         land: Callable[[], list[WriteResult]],
         session: Callable[[], duckdb.DuckDBPyConnection | None],
     ) -> list[WriteResult]:
-        """Run ``land``; within the budget, a landing that runs out of memory in any of DuckDB's
-        forms (:func:`is_out_of_memory`) is rolled back whole and run once more without it, with a
-        warning; ``writes`` is then iterated a second time (a one-shot iterator is not retried)."""
+        """Run ``land``; within the budget, one that runs out of memory is run once more without it
+        (``writes`` is then iterated a second time: a one-shot iterator is not retried)."""
         try:
             return land()
         except duckdb.Error as exc:  # rolled back: nothing of this landing was written
@@ -140,14 +130,9 @@ class MemoryBudget:
 
 
 def read_within(con: duckdb.DuckDBPyConnection, limit: str, read: Callable[[], T]) -> T:
-    """``read()`` (a query: it changes nothing) within DuckDB's memory budget ``limit``; one that runs
-    out of memory in it is run once more without it, with a warning.
-
-    A check's query scans a whole table (a ``GROUP BY`` of its keys): with DuckDB's default budget
-    (80% of RAM) the run process kept far more memory at a long sync's checks than within the
-    landing's budget, where DuckDB spills instead (bench/RESULTS.md, *Memory of the process tree*).
-    ``limit`` is the instance's setting while ``read`` runs, then DuckDB's default again (the
-    connection may be a session's, whose upserts keep the default)."""
+    """``read()`` (a query: it changes nothing) within DuckDB's memory budget ``limit``, then DuckDB's
+    default again; one that runs out of memory in it is run once more without it, with a warning.
+    A check's query groups a whole table's keys: within the budget DuckDB spills instead of growing."""
     try:
         con.execute(f"SET memory_limit = {quote_literal(limit)}").fetchall()
     except duckdb.Error:  # DuckDB holds more than ``limit`` already: this read goes without it

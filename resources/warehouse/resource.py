@@ -1,5 +1,5 @@
-"""The Dagster resource of the warehouse: its configuration, handed to
-:mod:`resources.warehouse.factory`, which validates it before any I/O and chooses the engine."""
+"""The Dagster resource of the warehouse: its configuration, validated and turned into an engine by
+:func:`~resources.warehouse.urls.warehouse_for` (Dagster-free)."""
 
 from __future__ import annotations
 
@@ -10,57 +10,18 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from resources.warehouse.base import Warehouse
-from resources.warehouse.contract import WAREHOUSE_SETTING, WarehouseConfigError
-from resources.warehouse.factory import warehouse_for, warehouse_from_url
+from resources.warehouse.contract import WAREHOUSE_SETTING
 from resources.warehouse.urls import (
     DEFAULT_LANDING_MEMORY_LIMIT,
     DEFAULT_SCHEMA,
     DEFAULT_WAREHOUSE_URL,
-    POSTGRES_SCHEMES,
+    EXPECTED_URLS,
     SCHEMA_SETTING,
-    WAREHOUSE_SCHEMES,
-    bigquery_target,
-    duckdb_path,
     redact_url,
     url_scheme,
     validate_memory_limit,
-    validate_schema_name,
+    warehouse_for,
 )
-from resources.warehouse.urls import EXPECTED_URLS as _EXPECTED
-
-__all__ = [
-    "DEFAULT_LANDING_MEMORY_LIMIT",
-    "DEFAULT_SCHEMA",
-    "DEFAULT_WAREHOUSE_URL",
-    "SCHEMA_SETTING",
-    "WAREHOUSE_KINDS",
-    "WarehouseConfigError",
-    "WarehouseResource",
-    "bigquery_target",
-    "duckdb_path",
-    "redact_url",
-    "validate_memory_limit",
-    "validate_schema_name",
-    "warehouse_from_url",
-    "warehouse_kind",
-]
-
-
-def warehouse_kind(url: str) -> str:
-    """The Dagster kind of the warehouse a URL names (``duckdb``, ``postgres`` or ``bigquery``: the
-    kinds the UI draws an icon for); a WarehouseConfigError naming the setting for any other URL."""
-    scheme = url_scheme(url)
-    if scheme in POSTGRES_SCHEMES:
-        return "postgres"
-    if scheme in WAREHOUSE_SCHEMES:
-        return scheme
-    raise WarehouseConfigError(
-        f"{WAREHOUSE_SETTING}: unsupported warehouse URL {redact_url(url)!r} (expected {_EXPECTED})"
-    )
-
-
-#: Every kind :func:`warehouse_kind` gives.
-WAREHOUSE_KINDS = frozenset(warehouse_kind(f"{scheme}:") for scheme in WAREHOUSE_SCHEMES)
 
 
 class WarehouseResource(ConfigurableResource):
@@ -71,7 +32,7 @@ class WarehouseResource(ConfigurableResource):
 
     url: str = Field(
         default=DEFAULT_WAREHOUSE_URL,
-        description=f"{WAREHOUSE_SETTING}: {_EXPECTED}. A secret when it holds a password.",
+        description=f"{WAREHOUSE_SETTING}: {EXPECTED_URLS}. A secret when it holds a password.",
         repr=False,
     )
     schema_name: str = Field(
@@ -94,9 +55,9 @@ class WarehouseResource(ConfigurableResource):
 
     def settings(self) -> dict[str, Any]:
         """The resolved settings, to rebuild this resource in another process (they hold the URL,
-        so a password: never log them)."""
-        if self._is_duckdb:
-            self._landing_memory_limit()  # a bad value fails here, at the start of a step
+        so a password: never log them). A bad memory limit fails here, at the start of a step."""
+        if url_scheme(self.url.strip()) == "duckdb":
+            validate_memory_limit(self.duckdb_landing_memory_limit, "duckdb_landing_memory_limit")
         return {
             "url": self.url,
             "schema_name": self.schema_name,
@@ -107,31 +68,9 @@ class WarehouseResource(ConfigurableResource):
     def get_warehouse(
         self, *, landing: bool = False, on_wait: Callable[[Any], None] | None = None
     ) -> Warehouse:
-        """A new warehouse handle; close it (or use it as a context manager) when done.
-
-        ``landing``: the handle lands partitioned tables (in the sync's process, or its landing
-        worker), so DuckDB's connections get ``duckdb_landing_memory_limit``. Other handles write
-        with DuckDB's default (a snapshot upsert maintains a key index, which needs memory in
-        proportion to its rows) and query within the budget (a check groups a whole table's keys;
-        DuckDB spills instead).
-        ``on_wait`` (DuckDB only; ignored by other engines): called with a
-        :class:`~resources.warehouse.duckdb_lock.LockWait` while a connection waits for the file lock,
-        and once when the wait ends (the same waits are logged on ``visibility.warehouse``).
-        """
-        settings = {
-            "url": self.url,
-            "schema_name": self.schema_name,
-            "lock_timeout_seconds": self.lock_timeout_seconds,
-            "duckdb_landing_memory_limit": self.duckdb_landing_memory_limit,
-        }
-        return warehouse_for(settings, landing=landing, on_wait=on_wait)
-
-    @property
-    def _is_duckdb(self) -> bool:
-        return self.url.strip().lower().startswith("duckdb:")
-
-    def _landing_memory_limit(self) -> str | None:
-        return validate_memory_limit(self.duckdb_landing_memory_limit, "duckdb_landing_memory_limit")
+        """A new warehouse handle; close it (or use it as a context manager) when done. ``landing``
+        and ``on_wait``: :func:`~resources.warehouse.urls.warehouse_for`."""
+        return warehouse_for(self.settings(), landing=landing, on_wait=on_wait)
 
     def __repr__(self) -> str:
         return f"WarehouseResource(url={redact_url(self.url)!r}, schema_name={self.schema_name!r})"

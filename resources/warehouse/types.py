@@ -1,36 +1,12 @@
-"""Arrow types -> warehouse column types, and the rules for changing a column's type.
+"""Arrow types -> the logical column types every engine lands (:class:`Kind`), their names in
+DuckDB, Postgres and BigQuery, and the rules for changing a column's type.
 
-Every engine lands the same small set of logical types (:class:`Kind`), so a table means the same
-thing in DuckDB, Postgres and BigQuery:
-
-========================  ===========  =====================  ====================
-Arrow                     DuckDB       Postgres               BigQuery
-========================  ===========  =====================  ====================
-bool                      BOOLEAN      boolean                BOOL
-int8..int64, uint8..32    BIGINT       bigint                 INT64
-float16..float64          DOUBLE       double precision       FLOAT64
-string, large_string      VARCHAR      text                   STRING
-date32, date64            DATE         date                   DATE
-timestamp (no tz)         TIMESTAMP    timestamp              DATETIME
-timestamp (with tz)       TIMESTAMPTZ  timestamptz            TIMESTAMP
-list<scalar above>        <type>[]     <type>[]               <type>, mode REPEATED
-struct, map, list<nested> JSON         jsonb                  JSON
-pa.json_() extension      JSON         jsonb                  JSON
-null (all-null column)    VARCHAR      text                   STRING
-========================  ===========  =====================  ====================
-
-Type-change rules (an incoming Arrow column against the column already in the table):
-
-* Same logical type: fine. Every integer width lands as BIGINT, so int32 -> int64 is no change.
-* Integer into a DOUBLE column: fine (exact up to 2**53, which covers counts and ids).
-* An all-null (Arrow ``null``) column fits any column.
-* Lists follow the same rules item by item.
-* Anything else is incompatible (DOUBLE into BIGINT, string into BIGINT, string into JSON, naive into
-  tz-aware timestamps, DATE into TIMESTAMP, ...): the writer raises ``SchemaMismatchError`` and writes
-  nothing. Incompatible changes need a deliberate migration, never a silent cast.
-
-uint64, decimal, binary, time and duration are not landed (:class:`UnsupportedTypeError`): the API
-produces none of them, and each would need a lossy or engine-specific choice.
+Integers land as BIGINT, floats as DOUBLE, timestamps with a zone as TIMESTAMPTZ (BigQuery's
+TIMESTAMP), lists of a scalar as arrays (BigQuery: REPEATED), structs, maps and lists of them as
+JSON, an all-null column as VARCHAR. An incoming column fits an existing one of the same type, an
+integer fits a DOUBLE column, an all-null column fits any; anything else raises
+``SchemaMismatchError``: incompatible changes need a deliberate migration, never a silent cast.
+uint64, decimal, binary, time and duration are not landed (:class:`UnsupportedTypeError`).
 """
 
 from __future__ import annotations
@@ -90,17 +66,6 @@ _SCALAR_ARROW: dict[Kind, pa.DataType] = {
     Kind.JSON: pa.string(),  # JSON travels as its text
 }
 
-_DUCKDB: dict[Kind, str] = {
-    Kind.BOOLEAN: "BOOLEAN",
-    Kind.BIGINT: "BIGINT",
-    Kind.DOUBLE: "DOUBLE",
-    Kind.VARCHAR: "VARCHAR",
-    Kind.DATE: "DATE",
-    Kind.TIMESTAMP: "TIMESTAMP",
-    Kind.TIMESTAMPTZ: "TIMESTAMPTZ",
-    Kind.JSON: "JSON",
-}
-
 _POSTGRES: dict[Kind, str] = {
     Kind.BOOLEAN: "boolean",
     Kind.BIGINT: "bigint",
@@ -125,7 +90,7 @@ _BIGQUERY: dict[Kind, str] = {
 
 # Names the engines report back for the types above (and common spellings of them).
 _DUCKDB_NAMES: dict[str, Kind] = {
-    **{v: k for k, v in _DUCKDB.items()},
+    **{k.value: k for k in Kind},  # DuckDB's names are the kinds' own
     "TIMESTAMP WITH TIME ZONE": Kind.TIMESTAMPTZ,
     "BOOL": Kind.BOOLEAN,
     "INT64": Kind.BIGINT,
@@ -233,8 +198,7 @@ def is_compatible(existing: SqlType, incoming: SqlType | None) -> bool:
 
 
 def duckdb_type(st: SqlType) -> str:
-    name = _DUCKDB[st.kind]
-    return f"{name}[]" if st.is_list else name
+    return str(st)
 
 
 def postgres_type(st: SqlType) -> str:
@@ -270,10 +234,5 @@ def from_postgres_type(name: str) -> SqlType | None:
 
 def from_bigquery_type(field_type: str, mode: str = "NULLABLE") -> SqlType | None:
     """The logical type of a BigQuery schema field; None if foreign (e.g. ``NUMERIC``, ``RECORD``)."""
-    kind = _BIGQUERY_NAMES.get(field_type.strip().upper())
-    if kind is None:
-        return None
-    is_list = mode.strip().upper() == "REPEATED"
-    if is_list and kind is Kind.JSON:
-        return None
-    return SqlType(kind, is_list)
+    suffix = "[]" if mode.strip().upper() == "REPEATED" else ""
+    return _parse(field_type + suffix, _BIGQUERY_NAMES, upper=True)

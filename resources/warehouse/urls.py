@@ -1,18 +1,22 @@
-"""The warehouse's configuration rules: URL shapes, schema names, memory budgets and their defaults.
-
-Dagster-free, so the settings module (``settings.py``) validates ``VISIBILITY_WAREHOUSE``,
-``VISIBILITY_SCHEMA`` and ``VISIBILITY_DUCKDB_MEMORY_LIMIT`` with the very rules
-:func:`~resources.warehouse.resource.warehouse_from_url` applies, without importing Dagster. Errors
-are :class:`WarehouseConfigError` naming the setting; a password never appears in them.
+"""The warehouse's configuration, without Dagster: URL shapes, schema names, memory budgets, their
+defaults, and the engine a URL names (:func:`warehouse_from_url`, :func:`warehouse_for`: what the
+sync core lands through; ``settings.py`` validates with the same rules). Everything is validated
+before any I/O; errors are :class:`WarehouseConfigError` naming the setting, never a password. An
+engine's module is imported only when a URL names it: a DuckDB user never loads SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from resources.warehouse.contract import WAREHOUSE_SETTING, WarehouseConfigError
+
+if TYPE_CHECKING:
+    from resources.warehouse.base import Warehouse
 
 SCHEMA_SETTING = "VISIBILITY_SCHEMA"
 MEMORY_LIMIT_SETTING = "VISIBILITY_DUCKDB_MEMORY_LIMIT"
@@ -128,3 +132,70 @@ def parse_memory_limit(value: str) -> int:
     if size < MIN_MEMORY_LIMIT_BYTES:
         raise ValueError(f"{value!r} is below the smallest DuckDB budget a write needs (32MB)")
     return size
+
+
+def warehouse_kind(url: str) -> str:
+    """The Dagster kind of the warehouse a URL names (``duckdb``, ``postgres`` or ``bigquery``: the
+    kinds the UI draws an icon for); a WarehouseConfigError naming the setting for any other URL."""
+    scheme = url_scheme(url)
+    if scheme in POSTGRES_SCHEMES:
+        return "postgres"
+    if scheme in WAREHOUSE_SCHEMES:
+        return scheme
+    raise WarehouseConfigError(
+        f"{WAREHOUSE_SETTING}: unsupported warehouse URL {redact_url(url)!r} (expected {EXPECTED_URLS})"
+    )
+
+
+#: Every kind :func:`warehouse_kind` gives.
+WAREHOUSE_KINDS = frozenset(warehouse_kind(f"{scheme}:") for scheme in WAREHOUSE_SCHEMES)
+
+
+def warehouse_from_url(url: str, schema: str = DEFAULT_SCHEMA, **options: Any) -> Warehouse:
+    """The warehouse a URL names. Validates everything first; opens no connection.
+
+    ``options`` go to the engine's constructor (e.g. ``lock_timeout_seconds`` for DuckDB).
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise WarehouseConfigError(f"{WAREHOUSE_SETTING} is empty (expected {EXPECTED_URLS})")
+    url = url.strip()
+    kind = warehouse_kind(url)
+    if kind == "duckdb":
+        from resources.warehouse.duckdb import DuckDBWarehouse
+
+        return DuckDBWarehouse(duckdb_path(url), validate_schema_name(schema), **options)
+    if kind == "postgres":
+        from resources.warehouse.postgres import PostgresWarehouse
+
+        validate_schema_name(schema)
+        problem: str | None = None
+        try:
+            return PostgresWarehouse(url, schema, **options)
+        except ValueError as exc:  # messages there are built from the redacted URL only
+            problem = str(exc)
+        raise WarehouseConfigError(f"{WAREHOUSE_SETTING}: {problem}")
+    project, dataset = bigquery_target(url)
+    from resources.warehouse.bigquery import BigQueryWarehouse
+
+    return BigQueryWarehouse(project=project, dataset=dataset, **options)
+
+
+def warehouse_for(
+    settings: Mapping[str, Any], *, landing: bool = False, on_wait: Callable[[Any], None] | None = None
+) -> Warehouse:
+    """The handle ``WarehouseResource(**settings).get_warehouse(...)`` opens.
+
+    ``landing``: DuckDB's connections get ``duckdb_landing_memory_limit``; other handles' queries
+    run within it too (``query_memory_limit``: a check groups a whole table's keys), their writes
+    without it (a snapshot upsert's key index needs memory in proportion to its rows).
+    ``on_wait`` (DuckDB only): called while a connection waits for the file lock.
+    """
+    url = settings["url"]
+    options: dict[str, Any] = {}
+    if isinstance(url, str) and url_scheme(url.strip()) == "duckdb":
+        options["lock_timeout_seconds"] = settings.get("lock_timeout_seconds", DEFAULT_LOCK_TIMEOUT_SECONDS)
+        options["on_wait"] = on_wait
+        limit = settings.get("duckdb_landing_memory_limit", DEFAULT_LANDING_MEMORY_LIMIT)
+        budget = validate_memory_limit(limit, "duckdb_landing_memory_limit")
+        options["memory_limit" if landing else "query_memory_limit"] = budget
+    return warehouse_from_url(url, settings.get("schema_name", DEFAULT_SCHEMA), **options)

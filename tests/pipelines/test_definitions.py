@@ -138,7 +138,7 @@ def test_the_projects_dagster_yaml_frees_slots_of_dead_runs(tmp_path: Path) -> N
 )
 def test_each_landed_table_shows_the_kind_of_the_configured_warehouse(url: str, kind: str) -> None:
     from pipelines.definitions import build_definitions
-    from resources.warehouse.resource import WAREHOUSE_KINDS, warehouse_kind
+    from resources.warehouse.urls import WAREHOUSE_KINDS, warehouse_kind
 
     assert warehouse_kind(url) == kind
     definitions = build_definitions(load_settings({"VISIBILITY_WAREHOUSE": url}))
@@ -151,7 +151,7 @@ def test_each_landed_table_shows_the_kind_of_the_configured_warehouse(url: str, 
 
 def test_an_unknown_warehouse_url_has_no_kind_and_names_the_setting() -> None:
     from resources.warehouse.contract import WarehouseConfigError
-    from resources.warehouse.resource import warehouse_kind
+    from resources.warehouse.urls import warehouse_kind
 
     with pytest.raises(WarehouseConfigError, match="VISIBILITY_WAREHOUSE") as caught:
         warehouse_kind("mysql://user:secret@host/db")

@@ -37,7 +37,8 @@ from pipelines.syncs import all_assets, sync_definitions
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import PartitionScope
 from resources.warehouse.io_manager import LandedTablesIOManager, rows_in_cells
-from resources.warehouse.resource import WarehouseResource, warehouse_from_url
+from resources.warehouse.resource import WarehouseResource
+from resources.warehouse.urls import warehouse_from_url
 from settings import load_settings
 from sync import tables
 from sync.catalog import ALL_TABLES, DAILY

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from resources.warehouse.contract import SnapshotScope
-from resources.warehouse.resource import warehouse_from_url
+from resources.warehouse.urls import warehouse_from_url
 from sync import tables
 from sync.transforms import rows_to_table
 from tests.doc_blocks import ROOT, doc_block

@@ -15,7 +15,7 @@ import pytest
 
 from resources.warehouse.base import Warehouse
 from resources.warehouse.duckdb import DuckDBWarehouse
-from resources.warehouse.factory import warehouse_from_url
+from resources.warehouse.urls import warehouse_from_url
 from sandbox.testing import SandboxHandle
 from sync.catalog import BY_NAME, DAILY
 from sync.discovery import Discovery

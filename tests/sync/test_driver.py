@@ -118,7 +118,7 @@ def _no_tables(path: Path) -> bool:
 def test_snapshots_land_each_table_in_an_open_session_and_fail_alone(
     sandbox: SandboxHandle, tmp_path: Path
 ) -> None:
-    from resources.warehouse.factory import warehouse_for
+    from resources.warehouse.urls import warehouse_for
 
     path = tmp_path / "w.duckdb"
     api = _Api(sandbox.url, sandbox.keys["workspace"])

@@ -428,7 +428,7 @@ def test_parquet_keeps_lists_utc_timestamps_and_truncates_to_microseconds() -> N
 
 
 def test_warehouse_from_url_is_lazy_and_never_shows_credentials() -> None:
-    from resources.warehouse.resource import warehouse_from_url
+    from resources.warehouse.urls import warehouse_from_url
 
     wh = warehouse_from_url("bigquery://my-project/my_dataset")
     assert isinstance(wh, BigQueryWarehouse)

@@ -16,7 +16,7 @@ import pytest
 from resources.warehouse.contract import LOGGER_NAME, WarehouseConfigError
 from resources.warehouse.duckdb import DuckDBWarehouse
 from resources.warehouse.postgres import PostgresWarehouse
-from resources.warehouse.resource import warehouse_from_url
+from resources.warehouse.urls import warehouse_from_url
 from tests.warehouse import _workers
 from tests.warehouse.helpers import D1, D2, MENTIONS, mention_rows, scope
 

@@ -12,10 +12,10 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from resources.warehouse.contract import LOGGER_NAME, PartitionWrite
+from resources.warehouse.contract import LOGGER_NAME, PartitionWrite, WarehouseConfigError
 from resources.warehouse.duckdb import LANDING_THREADS, DuckDBWarehouse
 from resources.warehouse.duckdb_memory import is_out_of_memory
-from resources.warehouse.resource import WarehouseConfigError, WarehouseResource
+from resources.warehouse.resource import WarehouseResource
 from resources.warehouse.urls import parse_memory_limit
 from tests.warehouse.helpers import D1, D2, D3, MENTIONS, mention_rows, scope
 

@@ -11,7 +11,7 @@ from pathlib import Path
 PACKAGE = "resources.warehouse"
 FOLDER = Path(__file__).resolve().parents[2] / "resources" / "warehouse"
 #: where a function imports an engine on purpose: only the engine a URL names is loaded
-LAZY_ENGINE_IMPORTS = {"factory": {"duckdb", "postgres", "bigquery"}}
+LAZY_ENGINE_IMPORTS = {"urls": {"duckdb", "postgres", "bigquery"}}
 
 
 def _warehouse_module(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -25,14 +25,16 @@ def _warehouse_module(node: ast.Import | ast.ImportFrom) -> list[str]:
 
 
 def _imports() -> dict[str, tuple[set[str], set[str]]]:
-    """Each module: the warehouse modules it imports at its top level, and inside functions."""
+    """Each module: the warehouse modules it imports at its top level (``if TYPE_CHECKING:`` blocks
+    included: a circle of annotations is still a circle), and inside functions."""
     found = {}
     for path in sorted(FOLDER.glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         top: set[str] = set()
-        for node in tree.body:
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                top.update(_warehouse_module(node))
+        for statement in tree.body:
+            for node in statement.body if isinstance(statement, ast.If) else [statement]:
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    top.update(_warehouse_module(node))
         every = {
             name
             for node in ast.walk(tree)

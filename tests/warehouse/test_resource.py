@@ -9,14 +9,11 @@ from pathlib import Path
 import pytest
 from dagster import EnvVar
 
+from resources.warehouse.contract import WarehouseConfigError
 from resources.warehouse.duckdb import DuckDBWarehouse
 from resources.warehouse.postgres import PostgresWarehouse
-from resources.warehouse.resource import (
-    WarehouseConfigError,
-    WarehouseResource,
-    redact_url,
-    warehouse_from_url,
-)
+from resources.warehouse.resource import WarehouseResource
+from resources.warehouse.urls import redact_url, warehouse_from_url
 from tests.warehouse.helpers import D1, D2, MENTIONS, mention_rows, scope
 
 SECRET = "hunter2-s3cr3t"
@@ -102,7 +99,7 @@ def test_resource_builds_the_configured_warehouse(tmp_path: Path, monkeypatch: p
 def test_bigquery_is_imported_only_for_bigquery_urls(tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from resources.warehouse.resource import warehouse_from_url\n"
+        "from resources.warehouse.urls import warehouse_from_url\n"
         f"warehouse_from_url('duckdb:///{tmp_path}/x.duckdb')\n"
         "warehouse_from_url('postgresql://u@h:1/db')\n"
         "assert 'resources.warehouse.bigquery' not in sys.modules\n"
