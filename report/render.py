@@ -227,8 +227,7 @@ def _draw_engine_grid(ax: Axes, grid: EngineGrid) -> None:
     ax.set_yticks(range(len(grid.entities)), grid.entities)
     ax.tick_params(labelsize=11, length=0)
     ax.get_yticklabels()[0].set_fontweight("bold")  # the own brand comes first
-    for spine in ax.spines.values():
-        spine.set_visible(False)
+    ax.spines[:].set_visible(False)
 
 
 def _draw_top_pages(
@@ -254,7 +253,8 @@ def _draw_top_pages(
         return
     positions = range(len(pages))
     bar_colors = [colors.get(p.owner or "", THIRD_PARTY_COLOR) for p in pages]
-    ax.barh(positions, [p.citations for p in pages], color=bar_colors, height=0.62)
+    bars = ax.barh(positions, [p.citations for p in pages], color=bar_colors, height=0.62)
+    ax.bar_label(bars, [f"{p.citations:,}" for p in pages], padding=4, fontsize=11)
     ax.set_yticks(positions, [_short_url(p.url) for p in pages], fontsize=11)
     ax.invert_yaxis()  # the most cited on top
     ax.tick_params(axis="y", length=0)
@@ -265,7 +265,6 @@ def _draw_top_pages(
     ax.set_axisbelow(True)
     change_column = blended_transform_factory(ax.transAxes, ax.transData)
     for y, page in zip(positions, pages, strict=True):
-        ax.text(page.citations + widest * 0.02, y, f"{page.citations:,}", va="center", fontsize=11)
         ax.text(
             1.0,
             y,
@@ -366,9 +365,3 @@ def _short_url(url: str) -> str:
     return "\n".join(
         line if len(line) <= MAX_URL_CHARS else line[: MAX_URL_CHARS - 1] + "\u2026" for line in lines
     )
-
-
-def figure_size_px(data: ReportData, dpi: int = DPI) -> tuple[int, int]:
-    """The PNG's (width, height) in pixels for ``data`` at ``dpi``."""
-    rows = max(1, len(data.sections))
-    return round(WIDTH_IN * dpi), round((HEADER_IN + ROW_IN * rows) * dpi)
