@@ -95,28 +95,25 @@ class TableCheck:
 
 
 def _result(
-    failures: int, severity: AssetCheckSeverity, problem: str, metadata: dict[str, Any]
+    failures: int,
+    severity: AssetCheckSeverity,
+    problem: str,
+    metadata: dict[str, Any],
+    passing: str | None = None,
 ) -> AssetCheckResult:
-    """Passed when ``failures`` is 0; otherwise failed at ``severity``, described by ``problem``."""
+    """Passed (described by ``passing``) when ``failures`` is 0; else failed at ``severity``."""
+    description = problem if failures else passing
     return AssetCheckResult(
-        passed=failures == 0,
-        severity=severity,
-        description=problem if failures else None,
-        metadata=metadata,
+        passed=failures == 0, severity=severity, description=description, metadata=metadata
     )
 
 
 def keys_unique(spec: TableSpec, warehouse: Warehouse) -> AssetCheckResult:
     count, sample = queries.duplicate_keys(warehouse, spec.name, spec.key)
     key = ", ".join(spec.key)
-    return AssetCheckResult(
-        passed=count == 0,
-        severity=ERROR,
-        description=f"{count} key value(s) of {spec.name} occur more than once (key {key})"
-        if count
-        else f"every ({key}) of {spec.name} is unique",
-        metadata={"duplicate_keys": count, "key": list(spec.key), "sample": sample},
-    )
+    problem = f"{count} key value(s) of {spec.name} occur more than once (key {key})"
+    metadata = {"duplicate_keys": count, "key": list(spec.key), "sample": sample}
+    return _result(count, ERROR, problem, metadata, passing=f"every ({key}) of {spec.name} is unique")
 
 
 def cited_pages_not_capped(inputs: CheckInputs) -> AssetCheckResult:
