@@ -31,12 +31,20 @@ from pydantic import Field
 
 from assets.checks import CheckInputs, TableCheck, checks_of
 from assets.dagster_tags import BACKFILL_ID_TAG, PARTITION_SET_TAG
-from assets.partitions import DATE_DIM, ENGINE_DIM, cell_keys, parse_partition_keys, requested_cells
+from assets.partitions import (
+    DAILY_PARTITIONS,
+    DATE_DIM,
+    ENGINE_DIM,
+    cell_keys,
+    parse_partition_keys,
+    requested_cells,
+)
 from resources.api.errors import SyncCancelled
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import TableSpec
 from resources.warehouse.resource import WarehouseResource
+from sync import catalog
 from sync.catalog import LANDED_BY_SENSORS, SNAPSHOTS
 from sync.discovery import CitationTargets, brand_filter
 from sync.driver import (
@@ -256,7 +264,7 @@ def resource_targets(api: VisibilityAPIResource) -> CitationTargets:
     return CitationTargets(urls=tuple(urls), topics=tuple(citation_topics(api.citation_topics)))
 
 
-#: The date x engine step (``assets/daily.py``): the step whose config (:class:`DailySyncConfig`) the
+#: The date x engine step (:data:`sync_daily`): the step whose config (:class:`DailySyncConfig`) the
 #: snapshot step, which runs first, checks before its first request.
 DAILY_STEP = "sync_daily"
 
@@ -483,3 +491,22 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
         yield from _translated(events, on_landed)
 
     return sync
+
+
+snapshot_assets: list[AssetsDefinition] = [
+    build_snapshot_assets("sync_snapshots", catalog.SNAPSHOTS, group_name=catalog.SNAPSHOT_GROUP)
+]
+
+#: One step (one run per launch) for every date x engine table, so the UI's group "Materialize" picks
+#: one date range for all of them and a sync fetches them back to back, in the catalog's order.
+daily_assets: list[AssetsDefinition] = [
+    build_partitioned_assets(
+        DAILY_STEP,
+        catalog.DAILY,
+        partitions_def=DAILY_PARTITIONS,
+        group_name=catalog.DAILY_GROUP,
+        description="Every date x engine table (engines plus the `all` rollup): fetched back to back, "
+        "each landed while the next is fetched; of a backfill's runs, the first to reach a table "
+        "fetches and lands it for all of them.",
+    )
+]

@@ -12,9 +12,8 @@ from collections.abc import Sequence
 
 from dagster import AssetsDefinition, AssetSpec, Definitions, map_asset_specs
 
+from assets.builders import daily_assets, snapshot_assets
 from assets.checks import with_freshness_policies
-from assets.daily import daily_assets
-from assets.snapshots import snapshot_assets
 from pipelines.downstream import for_downstream
 from pipelines.jobs import DEFAULT_EXECUTOR, all_jobs
 from pipelines.resources import build_resources

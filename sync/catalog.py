@@ -13,7 +13,7 @@ An entry says everything the rest of the code derives a table from:
   ``SNAPSHOTS`` a snapshot table of ``SNAPSHOT_GROUP``.
 
 Derived from the entries, with no other list to keep: the Dagster assets and their checks
-(``assets/daily.py``, ``assets/snapshots.py``, ``assets/checks.py``), the jobs (they select by
+(``assets/builders.py``, ``assets/checks.py``), the jobs (they select by
 group), the dbt sources and data dictionary
 (:data:`ALL_TABLES`), and the endpoint a transform error names (:func:`source_endpoint`).
 docs/ARCHITECTURE.md, "Adding a table", shows an entry being added.

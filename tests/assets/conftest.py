@@ -11,8 +11,7 @@ import duckdb
 import pytest
 from dagster import AssetKey, AssetsDefinition, DagsterInstance, ExecuteInProcessResult, materialize
 
-from assets.daily import daily_assets
-from assets.snapshots import snapshot_assets
+from assets.builders import daily_assets, snapshot_assets
 from pipelines.resources import session_per_run
 from pipelines.schedules import range_tags
 from resources.api.endpoints import ENGINES

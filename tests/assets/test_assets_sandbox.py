@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from dagster import ExecuteInProcessResult, RunRequest, build_schedule_context
 
+from assets.builders import snapshot_assets
 from assets.partitions import partition_key
-from assets.snapshots import snapshot_assets
 from pipelines.schedules import daily_sync_schedule
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES

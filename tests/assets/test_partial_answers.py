@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 from dagster import DagsterInstance, materialize
 
-from assets.daily import daily_assets
+from assets.builders import daily_assets
 from assets.partitions import partition_key
 from sync.snapshots import GENERATIONS_LIMIT_TAG
 from sync.spool import SPOOL_PREFIX

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 
-from assets.daily import daily_assets
-from assets.snapshots import snapshot_assets
+from assets.builders import daily_assets, snapshot_assets
 from bench.proxy import ProxyRequest, Rewrite, run_proxy
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ALL, ENGINES_WITH_ALL

@@ -5,7 +5,7 @@ table.
 The table here exists only in this test: ``answer_positions``, read from an endpoint the service does
 not have, ``GET /v1/brands/{id}/answer-positions`` (where each answer named the brand), which the
 test adds to a sandbox it starts. The entry is declared below and nowhere else; the test adds it to
-the catalog's ``DAILY``, builds the ``sync_daily`` step from the catalog as ``assets/daily.py`` does,
+the catalog's ``DAILY``, builds the ``sync_daily`` step from the catalog as ``assets/builders.py`` does,
 materializes the table with real Dagster against that sandbox into a real DuckDB file, compares the
 landed rows with what the route serves, sees its checks evaluated (and its ``no_empty_partitions``
 fail when the route serves a day empty), and finds it in the data dictionary and the dbt sources.
@@ -33,10 +33,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from assets.builders import DAILY_STEP, build_partitioned_assets
+from assets.builders import DAILY_STEP, build_partitioned_assets, snapshot_assets
 from assets.checks import checks_of
 from assets.partitions import DAILY_PARTITIONS
-from assets.snapshots import snapshot_assets
 from pipelines.dbt_sources import render as render_dbt_sources
 from pipelines.resources import session_per_run
 from pipelines.schedules import range_tags
@@ -210,7 +209,7 @@ def served_rows(url: str, key: str) -> set[tuple[Any, ...]]:
 
 def sync_positions(served: PositionsSandbox, db: Path) -> tuple[ExecuteInProcessResult, set[str]]:
     """Materialize the table (and its evidence) in the ``sync_daily`` step built from the catalog, as
-    assets/daily.py builds it; the run's result and the table's materialized partitions."""
+    assets/builders.py builds it; the run's result and the table's materialized partitions."""
     step = build_partitioned_assets(
         DAILY_STEP,
         catalog.DAILY,

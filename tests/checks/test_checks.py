@@ -269,7 +269,7 @@ def test_checks_run_alone_in_a_dagster_run_of_the_sync_step_without_fetching(
     warehouse: WarehouseResource, instance: DagsterInstance
 ) -> None:
     """What the UI's "Execute checks" does: the sync step runs with only the checks selected."""
-    from assets.daily import daily_assets
+    from assets.builders import daily_assets
 
     day = days_ago(3)
     land(
