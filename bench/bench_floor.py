@@ -238,7 +238,7 @@ def measure_parts(sandbox: P.SandboxService, days: int, rounds: int, landing_row
     paths = [f"{r.path}?{urlencode(r.params)}" for r in requests]
     bodies: list[bytes] = []
     # with the budget a sync's clients share, as the resource gives it
-    budget = ApiAccess(sandbox.url, sandbox.key).new_budget()
+    budget = ApiAccess(api_url=sandbox.url, api_key=sandbox.key).new_budget()
     client = VisibilityClient(sandbox.url, sandbox.key, budget=budget)
     # the client's own httpx client (its headers, timeouts, pool, no cookie jar), without the layers
     # the client puts around it (budget, decode, validation)

@@ -34,9 +34,10 @@ from pipelines.cli_setup import (
     event_log_writes_unprinted,
     recording_instance,
 )
+from resources.api.config import is_loopback_host
 from resources.failures import FailureKind, classified_error, failure_kind, failure_kind_by_name
 from resources.warehouse.urls import redact_url
-from settings import ConfigError, Settings, is_loopback_host, load_settings
+from settings import ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:  # imported inside the functions that use them: the command starts light
     from contextlib import AbstractContextManager
@@ -453,14 +454,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def check(settings: Settings) -> str:
     """One ``GET /v1/brands`` (first page only); raises the typed error that says what is wrong."""
-    import dataclasses
-
     # a check answers quickly: a few seconds of retries, not a sync's patience, unless the user set
     # VISIBILITY_RETRY_DEADLINE_SECONDS: then that deadline holds for the check too
     chosen = "retry_deadline_seconds" in settings.model_fields_set
     deadline = settings.retry_deadline_seconds if chosen else CHECK_DEADLINE_SECONDS
-    access = dataclasses.replace(
-        settings.api_access(), timeout_seconds=min(10.0, deadline), retry_deadline_seconds=deadline
+    access = settings.api_access().model_copy(
+        update={"timeout_seconds": min(10.0, deadline), "retry_deadline_seconds": deadline}
     )
     url = access.api_url
     with access.client(access.new_budget()) as client:

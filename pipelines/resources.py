@@ -1,27 +1,21 @@
 """The resources of a sync built from the :class:`~settings.Settings`, in two forms.
 
-* :func:`build_resources`, for the code location (``dagster dev``, the daemon, the schedule's runs):
-  every value comes from the validated settings except the secrets. Dagster stores a resource's
-  configured values in each run's job snapshot (its instance storage), so a key or a password given
-  as a plain string would be written there; they are therefore passed as ``EnvVar``, which Dagster
-  stores by name and resolves from the run's environment: the API key always, the warehouse URL
-  when it holds a password.
+* :func:`build_resources`, for the code location (``dagster dev``, the daemon, the schedule's runs).
+  Dagster stores a resource's configured values in each run's job snapshot, so the secrets are
+  passed as ``EnvVar`` (stored by name, resolved from the run's environment): the API key always,
+  the warehouse URL when it holds a password.
 * :func:`process_resources`, for the runs a command executes in its own process (``visibility-sync
-  run``, ``demo``): the same resources, each handed to Dagster as the very object
-  (``ResourceDefinition.hardcoded_resource``), secrets included. Such a resource has no config, so
-  nothing of it reaches Dagster's storage, and nothing is read from (or written to) ``os.environ``:
-  the settings may come from anywhere (the demo's sandbox key). Dagster neither copies nor sets up
-  such an object, so every run given it shares it: one ``api`` object is one request budget for all
-  the runs of a sync.
+  run``, ``demo``): the resource objects themselves, secrets included, as Dagster's hardcoded
+  resources. They have no config, so nothing of them is stored and nothing is read from (or written
+  to) ``os.environ``. Dagster neither copies nor sets them up: one ``api`` object is one request
+  budget for all the runs of a sync.
 
-Kept apart from :mod:`pipelines.definitions` so the command line can build them without loading the
-whole code location (schedules, sensors and their ``VISIBILITY_AUDIT_*`` settings, which a sync
-does not use and whose mistakes must not stop it).
+Kept apart from :mod:`pipelines.definitions` so the command line builds them without loading the
+code location's schedules and sensors (whose ``VISIBILITY_AUDIT_*`` mistakes must not stop a sync).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,32 +55,26 @@ def session_per_run() -> ResourceDefinition:
     return ResourceDefinition(lambda _: SyncSession(), description=SyncSession.__doc__)
 
 
+def _warehouse(settings: Settings, url: str | EnvVar) -> WarehouseResource:
+    return WarehouseResource(
+        url=url, schema_name=settings.schema_name, duckdb_landing_memory_limit=settings.duckdb_memory_limit
+    )
+
+
 def build_resources(settings: Settings) -> dict[str, Any]:
     """``api``, ``warehouse``, ``progress``, ``sync_session`` and the landed tables' IO manager (and
-    ``duckdb`` on DuckDB) from the settings, for the code location; secrets as ``EnvVar`` (module
-    docstring).
-
-    Without an API key (or URL) in the settings, the ``api`` resource holds none: a tick of a sensor
-    given it skips naming the missing variable, a run fails naming it before its first request.
-    """
-    warehouse_url = settings.warehouse_url
-    warehouse = WarehouseResource(
-        url=EnvVar(WAREHOUSE_SETTING) if _holds_password(warehouse_url) else warehouse_url,
-        schema_name=settings.schema_name,
-        duckdb_landing_memory_limit=settings.duckdb_memory_limit,
+    ``duckdb`` on DuckDB), secrets as ``EnvVar``. Without an API URL or key the ``api`` resource holds
+    none: a sensor tick skips naming the missing variable, a run fails naming it before its first
+    request."""
+    url = settings.warehouse_url
+    warehouse = _warehouse(settings, EnvVar(WAREHOUSE_SETTING) if _holds_password(url) else url)
+    api = VisibilityAPIResource(
+        api_url=settings.api_url or "",  # no secret in an API URL (validated)
+        api_key="" if settings.api_key is None else EnvVar(KEY_SETTING),
+        **settings.api_values(),
     )
     return {
-        "api": VisibilityAPIResource(
-            api_url=settings.api_url or "",  # no secret in an API URL (validated)
-            api_key="" if settings.api_key is None else EnvVar(KEY_SETTING),
-            retry_deadline_seconds=settings.retry_deadline_seconds,
-            request_budget_floor=settings.request_budget_floor,
-            request_budget_factor=settings.request_budget_factor,
-            max_response_bytes=settings.max_response_bytes,
-            max_new_columns=settings.max_new_columns,
-            citation_urls=settings.citation_urls,
-            citation_topics=settings.citation_topics,
-        ),
+        "api": api,
         "warehouse": warehouse,
         PROGRESS_RESOURCE: _progress_resource(NO_PROGRESS),
         SESSION_RESOURCE: session_per_run(),
@@ -97,11 +85,7 @@ def build_resources(settings: Settings) -> dict[str, Any]:
 
 def api_resource(settings: Settings) -> VisibilityAPIResource:
     """The ``api`` resource with the settings' own URL and key (ConfigError naming a missing one)."""
-    return VisibilityAPIResource(
-        **dataclasses.asdict(settings.api_access()),
-        citation_urls=settings.citation_urls,
-        citation_topics=settings.citation_topics,
-    )
+    return VisibilityAPIResource(**dict(settings.api_access()))
 
 
 def process_resources(
@@ -110,14 +94,10 @@ def process_resources(
     progress: FetchProgress = NO_PROGRESS,
     session: SyncSession | None = None,
 ) -> dict[str, ResourceDefinition]:
-    """The resources of the runs this process executes itself, secrets held by the objects (module
-    docstring); give them to ``execute_in_process(resources=...)``. Every run given ``api`` shares
-    its budget; every run given ``session`` its listings and head start (None: one per run)."""
-    warehouse = WarehouseResource(
-        url=settings.warehouse_url,
-        schema_name=settings.schema_name,
-        duckdb_landing_memory_limit=settings.duckdb_memory_limit,
-    )
+    """The resources of the runs this process executes itself, secrets held by the objects; give them
+    to ``execute_in_process(resources=...)``. Every run given ``api`` shares its budget; every run
+    given ``session`` its listings and head start (None: one per run)."""
+    warehouse = _warehouse(settings, settings.warehouse_url)
     return {
         "api": ResourceDefinition.hardcoded_resource(api, VisibilityAPIResource.__doc__),
         "warehouse": ResourceDefinition.hardcoded_resource(warehouse, WarehouseResource.__doc__),

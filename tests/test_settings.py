@@ -157,17 +157,21 @@ def test_each_bad_setting_is_one_config_error_with_the_message_naming_its_variab
     assert error.__cause__ is None and not isinstance(error.__context__, ValidationError)
 
 
-@pytest.mark.parametrize("value", ["0001-01-01", "2022-11-29", "2027-11-22", "9999-12-31"])
-def test_a_start_date_outside_the_services_possible_history_is_refused(value: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        load_partition_settings({"VISIBILITY_START_DATE": value}, today=dt.date(2026, 11, 20))
-    assert str(caught.value) == (
-        "VISIBILITY_START_DATE must be between 2022-11-30 (the earliest day AI answer engines have "
-        f"history) and 2027-11-21 (a year ahead: the schedule waits for it), got '{value}'"
-    )
-    for edge in ("2022-11-30", "2027-11-21"):
-        settings = load_partition_settings({"VISIBILITY_START_DATE": edge}, today=dt.date(2026, 11, 20))
-        assert settings.start_date == dt.date.fromisoformat(edge)
+@pytest.mark.parametrize("ahead", [False, True])
+def test_a_start_date_outside_the_services_possible_history_is_refused(ahead: bool) -> None:
+    latest = dt.date.today() + dt.timedelta(days=366)
+    for value in (
+        [str(latest + dt.timedelta(days=1)), "9999-12-31"] if ahead else ["0001-01-01", "2022-11-29"]
+    ):
+        with pytest.raises(ConfigError) as caught:
+            load_partition_settings({"VISIBILITY_START_DATE": value})
+        assert str(caught.value) == (
+            "VISIBILITY_START_DATE must be between 2022-11-30 (the earliest day AI answer engines have "
+            f"history) and {latest} (a year ahead: the schedule waits for it), got '{value}'"
+        )
+    for edge in (dt.date(2022, 11, 30), latest):
+        settings = load_partition_settings({"VISIBILITY_START_DATE": edge.isoformat()})
+        assert settings.start_date == edge
 
 
 def test_a_bad_audit_setting_does_not_stop_a_sync_and_a_bad_sync_setting_not_the_partitions() -> None:
@@ -187,10 +191,10 @@ def test_missing_api_settings_are_named_when_a_sync_needs_them() -> None:
 
 
 def test_unset_or_blank_settings_take_their_defaults() -> None:
-    today = dt.date(2026, 5, 10)
+    today = dt.date.today()
     blank = {name: "  " for name, _, _ in MESSAGES}
     for env in ({}, blank):
-        settings = load_settings(env, today=today)
+        settings = load_settings(env)
         assert (settings.api_url, settings.api_key) == (None, None)
         assert settings.warehouse_url == "duckdb:///data/visibility.duckdb"
         assert settings.schema_name == "visibility"

@@ -27,7 +27,7 @@ from assets.dagster_tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_R
 from assets.partitions import DAILY_PARTITIONS
 from pipelines.sensors.audit_cursor import read_cursor, write_cursor
 from resources.api.client import VisibilityClient
-from resources.api.config import KEY_SETTING, URL_SETTING
+from resources.api.config import KEY_SETTING, URL_SETTING, validate_api_key, validate_base_url
 from resources.api.errors import ConfigurationError, NotFoundError, VisibilityAPIError
 from resources.api.resource import VisibilityAPIResource
 from sync.discovery import BRANDS_TAG
@@ -184,7 +184,8 @@ def unconfigured(api: VisibilityAPIResource) -> None:
     for setting, value in ((URL_SETTING, api.api_url), (KEY_SETTING, api.api_key)):
         if not value:
             raise ConfigurationError(f"{setting} is not set")
-    api.validate_settings()
+    validate_base_url(api.api_url)
+    validate_api_key(api.api_key)
 
 
 @sensor(

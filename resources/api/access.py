@@ -1,14 +1,15 @@
-"""The service's address and key, and how hard a sync may press it: clients that share one budget.
+"""The service's address and key, how hard a sync may press it and what it trends: declared once.
 
 Dagster-free, so a process can open clients before (or without) importing Dagster: the command line
 starts its fetches while Dagster imports (``sync/head_start.py``), then hands the same budget to the
-``api`` resource (:meth:`resources.api.resource.VisibilityAPIResource.share_budget`), which builds
-its clients here too.
+``api`` resource, which is an :class:`ApiAccess` too (``resources/api/resource.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field
 
 from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
@@ -18,43 +19,66 @@ from resources.api.config import (
     DEFAULT_REQUEST_FLOOR,
     DEFAULT_REQUESTS_PER_CALL,
     DEFAULT_RETRY_DEADLINE_SECONDS,
-    RETRY_DEADLINE_SETTING,
-    validate_api_key,
-    validate_base_url,
 )
-from resources.api.errors import ConfigurationError
 
 
-@dataclass(frozen=True, repr=False)
-class ApiAccess:
-    """What every client of a sync is opened with; the key is held, never shown (``repr``)."""
+class ApiAccess(BaseModel):
+    """What every client of a sync is opened with; ``repr`` hides the key. The client validates the
+    URL and key (``resources/api/config.py``) before its first request."""
 
-    api_url: str
-    api_key: str
-    max_concurrency: int = 8
-    timeout_seconds: float = 30.0
-    retry_deadline_seconds: float = DEFAULT_RETRY_DEADLINE_SECONDS
-    backoff_base_seconds: float = 0.5
-    request_budget_floor: int = DEFAULT_REQUEST_FLOOR
-    request_budget_factor: int = DEFAULT_REQUESTS_PER_CALL
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
-    max_new_columns: int = DEFAULT_MAX_NEW_COLUMNS
+    api_url: str = Field(
+        description="Base URL of the service (VISIBILITY_API_URL); https:// unless the host is loopback."
+    )
+    api_key: str = Field(
+        description="Bearer key (VISIBILITY_API_KEY), read from the environment; never logged or stored."
+    )
+    max_concurrency: int = Field(
+        default=8, description="Most requests in flight; lowered at run time on concurrency_limited."
+    )
+    timeout_seconds: float = Field(default=30.0, description="Timeout of one HTTP exchange.")
+    retry_deadline_seconds: float = Field(
+        default=DEFAULT_RETRY_DEADLINE_SECONDS,
+        description="VISIBILITY_RETRY_DEADLINE_SECONDS: how long the sync keeps retrying an unreachable "
+        "service (transport faults, 5xx), counted from the first failure and shared by every client "
+        "of this resource; also how long one call waits out 429s.",
+    )
+    backoff_base_seconds: float = Field(
+        default=0.5, description="First backoff step of the jittered exponential backoff."
+    )
+    request_budget_floor: int = Field(
+        default=DEFAULT_REQUEST_FLOOR,
+        description="VISIBILITY_REQUEST_BUDGET_FLOOR: requests a run may make before its plans add to "
+        "its request budget (listings, discovery).",
+    )
+    request_budget_factor: int = Field(
+        default=DEFAULT_REQUESTS_PER_CALL,
+        description="VISIBILITY_REQUEST_BUDGET_FACTOR: requests a run may make per planned call "
+        "(further pages and retries included); a service that never ends a walk stops there.",
+    )
+    max_response_bytes: int = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        description="VISIBILITY_MAX_RESPONSE_BYTES: the largest body of one answer read, raw or "
+        "decoded; a larger one fails its table.",
+    )
+    max_new_columns: int = Field(
+        default=DEFAULT_MAX_NEW_COLUMNS,
+        description="VISIBILITY_MAX_NEW_COLUMNS: the most unknown fields one table's fetch lands as new "
+        "columns; more fail the table, the warehouse as it was.",
+    )
+    citation_urls: list[str] = Field(
+        default_factory=list,
+        description="VISIBILITY_CITATION_URLS: pages (absolute http(s) URLs) whose citation trend each "
+        "brand syncs into citation_trends; a run's sync_daily config may pick others.",
+    )
+    citation_topics: list[str] = Field(
+        default_factory=list,
+        description="VISIBILITY_CITATION_TOPICS: topics (ids or names) within which each brand's own "
+        "domain is trended; a run's sync_daily config may pick others.",
+    )
 
-    def __repr__(self) -> str:
-        return f"ApiAccess(api_url={self.api_url!r}, api_key='[hidden]')"
-
-    def validate(self) -> None:
-        """Raise ``ConfigurationError`` naming the setting (VISIBILITY_API_URL/KEY/RETRY_DEADLINE_SECONDS)
-        when it is wrong."""
-        validate_base_url(self.api_url)
-        validate_api_key(self.api_key)
-        if not self.retry_deadline_seconds > 0:  # the environment's bounds are settings.py's
-            raise ConfigurationError(
-                f"{RETRY_DEADLINE_SETTING} must be a positive number of seconds, "
-                f"got {self.retry_deadline_seconds!r}"
-            )
-        if self.max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1")
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, ("[hidden]" if name == "api_key" else value)
 
     def new_budget(self) -> RequestBudget:
         """A sync's one budget: its outage clock, cancel switch, wait hook and request allowance."""
@@ -68,12 +92,11 @@ class ApiAccess:
     def client(
         self, budget: RequestBudget, *, retry_deadline_seconds: float | None = None
     ) -> VisibilityClient:
-        """A new client on ``budget`` (use it in a ``with`` block); settings are validated first.
+        """A new client on ``budget`` (use it in a ``with`` block).
 
         ``retry_deadline_seconds`` shortens each call's retry deadline (and the timeout with it) for
-        callers that must stay short, such as sensor ticks and ``visibility-sync check``.
+        callers that must stay short, such as sensor ticks.
         """
-        self.validate()
         deadline = self.retry_deadline_seconds if retry_deadline_seconds is None else retry_deadline_seconds
         return VisibilityClient(
             self.api_url,
@@ -89,16 +112,12 @@ class ApiAccess:
 
 
 class SyncApi:
-    """One budget and the clients on it: the driver's ``Api`` (``get_client``, ``cancel``) without
-    Dagster, for a process that fetches before its ``api`` resource exists."""
+    """One budget and the clients on it, for a process that fetches before its ``api`` resource
+    exists (the driver's ``Api``: ``get_client``, ``cancel``)."""
 
     def __init__(self, access: ApiAccess) -> None:
-        access.validate()
         self.access = access
         self.budget = access.new_budget()
-
-    def __repr__(self) -> str:
-        return f"SyncApi({self.access!r})"
 
     def get_client(self) -> VisibilityClient:
         return self.access.client(self.budget)

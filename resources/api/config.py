@@ -1,16 +1,13 @@
-"""Validation of the client's settings, before any request is sent.
+"""The API settings' names, defaults and bounds, and the URL and key rules.
 
-Errors name the setting a user edits (``VISIBILITY_API_URL``, ``VISIBILITY_API_KEY``,
-``VISIBILITY_RETRY_DEADLINE_SECONDS``), and never echo the key itself. The client applies these
-rules to what it is given; ``settings.py`` applies the same ones to the environment (one loopback
-rule, :func:`is_loopback_host`, also the sandbox's ``--host`` check), so both accept and refuse the
-same values with the same messages.
+The client applies the URL and key rules to what it is given, ``settings.py`` to the environment
+(with the bounds below), so both refuse the same values with the same messages, which name the
+setting and never echo the key. :func:`is_loopback_host` is the project's one loopback rule.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 
 import httpx
 
@@ -18,9 +15,6 @@ from resources.api.errors import ConfigurationError
 
 URL_SETTING = "VISIBILITY_API_URL"
 KEY_SETTING = "VISIBILITY_API_KEY"
-RETRY_DEADLINE_SETTING = "VISIBILITY_RETRY_DEADLINE_SECONDS"
-REQUEST_FLOOR_SETTING = "VISIBILITY_REQUEST_BUDGET_FLOOR"
-REQUEST_FACTOR_SETTING = "VISIBILITY_REQUEST_BUDGET_FACTOR"
 MAX_RESPONSE_SETTING = "VISIBILITY_MAX_RESPONSE_BYTES"
 MAX_NEW_COLUMNS_SETTING = "VISIBILITY_MAX_NEW_COLUMNS"
 #: The sync's request budget: this many requests for the listings (brands, prompts, snapshots)...
@@ -29,9 +23,8 @@ MIN_REQUEST_FLOOR, MAX_REQUEST_FLOOR = 100, 100_000_000
 #: ...plus this many per call a table's plan makes (its first page, further pages, retries).
 DEFAULT_REQUESTS_PER_CALL = 20
 MIN_REQUESTS_PER_CALL, MAX_REQUESTS_PER_CALL = 1, 100_000
-#: The largest body of one answer the client reads, raw or decoded (bytes): about 90 times the
-#: largest page of the sandbox's large workspace (docs/OPERATIONS.md), far below what would strain a
-#: small machine.
+#: The largest body of one answer the client reads, raw or decoded: about 90 times the largest page
+#: of the sandbox's large workspace (docs/OPERATIONS.md), far below what would strain a small machine.
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 MIN_MAX_RESPONSE_BYTES, MAX_MAX_RESPONSE_BYTES = 1024 * 1024, 4 * 1024 * 1024 * 1024
 #: Unknown fields (beyond a table's declared columns) one table's fetch accepts as new columns; more
@@ -42,31 +35,9 @@ MIN_MAX_NEW_COLUMNS, MAX_MAX_NEW_COLUMNS = 0, 1000
 DEFAULT_RETRY_DEADLINE_SECONDS = 300.0
 MIN_RETRY_DEADLINE_SECONDS = 1.0
 MAX_RETRY_DEADLINE_SECONDS = 86_400.0
-#: The shortest key accepted. The spec gives no key format; the sandbox's keys (``vsk_`` and 32 hex
-#: digits) are 36 characters. 16 leaves room for other prefixes and shapes while refusing a
-#: placeholder or a fragment, and keeps a secret part of at least 8 characters, the shortest run
-#: ``redaction.py`` scrubs.
+#: The shortest key accepted (the spec gives no format; the sandbox's are 36 characters): refuses a
+#: placeholder or a fragment, and keeps a secret part of at least 8, the shortest run redaction scrubs.
 MIN_KEY_CHARS = 16
-
-#: A number as a setting takes it: ASCII digits, an optional sign and (decimals) one point; Python's
-#: ``int``/``float`` also take ``1_000``, ``1e3``, ``inf`` and other scripts' digits (``١٢``).
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
-
-
-def parse_integer(text: str) -> int:
-    """``text`` as a whole number written in ASCII digits; ``ValueError`` otherwise."""
-    if not _INTEGER.fullmatch(text.strip()):
-        raise ValueError(text)
-    return int(text)
-
-
-def parse_decimal(text: str) -> float:
-    """``text`` as a decimal number written in ASCII digits (no exponent); ``ValueError`` otherwise."""
-    if not _DECIMAL.fullmatch(text.strip()):
-        raise ValueError(text)
-    return float(text)
-
 
 def is_loopback_host(host: str) -> bool:
     """127.0.0.0/8, ::1 and ``localhost`` (with or without a trailing dot, any case)."""
@@ -148,68 +119,3 @@ def origin(url: str) -> str:
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
     return f"{scheme}://{host}:{port}" if port else f"{scheme}://{host}"
-
-
-def validate_retry_deadline(value: float | str | None, *, setting: str = RETRY_DEADLINE_SETTING) -> float:
-    """Seconds (a number between 1 and 86400) a sync keeps retrying an unreachable service."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return DEFAULT_RETRY_DEADLINE_SECONDS
-    try:
-        seconds = float(value) if isinstance(value, float | int) else parse_decimal(value)
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"{setting} must be a number of seconds, got {str(value)[:40]!r}") from None
-    if not (MIN_RETRY_DEADLINE_SECONDS <= seconds <= MAX_RETRY_DEADLINE_SECONDS):  # NaN fails too
-        raise ConfigurationError(
-            f"{setting} must be between {MIN_RETRY_DEADLINE_SECONDS:g} and "
-            f"{MAX_RETRY_DEADLINE_SECONDS:g} seconds, got {str(value)[:40]!r}"
-        )
-    return seconds
-
-
-def _whole_number(value: int | str | None, setting: str, default: int, low: int, high: int) -> int:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return default
-    text = str(value).strip()
-    try:
-        number = parse_integer(text)
-    except ValueError:
-        raise ConfigurationError(f"{setting} must be a whole number, got {text[:40]!r}") from None
-    if not low <= number <= high:
-        raise ConfigurationError(f"{setting} must be between {low} and {high}, got {text[:40]!r}")
-    return number
-
-
-def validate_request_floor(value: int | str | None) -> int:
-    """Requests a sync may make before any table's plan adds to its budget (listings, discovery)."""
-    return _whole_number(
-        value, REQUEST_FLOOR_SETTING, DEFAULT_REQUEST_FLOOR, MIN_REQUEST_FLOOR, MAX_REQUEST_FLOOR
-    )
-
-
-def validate_requests_per_call(value: int | str | None) -> int:
-    """Requests a sync may make per planned call (first page, further pages, retries)."""
-    return _whole_number(
-        value,
-        REQUEST_FACTOR_SETTING,
-        DEFAULT_REQUESTS_PER_CALL,
-        MIN_REQUESTS_PER_CALL,
-        MAX_REQUESTS_PER_CALL,
-    )
-
-
-def validate_max_response_bytes(value: int | str | None) -> int:
-    """The largest body of one answer the client reads, raw or decoded, in bytes."""
-    return _whole_number(
-        value,
-        MAX_RESPONSE_SETTING,
-        DEFAULT_MAX_RESPONSE_BYTES,
-        MIN_MAX_RESPONSE_BYTES,
-        MAX_MAX_RESPONSE_BYTES,
-    )
-
-
-def validate_max_new_columns(value: int | str | None) -> int:
-    """The most unknown fields one table's fetch lands as new columns."""
-    return _whole_number(
-        value, MAX_NEW_COLUMNS_SETTING, DEFAULT_MAX_NEW_COLUMNS, MIN_MAX_NEW_COLUMNS, MAX_MAX_NEW_COLUMNS
-    )

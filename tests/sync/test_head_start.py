@@ -32,7 +32,7 @@ TABLES = (CITED_PAGES, PROMPT_MENTIONS, ANSWERS)
 
 
 def api_for(sandbox: SandboxHandle, role: str = "workspace") -> SyncApi:
-    return SyncApi(ApiAccess(sandbox.url, sandbox.keys[role]))
+    return SyncApi(ApiAccess(api_url=sandbox.url, api_key=sandbox.keys[role]))
 
 
 def never_stops() -> StopSignal:
