@@ -39,6 +39,7 @@ MAX_RETRY_DEADLINE_SECONDS = 86_400.0
 #: placeholder or a fragment, and keeps a secret part of at least 8, the shortest run redaction scrubs.
 MIN_KEY_CHARS = 16
 
+
 def is_loopback_host(host: str) -> bool:
     """127.0.0.0/8, ::1 and ``localhost`` (with or without a trailing dot, any case)."""
     name = host.strip("[]").rstrip(".").lower()
