@@ -15,7 +15,7 @@ An entry says everything the rest of the code derives a table from:
 Derived from the entries, with no other list to keep: the Dagster assets and their checks
 (``assets/builders.py``, ``assets/checks.py``), the jobs (they select by
 group), the dbt sources and data dictionary
-(:data:`ALL_TABLES`), and the endpoint a transform error names (:func:`source_endpoint`).
+(:data:`ALL_TABLES`), and the endpoint a transform error names (``sync.fetching.naming_source``).
 docs/ARCHITECTURE.md, "Adding a table", shows an entry being added.
 """
 
@@ -162,15 +162,6 @@ LANDED_BY_SENSORS: dict[str, tuple[TableSpec, api.Endpoint]] = {
 def group_of(name: str) -> str:
     """The asset group of a synced table (``KeyError`` for a table no sync lands)."""
     return DAILY_GROUP if isinstance(BY_NAME[name], PartitionedTable) else SNAPSHOT_GROUP
-
-
-def source_endpoint(name: str) -> str | None:
-    """The key of the endpoint whose rows ``name`` lands (its entry's first), for error messages."""
-    if name in BY_NAME:
-        return BY_NAME[name].endpoints[0].key
-    if name in LANDED_BY_SENSORS:
-        return LANDED_BY_SENSORS[name][1].key
-    return None
 
 
 class _AllTables(Mapping[str, TableSpec]):

@@ -42,7 +42,7 @@ from resources.warehouse.handoffs import Handoff
 from resources.warehouse.urls import warehouse_for
 from sync.allocator import return_freed_memory
 from sync.discovery import BrandScope, CitationTargets, Discovery
-from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned
+from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned, naming_source
 from sync.handoff import BackfillHandoff
 from sync.head_start import HeadStart, Selection
 from sync.landing import FetchOutcome, land, requests_beyond_plan
@@ -405,8 +405,9 @@ def sync_snapshots(
         try:
             with api.get_client() as client:
                 scope = discovery.scope(client, only)
-                rows = table.fetch_rows(client, scope, notes, run_tags, discovery)
-                check_new_columns(table.spec, rows.column_names, client.max_new_columns)
+                with naming_source(table):
+                    rows = table.fetch_rows(client, scope, notes, run_tags, discovery)
+                    check_new_columns(table.spec, rows.column_names, client.max_new_columns)
                 return _Listing(rows, scope, notes, client.stats)
         except Exception as exc:
             if failure_kind(exc).stops_the_sync:

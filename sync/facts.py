@@ -18,7 +18,7 @@ import pyarrow as pa
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import MAX_LIMIT_PAGING, Endpoint
 from resources.api.paging import WalkPosition
-from sync.landing import FetchOne, slices
+from sync.fetching import FetchOne, slices
 from sync.planning import Call
 
 Row = Mapping[str, Any]

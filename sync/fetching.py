@@ -1,16 +1,20 @@
-"""What the sync knows about fetching a table, whoever runs it (Dagster-free).
+"""Fetching a table, whoever runs it (Dagster-free).
 
 A date x engine table is a :class:`PartitionedTable`: a planner that turns the cells to land into
 the fewest API calls, and the fetch of one call; :func:`fetch_partitioned` discovers the brands,
-plans, and spools the rows to disk. A snapshot table is a :class:`SnapshotTable`: one listing of
-the whole set. :mod:`sync.catalog` lists every table; ``assets/`` turns them into Dagster assets.
+plans, and spools the rows to disk (:mod:`sync.landing` lands them). A snapshot table is a
+:class:`SnapshotTable`: one listing of the whole set. :mod:`sync.catalog` lists every table;
+``assets/`` turns them into Dagster assets.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,14 +22,36 @@ import pyarrow as pa
 
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES_WITH_ALL, Endpoint
+from resources.api.errors import NotFoundError
+from resources.api.paging import WalkPosition
 from resources.warehouse.contract import TableSpec
 from sync.allocator import return_freed_memory
 from sync.discovery import BrandScope, CitationTargets, Discovery, brand_inputs
-from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOne, FetchOutcome, brand_engines, fetch_to_spool
-from sync.planning import Cell, Planner
+from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOutcome
+from sync.planning import ALL, Call, Cell, Plan, Planner
 from sync.prefetch import StopSignal
-from sync.resume import ResumePoint, ResumeStore, call_key, remaining_calls, selection_id
+from sync.resume import (
+    CallJournal,
+    JournalPart,
+    ResumePoint,
+    ResumeStore,
+    call_key,
+    remaining_calls,
+    selection_id,
+)
 from sync.spool import DateSpool
+from sync.transforms import TransformError, check_new_columns, concat, filter_cells
+
+#: Rows of a paged call transformed at a time: about one page. Each of the fetch's threads holds
+#: its slice as Python objects (a row's dict costs ten times its Arrow form); the calls' tables are
+#: then gathered (``BATCH_ROWS``) before Arrow's per-table costs are paid.
+SLICE_ROWS = 1_000
+
+#: One call's rows as Arrow tables, yielded in slices so a long paged call never sits in memory whole:
+#: ``fetch_one(client, call, walk)``. ``walk`` (None but in a resumable fetch) is the paging walk's
+#: position (:class:`~resources.api.paging.WalkPosition`): a paged fetch starts there and keeps it
+#: current; a fetch of one answer ignores it.
+FetchOne = Callable[[VisibilityClient, Call, WalkPosition | None], Iterator[pa.Table]]
 
 
 @dataclass(frozen=True)
@@ -56,6 +82,17 @@ class PartitionedTable:
     #: with ``no_empty_partitions``: which landed table says a cell had data, by the name of its rule
     #: (``resources/warehouse/queries.py``, ``EXPECTED_CELLS``)
     evidence: str | None = None
+
+
+@contextmanager
+def naming_source(table: PartitionedTable | SnapshotTable) -> Iterator[None]:
+    """Transform errors raised within name the endpoint of ``table`` (its first): its fetch knows
+    the endpoint, its transform does not."""
+    try:
+        yield
+    except TransformError as exc:
+        exc.name_endpoint(table.endpoints[0].key)
+        raise
 
 
 def fetch_partitioned(
@@ -92,74 +129,81 @@ def fetch_partitioned(
     plan = asset.planner(cells, inputs, asset.engine_order)
     assert asset.spec.date_column is not None
     spool = DateSpool.create(asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name)
+    notes: dict[str, Any] = {}
     prompts_not_found: set[str] = set()
-    resumed: dict[str, int] = {}
     journal = None
-    journal_failed: str | None = None
-    points: dict[str, ResumePoint] = {}
     try:
-        to_ask = plan
+        to_ask, points = plan, {}
         if resume is not None:
-            selection = selection_id(
-                asset.spec, cells, only, run_targets, client.base_url, client.key_fingerprint
+            journal = resume.journal(
+                selection_id(asset.spec, cells, only, run_targets, client.base_url, client.key_fingerprint)
             )
-            journal = resume.journal(selection)
-        if journal is not None:
-            done, tables, points = journal.load({call_key(c) for c in plan.calls})
-            for part in tables:  # the journal's files become the spool's, unless of other buckets
-                if part.bucket is not None and part.days == spool.days_per_bucket and part.path is not None:
-                    spool.adopt(part.bucket, part.path, part.num_rows)
-                else:
-                    spool.append(part.read())
-            to_ask = dataclasses.replace(plan, calls=remaining_calls(plan.calls, done))
-            resumed = {
-                "calls": len(plan.calls) - len(to_ask.calls),
-                "calls_partly": len(points),
-                "rows": sum(t.num_rows for t in tables),
-            }
-            if journal.dropped:
-                resumed["entries_dropped"] = journal.dropped
+            to_ask, points = _resumed(journal, plan, spool, notes)
         client.budget.allow_planned_calls(len(to_ask.calls), asset.spec.name)
-        not_found = fetch_to_spool(
-            client,
-            asset.spec,
-            to_ask,
-            asset.fetch_one,
-            spool,
-            on_progress,
-            prompts_not_found,
-            stop,
-            journal,
-            points,
-        )
+        with naming_source(asset):
+            not_found = fetch_to_spool(
+                client,
+                asset.spec,
+                to_ask,
+                asset.fetch_one,
+                spool,
+                on_progress,
+                prompts_not_found,
+                stop,
+                journal,
+                points,
+            )
         scope.drop(not_found)
         spool.close()
         if journal is not None and journal.write_error is not None:
-            journal_failed = journal.write_error
+            # the rows are whole; a re-run after a kill would ask them again
+            notes["resume_journal_failed"] = journal.write_error
     except BaseException:
         spool.remove()
         raise
     finally:
         if journal is not None:
             journal.close()  # kept on disk until the step landed every table (ResumeStore.finish)
-    outcome = FetchOutcome(
+    if asset.notes is not None:
+        notes = {**asset.notes(spool), **notes}
+    if prompts_not_found:
+        notes["prompts_not_found"] = sorted(prompts_not_found)
+    return FetchOutcome(
         table=asset.spec.name,
         plan=plan,
         spool=spool,
         brand_engines=brand_engines(scope.brands, with_rollup=asset.with_rollup),
         out_of_scope=list(scope.out_of_scope),
         stats=client.stats,
+        notes=notes,
         fetch_seconds=time.monotonic() - started,
     )
-    if asset.notes is not None:
-        outcome.notes = asset.notes(spool)
-    if prompts_not_found:
-        outcome.notes["prompts_not_found"] = sorted(prompts_not_found)
-    if resumed.get("calls") or resumed.get("calls_partly"):
-        outcome.notes["resumed"] = resumed
-    if journal_failed is not None:  # the rows are whole; a re-run after a kill would ask them again
-        outcome.notes["resume_journal_failed"] = journal_failed
-    return outcome
+
+
+def _resumed(
+    journal: CallJournal | None, plan: Plan, spool: DateSpool, notes: dict[str, Any]
+) -> tuple[Plan, dict[str, ResumePoint]]:
+    """The calls still to ask, and where the partly read ones resume: the journal's rows of an
+    earlier fetch of the same selection go to the spool, and ``notes["resumed"]`` says how many."""
+    if journal is None:
+        return plan, {}
+    done, tables, points = journal.load({call_key(c) for c in plan.calls})
+    for part in tables:  # the journal's files become the spool's, unless of other buckets
+        if part.bucket is not None and part.days == spool.days_per_bucket and part.path is not None:
+            spool.adopt(part.bucket, part.path, part.num_rows)
+        else:
+            spool.append(part.read())
+    to_ask = dataclasses.replace(plan, calls=remaining_calls(plan.calls, done))
+    resumed = {
+        "calls": len(plan.calls) - len(to_ask.calls),
+        "calls_partly": len(points),
+        "rows": sum(t.num_rows for t in tables),
+    }
+    if journal.dropped:
+        resumed["entries_dropped"] = journal.dropped
+    if resumed["calls"] or resumed["calls_partly"]:
+        notes["resumed"] = resumed
+    return to_ask, points
 
 
 #: ``(client, scope, notes, run tags, discovery) -> rows``. A per-brand fetch whose listing of a brand
@@ -190,3 +234,268 @@ class SnapshotTable:
     #: checks of the table beyond those every table gets from its spec (``keys_unique``), by name
     #: (``assets/checks.py``, ``DECLARED_CHECKS``)
     checks: tuple[str, ...] = ()
+
+
+#: Rows of several calls filtered and spooled together: most calls answer a few hundred rows, and
+#: Arrow's per-call costs (a filter, a bucket split, a concatenation) would then cost more CPU than
+#: the rows themselves (bench/RESULTS.md, *CPU per landed row*).
+BATCH_ROWS = 20_000
+
+
+#: A journalled fetch writes its completed calls at least this often, so a kill loses little.
+JOURNAL_SECONDS = 1.0
+
+
+#: Journals rows split by spool bucket (``days`` days a bucket); returns the files written.
+_Record = Callable[[list[tuple[int, pa.Table]], int], list[JournalPart]]
+
+
+class _CallBatch:
+    """Tables of many calls, filtered to the run's cells and spooled once ``BATCH_ROWS`` are held.
+
+    With a ``journal`` (:mod:`sync.resume`), a call's rows are added only once the call completed,
+    and each flush (``BATCH_ROWS`` or ``JOURNAL_SECONDS``) records them under the calls' keys, one
+    file a spool bucket: the spool takes those files (:meth:`DateSpool.adopt`), so the rows are
+    written once. Should the journal fail to write (its disk full), the fetch goes on without it.
+    """
+
+    def __init__(
+        self,
+        spec: TableSpec,
+        spool: DateSpool,
+        cells: frozenset[Cell] | set[Cell],
+        journal: CallJournal | None = None,
+    ) -> None:
+        assert spec.date_column is not None
+        self._spec = spec
+        self._spool = spool
+        self._cells = cells
+        self._journal = journal
+        self._lock = threading.Lock()
+        self._tables: list[pa.Table] = []
+        self._keys: list[str] = []
+        self._parts: dict[str, int] = {}
+        self._rows = 0
+        self._flushed_at = time.monotonic()
+
+    def add(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        with self._lock:
+            self._tables.append(table)
+            self._rows += table.num_rows
+            if self._rows >= BATCH_ROWS:
+                self._flush_locked()
+
+    def add_call(self, key: str, tables: list[pa.Table], parts: int = 0) -> None:
+        """The (last) rows of one completed call (journalled fetch), ``parts`` partial entries before."""
+        with self._lock:
+            self._tables.extend(t for t in tables if t.num_rows)
+            self._rows += sum(t.num_rows for t in tables)
+            self._keys.append(key)
+            self._parts[key] = parts
+            if self._rows >= BATCH_ROWS or time.monotonic() - self._flushed_at >= JOURNAL_SECONDS:
+                self._flush_locked()
+
+    def add_part(self, key: str, seq: int, tables: list[pa.Table], start: str | None, cursor: str) -> None:
+        """The rows a paged call read so far (from cursor ``start`` to ``cursor``): journalled at once
+        as its ``seq``-th part, and spooled."""
+        rows = self.filtered(tables)
+        with self._lock:
+            journal = self._journal
+            if journal is None:
+                self._spool.append(rows)
+                return
+            self._keep(rows, lambda pieces, d: journal.record_part(key, seq, pieces, start, cursor, days=d))
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        self._flushed_at = time.monotonic()
+        if not self._tables and not self._keys:
+            return
+        tables, self._tables, self._rows = self._tables, [], 0
+        keys, self._keys, parts, self._parts = self._keys, [], self._parts, {}
+        assert self._spec.date_column is not None
+        rows = filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells)
+        journal = self._journal
+        if journal is None or not keys:
+            self._spool.append(rows)
+            return
+        self._keep(rows, lambda pieces, days: journal.record(pieces, keys, parts, days=days))
+
+    def _keep(self, rows: pa.Table, record: _Record) -> None:
+        """Journal ``rows`` (``record``) and spool the journal's files; the rows themselves when the
+        journal cannot write (it is then dropped for the rest of the fetch)."""
+        assert self._journal is not None
+        try:
+            written = record(self._spool.split(rows), self._spool.days_per_bucket)
+        except OSError as exc:
+            self._journal.write_error = str(exc)
+            self._journal = None
+            self._spool.append(rows)
+            return
+        for part in written:
+            assert part.path is not None and part.bucket is not None
+            self._spool.adopt(part.bucket, part.path, part.num_rows)
+
+    def filtered(self, tables: list[pa.Table]) -> pa.Table:
+        assert self._spec.date_column is not None
+        return filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells)
+
+
+def fetch_to_spool(
+    client: VisibilityClient,
+    spec: TableSpec,
+    plan: Plan,
+    fetch_one: FetchOne,
+    spool: DateSpool,
+    on_progress: Callable[[int, int], None] | None = None,
+    prompts_not_found: set[str] | None = None,
+    stop: StopSignal | None = None,
+    journal: CallJournal | None = None,
+    resume_points: dict[str, ResumePoint] | None = None,
+) -> set[str]:
+    """Run the plan's calls concurrently, spooling the rows of the run's cells as they arrive.
+
+    Returns the brands whose calls answered 404: their rows (even those spooled before the 404) are
+    never written, because landing only writes the brands that stayed in scope. A 404 on a
+    prompt-level call (a prompt deleted between listing and fetching) skips only that prompt: its id
+    goes to ``prompts_not_found`` (when given; the caller warns). The brand then leaves the
+    scope only if the brand itself answers 404 too (one extra request per such brand), so a brand
+    removed mid-run never has its cells emptied. ``stop`` (set when the run stops) ends the fetch early
+    with ``FetchCancelled``. ``journal``: each completed call's rows are also kept there, so a
+    re-run of a killed or failed sync asks only the other calls (:mod:`sync.resume`). More unknown
+    fields over all calls than ``client.max_new_columns`` stop the fetch (``TooManyFieldsError``),
+    before a page beyond them is spooled.
+    """
+    assert spec.date_column is not None
+    batch = _CallBatch(spec, spool, plan.cells, journal)
+    columns: set[str] = set()
+    columns_lock = threading.Lock()
+
+    def fetch_bounded(call: Call, walk: WalkPosition | None = None) -> Iterator[pa.Table]:
+        for table in fetch_one(client, call, walk):
+            with columns_lock:
+                columns.update(table.column_names)
+                check_new_columns(spec, columns, client.max_new_columns)
+            yield table
+
+    def journalled(call: Call) -> None:
+        """One call, its rows kept in ``journal``: a paged call's every ``JOURNAL_SECONDS`` too."""
+        assert journal is not None
+        key = call_key(call)
+        point = (resume_points or {}).get(key)
+        position = WalkPosition(start_cursor=point.cursor if point else None)
+        parts, start = (point.parts, point.cursor) if point else (0, None)
+        tables: list[pa.Table] = []
+        since = time.monotonic()
+        for table in fetch_bounded(call, position):
+            tables.append(table)
+            cursor, position.emitted = position.emitted, None
+            if cursor is not None and time.monotonic() - since >= JOURNAL_SECONDS:
+                batch.add_part(key, parts, tables, start, cursor)
+                tables, parts, start, since = [], parts + 1, cursor, time.monotonic()
+        batch.add_call(key, tables, parts)
+
+    def work(call: Call) -> tuple[Call, bool]:
+        if stop is not None:  # the run stopped: start no further call (the running ones end)
+            stop.raise_if_set()
+        try:
+            if journal is None:
+                for table in fetch_bounded(call):
+                    batch.add(table)
+            else:
+                journalled(call)
+        except NotFoundError:
+            return call, False
+        return call, True
+
+    not_found: set[str] = set()
+    prompt_misses: dict[str, set[str]] = defaultdict(set)
+    for done, (call, found) in enumerate(client.map_concurrent(work, plan.calls), start=1):
+        if not found:
+            if call.prompt_id is None:
+                not_found.add(call.brand_id)
+            else:
+                prompt_misses[call.brand_id].add(call.prompt_id)
+        if on_progress is not None:
+            on_progress(done, len(plan.calls))
+    batch.flush()
+    _resolve_prompt_misses(client, prompt_misses, not_found, prompts_not_found)
+    return not_found
+
+
+def _resolve_prompt_misses(
+    client: VisibilityClient,
+    prompt_misses: dict[str, set[str]],
+    not_found: set[str],
+    prompts_not_found: set[str] | None,
+) -> None:
+    """Prompts that answered 404: their brand leaves the scope (``not_found``) only if it answers
+    404 too; otherwise only the prompts are skipped (``prompts_not_found``)."""
+    for brand_id, prompt_ids in sorted(prompt_misses.items()):
+        if brand_id in not_found:
+            continue
+        try:
+            client.get_brand(brand_id)
+        except NotFoundError:
+            not_found.add(brand_id)
+            continue
+        if prompts_not_found is not None:
+            prompts_not_found.update(prompt_ids)
+
+
+def slices(
+    rows: Iterable[dict[str, Any]], size: int = SLICE_ROWS, *, walk: WalkPosition | None = None
+) -> Iterator[list[dict[str, Any]]]:
+    """A paged iterator's rows in lists of at most ``size`` (the last may be shorter, never empty).
+
+    Under a resumable fetch (``walk``, the position the rows' walk keeps: :mod:`sync.resume`) a list
+    ends where a page ends, once it holds at least half of ``size``, and records that page's position
+    as ``emitted``: the rows before it can be journalled with the cursor that continues the walk
+    after them.
+    """
+    if walk is not None:
+        yield from _page_slices(rows, size, walk)
+        return
+    batch: list[dict[str, Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _page_slices(
+    rows: Iterable[dict[str, Any]], size: int, position: WalkPosition
+) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    pages = position.pages
+    for row in rows:
+        if position.pages != pages:  # the rows so far end a page: cut here if enough are held
+            pages = position.pages
+            if len(batch) >= size // 2:
+                position.emitted, position.emitted_pages = position.cursor, pages
+                yield batch
+                batch = []
+        batch.append(row)
+        if len(batch) >= 4 * size:  # a page larger than this: cut mid-page (not resumable there)
+            position.emitted_pages = -1
+            yield batch
+            batch = []
+    if batch:
+        position.emitted, position.emitted_pages = None, -1  # the call's last rows: completed with it
+        yield batch
+
+
+def brand_engines(brands: list[dict[str, Any]], *, with_rollup: bool) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for brand in brands:
+        engines = tuple(brand.get("engines") or ())
+        out[str(brand["id"])] = (*engines, ALL) if with_rollup and engines else engines
+    return out

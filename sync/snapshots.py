@@ -13,7 +13,7 @@ import pyarrow as pa
 from sync import tables, transforms
 from sync.catalog import SNAPSHOTS
 from sync.discovery import BrandScope, Discovery
-from sync.fetching import SnapshotTable
+from sync.fetching import SnapshotTable, naming_source
 from sync.listings import GENERATIONS_LIMIT_TAG, generations_limit
 
 __all__ = ["GENERATIONS_LIMIT_TAG", "generations_limit", "listed_snapshots"]
@@ -33,9 +33,8 @@ def listed_snapshots(
     if scope is None:
         return []
     by_name = {table.spec.name: table for table in SNAPSHOTS}
-    out: list[tuple[SnapshotTable, BrandScope, pa.Table]] = [
-        (by_name[tables.BRANDS.name], scope, transforms.brands_table(scope.brands))
-    ]
+    with naming_source(by_name[tables.BRANDS.name]):
+        out = [(by_name[tables.BRANDS.name], scope, transforms.brands_table(scope.brands))]
     builders = {
         tables.PROMPTS.name: (tables.PROMPTS, transforms.prompts_table),
         tables.TRACKED_COMPETITORS.name: (tables.TRACKED_COMPETITORS, transforms.tracked_competitors_table),
@@ -44,5 +43,6 @@ def listed_snapshots(
         if table.spec.name in builders and table.spec.name in listings:
             spec, build = builders[table.spec.name]
             rows = listings[table.spec.name]
-            out.append((table, scope, transforms.concat(spec, [build(r, b) for b, r in rows.items()])))
+            with naming_source(table):
+                out.append((table, scope, transforms.concat(spec, [build(r, b) for b, r in rows.items()])))
     return out

@@ -63,15 +63,11 @@ class TransformError(ResponseShapeError, ValueError):
         self.column = column
         super().__init__(message, field=column, endpoint=endpoint, request_id=request_id)
 
-
-def source_endpoint(table: str) -> str | None:
-    """The endpoint whose rows ``table`` lands, as its catalog entry says, for a transform's errors.
-
-    Looked up when an error is raised: the catalog builds its entries from these transforms, so it is
-    imported here only then, and a table has no second place to name its endpoint."""
-    from sync import catalog
-
-    return catalog.source_endpoint(table)
+    def name_endpoint(self, endpoint: str) -> None:
+        """Name the endpoint the rows came from: the fetch knows it, the transform does not."""
+        if self.endpoint is None:
+            self.endpoint = endpoint
+            self.args = (self._render(),)
 
 
 class TooManyFieldsError(TransformError):
@@ -296,7 +292,6 @@ def _extra_array(values: list[Any], *, table: str, name: str) -> pa.Array:
             "nothing was written",
             table=table,
             column=name,
-            endpoint=source_endpoint(table),
         ) from None
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return pa.array([_to_string(v) for v in values], type=pa.string())
@@ -307,7 +302,6 @@ def _column_error(spec: TableSpec, name: str, message: str) -> TransformError:
         f"{spec.name}.{name}: {message}",
         table=spec.name,
         column=name,
-        endpoint=source_endpoint(spec.name),
     )
 
 
@@ -639,7 +633,6 @@ def citation_trend_table(
                 f"{tables.CITATION_TRENDS.name}: `summary` of {json_kind(summary)} {_quote(summary)} "
                 "where an object was expected; nothing was written",
                 table=tables.CITATION_TRENDS.name,
-                endpoint=source_endpoint(tables.CITATION_TRENDS.name),
             )
         change = summary.get("change") if isinstance(summary.get("change"), Mapping) else {}
         shaped.append(
@@ -672,7 +665,6 @@ def _trend_date(value: Any, column: str) -> dt.date:
             f"{tables.COMPETITOR_TRENDS.name}.{column}: {problem}; nothing was written",
             table=tables.COMPETITOR_TRENDS.name,
             column=column,
-            endpoint=source_endpoint(tables.COMPETITOR_TRENDS.name),
         )
     return day
 
@@ -688,7 +680,6 @@ def _bucket_end(start: dt.date, granularity: str) -> dt.date:
         "spec's buckets are days, or weeks starting on Monday); nothing was written",
         table=tables.COMPETITOR_TRENDS.name,
         column="period_start",
-        endpoint=source_endpoint(tables.COMPETITOR_TRENDS.name),
     )
 
 
@@ -730,7 +721,6 @@ def competitor_trend_table(
                     f"{tables.COMPETITOR_TRENDS.name}: `totals` of {json_kind(entity['totals'])} "
                     f"{_quote(entity['totals'])} where an object was expected; nothing was written",
                     table=tables.COMPETITOR_TRENDS.name,
-                    endpoint=source_endpoint(tables.COMPETITOR_TRENDS.name),
                 )
             shaped.append(
                 {

@@ -53,7 +53,7 @@ from sandbox.testing import serve_in_thread
 from sync import catalog, tables, transforms
 from sync.dictionary import render as render_dictionary
 from sync.facts import paged_rows, pages_of
-from sync.fetching import PartitionedTable
+from sync.fetching import PartitionedTable, naming_source
 from sync.planning import paged_per_brand
 from sync.progress import NO_PROGRESS
 
@@ -159,7 +159,6 @@ def in_catalog(monkeypatch: pytest.MonkeyPatch) -> PartitionedTable:
 def test_everything_else_is_derived_from_the_entry(in_catalog: PartitionedTable) -> None:
     assert catalog.ALL_TABLES[NAME] is ANSWER_POSITIONS_SPEC
     assert catalog.group_of(NAME) == catalog.DAILY_GROUP
-    assert catalog.source_endpoint(NAME) == ANSWER_POSITIONS_API.key
     assert [c.name for c in checks_of([NAME])] == ["keys_unique", "no_empty_partitions"]
     assert f"name: {NAME}" in render_dbt_sources(list(catalog.ALL_TABLES.values()))
     dictionary = render_dictionary(list(catalog.ALL_TABLES.values()))
@@ -171,7 +170,7 @@ def test_everything_else_is_derived_from_the_entry(in_catalog: PartitionedTable)
 
 def test_a_transform_error_names_the_entrys_endpoint(in_catalog: PartitionedTable) -> None:
     row = {"id": "a1", "prompt_id": "p1", "engine": "claude", "checked_on": "2026-10-20"}
-    with pytest.raises(transforms.TransformError) as caught:
+    with pytest.raises(transforms.TransformError) as caught, naming_source(in_catalog):
         transforms.brand_rows(ANSWER_POSITIONS_SPEC, FIELDS)([{**row, "brand_position": "first"}], "b1")
     assert caught.value.endpoint == ANSWER_POSITIONS_API.key and ANSWER_POSITIONS_API.key in str(caught.value)
 

@@ -15,7 +15,8 @@ from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES
 from sandbox.testing import SandboxHandle
 from sync import catalog, tables
-from sync.landing import DEFAULT_DAYS_PER_WRITE, fetch_to_spool
+from sync.fetching import fetch_to_spool
+from sync.landing import DEFAULT_DAYS_PER_WRITE
 from sync.planning import BrandInput
 from sync.spool import DateSpool
 from tests.sync.conftest import D, workspace_inputs

@@ -15,6 +15,8 @@ from resources.api.errors import ResponseShapeError, VisibilityAPIError
 from resources.warehouse.contract import PartitionScope
 from resources.warehouse.duckdb import DuckDBWarehouse
 from sync import tables
+from sync.catalog import ANSWERS
+from sync.fetching import naming_source
 from sync.transforms import TransformError, answers_table, brands_table, mentions_table
 
 DAY = "2024-03-01"
@@ -50,7 +52,7 @@ def mention_row(**fields: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("column", "value"), [("mention_count", "3"), ("citation_count", "first")])
 def test_a_string_count_on_answers_names_table_column_and_endpoint(column: str, value: str) -> None:
-    with pytest.raises(TransformError) as caught:
+    with pytest.raises(TransformError) as caught, naming_source(ANSWERS):
         answers_table([answer_row(1), answer_row(2, **{column: value})], "b1")
     error = caught.value
     assert isinstance(error, ResponseShapeError) and isinstance(error, VisibilityAPIError)

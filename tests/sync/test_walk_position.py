@@ -14,7 +14,7 @@ from resources.api.client import VisibilityClient
 from resources.api.paging import WalkPosition
 from sandbox.testing import SandboxHandle
 from sync.facts import paged_rows, pages_of
-from sync.landing import slices
+from sync.fetching import slices
 from sync.planning import Call, Window
 from tests.sync.conftest import D
 
