@@ -115,18 +115,8 @@ def fetch_partitioned(
     only the other calls are asked."""
     started = time.monotonic()
     return_freed_memory()
-    listings = discovery or Discovery()
-    scope: BrandScope = listings.scope(client, only)
     run_targets = targets if asset.needs_targets else None
-    inputs = brand_inputs(
-        client,
-        scope,
-        prompts=asset.needs_prompts,
-        competitors=asset.needs_competitors,
-        discovery=listings,
-        targets=run_targets,
-    )
-    plan = asset.planner(cells, inputs, asset.engine_order)
+    scope, plan = _planned(client, asset, cells, only, discovery or Discovery(), run_targets)
     assert asset.spec.date_column is not None
     spool = DateSpool.create(asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name)
     notes: dict[str, Any] = {}
@@ -178,6 +168,27 @@ def fetch_partitioned(
         notes=notes,
         fetch_seconds=time.monotonic() - started,
     )
+
+
+def _planned(
+    client: VisibilityClient,
+    asset: PartitionedTable,
+    cells: set[Cell],
+    only: Sequence[str],
+    discovery: Discovery,
+    targets: CitationTargets | None,
+) -> tuple[BrandScope, Plan]:
+    """The brands in scope (listed once per sync), and the calls that fetch ``cells`` for them."""
+    scope = discovery.scope(client, only)
+    inputs = brand_inputs(
+        client,
+        scope,
+        prompts=asset.needs_prompts,
+        competitors=asset.needs_competitors,
+        discovery=discovery,
+        targets=targets,
+    )
+    return scope, asset.planner(cells, inputs, asset.engine_order)
 
 
 def _resumed(
