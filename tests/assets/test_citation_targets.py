@@ -7,6 +7,7 @@ Real Dagster runs against the sandbox into a DuckDB file, with ``VISIBILITY_CITA
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +166,31 @@ def test_a_bad_page_in_a_runs_config_fails_naming_the_field_before_any_request(
         failure.step_failure_data.error
     )
     assert sum(sum(s.values()) for s in sandbox.stats().values()) == 0
+
+
+def test_the_command_lines_head_start_asks_for_the_targets_its_runs_ask_for(tmp_path: Path) -> None:
+    """The head start is taken only by a run asking for the same selection, targets included."""
+    from assets.builders import DailySyncConfig, resource_targets
+    from pipelines.cli import HeadStartPlan
+    from pipelines.resources import api_resource
+
+    settings = load_settings(
+        {
+            "VISIBILITY_API_URL": "https://api.example.com",
+            "VISIBILITY_API_KEY": "vsk_0f9e8d7c6b5a49382716",
+            "VISIBILITY_CITATION_URLS": "https://a.io/x https://a.io/x,https://b.io/",
+            "VISIBILITY_CITATION_TOPICS": "Pricing, t1",
+        }
+    )
+    plan = HeadStartPlan(
+        D,
+        D + dt.timedelta(days=1),
+        ("chatgpt", "chatgpt"),
+        {},
+        tmp_path,
+        tuple(settings.citation_urls),
+        tuple(settings.citation_topics),
+    )
+    runs = DailySyncConfig().citation_targets(resource_targets(api_resource(settings)))
+    assert plan.selection().targets == runs
+    assert runs.urls == ("https://a.io/x", "https://b.io/") and runs.topics == ("Pricing", "t1")
