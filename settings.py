@@ -54,7 +54,8 @@ _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 
 
 class ConfigError(ValueError):
-    """A setting is missing or malformed; the message names the environment variable."""
+    """A setting is missing or malformed; the message names the environment variable. The rules of
+    ``resources/`` raise their own errors, with the same messages; loading turns them into this."""
 
     failure_kind = FailureKind.CONFIGURATION
 
@@ -108,20 +109,6 @@ def _start_date(text: str, setting: str) -> dt.date:
     return day
 
 
-def _by_domain(rule: Callable[[str], Any]) -> Callable[[str, str], Any]:
-    """A rule of ``resources/`` as a settings rule: its error becomes a ConfigError."""
-
-    def checked(text: str, setting: str) -> Any:
-        try:
-            return rule(text)
-        except ConfigurationError as exc:
-            raise ConfigError(exc.detail) from None
-        except WarehouseConfigError as exc:
-            raise ConfigError(str(exc)) from None
-
-    return checked
-
-
 def citation_pages(value: Any, setting: str) -> list[str]:
     """Tracked pages (a list, or one space or comma separated string): absolute http(s) URLs, once
     each; a bad one is a ``ConfigError`` naming ``setting`` (the variable, or the run's config field)."""
@@ -158,6 +145,8 @@ class _EnvironmentSettings(BaseSettings):
             super().__init__(**values)
         except ValidationError as exc:
             problem = _config_error(exc, type(self))
+        except ConfigurationError as exc:  # the API rules' error: not a ValueError, so pydantic lets it by
+            problem = ConfigError(exc.detail)
         if problem is not None:
             raise problem  # outside the except block: pydantic's error (it quotes the input) is not chained
 
@@ -189,8 +178,8 @@ def _config_error(error: ValidationError, model: type[_EnvironmentSettings]) -> 
     problems = error.errors(include_url=False, include_input=False)
     for problem in problems:
         cause = (problem.get("ctx") or {}).get("error")
-        if isinstance(cause, ConfigError):
-            return cause
+        if isinstance(cause, ConfigError | WarehouseConfigError):
+            return ConfigError(str(cause))
     first = problems[0]
     field = str(first["loc"][0]) if first["loc"] else ""
     known = field in model.model_fields
@@ -220,13 +209,11 @@ class Settings(PartitionSettings):
 
     RULES: ClassVar[dict[str, Callable[[str, str], Any]]] = {
         **PartitionSettings.RULES,
-        "api_url": _by_domain(api.validate_base_url),
-        "api_key": _by_domain(api.validate_api_key),
-        "warehouse_url": _by_domain(warehouse.validate_warehouse_url),
-        "schema_name": _by_domain(warehouse.validate_schema_name),
-        "duckdb_memory_limit": _by_domain(
-            partial(warehouse.validate_memory_limit, setting=warehouse.MEMORY_LIMIT_SETTING)
-        ),
+        "api_url": lambda text, _: api.validate_base_url(text),
+        "api_key": lambda text, _: api.validate_api_key(text),
+        "warehouse_url": lambda text, _: warehouse.validate_warehouse_url(text),
+        "schema_name": lambda text, _: warehouse.validate_schema_name(text),
+        "duckdb_memory_limit": warehouse.validate_memory_limit,
         "retry_deadline_seconds": _seconds,
         "request_budget_floor": partial(_whole_number, low=api.MIN_REQUEST_FLOOR, high=api.MAX_REQUEST_FLOOR),
         "request_budget_factor": partial(
