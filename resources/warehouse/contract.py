@@ -1,12 +1,5 @@
-"""The warehouse's contract: what callers hand a :class:`~resources.warehouse.base.Warehouse` and
-what they get back.
-
-Table contracts are plain data (:class:`TableSpec`, :class:`Column`); rows arrive as Arrow tables and
-are written within a scope (:class:`PartitionScope`, :class:`SnapshotScope`); each write answers with
-a :class:`WriteResult` or one of the errors below. Every landed table also carries the writer's own
-columns (:func:`system_columns`). This module depends on nothing else of the warehouse, so every
-other module of it can build on it.
-"""
+"""What callers hand a :class:`~resources.warehouse.base.Warehouse` and get back: table specs,
+scopes, write results and errors. Depends on no other warehouse module."""
 
 from __future__ import annotations
 
@@ -27,8 +20,7 @@ FIRST_SEEN_AT = "first_seen_at"
 LAST_SEEN_AT = "last_seen_at"
 #: The setting that names the warehouse; configuration errors name it.
 WAREHOUSE_SETTING = "VISIBILITY_WAREHOUSE"
-#: The logger of every warehouse warning (lock waits, landings retried without the budget, views
-#: that could not be created).
+#: The logger of every warehouse warning.
 LOGGER_NAME = "visibility.warehouse"
 
 
@@ -139,10 +131,8 @@ class WarehouseLockTimeout(Exception):
 
 
 class WarehouseConfigError(ValueError):
-    """A warehouse setting is invalid, or the warehouse it names cannot be used (found before any
-    API request by :meth:`~resources.warehouse.base.Warehouse.check_connection`); the message names
-    the setting and never
-    holds a password."""
+    """A warehouse setting is invalid, or the warehouse it names cannot be used; the message names
+    the setting and never holds a password."""
 
     failure_kind = FailureKind.CONFIGURATION
 

@@ -23,7 +23,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -139,13 +138,6 @@ class _Existing(NamedTuple):
     keyed: bool
 
 
-@dataclass
-class _Session:
-    """One thread's open session: its connection (replaced after a fatal error)."""
-
-    con: duckdb.DuckDBPyConnection
-
-
 class DuckDBWarehouse(Warehouse):
     """A DuckDB file; every write (or landing of many writes) is one transaction on a connection
     opened for it."""
@@ -183,7 +175,7 @@ class DuckDBWarehouse(Warehouse):
         self.on_wait = on_wait
         #: test-only fault hook, called inside the transaction after the delete, before the insert
         self._between_delete_and_insert: Callable[[], None] | None = None
-        self._local = threading.local()  # .session: this thread's open _Session, if any
+        self._local = threading.local()  # .con: this thread's open session's connection, if any
 
     @property
     def memory_limit(self) -> str | None:
@@ -213,8 +205,8 @@ class DuckDBWarehouse(Warehouse):
 
     # --- connections ------------------------------------------------------------------------------
 
-    def _session(self) -> _Session | None:
-        return getattr(self._local, "session", None)
+    def _session(self) -> duckdb.DuckDBPyConnection | None:
+        return getattr(self._local, "con", None)
 
     @contextmanager
     def session(self) -> Iterator[DuckDBWarehouse]:
@@ -225,28 +217,25 @@ class DuckDBWarehouse(Warehouse):
             yield self
             return
         with self._connect(read_only=self.read_only) as con:
-            self._local.session = _Session(con)
+            self._local.con = con
             try:
                 yield self
             finally:
-                session = self._local.session
-                self._local.session = None
-                if session.con is not con:  # reopened after a fatal error: close the new one
-                    session.con.close()
+                current, self._local.con = self._local.con, None
+                if current is not con:  # reopened after a fatal error: close the new one
+                    current.close()
 
     @contextmanager
     def _connect(self, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        if not read_only and self.read_only:
+            raise PermissionError(f"{self!r} was opened read-only")
         session = self._session()
         if session is not None:
-            if not read_only and self.read_only:
-                raise PermissionError(f"{self!r} was opened read-only")
-            yield session.con
+            yield session
             return
         if read_only and not self.path.exists():
             raise FileNotFoundError(f"DuckDB file {self.path} does not exist (nothing landed yet)")
         if not read_only:
-            if self.read_only:
-                raise PermissionError(f"{self!r} was opened read-only")
             self.path.parent.mkdir(parents=True, exist_ok=True)
         with hold_process_lock(self.path, timeout=self.lock_timeout_seconds, on_wait=self.on_wait):
             con = self._open(read_only=read_only)
@@ -305,12 +294,11 @@ class DuckDBWarehouse(Warehouse):
     def _reopen_session(self, con: duckdb.DuckDBPyConnection) -> None:
         """After a fatal error DuckDB's instance must be closed before the file can be used again:
         an open session gets a new connection (a plain write's connection is closed by its caller)."""
-        session = self._session()
-        if session is None or session.con is not con:
+        if self._session() is not con:
             return
         with contextlib.suppress(duckdb.Error):
             con.close()
-        session.con = self._open(read_only=self.read_only)
+        self._local.con = self._open(read_only=self.read_only)
 
     # --- catalog ----------------------------------------------------------------------------------
 
@@ -423,11 +411,7 @@ class DuckDBWarehouse(Warehouse):
     ) -> list[WriteResult]:
         """Within ``memory_limit``, a landing that runs out of memory is retried once without it
         (:meth:`~resources.warehouse.duckdb_memory.MemoryBudget.run_landing`)."""
-        return self._budget.run_landing(spec.name, writes, land, self._session_connection)
-
-    def _session_connection(self) -> duckdb.DuckDBPyConnection | None:
-        session = self._session()
-        return None if session is None else session.con
+        return self._budget.run_landing(spec.name, writes, land, self._session)
 
     def _write_transaction(self, spec: TableSpec) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         """One transaction on one connection: a landing of many writes commits whole or not at all."""

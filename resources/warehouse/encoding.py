@@ -74,29 +74,27 @@ def _clean_array(array: pa.Array) -> pa.Array:
 def clean_column(
     column: pa.ChunkedArray, clean: Callable[[pa.Array], pa.Array] = _clean_array
 ) -> pa.ChunkedArray:
-    """A column without NUL characters (:data:`NUL_REPLACEMENT` instead); the column itself when it
-    holds none, which is the common case and costs one scan of its string bytes. ``clean`` cleans
-    one chunk (JSON text has its own: :mod:`resources.warehouse.encoding`)."""
+    """A column without NUL characters; the column itself when it holds none (the common case, one
+    scan of its string bytes). ``clean`` cleans one chunk (JSON text has its own)."""
     chunks = [clean(c) for c in column.chunks]
     if all(new is old for new, old in zip(chunks, column.chunks, strict=True)):
         return column
     return pa.chunked_array(chunks, type=column.type)
 
 
+def _clean_values(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(clean_text(v) if isinstance(v, str) else v for v in values)
+
+
 def clean_scope(scope: PartitionScope) -> PartitionScope:
     """The scope as the rows land: brand ids and engines with NUL replaced like the rows' values."""
-    brands = tuple(clean_text(b) if isinstance(b, str) else b for b in scope.brand_ids)
-    engines = tuple(clean_text(e) if isinstance(e, str) else e for e in scope.engines)
-    if brands == scope.brand_ids and engines == scope.engines:
-        return scope
-    return dataclasses.replace(scope, brand_ids=brands, engines=engines)
+    return dataclasses.replace(
+        scope, brand_ids=_clean_values(scope.brand_ids), engines=_clean_values(scope.engines)
+    )
 
 
 def clean_snapshot_scope(scope: SnapshotScope | None) -> SnapshotScope | None:
-    if scope is None or not any(isinstance(v, str) and NUL in v for v in scope.values):
-        return scope
-    values = tuple(clean_text(v) if isinstance(v, str) else v for v in scope.values)
-    return dataclasses.replace(scope, values=values)
+    return None if scope is None else dataclasses.replace(scope, values=_clean_values(scope.values))
 
 
 # --- rows as loaded ------------------------------------------------------------------------------

@@ -1,12 +1,9 @@
 """The backfill handoffs table: how the runs of one backfill, which may share no disk, agree in the
-warehouse which of them fetches and lands each date x engine table (docs/ARCHITECTURE.md, *Backfills
-whose runs share no disk*).
+warehouse which of them fetches and lands each date x engine table (docs/ARCHITECTURE.md).
 
-One row per (backfill, table): its claimant run, its state (``open``, ``claimed``, ``landed``), and once
-landed the cells it landed and a JSON-ready summary of that landing. Every change is one conditional
-statement on the row (a compare-and-set), so two runs cannot both claim it. The SQL is the same on
-every engine but for the column types and the insert of a missing row (:class:`HandoffDialect`).
-It is an operations table (docs/TABLES.md): no dictionary entry, view or dbt source.
+One row per (backfill, table): its claimant run, its state, and once landed the cells it landed and
+a summary. Every change is one conditional statement on the row (a compare-and-set), so two runs
+cannot both claim it. The SQL is the same on every engine but for :class:`HandoffDialect`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""Landed tables as pandas DataFrames for users' own assets, on every warehouse.
+"""Landed tables as pandas DataFrames for users' own assets, on every warehouse (docs/DOWNSTREAM.md).
 
-Users' assets downstream of a landed table receive the rows of the partitions they depend on. This
-loader reads through the connector's own :class:`WarehouseResource`: the same URL, schema and secrets
-as the sync, DuckDB files opened read-only (waiting while a table lands), SQLAlchemy on Postgres, the
-configured client on BigQuery; one query per input, Arrow to pandas. Why not dagster-duckdb-pandas's
-or dagster-gcp-pandas's IO managers: docs/DOWNSTREAM.md.
-
-It follows the ``partition_expr`` convention of Dagster's database IO managers: the upstream asset's
-definition metadata maps each partition dimension to its column (``{"date": "checked_on", "engine":
-"engine"}``), and an input receives exactly the rows of the date x engine partitions it depends on,
-whatever its partition mapping (one cell, a day's engines, a week, several disjoint ranges): read as
-first to last date x those engines, then cut to the partitions. It only reads: the sync writes the
-tables, never an IO manager.
+Reads through the connector's own :class:`WarehouseResource` (same URL, schema and secrets as the
+sync; DuckDB read-only), one query per input. It follows the ``partition_expr`` convention of
+Dagster's database IO managers: an input receives exactly the rows of the date x engine partitions
+it depends on, whatever its partition mapping. It only reads: the sync writes the tables.
 """
 
 from __future__ import annotations

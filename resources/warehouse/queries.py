@@ -1,9 +1,8 @@
-"""Read queries of the sensors and asset checks, in one place, portable across the three engines.
+"""Read queries of the sensors and asset checks, portable across the three engines.
 
-Sensors and checks never build SQL: they call these functions with a :class:`Warehouse`. The SQL is
-the common subset of DuckDB, Postgres and BigQuery. Every value (a date, an id, an engine, a limit)
-is a ``:name`` query parameter (:meth:`Warehouse.query`), never text in the SQL; names go through
-``table_ref``, and column names from table specs through :func:`_ident`.
+Sensors and checks never build SQL: they call these functions. The SQL is the common subset of
+DuckDB, Postgres and BigQuery; every value is a ``:name`` query parameter, names go through
+``table_ref``.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from resources.api.endpoints import ENGINES_WITH_ALL
 from resources.warehouse.base import Warehouse
 
 
@@ -111,8 +111,7 @@ def duplicate_keys(
         GROUP BY {cols} HAVING COUNT(*) > 1
         ORDER BY n DESC
     """
-    rows = _rows(warehouse, sql)
-    return len(rows), [{k: _plain(v) for k, v in r.items()} for r in rows[:sample]]
+    return _counted(_rows(warehouse, sql), sample)
 
 
 def capped_cited_page_days(warehouse: Warehouse, *, sample: int = 5) -> tuple[int, list[dict[str, Any]]]:
@@ -124,8 +123,7 @@ def capped_cited_page_days(warehouse: Warehouse, *, sample: int = 5) -> tuple[in
         GROUP BY brand_id, date, engine
         ORDER BY date DESC, brand_id, engine
     """
-    rows = _rows(warehouse, sql)
-    return len(rows), [{k: _plain(v) for k, v in r.items()} for r in rows[:sample]]
+    return _counted(_rows(warehouse, sql), sample)
 
 
 def share_of_voice_off(
@@ -145,8 +143,7 @@ def share_of_voice_off(
         HAVING SUM(mention_count) > 0 AND ABS(SUM(share_of_voice) - 100) > :tolerance
         ORDER BY date DESC, brand_id, engine, granularity
     """
-    rows = _rows(warehouse, sql, tolerance=float(tolerance))
-    return len(rows), [{k: _plain(v) for k, v in r.items()} for r in rows[:sample]]
+    return _counted(_rows(warehouse, sql, tolerance=float(tolerance)), sample)
 
 
 def competitor_series_totals(
@@ -178,19 +175,14 @@ def audits_timed_out_since(warehouse: Warehouse, since: dt.datetime) -> list[dic
         WHERE status = 'timed_out' AND timed_out_at >= :since
         ORDER BY timed_out_at DESC
     """
-    rows = _rows(warehouse, sql, since=since.astimezone(dt.UTC))
-    return [{k: _plain(v) for k, v in r.items()} for r in rows]
+    return _counted(_rows(warehouse, sql, since=since.astimezone(dt.UTC)))[1]
 
 
 # --- helpers ------------------------------------------------------------------------------------
 
-_ENGINE_NAMES = frozenset(
-    {"chatgpt", "claude", "perplexity", "gemini", "google_ai_overviews", "google_ai_mode", "copilot", "all"}
-)
-
 
 def _engine(value: str) -> str:
-    if value not in _ENGINE_NAMES:
+    if value not in ENGINES_WITH_ALL:
         raise ValueError(f"unknown engine {value!r}")
     return value
 
@@ -200,6 +192,11 @@ def _ident(name: str) -> str:
     if not name.replace("_", "").isalnum():
         raise ValueError(f"not a plain column name: {name!r}")
     return name
+
+
+def _counted(rows: list[dict[str, Any]], sample: int | None = None) -> tuple[int, list[dict[str, Any]]]:
+    """How many rows, and the first ``sample`` of them (all: None) with JSON-friendly values."""
+    return len(rows), [{k: _plain(v) for k, v in r.items()} for r in rows[:sample]]
 
 
 def _plain(value: Any) -> Any:
@@ -214,11 +211,8 @@ def _plain(value: Any) -> Any:
 @dataclass(frozen=True)
 class ExpectedCells:
     """Where the API reported data for a (brand, engine, date) cell, so a table checked against it
-    (its catalog entry's ``evidence``) must have rows there.
-
-    ``source_sql`` selects ``brand_id, engine, day`` from ``source_table`` (``{src}`` in it is replaced
-    by the quoted table); both are code constants in :data:`EXPECTED_CELLS`, never user input.
-    """
+    must have rows there: ``source_sql`` selects ``brand_id, engine, day`` from ``{src}``, the
+    quoted ``source_table`` (code constants, never user input)."""
 
     source_table: str
     source_sql: str

@@ -115,9 +115,9 @@ def test_a_query_runs_within_the_query_budget_and_the_session_writes_without_it(
     warehouse.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1")
     with warehouse.session():
         assert _memory_limit(warehouse) == "64.0 MiB"
-        session = warehouse._session()
-        assert session is not None
-        after = session.con.execute("SELECT current_setting('memory_limit')").fetchone()
+        con = warehouse._session()
+        assert con is not None
+        after = con.execute("SELECT current_setting('memory_limit')").fetchone()
     assert after is not None and after[0] != "64.0 MiB"  # reset once the query ended
     assert _memory_limit(DuckDBWarehouse(tmp_path / "w.duckdb")) != "64.0 MiB"
     with pytest.raises(ValueError, match="'lots'"):
@@ -158,10 +158,10 @@ def test_a_checkpoint_beyond_the_budget_loses_no_committed_write(tmp_path: Path)
     rows = mention_rows("b1", [D1, D2], per_cell=50)
     with warehouse.session():
         warehouse.replace_partitions(MENTIONS, rows, scope(("b1",), D1, D3), "run-1")
-        session = warehouse._session()
-        assert session is not None
+        con = warehouse._session()
+        assert con is not None
         try:  # too small to checkpoint in
-            _ = session.con.execute("SET memory_limit = '1MB'").fetchall()
+            _ = con.execute("SET memory_limit = '1MB'").fetchall()
         except duckdb.OutOfMemoryException:
             pytest.skip("this DuckDB holds more than 1MB after the write: no way to starve its checkpoint")
     if not path.with_name("w.duckdb.wal").exists():
@@ -285,9 +285,9 @@ def test_a_commit_whose_automatic_checkpoint_fails_keeps_the_write_and_the_sessi
     warehouse = DuckDBWarehouse(path, memory_limit="64MB")
     writes = _big_text_writes("New", weeks=10, per_cell=11)
     with caplog.at_level(logging.WARNING, logger=LOGGER_NAME), warehouse.session():
-        session = warehouse._session()
-        assert session is not None
-        session.con.execute("RESET checkpoint_threshold").fetchall()
+        con = warehouse._session()
+        assert con is not None
+        con.execute("RESET checkpoint_threshold").fetchall()
         for write in writes:
             warehouse.replace_partitions_together(MENTIONS, [write], "run-1")
     if "automatic checkpoint failed" not in caplog.text:

@@ -185,4 +185,4 @@ def test_scopes_are_cleaned_like_the_rows_they_replace() -> None:
     sc = scope(("b\x001", "b2"), D1, D2, ("chat\x00gpt",))
     assert clean_scope(sc) == scope(("b\ufffd1", "b2"), D1, D2, ("chat\ufffdgpt",))
     clean = scope(("b1",), D1, D2)
-    assert clean_scope(clean) is clean
+    assert clean_scope(clean) == clean
