@@ -7,7 +7,7 @@ materializations and check results; what is Dagster's stays here: which cells a 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, TypeVar
 
 from dagster import (
     AssetCheckResult,
@@ -68,6 +68,7 @@ from sync.tables import BRANDS
 API_POOL = "visibility_api"
 WRITER_POOL = "duckdb_writer"
 SCHEMA_KEY = "dagster/column_schema"
+Entry = TypeVar("Entry", PartitionedTable, SnapshotTable)
 #: The shortest interval between two progress lines of one table in the run's log.
 PROGRESS_LOG_SECONDS = 10.0
 
@@ -79,9 +80,12 @@ def column_schema(spec: TableSpec) -> TableSchema:
     )
 
 
-def definition_metadata(spec: TableSpec) -> dict[str, Any]:
-    """What the UI shows of a table, and what Dagster's database IO managers read (``partition_expr``)
-    for users' own assets; :func:`pipelines.downstream.for_downstream` qualifies the table name."""
+def table_asset_spec(entry: PartitionedTable | SnapshotTable, group_name: str, kind: str) -> AssetSpec:
+    """The asset of one table, with what the UI shows and what Dagster's database IO managers read
+    (``partition_expr``; :func:`pipelines.downstream.for_downstream` qualifies the table name).
+    ``upstream`` is lineage only (it orders the steps: snapshots first); the description says so, for
+    Dagster's backfill dialog asks about an upstream not materialized yet."""
+    spec, upstream = entry.spec, entry.upstream
     metadata: dict[str, Any] = {
         SCHEMA_KEY: column_schema(spec),
         "dagster/table_name": spec.name,
@@ -89,15 +93,7 @@ def definition_metadata(spec: TableSpec) -> dict[str, Any]:
     }
     if spec.kind == "partitioned":
         metadata["partition_expr"] = {DATE_DIM: spec.date_column, ENGINE_DIM: spec.engine_column}
-    return metadata
-
-
-def table_asset_spec(
-    spec: TableSpec, upstream: str | None, description: str, group_name: str, tags: dict[str, str]
-) -> AssetSpec:
-    """The asset of one table. ``upstream`` is lineage only (it orders the steps: snapshots first); the
-    description says so, for Dagster's backfill dialog asks about an upstream not materialized yet."""
-    text = description or spec.description
+    text = entry.description or spec.description
     if upstream:
         text += (
             f"\n\nUpstream `{upstream}` is lineage only: the rows come from the API, so a backfill "
@@ -108,11 +104,37 @@ def table_asset_spec(
         key=spec.name,
         deps=[upstream] if upstream else [],
         description=text,
-        metadata=definition_metadata(spec),
+        metadata=metadata,
         group_name=group_name,
-        tags=tags,
+        tags={"visibility/kind": kind, **getattr(entry, "tags", {})},  # a snapshot entry has no tags
         kinds={"duckdb", "python"},
     )
+
+
+def _sync_step(
+    name: str, tables: Sequence[PartitionedTable | SnapshotTable], group_name: str, kind: str, **step: Any
+) -> Callable[[Callable[..., Any]], AssetsDefinition]:
+    """``multi_asset`` of a step syncing ``tables``: an asset per table (any subset selectable, so the
+    UI and the command line pick tables), and their checks."""
+    return multi_asset(
+        name=name,
+        specs=[table_asset_spec(t, group_name, kind) for t in tables],
+        check_specs=[c.spec for c in checks_of(t.spec.name for t in tables)],
+        can_subset=True,
+        pool=API_POOL,
+        **step,
+    )
+
+
+def _selection(
+    context: AssetExecutionContext, tables: Sequence[Entry]
+) -> tuple[list[TableCheck], list[Entry]]:
+    """The selected checks of tables not selected (a run of checks alone: the UI's "Execute checks"),
+    and the selected tables."""
+    chosen = context.selected_asset_keys
+    selected = [t for t in tables if AssetKey(t.spec.name) in chosen]
+    alone = [c for c in checks_of(t.spec.name for t in tables) if c.key.asset_key not in chosen]
+    return alone, selected
 
 
 def _json_values(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -169,11 +191,6 @@ def _run_checks(
                     severity=AssetCheckSeverity.ERROR,
                     description=f"the check could not run: {type(exc).__name__}: {exc}",
                 )
-
-
-def _checks_alone(context: AssetExecutionContext, tables: Sequence[str]) -> list[TableCheck]:
-    """Selected checks whose table is not selected: a run of checks alone (the UI's "Execute checks")."""
-    return [c for c in checks_of(tables) if c.key.asset_key not in context.selected_asset_keys]
 
 
 def _translated(
@@ -278,18 +295,14 @@ def check_daily_config(run_config: Mapping[str, Any]) -> None:
 
 
 def run_cells(context: AssetExecutionContext, partitions_def: MultiPartitionsDefinition) -> set[Cell]:
-    """The cells this run was asked for (:func:`assets.partitions.requested_cells`). Not Dagster's
-    ``context.partition_keys``: in a job backfill's run it reads one partition of the range."""
-    return requested_cells(context.run.tags, partitions_def, job_backfill_partitions(context))
-
-
-def job_backfill_partitions(context: AssetExecutionContext) -> frozenset[str]:
-    """The partition keys of the job backfill this run belongs to (empty: not a job backfill's run)."""
-    backfill_id = context.run.tags.get(BACKFILL_ID_TAG)
-    if not backfill_id or PARTITION_SET_TAG not in context.run.tags:
-        return frozenset()
-    backfill = context.instance.get_backfill(backfill_id)
-    return frozenset(backfill.partition_names or ()) if backfill is not None else frozenset()
+    """The cells this run was asked for (:func:`assets.partitions.requested_cells`), given the
+    partitions of the job backfill it belongs to. Not Dagster's ``context.partition_keys``: in a job
+    backfill's run it reads one partition of the range."""
+    tags = context.run.tags
+    backfill_id = tags.get(BACKFILL_ID_TAG) if PARTITION_SET_TAG in tags else None  # job backfills only
+    backfill = context.instance.get_backfill(backfill_id) if backfill_id else None
+    partitions = (backfill.partition_names or ()) if backfill is not None else ()
+    return requested_cells(tags, partitions_def, frozenset(partitions))
 
 
 def landed_events(
@@ -331,22 +344,14 @@ def build_partitioned_assets(
     """One step syncing the tables of a partitions definition (:func:`sync.driver.sync_daily`), each
     its own asset (``can_subset``); a failed table fails the step at the end, naming it. Each table's
     checks run right after it lands, while the next is fetched."""
-    by_key = {AssetKey(a.spec.name): a for a in assets}
-    specs = [
-        table_asset_spec(
-            a.spec, a.upstream, a.description, group_name, {"visibility/kind": "partitioned", **a.tags}
-        )
-        for a in assets
-    ]
 
-    @multi_asset(
-        name=name,
-        specs=specs,
-        check_specs=[c.spec for c in checks_of(a.spec.name for a in assets)],
+    @_sync_step(
+        name,
+        assets,
+        group_name,
+        "partitioned",
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.single_run(),
-        can_subset=True,
-        pool=API_POOL,
         description=description,
     )
     def sync(
@@ -357,8 +362,8 @@ def build_partitioned_assets(
         progress: ResourceParam[FetchProgress],
         sync_session: ResourceParam[SyncSession],
     ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
-        yield from _run_checks(context, _checks_alone(context, [a.spec.name for a in assets]), warehouse, api)
-        selected = [a for key, a in by_key.items() if key in context.selected_asset_keys]
+        alone, selected = _selection(context, assets)
+        yield from _run_checks(context, alone, warehouse, api)
         if not selected:
             return
         targets = config.citation_targets(resource_targets(api))
@@ -393,14 +398,13 @@ def daily_request(
 ) -> DailyRequest:
     """What this run lands (:func:`run_cells`), and the backfill it belongs to."""
     backfill_cells = backfill_targets(context, [t.spec.name for t in tables])
-    handoff = backfill_handoff(context, warehouse) if backfill_cells else None
     return DailyRequest(
         run_id=context.run_id,
         cells=run_cells(context, partitions_def),
         only=brand_filter(context.run.tags),
         discovery=session.discovery,
         citation_targets=citation_targets,
-        handoff=handoff,
+        handoff=backfill_handoff(context, warehouse) if backfill_cells else None,
         backfill_cells=backfill_cells or {},
         resume=ResumeStore(
             resume_root(None if context.instance.is_ephemeral else context.instance.storage_directory())
@@ -439,18 +443,12 @@ def _with_listed(
 
 def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_name: str) -> AssetsDefinition:
     """One step listing and upserting every selected snapshot table (:func:`sync.driver.sync_snapshots`)."""
-    by_key = {AssetKey(t.spec.name): t for t in tables}
-    specs = [
-        table_asset_spec(t.spec, t.upstream, t.description, group_name, {"visibility/kind": "snapshot"})
-        for t in tables
-    ]
 
-    @multi_asset(
-        name=name,
-        specs=specs,
-        check_specs=[c.spec for c in checks_of(t.spec.name for t in tables)],
-        can_subset=True,
-        pool=API_POOL,
+    @_sync_step(
+        name,
+        tables,
+        group_name,
+        "snapshot",
         description="Snapshot tables: each listed whole and upserted; rows gone from the API stay "
         "with is_current = false.",
     )
@@ -461,8 +459,8 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
         sync_session: ResourceParam[SyncSession],
     ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
         check_daily_config(context.run_config)
-        yield from _run_checks(context, _checks_alone(context, [t.spec.name for t in tables]), warehouse, api)
-        selected = [t for key, t in by_key.items() if key in context.selected_asset_keys]
+        alone, selected = _selection(context, tables)
+        yield from _run_checks(context, alone, warehouse, api)
         spec_of = {t.spec.name: t.spec for t in selected}
 
         def on_landed(event: TableLanded) -> Iterator[MaterializeResult | AssetCheckResult]:
