@@ -1,24 +1,12 @@
 """A sync's orchestration, whoever runs it (Dagster-free): fetch each table, land it, say what happened.
 
-The driver yields one event per table: :class:`TableLanded` (with its JSON-ready metadata) or
-:class:`TableFailed`. The Dagster steps (``assets/builders.py``) translate the events into
-materializations and evaluate the table's checks when it has landed; the command line renders the
-steps' events. What a failure means for the tables after it is read from the error itself
-(:func:`resources.failures.failure_kind`): a failure every later table would repeat (a refused key,
-an unreachable service, a stop) ends the sync; any other fails its table only.
-
-* :func:`sync_daily`: date x engine tables fetched back to back in a background thread (one client
-  budget, so the rate limit is spent without a gap), each landed while the next is fetched; the
-  command line's first run takes the fetches it started before Dagster was ready
-  (:mod:`sync.head_start`). In a backfill's
-  run, the first run to reach a table fetches and lands it for the whole backfill, and the others
-  record it (:mod:`sync.handoff`). What a fetch asked is kept
-  (:mod:`sync.resume`) until every table landed, so a re-run of a failed or killed sync asks only
-  the rest.
-* :func:`sync_snapshots`: snapshot tables listed one after another (the next while this one lands)
-  and upserted.
-* :func:`land_listed`: the brands, prompts and competitors the daily tables listed, upserted when a
-  run has no snapshot step (no extra request).
+One event per table: :class:`TableLanded` (JSON-ready metadata) or :class:`TableFailed`; the Dagster
+steps (``assets/builders.py``) translate them. A failure every later table would repeat (its
+``failure_kind``: a refused key, an unreachable service, a stop) ends the sync; any other fails its
+table only. :func:`sync_daily` fetches the date x engine tables back to back, each landed while the
+next is fetched (from the command line's head start, or a backfill's handoff, when there is one);
+:func:`sync_snapshots` lists and upserts the snapshot tables; :func:`land_listed` upserts what the
+daily tables listed when a run has no snapshot step.
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 """Pure request planning: the partitions of a run -> the fewest API calls, widest windows first.
 
-A run (one partition, a UI backfill, a daily sync with lookback) is a set of *cells* ``(date,
-engine)``, not necessarily contiguous or rectangular. A planner turns it into calls. Planners are
-chosen by the shape of the endpoint, not written per table: a catalog entry (:mod:`sync.catalog`)
-names one of these, with its endpoint.
-
-* :func:`paged_per_prompt` (mentions): one call per prompt and contiguous run of dates, with no
-  engine filter on the dates where the run covers every engine the brand is measured on, else one
-  call per engine. The date runs of each engine are maximal, so a 30-day backfill is one call per
-  prompt.
-* :func:`paged_per_brand` (answers): the same rule, per brand instead of per prompt.
-* :func:`hull_per_engine` (one response, no paging): one call per brand and engine over the hull of
-  the engine's dates (``all`` is the call with the engine omitted; days outside the run are
-  dropped). With ``weeks`` (competitor trends) these ask ``granularity=day`` (the response's window
-  ``totals`` land from the same call), plus one ``granularity=week`` call per brand and engine whose
-  dates include a Sunday: a week is owned by the partition of its last day, so the call covers the
-  whole ISO weeks (Monday to Sunday) of those Sundays (docs/TABLES.md, "Competitor trends: days,
-  weeks and windows"). With ``targets`` (citation trends) one call per target: the own domain, each
-  tracked competitor's domains, the tracked URLs (``VISIBILITY_CITATION_URLS``) and the own domain
-  within each tracked topic (``VISIBILITY_CITATION_TOPICS``).
-* :func:`per_day` (citation URLs): aggregated over the request window, so one call per brand,
-  engine and day.
-
-Engines a brand is not measured on are skipped (the service has no data there). Landing writes the
-boxes of :func:`boxes` (contiguous dates x engine set) so each write replaces exactly the run's
-cells. :func:`expected_requests` counts calls; paged endpoints may add pages beyond the first,
-which the client counts and the assets report separately.
+A run is a set of *cells* ``(date, engine)``, not necessarily contiguous or rectangular. A planner,
+chosen by the endpoint's shape (a catalog entry names one), turns it into calls: paged endpoints
+(:func:`paged_per_brand`, :func:`paged_per_prompt`) ask maximal date runs, unfiltered where the run
+covers every engine the brand is measured on; one-response series (:func:`hull_per_engine`) one
+call per brand and engine over the hull of its dates, per citation target, plus whole ISO weeks for
+competitor trends; window aggregates (:func:`per_day`) one call per brand, engine and day. Engines a
+brand is not measured on are skipped. Landing writes the :func:`boxes` of the cells.
 """
 
 from __future__ import annotations

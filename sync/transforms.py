@@ -1,23 +1,9 @@
 """Pure transforms: API rows and responses -> Arrow tables shaped like :mod:`sync.tables`.
 
-Decisions (also in docs/OPERATIONS.md):
-
-* Known columns get the spec's type: ``date`` strings become DATE, ISO date-times TIMESTAMP (UTC),
-  integers stay BIGINT and numbers DOUBLE. A value of another JSON type (a count sent as ``"3"``, a
-  number where a string belongs, a list of numbers where a list of strings belongs) or out of range
-  (an integer beyond 64 bits) is a ``TransformError`` naming the table, the column and the endpoint,
-  never a silent conversion, a NULL or a column of another type: nothing of the batch is written.
-* Unknown fields are kept as extra columns after the spec's ones (sorted by name). Scalars keep their
-  inferred Arrow type; objects and lists that are not lists of strings land as JSON text, so a new
-  nested field never breaks the schema of an existing table. A column whose values are all null
-  lands as text. An unknown integer beyond 64 bits is a ``TransformError`` naming the field. More
-  unknown fields than a table's fetch accepts (``VISIBILITY_MAX_NEW_COLUMNS``) is a
-  ``TooManyFieldsError`` (:func:`check_new_columns`): a service that sends thousands of new fields
-  neither widens the table for good nor the memory of the landing.
-* Nested known values that identify a row are flattened (citation trend ``target``). Competitor
-  trend series points land as ``day`` or ``week`` rows, and the ``totals`` of a ``day`` response as
-  ``window`` rows of the same table; every row covers ``period_start`` to ``date`` and belongs to the
-  partition of ``date``, its last day (docs/TABLES.md, "Competitor trends: days, weeks and windows").
+Known columns get the spec's type, strictly: a value of another JSON type or out of range is a
+``TransformError`` naming table and column, and nothing of the batch is written. Unknown fields land
+as extra columns (nested ones as JSON text), up to ``VISIBILITY_MAX_NEW_COLUMNS``
+(:func:`check_new_columns`). The rules are in docs/OPERATIONS.md and docs/TABLES.md.
 """
 
 from __future__ import annotations
@@ -45,10 +31,7 @@ Row = Mapping[str, Any]
 
 class TransformError(ResponseShapeError, ValueError):
     """A value of the API does not fit its column's declared type; names table, column, endpoint.
-
-    A ``ResponseShapeError`` (so a ``VisibilityAPIError``: the CLI maps it like any invalid answer)
-    and, as before, a ``ValueError``.
-    """
+    A ``ResponseShapeError`` (the CLI maps it like any invalid answer) and a ``ValueError``."""
 
     def __init__(
         self,
@@ -214,11 +197,7 @@ _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError
 
 
 def _accepted_kind(kind: pa.DataType, arrow_type: pa.DataType) -> bool:
-    """Whether Arrow's inferred ``kind`` holds exactly what the Python converters would accept.
-
-    Integers for BIGINT (a boolean or an integral float is not inferred as an integer), numbers for
-    DOUBLE, booleans, strings, lists of strings; nulls everywhere.
-    """
+    """Whether Arrow's inferred ``kind`` holds exactly what the Python converters would accept."""
     return (
         pa.types.is_null(kind)
         or (pa.types.is_integer(arrow_type) and pa.types.is_integer(kind))
@@ -230,11 +209,8 @@ def _accepted_kind(kind: pa.DataType, arrow_type: pa.DataType) -> bool:
 
 
 def _typed(inferred: pa.Array, arrow_type: pa.DataType) -> pa.Array | None:
-    """An array Arrow inferred, in ``arrow_type``, or None when the converters must decide.
-
-    Dates and date-times come as ISO strings and are parsed by Arrow's cast (a string Arrow cannot
-    parse, a date-time where a date belongs, a zone-less date-time: None, the converters decide).
-    """
+    """An array Arrow inferred, in ``arrow_type``, or None when the converters must decide (dates
+    and date-times: ISO strings Arrow's cast parses)."""
     kind = inferred.type
     if kind == arrow_type:
         return inferred
@@ -250,13 +226,8 @@ def _typed(inferred: pa.Array, arrow_type: pa.DataType) -> pa.Array | None:
 
 
 def _fast_array(values: list[Any], arrow_type: pa.DataType) -> pa.Array | None:
-    """The common case converted by Arrow itself (C++, no Python call per value), or None.
-
-    It accepts only what the Python converters would turn into the same values (ISO strings for
-    dates and zoned date-times, integers for BIGINT, ...); anything else (a boolean where a number
-    belongs, an integral float, a date-time without zone) returns None, and the converters decide,
-    with their errors naming the column.
-    """
+    """The common case converted by Arrow itself (C++, no Python call per value); None when the
+    values are not exactly what the Python converters accept (they then decide, and raise)."""
     try:
         if pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type):
             return pc.cast(pa.array(values, type=pa.string()), arrow_type)
@@ -321,15 +292,8 @@ def _converted(spec: TableSpec, column: Any, raw: list[Any]) -> pa.Array:
 
 def _plain_reading(arrow_type: pa.DataType) -> tuple[pa.DataType, Any] | None:
     """How a declared column is read without Arrow's type inference: the type Arrow converts its
-    values to, and the Python type msgspec checks them against first; None for other columns
-    (lists of strings...), whose batches keep the inference.
-
-    Arrow's conversion to a given type is lax where the converters are strict (a float, even 1.5,
-    to BIGINT; a boolean to DOUBLE; bytes to text), and msgspec is not: an int within 64 bits for
-    BIGINT, an int or a float for DOUBLE, a str for text, dates and date-times (parsed by the cast
-    of ``_typed``, as the inferred strings are). What msgspec lets through and inference would type
-    otherwise (a ``Decimal`` or an int beyond 2**53 for DOUBLE), Arrow's conversion to DOUBLE refuses.
-    """
+    values to, and the Python type msgspec checks them against first (Arrow's conversion is lax
+    where the converters are strict; msgspec is not); None for other columns (lists of strings)."""
     if arrow_type == pa.string() or arrow_type == pa.date32() or pa.types.is_timestamp(arrow_type):
         return pa.string(), str
     if arrow_type == pa.int64():
@@ -379,14 +343,8 @@ def _plain_columns(spec: TableSpec) -> _PlainColumns:
 
 
 def _declared_pivot(spec: TableSpec, rows: Sequence[Row]) -> pa.StructArray | None:
-    """``_inferred_pivot``'s columns for the common batch, without type inference, or None otherwise.
-
-    When every field of every row is a plain declared column and msgspec (in C) finds each value of
-    a type its column's converter accepts, Arrow converts the rows with the columns' types and skips
-    its type inference. Each column is then the one inference would give once cast by ``_typed``
-    (or a column of nulls of the type, where inference gives the null type). Anything else (an
-    unknown field, a wrong type, a row that is not a dict) returns None: inference decides, as before.
-    """
+    """``_inferred_pivot``'s columns without type inference, when every field of every row is a
+    plain declared column whose value msgspec (in C) finds of an accepted type; else None."""
     if not DICT_ROWS.issuperset(map(type, rows)):  # a Mapping, a None...: Arrow converts those otherwise
         return None
     plain = _plain_columns(spec)
@@ -426,8 +384,7 @@ def _plain_extra(array: pa.Array) -> bool:
 
 
 def _repeated(one: pa.Array, length: int) -> pa.Array:
-    """The value of a one-value array, ``length`` times: converted once, not once per row (a
-    ``date`` goes through its Python converter, which on every row was a large share of a page's cost)."""
+    """The value of a one-value array, ``length`` times: converted once, not once per row."""
     return pa.repeat(one[0], length)
 
 
@@ -450,17 +407,10 @@ def rows_to_table(
 ) -> pa.Table:
     """Rows (API field names, plus the keys the connector adds) -> the spec's schema plus extras.
 
-    ``constants``: a value for a column that is the same on every row (``brand_id``), used where a
-    row has no such key (as if each row were ``{**constants, **row}``, without copying the rows).
-    ``overrides``: values of declared columns the connector sets whatever the rows hold (as if each
-    row were ``{**row, **overrides}``): one value for every row, or an Arrow array of one per row.
-
-    Rows are turned into columns by Arrow in one pass: with the declared types when every value
-    fits them (``_declared_pivot``), else by type inference in C++; a column whose inferred type is
-    not exactly what the strict converters accept (a boolean where a number belongs, a date Arrow
-    cannot parse...) is read again from its Python values by the converters, which raise the
-    ``TransformError`` (naming table, column and endpoint). Nothing is returned on error, so
-    nothing of the batch can be written.
+    ``constants``: values used where a row has no such key (as if each row were ``{**constants,
+    **row}``); ``overrides``: values set whatever the rows hold (``{**row, **overrides}``), one for
+    every row or an Arrow array of one per row. Arrow pivots the rows in one pass; a column it did
+    not type exactly as the strict converters would is read again by them, which raise.
     """
     constants = constants or {}
     overrides = overrides or {}
@@ -506,12 +456,8 @@ def rows_to_table(
 
 
 def concat(spec: TableSpec, parts: Iterable[pa.Table]) -> pa.Table:
-    """Concatenate parts whose extra columns may differ (missing ones become null), contiguously.
-
-    A spool's rows come back as thousands of small batches, and engines load a fragmented table
-    poorly: DuckDB needs far more memory to insert the same rows in many small pieces than in one
-    (bench/RESULTS.md, *Landing memory*). One copy of the rows costs less.
-    """
+    """Concatenate parts whose extra columns may differ (missing ones become null), contiguously:
+    engines load a table of many small chunks with far more memory."""
     tables = [t for t in parts if t.num_rows or t.num_columns > len(spec.columns)]
     if not tables:
         return spec.arrow_schema.empty_table()
@@ -528,45 +474,12 @@ def concat(spec: TableSpec, parts: Iterable[pa.Table]) -> pa.Table:
 # snapshots
 
 
-def with_brand(rows: Iterable[Row], brand_id: str) -> list[dict[str, Any]]:
-    """Add the ``brand_id`` key; the API's own ``brand_id`` (generations) wins when present."""
-    return [{"brand_id": brand_id, **row} for row in rows]
-
-
 def _listed(rows: Iterable[Row]) -> Sequence[Row]:
     return rows if isinstance(rows, list | tuple) else list(rows)
 
 
 def brands_table(rows: Sequence[Row]) -> pa.Table:
     return rows_to_table(tables.BRANDS, rows)
-
-
-def topics_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(tables.TOPICS, _listed(rows), {"brand_id": brand_id})
-
-
-def prompts_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(tables.PROMPTS, _listed(rows), {"brand_id": brand_id})
-
-
-def tracked_competitors_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(tables.TRACKED_COMPETITORS, _listed(rows), {"brand_id": brand_id})
-
-
-def generations_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(tables.GENERATIONS, _listed(rows), {"brand_id": brand_id})
-
-
-# ---------------------------------------------------------------------------------------------
-# partitioned facts
-
-
-def mentions_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(tables.PROMPT_MENTIONS, _listed(rows), {"brand_id": brand_id})
-
-
-def answers_table(rows: Iterable[Row], brand_id: str) -> pa.Table:
-    return rows_to_table(tables.ANSWERS, _listed(rows), {"brand_id": brand_id})
 
 
 def brand_rows(
@@ -582,6 +495,15 @@ def brand_rows(
         return rows_to_table(spec, listed, {"brand_id": brand_id})
 
     return transform
+
+
+#: The per-brand listings and paged row endpoints: each row plus the brand it was fetched for.
+topics_table = brand_rows(tables.TOPICS)
+prompts_table = brand_rows(tables.PROMPTS)
+tracked_competitors_table = brand_rows(tables.TRACKED_COMPETITORS)
+generations_table = brand_rows(tables.GENERATIONS)
+mentions_table = brand_rows(tables.PROMPT_MENTIONS)
+answers_table = brand_rows(tables.ANSWERS)
 
 
 def cited_pages_table(
