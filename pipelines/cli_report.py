@@ -1,8 +1,5 @@
 """``visibility-sync report``: the visual report of the configured warehouse, as HTML or PNG.
-
-Imported by :mod:`pipelines.cli` at start-up, so nothing heavy at module level: the warehouse engine,
-the report package and matplotlib load only when the command runs. Reads ``VISIBILITY_WAREHOUSE``
-and ``VISIBILITY_SCHEMA`` like ``run``; requests nothing from the API.
+Nothing heavy at module level: the report package and matplotlib load when the command runs.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """The runs of ``visibility-sync run`` (and ``demo``) as runs of the code location.
 
-A run the command executes in its own process (``execute_in_process``) is recorded without the
-code location it belongs to, and Dagster's UI re-executes a run only through that location. So,
-once Dagster has created the run,
-:class:`CodeLocationRuns` records on it the location that ``workspace.yaml`` (and deploy/) name,
-:data:`CODE_LOCATION`, as ``dagster run migrate-repository`` records a run's new location: "Re-execute"
-(all steps, from failure) then launches the same job of the loaded code location, with the run's
-run config and tags (neither holds a secret: the code location's resources read them from the
-environment).
-
-Dagster has no public way to create a run with its code location in this process: ``execute_job``
-and ``execute_in_process`` record none, and the workspace loading that ``dagster job launch`` uses
-to make one is private (and starts the code location in a second interpreter). The location is
-therefore given in Dagster's own serialized form (``deserialize_value``: storage that every Dagster
-release reads back), naming the location alone, which is all a re-execution looks up.
-
-An interrupted run (Ctrl+C, SIGTERM) is ended as canceled before the command exits
-(:meth:`CodeLocationRuns.interrupted`); a killed one is failed by whoever looks next
-(``pipelines/orphans.py``).
+A run executed in this process (``execute_in_process``) is recorded without a code location, and
+the UI re-executes a run only through its location. So once Dagster has created the run,
+:class:`CodeLocationRuns` records :data:`CODE_LOCATION` on it, as ``dagster run
+migrate-repository`` does; "Re-execute" then launches the same job of the loaded code location with
+the run's config and tags (neither holds a secret). Dagster has no public way to create a run with
+its location in this process, so the origin is given in Dagster's own serialized form
+(``deserialize_value``), naming the location alone, which is all a re-execution looks up.
 """
 
 from __future__ import annotations

@@ -2,11 +2,8 @@
 
     python -m pipelines.dbt_sources > dbt/visibility_sources.yml
 
-Tables and views, their columns and descriptions come from the same specs as docs/TABLES.md
-(:mod:`sync.tables`, :mod:`resources.warehouse.views`); the freshness of the daily tables from the
-freshness policy Dagster evaluates (:data:`assets.checks.DAILY_FRESHNESS`), on ``_loaded_at``. Key
-columns get dbt's ``not_null`` test. ``tests/pipelines/test_dbt_sources.py`` fails when the file and
-the specs differ.
+Freshness is the daily tables' Dagster freshness policy (:data:`assets.checks.DAILY_FRESHNESS`); key
+columns get dbt's ``not_null`` test. ``tests/pipelines/test_dbt_sources.py`` holds the file to it.
 """
 
 from __future__ import annotations

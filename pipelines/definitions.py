@@ -1,9 +1,4 @@
-"""The Dagster code location: ``dagster dev -w workspace.yaml`` (or ``-m pipelines.definitions``).
-
-Resources: ``api`` (key from the ``VISIBILITY_API_KEY`` environment variable, never in config or
-logs) and ``warehouse`` (engine chosen by the ``VISIBILITY_WAREHOUSE`` URL). Sensors and asset
-checks come from ``pipelines/sensors`` and ``assets/checks.py`` (their own modules).
-"""
+"""The Dagster code location: ``dagster dev -w workspace.yaml`` (or ``-m pipelines.definitions``)."""
 
 from __future__ import annotations
 
@@ -15,7 +10,7 @@ from assets.visibility_report import report_assets
 from pipelines.operation_jobs import operation_jobs
 from pipelines.orphans import orphaned_runs_sensor
 from pipelines.report_sensor import report_after_sync, report_job
-from pipelines.schedules import build_schedules
+from pipelines.schedules import daily_sync_schedule
 from pipelines.sensors import all_sensors, sensor_resources
 from pipelines.sync_now import sync_now_definitions
 from pipelines.syncs import all_assets, sync_definitions, with_warehouse_kind
@@ -34,7 +29,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
             assets=[*with_warehouse_kind(audit_assets, settings), *report_assets],
             asset_checks=audit_checks,
             jobs=[audit_landing_job, report_job, *operation_jobs, sync_now_job],
-            schedules=build_schedules(settings),
+            schedules=[daily_sync_schedule(settings)],
             sensors=[*all_sensors, report_after_sync, orphaned_runs_sensor, sync_now_sensor],
             resources=sensor_resources(),
         ),

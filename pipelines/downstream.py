@@ -1,11 +1,9 @@
-"""The landed tables as inputs of users' own assets: IO manager, table names, a DuckDB resource.
+"""The landed tables as inputs of users' own assets: IO manager, table names, a DuckDB resource
+(docs/DOWNSTREAM.md).
 
-A user's asset that names a landed table as a parameter (``def weekly(prompt_mentions:
-pd.DataFrame)``) receives the rows of the partitions it depends on as a pandas DataFrame, read by
-:class:`~resources.warehouse.io_manager.LandedTablesIOManager` under :data:`LANDED_TABLES_IO_MANAGER`
-on every warehouse (the choice, against dagster-duckdb-pandas and dagster-gcp-pandas, is explained
-in docs/DOWNSTREAM.md). On DuckDB, ``duckdb`` is a ``DuckDBResource`` (dagster-duckdb) on the
-warehouse file for users' own SQL, and Dagster's ``DuckDBPandasIOManager`` suits users' own outputs.
+A user's asset that names a landed table as a parameter receives the rows of the partitions it
+depends on as a pandas DataFrame (:class:`~resources.warehouse.io_manager.LandedTablesIOManager`).
+On DuckDB, ``duckdb`` is a ``DuckDBResource`` on the warehouse file for users' own SQL.
 """
 
 from __future__ import annotations

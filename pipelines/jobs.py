@@ -1,11 +1,6 @@
-"""Jobs, selected by asset group so a new table is in its jobs without a list to keep.
-
-* ``visibility_sync``: everything a sync lands: the snapshot tables, then every date x engine table
-  for a range of partitions. The daily schedule, ``visibility-sync run`` and ``sync_now`` (its sensor)
-  launch this job with the same range tags, so a sync is the same run (same steps, metadata and asset
-  checks) whoever starts it.
-* ``visibility_snapshots``: the snapshot tables alone (unpartitioned).
-* ``visibility_daily``: the date x engine tables alone (what a backfill of a range re-fetches).
+"""Jobs, selected by asset group so a new table is in its jobs without a list to keep:
+``visibility_sync`` (snapshots, then every date x engine table of a range; what the schedule,
+``visibility-sync run`` and ``sync_now`` launch), ``visibility_snapshots`` and ``visibility_daily``.
 """
 
 from __future__ import annotations

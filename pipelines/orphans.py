@@ -1,18 +1,11 @@
 """Runs whose process is gone: fail them, so they neither stay STARTED nor hold their pool slots.
 
-A run recorded in ``DAGSTER_HOME`` whose process is killed (SIGKILL, an OOM kill, a closed laptop)
-never writes its end: it stays STARTED (or STARTING, or CANCELING) for ever, shows as running in
-the UI, and keeps the concurrency slots its steps claimed, so later syncs queue behind it. Dagster's
-default run launcher cannot tell (it has no worker health check), so the process records itself in
-its run's tags (:func:`process_tags`), and whoever looks next on the same host ends the runs whose
-process is gone (:func:`fail_orphaned_runs`): the next ``visibility-sync`` command, and the code
-location's sensor :data:`orphaned_runs_sensor` (the daemon evaluates it every few seconds).
-
-The tags name the run they were written for: a run re-executed from the UI copies its parent's
-tags, and its own process (a run worker) is not the one they name, so it is left alone.
-
-Whether a process is alive is :mod:`sync.processes`' rule (shared with the spool's sweep): the pid,
-and on Linux its start time, so a reused pid is not mistaken for the run's process.
+A run recorded in ``DAGSTER_HOME`` whose process is killed never writes its end, and Dagster's
+default run launcher cannot tell. So the process records itself in its run's tags
+(:func:`process_tags`), and whoever looks next on the same host ends the runs whose process is gone
+(:func:`fail_orphaned_runs`): the next ``visibility-sync`` command and :data:`orphaned_runs_sensor`.
+The tags name the run they were written for: a re-executed run copies its parent's tags, and is
+left alone.
 """
 
 from __future__ import annotations
@@ -70,14 +63,9 @@ def free_pool_slots(instance: DagsterInstance, run_id: str) -> None:
 
 
 def fail_orphaned_runs(instance: DagsterInstance, log: Callable[[str], object] | None = None) -> list[str]:
-    """End every run of this host whose recorded process is gone; returns their run ids.
-
-    Only runs tagged by :func:`process_tags` with this host's name are looked at; a run without
-    the tags, of another host, or whose tags were written for another run (copied from the run it
-    re-executes) is left alone (its process cannot be checked from here). A
-    STARTING or STARTED run is reported failed, a CANCELING one canceled, with a message naming the
-    process; the concurrency slots the run held are freed.
-    """
+    """End every run of this host whose recorded process is gone (a CANCELING one canceled, others
+    failed), freeing its pool slots; returns their run ids. Runs without this host's tags, or whose
+    tags were written for another run, are left alone."""
     host = socket.gethostname()
     ended: list[str] = []
     runs = instance.get_runs(filters=RunsFilter(statuses=list(LIVE_STATUSES), tags={HOST_TAG: host}))

@@ -1,11 +1,7 @@
 """The report's job, and the sensor that refreshes the report after the daily tables land.
 
-The sensor requests one report run after each successful run that landed daily tables, whoever
-launched it and through whichever job: the schedule, ``visibility-sync run`` recorded in
-``DAGSTER_HOME`` (those runs come from no code location, so the sensor reads the whole instance),
-an asset page, the group's dialog, a job page, the launchpad. The runs of one backfill refresh it
-once, after the backfill has ended (its last run), so a 30-run backfill draws the report once, from
-the whole backfill's data.
+One report run after each successful run that landed daily tables, whoever launched it (the whole
+instance is read: command-line runs too); the runs of one backfill refresh it once, after its end.
 """
 
 from __future__ import annotations

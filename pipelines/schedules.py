@@ -1,10 +1,6 @@
-"""The daily schedule: one ``visibility_sync`` run of yesterday plus the lookback days.
-
-The service restates recent days, so each daily run refreshes the snapshot tables, then re-fetches
-the newest partition and the ``VISIBILITY_LOOKBACK_DAYS`` before it for every engine and the ``all``
-rollup, as ONE single-run range (the widest API windows), which replaces those days' rows. It is the
-run ``visibility-sync run`` makes. Times are UTC. The first day and the lookback are the settings'
-(:class:`~settings.PartitionSettings`), given when the schedule is built, not read at each tick.
+"""The daily schedule: one ``visibility_sync`` run of yesterday plus the lookback days (the service
+restates recent days), every engine and the ``all`` rollup as one single-run range: the run
+``visibility-sync run`` makes. Times are UTC.
 """
 
 from __future__ import annotations
@@ -50,20 +46,6 @@ def sync_runs(
     ]
 
 
-def sync_request(
-    today: dt.date, lookback_days: int, first_day: dt.date, engines: tuple[str, ...] = ENGINES_WITH_ALL
-) -> RunRequest | SkipReason:
-    """The run of a daily sync on ``today``: the window's range tags (every engine, ``all`` included)."""
-    window = sync_window(today, lookback_days, first_day)
-    if window is None:
-        return SkipReason("no partition yet: VISIBILITY_START_DATE is today or later")
-    first, last = window
-    return RunRequest(
-        run_key=f"{today.isoformat()}",
-        tags={**range_tags(first, last, engines), "visibility/window": f"{first}..{last}"},
-    )
-
-
 def daily_sync_schedule(settings: PartitionSettings) -> ScheduleDefinition:
     """The ``daily_sync`` schedule over the settings' lookback, from their first day."""
 
@@ -71,10 +53,13 @@ def daily_sync_schedule(settings: PartitionSettings) -> ScheduleDefinition:
     def daily_sync(context: ScheduleEvaluationContext) -> RunRequest | SkipReason:
         """Snapshots, then every date x engine table of yesterday plus the lookback days."""
         today = context.scheduled_execution_time.date()
-        return sync_request(today, settings.lookback_days, settings.start_date)
+        window = sync_window(today, settings.lookback_days, settings.start_date)
+        if window is None:
+            return SkipReason("no partition yet: VISIBILITY_START_DATE is today or later")
+        first, last = window
+        return RunRequest(
+            run_key=today.isoformat(),
+            tags={**range_tags(first, last, ENGINES_WITH_ALL), "visibility/window": f"{first}..{last}"},
+        )
 
     return daily_sync
-
-
-def build_schedules(settings: PartitionSettings) -> list[ScheduleDefinition]:
-    return [daily_sync_schedule(settings)]

@@ -1,13 +1,10 @@
 """``sync_now``: a sync of a window of days and engines, launched from the launchpad in one step.
 
-A launchpad run of the partitioned ``visibility_sync`` takes one date x engine partition, and Dagster
-records a partitioned run's materializations by its partition tags, so a window chosen in config
-cannot ride on it. ``sync_now`` is a small unpartitioned job instead: its one op checks the window
-(every field named in its error, before anything is fetched) and records it; on its success the
-``visibility_sync_now`` sensor requests the real ``visibility_sync`` run(s) with the range tags the
-daily schedule uses, one run per contiguous span of engines as the command line does
-(``pipelines/schedules.py`` ``sync_runs``). "Today" is the day the ``sync_now`` run was created (UTC),
-for the op and the sensor alike.
+A launchpad run of the partitioned ``visibility_sync`` takes one partition, so a window chosen in
+config cannot ride on it. ``sync_now`` is a small unpartitioned job instead: its op checks the window
+(naming every wrong field); on its success the ``visibility_sync_now`` sensor requests the
+``visibility_sync`` run(s) with the schedule's range tags (``pipelines/schedules.py`` ``sync_runs``).
+"Today" is the day the ``sync_now`` run was created (UTC).
 
 (No ``from __future__ import annotations`` here: Dagster reads the op's ``Config`` annotations as classes.)
 """

@@ -1,9 +1,7 @@
 """What a sync is: the assets, checks and jobs a sync runs, bound to their resources.
 
-``visibility-sync run`` executes these definitions' jobs; the code location
-(:mod:`pipelines.definitions`) is the same plus schedules, sensors and audits. Kept apart so the
-command line runs the very jobs the UI and the schedule run without loading the sensors'
-``VISIBILITY_AUDIT_*`` settings, whose mistakes must not stop a sync.
+``visibility-sync run`` executes these definitions' jobs; the code location adds schedules, sensors
+and audits, whose ``VISIBILITY_AUDIT_*`` settings must not stop a sync.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""Sensors: URL audits and competitor history backfills (see docs/SENSORS.md).
-
-``all_sensors`` goes into ``Definitions(sensors=...)``; ``sensor_resources`` holds the resources they
-need beyond ``api`` and ``warehouse`` (merge it into ``Definitions(resources=...)``).
-"""
+"""Sensors: URL audits and competitor history backfills (see docs/SENSORS.md)."""
 
 from __future__ import annotations
 
