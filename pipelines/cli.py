@@ -88,16 +88,6 @@ def default_window(today: dt.date, lookback_days: int) -> tuple[dt.date, dt.date
     return today - dt.timedelta(days=1 + lookback_days), today
 
 
-@contextmanager
-def _progress(enabled: bool) -> Iterator[Any]:
-    """The sync's progress (``pipelines/cli_progress.py``): live bars on a terminal; piped or
-    redirected, plain lines on stderr, so stdout holds the summary alone. None with ``--quiet``."""
-    from pipelines.cli_progress import sync_progress
-
-    with sync_progress(enabled, console, err) as view:
-        yield view
-
-
 def _collect(result: Any, summary: RunSummary, label: str) -> None:
     """Rows and requests from the run's materializations; failures with their kinds.
 
@@ -164,25 +154,13 @@ def sync(
     show_progress: bool = True,
     verbose: bool = False,
 ) -> RunSummary:
-    """Run the ``visibility_sync`` job over ``[start, end)`` x engines, in this process.
-
-    The very job the daily schedule launches (same steps, metadata and asset checks), with the same
-    range tags; with ``DAGSTER_HOME`` set its runs are recorded where the UI shows them, as runs of
-    the code location that the UI can re-execute, ended as canceled by a Ctrl+C or SIGTERM and
-    tagged with this process for whoever finds it killed (``pipelines/cli_runs.py``). An engine
-    selection that is not one contiguous range of Dagster's engine order needs one run per range: the
-    first is the whole sync, the others re-run only the date x engine tables (``visibility_daily``).
-    The runs share one request budget (they are given one ``api`` resource object, which holds it)
-    and one ``sync_session`` (the brand, prompt and competitor listings, the head start). Their
-    resources hold the settings' secrets themselves (``process_resources``): nothing is read from or
-    written to ``os.environ``, and Dagster stores none of them. Stops starting runs after a failure
-    every later run would repeat (``FailureKind.stops_the_sync``). Dagster's console log (with its stack
-    traces) shows only when ``verbose``; the summary prints each failure's own message. The first
-    run's date x engine tables are fetched from the start, while Dagster imports and plans
-    (:class:`HeadStartPlan`); its daily step lands those fetches.
-    """
+    """Run the ``visibility_sync`` job over ``[start, end)`` x engines in this process, as the daily
+    schedule does. Engines that are not one contiguous range take one run per range (the others re-run
+    ``visibility_daily``), sharing one budget and one ``sync_session`` (listings; the head start, which
+    fetches the first run's date x engine tables while Dagster loads). Dagster stores no secret."""
     import uuid
 
+    from pipelines.cli_progress import sync_progress  # bars on a terminal, else lines on stderr
     from resources.api.access import SyncApi
     from resources.api.endpoints import ENGINES_WITH_ALL, engine_groups
     from sync.discovery import BRANDS_TAG, SYNC_TAG
@@ -194,28 +172,21 @@ def sync(
     base_tags = {SYNC_TAG: uuid.uuid4().hex, "visibility/launched_by": "visibility-sync"}
     if brands:
         base_tags[BRANDS_TAG] = ",".join(brands)
-    log_level = "INFO" if verbose else "CRITICAL"  # step failures log at ERROR with stack traces
-    quiet = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     last = end - dt.timedelta(days=1)
     recorded = bool(os.environ.get("DAGSTER_HOME"))  # runs recorded where the UI shows them
     spans = engine_groups(engines, ENGINES_WITH_ALL)
-
     session = SyncSession()  # the runs' listings, and the head start's fetches
     summary = RunSummary()
-    with _progress(show_progress) as bar, _status_lines(api.budget, bar), ExitStack() as ahead:
+    with (
+        sync_progress(show_progress, console, err) as bar,
+        _status_lines(api.budget, bar),
+        ExitStack() as ahead,
+    ):
         progress = bar.channel() if bar is not None else NO_PROGRESS
 
-        def start_fetching(storage_directory: str | None) -> None:
+        def start_fetching(journals: str | None) -> None:
             """The first run's date x engine tables, fetched while Dagster still imports and plans."""
-            first_run = HeadStartPlan(
-                start,
-                end,
-                spans[0],
-                base_tags,
-                resume_root(storage_directory),
-                tuple(settings.citation_urls),
-                tuple(settings.citation_topics),
-            )
+            first_run = HeadStartPlan(start, end, spans[0], base_tags, resume_root(journals), settings)
             session.head_start = ahead.enter_context(first_run.started(api, progress, session))
 
         if not recorded:  # an ephemeral instance journals in the temp folder: known before Dagster is
@@ -223,9 +194,8 @@ def sync(
 
         from dagster import DagsterInstance
 
-        from assets.dagster_tags import MAX_RETRIES_TAG
         from pipelines.cli_runs import CodeLocationRuns
-        from pipelines.orphans import fail_orphaned_runs, process_tags
+        from pipelines.orphans import fail_orphaned_runs
         from pipelines.resources import api_resource, process_resources
         from pipelines.schedules import sync_runs
         from pipelines.syncs import sync_definitions
@@ -240,35 +210,55 @@ def sync(
             resource.share_budget(api.budget)  # the runs' clients and the head start's: one budget
             resources = process_resources(settings, resource, progress, session)
             for (first, final), (job_name, range_) in zip(spans, sync_runs(start, last, spans), strict=True):
-                label = f"{job_name} {first}..{final}"
-                run_id = str(uuid.uuid4())
-                tags = {**base_tags, **range_}
-                if runs is not None:  # a run of the code location, whose killed process can be told
-                    tags.update(process_tags(run_id))
-                    tags[MAX_RETRIES_TAG] = "0"  # a killed command is re-run by its user, not the daemon
-                    runs.watch(run_id)
-                if bar is not None:  # steps starting and tables landing, as they happen
-                    bar.stage(f"starting job {job_name}")
-                    instance.add_event_listener(run_id, bar.on_dagster_event)
-                try:
-                    result = definitions.resolve_job_def(job_name).execute_in_process(
-                        instance=instance,
-                        run_id=run_id,
-                        tags=tags,
-                        run_config=quiet,
-                        resources=resources,
-                        raise_on_error=False,
-                    )
-                except KeyboardInterrupt:
-                    if runs is not None:
-                        runs.interrupted(run_id)
-                    raise
-                _collect(result, summary, label)
+                job = definitions.resolve_job_def(job_name)
+                result = _execute(job, instance, runs, bar, {**base_tags, **range_}, resources, verbose)
+                _collect(result, summary, f"{job_name} {first}..{final}")
                 if summary.stops or api.budget.cancelled:
                     break
         if bar is not None:
             bar.finish("failed" if summary.failures else "done")
     return summary
+
+
+def _execute(
+    job: Any,
+    instance: Any,
+    runs: Any,
+    bar: Any,
+    tags: dict[str, str],
+    resources: dict[str, Any],
+    verbose: bool,
+) -> Any:
+    """One run of the sync in this process. Given ``runs`` (``DAGSTER_HOME`` set), it is recorded as a
+    run of the code location, tagged with this process for whoever finds it killed, and ended as
+    canceled by a Ctrl+C or SIGTERM."""
+    import uuid
+
+    from assets.dagster_tags import MAX_RETRIES_TAG
+    from pipelines.orphans import process_tags
+
+    run_id = str(uuid.uuid4())
+    log_level = "INFO" if verbose else "CRITICAL"  # step failures log at ERROR with stack traces
+    if runs is not None:
+        # a killed command is re-run by its user, not the daemon
+        tags = {**tags, **process_tags(run_id), MAX_RETRIES_TAG: "0"}
+        runs.watch(run_id)
+    if bar is not None:  # steps starting and tables landing, as they happen
+        bar.stage(f"starting job {job.name}")
+        instance.add_event_listener(run_id, bar.on_dagster_event)
+    try:
+        return job.execute_in_process(
+            instance=instance,
+            run_id=run_id,
+            tags=tags,
+            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+            resources=resources,
+            raise_on_error=False,
+        )
+    except KeyboardInterrupt:
+        if runs is not None:
+            runs.interrupted(run_id)
+        raise
 
 
 @dataclass(frozen=True)
@@ -282,8 +272,7 @@ class HeadStartPlan:
     span: tuple[str, str]
     tags: dict[str, str]
     resume_root: Path
-    citation_urls: tuple[str, ...] = ()
-    citation_topics: tuple[str, ...] = ()
+    settings: Settings  # its citation targets
 
     def selection(self) -> Selection:
         from resources.api.endpoints import ENGINES_WITH_ALL
@@ -293,7 +282,7 @@ class HeadStartPlan:
         first, final = (ENGINES_WITH_ALL.index(engine) for engine in self.span)
         days = [self.start + dt.timedelta(days=n) for n in range((self.end - self.start).days)]
         cells = frozenset((day, engine) for day in days for engine in ENGINES_WITH_ALL[first : final + 1])
-        targets = CitationTargets(self.citation_urls, self.citation_topics)
+        targets = CitationTargets(tuple(self.settings.citation_urls), tuple(self.settings.citation_topics))
         return Selection(cells, brand_filter(self.tags), targets, self.resume_root)
 
     def started(
@@ -311,7 +300,6 @@ class HeadStartPlan:
 def _status_lines(budget: Any, bar: Any) -> Iterator[None]:
     """Say what the sync waits for, as it waits: the rate limit, Retry-After, an unreachable service,
     the DuckDB file lock (the client's ``on_wait`` hook and the ``visibility.*`` loggers' warnings)."""
-    import logging
     import time
 
     target = bar.console if bar is not None else err
@@ -327,21 +315,18 @@ def _status_lines(budget: Any, bar: Any) -> Iterator[None]:
         """The warehouse's waits become status lines; the API's come through ``on_wait``."""
 
         def emit(self, record: logging.LogRecord) -> None:
-            if record.name.startswith("visibility.warehouse"):
-                say(record.name, record.getMessage())
+            say(record.name, record.getMessage())
 
     handler = Handler(level=logging.WARNING)
-    loggers = [logging.getLogger("visibility.warehouse"), logging.getLogger("visibility.api")]
-    for logger in loggers:
-        logger.addHandler(handler)
+    warehouse_log = logging.getLogger("visibility.warehouse")
+    warehouse_log.addHandler(handler)
     previous = budget.on_wait
     budget.on_wait = lambda cause, seconds, message: say(cause, message)
     try:
         yield
     finally:
         budget.on_wait = previous
-        for logger in loggers:
-            logger.removeHandler(handler)
+        warehouse_log.removeHandler(handler)
 
 
 def _table_counts(settings: Settings) -> dict[str, int | None]:
@@ -744,9 +729,8 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 class _NoInterruptTraceback(logging.Filter):
-    """Drops a log record that carries a Ctrl+C: SQLAlchemy logs one that lands while it closes a
-    connection (Dagster's SQLite storage) as "Exception closing connection" with its traceback, then
-    re-raises it, and :func:`main` reports the interruption in one line."""
+    """Drops a log record that carries a Ctrl+C (SQLAlchemy logs one while closing a connection, then
+    re-raises it; :func:`main` reports the interruption in one line)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
@@ -792,15 +776,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console_main() -> NoReturn:
     """The ``visibility-sync`` command: :func:`main`, then an exit that skips the interpreter's
-    teardown.
-
-    That teardown garbage-collects every object Dagster created, which is a large share of a small
-    sync's fixed time (bench/RESULTS.md) and serves nothing when the process ends. Whatever must run
-    at exit still runs first: ``atexit`` handlers (logging, temporary directories), then the flush of
-    stdout and stderr. Warehouse connections and spools are closed by their own blocks before
-    :func:`main` returns. pandas is kept out of the process (:mod:`sync.without_pandas`): no
-    subcommand needs it, and pyarrow would import it on the first Arrow array of a sync.
-    """
+    teardown (garbage-collecting every object Dagster made serves nothing when the process ends);
+    ``atexit`` handlers and the flush of stdout and stderr still run. pandas is kept out: no
+    subcommand needs it, and pyarrow would import it on the first Arrow array of a sync."""
     import atexit
 
     from sync.without_pandas import keep_pandas_out
