@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.markup import escape  # server texts ("[endpoint ...]") are not markup
-from rich.table import Table
+from rich.table import Column, Table
 
 from pipelines.cli_operations import add_operation_commands
 from pipelines.cli_output import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, console, err
@@ -349,11 +349,8 @@ def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: 
         )
     else:
         title = f"Landed {where}"
-    table = Table(title=title)
-    table.add_column("table")
-    table.add_column("rows landed this run", justify="right")
-    table.add_column("rows in table", justify="right")
-    table.add_column("API requests", justify="right")
+    right = ("rows landed this run", "rows in table", "API requests")
+    table = Table("table", *(Column(header, justify="right") for header in right), title=title)
     try:
         counts = _table_counts(settings)
     except Exception as exc:  # the summary must not hide the run's own result

@@ -136,12 +136,6 @@ def land_audit(warehouse: WarehouseResource, outcome: write_operations.AuditOutc
         return upsert_audit(wh, config, run_id)
 
 
-def _progress_line(context: OpExecutionContext, text: str) -> None:
-    """A step of a long operation: to the run's log, and to the command line as it happens."""
-    context.log.info(text)
-    _progress.info(text)
-
-
 def _landed(
     context: OpExecutionContext, warehouse: WarehouseResource, outcome: write_operations.AuditOutcome
 ) -> AssetMaterialization:
@@ -188,11 +182,12 @@ def audit_url_op(
         outcome = write_operations.submit_audit(client, plan)
         yield _landed(context, warehouse, outcome)
         if plan.wait:
-            _progress_line(
-                context,
+            waiting = (
                 f"audit {outcome.audit_id} requested and landed as pending; waiting up to "
-                f"{plan.timeout_seconds:g}s for its report ({outcome.poll})",
+                f"{plan.timeout_seconds:g}s for its report ({outcome.poll})"
             )
+            context.log.info(waiting)
+            _progress.info(waiting)  # the command line prints it as it happens
             try:
                 outcome = write_operations.await_audit(client, outcome, plan)
             except write_operations.AuditStillPendingError as exc:

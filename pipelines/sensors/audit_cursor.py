@@ -153,10 +153,8 @@ def is_overdue(audit: PendingAudit, now: dt.datetime, policy: AuditPolicy) -> bo
 
 
 def polls_due(state: AuditState, now: dt.datetime, policy: AuditPolicy) -> list[PendingAudit]:
-    """The audits to poll this tick: overdue ones first (their last chance), then least recently polled.
-
-    Bounded by ``max_polls_per_tick`` so a long backlog never makes a tick slow.
-    """
+    """At most ``max_polls_per_tick`` audits to poll: overdue ones first (their last chance), then the
+    least recently polled."""
 
     def order(audit: PendingAudit) -> tuple[int, dt.datetime, dt.datetime]:
         never = dt.datetime.min.replace(tzinfo=dt.UTC)
@@ -175,12 +173,8 @@ def apply_poll(
     report: dict[str, Any] | None = None,
     error: str | None = None,
 ) -> tuple[AuditState, PollDecision]:
-    """Fold one poll result into the state.
-
-    ``status`` is the service's status (``None`` when the poll failed, with ``error`` saying why).
-    ``complete`` finishes the audit; anything else keeps it pending until the deadline, after which it
-    is timed out. Only ``complete`` is a success: the spec names no other final status.
-    """
+    """Fold one poll result into the state: ``complete`` finishes the audit; anything else (``None``:
+    the poll failed, ``error`` says why) keeps it pending until the deadline, then times it out."""
     audit = next((p for p in state.pending if p.id == audit_id), None)
     if audit is None:
         raise KeyError(f"audit {audit_id} is not pending")
@@ -197,14 +191,10 @@ def apply_poll(
 # --- submitting ---------------------------------------------------------------------------------
 
 
-def _memory_window(policy: AuditPolicy) -> dt.timedelta:
-    """Submissions are remembered for the re-audit interval, and at least a day for the daily budget."""
-    return max(policy.reaudit_interval, dt.timedelta(days=1))
-
-
 def prune(state: AuditState, now: dt.datetime, policy: AuditPolicy) -> AuditState:
-    """Forget submissions older than the memory window and an endpoint block that has passed."""
-    horizon = now - _memory_window(policy)
+    """Forget submissions older than the re-audit interval (at least a day: the daily budget) and an
+    endpoint block that has passed."""
+    horizon = now - max(policy.reaudit_interval, dt.timedelta(days=1))
     kept = tuple(s for s in state.submissions if s.submitted_at > horizon)
     blocked = state.endpoint_blocked_until
     return replace(
@@ -228,12 +218,9 @@ def choose_submissions(
     policy: AuditPolicy,
     endpoint_remaining: int | None = None,
 ) -> list[Candidate]:
-    """Candidates to submit this tick, in the given order (the caller ranks them).
-
-    Skips URLs pending or submitted within the re-audit interval, brands whose daily budget is spent,
-    and everything while the endpoint is blocked; never more than ``endpoint_remaining`` (the
-    service's ``X-Endpoint-Remaining``) or ``max_submissions_per_tick``.
-    """
+    """Candidates to submit this tick, in the given order: none pending or submitted within the
+    re-audit interval, none of a brand whose daily budget is spent, none while the endpoint is
+    blocked, at most ``endpoint_remaining`` (``X-Endpoint-Remaining``) and ``max_submissions_per_tick``."""
     if state.endpoint_blocked_until is not None and state.endpoint_blocked_until > now:
         return []
     cap = policy.max_submissions_per_tick
@@ -279,11 +266,8 @@ def record_submission(
 def record_rejection(
     state: AuditState, candidate: Candidate, *, now: dt.datetime, ambiguous: bool = False
 ) -> AuditState:
-    """Remember a URL that got no audit to poll, so it is not sent again within the re-audit interval.
-
-    ``ambiguous``: the request failed without an answer (5xx, timeout) and may have created an audit:
-    sending it again could pay twice, so it is not retried before the interval either.
-    """
+    """Remember a URL that got no audit to poll, so it is not sent again within the re-audit interval
+    (``ambiguous``: no answer, so it may have been created and charged: never pay twice)."""
     submission = Submission(
         url=candidate.url, brand_id=candidate.brand_id, audit_id=None, submitted_at=now, ambiguous=ambiguous
     )
@@ -298,10 +282,7 @@ def block_endpoint(state: AuditState, until: dt.datetime) -> AuditState:
 
 def rank_candidates(configured: Sequence[Candidate], newly_cited: Sequence[Candidate]) -> list[Candidate]:
     """Configured URLs first (a user asked for them), then newly cited pages; one entry per URL."""
-    seen: set[str] = set()
-    out: list[Candidate] = []
+    first: dict[str, Candidate] = {}
     for candidate in (*configured, *newly_cited):
-        if candidate.url not in seen:
-            seen.add(candidate.url)
-            out.append(candidate)
-    return out
+        first.setdefault(candidate.url, candidate)
+    return list(first.values())
