@@ -1,22 +1,10 @@
 """Every table a sync lands, one self-contained entry each, in the order a sync lands them.
 
-An entry says everything the rest of the code derives a table from:
-
-* its spec (columns, key, partition columns: :mod:`sync.tables`);
-* the API endpoints it reads;
-* its planner, chosen by the endpoint's shape (:mod:`sync.planning`: paged per brand, paged per
-  prompt, one response per engine over the hull, one per day) and its fetch with its transform
-  (:mod:`sync.facts`, :mod:`sync.trends`, :mod:`sync.listings`);
-* its checks beyond the ones every table gets from its spec (``keys_unique``), by name, and for
-  ``no_empty_partitions`` its evidence (the rule saying which cells had data);
-* its group: an entry of ``DAILY`` is a date x engine table of ``DAILY_GROUP``, an entry of
-  ``SNAPSHOTS`` a snapshot table of ``SNAPSHOT_GROUP``.
-
-Derived from the entries, with no other list to keep: the Dagster assets and their checks
-(``assets/builders.py``, ``assets/checks.py``), the jobs (they select by
-group), the dbt sources and data dictionary
-(:data:`ALL_TABLES`), and the endpoint a transform error names (``sync.fetching.naming_source``).
-docs/ARCHITECTURE.md, "Adding a table", shows an entry being added.
+An entry says everything the rest of the code derives a table from: its spec (:mod:`sync.tables`),
+the endpoints it reads, its planner (chosen by the endpoint's shape, :mod:`sync.planning`), its
+fetch with its transform, its checks beyond ``keys_unique`` (and for ``no_empty_partitions`` its
+evidence), and its group (``DAILY`` or ``SNAPSHOTS``). The assets, checks, jobs, dbt sources and
+data dictionary derive from the entries; docs/ARCHITECTURE.md, "Adding a table", shows one added.
 """
 
 from __future__ import annotations

@@ -28,7 +28,9 @@ from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import SnapshotScope, TableSpec
 from resources.warehouse.handoffs import Handoff
 from resources.warehouse.urls import warehouse_for
+from sync import transforms
 from sync.allocator import return_freed_memory
+from sync.catalog import SNAPSHOTS
 from sync.discovery import BrandScope, CitationTargets, Discovery
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned, naming_source
 from sync.handoff import BackfillHandoff
@@ -37,8 +39,8 @@ from sync.landing import FetchOutcome, land, requests_beyond_plan
 from sync.planning import ALL, Cell, Plan, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
 from sync.resume import ResumeStore
-from sync.snapshots import listed_snapshots
 from sync.summary import TableSummary
+from sync.tables import BRANDS, PROMPTS, TRACKED_COMPETITORS
 from sync.transforms import check_new_columns
 
 
@@ -507,3 +509,27 @@ def land_listed(
                     "its daily tables made (no extra request)",
                 },
             )
+
+
+def listed_snapshots(
+    discovery: Discovery, only: Sequence[str] = ()
+) -> list[tuple[SnapshotTable, BrandScope, pa.Table]]:
+    """The snapshot tables the daily tables already listed (brands, and the prompts or tracked
+    competitors they need), as rows to upsert without a request of their own."""
+    scope, listings = discovery.listed(only)
+    if scope is None:
+        return []
+    by_name = {table.spec.name: table for table in SNAPSHOTS}
+    with naming_source(by_name[BRANDS.name]):
+        out = [(by_name[BRANDS.name], scope, transforms.brands_table(scope.brands))]
+    builders = {
+        PROMPTS.name: (PROMPTS, transforms.prompts_table),
+        TRACKED_COMPETITORS.name: (TRACKED_COMPETITORS, transforms.tracked_competitors_table),
+    }
+    for table in SNAPSHOTS:
+        if table.spec.name in builders and table.spec.name in listings:
+            spec, build = builders[table.spec.name]
+            rows = listings[table.spec.name]
+            with naming_source(table):
+                out.append((table, scope, transforms.concat(spec, [build(r, b) for b, r in rows.items()])))
+    return out

@@ -42,15 +42,12 @@ from sync.resume import (
 from sync.spool import DateSpool
 from sync.transforms import TransformError, check_new_columns, concat, filter_cells
 
-#: Rows of a paged call transformed at a time: about one page. Each of the fetch's threads holds
-#: its slice as Python objects (a row's dict costs ten times its Arrow form); the calls' tables are
-#: then gathered (``BATCH_ROWS``) before Arrow's per-table costs are paid.
+#: Rows of a paged call transformed at a time: about one page (a row's dict costs ten times its
+#: Arrow form).
 SLICE_ROWS = 1_000
 
-#: One call's rows as Arrow tables, yielded in slices so a long paged call never sits in memory whole:
-#: ``fetch_one(client, call, walk)``. ``walk`` (None but in a resumable fetch) is the paging walk's
-#: position (:class:`~resources.api.paging.WalkPosition`): a paged fetch starts there and keeps it
-#: current; a fetch of one answer ignores it.
+#: ``fetch_one(client, call, walk)``: one call's rows as Arrow tables, in slices. ``walk`` (a
+#: resumable fetch's): where a paged fetch starts, kept current; a fetch of one answer ignores it.
 FetchOne = Callable[[VisibilityClient, Call, WalkPosition | None], Iterator[pa.Table]]
 
 
@@ -247,9 +244,8 @@ class SnapshotTable:
     checks: tuple[str, ...] = ()
 
 
-#: Rows of several calls filtered and spooled together: most calls answer a few hundred rows, and
-#: Arrow's per-call costs (a filter, a bucket split, a concatenation) would then cost more CPU than
-#: the rows themselves (bench/RESULTS.md, *CPU per landed row*).
+#: Rows of several calls filtered and spooled together: Arrow's per-call costs would otherwise cost
+#: more CPU than the few hundred rows most calls answer.
 BATCH_ROWS = 20_000
 
 
@@ -264,10 +260,9 @@ _Record = Callable[[list[tuple[int, pa.Table]], int], list[JournalPart]]
 class _CallBatch:
     """Tables of many calls, filtered to the run's cells and spooled once ``BATCH_ROWS`` are held.
 
-    With a ``journal`` (:mod:`sync.resume`), a call's rows are added only once the call completed,
-    and each flush (``BATCH_ROWS`` or ``JOURNAL_SECONDS``) records them under the calls' keys, one
-    file a spool bucket: the spool takes those files (:meth:`DateSpool.adopt`), so the rows are
-    written once. Should the journal fail to write (its disk full), the fetch goes on without it.
+    With a ``journal``, each flush records the completed calls' rows there, one file a spool bucket,
+    and the spool takes those files (:meth:`DateSpool.adopt`): the rows are written once. A journal
+    that fails to write (a full disk) is dropped and the fetch goes on.
     """
 
     def __init__(
@@ -371,16 +366,10 @@ def fetch_to_spool(
 ) -> set[str]:
     """Run the plan's calls concurrently, spooling the rows of the run's cells as they arrive.
 
-    Returns the brands whose calls answered 404: their rows (even those spooled before the 404) are
-    never written, because landing only writes the brands that stayed in scope. A 404 on a
-    prompt-level call (a prompt deleted between listing and fetching) skips only that prompt: its id
-    goes to ``prompts_not_found`` (when given; the caller warns). The brand then leaves the
-    scope only if the brand itself answers 404 too (one extra request per such brand), so a brand
-    removed mid-run never has its cells emptied. ``stop`` (set when the run stops) ends the fetch early
-    with ``FetchCancelled``. ``journal``: each completed call's rows are also kept there, so a
-    re-run of a killed or failed sync asks only the other calls (:mod:`sync.resume`). More unknown
-    fields over all calls than ``client.max_new_columns`` stop the fetch (``TooManyFieldsError``),
-    before a page beyond them is spooled.
+    Returns the brands whose calls answered 404 (landing writes none of their rows). A prompt that
+    answered 404 is skipped alone (``prompts_not_found``) unless its brand answers 404 too.
+    ``journal``: each completed call's rows are kept there too, for a re-run (:mod:`sync.resume`).
+    More unknown fields than ``client.max_new_columns`` stop the fetch (``TooManyFieldsError``).
     """
     assert spec.date_column is not None
     batch = _CallBatch(spec, spool, plan.cells, journal)
@@ -463,12 +452,8 @@ def slices(
     rows: Iterable[dict[str, Any]], size: int = SLICE_ROWS, *, walk: WalkPosition | None = None
 ) -> Iterator[list[dict[str, Any]]]:
     """A paged iterator's rows in lists of at most ``size`` (the last may be shorter, never empty).
-
-    Under a resumable fetch (``walk``, the position the rows' walk keeps: :mod:`sync.resume`) a list
-    ends where a page ends, once it holds at least half of ``size``, and records that page's position
-    as ``emitted``: the rows before it can be journalled with the cursor that continues the walk
-    after them.
-    """
+    Under a resumable fetch (``walk``) a list ends where a page ends and records that page's cursor
+    as ``emitted``, so the rows before it can be journalled with where the walk continues."""
     if walk is not None:
         yield from _page_slices(rows, size, walk)
         return

@@ -1,17 +1,10 @@
 """One fetch per backfill, however many runs Dagster splits it into and wherever they run (Dagster-free).
 
-Dagster launches a backfill of date x engine partitions as one run per key of the smaller dimension
-(one per engine for a long range, one per day for a short one). The runs may share no disk (each a
-Kubernetes pod), so they agree in the warehouse, which every run reaches anyway
-(:mod:`resources.warehouse.handoffs`):
-
-* the first run to reach a table CLAIMS it, fetches the cells of the *whole* backfill for it, lands
-  them all in one landing, and marks the handoff landed with those cells;
-* another run reaching a landed table whose cells cover its own makes no request and no landing;
-* while a live run holds the claim, the others wait (a stop ends the wait); a claimant whose run has
-  ended without landing (failed, canceled, killed) is replaced, atomically, by the next run to look.
-
-Whether a claimant still runs is the orchestrator's to say (``is_alive``): sync/ knows no Dagster.
+The runs of a backfill may share no disk (each a Kubernetes pod), so they agree in the warehouse
+(:mod:`resources.warehouse.handoffs`): the first run to reach a table claims it, fetches and lands
+the cells of the whole backfill, and marks it landed; the others make no request for it, waiting
+while a live run holds the claim, and replacing a claimant whose run ended without landing. Whether
+a claimant still runs is the orchestrator's to say (``is_alive``): sync/ knows no Dagster.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """A sync's date x engine tables fetched while the process is still importing Dagster (Dagster-free).
 
-``visibility-sync run`` spends its first seconds importing Dagster and building its instance, job and
-run before a step asks the API anything (bench/RESULTS.md, *Small sync: where the time goes*). The
-fetch needs none of that, so the command starts it first: one background thread lists the brands
-(and the prompts and competitors the tables need) and fetches each date x engine table, in the daily
-step's order, for the cells, brands and citation targets that step will be asked for. The step then
-takes each fetch instead of making it (:meth:`HeadStart.take`), waiting for one still running. A
-step asked for anything else fetches for itself; what no step took is removed when the command
-closes the head start.
-
-Each fetch is the very one the step would make (``fetch_partitioned``: the same budget, listings
-and resume journal, whose ownership passes to the step that takes it), started earlier: the rows,
-requests and errors are the same. An error is raised at the step's ``take``, as if the step had
-fetched; after a failure that ends a sync (a refused key, an unreachable service, a stop) the thread
-fetches nothing more.
+``visibility-sync run`` spends its first seconds importing Dagster and building its run before a
+step asks the API anything. The fetch needs none of that, so the command starts it first, in a
+background thread, for the cells, brands and citation targets its daily step will be asked for; the
+step takes each fetch (:meth:`HeadStart.take`) instead of making it: the same budget, listings and
+resume journal, so the same rows, requests and errors. A step asked for anything else fetches for
+itself; what no step took is removed when the head start closes.
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
 
 @dataclass
 class Spool:
-    """Append tables (their extra columns may differ); read back filtered. Picklable once closed."""
+    """Append tables (their extra columns may differ); read back filtered."""
 
     directory: str
     segments: list[str] = field(default_factory=list)
@@ -149,14 +149,6 @@ class Spool:
         self._writer: ipc.RecordBatchFileWriter | None = None
         self._sink: pa.NativeFile | None = None
         self._schema: pa.Schema | None = None
-
-    def __getstate__(self) -> dict[str, object]:
-        self.close()
-        return {"directory": self.directory, "segments": list(self.segments), "rows": self.rows}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
-        self.__post_init__()
 
     def append(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -208,7 +200,7 @@ class Spool:
                 sink.close()
 
     def close(self) -> None:
-        """Flush and close; required before reading (landing happens in another process)."""
+        """Flush and close; required before reading."""
         self._flush()
         self._close_segment()
 

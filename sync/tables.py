@@ -2,24 +2,10 @@
 
 Column names are the API's field names plus the keys the connector adds (README.md, "Tables"). The
 descriptions land as column comments (DuckDB, Postgres) or descriptions (BigQuery), in Dagster's
-``dagster/column_schema`` and in the data dictionary docs/TABLES.md (generated from these specs by
-``python -m sync.dictionary``), so BI users read them where they query. A file a
-description names must exist in this repository (tests/warehouse/test_dictionary.py).
-
-Decisions kept here (see docs/OPERATIONS.md):
-
-* Fields the API adds later are kept: the transforms pass them on as extra columns and the warehouse
-  adds them as nullable columns. Nested unknown values (objects, lists of objects) land as JSON text.
-* Nested known values are flattened when they identify a row (``citation_trends.target.*`` become
-  ``target_type``, ``target_value``, ``is_own_domain``); lists of strings stay lists.
-* ``cited_pages`` repeats the envelope of the day's response (``total_count``, ``total_citations``,
-  ``capped``) on each row, so truncation is visible in SQL, not only in run metadata.
-* Every field the spec types is a declared column with its real type, so a value of another type
-  (a count sent as ``"3"``) is an error naming the table, the column and the endpoint, never a
-  column of another type that every later correct run would then fail on. The answer list's shape is
-  assumed (README.md, "Assumptions where the service's spec is silent"); the fields the sandbox
-  serves beyond it (``brand_mentioned``, ``brand_position``, ``mention_count``, ``citation_count``)
-  are declared for the same reason, with the types the sandbox serves them in.
+``dagster/column_schema`` and in docs/TABLES.md, so BI users read them where they query; a file a
+description names must exist (tests/warehouse/test_dictionary.py). Every field the spec types is a
+declared column with its real type, so a value of another type is an error, never a column of
+another type that later runs would fail on (docs/OPERATIONS.md, *Table decisions*).
 """
 
 from __future__ import annotations

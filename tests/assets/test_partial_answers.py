@@ -13,7 +13,7 @@ from dagster import DagsterInstance, materialize
 
 from assets.builders import daily_assets
 from assets.partitions import partition_key
-from sync.snapshots import GENERATIONS_LIMIT_TAG
+from sync.listings import GENERATIONS_LIMIT_TAG
 from sync.spool import SPOOL_PREFIX
 from tests.assets.conftest import QUIET, SCHEMA, Sync, metadata
 from tests.sync.conftest import D
