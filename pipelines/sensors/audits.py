@@ -90,7 +90,7 @@ POLLING_STOPPERS = frozenset({FailureKind.TRANSIENT, FailureKind.UNREACHABLE})
 
 class AuditSensorSettings(ConfigurableResource):
     """Which pages the audit sensor audits and how many audits it may request a day (the
-    VISIBILITY_AUDIT_* variables, read and validated by ``settings.AuditSettings``)."""
+    VISIBILITY_AUDIT_* variables, read and validated with the other settings)."""
 
     audits_per_day: int = DEFAULT_AUDITS_PER_DAY
     reaudit_interval_days: float = DEFAULT_REAUDIT_DAYS
