@@ -23,8 +23,9 @@ from resources.api.config import (
 
 
 class ApiAccess(BaseModel):
-    """What every client of a sync is opened with; ``repr`` hides the key. The client validates the
-    URL and key (``resources/api/config.py``) before its first request."""
+    """What every client of a sync is opened with; ``repr`` hides the key. Out-of-range numbers are
+    refused when it is built (a launchpad edit fails the run's start naming the field); the client
+    validates the URL and key (``resources/api/config.py``) before its first request."""
 
     api_url: str = Field(
         description="Base URL of the service (VISIBILITY_API_URL); https:// unless the host is loopback."
@@ -33,11 +34,12 @@ class ApiAccess(BaseModel):
         description="Bearer key (VISIBILITY_API_KEY), read from the environment; never logged or stored."
     )
     max_concurrency: int = Field(
-        default=8, description="Most requests in flight; lowered at run time on concurrency_limited."
+        default=8, ge=1, description="Most requests in flight; lowered at run time on concurrency_limited."
     )
-    timeout_seconds: float = Field(default=30.0, description="Timeout of one HTTP exchange.")
+    timeout_seconds: float = Field(default=30.0, gt=0, description="Timeout of one HTTP exchange.")
     retry_deadline_seconds: float = Field(
         default=DEFAULT_RETRY_DEADLINE_SECONDS,
+        gt=0,
         description="VISIBILITY_RETRY_DEADLINE_SECONDS: how long the sync keeps retrying an unreachable "
         "service (transport faults, 5xx), counted from the first failure and shared by every client "
         "of this resource; also how long one call waits out 429s.",

@@ -127,3 +127,29 @@ def test_a_run_of_the_api_resource_leaves_nothing_in_the_temp_directory(
 
     assert dg.materialize([one_request], resources={"api": resource}).success
     assert sorted(private_tmp.iterdir()) == []
+
+
+def test_a_launchpad_value_out_of_range_fails_the_run_naming_the_field_before_any_request(
+    sandbox: SandboxHandle,
+) -> None:
+    sandbox.reset_stats()
+
+    @dg.asset
+    def one_request(api: VisibilityAPIResource) -> None:
+        with api.get_client() as client:
+            list(client.list_brands())
+
+    key = sandbox.keys["workspace"]
+    edited = {"api_url": sandbox.url, "api_key": key, "retry_deadline_seconds": 0}
+    result = dg.materialize(
+        [one_request],
+        resources={"api": VisibilityAPIResource.configure_at_launch()},
+        run_config={"resources": {"api": {"config": edited}}},
+        raise_on_error=False,
+    )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_failure)
+    error = str(failure.event_specific_data.error)  # the resource's own check, as the run starts
+    assert "retry_deadline_seconds" in error and "greater than 0" in error
+    assert key not in error
+    assert sandbox.stats() == {}
