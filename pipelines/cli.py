@@ -40,11 +40,7 @@ from resources.warehouse.urls import redact_url
 from settings import ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:  # imported inside the functions that use them: the command starts light
-    from contextlib import AbstractContextManager
-
-    from resources.api.access import SyncApi
-    from sync.head_start import HeadStart, Selection, SyncSession
-    from sync.progress import FetchProgress
+    from sync.head_start import Selection
 
 DEMO_DAYS = 14
 CHECK_DEADLINE_SECONDS = 3.0
@@ -163,8 +159,9 @@ def sync(
     from pipelines.cli_progress import sync_progress  # bars on a terminal, else lines on stderr
     from resources.api.access import SyncApi
     from resources.api.endpoints import ENGINES_WITH_ALL, engine_groups
+    from sync.catalog import DAILY
     from sync.discovery import BRANDS_TAG, SYNC_TAG
-    from sync.head_start import SyncSession
+    from sync.head_start import HeadStart, SyncSession
     from sync.progress import NO_PROGRESS
     from sync.resume import resume_root
 
@@ -186,8 +183,9 @@ def sync(
 
         def start_fetching(journals: str | None) -> None:
             """The first run's date x engine tables, fetched while Dagster still imports and plans."""
-            first_run = HeadStartPlan(start, end, spans[0], base_tags, resume_root(journals), settings)
-            session.head_start = ahead.enter_context(first_run.started(api, progress, session))
+            selection = first_run_selection(start, end, spans[0], base_tags, resume_root(journals), settings)
+            fetches = HeadStart(DAILY, selection, api, session.discovery, progress.report)
+            session.head_start = ahead.enter_context(closing(fetches.start()))
 
         if not recorded:  # an ephemeral instance journals in the temp folder: known before Dagster is
             start_fetching(None)
@@ -261,39 +259,26 @@ def _execute(
         raise
 
 
-@dataclass(frozen=True)
-class HeadStartPlan:
+def first_run_selection(
+    start: dt.date,
+    end: dt.date,
+    span: tuple[str, str],
+    tags: dict[str, str],
+    journals: Path,
+    settings: Settings,
+) -> Selection:
     """What the first run of a command-line sync will be asked for, known before Dagster is imported:
-    its dates, engines (``span``: the first of :func:`engine_groups`), brands, journal root and
-    citation targets (the settings', which the ``api`` resource of its runs holds)."""
+    its dates x engines (``span``: the first of :func:`engine_groups`), brands, journal root and the
+    settings' citation targets (which the ``api`` resource of its runs holds)."""
+    from resources.api.endpoints import ENGINES_WITH_ALL
+    from sync.discovery import CitationTargets, brand_filter
+    from sync.head_start import Selection
 
-    start: dt.date
-    end: dt.date
-    span: tuple[str, str]
-    tags: dict[str, str]
-    resume_root: Path
-    settings: Settings  # its citation targets
-
-    def selection(self) -> Selection:
-        from resources.api.endpoints import ENGINES_WITH_ALL
-        from sync.discovery import CitationTargets, brand_filter
-        from sync.head_start import Selection
-
-        first, final = (ENGINES_WITH_ALL.index(engine) for engine in self.span)
-        days = [self.start + dt.timedelta(days=n) for n in range((self.end - self.start).days)]
-        cells = frozenset((day, engine) for day in days for engine in ENGINES_WITH_ALL[first : final + 1])
-        targets = CitationTargets(tuple(self.settings.citation_urls), tuple(self.settings.citation_topics))
-        return Selection(cells, brand_filter(self.tags), targets, self.resume_root)
-
-    def started(
-        self, api: SyncApi, progress: FetchProgress, session: SyncSession
-    ) -> AbstractContextManager[HeadStart]:
-        """The head start (``sync/head_start.py``) with the session's listings, closed when the
-        block ends."""
-        from sync.catalog import DAILY
-        from sync.head_start import HeadStart
-
-        return closing(HeadStart(DAILY, self.selection(), api, session.discovery, progress.report).start())
+    first, final = (ENGINES_WITH_ALL.index(engine) for engine in span)
+    days = [start + dt.timedelta(days=n) for n in range((end - start).days)]
+    cells = frozenset((day, engine) for day in days for engine in ENGINES_WITH_ALL[first : final + 1])
+    targets = CitationTargets(tuple(settings.citation_urls), tuple(settings.citation_topics))
+    return Selection(cells, brand_filter(tags), targets, journals)
 
 
 @contextmanager

@@ -197,20 +197,13 @@ class SyncProgress:
     def _show(self, item: TableProgress) -> None:
         """Called under the lock."""
         if self._bar is not None:
-            status = self._status(item)
             if item.name not in self._tasks:
-                self._tasks[item.name] = self._bar.add_task(
-                    item.name,
-                    total=max(item.total, 1),
-                    completed=item.done,
-                    status=status,
-                    requests=item.total,
-                )
+                self._tasks[item.name] = self._bar.add_task(item.name, status="", requests=0)
             self._bar.update(
                 self._tasks[item.name],
                 completed=item.done,
                 total=max(item.total, 1),
-                status=status,
+                status=self._status(item),
                 requests=item.total,  # a table listed by another's requests made none
             )
             return
