@@ -330,24 +330,27 @@ def fetch_alone(start: dt.date, end: dt.date) -> None:
     by :func:`measure_fetch_alone`, with the command line's environment); prints its wall."""
     import tempfile
 
-    from pipelines.cli import HeadStartPlan
+    from pipelines.cli import first_run_selection
     from resources.api.access import SyncApi
     from resources.api.endpoints import ENGINES_WITH_ALL
     from settings import load_settings
     from sync.catalog import DAILY
     from sync.discovery import SYNC_TAG
-    from sync.head_start import SyncSession
+    from sync.head_start import HeadStart, SyncSession
     from sync.prefetch import StopSignal
     from sync.progress import NO_PROGRESS
     from sync.without_pandas import keep_pandas_out
 
     keep_pandas_out("the fetch alone")
-    api = SyncApi(load_settings().api_access())
+    settings = load_settings()
+    api = SyncApi(settings.api_access())
     with tempfile.TemporaryDirectory(prefix="bench-floor-journal-") as journal:
         span = (ENGINES_WITH_ALL[0], ENGINES_WITH_ALL[-1])
-        plan = HeadStartPlan(start, end, span, {SYNC_TAG: "bench-floor"}, Path(journal))
+        tags = {SYNC_TAG: "bench-floor"}
+        selection = first_run_selection(start, end, span, tags, Path(journal), settings)
         started = time.monotonic()
-        with plan.started(api, NO_PROGRESS, SyncSession()) as ahead:
+        fetches = HeadStart(DAILY, selection, api, SyncSession().discovery, NO_PROGRESS.report)
+        with contextlib.closing(fetches.start()) as ahead:
             never = StopSignal(threading.Event())
             outcomes = [ahead.take(t.spec.name, ahead.selection, None, never) for t in DAILY]
             wall = time.monotonic() - started
