@@ -70,8 +70,8 @@ class WriteStamp:
 
     @classmethod
     def now(cls, run_id: str) -> WriteStamp:
-        """A stamp strictly later than every earlier one of this process (engines may use it to tell
-        this write's rows from older ones)."""
+        """A stamp strictly later than every earlier one of this process (it tells this write's rows
+        from older ones)."""
         global _last_stamp
         check_run_id(run_id)
         with _stamp_lock:
@@ -172,11 +172,10 @@ TEMPLATE_METHODS = (
 class Warehouse(ABC):
     """One engine. Every write is a single transaction: it lands whole or not at all."""
 
-    #: Whether :meth:`_apply_replace` takes a whole landing's writes at once (BigQuery's one script):
-    #: then every write is staged first; otherwise each write is applied as soon as it is staged, so a
-    #: landing holds one chunk's stage at a time.
+    #: :meth:`_apply_replace` takes a whole landing at once (BigQuery's one script); otherwise each
+    #: write is applied as soon as it is staged (one chunk's stage at a time)
     applies_landing_at_once: ClassVar[bool] = False
-    #: Whether the driver reads ``%`` as a placeholder marker once parameters are given (psycopg).
+    #: the driver reads ``%`` as a placeholder marker once parameters are given (psycopg)
     percent_is_placeholder: ClassVar[bool] = False
     #: the backfill handoffs table's column types and insert (:mod:`resources.warehouse.handoffs`)
     handoff_dialect: ClassVar[HandoffDialect] = HandoffDialect("VARCHAR", "TIMESTAMPTZ")
@@ -221,10 +220,9 @@ class Warehouse(ABC):
     ) -> list[WriteResult]:
         """Every write of ``writes`` (one table, one run) in ONE transaction: all land or none does.
 
-        Each write is a :meth:`replace_partitions`, in order, so a later write sees the earlier ones.
-        ``writes`` is consumed lazily, one chunk's rows at a time. An engine that retries a whole
-        landing (DuckDB beyond its memory budget) iterates ``writes`` again: pass a list, or an
-        object whose ``__iter__`` starts over; a one-shot iterator is not retried.
+        Each write is a :meth:`replace_partitions`, in order; ``writes`` is consumed lazily, one
+        chunk's rows at a time. A retry of the landing (DuckDB beyond its memory budget) iterates it
+        again: pass a list, or an object whose ``__iter__`` starts over.
         """
         return self._run_landing(spec, writes, lambda: self._land_partitions(spec, writes, run_id))
 
@@ -253,11 +251,8 @@ class Warehouse(ABC):
     def upsert_snapshot(
         self, spec: TableSpec, rows: pa.Table, run_id: str, scope: SnapshotScope | None
     ) -> WriteResult:
-        """Upsert ``rows`` by key with ``is_current = true``; retire rows in ``scope`` that are absent.
-
-        ``scope=None`` retires nothing (pure upsert, e.g. audit reports); nor does a column scope
-        without values.
-        """
+        """Upsert ``rows`` by key with ``is_current = true``; retire rows in ``scope`` that are absent
+        (``None``, or a column scope without values, retires nothing)."""
         check_snapshot_write(spec, rows, scope, run_id)  # before any I/O
         retire = clean_snapshot_scope(scope) if retires(scope) else None
         with self._write_transaction(spec) as tx:
@@ -268,8 +263,8 @@ class Warehouse(ABC):
     def _stage_write(
         self, tx: Any, spec: TableSpec, rows: pa.Table, run_id: str, scope: PartitionScope | None = None
     ) -> StagedWrite:
-        """Plan, encode, deduplicate and stage one write's rows inside the write transaction."""
-        # stamped inside the transaction (DuckDB: under the file lock): later than any row landed before
+        """Stamp (under the engine's lock: later than any row landed before), plan, encode,
+        deduplicate and stage one write's rows inside the write transaction."""
         stamp = WriteStamp.now(run_id)
         plan = self._prepare_table(tx, spec, rows.schema)
         data = encode_rows(rows, plan)
@@ -420,8 +415,8 @@ class Warehouse(ABC):
 
     @contextmanager
     def session(self) -> Iterator[Warehouse]:
-        """Several writes in a row share one connection; each write is still its own transaction.
-        Engines whose connection setup or catalog lookups cost per write amortise them here."""
+        """Several writes in a row share one connection (where opening one costs); each write is still
+        its own transaction."""
         yield self
 
     def check_connection(self) -> None:

@@ -27,7 +27,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from google.api_core.exceptions import GoogleAPIError
+from google.api_core.exceptions import GoogleAPIError, NotFound
 from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from resources.warehouse.backoff import jittered_backoff
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from google.cloud import bigquery
 
 #: Orphaned staging tables (a crashed write) delete themselves after this long.
-DEFAULT_STAGING_EXPIRATION = dt.timedelta(hours=6)
+STAGING_EXPIRATION = dt.timedelta(hours=6)
 STAGING_PREFIX = "_visibility_staging_"
 #: Script variable holding the partition replace's deleted-row count.
 _DELETED_VAR = "_visibility_rows_deleted"
@@ -453,12 +453,6 @@ def write_parquet(data: pa.Table, sink: IO[bytes]) -> None:
 # --- the engine ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _TableState:
-    plan: LoadPlan
-    types: dict[str, SqlType]
-
-
 @dataclass
 class _Landing:
     """The staging tables of one write or landing (dropped at its end), and the table's column types
@@ -484,7 +478,6 @@ class BigQueryWarehouse(Warehouse):
         credentials: Any = None,
         location: str | None = None,
         api_endpoint: str | None = None,
-        staging_expiration: dt.timedelta = DEFAULT_STAGING_EXPIRATION,
     ) -> None:
         quote_identifier(project)
         quote_identifier(dataset)
@@ -494,7 +487,6 @@ class BigQueryWarehouse(Warehouse):
         self._client = client
         self._credentials = credentials
         self._api_endpoint = api_endpoint
-        self._staging_expiration = staging_expiration
         self._dataset_ready = False
         #: test-only fault hook: one SQL statement run inside the transaction after the DELETE
         self._between_delete_and_insert_sql: str | None = None
@@ -528,7 +520,6 @@ class BigQueryWarehouse(Warehouse):
     def _ensure_dataset(self) -> None:
         if self._dataset_ready:
             return
-        from google.api_core.exceptions import NotFound
         from google.cloud import bigquery
 
         try:
@@ -541,15 +532,14 @@ class BigQueryWarehouse(Warehouse):
         self._dataset_ready = True
 
     def _get_table(self, table: str) -> bigquery.Table | None:
-        from google.api_core.exceptions import NotFound
-
         try:
             return self.client.get_table(self._table_id(table))
         except NotFound:
             return None
 
-    def _ensure(self, spec: TableSpec, rows_schema: pa.Schema) -> _TableState:
-        """Create or evolve the table (and the snapshot view); raise SchemaMismatchError first."""
+    def _ensure(self, spec: TableSpec, rows_schema: pa.Schema) -> tuple[LoadPlan, dict[str, SqlType]]:
+        """Create or evolve the table (and the snapshot view); raise SchemaMismatchError first.
+        Returns the plan and the table's column types (the parameters' types)."""
         from google.cloud import bigquery
 
         self._ensure_dataset()
@@ -588,7 +578,7 @@ class BigQueryWarehouse(Warehouse):
                 refresh=table is None or bool(plan.columns),
             )
             self._describe_columns(view, dict(column_descriptions(spec, [f.name for f in view.schema])))
-        return _TableState(plan, types)
+        return plan, types
 
     def _evolve(
         self,
@@ -649,7 +639,7 @@ class BigQueryWarehouse(Warehouse):
         table_id = self._table_id(f"{STAGING_PREFIX}{spec.name}_{uuid.uuid4().hex}")
         schema = staging_schema(plan)
         staging = bigquery.Table(table_id, schema=schema)
-        staging.expires = dt.datetime.now(dt.UTC) + self._staging_expiration
+        staging.expires = dt.datetime.now(dt.UTC) + STAGING_EXPIRATION
         staging.description = f"Staging for one write to {spec.name}; dropped after the write."
         self.client.create_table(staging)
         config = bigquery.LoadJobConfig(
@@ -683,7 +673,7 @@ class BigQueryWarehouse(Warehouse):
     view_errors = (GoogleAPIError,)
 
     def _ensure_table(self, spec: TableSpec) -> list[str]:
-        return self._ensure(spec, spec.arrow_schema).plan.columns_added
+        return self._ensure(spec, spec.arrow_schema)[0].columns_added
 
     def _ensure_view(self, view: ViewSpec) -> None:
         if any(self._get_table(source) is None for source in view.sources):
@@ -713,9 +703,8 @@ class BigQueryWarehouse(Warehouse):
                 self._drop(table_id)
 
     def _prepare_table(self, landing: _Landing, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
-        state = self._ensure(spec, rows_schema)
-        landing.types = state.types
-        return state.plan
+        plan, landing.types = self._ensure(spec, rows_schema)
+        return plan
 
     def _stage(self, landing: _Landing, spec: TableSpec, plan: LoadPlan, data: pa.Table) -> str:
         """One staging table and Parquet load per write (one chunk in memory at a time)."""

@@ -32,9 +32,7 @@ import pyarrow as pa
 from resources.warehouse.base import StagedWrite, Warehouse, outside_scope_error
 from resources.warehouse.contract import (
     IS_CURRENT,
-    LOADED_AT,
     LOGGER_NAME,
-    RUN_ID,
     WAREHOUSE_SETTING,
     PartitionWrite,
     SchemaMismatchError,
@@ -56,7 +54,12 @@ from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_
 from resources.warehouse.sql import (
     SqlDialect,
     comment_statements,
+    delete_scope_statement,
+    insert_statement,
     quote_identifier,
+    retire_statement,
+    scope_parameters,
+    stamp_parameters,
     table_statements,
     upsert_statement,
 )
@@ -96,7 +99,7 @@ def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[
 
 
 def _exec_on_rows(
-    con: duckdb.DuckDBPyConnection, sql: str, rows: pa.Table, params: Any = None
+    con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, rows: pa.Table
 ) -> list[tuple[Any, ...]]:
     """Execute ``sql``, which reads ``rows`` as the table :data:`ROWS`, and drain.
 
@@ -436,7 +439,7 @@ class DuckDBWarehouse(Warehouse):
         found = _exec_on_rows(
             con,
             f"SELECT count(*) FROM (SELECT 1 FROM {ROWS} GROUP BY {keys} HAVING count(*) > 1)",
-            data.select(list(spec.key)),
+            rows=data.select(list(spec.key)),
         )
         return bool(found[0][0])
 
@@ -453,42 +456,23 @@ class DuckDBWarehouse(Warehouse):
         exists outside the scope is looked for here (unless the key holds the brand, date and
         engine: then a row in the scope cannot share its key with one outside)."""
         ref = self.table_ref(spec.name)
-        assert spec.date_column is not None
-        brand, day, engine = (quoted(c) for c in (spec.brand_column, spec.date_column, spec.engine_column))
-        in_scope = (
-            f"list_contains($brands, {brand}) AND {day} >= $start AND {day} < $end "
-            f"AND list_contains($engines, {engine})"
-        )
         key_holds_the_scope = {spec.brand_column, spec.engine_column, spec.date_column} <= set(spec.key)
         deleted = []
         for write in staged:
-            scope, data = write.scope, write.stage
-            assert scope is not None
-            params = {
-                "brands": list(scope.brand_ids),
-                "start": scope.start,
-                "end": scope.end,
-                "engines": list(scope.engines),
-            }
-            deleted.append(int(_exec(con, f"DELETE FROM {ref} WHERE {in_scope}", params)[0][0]))
+            assert write.scope is not None
+            deleted.append(self._write(con, delete_scope_statement(ref, spec), scope_parameters(write.scope)))
             if self._between_delete_and_insert is not None:
                 self._between_delete_and_insert()
+            data = write.stage
             if not data.num_rows:
                 continue
             if not key_holds_the_scope:  # after the delete, a row left with one of these keys is outside
                 on = " AND ".join(f"t.{quoted(k)} = s.{quoted(k)}" for k in spec.key)
                 sql = f"SELECT count(*) FROM {ref} t SEMI JOIN {ROWS} s ON {on}"
-                clash = int(_exec_on_rows(con, sql, data.select(list(spec.key)))[0][0])
+                clash = int(_exec_on_rows(con, sql, rows=data.select(list(spec.key)))[0][0])
                 if clash:
                     raise outside_scope_error(spec, clash)
-            cols = ", ".join(quoted(c) for c in write.plan.load_columns)
-            _exec_on_rows(
-                con,
-                f"INSERT INTO {ref} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "
-                f"SELECT {cols}, $ts, $run_id FROM {ROWS}",
-                data,
-                {"ts": write.stamp.loaded_at, "run_id": write.stamp.run_id},
-            )
+            self._write(con, insert_statement(ref, write.plan, ROWS), stamp_parameters(write.stamp), data)
         return deleted
 
     def _apply_merge(
@@ -498,33 +482,23 @@ class DuckDBWarehouse(Warehouse):
         staged: StagedWrite,
         retire: SnapshotScope | None,
     ) -> int:
-        """``INSERT ... ON CONFLICT (key) DO UPDATE``, then retire the rows of ``retire`` this write
-        did not send (they carry an older stamp).
-
-        The upsert runs in slices of :data:`UPSERT_BATCH_ROWS`; keys are unique across slices
-        (deduplicated before), so slicing changes nothing else.
-        """
-        ref, data = self.table_ref(spec.name), staged.stage
-        params: dict[str, Any] = {"ts": staged.stamp.loaded_at, "run_id": staged.stamp.run_id}
-        upsert = upsert_statement(ref, spec, staged.plan, ROWS, ts="$ts", run_id="$run_id")
+        """The upsert, in slices of :data:`UPSERT_BATCH_ROWS` (keys are unique across slices), then
+        the retirement."""
+        ref, data, stamp = self.table_ref(spec.name), staged.stage, staged.stamp
+        upsert = upsert_statement(ref, spec, staged.plan, ROWS)
         for offset in range(0, data.num_rows, UPSERT_BATCH_ROWS):
-            _exec_on_rows(con, upsert, data.slice(offset, UPSERT_BATCH_ROWS), params)
+            self._write(con, upsert, stamp_parameters(stamp), data.slice(offset, UPSERT_BATCH_ROWS))
         if retire is None:
             return 0
-        where = (
-            f"tgt.{quoted(IS_CURRENT)} AND (tgt.{quoted(LOADED_AT)} IS DISTINCT FROM $ts "
-            f"OR tgt.{quoted(RUN_ID)} IS DISTINCT FROM $run_id)"
-        )
-        if retire.column is not None:
-            where += f" AND list_contains($values, tgt.{quoted(retire.column)})"
-            params["values"] = list(retire.values)
-        res = _exec(
-            con,
-            f"UPDATE {ref} AS tgt SET {quoted(IS_CURRENT)} = false, "
-            f"{quoted(LOADED_AT)} = $ts, {quoted(RUN_ID)} = $run_id WHERE {where}",
-            params,
-        )
-        return int(res[0][0]) if res else 0
+        return self._write(con, retire_statement(ref, retire), stamp_parameters(stamp, retire))
+
+    def _write(
+        self, con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any], rows: pa.Table | None = None
+    ) -> int:
+        """Run ``sql`` (``:name`` parameters; it reads ``rows`` as :data:`ROWS`); the rows it changed."""
+        native, values = self._bind(sql, params)
+        found = _exec(con, native, values) if rows is None else _exec_on_rows(con, native, values, rows=rows)
+        return int(found[0][0]) if found else 0
 
     def _create_handoffs(self, ddl: str) -> None:
         with self._transaction() as con:

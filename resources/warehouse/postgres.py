@@ -27,12 +27,17 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from resources.warehouse.base import StagedWrite, Warehouse, outside_scope_error
-from resources.warehouse.contract import IS_CURRENT, LOADED_AT, RUN_ID, SnapshotScope, TableSpec, first_line
+from resources.warehouse.contract import IS_CURRENT, SnapshotScope, TableSpec, first_line
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
 from resources.warehouse.sql import (
     SqlDialect,
     comment_statements,
+    delete_scope_statement,
+    insert_statement,
     quote_identifier,
+    retire_statement,
+    scope_parameters,
+    stamp_parameters,
     table_statements,
     upsert_statement,
 )
@@ -352,32 +357,16 @@ class PostgresWarehouse(Warehouse):
     ) -> list[int]:
         """Per write: delete its scope, insert its stage, drop the stage (so a long landing holds one
         chunk's stage at a time). A key outside the scope fails on the table's primary key."""
-        assert spec.date_column is not None
         ref = self.table_ref(spec.name)
         deleted = []
         for write in staged:
-            scope = write.scope
-            assert scope is not None
-            cur.execute(
-                f"DELETE FROM {ref} WHERE {quoted(spec.brand_column)} = ANY(%(brands)s) "  # type: ignore[arg-type]
-                f"AND {quoted(spec.date_column)} >= %(start)s AND {quoted(spec.date_column)} < %(end)s "
-                f"AND {quoted(spec.engine_column)} = ANY(%(engines)s)",
-                {
-                    "brands": list(scope.brand_ids),
-                    "start": scope.start,
-                    "end": scope.end,
-                    "engines": list(scope.engines),
-                },
-            )
-            deleted.append(max(cur.rowcount, 0))
+            assert write.scope is not None
+            deleted.append(self._write(cur, delete_scope_statement(ref, spec), scope_parameters(write.scope)))
             if self._between_delete_and_insert is not None:
                 self._between_delete_and_insert()
-            cols = ", ".join(quoted(c) for c in write.plan.load_columns)
             try:
-                cur.execute(
-                    f"INSERT INTO {ref} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "  # type: ignore[arg-type]
-                    f"SELECT {cols}, %(ts)s, %(run_id)s FROM {write.stage}",
-                    {"ts": write.stamp.loaded_at, "run_id": write.stamp.run_id},
+                self._write(
+                    cur, insert_statement(ref, write.plan, write.stage), stamp_parameters(write.stamp)
                 )
             except psycopg.errors.UniqueViolation as exc:  # the transaction rolls back
                 raise outside_scope_error(spec, detail=exc.diag.message_detail) from exc
@@ -387,24 +376,17 @@ class PostgresWarehouse(Warehouse):
     def _apply_merge(
         self, cur: psycopg.Cursor[Any], spec: TableSpec, staged: StagedWrite, retire: SnapshotScope | None
     ) -> int:
-        """``INSERT ... ON CONFLICT (key) DO UPDATE`` from the stage, then retire the current rows of
-        ``retire`` the stage lacks."""
         ref = self.table_ref(spec.name)
-        plan, stage, stamp = staged.plan, staged.stage, staged.stamp
-        params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
-        cur.execute(upsert_statement(ref, spec, plan, stage, ts="%(ts)s", run_id="%(run_id)s"), params)  # type: ignore[arg-type]
+        self._write(
+            cur, upsert_statement(ref, spec, staged.plan, staged.stage), stamp_parameters(staged.stamp)
+        )
         if retire is None:
             return 0
-        match = " AND ".join(f"r.{quoted(k)} = tgt.{quoted(k)}" for k in spec.key)
-        where = f"tgt.{quoted(IS_CURRENT)} AND NOT EXISTS (SELECT 1 FROM {stage} AS r WHERE {match})"
-        if retire.column is not None:
-            where += f" AND tgt.{quoted(retire.column)} = ANY(%(values)s)"
-            params = {**params, "values": list(retire.values)}
-        cur.execute(
-            f"UPDATE {ref} AS tgt SET {quoted(IS_CURRENT)} = false, "  # type: ignore[arg-type]
-            f"{quoted(LOADED_AT)} = %(ts)s, {quoted(RUN_ID)} = %(run_id)s WHERE {where}",
-            params,
-        )
+        return self._write(cur, retire_statement(ref, retire), stamp_parameters(staged.stamp, retire))
+
+    def _write(self, cur: psycopg.Cursor[Any], sql: str, params: dict[str, Any]) -> int:
+        """Run ``sql`` (``:name`` parameters) on ``cur``; the rows it changed."""
+        cur.execute(*self._bind(sql, params))
         return max(cur.rowcount, 0)
 
     def _create_handoffs(self, ddl: str) -> None:

@@ -1,4 +1,4 @@
-"""The SQL DuckDB and Postgres share: standard quoting, a landed table's DDL and the snapshot upsert.
+"""The SQL DuckDB and Postgres share: standard quoting, a landed table's DDL and its writes.
 
 What differs between the two engines' DDL is a :class:`SqlDialect`. BigQuery creates tables and
 writes descriptions through its API, so it takes only :func:`added_column_default` from here.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from resources.warehouse.contract import (
     FIRST_SEEN_AT,
@@ -15,11 +16,16 @@ from resources.warehouse.contract import (
     LAST_SEEN_AT,
     LOADED_AT,
     RUN_ID,
+    PartitionScope,
+    SnapshotScope,
     TableSpec,
     system_columns,
 )
 from resources.warehouse.schema_evolution import LoadPlan
 from resources.warehouse.types import SqlType, sql_type_or_default
+
+if TYPE_CHECKING:
+    from resources.warehouse.base import WriteStamp
 
 
 def quote_identifier(name: str) -> str:
@@ -97,10 +103,48 @@ def comment_statements(
     return statements
 
 
-def upsert_statement(ref: str, spec: TableSpec, plan: LoadPlan, source: str, *, ts: str, run_id: str) -> str:
+# The write statements DuckDB and Postgres share, in ``:name`` parameters (``Warehouse._bind``):
+# :func:`scope_parameters` and :func:`stamp_parameters` (a driver refuses a parameter it is not asked).
+
+
+def scope_parameters(scope: PartitionScope) -> dict[str, Any]:
+    return {
+        "brands": list(scope.brand_ids),
+        "start": scope.start,
+        "end": scope.end,
+        "engines": list(scope.engines),
+    }
+
+
+def stamp_parameters(stamp: WriteStamp, retire: SnapshotScope | None = None) -> dict[str, Any]:
+    """``:ts`` and ``:run_id``, and a retirement's column ``:values``."""
+    params: dict[str, Any] = {"ts": stamp.loaded_at, "run_id": stamp.run_id}
+    if retire is not None and retire.column is not None:
+        params["values"] = list(retire.values)
+    return params
+
+
+def delete_scope_statement(ref: str, spec: TableSpec) -> str:
+    assert spec.date_column is not None
+    brand, day, engine = (
+        quote_identifier(c) for c in (spec.brand_column, spec.date_column, spec.engine_column)
+    )
+    return (
+        f"DELETE FROM {ref} WHERE {brand} = ANY(:brands) AND {day} >= :start AND {day} < :end "
+        f"AND {engine} = ANY(:engines)"
+    )
+
+
+def insert_statement(ref: str, plan: LoadPlan, source: str) -> str:
+    cols = ", ".join(quote_identifier(c) for c in plan.load_columns)
+    stamp = f"{quote_identifier(LOADED_AT)}, {quote_identifier(RUN_ID)}"
+    return f"INSERT INTO {ref} ({cols}, {stamp}) SELECT {cols}, :ts, :run_id FROM {source}"
+
+
+def upsert_statement(ref: str, spec: TableSpec, plan: LoadPlan, source: str) -> str:
     """Insert the rows of ``source`` into ``ref``; a row whose key exists is updated instead: every
     column takes this write's value (or NULL), the row is current again and seen now, and
-    ``first_seen_at`` is kept. ``ts`` and ``run_id`` are the engine's placeholders for the stamp."""
+    ``first_seen_at`` is kept."""
     quoted = quote_identifier
     cols = ", ".join(quoted(c) for c in plan.load_columns)
     updates = [f"{quoted(c)} = EXCLUDED.{quoted(c)}" for c in plan.load_columns if c not in spec.key]
@@ -113,6 +157,16 @@ def upsert_statement(ref: str, spec: TableSpec, plan: LoadPlan, source: str, *, 
     ]
     system = ", ".join(quoted(c) for c in (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT))
     return (
-        f"INSERT INTO {ref} ({cols}, {system}) SELECT {cols}, {ts}, {run_id}, true, {ts}, {ts} FROM {source} "
+        f"INSERT INTO {ref} ({cols}, {system}) SELECT {cols}, :ts, :run_id, true, :ts, :ts FROM {source} "
         f"ON CONFLICT ({', '.join(quoted(k) for k in spec.key)}) DO UPDATE SET {', '.join(updates)}"
     )
+
+
+def retire_statement(ref: str, retire: SnapshotScope) -> str:
+    """Mark retired the current rows of ``retire`` that the write stamped ``:ts``/``:run_id`` did
+    not send (an upsert stamps every row it sends); ``:values`` are a column scope's values."""
+    current, loaded, run = (quote_identifier(c) for c in (IS_CURRENT, LOADED_AT, RUN_ID))
+    where = f"{current} AND ({loaded} IS DISTINCT FROM :ts OR {run} IS DISTINCT FROM :run_id)"
+    if retire.column is not None:
+        where += f" AND {quote_identifier(retire.column)} = ANY(:values)"
+    return f"UPDATE {ref} SET {current} = false, {loaded} = :ts, {run} = :run_id WHERE {where}"
