@@ -1,14 +1,8 @@
 """Freed memory goes back to the system, in every process of a sync (Dagster-free).
 
-Two allocators hold what a sync frees: Arrow's default pool (mimalloc keeps freed pages for reuse,
-so a process that spooled or landed a large table would stay at its largest batch's memory for the
-rest of the run: Arrow is switched to the C library's allocator), and glibc's ``malloc`` itself.
-glibc serves a block above its mmap threshold from a mapping of its own, unmapped on ``free``; but
-the threshold is dynamic: each such block freed raises it (up to 32 MiB), after which Arrow's
-buffers of a few MiB come from the heaps of the fetch's threads, and a heap gives back only its top,
-so a sync's peak kept memory it had already freed (bench/RESULTS.md, *Memory of the process tree*).
-A fixed threshold (:data:`MMAP_THRESHOLD`) keeps every large block in its own
-mapping; smaller blocks stay in the heaps, where reuse is cheap.
+Arrow's default pool (mimalloc) keeps freed pages, and glibc's dynamic mmap threshold moves Arrow's
+buffers into thread heaps that give back only their top: a sync's peak would keep memory it had
+freed. Arrow uses the C library's allocator, and a fixed threshold keeps large blocks mapped.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What a run fetches for: the brands in the key's scope, their engines, prompts and competitors.
 
-Dagster-free: functions of a :class:`VisibilityClient`. A brand that answers 404 (outside a
-brand-scoped key, or removed from the workspace during the run) is reported as out of scope, not
-raised: the run goes on for the other brands and never touches that brand's rows.
+A brand that answers 404 (outside a brand-scoped key, or removed during the run) is out of scope,
+not an error: the run goes on for the others and never touches its rows.
 """
 
 from __future__ import annotations

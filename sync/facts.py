@@ -1,10 +1,6 @@
-"""Fetches by endpoint shape: one planned call of a paged row endpoint -> Arrow batches.
-
-A catalog entry (:mod:`sync.catalog`) picks its fetch here with its transform, as it picks its
-planner in :mod:`sync.planning`; nothing here is written per table. :func:`paged_rows` reads the
-rows of one call (per brand, or per prompt) and hands each slice to the entry's transform.
-:func:`pages_of` reads any paged row endpoint (``engine``, ``from``, ``to``, ``limit``) through the
-client's paging, so a new endpoint needs no client method of its own.
+"""Fetches by endpoint shape, nothing written per table: :func:`paged_rows` reads one call's rows (per
+brand, or per prompt) through the entry's transform; :func:`pages_of` reads any paged row endpoint
+through the client's paging, so a new endpoint needs no client method of its own.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Landing a fetch's spool in write scopes (Dagster-free).
 
-Writes replace one box of cells at a time (contiguous dates x engines, for the brands that were
-fetched and are measured on those engines), chunked into at most ``days_per_write`` days so that
-memory stays flat for long backfills. Every write of one table's landing is in ONE warehouse
-transaction (:meth:`~resources.warehouse.base.Warehouse.replace_partitions_together`): a failure in
-any chunk leaves the whole table as it was, and a re-run replaces it again.
+Writes replace one box of cells at a time (dates x engines, for the brands fetched and measured
+there), chunked by spool bucket so memory stays flat; every write of one table's landing is in one
+transaction, so a failure leaves the table as it was.
 """
 
 from __future__ import annotations

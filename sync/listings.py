@@ -1,9 +1,6 @@
-"""Listings of the snapshot tables by shape (one whole listing per sync), chosen by catalog entries.
-
-Each sync lists the whole set; rows that vanish stay in the table with ``is_current = false``.
-:func:`per_brand_listing` lands any per-brand listing: one request per brand (:func:`each_brand`), or
-what the sync's discovery already listed (:func:`discovered`: prompts, tracked competitors, which the
-daily tables need too).
+"""Listings of the snapshot tables by shape (one whole listing per sync), chosen by catalog entries:
+one request per brand (:func:`each_brand`), or what the sync's discovery already listed
+(:func:`discovered`). Rows that vanish stay in the table with ``is_current = false``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Fetch the next table while the current one lands, so the API's rate budget never idles on a write.
 
-A backfill is rate-bound: every second the fetcher waits on a warehouse write (or on Dagster storing
-a table's per-partition events) adds a second to the run. ``fetch_ahead`` runs the fetches one after
-the other in a background thread and hands each result to the caller in order; the caller lands it
-while the next fetch goes on. Dagster-free, so it is tested (and benchmarked) alone.
+``fetch_ahead`` runs the fetches one after the other in a background thread and hands each result to
+the caller in order; the caller lands it while the next fetch goes on.
 """
 
 from __future__ import annotations

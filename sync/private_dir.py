@@ -1,11 +1,8 @@
 """Folders only this user can use, for what a sync writes outside the warehouse (resume journals, spools).
 
-A fixed name in a shared temp folder is an invitation: another user can make the folder first and
-read or swap what is written there, or plant a link where a file is about to be written, so that this
-process (perhaps root) writes through it. So such a folder is used only when it is this user's own,
-mode 0700 and not a link (:func:`private_folder`, made so when missing); the files in it are opened
-with ``O_NOFOLLOW`` (:func:`open_private`), and a sweep removes only this user's real folders
-(:func:`own_folder`), never through a link.
+A folder in a shared temp folder is used only when it is this user's own, mode 0700 and not a link
+(another user could otherwise read, swap or redirect what is written there); its files are opened
+with ``O_NOFOLLOW``, and a sweep removes only this user's real folders.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Whether a process recorded earlier still runs: the pid, and on Linux its start time.
-
-Stdlib only (no psutil), Dagster-free: used by the spool (a killed run's spool is removed by the next
-run once its owner is gone) and by ``pipelines/orphans.py`` (runs whose process is gone are failed).
-A pid is alive if ``kill(pid, 0)`` finds it and, on Linux, it is not a zombie and started at the
-recorded time (so a reused pid is not mistaken for the recorded process).
+"""Whether a process recorded earlier still runs (Dagster-free, stdlib only): its pid is alive, not a
+zombie, and on Linux started at the recorded time, so a reused pid is not taken for it. Used by the
+spool's sweep and ``pipelines/orphans.py``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Where a sync says how far each table's fetch got, as the calls of the table's plan complete.
+"""Where a sync says how far each table's fetch got, in planned requests done.
 
-The channel is handed to the sync explicitly (in Dagster, as the ``progress`` resource): the command
-line gives one that feeds its display (``pipelines/cli_progress.py``); deployments give
-:data:`NO_PROGRESS`, since the Dagster UI shows the step logs instead. The unit is the request: each
-planned call is one request, and the further pages of a paged call (and retries) are counted by the
-table's materialization (``requests_total``), which the command line then shows in their place.
+Handed to the sync explicitly (in Dagster, the ``progress`` resource): the command line's feeds its
+display; deployments give :data:`NO_PROGRESS` (the UI shows the step logs instead).
 """
 
 from __future__ import annotations

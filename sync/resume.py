@@ -1,22 +1,12 @@
 """Resume a killed or failed sync: the calls already answered stay on disk and are not asked again.
 
-A fetch journals the rows of its completed calls (already validated, converted and filtered to the
-run's cells) in a directory owned by its *selection*: the table and its columns, the cells, the brand
-filter, the citation targets, the API's URL and a keyed hash of the key (never the key). Re-running
-the same command, or re-executing the failed Dagster run, plans the same calls, reloads the
-journalled ones and asks only the rest (bench/RESULTS.md, *Resume*). The journal's files are also
-the fetch's spool (hard links), so the rows are written once.
-
-Where: under the Dagster instance's storage directory (``visibility_resume``) for a recorded
-instance, and under ``TMPDIR`` (``visibility-resume-<uid>``) for the command line's throwaway one;
-either only when it is this user's private folder (:mod:`sync.private_dir`: else the sync stops,
-naming the folder), its files never opened through a link.
-How long: a journal older than ``KEEP_SECONDS`` is never used, and is removed by the next store
-opened on that root; a step that landed every table removes its journals
-(:meth:`ResumeStore.finish`). What is trusted: a manifest line is used only whole (one JSON line
-written after its files), its files only when their sizes, CRC-32s and row counts match and every
-call it holds is one the new plan asks; anything else is dropped and those calls are asked again. Two
-processes with the same selection at once: the second fetches without a journal (a lock file).
+A fetch journals the rows of its completed calls in a directory named after its *selection* (table,
+columns, cells, brand filter, citation targets, API URL and a keyed hash of the key), under the
+instance's storage (``visibility_resume``) or ``TMPDIR``, in a folder private to this user. A re-run
+plans the same calls, reloads the journalled ones and asks only the rest; the journal's files are
+also the fetch's spool (hard links). A manifest line is trusted only whole, its files only when
+their sizes, CRC-32s and row counts match; a journal older than ``KEEP_SECONDS`` is dropped, and a
+step that landed every table removes its own (:meth:`ResumeStore.finish`).
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """A disk spool of fetched rows, so a run's memory does not grow with its number of days.
 
-The widest windows mean one mentions call per prompt for the whole run: a day's rows are complete
-only when every prompt's call is done. Fetched rows (already filtered to the run's cells) are
-appended to Arrow IPC files; landing then reads them back one write-scope at a time, batch by
-batch, holding only that scope's rows. A resumable fetch writes its rows once, in its journal
-(:mod:`sync.resume`), one file a date bucket: the spool takes those files as they are
-(:meth:`DateSpool.adopt`, a hard link), so either may be removed first.
-
-Nothing is left on disk: a spool is removed once its table landed or failed; a spool whose process
-was killed carries its owner (``OWNER_FILE``: host, pid, start time) and is removed by the next spool
-created on the same host once that process is gone (spools without an owner, after a day). Each
-spool is a folder of its own made by ``mkdtemp`` (mode 0700, a new name); the sweep removes only
-this user's folders, never through a link (:func:`sync.private_dir.own_folder`). A full
-disk is one ``SpoolDiskFullError`` naming the folder and ``TMPDIR``, the setting that moves it.
+Fetched rows (filtered to the run's cells) are appended to Arrow IPC files by date bucket; landing
+reads them back one write scope at a time. A spool is removed once its table landed or failed; one
+whose process was killed names its owner (``OWNER_FILE``) and is swept by the next spool on the
+host once that process is gone. A full disk is one ``SpoolDiskFullError`` naming ``TMPDIR``.
 """
 
 from __future__ import annotations

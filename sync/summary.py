@@ -1,9 +1,5 @@
-"""What a sync did to one table, as the core reports it: the one vocabulary of the tables' asset
-metadata and of the command line's summary.
-
-The Dagster layer renders a :class:`TableSummary` as materialization metadata
-(:meth:`TableSummary.metadata`); the command line reads it back from the run's events
-(:meth:`TableSummary.from_metadata`) to print its table. A key renamed here is renamed for both.
+"""What a sync did to one table: the one vocabulary of the tables' asset metadata
+(:meth:`TableSummary.metadata`) and of the command line's summary (:meth:`TableSummary.from_metadata`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The fetches of the series and top-N tables with an all-engine rollup (date x 7 engines + ``all``):
-cited pages, citation trends, competitor trends (their catalog entries: :mod:`sync.catalog`). The
-rollup is fetched (engine omitted), never summed.
-
-Competitor trends land days, weeks and window totals in one table (docs/TABLES.md): the totals
-come with the day series (no request of their own); weeks cost one more call per brand and engine
-in a run that holds a Sunday (their owner partition)."""
+"""The fetches of the tables with an all-engine rollup (fetched with the engine omitted, never summed):
+cited pages, citation trends, competitor trends (days, weeks and window totals: docs/TABLES.md).
+"""
 
 from __future__ import annotations
 

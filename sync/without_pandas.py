@@ -1,10 +1,7 @@
 """Keep pandas out of a process that only fetches and lands Arrow tables (Dagster-free).
 
-pyarrow imports pandas on its first ``pa.array``/``pa.scalar`` of Python values, only to ask whether
-the value is a DataFrame. Nothing of a sync needs pandas, yet that import cost the command line a
-noticeable share of its start-up CPU and memory (bench/RESULTS.md, *Memory of the process tree*).
-pandas stays a dependency for users' own assets (:mod:`resources.warehouse.io_manager`), which run
-in Dagster's run workers, never in this process.
+pyarrow imports pandas on its first conversion of Python values, only to ask whether a value is a
+DataFrame: a cost in start-up CPU and memory that nothing of a sync needs.
 """
 
 from __future__ import annotations
