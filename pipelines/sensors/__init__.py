@@ -15,6 +15,3 @@ all_sensors: list[SensorDefinition] = [audit_sensor, competitor_history_sensor]
 def sensor_resources() -> dict[str, Any]:
     """Resources of the sensors, read from the environment (``VISIBILITY_AUDIT_*``)."""
     return {"audit_settings": AuditSensorSettings.from_env()}
-
-
-__all__ = ["AuditSensorSettings", "all_sensors", "sensor_resources"]
