@@ -164,11 +164,8 @@ def staging_schema(plan: LoadPlan) -> list[bigquery.SchemaField]:
 
 
 def clustering_fields(spec: TableSpec, types: Mapping[str, SqlType]) -> list[str] | None:
-    """The columns of ``spec.cluster_by`` the table has, checked against BigQuery's rules.
-
-    ``cluster_by`` defaults to ``("brand_id", "engine")`` for every spec, so columns a table lacks are
-    skipped; a column BigQuery cannot cluster by (FLOAT64, JSON, arrays) is a spec error.
-    """
+    """The columns of ``spec.cluster_by`` the table has (the default names columns some tables lack);
+    one BigQuery cannot cluster by (FLOAT64, JSON, arrays) is a spec error."""
     present = [name for name in spec.cluster_by if name in types]
     if len(present) > _MAX_CLUSTER_COLUMNS:
         raise ValueError(f"table {spec.name}: BigQuery clusters by at most 4 columns, got {present}")
@@ -189,10 +186,8 @@ def _source(alias: str, name: str, st: SqlType) -> str:
 
 
 def scope_predicate(spec: TableSpec, suffix: str = "") -> str:
-    """Rows of the partition scope; the date bounds let BigQuery prune to the scope's partitions.
-
-    ``suffix`` names the parameters of one write of several (``@brands_0``, ...).
-    """
+    """Rows of the partition scope (the date bounds prune partitions); ``suffix`` names the
+    parameters of one write of several (``@brands_0``, ...)."""
     assert spec.date_column is not None
     quoted = quote_identifier
     return (
@@ -209,14 +204,10 @@ def _deleted_var(i: int) -> str:
 def replace_script(
     target: str, staged: Sequence[tuple[str, LoadPlan]], spec: TableSpec, fault_sql: str | None = None
 ) -> str:
-    """One multi-statement transaction for a whole landing: for each staged write, in order, count
-    and delete its scope's rows, then insert its staged rows (``staged``: the staging table and the
-    write's plan; write ``i`` reads parameters suffixed ``_i``, see :func:`replace_parameters`).
-
-    The script's result is one row: ``rows_deleted_<i>`` per write. A failing statement aborts the
-    transaction, so no DELETE lands without every INSERT. ``fault_sql`` (tests only) runs after the
-    last write's DELETE, before its INSERT.
-    """
+    """One multi-statement transaction for a whole landing: per staged write (its staging table and
+    plan; parameters suffixed ``_i``), count and delete its scope's rows, then insert its rows. The
+    result is one row, ``rows_deleted_<i>`` per write. ``fault_sql`` (tests only) runs after the last
+    write's DELETE, before its INSERT."""
     if not staged:
         raise ValueError("a replace script needs at least one staged write")
     quoted = quote_identifier
@@ -244,11 +235,8 @@ def replace_script(
 def merge_statement(
     target: str, staging: str, spec: TableSpec, plan: LoadPlan, scope: SnapshotScope | None
 ) -> str:
-    """Upsert the staged rows by key and, within ``scope``, retire current rows the source lacks.
-
-    One statement, so it is atomic by itself. Every source row touches exactly one target row, so
-    the rows retired are ``num_dml_affected_rows`` minus the staged rows.
-    """
+    """Upsert the staged rows by key and, within ``scope``, retire current rows the source lacks: one
+    statement, atomic by itself."""
     quoted = quote_identifier
     on = " AND ".join(f"tgt.{quoted(k)} = src.{quoted(k)}" for k in spec.key)
     typed = list(zip(plan.load_columns, plan.load_types, strict=True))
@@ -290,29 +278,29 @@ def merge_statement(
 # --- parameters (pure) ---------------------------------------------------------------------------
 
 
+#: Python types -> BigQuery parameter types (a bool is an int: it comes first).
+_PARAM_TYPES = (
+    (bool, "BOOL"),
+    (int, "INT64"),
+    (float, "FLOAT64"),
+    (str, "STRING"),
+    (bytes, "BYTES"),
+    (dt.date, "DATE"),
+)
+
+
 def _param_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "BOOL"
-    if isinstance(value, int):
-        return "INT64"
-    if isinstance(value, float):
-        return "FLOAT64"
-    if isinstance(value, str):
-        return "STRING"
     if isinstance(value, dt.datetime):
         return "TIMESTAMP" if value.tzinfo is not None else "DATETIME"
-    if isinstance(value, dt.date):
-        return "DATE"
-    if isinstance(value, bytes):
-        return "BYTES"
+    for kind, name in _PARAM_TYPES:
+        if isinstance(value, kind):
+            return name
     raise TypeError(f"no BigQuery parameter type for {type(value).__name__}")
 
 
 def query_parameter(name: str, value: Any, field_type: str | None = None) -> Any:
-    """A named query parameter; the type comes from ``field_type`` or the Python value.
-
-    Sequences become ARRAY parameters (their item type from the first non-null item, or STRING).
-    """
+    """A named query parameter, typed by ``field_type`` or the Python value; a sequence is an ARRAY
+    parameter (typed by its first non-null item, or STRING)."""
     from google.cloud import bigquery
 
     if isinstance(value, list | tuple):
@@ -384,11 +372,8 @@ def merge_parameters(
 
 
 def drop_null_list_items(data: pa.Table) -> pa.Table:
-    """BigQuery arrays cannot hold NULL (a load would fail): null items are dropped, lists kept.
-
-    Only list columns that actually contain a null item are rebuilt; a NULL list itself stays NULL
-    (BigQuery stores it as an empty array).
-    """
+    """BigQuery arrays cannot hold NULL (a load would fail): null items are dropped, only in the list
+    columns that hold one; a NULL list stays NULL (BigQuery stores it as an empty array)."""
     for i, f in enumerate(data.schema):
         if not (pa.types.is_list(f.type) or pa.types.is_large_list(f.type)):
             continue
@@ -420,12 +405,8 @@ def retry_concurrent(
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """Run ``run`` again while it fails on a concurrent update, up to ``attempts`` times in all,
-    ``base_delay`` seconds apart at first, doubling, each wait jittered (0.5-1.5x); the last
-    failure is raised as it is.
-
-    Safe because each attempt is the whole statement or transaction: a cancelled attempt changed
-    nothing, and a replace or merge of the same staged rows lands the same result.
-    """
+    ``base_delay`` seconds apart at first, doubling, jittered; then the last failure is raised. Safe:
+    each attempt is a whole statement or transaction, and a cancelled one changed nothing."""
     retrying = Retrying(
         retry=retry_if_exception(is_concurrent_update),
         stop=stop_after_attempt(attempts),
@@ -463,11 +444,9 @@ class _Landing:
 
 
 class BigQueryWarehouse(Warehouse):
-    """Tables in ``project.dataset``; partitioned by ``spec.date_column`` (DAY), clustered by ``cluster_by``.
-
-    ``client`` may be given (tests, custom transports); otherwise one is created on first use from
-    ``credentials`` (default: Application Default Credentials), ``location`` and ``api_endpoint``.
-    """
+    """Tables in ``project.dataset``; partitioned by ``spec.date_column`` (DAY), clustered by
+    ``cluster_by``. Without a ``client``, one is created on first use (Application Default
+    Credentials unless ``credentials``)."""
 
     def __init__(
         self,
@@ -689,12 +668,9 @@ class BigQueryWarehouse(Warehouse):
 
     @contextmanager
     def _write_transaction(self, spec: TableSpec) -> Iterator[_Landing]:
-        """The staging tables of one write or landing, dropped afterwards whatever happened; the
-        transaction itself is the script of :meth:`_apply_replace` (or the one ``MERGE``).
-
-        Table shape changes (a new column) are DDL, which BigQuery runs outside transactions: they
-        happen while staging, so a failed landing may leave a new, empty nullable column (never rows).
-        """
+        """The staging tables of one write or landing, dropped afterwards whatever happened (the
+        transaction is the script of :meth:`_apply_replace`, or the one ``MERGE``). A new column is
+        DDL, outside transactions: a failed landing may leave it, empty (never rows)."""
         landing = _Landing()
         try:
             yield landing
