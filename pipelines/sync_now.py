@@ -1,10 +1,11 @@
 """``sync_now``: a sync of a window of days and engines, launched from the launchpad in one step.
 
 A launchpad run of the partitioned ``visibility_sync`` takes one partition, so a window chosen in
-config cannot ride on it. ``sync_now`` is a small unpartitioned job instead: its op checks the window
-(naming every wrong field); on its success the ``visibility_sync_now`` sensor requests the
-``visibility_sync`` run(s) with the schedule's range tags (``pipelines/schedules.py`` ``sync_runs``).
-"Today" is the day the ``sync_now`` run was created (UTC).
+config cannot ride on it. ``sync_now`` is a small unpartitioned job instead: its config mapping checks
+the window when the run is launched (a wrong field is refused, named, before any run is created) and
+its op records it; on its success the ``visibility_sync_now`` sensor requests the ``visibility_sync``
+run(s) with the schedule's range tags (``pipelines/schedules.py`` ``sync_runs``). "Today" is the day
+the ``sync_now`` run was created (UTC).
 
 (No ``from __future__ import annotations`` here: Dagster reads the op's ``Config`` annotations as classes.)
 """
@@ -16,15 +17,18 @@ from typing import NamedTuple
 from dagster import (
     Config,
     DagsterInstance,
+    DagsterInvalidConfigError,
     DagsterRunStatus,
     DefaultSensorStatus,
     Failure,
     JobDefinition,
     OpExecutionContext,
+    RunConfig,
     RunRequest,
     RunStatusSensorContext,
     SensorDefinition,
     SkipReason,
+    config_mapping,
     job,
     op,
     run_status_sensor,
@@ -144,8 +148,18 @@ def sync_now_definitions(settings: PartitionSettings) -> tuple[JobDefinition, Se
             }
         )
 
+    @config_mapping
+    def launch_window(config: SyncNowConfig) -> RunConfig:
+        """The launch's config, checked as the run is created: a wrong value is refused before it."""
+        try:
+            sync_now_window(config, dt.datetime.now(dt.UTC).date(), settings)
+        except ConfigError as exc:
+            raise DagsterInvalidConfigError(str(exc), [], config.model_dump(mode="json")) from None
+        return RunConfig(ops={SYNC_NOW_OP: config})
+
     @job(
         name=SYNC_NOW_JOB,
+        config=launch_window,
         description="Sync a window of days and engines now (default: the daily schedule's window, every "
         f"engine). On success the `{SYNC_NOW_SENSOR}` sensor launches the `{sync_job.name}` run(s).",
         tags={"visibility/kind": "sync_now"},
@@ -163,9 +177,9 @@ def sync_now_definitions(settings: PartitionSettings) -> tuple[JobDefinition, Se
     )
     def sync_now_runs(context: RunStatusSensorContext) -> list[RunRequest] | SkipReason:
         run = context.dagster_run
-        raw = run.run_config.get("ops", {}).get(SYNC_NOW_OP, {}).get("config") or {}
         try:
-            window = sync_now_window(SyncNowConfig(**raw), run_day(context.instance, run.run_id), settings)
+            config = SyncNowConfig(**run.run_config)  # the launch's config, before its mapping
+            window = sync_now_window(config, run_day(context.instance, run.run_id), settings)
         except ConfigError as exc:
             return SkipReason(str(exc))
         return sync_now_requests(window, run.run_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,6 @@ import duckdb
 import pytest
 import yaml
 from dagster import (
-    DagsterEventType,
     DagsterInstance,
     DagsterInvalidConfigError,
     DefaultSensorStatus,
@@ -26,7 +26,7 @@ from assets.partitions import DAILY_PARTITIONS, parse_partition_keys, requested_
 from pipelines.definitions import build_definitions
 from pipelines.jobs import DAILY_JOB, SYNC_JOB
 from pipelines.schedules import sync_window
-from pipelines.sync_now import SYNC_NOW_JOB, SYNC_NOW_OP, SYNC_NOW_SENSOR, SYNC_NOW_TAG
+from pipelines.sync_now import SYNC_NOW_JOB, SYNC_NOW_SENSOR, SYNC_NOW_TAG
 from resources.api.endpoints import ENGINES_WITH_ALL
 from sandbox.testing import SandboxHandle
 from settings import load_settings
@@ -51,7 +51,7 @@ class Launchpad:
         self.tick()  # the first tick starts the cursor (before any run, as a running sensor's would)
 
     def sync_now(self, **config: Any) -> ExecuteInProcessResult:
-        return self.launch({**QUIET, "ops": {SYNC_NOW_OP: {"config": config}}})
+        return self.launch(config)
 
     def launch(self, run_config: dict[str, Any]) -> ExecuteInProcessResult:
         return DEFS.resolve_job_def(SYNC_NOW_JOB).execute_in_process(
@@ -102,28 +102,28 @@ def test_sync_now_and_its_sensor_are_in_the_code_location_and_the_sensor_runs_by
         ({"days": 367}, "days must be from 1 to 366, got 367"),
     ],
 )
-def test_a_bad_window_fails_the_run_with_its_field_on_the_first_line_and_nothing_is_requested(
+def test_a_bad_window_is_refused_at_launch_with_its_field_on_the_first_line_and_no_run_is_created(
     launchpad: Launchpad, config: dict[str, Any], field: str
 ) -> None:
-    result = launchpad.sync_now(**config)
+    with pytest.raises(DagsterInvalidConfigError) as refused:  # the launch's check, in the code location
+        validate_run_config(DEFS.resolve_job_def(SYNC_NOW_JOB), config)
+    assert str(refused.value).splitlines()[0].startswith(f"sync_now {field}")
 
-    assert not result.success
-    failure = next(e for e in result.all_events if e.event_type == DagsterEventType.RUN_FAILURE)
-    error = failure.event_specific_data.error  # the run's failure carries its step's error
-    assert f"sync_now {field}" in error.message.splitlines()[0]
-    assert not [e for e in result.all_events if e.event_type == DagsterEventType.RUN_SUCCESS]
-    assert launchpad.tick() == []  # its sensor fires on success only
+    with pytest.raises(DagsterInvalidConfigError, match=f"^sync_now {re.escape(field)}"):
+        launchpad.sync_now(**config)
+    assert launchpad.instance.get_runs() == []  # no run was created, so no step ran
+    assert launchpad.tick() == []
 
 
 def test_an_unknown_engine_is_refused_before_launch_naming_the_field_and_the_value(
     launchpad: Launchpad,
 ) -> None:
-    run_config = {"ops": {SYNC_NOW_OP: {"config": {"engines": ["chatgpt", "chatgtp"]}}}}
+    run_config = {"engines": ["chatgpt", "chatgtp"]}
     job = DEFS.resolve_job_def(SYNC_NOW_JOB)
 
     with pytest.raises(DagsterInvalidConfigError) as refused:  # the launchpad's own validation
         validate_run_config(job, run_config)
-    assert "config:engines[1] not in enum type Engine got chatgtp" in str(refused.value)
+    assert "root:engines[1] not in enum type Engine got chatgtp" in str(refused.value)
     with pytest.raises(DagsterInvalidConfigError):
         launchpad.launch(run_config)
     assert launchpad.instance.get_runs() == []  # no run was created, so no step ran
@@ -158,9 +158,9 @@ def test_a_split_engine_subset_asks_for_one_run_per_span_selecting_exactly_the_w
 
 
 def test_the_documented_launchpad_config_asks_for_its_window(launchpad: Launchpad) -> None:
-    [block] = [b for b in blocks("docs/OPERATIONS.md") if f"  {SYNC_NOW_OP}:" in b.text]
+    [block] = [b for b in blocks("docs/OPERATIONS.md") if b.language == "yaml" and "engines:" in b.text]
     documented = yaml.safe_load(block.text)
-    assert launchpad.launch({**QUIET, **documented}).success
+    assert launchpad.launch(documented).success
 
     requests = launchpad.requested()
     assert [r.job_name for r in requests] == [SYNC_JOB, DAILY_JOB]

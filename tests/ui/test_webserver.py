@@ -8,7 +8,8 @@ against the session's sandbox. Through its GraphQL API (what the UI's pages quer
   and loads on its own page without a ``PythonError``;
 * a partition picked in the *Materialize* dialog launches one run (``launchPipelineExecution`` with a
   ``dagster/partition`` tag, as the UI sends it), which succeeds and lands every table of the sync;
-* the ``visibility_report`` asset, launched the same way after it, shows its image in its metadata.
+* the ``visibility_report`` asset, launched the same way after it, shows its image in its metadata;
+* a ``sync_now`` launch with a wrong window is refused, its field on the error's first line, no run.
 
 The daemon starts only for the launches (the run queue hands the runs to the launcher). A browser
 test takes screenshots of the asset graph and of the report's asset page with headless Chromium
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from bench import daemon as D
@@ -536,3 +538,33 @@ def test_a_killed_command_line_run_is_failed_by_the_code_locations_sensor_in_the
     finally:
         D.stop_sensors(stack)
     assert ended["status"] == "FAILURE"
+
+
+def test_a_bad_sync_now_window_is_refused_by_the_launch_naming_its_field_and_creates_no_run(
+    stack: D.DagsterStack,
+) -> None:
+    from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION
+
+    from pipelines.sync_now import SYNC_NOW_JOB
+
+    params = {
+        "selector": {**stack.repository_selector, "pipelineName": SYNC_NOW_JOB},
+        "mode": "default",
+        "runConfigData": {"days": 0},  # what the launchpad sends for `days: 0`
+        "executionMetadata": {"tags": []},
+    }
+    answer = httpx.post(  # the webserver answers a PythonError with 500, as the UI receives it
+        f"{stack.url}/graphql",
+        json={"query": LAUNCH_PIPELINE_EXECUTION_MUTATION, "variables": {"executionParams": params}},
+        timeout=120,
+    )
+    refused = answer.json()["data"]["launchPipelineExecution"]
+
+    assert refused["__typename"] == "PythonError", refused  # the dialog the UI shows
+    first_line = refused["message"].splitlines()[0]
+    assert (
+        first_line
+        == "dagster._core.errors.DagsterInvalidConfigError: sync_now days must be from 1 to 366, got 0"
+    )
+    runs = stack.graphql(D.RUNS_QUERY, {"filter": {"pipelineName": SYNC_NOW_JOB}})["runsOrError"]
+    assert runs["results"] == []
