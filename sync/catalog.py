@@ -18,7 +18,7 @@ from sync import tables, transforms
 from sync.discovery import Discovery
 from sync.facts import paged_rows
 from sync.fetching import PartitionedTable, SnapshotTable
-from sync.listings import brand_listing, discovered, each_brand, list_generations, per_brand_listing
+from sync.listings import discovered, each_brand, list_brands, list_generations, per_brand_listing
 from sync.planning import citation_targets, hull_per_engine, paged_per_brand, paged_per_prompt, per_day
 from sync.trends import (
     capped_notes,
@@ -36,29 +36,27 @@ DAILY_GROUP = "visibility_daily"
 BRANDS = SnapshotTable(
     tables.BRANDS,
     (api.LIST_BRANDS, api.GET_BRAND),
-    brand_listing(transforms.brands_table),
+    list_brands,
     per_brand=False,
 )
 TOPICS = SnapshotTable(
     tables.TOPICS,
     (api.LIST_TOPICS,),
-    per_brand_listing(tables.TOPICS, each_brand(VisibilityClient.list_topics), transforms.topics_table),
+    per_brand_listing(tables.TOPICS, each_brand(VisibilityClient.list_topics)),
     per_brand=True,
     upstream="brands",
 )
 PROMPTS = SnapshotTable(
     tables.PROMPTS,
     (api.LIST_PROMPTS,),
-    per_brand_listing(tables.PROMPTS, discovered(Discovery.prompts), transforms.prompts_table),
+    per_brand_listing(tables.PROMPTS, discovered(Discovery.prompts)),
     per_brand=True,
     upstream="brands",
 )
 TRACKED_COMPETITORS = SnapshotTable(
     tables.TRACKED_COMPETITORS,
     (api.LIST_TRACKED_COMPETITORS,),
-    per_brand_listing(
-        tables.TRACKED_COMPETITORS, discovered(Discovery.competitors), transforms.tracked_competitors_table
-    ),
+    per_brand_listing(tables.TRACKED_COMPETITORS, discovered(Discovery.competitors)),
     per_brand=True,
     upstream="brands",
 )

@@ -18,8 +18,6 @@ from sync.discovery import BrandScope, Discovery, per_brand
 from sync.fetching import SnapshotFetch
 
 Row = Mapping[str, Any]
-#: ``(rows, brand_id) -> table``: an entry's transform of one brand's rows.
-Transform = Callable[[Iterable[Row], str], pa.Table]
 
 #: Run tag: the ``limit`` of the generations listing (default and maximum: the API's 999). Lower
 #: values exist for tests and for trimming a slow first sync; a brand with more generations than
@@ -40,12 +38,36 @@ def generations_limit(tags: Mapping[str, str]) -> int:
     return max(1, min(GENERATIONS_LIMIT, value))
 
 
-#: ``(client, scope, discovery) -> table``: a listing that reads neither the run's tags nor notes.
-Listing = Callable[[VisibilityClient, BrandScope, Discovery], pa.Table]
+def list_brands(
+    client: VisibilityClient,
+    scope: BrandScope,
+    notes: dict[str, Any],
+    tags: Mapping[str, str],
+    discovery: Discovery,
+) -> pa.Table:
+    """The brands the sync's scope listed (no request of its own)."""
+    return transforms.brands_table(scope.brands)
 
 
-def listing(make: Listing) -> SnapshotFetch:
-    """A snapshot table's fetch from a listing that needs no run tags and leaves no notes."""
+#: ``(client, scope, discovery) -> {brand id: rows}``: where a per-brand listing's rows come from.
+BrandRows = Callable[[VisibilityClient, BrandScope, Discovery], Mapping[str, Iterable[Row]]]
+
+
+def each_brand(read: Callable[[VisibilityClient, str], Iterable[Row]]) -> BrandRows:
+    """One request (or walk) per brand of the scope: ``read(client, brand_id)``."""
+    return lambda client, scope, discovery: per_brand(client, scope, lambda b: list(read(client, b)))
+
+
+def discovered(
+    listed: Callable[[Discovery, VisibilityClient, BrandScope], Mapping[str, list[Row]]],
+) -> BrandRows:
+    """A listing the sync's discovery makes once for every table (``Discovery.prompts``, ...)."""
+    return lambda client, scope, discovery: listed(discovery, client, scope)
+
+
+def per_brand_listing(spec: TableSpec, rows_of: BrandRows) -> SnapshotFetch:
+    """Each brand's rows of the scope (``rows_of``), with the brand they were listed for, as one table."""
+    transform = transforms.brand_rows(spec)
 
     def fetch(
         client: VisibilityClient,
@@ -54,41 +76,10 @@ def listing(make: Listing) -> SnapshotFetch:
         tags: Mapping[str, str],
         discovery: Discovery,
     ) -> pa.Table:
-        return make(client, scope, discovery)
-
-    return fetch
-
-
-def brand_listing(transform: Callable[[list[Row]], pa.Table]) -> SnapshotFetch:
-    """The brands the sync's scope listed (no request of its own)."""
-    return listing(lambda client, scope, discovery: transform(scope.brands))
-
-
-#: ``(client, scope, discovery) -> {brand id: rows}``: where a per-brand listing's rows come from.
-BrandRows = Callable[[VisibilityClient, BrandScope, Discovery], Mapping[str, Iterable[Row]]]
-#: A listing the sync's discovery makes once for every table (``Discovery.prompts``, ...).
-DiscoveryListing = Callable[[Discovery, VisibilityClient, BrandScope], Mapping[str, list[Row]]]
-
-
-def each_brand(read: Callable[[VisibilityClient, str], Iterable[Row]]) -> BrandRows:
-    """One request (or walk) per brand of the scope: ``read(client, brand_id)``."""
-    return lambda client, scope, discovery: per_brand(client, scope, lambda b: list(read(client, b)))
-
-
-def discovered(listed: DiscoveryListing) -> BrandRows:
-    """The listing the sync's discovery makes once for every table (the daily tables need prompts and
-    tracked competitors too)."""
-    return lambda client, scope, discovery: listed(discovery, client, scope)
-
-
-def per_brand_listing(spec: TableSpec, rows_of: BrandRows, transform: Transform) -> SnapshotFetch:
-    """Each brand's rows of the scope (``rows_of``), each through ``transform``, as one table."""
-
-    def make(client: VisibilityClient, scope: BrandScope, discovery: Discovery) -> pa.Table:
         rows = rows_of(client, scope, discovery)
         return transforms.concat(spec, [transform(r, b) for b, r in rows.items()])
 
-    return listing(make)
+    return fetch
 
 
 def list_generations(

@@ -269,11 +269,18 @@ def _extra_array(values: list[Any], *, table: str, name: str) -> pa.Array:
 
 
 def _column_error(spec: TableSpec, name: str, message: str) -> TransformError:
-    return TransformError(
-        f"{spec.name}.{name}: {message}",
-        table=spec.name,
-        column=name,
-    )
+    return TransformError(f"{spec.name}.{name}: {message}", table=spec.name, column=name)
+
+
+def _object(spec: TableSpec, name: str, value: Any) -> Mapping[str, Any]:
+    """``value``, a JSON object, or the TransformError saying it is not."""
+    if not isinstance(value, Mapping):
+        raise TransformError(
+            f"{spec.name}: `{name}` of {json_kind(value)} {_quote(value)} where an object was expected; "
+            "nothing was written",
+            table=spec.name,
+        )
+    return value
 
 
 def _converted(spec: TableSpec, column: Any, raw: list[Any]) -> pa.Array:
@@ -550,12 +557,7 @@ def citation_trend_table(
     ]
     summary = data.get("summary")
     if window is not None and summary is not None:
-        if not isinstance(summary, Mapping):
-            raise TransformError(
-                f"{tables.CITATION_TRENDS.name}: `summary` of {json_kind(summary)} {_quote(summary)} "
-                "where an object was expected; nothing was written",
-                table=tables.CITATION_TRENDS.name,
-            )
+        summary = _object(tables.CITATION_TRENDS, "summary", summary)
         change = summary.get("change") if isinstance(summary.get("change"), Mapping) else {}
         shaped.append(
             {
@@ -583,11 +585,7 @@ def _trend_date(value: Any, column: str) -> dt.date:
     else:
         problem = "missing"
     if day is None:
-        raise TransformError(
-            f"{tables.COMPETITOR_TRENDS.name}.{column}: {problem}; nothing was written",
-            table=tables.COMPETITOR_TRENDS.name,
-            column=column,
-        )
+        raise _column_error(tables.COMPETITOR_TRENDS, column, f"{problem}; nothing was written")
     return day
 
 
@@ -597,11 +595,11 @@ def _bucket_end(start: dt.date, granularity: str) -> dt.date:
         return start
     if granularity == tables.WEEK and start.weekday() == 0:
         return start + dt.timedelta(days=6)
-    raise TransformError(
-        f"{tables.COMPETITOR_TRENDS.name}.period_start: a `{granularity}` bucket starting {start} (the "
-        "spec's buckets are days, or weeks starting on Monday); nothing was written",
-        table=tables.COMPETITOR_TRENDS.name,
-        column="period_start",
+    raise _column_error(
+        tables.COMPETITOR_TRENDS,
+        "period_start",
+        f"a `{granularity}` bucket starting {start} (the spec's buckets are days, or weeks starting on "
+        "Monday); nothing was written",
     )
 
 
@@ -638,15 +636,9 @@ def competitor_trend_table(
                 }
             )
         if period is not None and entity.get("totals") is not None:
-            if not isinstance(entity["totals"], Mapping):
-                raise TransformError(
-                    f"{tables.COMPETITOR_TRENDS.name}: `totals` of {json_kind(entity['totals'])} "
-                    f"{_quote(entity['totals'])} where an object was expected; nothing was written",
-                    table=tables.COMPETITOR_TRENDS.name,
-                )
             shaped.append(
                 {
-                    **entity["totals"],
+                    **_object(tables.COMPETITOR_TRENDS, "totals", entity["totals"]),
                     **common,
                     "granularity": tables.WINDOW,
                     "period_start": period[0],
