@@ -307,11 +307,8 @@ class DuckDBWarehouse(Warehouse):
 
     @property
     def catalog(self) -> str:
-        """DuckDB names a file's catalog after its stem (``data/visibility.duckdb`` -> ``visibility``).
-
-        Names are qualified with it, or a schema named like the file (the default: ``visibility``
-        in ``visibility.duckdb``) would be an ambiguous reference.
-        """
+        """The file's stem, as DuckDB names its catalog: names are qualified with it, or a schema named
+        like the file (the default, ``visibility`` in ``visibility.duckdb``) would be ambiguous."""
         return self.path.name.split(".", 1)[0]
 
     def table_ref(self, table: str) -> str:

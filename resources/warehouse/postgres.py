@@ -301,12 +301,9 @@ class PostgresWarehouse(Warehouse):
         cur.execute(f"ALTER TABLE {ref} {drop}ADD PRIMARY KEY ({', '.join(quoted(k) for k in spec.key)})")  # type: ignore[arg-type]
 
     def _lock_table(self, cur: psycopg.Cursor[Any], table: str) -> None:
-        """Serialise writers of one table until commit.
-
-        At READ COMMITTED a second replace of overlapping rows would not see the first one's
-        inserts when it deletes, and then fail on their keys; a snapshot retire could miss rows.
-        Taken before the schema's DDL lock, always in that order, so writers cannot deadlock.
-        """
+        """Serialise writers of one table until commit: at READ COMMITTED a second replace of
+        overlapping rows would not see the first one's inserts when it deletes, and fail on their keys.
+        Taken before the schema's DDL lock, always in that order, so writers cannot deadlock."""
         cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{self.schema}.{table}",))
 
     # --- Warehouse hooks (the procedure: Warehouse in base.py) -------------------------------------

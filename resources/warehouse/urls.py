@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from resources.warehouse.base import Warehouse
 
 SCHEMA_SETTING = "VISIBILITY_SCHEMA"
-MEMORY_LIMIT_SETTING = "VISIBILITY_DUCKDB_MEMORY_LIMIT"
 DEFAULT_WAREHOUSE_URL = "duckdb:///data/visibility.duckdb"
 DEFAULT_SCHEMA = "visibility"
 #: keeps the landing's memory flat in the days of a backfill, for somewhat slower chunk writes
