@@ -235,6 +235,7 @@ class RequestBudget:
     cancels the sync when set (``cancel()`` sets it). ``retry_deadline_seconds``: how long the sync's
     clients retry once the service is unreachable, from the outage's start (``None``: each client's
     own). ``request_floor`` and ``requests_per_call``: the sync's request allowance (``None``: none).
+    The settings validate them (``settings.py``, ``config.py``).
     """
 
     def __init__(
@@ -248,12 +249,6 @@ class RequestBudget:
         request_floor: int | None = None,
         requests_per_call: int = 1,
     ) -> None:
-        if retry_deadline_seconds is not None and not retry_deadline_seconds > 0:
-            raise ValueError("retry_deadline_seconds must be positive")
-        if request_floor is not None and request_floor < 1:
-            raise ValueError("request_floor must be at least 1")
-        if requests_per_call < 1:
-            raise ValueError("requests_per_call must be at least 1")
         self._clock = clock
         self.on_wait = on_wait
         self.cancel_event = cancel_event if cancel_event is not None else threading.Event()

@@ -313,13 +313,7 @@ class Calls:
             if status == 404 and call.ambiguous and endpoint.method == "DELETE":
                 text += "; an earlier attempt ended without an answer and has probably applied it already"
             raise ERROR_BY_STATUS.get(status, VisibilityAPIError)(text, **ids)
-        failure = Failure(
-            decision.cause,
-            message or f"HTTP {status}",
-            status=status,
-            code=code,
-            request_id=ids["request_id"],
-        )
+        failure = Failure(decision.cause, message or f"HTTP {status}", status, code, answer.request_id)
         retry_after = parse_retry_after(answer.headers.get("retry-after"))
         wait = retry_after if retry_after is not None else self._backoff(call.attempts)
         if decision.action in (Action.WAIT_GLOBAL, Action.WAIT_ENDPOINT):

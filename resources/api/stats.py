@@ -26,8 +26,7 @@ class RequestStats:
     requests_by_endpoint: dict[str, int] = field(default_factory=dict)  # endpoint template -> count
     responses_by_status: dict[int, int] = field(default_factory=dict)
     retries_by_cause: dict[str, int] = field(default_factory=dict)  # e.g. rate_limited, 5xx, timeout
-    wait_seconds: float = 0.0
-    #: ``wait_seconds`` by why: ``pacing`` (a window), ``concurrency`` (no free slot), ``backoff``
+    #: seconds waited by why: ``pacing`` (a window), ``concurrency`` (no free slot), ``backoff``
     wait_seconds_by_cause: dict[str, float] = field(default_factory=dict)
     #: Error answers by the service's ``code`` (``rate_limited``, ``internal_error``...), sanitized.
     errors_by_code: dict[str, int] = field(default_factory=dict)
@@ -37,6 +36,10 @@ class RequestStats:
     @property
     def total_requests(self) -> int:
         return sum(self.requests_by_endpoint.values())
+
+    @property
+    def wait_seconds(self) -> float:
+        return sum(self.wait_seconds_by_cause.values())
 
     @property
     def total_retries(self) -> int:
@@ -86,7 +89,6 @@ class Counters:
     def wait(self, cause: str, seconds: float) -> None:
         if seconds > 0:
             with self._lock:
-                self._stats.wait_seconds += seconds
                 _add(self._stats.wait_seconds_by_cause, cause, seconds)
 
     def unknown_engine(self, endpoint: str, rows: int) -> int:
