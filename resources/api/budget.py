@@ -414,27 +414,28 @@ class RequestBudget:
                     self._cond.wait(wait)
                     waited_slot += self._clock() - now
                     continue
-                delay, cause, message = self._window_delay(endpoint, now)
+                delay, window = self._window_delay(endpoint, now)
                 if delay <= 0.0:
                     self._global.take(now)
                     self._endpoint(endpoint).take(now)
                     self._seq += 1
                     self._in_flight[self._seq] = (endpoint, now)
                     return Permit(endpoint, self._aimd.generation, self._seq, now, waited_rate, waited_slot)
+                scope = "global" if window is self._global else f"endpoint {endpoint}"
                 if deadline is not None and now + delay > deadline:
-                    raise BudgetExhausted(
-                        delay, "global" if cause == "rate_limit" else f"endpoint {endpoint}"
-                    )
+                    raise BudgetExhausted(delay, scope)
                 if announced or delay < ANNOUNCE_MIN_SECONDS:
                     self._cond.wait(min(delay, MAX_WAIT_SLICE_SECONDS))
                     waited_rate += self._clock() - now
                     continue
+                what = "rate limit" if window is self._global else f"rate limit of {endpoint}"
+                message = f"{what}: waiting {delay:.1f} s ({window.reason(now)})"
             announced = True  # outside the lock: handlers and hooks may be slow
-            self.announce(cause, delay, message)
+            self.announce("rate_limit" if window is self._global else "endpoint_rate_limit", delay, message)
 
-    def _window_delay(self, endpoint: str, now: float) -> tuple[float, str, str]:
-        """Seconds until the key's and the endpoint's windows allow a request; the announcement's
-        cause and message, after the window that holds it back longer."""
+    def _window_delay(self, endpoint: str, now: float) -> tuple[float, RateWindow]:
+        """Seconds until the key's and the endpoint's windows allow a request, and the window that
+        holds it back longer."""
         window = self._endpoint(endpoint)
         endpoint_delay = window.delay(
             now,
@@ -448,12 +449,7 @@ class RequestBudget:
                 self._in_flight, self._global.newest_seq, self._global.newest_sent_at
             ),
         )
-        if global_delay >= endpoint_delay:
-            reason = self._global.reason(now)
-            return global_delay, "rate_limit", f"rate limit: waiting {global_delay:.1f} s ({reason})"
-        reason = window.reason(now)
-        message = f"rate limit of {endpoint}: waiting {endpoint_delay:.1f} s ({reason})"
-        return endpoint_delay, "endpoint_rate_limit", message
+        return (global_delay, self._global) if global_delay >= endpoint_delay else (endpoint_delay, window)
 
     def observe(self, permit: Permit, headers: Mapping[str, str]) -> None:
         """Learn the windows from an answer's headers (any status, 429s included); the waiters wake
