@@ -116,18 +116,6 @@ def run_day(instance: DagsterInstance, run_id: str) -> dt.date:
     return created.astimezone(dt.UTC).date()
 
 
-def sync_now_requests(window: SyncNowWindow, run_id: str) -> list[RunRequest]:
-    """The sync runs of a ``sync_now`` run's window, keyed by that run (requested once)."""
-    return [
-        RunRequest(
-            run_key=f"{run_id}-{index}",
-            job_name=job_name,
-            tags={**tags, SYNC_NOW_TAG: run_id, "visibility/window": f"{window.first}..{window.last}"},
-        )
-        for index, (job_name, tags) in enumerate(sync_runs(window.first, window.last, window.spans))
-    ]
-
-
 def sync_now_definitions(settings: PartitionSettings) -> tuple[JobDefinition, SensorDefinition]:
     """The ``sync_now`` job and the sensor that launches its sync runs, over the settings' partitions."""
 
@@ -182,6 +170,10 @@ def sync_now_definitions(settings: PartitionSettings) -> tuple[JobDefinition, Se
             window = sync_now_window(config, run_day(context.instance, run.run_id), settings)
         except ConfigError as exc:
             return SkipReason(str(exc))
-        return sync_now_requests(window, run.run_id)
+        window_tag = {SYNC_NOW_TAG: run.run_id, "visibility/window": f"{window.first}..{window.last}"}
+        return [  # keyed by the sync_now run: requested once
+            RunRequest(run_key=f"{run.run_id}-{index}", job_name=job_name, tags={**tags, **window_tag})
+            for index, (job_name, tags) in enumerate(sync_runs(window.first, window.last, window.spans))
+        ]
 
     return sync_now, sync_now_runs
