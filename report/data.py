@@ -86,11 +86,6 @@ class BrandSection:
         """Measured days in each half of the pages' change (the middle one left out when odd)."""
         return len(self.measured_days) // 2
 
-    @property
-    def entities(self) -> tuple[str, ...]:
-        """The brand and its competitors, as the share-of-voice chart names them."""
-        return tuple(s.entity for s in self.share_of_voice)
-
 
 @dataclass(frozen=True)
 class ReportData:
