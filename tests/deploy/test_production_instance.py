@@ -204,6 +204,8 @@ SERVERS = {
     "dagster-daemon run": "daemon",
     "dagster-webserver": "webserver",
 }
+#: The daemons the webserver must report healthy, from their heartbeats in Postgres.
+DAEMONS = {"SENSOR", "SCHEDULER", "QUEUED_RUN_COORDINATOR", "BACKFILL"}
 
 
 def _free_port() -> int:
@@ -212,10 +214,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _deploy_steps(here: dict[str, str], settings: dict[str, str], logs: Path, web_port: int) -> str:
+def _deploy_steps(here: dict[str, str], settings: dict[str, str], logs: Path, ports: tuple[int, int]) -> str:
     """The README's block as a script: its commands, with this machine's values for the block's
     (``here``: written -> used), the ``DAGSTER_PG_*`` export given the test server's settings, and the
-    servers in the background; after the code server, a wait for it as its user would wait."""
+    servers in the background (``ports``: the code server's, the webserver's); after the code
+    server, a wait for it as its user would wait."""
+    code_port, web_port = ports
     block = doc_block("deploy/README.md", "pip install '.[production]'")
     script = ["set -e", f'export PATH="{BIN}:$PATH"']
     for line in block.lines():
@@ -234,7 +238,7 @@ def _deploy_steps(here: dict[str, str], settings: dict[str, str], logs: Path, we
         script.append(command)
         if server == "code":
             script.append(
-                f"for _ in $(seq 60); do dagster api grpc-health-check -p {here['-p 4000'][3:]} "
+                f"for _ in $(seq 60); do dagster api grpc-health-check -p {code_port} "
                 "> /dev/null 2>&1 && break; sleep 1; done"
             )
     assert [written for written in here if written not in block.text] == []  # the README says them
@@ -302,7 +306,7 @@ def test_the_deploy_readmes_steps_start_the_code_server_daemon_and_webserver_on_
         "VISIBILITY_SCHEMA": pg_schema,
     }
     steps = subprocess.Popen(
-        ["bash", "-c", _deploy_steps(here, dagster_database, logs, web_port)],
+        ["bash", "-c", _deploy_steps(here, dagster_database, logs, (code_port, web_port))],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -326,9 +330,7 @@ def test_the_deploy_readmes_steps_start_the_code_server_daemon_and_webserver_on_
         def daemons() -> set[str] | None:
             statuses = graphql(DAEMONS_QUERY)["instance"]["daemonHealth"]["allDaemonStatuses"]
             healthy = {s["daemonType"] for s in statuses if s["healthy"]}
-            return (
-                healthy if {"SENSOR", "SCHEDULER", "QUEUED_RUN_COORDINATOR", "BACKFILL"} <= healthy else None
-            )
+            return healthy if healthy >= DAEMONS else None
 
         (entry,) = _wait_for("the webserver loads the code location from the code server", location, logs)
         assert entry["name"] == "visibility"  # the name runs are recorded under (README)
