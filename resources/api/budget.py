@@ -3,10 +3,10 @@
 Every request of every client of a sync, on every thread, waits in ``RequestBudget.acquire`` until
 the key's window (``X-RateLimit-*``), its endpoint's window (``X-Endpoint-*``) and the concurrency
 limit allow it. A spent window waits for its Reset, then one request probes it (another client of the
-key may have spent it); below ``SPREAD_BELOW`` of its limit (all of it, once a 429 showed others
-spend it) the key's window spreads its requests evenly until the Reset, so runs of one key that see
-nothing of each other but its headers keep it from empty. No Reset or Retry-After holds a sync back
-longer than a ``PROBES_PER_DEADLINE``-th of its retry deadline.
+key may have spent it); below ``SPREAD_BELOW`` of its limit the key's window spreads its last
+requests evenly until the Reset, so runs of one key that see nothing of each other but its headers
+keep it from empty. No Reset or Retry-After holds a sync back longer than a ``PROBES_PER_DEADLINE``-th
+of its retry deadline.
 
 The budget also carries what the clients of one sync share: the outage and refusal clocks (a dead
 service costs a sync one retry deadline, not one per call), cancellation, the request allowance, and
@@ -78,8 +78,6 @@ class RateWindow:
         #: send number and send time of the request whose answer the estimate rests on
         self.newest_seq = 0
         self.newest_sent_at = 0.0
-        #: a 429 showed that others spend this window too: from then on all of it is spread
-        self.refused = False
 
     def delay(self, now: float, *, unanswered_since_newest: int = 0) -> float:
         """Seconds until one more request may go (0: now).
@@ -101,7 +99,7 @@ class RateWindow:
             return self.reset_at - now
         if not self.spreads or not self.limit or self.reset_at is None:
             return 0.0
-        if self.remaining >= self.limit * SPREAD_BELOW and not self.refused:
+        if self.remaining >= self.limit * SPREAD_BELOW:
             return 0.0
         # n clients each sending remaining / reset a second hold a bucket near limit / (n + 1): never
         # empty, its refills still spent; a fixed window is spent evenly to its end
@@ -137,7 +135,6 @@ class RateWindow:
 
     def block(self, until: float, reason: str = "Retry-After") -> None:
         """Hold every request back until ``until`` (a 429's wait; callers cut it to ``max_wait``)."""
-        self.refused = True
         if until >= self.blocked_until:
             self.blocked_until, self.block_reason = until, reason
 

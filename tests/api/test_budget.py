@@ -96,17 +96,6 @@ def test_budget_counts_requests_sent_just_before_an_answer_as_unseen() -> None:
         budget.release(permit)
 
 
-def test_after_a_429_the_whole_window_is_spread_until_its_reset() -> None:
-    """A 429 shows that other clients spend the key: from then on a window above half its limit goes
-    out evenly until its Reset too, instead of in a burst that meets theirs."""
-    window = RateWindow(spreads=True)
-    window.observe(WindowHeaders(limit=20, remaining=18, reset_seconds=2.0), now=0.0)
-    window.take(0.0)
-    assert window.delay(0.0) == 0.0  # above half its limit: no spreading yet
-    window.block(until=0.0)
-    assert window.delay(0.0) == pytest.approx(2.0 / 17)
-
-
 def test_spent_window_without_reset_probes_after_a_pause() -> None:
     window = RateWindow()
     window.observe(WindowHeaders(limit=None, remaining=0, reset_seconds=None), now=0.0)
