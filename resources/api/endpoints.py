@@ -280,66 +280,36 @@ def _check_path(
 
 # --- Types the spec declares (SERVICE_SPEC.md, "Resources and their fields") ---------------------
 
-_BRAND_TYPED: dict[str, Kind] = {
-    "domain": "string",
-    "category": "string",
-    "aliases": "strings",
-    "engines": "strings",
-    "country": "string",
-    "created_at": "string",
-}
-_TOPIC_TYPED: dict[str, Kind] = {"prompt_count": "integer", "created_at": "string", "updated_at": "string"}
-_MENTION_TYPED: dict[str, Kind] = {
-    "response_id": "string",
-    "brand_name": "string",
-    "position": "number",
-    "sentiment": "number",
-    "prompt_id": "string",
-}
-_GENERATION_TYPED: dict[str, Kind] = {
-    name: "string"
-    for name in (
-        "brand_id",
-        "content_type",
-        "status",
-        "topic",
-        "title",
-        "slug",
-        "meta_title",
-        "meta_description",
-        "brief_md",
-        "draft_md",
-        "source_recommendation_id",
-        "created_at",
-        "updated_at",
-    )
-}
-_CITED_PAGE_TYPED: dict[str, Kind] = {
-    "domain": "string",
-    "root_domain": "string",
-    "avg_position": "number",
-    "citation_share": "number",
-}
-_TRACKED_TYPED: dict[str, Kind] = {
-    "aliases": "strings",
-    "domains": "strings",
-    "history_from": "string",
-    "tracked_since": "string",
-}
+
+def _typed(
+    *, string: str = "", strings: str = "", integer: str = "", number: str = "", boolean: str = ""
+) -> dict[str, Kind]:
+    """Field names (separated by blanks) by their kind."""
+    names: dict[Kind, str] = {
+        "string": string,
+        "strings": strings,
+        "integer": integer,
+        "number": number,
+        "boolean": boolean,
+    }
+    return {name: kind for kind, text in names.items() for name in text.split()}
+
+
+_BRAND_TYPED = _typed(string="domain category country created_at", strings="aliases engines")
+_TOPIC_TYPED = _typed(integer="prompt_count", string="created_at updated_at")
+_MENTION_TYPED = _typed(string="response_id brand_name prompt_id", number="position sentiment")
+_GENERATION_TYPED = _typed(
+    string="brand_id content_type status topic title slug meta_title meta_description brief_md draft_md "
+    "source_recommendation_id created_at updated_at"
+)
+_CITED_PAGE_TYPED = _typed(string="domain root_domain", number="avg_position citation_share")
+_TRACKED_TYPED = _typed(strings="aliases domains", string="history_from tracked_since")
 #: CompetitorTrendMetrics (the fields of every series point, besides its ``date``).
-_METRICS: dict[str, Kind] = {
-    "responses_answered": "integer",
-    "responses_with_brand": "integer",
-    "mention_count": "integer",
-    "citation_count": "integer",
-    "detection_rate": "number",
-    "visibility_score": "number",
-    "avg_position": "number",
-    "avg_sentiment": "number",
-    "top3_visibility": "number",
-    "win_rate": "number",
-    "share_of_voice": "number",
-}
+_METRICS = _typed(
+    integer="responses_answered responses_with_brand mention_count citation_count",
+    number="detection_rate visibility_score avg_position avg_sentiment top3_visibility win_rate "
+    "share_of_voice",
+)
 
 
 def _entity_typed(prefix: str) -> dict[str, Kind]:
@@ -356,16 +326,12 @@ def _entity_typed(prefix: str) -> dict[str, Kind]:
 
 # --- Assumed types (DESIGN.md, "Assumptions where the spec is silent"; the sandbox's rows) -----
 
-_PROMPT_TYPED: dict[str, Kind] = {"text": "string", "topic_id": "string", "created_at": "string"}
+_PROMPT_TYPED = _typed(string="text topic_id created_at")
 #: The answer rows' fields beyond DESIGN.md's ``{id, prompt_id, engine, checked_on}``, as the
 #: sandbox serves them; declared so a wrong type stops the sync instead of poisoning the table.
-_ANSWER_TYPED: dict[str, Kind] = {
-    "prompt_id": "string",
-    "brand_mentioned": "boolean",
-    "brand_position": "integer",
-    "mention_count": "integer",
-    "citation_count": "integer",
-}
+_ANSWER_TYPED = _typed(
+    string="prompt_id", boolean="brand_mentioned", integer="brand_position mention_count citation_count"
+)
 
 
 # --- Documented endpoints (SERVICE_SPEC.md, "Endpoint table") -----------------------------------
