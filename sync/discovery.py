@@ -81,14 +81,9 @@ def per_brand(client: VisibilityClient, scope: BrandScope, fetch: Callable[[str]
 
 
 class Discovery:
-    """What a sync lists once and every step of it reuses: brands, prompts, tracked competitors.
-
-    A sync (a scheduled run, a command-line sync, one run of a backfill) would otherwise list the
-    brands once per table and the prompts and competitors once per table that needs them: requests
-    that cost rate budget and add a round trip before each table's first call. A brand that answered
-    404 once is out of scope for the rest of the sync. Thread-safe; each caller gets its own
-    ``BrandScope`` (scopes are narrowed as brands answer 404).
-    """
+    """What a sync lists once and every step of it reuses: brands, prompts, tracked competitors
+    (each listing costs rate budget and a round trip). A brand that answered 404 once is out of
+    scope for the rest of the sync. Thread-safe; each caller gets its own ``BrandScope``."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -109,10 +104,12 @@ class Discovery:
                     if failure_kind(exc).stops_the_sync:
                         self._refused[key] = exc
                     raise
-            cached = self._scopes[key]
-            gone = {b for listing in self._listings.values() for b, rows in listing.items() if rows is None}
-            scope = BrandScope(brands=list(cached.brands), out_of_scope=list(cached.out_of_scope))
-        scope.drop(gone & set(scope.brand_ids))
+            return self._narrowed(self._scopes[key])
+
+    def _narrowed(self, cached: BrandScope) -> BrandScope:
+        """A copy of ``cached`` without the brands a listing of this sync found gone (404)."""
+        scope = BrandScope(brands=list(cached.brands), out_of_scope=list(cached.out_of_scope))
+        scope.drop({b for listing in self._listings.values() for b, rows in listing.items() if rows is None})
         return scope
 
     def listing(
@@ -136,9 +133,7 @@ class Discovery:
             cached = self._scopes.get(tuple(only))
             if cached is None:
                 return None, {}
-            gone = {b for listing in self._listings.values() for b, rows in listing.items() if rows is None}
-            scope = BrandScope(brands=list(cached.brands), out_of_scope=list(cached.out_of_scope))
-            scope.drop(gone & set(scope.brand_ids))
+            scope = self._narrowed(cached)
             complete = {
                 name: {b: list(listing[b] or ()) for b in scope.brand_ids}
                 for name, listing in self._listings.items()

@@ -155,11 +155,8 @@ def boxes(cells: Iterable[Cell], engine_order: Iterable[str] = ()) -> tuple[Box,
     A rectangular run (the UI's date range x engine range, a daily sync) gives a single box.
     """
     order = {e: i for i, e in enumerate(engine_order)}
-    engines_by_day: dict[dt.date, set[str]] = defaultdict(set)
-    for day, engine in cells:
-        engines_by_day[day].add(engine)
     days_by_set: dict[tuple[str, ...], list[dt.date]] = defaultdict(list)
-    for day, engines in engines_by_day.items():
+    for day, engines in _engines_by_day(cells).items():
         key = tuple(sorted(engines, key=lambda e: (order.get(e, len(order)), e)))
         days_by_set[key].append(day)
     out = [Box(run, engines) for engines, days in days_by_set.items() for run in date_runs(days)]
