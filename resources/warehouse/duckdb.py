@@ -53,7 +53,6 @@ from resources.warehouse.duckdb_memory import MemoryBudget, read_within
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
 from resources.warehouse.sql import (
     SqlDialect,
-    comment_statements,
     delete_scope_statement,
     insert_statement,
     quote_identifier,
@@ -62,6 +61,7 @@ from resources.warehouse.sql import (
     stamp_parameters,
     table_statements,
     upsert_statement,
+    view_statements,
 )
 from resources.warehouse.types import duckdb_type, from_duckdb_type
 from resources.warehouse.urls import DEFAULT_LOCK_TIMEOUT_SECONDS, parse_memory_limit
@@ -383,13 +383,8 @@ class DuckDBWarehouse(Warehouse):
         description: str,
         columns: Iterable[tuple[str, str]],
     ) -> None:
-        """(Re)create the view when ``work`` says so, then write its comments."""
-        if work == "create":
-            _exec(con, f"CREATE OR REPLACE VIEW {self.table_ref(view)} AS {body}")
-        if work is not None:
-            comments = [(None, description), *columns]
-            for statement in comment_statements(DIALECT, self.table_ref(view), comments, relation="VIEW"):
-                _exec(con, statement)
+        for statement in view_statements(DIALECT, self.table_ref(view), body, work, description, columns):
+            _exec(con, statement)
 
     # --- Warehouse hooks (the procedure: Warehouse in base.py) -------------------------------------
 

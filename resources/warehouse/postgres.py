@@ -31,7 +31,6 @@ from resources.warehouse.contract import IS_CURRENT, SnapshotScope, TableSpec, f
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
 from resources.warehouse.sql import (
     SqlDialect,
-    comment_statements,
     delete_scope_statement,
     insert_statement,
     quote_identifier,
@@ -40,6 +39,7 @@ from resources.warehouse.sql import (
     stamp_parameters,
     table_statements,
     upsert_statement,
+    view_statements,
 )
 from resources.warehouse.types import from_postgres_type, postgres_type
 from resources.warehouse.urls import POSTGRES_SCHEMES
@@ -220,16 +220,8 @@ class PostgresWarehouse(Warehouse):
         description: str,
         columns: Sequence[tuple[str, str]],
     ) -> None:
-        """(Re)create the view when ``work`` says so, then write its comments. DROP first: CREATE OR
-        REPLACE cannot rename, drop or reorder the columns of an older view."""
-        if work is None:
-            return
-        view_ref = self.table_ref(view)
-        if work == "create":
-            cur.execute(f"DROP VIEW IF EXISTS {view_ref}")  # type: ignore[arg-type]
-            cur.execute(f"CREATE VIEW {view_ref} AS {body}")  # type: ignore[arg-type]
-        for statement in comment_statements(
-            dialect(cur), view_ref, [(None, description), *columns], relation="VIEW"
+        for statement in view_statements(
+            dialect(cur), self.table_ref(view), body, work, description, columns
         ):
             cur.execute(statement)  # type: ignore[arg-type]
 

@@ -23,6 +23,7 @@ from resources.warehouse.contract import (
 )
 from resources.warehouse.schema_evolution import LoadPlan
 from resources.warehouse.types import SqlType, sql_type_or_default
+from resources.warehouse.views import ViewWork
 
 if TYPE_CHECKING:
     from resources.warehouse.base import WriteStamp
@@ -101,6 +102,23 @@ def comment_statements(
         target = f"{relation} {ref}" if column is None else f"COLUMN {ref}.{quote_identifier(column)}"
         statements.append(f"COMMENT ON {target} IS {dialect.literal(text)}")
     return statements
+
+
+def view_statements(
+    dialect: SqlDialect,
+    ref: str,
+    body: str,
+    work: ViewWork,
+    description: str,
+    columns: Iterable[tuple[str, str]],
+) -> list[str]:
+    """What ``work`` does to the view ``ref``: drop and create it (CREATE OR REPLACE cannot drop or
+    reorder an older view's columns), then comment it and its columns."""
+    if work is None:
+        return []
+    statements = [f"DROP VIEW IF EXISTS {ref}", f"CREATE VIEW {ref} AS {body}"] if work == "create" else []
+    comments = [(None, description), *columns]
+    return statements + comment_statements(dialect, ref, comments, relation="VIEW")
 
 
 # The write statements DuckDB and Postgres share, in ``:name`` parameters (``Warehouse._bind``):
