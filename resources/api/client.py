@@ -11,7 +11,6 @@ import datetime as dt
 import hashlib
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
@@ -20,7 +19,7 @@ from typing import Any, TypeVar
 import httpx
 
 from resources.api import endpoints as ep
-from resources.api.budget import RequestBudget, WaitCallback
+from resources.api.budget import RequestBudget
 from resources.api.calls import NEVER_REACHED_SECONDS, Calls
 from resources.api.concurrency import map_concurrent
 from resources.api.config import (
@@ -73,28 +72,20 @@ class VisibilityClient:
         max_concurrency: int = 8,
         timeout_seconds: float = 30.0,
         retry_deadline_seconds: float = 300.0,
-        user_agent: str = "visibility-sync",
         backoff_base_seconds: float = 0.5,
         backoff_max_seconds: float = 30.0,
         transport: httpx.BaseTransport | None = None,
         budget: RequestBudget | None = None,
-        on_wait: WaitCallback | None = None,
-        cancel_event: threading.Event | None = None,
         max_pages: int = DEFAULT_MAX_PAGES,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_new_columns: int = DEFAULT_MAX_NEW_COLUMNS,
     ) -> None:
-        """``budget``: the sync's shared budget; without one the client makes its own, with
-        ``on_wait`` and ``cancel_event``. ``max_new_columns`` is only carried to the fetch that
-        checks it (``VISIBILITY_MAX_NEW_COLUMNS``)."""
+        """``budget``: the sync's shared budget (without one the client makes its own);
+        ``max_new_columns`` is only carried to the fetch that checks it (``VISIBILITY_MAX_NEW_COLUMNS``)."""
         if max_concurrency < 1 or max_response_bytes < 1:
             raise ValueError("max_concurrency and max_response_bytes must be at least 1")
         if timeout_seconds <= 0 or retry_deadline_seconds <= 0:
             raise ValueError("timeout_seconds and retry_deadline_seconds must be positive")
-        if budget is not None and (on_wait is not None or cancel_event is not None):
-            raise ValueError(
-                "on_wait and cancel_event belong to the shared budget: give them to RequestBudget"
-            )
         self.base_url = validate_base_url(base_url)
         key = validate_api_key(api_key)
         register_secret(key)  # every text quoted from the service is scrubbed of it
@@ -109,11 +100,7 @@ class VisibilityClient:
         self._max_pages = max_pages
         self.max_new_columns = max_new_columns
         #: the sync's shared budget (``budget.snapshot()`` shows the current limits)
-        self.budget = (
-            budget
-            if budget is not None
-            else RequestBudget(max_concurrency, on_wait=on_wait, cancel_event=cancel_event)
-        )
+        self.budget = budget if budget is not None else RequestBudget(max_concurrency)
         self._counters = Counters()
         self._engine_warned_at: dict[str, float] = {}
         install_log_guard()
@@ -121,7 +108,6 @@ class VisibilityClient:
             self.base_url,
             key,
             budget=self.budget,
-            user_agent=user_agent,
             timeout_seconds=timeout_seconds,
             max_concurrency=max_concurrency,
             max_response_bytes=max_response_bytes,
@@ -139,8 +125,6 @@ class VisibilityClient:
 
     def __repr__(self) -> str:
         return f"VisibilityClient(base_url={self.base_url!r}, max_concurrency={self._max_concurrency})"
-
-    __str__ = __repr__
 
     def close(self) -> None:
         self._transport.close()

@@ -127,9 +127,7 @@ class TransportError(VisibilityAPIError):
 
 class ServiceUnreachableError(TransportError):
     """Not sent: the service has failed every attempt for longer than the sync's retry deadline, so
-    every further call fails at once (``sent`` is False: never ambiguous)."""
-
-    sent = False
+    every further call fails at once (never ambiguous)."""
 
 
 class PagingError(VisibilityAPIError):

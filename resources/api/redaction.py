@@ -49,7 +49,6 @@ _ESCAPED_CHAR = re.compile(
 )
 _ESCAPE_MARKS = ("%", "\\", "&#")
 
-_installed = False
 _lock = threading.Lock()
 #: Keys of every client of this process and their whole-key forms (``key_forms``), longest first (a
 #: key that contains another is replaced whole).
@@ -234,28 +233,20 @@ def excerpt(value: object, limit: int = 40) -> str:
     return sanitize(repr(value), limit)
 
 
-class SecretRedactingFilter(logging.Filter):
+def _redact_record(record: logging.LogRecord) -> bool:
     """Rewrites a record whose rendered message carries a key or a bearer token; never drops records."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a broken record is the logging module's problem, not ours
-            return True
-        clean = scrub(message)
-        if clean != message:
-            record.msg = clean
-            record.args = ()
+    try:
+        message = record.getMessage()
+    except Exception:  # a broken record is the logging module's problem, not ours
         return True
+    clean = scrub(message)
+    if clean != message:
+        record.msg = clean
+        record.args = ()
+    return True
 
 
 def install() -> None:
-    """Attach the filter once per process (idempotent, thread-safe)."""
-    global _installed
-    with _lock:
-        if _installed:
-            return
-        guard = SecretRedactingFilter()
-        for name in GUARDED_LOGGERS:
-            logging.getLogger(name).addFilter(guard)
-        _installed = True
+    """Attach the filter to the guarded loggers (idempotent: a logger keeps one copy of a filter)."""
+    for name in GUARDED_LOGGERS:
+        logging.getLogger(name).addFilter(_redact_record)

@@ -150,7 +150,6 @@ class Transport:
         key: str,
         *,
         budget: RequestBudget,
-        user_agent: str,
         timeout_seconds: float,
         max_concurrency: int,
         max_response_bytes: int,
@@ -165,7 +164,7 @@ class Transport:
             base_url=base_url,
             headers={
                 "Authorization": f"Bearer {key}",
-                "User-Agent": user_agent,
+                "User-Agent": "visibility-sync",
                 "Accept": "application/json",
                 # the encodings ``_decoder`` reads within the body cap (not br or zstd)
                 "Accept-Encoding": "gzip, deflate",

@@ -181,7 +181,7 @@ def test_cancel_during_a_backoff_wait_returns_within_a_second(dead: str) -> None
         retry_deadline_seconds=120,
         backoff_base_seconds=20,
         backoff_max_seconds=30,
-        on_wait=lambda *w: waits.append(w),
+        budget=RequestBudget(8, on_wait=lambda *w: waits.append(w)),
     )
     with client:
         call = Background(lambda: list(client.list_brands()))
@@ -245,7 +245,9 @@ def test_an_external_cancel_event_stops_a_paging_walk_between_pages(caplog: pyte
     with (
         fake_service(_one_page_then_spent_window()) as service,
         caplog.at_level(logging.INFO),
-        VisibilityClient(service.url, KEY, cancel_event=stop, on_wait=lambda *w: waits.append(w)) as api,
+        VisibilityClient(
+            service.url, KEY, budget=RequestBudget(8, on_wait=lambda *w: waits.append(w), cancel_event=stop)
+        ) as api,
     ):
         rows = api.list_brands(limit=1)
         assert next(rows)["id"] == "b0"  # the first page came; the window is now spent for 30 s
