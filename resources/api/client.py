@@ -326,7 +326,7 @@ class VisibilityClient:
 
     def poll_audit(self, poll_path: str) -> Row:
         """GET the ``poll`` path of ``create_audit``'s answer (only a path on this service)."""
-        return self._object(ep.POLL_AUDIT, _same_origin_path(poll_path, self.base_url))
+        return self._object(ep.POLL_AUDIT, _poll_path(poll_path))
 
     def wait_for_audit(
         self, poll_path: str, *, timeout_seconds: float = 300.0, interval_seconds: float = 2.0
@@ -352,25 +352,13 @@ class VisibilityClient:
         return map_concurrent(fn, items, self._max_concurrency)
 
 
-def _same_origin_path(poll_path: str, base_url: str) -> str:
-    """The path to poll on ``base_url``'s service: the key never travels to another host, whatever
-    an answer says."""
-    target = httpx.URL(poll_path)
-    base = httpx.URL(base_url)
-    if target.is_absolute_url:
-        if (target.scheme, target.host, target.port) != (base.scheme, base.host, base.port):
-            raise ResponseShapeError(
-                "the audit 'poll' URL points to another origin; refusing to send the key there",
-                endpoint=ep.POLL_AUDIT.key,
-            )
-        base_path = base.path.rstrip("/")
-        path = target.path
-        if base_path and path.startswith(base_path + "/"):
-            path = path[len(base_path) :]
-        return path + (f"?{target.query.decode()}" if target.query else "")
-    if not poll_path.startswith("/") or poll_path.startswith("//"):
+def _poll_path(poll: str) -> str:
+    """The spec's ``poll`` is a path on this service; anything else (an absolute URL, ``//host``) is
+    refused, so the key never travels to another host, whatever an answer says."""
+    if not poll.startswith("/") or poll.startswith("//"):
         raise ResponseShapeError(
-            f"the audit 'poll' path must start with '/', got {excerpt(poll_path, 80)}",
+            f"the audit 'poll' must be a path starting with '/', got {excerpt(poll, 80)}; "
+            "refusing to send the key anywhere else",
             endpoint=ep.POLL_AUDIT.key,
         )
-    return poll_path
+    return poll

@@ -69,19 +69,12 @@ class Outcome:
 
 
 class OperationError(ValueError):
-    """An operation cannot be carried out as asked; the message says what to pass instead."""
+    """An operation cannot be carried out as asked (no record has the name given, several do); the
+    message says what to pass instead."""
 
 
 class InvalidInputError(OperationError):
     """A malformed argument (URL, name), found before any request."""
-
-
-class UnknownTargetError(OperationError):
-    """No brand, tracked competitor or topic has the id or name given."""
-
-
-class AmbiguousTargetError(OperationError):
-    """Several records share the name given: pass the id instead."""
 
 
 class AuditStillPendingError(TimeoutError):
@@ -134,13 +127,13 @@ def _resolve(kind: str, ref: str, rows: Iterable[Mapping[str, Any]], where: str,
         return named[0]
     if named:
         ids = ", ".join(c.id for c in named)
-        raise AmbiguousTargetError(
+        raise OperationError(
             f"{len(named)} {kind}s {where} are named '{_quoted(wanted)}' ({ids}): give the id"
         )
     listed = ", ".join(f"'{c.shown}'" for c in candidates[:_LISTED_NAMES])
     more = f" and {len(candidates) - _LISTED_NAMES} more" if len(candidates) > _LISTED_NAMES else ""
     known = f"; known: {listed}{more}" if candidates else f"; there is no {kind} {where}"
-    raise UnknownTargetError(f"no {kind} {where} has the id or name '{_quoted(wanted)}'{known}")
+    raise OperationError(f"no {kind} {where} has the id or name '{_quoted(wanted)}'{known}")
 
 
 def resolve_brand(client: VisibilityClient, ref: str) -> Named:

@@ -10,6 +10,7 @@ import pytest
 
 from resources.api import endpoints as ep
 from resources.api.client import VisibilityClient
+from resources.api.errors import ResponseShapeError
 
 KEY = "vsk_0123456789abcdef0123456789abcdef"
 #: characters a path segment or a query value may hold, escaped or not
@@ -74,3 +75,13 @@ def test_a_path_the_shortcut_leaves_to_httpx_is_still_sent_as_httpx_builds_it() 
         for path in ["/v1/audits/a1?step=2", "/v1/brands/../x", "//other.example/v1", "v1/brands", "/v1/a#b"]:
             assert client._transport.url(path, {"limit": 1}) is None
             assert client._transport.url(path, None) is None
+
+
+@pytest.mark.parametrize(
+    "poll", ["https://elsewhere.example/v1/audit-reports/a1", "//elsewhere.example/a1", "a1"]
+)
+def test_an_audit_poll_that_is_not_a_path_is_refused_before_any_request(poll: str) -> None:
+    with VisibilityClient("http://127.0.0.1:9", KEY) as client:
+        with pytest.raises(ResponseShapeError, match="must be a path starting with '/'"):
+            client.poll_audit(poll)
+        assert client.stats.total_requests == 0
