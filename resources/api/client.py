@@ -80,12 +80,9 @@ class VisibilityClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_new_columns: int = DEFAULT_MAX_NEW_COLUMNS,
     ) -> None:
-        """``budget``: the sync's shared budget (without one the client makes its own);
-        ``max_new_columns`` is only carried to the fetch that checks it (``VISIBILITY_MAX_NEW_COLUMNS``)."""
-        if max_concurrency < 1 or max_response_bytes < 1:
-            raise ValueError("max_concurrency and max_response_bytes must be at least 1")
-        if timeout_seconds <= 0 or retry_deadline_seconds <= 0:
-            raise ValueError("timeout_seconds and retry_deadline_seconds must be positive")
+        """The numbers are checked where they are set (``ApiAccess``, ``settings.py``). ``budget``: the
+        sync's shared budget (without one the client makes its own); ``max_new_columns`` is only
+        carried to the fetch that checks it (``VISIBILITY_MAX_NEW_COLUMNS``)."""
         self.base_url = validate_base_url(base_url)
         key = validate_api_key(api_key)
         register_secret(key)  # every text quoted from the service is scrubbed of it

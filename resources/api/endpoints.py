@@ -281,10 +281,10 @@ def _check_path(
 # --- Types the spec declares (SERVICE_SPEC.md, "Resources and their fields") ---------------------
 
 
-def _typed(
+def _kinds(
     *, string: str = "", strings: str = "", integer: str = "", number: str = "", boolean: str = ""
 ) -> dict[str, Kind]:
-    """Field names (separated by blanks) by their kind."""
+    """Field names (separated by blanks) by their kind: ``_kinds(string="id name")``."""
     names: dict[Kind, str] = {
         "string": string,
         "strings": strings,
@@ -295,24 +295,24 @@ def _typed(
     return {name: kind for kind, text in names.items() for name in text.split()}
 
 
-_BRAND_TYPED = _typed(string="domain category country created_at", strings="aliases engines")
-_TOPIC_TYPED = _typed(integer="prompt_count", string="created_at updated_at")
-_MENTION_TYPED = _typed(string="response_id brand_name prompt_id", number="position sentiment")
-_GENERATION_TYPED = _typed(
+_BRAND_TYPED = _kinds(string="domain category country created_at", strings="aliases engines")
+_TOPIC_TYPED = _kinds(integer="prompt_count", string="created_at updated_at")
+_MENTION_TYPED = _kinds(string="response_id brand_name prompt_id", number="position sentiment")
+_GENERATION_TYPED = _kinds(
     string="brand_id content_type status topic title slug meta_title meta_description brief_md draft_md "
     "source_recommendation_id created_at updated_at"
 )
-_CITED_PAGE_TYPED = _typed(string="domain root_domain", number="avg_position citation_share")
-_TRACKED_TYPED = _typed(strings="aliases domains", string="history_from tracked_since")
+_CITED_PAGE_TYPED = _kinds(string="domain root_domain", number="avg_position citation_share")
+_TRACKED_TYPED = _kinds(strings="aliases domains", string="history_from tracked_since")
 #: CompetitorTrendMetrics (the fields of every series point, besides its ``date``).
-_METRICS = _typed(
+_METRICS = _kinds(
     integer="responses_answered responses_with_brand mention_count citation_count",
     number="detection_rate visibility_score avg_position avg_sentiment top3_visibility win_rate "
     "share_of_voice",
 )
 
 
-def _entity_typed(prefix: str) -> dict[str, Kind]:
+def _entity_kinds(prefix: str) -> dict[str, Kind]:
     """A CompetitorTrendEntity's typed fields under ``prefix`` (``brand`` or ``competitors[]``)."""
     typed: dict[str, Kind] = {
         f"{prefix}.id": "string",
@@ -326,31 +326,26 @@ def _entity_typed(prefix: str) -> dict[str, Kind]:
 
 # --- Assumed types (DESIGN.md, "Assumptions where the spec is silent"; the sandbox's rows) -----
 
-_PROMPT_TYPED = _typed(string="text topic_id created_at")
+_PROMPT_TYPED = _kinds(string="text topic_id created_at")
 #: The answer rows' fields beyond DESIGN.md's ``{id, prompt_id, engine, checked_on}``, as the
 #: sandbox serves them; declared so a wrong type stops the sync instead of poisoning the table.
-_ANSWER_TYPED = _typed(
+_ANSWER_TYPED = _kinds(
     string="prompt_id", boolean="brand_mentioned", integer="brand_position mention_count citation_count"
 )
 
 
 # --- Documented endpoints (SERVICE_SPEC.md, "Endpoint table") -----------------------------------
 
-LIST_BRANDS = Endpoint("GET", "/v1/brands", {"id": "string", "name": "string"}, rows=True, typed=_BRAND_TYPED)
-GET_BRAND = Endpoint("GET", "/v1/brands/{id}", {"id": "string", "name": "string"}, typed=_BRAND_TYPED)
-CREATE_TOPIC = Endpoint(
-    "POST", "/v1/brands/{id}/topics", {"id": "string", "name": "string"}, typed=_TOPIC_TYPED
-)
-RENAME_TOPIC = Endpoint(
-    "PATCH", "/v1/brands/{id}/topics/{topicId}", {"id": "string", "name": "string"}, typed=_TOPIC_TYPED
-)
+#: The keys of a named record (brand, topic) and of one engine's row of a day (mention, answer).
+_NAMED = _kinds(string="id name")
+_ENGINE_DAY = _kinds(string="id engine checked_on")
+
+LIST_BRANDS = Endpoint("GET", "/v1/brands", _NAMED, rows=True, typed=_BRAND_TYPED)
+GET_BRAND = Endpoint("GET", "/v1/brands/{id}", _NAMED, typed=_BRAND_TYPED)
+CREATE_TOPIC = Endpoint("POST", "/v1/brands/{id}/topics", _NAMED, typed=_TOPIC_TYPED)
+RENAME_TOPIC = Endpoint("PATCH", "/v1/brands/{id}/topics/{topicId}", _NAMED, typed=_TOPIC_TYPED)
 LIST_PROMPT_MENTIONS = Endpoint(
-    "GET",
-    "/v1/prompts/{id}/mentions",
-    {"id": "string", "engine": "string", "checked_on": "string"},
-    rows=True,
-    typed=_MENTION_TYPED,
-    engine_rows=True,
+    "GET", "/v1/prompts/{id}/mentions", _ENGINE_DAY, rows=True, typed=_MENTION_TYPED, engine_rows=True
 )
 LIST_GENERATIONS = Endpoint(
     "GET", "/v1/brands/{id}/generations", {"id": "string"}, rows=True, typed=_GENERATION_TYPED
@@ -411,8 +406,8 @@ COMPETITOR_TRENDS = Endpoint(
         "from": "string",
         "to": "string",
         "engine": "string",
-        **_entity_typed("brand"),
-        **_entity_typed("competitors[]"),
+        **_entity_kinds("brand"),
+        **_entity_kinds("competitors[]"),
     },
 )
 CREATE_AUDIT = Endpoint(
@@ -424,20 +419,10 @@ CREATE_AUDIT = Endpoint(
 
 # --- Assumed endpoints (DESIGN.md, "Assumptions where the spec is silent") ----------------------
 
-LIST_TOPICS = Endpoint(
-    "GET", "/v1/brands/{id}/topics", {"id": "string", "name": "string"}, rows=True, typed=_TOPIC_TYPED
-)
+LIST_TOPICS = Endpoint("GET", "/v1/brands/{id}/topics", _NAMED, rows=True, typed=_TOPIC_TYPED)
 LIST_PROMPTS = Endpoint("GET", "/v1/brands/{id}/prompts", {"id": "string"}, rows=True, typed=_PROMPT_TYPED)
 LIST_ANSWERS = Endpoint(
-    "GET",
-    "/v1/brands/{id}/answers",
-    {"id": "string", "engine": "string", "checked_on": "string"},
-    rows=True,
-    typed=_ANSWER_TYPED,
-    engine_rows=True,
+    "GET", "/v1/brands/{id}/answers", _ENGINE_DAY, rows=True, typed=_ANSWER_TYPED, engine_rows=True
 )
 #: Polled on the creation response's ``poll`` path; the template only names it in counters.
 POLL_AUDIT = Endpoint("GET", "/v1/audit-reports/{id}", {"id": "string", "status": "string"})
-
-#: Every endpoint declared above, in their order.
-ALL_ENDPOINTS: tuple[Endpoint, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, Endpoint))

@@ -95,12 +95,9 @@ _URL_SAFE = str.maketrans("+/", "-_")
 
 def register_secret(value: str) -> None:
     """Remember a key so that ``scrub`` removes it from any text (thread-safe, idempotent)."""
-    global _secrets, _secret_probes, _spaced_pattern
-    if not value:
-        return
-    global _fragments, _fragment_pattern
+    global _secrets, _secret_probes, _spaced_pattern, _fragments, _fragment_pattern
     with _lock:
-        if value not in _secrets:
+        if value and value not in _secrets:
             _secrets = tuple(sorted({*_secrets, *key_forms(value)}, key=len, reverse=True))
             probes = {value, *_base64_forms(value.encode())}
             _secret_probes = tuple(sorted({*_secret_probes, *(form.encode() for form in probes)}))

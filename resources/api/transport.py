@@ -33,9 +33,6 @@ from resources.api.redaction import (
 
 logger = logging.getLogger(API_LOGGER)
 
-#: Absolute URLs of query-less paths kept per transport (``Transport.url``).
-_URL_CACHE_SIZE = 256
-
 
 @dataclass
 class Failure:
@@ -178,9 +175,8 @@ class Transport:
         )
         base = self.http.base_url  # httpx's form: its path ends with "/"
         self._base = f"{base.scheme}://{base.netloc.decode('ascii')}{base.raw_path.decode('ascii')}"
-        self._absolute = functools.lru_cache(maxsize=_URL_CACHE_SIZE)(
-            lambda path: httpx.URL(self._base + path[1:])
-        )
+        # absolute URLs of query-less paths, built once
+        self._absolute = functools.lru_cache(maxsize=256)(lambda path: httpx.URL(self._base + path[1:]))
 
     def close(self) -> None:
         self.closed = True
