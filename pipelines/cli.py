@@ -706,10 +706,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 class _NoInterruptTraceback(logging.Filter):
     """Drops a log record that carries a Ctrl+C (SQLAlchemy logs one while closing a connection, then
     re-raises it; :func:`main` reports the interruption in one line)."""
@@ -733,7 +729,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous_sigterm = None
     if threading.current_thread() is threading.main_thread():
         # a stop from a supervisor is a Ctrl+C; a caller of main() (a test) gets its own back after
-        previous_sigterm = signal.signal(signal.SIGTERM, _interrupt)
+        previous_sigterm = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         if getattr(args, "verbose", False):
             return int(args.handler(args))
