@@ -16,31 +16,12 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Protocol
 
 from resources.api import endpoints as api
 from resources.api.endpoints import ALL
 
 Cell = tuple[dt.date, str]
-
-
-class Endpoint(StrEnum):
-    """The keys of the shipped endpoints (``METHOD template``, what ``stats.requests_by_endpoint`` and
-    the sandbox count), by short name: one vocabulary, defined by the client. A :class:`Call` holds
-    its endpoint's key, so an endpoint not listed here plans and counts the same way."""
-
-    BRANDS = api.LIST_BRANDS.key
-    BRAND = api.GET_BRAND.key
-    TOPICS = api.LIST_TOPICS.key
-    PROMPTS = api.LIST_PROMPTS.key
-    TRACKED_COMPETITORS = api.LIST_TRACKED_COMPETITORS.key
-    GENERATIONS = api.LIST_GENERATIONS.key
-    MENTIONS = api.LIST_PROMPT_MENTIONS.key
-    ANSWERS = api.LIST_ANSWERS.key
-    COMPETITOR_TRENDS = api.COMPETITOR_TRENDS.key
-    CITATION_TRENDS = api.CITATION_TRENDS.key
-    CITATION_URLS = api.CITATION_URLS.key
 
 
 @dataclass(frozen=True, order=True)

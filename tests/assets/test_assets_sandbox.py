@@ -18,10 +18,10 @@ from settings import load_settings
 from sync import catalog
 from sync.planning import (
     ALL,
-    Endpoint,
     expected_requests,
 )
 from tests.assets.conftest import FACTS, TRENDS, Sync, days, metadata
+from tests.endpoint_keys import Endpoint
 from tests.fixtures_sandbox import SANDBOX_TODAY
 from tests.sync.conftest import D, served, workspace_inputs
 

@@ -12,8 +12,9 @@ from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES
 from sandbox.testing import SandboxHandle
 from sync import catalog
-from sync.planning import ALL, Endpoint
+from sync.planning import ALL
 from tests.assets.conftest import Sync, days, metadata
+from tests.endpoint_keys import Endpoint
 from tests.sync.conftest import served, workspace_inputs
 
 #: the shipped table's planner, as their catalog entries declare them

@@ -21,8 +21,8 @@ from pipelines.jobs import DAILY_JOB
 from pipelines.schedules import range_tags
 from resources.api.endpoints import ENGINES_WITH_ALL
 from sandbox.testing import SandboxHandle
-from sync.planning import Endpoint
 from sync.resume import RESUME_DIR
+from tests.endpoint_keys import Endpoint
 from tests.fixtures_sandbox import SANDBOX_TODAY
 from tests.processes.helpers import sync_env
 from tests.processes.warehouse_rows import rows_of

@@ -12,13 +12,13 @@ from sync.planning import (
     Box,
     BrandInput,
     CitationTarget,
-    Endpoint,
     Window,
     boxes,
     citation_targets,
     date_runs,
     expected_requests,
 )
+from tests.endpoint_keys import Endpoint
 
 #: the shipped tables' planners, as their catalog entries declare them
 plan_mentions = catalog.PROMPT_MENTIONS.planner

@@ -21,8 +21,9 @@ from sync import resume as resume_module
 from sync.catalog import PROMPT_MENTIONS
 from sync.fetching import fetch_partitioned
 from sync.landing import FetchOutcome
-from sync.planning import Call, Endpoint, Window
+from sync.planning import Call, Window
 from sync.resume import MANIFEST, SELECTION, ResumeStore, call_key, resume_root, selection_id
+from tests.endpoint_keys import Endpoint
 from tests.fixtures_spool import tmpfs
 from tests.sync.conftest import D
 
