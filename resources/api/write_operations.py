@@ -327,12 +327,11 @@ def submit_audit(client: VisibilityClient, plan: AuditPlan) -> AuditOutcome:
 
 def await_audit(client: VisibilityClient, pending: AuditOutcome, plan: AuditPlan) -> AuditOutcome:
     """Poll until the report is complete; ``AuditStillPendingError`` when ``plan.timeout_seconds`` pass."""
-    try:
-        report = client.wait_for_audit(
-            pending.poll, timeout_seconds=plan.timeout_seconds, interval_seconds=plan.poll_interval_seconds
-        )
-    except TimeoutError:
-        raise AuditStillPendingError(pending, plan.timeout_seconds) from None
+    report = client.wait_for_audit(
+        pending.poll, timeout_seconds=plan.timeout_seconds, interval_seconds=plan.poll_interval_seconds
+    )
+    if report.get("status") != "complete":
+        raise AuditStillPendingError(pending, plan.timeout_seconds)
     return replace(
         pending, status=str(report.get("status")), completed_at=dt.datetime.now(dt.UTC), report=report
     )

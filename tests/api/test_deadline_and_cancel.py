@@ -189,7 +189,7 @@ def test_cancel_during_a_backoff_wait_returns_within_a_second(dead: str) -> None
         while not waits and time.monotonic() < deadline:  # until the client sleeps in a backoff
             time.sleep(0.01)
         call.mark()
-        client.cancel()
+        client.budget.cancel()
         error, took = call.result()
     assert isinstance(error, SyncCancelled) and not isinstance(error, VisibilityAPIError)
     assert took < 10  # the backoff it cut is 20-30 s
@@ -284,7 +284,7 @@ def test_map_concurrent_ends_quickly_when_cancelled_in_the_middle(dead: str) -> 
             assert time.monotonic() < deadline
             time.sleep(0.01)
         run.mark()
-        api.cancel()
+        api.budget.cancel()
         error, took = run.result(timeout=60)
     assert isinstance(error, SyncCancelled) and took < 10  # not the backoffs of up to 30-60 s
 
