@@ -20,7 +20,7 @@ import httpx
 
 from resources.api import endpoints as ep
 from resources.api.budget import RequestBudget
-from resources.api.calls import NEVER_REACHED_SECONDS, Calls
+from resources.api.calls import Calls
 from resources.api.concurrency import map_concurrent
 from resources.api.config import (
     DEFAULT_MAX_NEW_COLUMNS,
@@ -34,9 +34,7 @@ from resources.api.paging import DEFAULT_MAX_PAGES, CompleteSet, WalkPosition, c
 from resources.api.redaction import API_LOGGER, excerpt, register_secret, sanitize
 from resources.api.redaction import install as install_log_guard
 from resources.api.stats import Counters, RequestStats
-from resources.api.transport import Transport, tls_context
-
-__all__ = ["NEVER_REACHED_SECONDS", "CompleteSet", "Row", "VisibilityClient", "tls_context"]
+from resources.api.transport import Transport
 
 T = TypeVar("T")
 R = TypeVar("R")

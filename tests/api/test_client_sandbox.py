@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from resources.api import endpoints as ep
-from resources.api.client import CompleteSet, VisibilityClient
+from resources.api.client import VisibilityClient
 from resources.api.errors import (
     AuthenticationError,
     BadRequestError,
@@ -24,6 +24,7 @@ from resources.api.errors import (
     TransportError,
     VisibilityAPIError,
 )
+from resources.api.paging import CompleteSet
 from sandbox.testing import SandboxHandle
 from tests.api.conftest import StripAuthorization, make_client
 from tests.fixtures_sandbox import SANDBOX_TODAY

@@ -6,7 +6,8 @@ import ssl
 
 import pytest
 
-from resources.api.client import VisibilityClient, tls_context
+from resources.api.client import VisibilityClient
+from resources.api.transport import tls_context
 
 
 def test_the_shared_context_verifies_certificates_and_host_names() -> None:

@@ -15,7 +15,8 @@ import pytest
 from pipelines.cli import main, quiet_interrupts
 from pipelines.cli_output import EXIT_REFUSED, EXIT_UNAVAILABLE
 from resources.api.budget import RequestBudget
-from resources.api.client import NEVER_REACHED_SECONDS, VisibilityClient
+from resources.api.calls import NEVER_REACHED_SECONDS
+from resources.api.client import VisibilityClient
 from resources.api.errors import TransportError
 from sandbox.testing import SandboxHandle
 from tests.pipelines.test_cli import env  # noqa: F401  (the fixture)
