@@ -16,16 +16,16 @@ from resources.api.client import VisibilityClient
 from resources.warehouse.contract import TableSpec
 from sync import tables, transforms
 from sync.discovery import Discovery
-from sync.facts import paged_rows
-from sync.fetching import PartitionedTable, SnapshotTable
-from sync.listings import discovered, each_brand, list_brands, list_generations, per_brand_listing
-from sync.planning import citation_targets, hull_per_engine, paged_per_brand, paged_per_prompt, per_day
-from sync.trends import (
+from sync.facts import (
     capped_notes,
     fetch_citation_trends,
     fetch_cited_pages,
     fetch_competitor_trends,
+    paged_rows,
 )
+from sync.fetching import PartitionedTable, SnapshotTable
+from sync.listings import discovered, each_brand, list_brands, list_generations, per_brand_listing
+from sync.planning import citation_targets, hull_per_engine, paged_per_brand, paged_per_prompt, per_day
 
 #: Asset groups: the jobs select tables by group, so a new entry is in its jobs without a list to keep.
 SNAPSHOT_GROUP = "visibility_snapshots"

@@ -1,6 +1,9 @@
-"""Fetches by endpoint shape, nothing written per table: :func:`paged_rows` reads one call's rows (per
-brand, or per prompt) through the entry's transform; :func:`pages_of` reads any paged row endpoint
-through the client's paging, so a new endpoint needs no client method of its own.
+"""The fetches of one planned call -> Arrow batches, picked by catalog entries.
+
+Paged row endpoints need nothing per table: :func:`paged_rows` reads one call's rows (per brand, or
+per prompt) through the entry's transform, :func:`pages_of` any paged row endpoint through the
+client's paging. The tables with an all-engine rollup (fetched with the engine omitted, never summed)
+have their own: cited pages, citation trends, competitor trends (docs/TABLES.md).
 """
 
 from __future__ import annotations
@@ -10,12 +13,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from resources.api.client import VisibilityClient
-from resources.api.endpoints import MAX_LIMIT_PAGING, Endpoint
+from resources.api.endpoints import MAX_LIMIT_CITATION_URLS, MAX_LIMIT_PAGING, Endpoint
 from resources.api.paging import WalkPosition
+from sync import tables, transforms
 from sync.fetching import FetchOne, slices
 from sync.planning import Call
+from sync.spool import DateSpool
 
 Row = Mapping[str, Any]
 #: ``(rows, brand_id) -> table``: an entry's transform of one slice of rows.
@@ -75,3 +81,76 @@ def paged_rows(read: ReadRows, transform: Transform, *, per_prompt: bool = False
             yield transform(batch, call.brand_id)
 
     return fetch
+
+
+#: Most pages the citation URLs endpoint returns (its maximum ``limit``).
+CITATION_URLS_LIMIT = MAX_LIMIT_CITATION_URLS
+
+
+def fetch_cited_pages(
+    client: VisibilityClient, call: Call, walk: WalkPosition | None = None
+) -> Iterator[pa.Table]:
+    result = client.citation_urls(
+        call.brand_id,
+        engine=call.engine,
+        start=call.window.start,
+        end=call.window.end,
+        limit=CITATION_URLS_LIMIT,
+    )
+    yield transforms.cited_pages_table(
+        result.rows,
+        brand_id=call.brand_id,
+        day=call.window.start,
+        engine=call.landed_engine,
+        total_count=result.total_count,
+        total_citations=result.total_citations,
+        capped=result.capped,
+    )
+
+
+def fetch_citation_trends(
+    client: VisibilityClient, call: Call, walk: WalkPosition | None = None
+) -> Iterator[pa.Table]:
+    """One target's day series and its summary over the call's window (one request)."""
+    data = client.citation_trends(
+        call.brand_id,
+        domain=call.domain,
+        url=call.url,
+        topic_id=call.topic_id,
+        engine=call.engine,
+        start=call.window.start,
+        end=call.window.end,
+    )
+    yield transforms.citation_trend_table(
+        data, brand_id=call.brand_id, engine=call.landed_engine, topic_id=call.topic_id, window=call.window
+    )
+
+
+def fetch_competitor_trends(
+    client: VisibilityClient, call: Call, walk: WalkPosition | None = None
+) -> Iterator[pa.Table]:
+    """A ``day`` call lands its series and its window totals (one request); a ``week`` call its weeks."""
+    granularity = call.granularity or tables.DAY
+    data = client.competitor_trends(
+        call.brand_id,
+        engine=call.engine,
+        start=call.window.start,
+        end=call.window.end,
+        granularity=granularity,
+    )
+    yield transforms.competitor_trend_table(
+        data,
+        brand_id=call.brand_id,
+        engine=call.landed_engine,
+        totals=granularity == tables.DAY,
+        window=call.window,
+    )
+
+
+def capped_notes(spool: DateSpool) -> dict[str, Any]:
+    """How many (brand, day, engine) answers were truncated at the limit: a warning, visible in the UI."""
+    capped: set[tuple[str, str, str]] = set()
+    for part in spool.read(lambda t: t.filter(pc.fill_null(t["capped"], False))):
+        for row in part.select(["brand_id", "date", "engine"]).to_pylist():
+            capped.add((row["brand_id"], row["date"].isoformat(), row["engine"]))
+    return {"capped_responses": len(capped)}
