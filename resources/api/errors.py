@@ -95,10 +95,6 @@ class NotFoundError(VisibilityAPIError):
         return "The record does not exist or is outside this key's scope"
 
 
-class MethodNotAllowedError(VisibilityAPIError):
-    """405: method_not_allowed."""
-
-
 class RateLimitError(VisibilityAPIError):
     """429 that retries could not get past before the deadline."""
 
@@ -195,5 +191,4 @@ ERROR_BY_STATUS: dict[int, type[VisibilityAPIError]] = {
     402: SubscriptionRequiredError,
     403: PermissionDeniedError,
     404: NotFoundError,
-    405: MethodNotAllowedError,
 }

@@ -16,7 +16,6 @@ from resources.api.errors import (
     AuthenticationError,
     BadRequestError,
     ConfigurationError,
-    MethodNotAllowedError,
     NotFoundError,
     PermissionDeniedError,
     ResponseShapeError,
@@ -195,7 +194,7 @@ def _error_cases(
         (
             "workspace",
             "method_not_allowed",
-            MethodNotAllowedError,
+            VisibilityAPIError,
             "405",
             lambda c: c._object(delete_brand, delete_brand.path(id=own)),
         ),

@@ -37,7 +37,6 @@ EXPECTED: dict[type[BaseException], tuple[FailureKind, int, bool]] = {
     errors.VisibilityAPIError: (FailureKind.FAILED, EXIT_PARTIAL, False),
     errors.BadRequestError: (FailureKind.FAILED, EXIT_PARTIAL, False),
     errors.NotFoundError: (FailureKind.FAILED, EXIT_PARTIAL, False),
-    errors.MethodNotAllowedError: (FailureKind.FAILED, EXIT_PARTIAL, False),
     RuntimeError: (FailureKind.FAILED, EXIT_PARTIAL, False),
 }
 
