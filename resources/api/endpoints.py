@@ -200,15 +200,32 @@ class Endpoint:
 
     def validate(self, obj: Any, *, request_id: str | None = None) -> dict[str, Any]:
         """Return ``obj`` unchanged, or raise ``ResponseShapeError`` naming the endpoint and field."""
+
+        def shape_error(message: str, name: str | None = None) -> ResponseShapeError:
+            return ResponseShapeError(message, field=name, endpoint=self.key, request_id=request_id)
+
+        def check(value: Any, parts: list[str], kind: Kind, where: str, required: bool) -> None:
+            head, rest = parts[0], parts[1:]
+            if head == "[]":  # every element; the array itself is checked by its own entry
+                for index, item in enumerate(value if isinstance(value, list) else ()):
+                    check(item, rest, kind, f"{where}[{index}]", required)
+                return
+            if not isinstance(value, dict):
+                raise shape_error(f"field '{where}' must be an object, got {json_kind(value)}", where)
+            name = f"{where}.{head}" if where else head
+            if value.get(head) is None:  # optional, or the parent's own entry reports it
+                if not rest and required:
+                    raise shape_error(f"required field '{name}' is missing or null (expected {kind})", name)
+            elif rest:
+                check(value[head], rest, kind, name, required)
+            elif not _CHECKS[kind](value[head]):
+                raise _wrong(name, kind, value[head], self.key, request_id, obj)
+
         if not isinstance(obj, dict):
             what = "row" if self.rows else "object 'data'"
-            raise ResponseShapeError(
-                f"{what} must be an object, got {json_kind(obj)}",
-                endpoint=self.key,
-                request_id=request_id,
-            )
+            raise shape_error(f"{what} must be an object, got {json_kind(obj)}")
         for parts, kind, required in self._checks:  # type: ignore[attr-defined]
-            _check_path(obj, parts, kind, "", self.key, request_id, required=required, row=obj)
+            check(obj, parts, kind, "", required)
         return obj
 
     def validate_rows(self, rows: Sequence[Any], *, request_id: str | None = None) -> list[dict[str, Any]]:
@@ -233,49 +250,6 @@ class Endpoint:
         except (msgspec.MsgspecError, ValueError, TypeError):  # a lone surrogate: UnicodeEncodeError
             return False
         return True
-
-
-def _check_path(
-    value: Any,
-    parts: list[str],
-    kind: Kind,
-    where: str,
-    endpoint: str,
-    request_id: str | None,
-    *,
-    required: bool,
-    row: Any,
-) -> None:
-    head, rest = parts[0], parts[1:]
-    if head == "[]":
-        if not isinstance(value, list):
-            return  # the array itself is validated by its own entry
-        for index, item in enumerate(value):
-            _check_path(
-                item, rest, kind, f"{where}[{index}]", endpoint, request_id, required=required, row=row
-            )
-        return
-    if not isinstance(value, dict):
-        raise ResponseShapeError(
-            f"field '{where}' must be an object, got {json_kind(value)}",
-            field=where,
-            endpoint=endpoint,
-            request_id=request_id,
-        )
-    name = f"{where}.{head}" if where else head
-    if value.get(head) is None:
-        if not rest and required:
-            raise ResponseShapeError(
-                f"required field '{name}' is missing or null (expected {kind})",
-                field=name,
-                endpoint=endpoint,
-                request_id=request_id,
-            )
-        return  # optional, or the parent's own entry reports it
-    if rest:
-        _check_path(value[head], rest, kind, name, endpoint, request_id, required=required, row=row)
-    elif not _CHECKS[kind](value[head]):
-        raise _wrong(name, kind, value[head], endpoint, request_id, row)
 
 
 # --- Types the spec declares (SERVICE_SPEC.md, "Resources and their fields") ---------------------

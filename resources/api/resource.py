@@ -18,12 +18,9 @@ class VisibilityAPIResource(dg.ConfigurableResource, ApiAccess):
     pages and topics it trends. The defaults suit every key: the sync slows down by itself when the
     service asks it to."""
 
-    # Every client of one instance shares its request budget: the sync's outage clock, cancel switch,
-    # wait hook and request allowance (counters stay per client). Dagster gives each run (and each
-    # sensor tick) its own copy, set up without a budget: one budget per run. The command line hands
-    # Dagster one instance as is (``ResourceDefinition.hardcoded_resource``), which Dagster neither
-    # copies nor sets up, so all its runs share one budget. In a code location pass the key as
-    # ``EnvVar("VISIBILITY_API_KEY")``; ``repr`` masks the value Dagster resolves inside a run.
+    # Every client of one instance shares its budget (outage clock, cancel switch, wait hook, request
+    # allowance). Dagster gives each run and sensor tick its own copy, set up without one; an instance
+    # handed to Dagster as is (``hardcoded_resource``, the command line) keeps one for all its runs.
 
     _budget: RequestBudget | None = PrivateAttr(default=None)
     _budget_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
