@@ -57,8 +57,8 @@ def _content_digest(rows: list[Any]) -> bytes | None:
 
 
 class CursorPaginator:
-    """One paging walk: which cursor to send next (``next_cursor``, sent back byte for byte) and
-    whether the walk is over. ``limit`` (the page size) lets ``total_count`` bound the walk."""
+    """One paging walk: which cursor to send next (``cursor``: the last ``next_cursor``, byte for byte)
+    and whether the walk is over (``done``). ``limit`` (the page size) lets ``total_count`` bound the walk."""
 
     def __init__(
         self, endpoint: str, *, limit: int | None = None, max_pages: int = DEFAULT_MAX_PAGES
@@ -72,19 +72,12 @@ class CursorPaginator:
         #: digests of the pages read (their ids, and their rows without ids) -> page number
         self._seen_pages: dict[bytes, int] = {}
         self._seen_contents: dict[bytes, int] = {}
-        self._next: str | None = None
+        self.cursor: str | None = None
         self.done = False
         self.pages = 0
         self.rows = 0
         #: The most pages the service's own ``total_count`` allows (None until it sends one).
         self.page_bound: int | None = None
-
-    @property
-    def cursor(self) -> str | None:
-        """The cursor for the next request (``None`` for the first page)."""
-        if self.done:
-            raise RuntimeError("the paging walk is over")
-        return self._next
 
     def _stop(self, why: str, request_id: str | None) -> PagingError:
         self.done = True
@@ -122,7 +115,7 @@ class CursorPaginator:
         if not rows:
             raise self._stop(f"page {self.pages} is empty but has has_more=true", request_id)
         cursor_key = _digest(_text(next_cursor))
-        if cursor_key in self._seen_cursors or next_cursor == self._next:
+        if cursor_key in self._seen_cursors or next_cursor == self.cursor:
             raise self._stop(f"page {self.pages} returned a cursor already used in this walk", request_id)
         for seen, digest, how in (
             (self._seen_pages, _page_digest(rows), "a new cursor"),
@@ -147,9 +140,9 @@ class CursorPaginator:
             )
         if self.pages >= self.max_pages:
             raise self._stop(f"page {self.pages} still has has_more=true, the cap of a walk", request_id)
-        if self._next is not None:
-            self._seen_cursors.add(_digest(_text(self._next)))
-        self._next = next_cursor
+        if self.cursor is not None:
+            self._seen_cursors.add(_digest(_text(self.cursor)))
+        self.cursor = next_cursor
         return rows
 
 
@@ -185,8 +178,8 @@ def iterate_pages(
     """Yield every row of a paging endpoint, lazily, one page request at a time; ``on_page``
     checks and filters each page's rows."""
     paginator = CursorPaginator(endpoint, limit=limit, max_pages=max_pages)
-    if walk is not None and walk.start_cursor is not None:
-        paginator._next = walk.start_cursor  # a walk resumed where a killed one stopped
+    if walk is not None:
+        paginator.cursor = walk.start_cursor  # a walk resumed where a killed one stopped
     request_id: str | None = None
     while not paginator.done:
         try:
