@@ -94,11 +94,8 @@ class ApiAccess(BaseModel):
     def client(
         self, budget: RequestBudget, *, retry_deadline_seconds: float | None = None
     ) -> VisibilityClient:
-        """A new client on ``budget`` (use it in a ``with`` block).
-
-        ``retry_deadline_seconds`` shortens each call's retry deadline (and the timeout with it) for
-        callers that must stay short, such as sensor ticks.
-        """
+        """A new client on ``budget`` (use it in a ``with`` block); a shorter ``retry_deadline_seconds``
+        (the timeout with it) is for callers that must stay short, such as sensor ticks."""
         deadline = self.retry_deadline_seconds if retry_deadline_seconds is None else retry_deadline_seconds
         return VisibilityClient(
             self.api_url,
