@@ -286,16 +286,11 @@ _METRICS = _kinds(
 )
 
 
-def _entity_kinds(prefix: str) -> dict[str, Kind]:
+def _entity_typed(prefix: str) -> dict[str, Kind]:
     """A CompetitorTrendEntity's typed fields under ``prefix`` (``brand`` or ``competitors[]``)."""
-    typed: dict[str, Kind] = {
-        f"{prefix}.id": "string",
-        f"{prefix}.is_your_brand": "boolean",
-        f"{prefix}.domains": "strings",
-        f"{prefix}.history_from": "string",
-    }
-    typed.update({f"{prefix}.series[].{name}": kind for name, kind in _METRICS.items()})
-    return typed
+    entity = _kinds(string="id history_from", boolean="is_your_brand", strings="domains")
+    series = {f"series[].{name}": kind for name, kind in _METRICS.items()}
+    return {f"{prefix}.{name}": kind for name, kind in (entity | series).items()}
 
 
 # --- Assumed types (DESIGN.md, "Assumptions where the spec is silent"; the sandbox's rows) -----
@@ -334,13 +329,11 @@ CITATION_TRENDS = Endpoint(
         "series": "array",
         "series[].date": "string",
     },
-    typed={
-        "target.is_own_domain": "boolean",
-        "series[].citations": "integer",
-        "series[].avg_position": "number",
-        "series[].brand_total_citations": "integer",
-        "series[].share": "number",
-    },
+    typed=_kinds(
+        boolean="target.is_own_domain",
+        integer="series[].citations series[].brand_total_citations",
+        number="series[].avg_position series[].share",
+    ),
 )
 CITATION_URLS = Endpoint(
     "GET",
@@ -375,14 +368,9 @@ COMPETITOR_TRENDS = Endpoint(
         "competitors[].series": "array",
         "competitors[].series[].date": "string",
     },
-    typed={
-        "granularity": "string",
-        "from": "string",
-        "to": "string",
-        "engine": "string",
-        **_entity_kinds("brand"),
-        **_entity_kinds("competitors[]"),
-    },
+    typed=_kinds(string="granularity from to engine")
+    | _entity_typed("brand")
+    | _entity_typed("competitors[]"),
 )
 CREATE_AUDIT = Endpoint(
     "POST",
