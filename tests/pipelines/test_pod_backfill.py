@@ -152,8 +152,11 @@ def test_a_backfill_whose_runs_are_pods_lands_its_selection_once_at_the_planners
                 problems.append(f"after the kill: run {run['runId']} {D.run_failures(stack, run['runId'])}")
         if claimants(ui_db, backfill_id):
             problems.append("after the kill: a table is still claimed")
-        left = pods.pods_left(pods_dir)
         reported = {r["runId"] for r in all_runs + killed_runs} - {victim}
+        # a run is finished in Dagster's storage before its pod has listed its folders and exited
+        deadline = time.monotonic() + 120
+        while not reported <= set(left := pods.pods_left(pods_dir)) and time.monotonic() < deadline:
+            time.sleep(0.5)
         problems += [f"pod {run_id} did not report" for run_id in sorted(reported - set(left))]
         problems += [f"pod {run_id} left {files[:5]}" for run_id, files in left.items() if files]
 
