@@ -104,11 +104,6 @@ class Named:
         return f"'{self.shown}' ({self.id})"
 
 
-def _named(row: Mapping[str, Any], name_field: str = "name", default: object = "") -> Named:
-    name = row.get(name_field, default)
-    return Named(str(row.get("id")), name if isinstance(name, str) else str(name))
-
-
 def _quoted(value: object) -> str:
     return sanitize(value, _MAX_NAME_CHARS)
 
@@ -118,7 +113,7 @@ def _resolve(kind: str, ref: str, rows: Iterable[Mapping[str, Any]], where: str,
     wanted = ref.strip()
     if not wanted:
         raise InvalidInputError(f"the {kind} is empty: give its id or its name")
-    candidates = [_named(row, name_field) for row in rows]
+    candidates = [Named(row["id"], row[name_field]) for row in rows]  # both validated as strings
     for candidate in candidates:
         if candidate.id.lower() == wanted.lower():
             return candidate
@@ -457,9 +452,9 @@ def plan_create_topic(client: VisibilityClient, brand: str, name: str) -> Create
     resolved = resolve_brand(client, brand)
     existing = next(
         (
-            _named(row, default=None)
+            Named(row["id"], row["name"])
             for row in client.list_topics(resolved.id)
-            if str(row.get("name", "")).strip().casefold() == cleaned.casefold()
+            if row["name"].strip().casefold() == cleaned.casefold()
         ),
         None,
     )
@@ -471,8 +466,8 @@ def create_topic(client: VisibilityClient, plan: CreateTopicPlan) -> TopicOutcom
     if plan.existing is not None:
         return TopicOutcome(plan.brand, plan.existing, "unchanged")
     row = client.create_topic(plan.brand.id, plan.name)
-    topic = _named(row, default=plan.name)
-    return TopicOutcome(plan.brand, topic, "created", prompt_count=_count(row.get("prompt_count")))
+    topic = Named(row["id"], row["name"])
+    return TopicOutcome(plan.brand, topic, "created", prompt_count=row.get("prompt_count"))
 
 
 def plan_rename_topic(client: VisibilityClient, brand: str, topic: str, new_name: str) -> RenameTopicPlan:
@@ -496,16 +491,12 @@ def rename_topic(client: VisibilityClient, plan: RenameTopicPlan) -> TopicOutcom
         renamed,
         f"rename topic {plan.topic}",
     )
-    topic = _named(row, default=plan.new_name)
+    topic = Named(row["id"], row["name"])
     return TopicOutcome(
         plan.brand,
         topic,
         "renamed",
         previous_name=plan.topic.shown,
-        prompt_count=_count(row.get("prompt_count")),
+        prompt_count=row.get("prompt_count"),
         note=note,
     )
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
