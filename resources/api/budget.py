@@ -355,7 +355,9 @@ class RequestBudget:
 
     def note_reachable(self) -> None:
         """An answer below 500: the outage clock stops."""
-        self.outage = None
+        if self.outage is not None:  # unlocked read: the common case costs nothing
+            with self._cond:
+                self.outage = None
 
     def note_refused(self) -> None:
         """A 429 that asks to wait: start the refusal clock unless it runs."""
@@ -365,7 +367,9 @@ class RequestBudget:
 
     def note_success(self) -> None:
         """A success: the refusal clock stops."""
-        self.refused_since = None
+        if self.refused_since is not None:
+            with self._cond:
+                self.refused_since = None
 
     def announce(self, cause: str, seconds: float, message: str, *, warning: bool = False) -> None:
         """Say what a wait waits for: a log line (throttled per cause) and the ``on_wait`` hook.
