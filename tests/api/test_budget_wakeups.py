@@ -1,4 +1,4 @@
-"""Threads waiting for the key's window wait in line, and an answer that reopens it lets them all send."""
+"""Threads waiting for the key's window: an answer that reopens it lets them all go, a cancel wakes them."""
 
 from __future__ import annotations
 
