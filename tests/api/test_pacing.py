@@ -217,7 +217,7 @@ def test_a_fixed_window_is_never_refused(limit: int, period: float, round_trip: 
     assert outcome.refused == 0
 
 
-def test_a_long_fixed_window_is_spent_at_once_when_it_turns_then_spread() -> None:
+def test_a_long_fixed_window_is_spent_at_once_when_it_turns() -> None:
     clock = FakeClock()
     budget = RequestBudget(8, clock=clock)
     window = FixedWindow(1000, 60.0, clock)
