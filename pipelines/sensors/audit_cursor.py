@@ -12,9 +12,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import TypeAdapter
+
+if TYPE_CHECKING:  # the limits: the sensor's settings resource
+    from pipelines.sensors.audits import AuditSensorSettings
 
 CURSOR_VERSION = 1
 
@@ -29,23 +32,6 @@ class Verdict(StrEnum):
     COMPLETE = "complete"
     PENDING = "pending"
     TIMED_OUT = "timed_out"
-
-
-@dataclass(frozen=True)
-class AuditPolicy:
-    """The sensor's limits. Defaults suit a daily sync; the sensor reads them from its resource."""
-
-    audits_per_day: int = 10  # per brand, per UTC day
-    reaudit_interval: dt.timedelta = dt.timedelta(days=30)
-    deadline: dt.timedelta = dt.timedelta(minutes=30)
-    max_polls_per_tick: int = 20
-    max_submissions_per_tick: int = 5
-
-    def __post_init__(self) -> None:
-        if self.audits_per_day < 0 or self.max_polls_per_tick < 1 or self.max_submissions_per_tick < 0:
-            raise ValueError("audit budgets must be >= 0 (polls per tick >= 1)")
-        if self.deadline <= dt.timedelta(0) or self.reaudit_interval < dt.timedelta(0):
-            raise ValueError("deadline must be positive and reaudit_interval non-negative")
 
 
 @dataclass(frozen=True)
@@ -148,11 +134,11 @@ def dump_cursor(state: AuditState) -> str:
 # --- polling ------------------------------------------------------------------------------------
 
 
-def is_overdue(audit: PendingAudit, now: dt.datetime, policy: AuditPolicy) -> bool:
+def is_overdue(audit: PendingAudit, now: dt.datetime, policy: AuditSensorSettings) -> bool:
     return now - audit.requested_at >= policy.deadline
 
 
-def polls_due(state: AuditState, now: dt.datetime, policy: AuditPolicy) -> list[PendingAudit]:
+def polls_due(state: AuditState, now: dt.datetime, policy: AuditSensorSettings) -> list[PendingAudit]:
     """At most ``max_polls_per_tick`` audits to poll: overdue ones first (their last chance), then the
     least recently polled."""
 
@@ -169,7 +155,7 @@ def apply_poll(
     *,
     status: str | None,
     now: dt.datetime,
-    policy: AuditPolicy,
+    policy: AuditSensorSettings,
     report: dict[str, Any] | None = None,
     error: str | None = None,
 ) -> tuple[AuditState, PollDecision]:
@@ -191,7 +177,7 @@ def apply_poll(
 # --- submitting ---------------------------------------------------------------------------------
 
 
-def prune(state: AuditState, now: dt.datetime, policy: AuditPolicy) -> AuditState:
+def prune(state: AuditState, now: dt.datetime, policy: AuditSensorSettings) -> AuditState:
     """Forget submissions older than the re-audit interval (at least a day: the daily budget) and an
     endpoint block that has passed."""
     horizon = now - max(policy.reaudit_interval, dt.timedelta(days=1))
@@ -215,7 +201,7 @@ def choose_submissions(
     candidates: Iterable[Candidate],
     *,
     now: dt.datetime,
-    policy: AuditPolicy,
+    policy: AuditSensorSettings,
     endpoint_remaining: int | None = None,
 ) -> list[Candidate]:
     """Candidates to submit this tick, in the given order: none pending or submitted within the

@@ -29,7 +29,6 @@ from assets.audits import (
     audit_landing_job,
 )
 from pipelines.sensors.audit_cursor import (
-    AuditPolicy,
     AuditState,
     Candidate,
     PendingAudit,
@@ -103,14 +102,13 @@ class AuditSensorSettings(ConfigurableResource):
     #: Longest a tick waits on the rate-limit budget or retries before giving up for this tick.
     tick_request_deadline_seconds: float = 20.0
 
-    def policy(self) -> AuditPolicy:
-        return AuditPolicy(
-            audits_per_day=self.audits_per_day,
-            reaudit_interval=dt.timedelta(days=self.reaudit_interval_days),
-            deadline=dt.timedelta(minutes=self.deadline_minutes),
-            max_polls_per_tick=self.max_polls_per_tick,
-            max_submissions_per_tick=self.max_submissions_per_tick,
-        )
+    @property
+    def reaudit_interval(self) -> dt.timedelta:
+        return dt.timedelta(days=self.reaudit_interval_days)
+
+    @property
+    def deadline(self) -> dt.timedelta:
+        return dt.timedelta(minutes=self.deadline_minutes)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "AuditSensorSettings":
@@ -197,10 +195,10 @@ def _error_text(exc: VisibilityAPIError) -> str:
 
 
 def poll_pending(
-    client: VisibilityClient, state: AuditState, now: dt.datetime, policy: AuditPolicy, log: TickLog
+    client: VisibilityClient, state: AuditState, now: dt.datetime, settings: AuditSensorSettings, log: TickLog
 ) -> AuditState:
     """Poll what is due; queue a landing for every audit that finished or timed out."""
-    for audit in polls_due(state, now, policy):
+    for audit in polls_due(state, now, settings):
         status: str | None = None
         report: dict[str, Any] | None = None
         error: str | None = None
@@ -213,7 +211,7 @@ def poll_pending(
                 break
             error = _error_text(exc)  # this audit's poll failed (404, bad shape): keep going
         state, decision = apply_poll(
-            state, audit.id, status=status, now=now, policy=policy, report=report, error=error
+            state, audit.id, status=status, now=now, policy=settings, report=report, error=error
         )
         _record_decision(decision, log)
     return state
@@ -277,13 +275,13 @@ def submit(
     state: AuditState,
     candidates: list[Candidate],
     now: dt.datetime,
-    policy: AuditPolicy,
+    settings: AuditSensorSettings,
     log: TickLog,
 ) -> AuditState:
     """Submit what the budget allows; every accepted audit goes into the state at once."""
     submitted = 0
     for candidate in choose_submissions(
-        state, candidates, now=now, policy=policy, endpoint_remaining=endpoint_remaining(client)
+        state, candidates, now=now, policy=settings, endpoint_remaining=endpoint_remaining(client)
     ):
         remaining = endpoint_remaining(client)
         if remaining is not None and remaining <= 0:
@@ -332,13 +330,12 @@ def evaluate_tick(
     now: dt.datetime,
 ) -> tuple[AuditState, TickLog]:
     """One tick. API errors end the tick early but never lose what it already did."""
-    policy = settings.policy()
     log = TickLog()
-    state = prune(state, now, policy)
+    state = prune(state, now, settings)
     try:
-        state = poll_pending(client, state, now, policy, log)
+        state = poll_pending(client, state, now, settings, log)
         candidates = gather_candidates(warehouse, settings, now.date(), log)
-        state = submit(client, state, candidates, now, policy, log)
+        state = submit(client, state, candidates, now, settings, log)
     except VisibilityAPIError as exc:
         log.lines.append(f"tick ended early: {_error_text(exc)}")
     if state.pending:

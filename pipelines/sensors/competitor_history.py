@@ -27,7 +27,6 @@ from assets.dagster_tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_R
 from assets.partitions import DAILY_PARTITIONS
 from pipelines.sensors.audit_cursor import read_cursor, write_cursor
 from resources.api.client import VisibilityClient
-from resources.api.config import KEY_SETTING, URL_SETTING, validate_api_key, validate_base_url
 from resources.api.errors import ConfigurationError, NotFoundError, VisibilityAPIError
 from resources.api.resource import VisibilityAPIResource
 from sync.discovery import BRANDS_TAG
@@ -179,15 +178,6 @@ def _describe(due: Iterable[HistoryBackfill]) -> str:
     )
 
 
-def unconfigured(api: VisibilityAPIResource) -> None:
-    """A ConfigurationError naming the first API setting the resource lacks or holds wrong."""
-    for setting, value in ((URL_SETTING, api.api_url), (KEY_SETTING, api.api_key)):
-        if not value:
-            raise ConfigurationError(f"{setting} is not set")
-    validate_base_url(api.api_url)
-    validate_api_key(api.api_key)
-
-
 @sensor(
     name=HISTORY_SENSOR_NAME,
     asset_selection=list(TREND_ASSET_KEYS),
@@ -197,20 +187,18 @@ def unconfigured(api: VisibilityAPIResource) -> None:
     "finished backfilling it), refetches competitor and citation trends from that date onward, once.",
 )
 def competitor_history_sensor(context: SensorEvaluationContext, api: VisibilityAPIResource) -> SensorResult:
-    try:
-        unconfigured(api)
+    try:  # the client checks the URL and key before its first request
+        with api.get_client(retry_deadline_seconds=TICK_REQUEST_DEADLINE_SECONDS) as client:
+            observed, listed = observe(client)
     except ConfigurationError as exc:
         return SensorResult(
             skip_reason=f"the API is not configured where this sensor runs: {exc}; set it in the "
             "environment of `dagster dev` (or of the daemon and the code location) and restart it",
             cursor=context.cursor,
         )
-    state = parse_cursor(context.cursor)
-    try:
-        with api.get_client(retry_deadline_seconds=TICK_REQUEST_DEADLINE_SECONDS) as client:
-            observed, listed = observe(client)
     except VisibilityAPIError as exc:
         return SensorResult(skip_reason=f"could not list competitors: {exc}", cursor=context.cursor)
+    state = parse_cursor(context.cursor)
     first_tick = not state.initialized
     state, due = advance(state, observed, listed_brands=listed)
     cursor = dump_cursor(state)

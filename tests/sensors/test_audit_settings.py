@@ -21,9 +21,8 @@ def test_settings_come_from_the_environment_with_defaults() -> None:
         }
     )
     assert settings.urls == ["https://acme.com/a", "https://acme.com/b", "https://zeta.io/"]
-    policy = settings.policy()
-    assert (policy.audits_per_day, policy.deadline) == (3, dt.timedelta(minutes=45))
-    assert policy.reaudit_interval == dt.timedelta(days=30)  # default
+    assert (settings.audits_per_day, settings.deadline) == (3, dt.timedelta(minutes=45))
+    assert settings.reaudit_interval == dt.timedelta(days=30)  # default
 
 
 def test_malformed_setting_names_the_variable() -> None:
@@ -78,4 +77,4 @@ def test_a_malformed_or_negative_setting_is_a_config_error_naming_the_variable(
 
 
 def test_zero_audits_per_day_is_allowed_and_turns_submissions_off() -> None:
-    assert AuditSensorSettings.from_env({"VISIBILITY_AUDITS_PER_DAY": "0"}).policy().audits_per_day == 0
+    assert AuditSensorSettings.from_env({"VISIBILITY_AUDITS_PER_DAY": "0"}).audits_per_day == 0
