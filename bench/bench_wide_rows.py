@@ -54,7 +54,7 @@ def one_case(rows: int, fields: int, bound: int) -> str:
             warehouse.ensure_table(spec)
             scope = PartitionScope(("b1",), DAY, DAY + dt.timedelta(days=1), ("chatgpt",))
             warehouse.replace_partitions(spec, table, scope, "bench")
-        landed = DuckDBWarehouse.open_read_only(path, "vis").query(
+        landed = DuckDBWarehouse(path, "vis", read_only=True).query(
             "SELECT * FROM vis.prompt_mentions LIMIT 1"
         )
         outcome, columns = "landed", landed.num_columns

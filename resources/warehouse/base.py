@@ -152,23 +152,6 @@ def bind_parameters(
     return _SQL_PARAMETER.sub(replace, sql)
 
 
-#: The methods that hold the write procedure; engines implement the hooks they call, never these
-#: (tests/warehouse/test_template.py).
-TEMPLATE_METHODS = (
-    "ensure_table",
-    "replace_partitions",
-    "replace_partitions_together",
-    "upsert_snapshot",
-    "query",
-    "_land_partitions",
-    "_stage_write",
-    "read_handoff",
-    "claim_handoff",
-    "land_handoff",
-    "release_handoff",
-)
-
-
 class Warehouse(ABC):
     """One engine. Every write is a single transaction: it lands whole or not at all."""
 

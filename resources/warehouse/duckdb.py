@@ -189,18 +189,6 @@ class DuckDBWarehouse(Warehouse):
     def memory_limit(self, limit: str | None) -> None:
         self._budget.limit = limit
 
-    @classmethod
-    def open_read_only(
-        cls,
-        path: str | Path,
-        schema: str = "visibility",
-        *,
-        lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
-        on_wait: OnWait | None = None,
-    ) -> DuckDBWarehouse:
-        """A reader (BI tools, checks): never takes the writer lock, waits while a write runs."""
-        return cls(path, schema, read_only=True, lock_timeout_seconds=lock_timeout_seconds, on_wait=on_wait)
-
     def __repr__(self) -> str:
         mode = "read-only" if self.read_only else "read-write"
         budget = f", memory_limit={self.memory_limit!r}" if self.memory_limit else ""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from resources.api.endpoints import ALL
@@ -93,23 +92,14 @@ def share_of_voice_points(warehouse: Warehouse, start: dt.date, end: dt.date) ->
     """Daily share of voice (0-100, all engines) of each brand and its tracked competitors."""
     ref = warehouse.table_ref("competitor_trends")
     sql = f"""
-        SELECT brand_id, brand_name, COALESCE(is_your_brand, competitor_id IS NULL) AS is_own_brand,
-               date, share_of_voice
+        SELECT brand_id, brand_name AS entity,
+               COALESCE(is_your_brand, competitor_id IS NULL) AS is_own_brand, date, share_of_voice
         FROM {ref}
         WHERE granularity = 'day' AND engine = :rollup AND share_of_voice IS NOT NULL
           AND date >= :start_day AND date < :end_day
         ORDER BY brand_id, brand_name, date
     """
-    return [
-        SharePoint(
-            brand_id=str(r["brand_id"]),
-            entity=str(r["brand_name"]),
-            is_own_brand=bool(r["is_own_brand"]),
-            date=r["date"],
-            share_of_voice=float(r["share_of_voice"]),
-        )
-        for r in _rows(warehouse, sql, **_window(start, end))
-    ]
+    return [SharePoint(**r) for r in _rows(warehouse, sql, **_window(start, end))]
 
 
 def visibility_by_engine(warehouse: Warehouse, start: dt.date, end: dt.date) -> list[EngineVisibility]:
@@ -162,31 +152,17 @@ def top_cited_page_days(
             FROM totals
         )
         SELECT c.brand_id AS brand_id, c.url AS url, MAX(c.root_domain) AS root_domain,
-               r.page_rank AS page_rank, c.date AS date, SUM(c.citation_count) AS citations
+               r.page_rank AS page_rank, c.date AS date,
+               CAST(COALESCE(SUM(c.citation_count), 0) AS BIGINT) AS citations
         FROM {ref} AS c
         JOIN ranked AS r ON r.brand_id = c.brand_id AND r.url = c.url
         WHERE r.page_rank <= :per_brand AND {window("c.")}
         GROUP BY c.brand_id, c.url, r.page_rank, c.date
         ORDER BY c.brand_id, r.page_rank, c.date
     """
-    return [
-        PageDay(
-            brand_id=str(r["brand_id"]),
-            url=str(r["url"]),
-            root_domain=r["root_domain"],
-            page_rank=int(r["page_rank"]),
-            date=r["date"],
-            citations=_count(r["citations"]),
-        )
-        for r in _rows(warehouse, sql, **_window(start, end), per_brand=int(per_brand))
-    ]
+    return [PageDay(**r) for r in _rows(warehouse, sql, **_window(start, end), per_brand=int(per_brand))]
 
 
 def _window(start: dt.date, end: dt.date) -> dict[str, Any]:
     """The parameters of a window ``[start, end)`` of the all-engine rollup."""
     return {"rollup": ALL, "start_day": _date(start), "end_day": _date(end)}
-
-
-def _count(value: int | Decimal | None) -> int:
-    """SUM of integers is a NUMERIC (Postgres) or HUGEINT (DuckDB): back to a plain int."""
-    return 0 if value is None else int(value)

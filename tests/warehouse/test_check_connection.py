@@ -96,12 +96,12 @@ def test_a_new_file_and_an_existing_database_pass_and_nothing_is_created(tmp_pat
     assert list(new.parent.iterdir()) == []
     existing = _landed(tmp_path / "existing.duckdb")
     DuckDBWarehouse(existing).check_connection()
-    DuckDBWarehouse.open_read_only(existing).check_connection()
+    DuckDBWarehouse(existing, read_only=True).check_connection()
 
 
 def test_a_reader_of_a_missing_file_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(WarehouseConfigError, match="does not exist"):
-        DuckDBWarehouse.open_read_only(tmp_path / "missing.duckdb").check_connection()
+        DuckDBWarehouse(tmp_path / "missing.duckdb", read_only=True).check_connection()
 
 
 def test_a_file_another_process_writes_passes_and_says_who_holds_it(

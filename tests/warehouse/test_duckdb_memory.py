@@ -166,7 +166,7 @@ def test_a_checkpoint_beyond_the_budget_loses_no_committed_write(tmp_path: Path)
             pytest.skip("this DuckDB holds more than 1MB after the write: no way to starve its checkpoint")
     if not path.with_name("w.duckdb.wal").exists():
         pytest.skip("this DuckDB checkpointed within 1MB: nothing to prove")
-    reader = DuckDBWarehouse.open_read_only(path)
+    reader = DuckDBWarehouse(path, read_only=True)
     count = f"SELECT count(*) AS n FROM {reader.table_ref('mentions')}"
     assert reader.query(count).column("n")[0].as_py() == rows.num_rows
     more = mention_rows("b2", [D1], per_cell=10)
@@ -193,7 +193,7 @@ def _big_text_writes(name: str, weeks: int = 3, per_cell: int = 8) -> list[Parti
 
 
 def _landed(path: Path) -> list[dict[str, object]]:
-    reader = DuckDBWarehouse.open_read_only(path)
+    reader = DuckDBWarehouse(path, read_only=True)
     return reader.query(
         f"SELECT _run_id, brand_name, count(*) AS n, min(length(answer_text)) AS shortest "
         f"FROM {reader.table_ref('mentions')} GROUP BY ALL ORDER BY ALL"

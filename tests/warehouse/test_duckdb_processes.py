@@ -63,7 +63,7 @@ def test_two_writer_processes_at_once_both_land(tmp_path: Path) -> None:
     for p in procs:
         p.join(120)
     assert [p.exitcode for p in procs] == [0, 0]  # neither failed on the lock
-    reader = DuckDBWarehouse.open_read_only(path, "vis")
+    reader = DuckDBWarehouse(path, "vis", read_only=True)
     rows = reader.query(f"SELECT brand_id, brand_name FROM {reader.table_ref('mentions')}").to_pylist()
     landed = sorted((r["brand_id"], r["brand_name"]) for r in rows)
     assert landed == [("b1", "b1-2")] * 4 + [("b2", "b2-2")] * 4
@@ -76,7 +76,7 @@ def test_killed_writer_leaves_the_old_rows(
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(30)
     rows = (
-        DuckDBWarehouse.open_read_only(path, "vis")
+        DuckDBWarehouse(path, "vis", read_only=True)
         .query('SELECT brand_name FROM "vis"."mentions"')
         .to_pylist()
     )
@@ -99,7 +99,7 @@ def test_writer_gives_up_after_the_lock_timeout(
     with pytest.raises(WarehouseLockTimeout, match="lock_timeout_seconds"):
         waiting.replace_partitions(MENTIONS, mention_rows("b2", [D1]), scope(("b2",), D1, D2), "run-b2")
     with pytest.raises(WarehouseLockTimeout):
-        DuckDBWarehouse.open_read_only(path, "vis", lock_timeout_seconds=0.3).query("SELECT 1")
+        DuckDBWarehouse(path, "vis", lock_timeout_seconds=0.3, read_only=True).query("SELECT 1")
 
 
 def test_read_only_handle_reads_and_refuses_writes(tmp_path: Path) -> None:
@@ -107,12 +107,12 @@ def test_read_only_handle_reads_and_refuses_writes(tmp_path: Path) -> None:
     DuckDBWarehouse(path, "vis").replace_partitions(
         MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1"
     )
-    reader = DuckDBWarehouse.open_read_only(path, "vis")
+    reader = DuckDBWarehouse(path, "vis", read_only=True)
     assert reader.query('SELECT count(*) AS n FROM "vis"."mentions"').to_pylist() == [{"n": 4}]
     with pytest.raises(PermissionError):
         reader.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-2")
     with pytest.raises(FileNotFoundError):
-        DuckDBWarehouse.open_read_only(tmp_path / "missing.duckdb").query("SELECT 1")
+        DuckDBWarehouse(tmp_path / "missing.duckdb", read_only=True).query("SELECT 1")
 
 
 def test_snapshot_upserts_in_slices_give_the_same_table(
@@ -259,7 +259,7 @@ def test_a_writer_waiting_for_a_reader_says_which_process_holds_the_file(
     assert len(lines) == 1
     assert lines[0].getMessage().startswith(f"waiting for the DuckDB lock on {path} held by ")
     assert f"(PID {proc.pid}), up to " in lines[0].getMessage() and " more s" in lines[0].getMessage()
-    landed = DuckDBWarehouse.open_read_only(path, "vis").query(
+    landed = DuckDBWarehouse(path, "vis", read_only=True).query(
         'SELECT DISTINCT brand_name FROM "vis"."mentions"'
     )
     assert landed.to_pylist() == [{"brand_name": "New"}]

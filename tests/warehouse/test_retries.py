@@ -40,7 +40,7 @@ def test_a_landing_out_of_memory_again_without_the_budget_is_attempted_twice_the
     assert len(attempts) == 2  # the budgeted attempt and one retry without the budget, no more
     retries = [r for r in caplog.records if "retrying it once without the budget" in r.getMessage()]
     assert len(retries) == 1
-    landed = DuckDBWarehouse.open_read_only(path).query(
+    landed = DuckDBWarehouse(path, read_only=True).query(
         'SELECT DISTINCT brand_name FROM "visibility"."mentions"'
     )
     assert landed.to_pylist() == [{"brand_name": "Old"}]  # both attempts rolled back

@@ -130,7 +130,7 @@ def test_sessions_nest_and_queries_inside_them_see_committed_writes(tmp_path: Pa
         other = DuckDBWarehouse(tmp_path / "wh.duckdb", "vis", lock_timeout_seconds=5)
         other.replace_partitions(MENTIONS, mention_rows("b3", [D1]), scope(("b3",), D1, D2), "run-1")
     assert counted == [{"n": 8}]
-    reader = DuckDBWarehouse.open_read_only(tmp_path / "wh.duckdb", "vis")
+    reader = DuckDBWarehouse(tmp_path / "wh.duckdb", "vis", read_only=True)
     total = reader.query(f"SELECT count(*) AS n FROM {reader.table_ref('mentions')}").to_pylist()
     assert total == [{"n": 12}]
 
@@ -155,7 +155,7 @@ def test_another_process_waits_for_an_open_session_then_writes(tmp_path: Path) -
     proc.join(120)
     assert proc.exitcode == 0
     assert done.exists()
-    reader = DuckDBWarehouse.open_read_only(path, "vis")
+    reader = DuckDBWarehouse(path, "vis", read_only=True)
     rows = reader.query(f"SELECT brand_id, count(*) AS n FROM {reader.table_ref('mentions')} GROUP BY 1")
     assert sorted((r["brand_id"], r["n"]) for r in rows.to_pylist()) == [("b1", 4), ("b2", 4), ("b9", 4)]
 

@@ -21,7 +21,7 @@ import resources.warehouse.duckdb as duckdb_module
 import resources.warehouse.duckdb_lock as duckdb_lock_module
 import resources.warehouse.duckdb_memory as duckdb_memory_module
 import resources.warehouse.postgres as postgres_module
-from resources.warehouse.base import TEMPLATE_METHODS, Warehouse
+from resources.warehouse.base import Warehouse
 from resources.warehouse.bigquery import BigQueryWarehouse
 from resources.warehouse.contract import PartitionWrite, SnapshotScope
 from resources.warehouse.duckdb import DuckDBWarehouse
@@ -31,6 +31,20 @@ from tests.warehouse.conftest import COMPETITORS, D1, D2, D3, MENTIONS, Case, me
 
 ENGINES: tuple[type[Warehouse], ...] = (DuckDBWarehouse, PostgresWarehouse, BigQueryWarehouse)
 ENGINE_MODULES = (duckdb_module, duckdb_lock_module, duckdb_memory_module, postgres_module, bigquery_module)
+#: The methods that hold the write procedure (base.py); engines implement the hooks they call, never these.
+TEMPLATE_METHODS = (
+    "ensure_table",
+    "replace_partitions",
+    "replace_partitions_together",
+    "upsert_snapshot",
+    "query",
+    "_land_partitions",
+    "_stage_write",
+    "read_handoff",
+    "claim_handoff",
+    "land_handoff",
+    "release_handoff",
+)
 #: The procedure's steps: only base.py runs them.
 PROCEDURE_STEPS = frozenset(
     {"partition_writes", "check_snapshot_write", "dedupe_by_key", "encode_rows", "clean_snapshot_scope"}
