@@ -176,6 +176,6 @@ def test_a_cancelled_sync_stops_reading_a_body_that_drips_in() -> None:
         fake_service(lambda seen: (200, {}, Raw(_drip(5000), 5000, pause=0.2))) as service,
         client(service.url, retry_deadline_seconds=600.0) as api,
     ):
-        threading.Timer(1.0, api.cancel).start()
+        threading.Timer(1.0, api.budget.cancel).start()
         with pytest.raises(SyncCancelled):
             call_in_thread(lambda: list(api.list_brands()))
