@@ -84,14 +84,11 @@ class VisibilityClient:
         self.base_url = validate_base_url(base_url)
         key = validate_api_key(api_key)
         register_secret(key)  # every text quoted from the service is scrubbed of it
-        #: ``scheme://host:port`` of the service: what messages name (never a key or user info)
-        self.origin = origin(self.base_url)
         #: a keyed one-way hash of the key: tells what one key fetched from another's (sync.resume)
         self.key_fingerprint = hashlib.blake2b(
             key.encode(), digest_size=16, person=b"visibility-key"
         ).hexdigest()
         self._max_concurrency = max_concurrency
-        self.retry_deadline_seconds = retry_deadline_seconds
         self._max_pages = max_pages
         self.max_new_columns = max_new_columns
         #: the sync's shared budget (``budget.snapshot()`` shows the current limits)
@@ -112,7 +109,7 @@ class VisibilityClient:
             self._transport,
             self.budget,
             self._counters,
-            origin=self.origin,
+            origin=origin(self.base_url),  # what messages name: never a key, user info or path
             retry_deadline_seconds=retry_deadline_seconds,
             backoff_base_seconds=backoff_base_seconds,
             backoff_max_seconds=backoff_max_seconds,
