@@ -1,10 +1,8 @@
 """``visibility-sync audit | untrack-competitor | topic create | topic rename``: the service's write
 endpoints from the command line.
 
-Each command resolves what it was given (by id or name) with read-only calls, prints the plan, asks
-``Proceed? [y/N]`` (unless ``--yes``; refused without a terminal, exit 2), then runs the operation's
-Dagster job (``pipelines/operation_jobs.py``) in this process, recorded when ``DAGSTER_HOME`` is set.
-A declined prompt, an unknown or ambiguous name and an audit still pending at ``--timeout`` exit 1.
+Each command resolves names with read-only calls, prints the plan, asks ``Proceed? [y/N]`` (unless
+``--yes``), then runs the operation's Dagster job (``pipelines/operation_jobs.py``) in this process.
 """
 
 from __future__ import annotations
@@ -28,24 +26,6 @@ from settings import ConfigError, Settings, load_settings
 PROMPT = "Proceed? [y/N] "
 
 PlanT = TypeVar("PlanT", bound=write_operations.Plan)
-
-
-def _settings_and_input(args: argparse.Namespace, validate: Callable[[], object]) -> Settings:
-    """Configuration, then the arguments, then whether the change can be confirmed: all before any
-    request, each a usage error (exit 2) naming what to fix."""
-    settings = load_settings()
-    settings.require_api()
-    try:
-        validate()
-    except write_operations.InvalidInputError as exc:
-        raise ConfigError(str(exc)) from None
-    if not args.yes and not sys.stdin.isatty():
-        command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
-        raise ConfigError(
-            f"`visibility-sync {command}` changes the service and asks for confirmation, but stdin "
-            "is not a terminal: pass --yes to run it unattended (nothing was sent)"
-        )
-    return settings
 
 
 def confirmed(args: argparse.Namespace, plan: str) -> bool:
@@ -111,14 +91,31 @@ def run_operation(settings: Settings, job_name: str, config: dict[str, Any]) -> 
 
 def carry_out(
     args: argparse.Namespace,
-    settings: Settings,
+    validate: Callable[[], object],
     plan_with: Callable[[VisibilityClient], PlanT],
     job_name: str,
     job_config: Callable[[PlanT], dict[str, Any]],
     *,
     note: str = "",
+    lands: bool = False,
 ) -> int:
-    """Resolve the plan, confirm it, run the job; print one line for the outcome; the exit code."""
+    """Check the configuration, the arguments (``validate``) and that the change can be confirmed, all
+    before any request, each a usage error (exit 2) naming what to fix; given ``lands``, prove the
+    warehouse takes writes. Then resolve the plan, confirm it, run the job and print the outcome."""
+    settings = load_settings()
+    settings.require_api()
+    try:
+        validate()
+    except write_operations.InvalidInputError as exc:
+        raise ConfigError(str(exc)) from None
+    if not args.yes and not sys.stdin.isatty():
+        command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+        raise ConfigError(
+            f"`visibility-sync {command}` changes the service and asks for confirmation, but stdin "
+            "is not a terminal: pass --yes to run it unattended (nothing was sent)"
+        )
+    if lands:
+        check_warehouse(settings)
     access = settings.api_access()
     with access.client(access.new_budget()) as client:  # resolves names; the job opens its own
         try:
@@ -141,11 +138,9 @@ def carry_out(
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    settings = _settings_and_input(args, lambda: write_operations.validate_audit_url(args.url))
-    check_warehouse(settings)  # the report lands there: prove it takes writes before paying for it
     return carry_out(
         args,
-        settings,
+        lambda: write_operations.validate_audit_url(args.url),
         lambda client: write_operations.plan_audit(
             client,
             args.brand,
@@ -163,14 +158,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
             "poll_interval_seconds": plan.poll_interval_seconds,
         },
         note="; landed in audit_reports",
+        lands=True,  # prove the warehouse takes writes before paying for the audit
     )
 
 
 def cmd_untrack_competitor(args: argparse.Namespace) -> int:
-    settings = _settings_and_input(args, lambda: None)
     return carry_out(
         args,
-        settings,
+        lambda: None,
         lambda client: write_operations.plan_untrack(client, args.brand, args.competitor),
         "untrack_competitor",
         lambda plan: {"brand": plan.brand.id, "competitor": plan.competitor.id},
@@ -178,10 +173,9 @@ def cmd_untrack_competitor(args: argparse.Namespace) -> int:
 
 
 def cmd_topic_create(args: argparse.Namespace) -> int:
-    settings = _settings_and_input(args, lambda: write_operations.validate_topic_name(args.name))
     return carry_out(
         args,
-        settings,
+        lambda: write_operations.validate_topic_name(args.name),
         lambda client: write_operations.plan_create_topic(client, args.brand, args.name),
         "create_topic",
         lambda plan: {"brand": plan.brand.id, "name": plan.name},
@@ -189,10 +183,9 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
 
 
 def cmd_topic_rename(args: argparse.Namespace) -> int:
-    settings = _settings_and_input(args, lambda: write_operations.validate_topic_name(args.name))
     return carry_out(
         args,
-        settings,
+        lambda: write_operations.validate_topic_name(args.name),
         lambda client: write_operations.plan_rename_topic(client, args.brand, args.topic, args.name),
         "rename_topic",
         lambda plan: {"brand": plan.brand.id, "topic": plan.topic.id, "new_name": plan.new_name},

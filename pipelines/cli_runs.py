@@ -1,12 +1,9 @@
 """The runs of ``visibility-sync run`` (and ``demo``) as runs of the code location.
 
-A run executed in this process (``execute_in_process``) is recorded without a code location, and
-the UI re-executes a run only through its location. So once Dagster has created the run,
-:class:`CodeLocationRuns` records :data:`CODE_LOCATION` on it, as ``dagster run
-migrate-repository`` does; "Re-execute" then launches the same job of the loaded code location with
-the run's config and tags (neither holds a secret). Dagster has no public way to create a run with
-its location in this process, so the origin is given in Dagster's own serialized form
-(``deserialize_value``), naming the location alone, which is all a re-execution looks up.
+A run executed in this process is recorded without a code location, and the UI re-executes a run
+only through its location; so :class:`CodeLocationRuns` records :data:`CODE_LOCATION` on it, as
+``dagster run migrate-repository`` does. No public API creates that origin, so it is given in
+Dagster's serialized form (``deserialize_value``), naming the location alone.
 """
 
 from __future__ import annotations

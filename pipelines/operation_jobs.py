@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dagster import (
-    AssetKey,
     AssetMaterialization,
     Config,
     Failure,
@@ -26,7 +25,7 @@ from dagster import (
 )
 from pydantic import Field, field_validator
 
-from assets.audits import AuditLandingConfig, upsert_audit
+from assets.audits import AuditLandingConfig, audit_reports, upsert_audit
 from resources.api import write_operations
 from resources.api.client import VisibilityClient
 from resources.api.resource import VisibilityAPIResource
@@ -39,7 +38,6 @@ CREATE_TOPIC_JOB = "create_topic"
 RENAME_TOPIC_JOB = "rename_topic"
 #: Run tag of every operation job, so the run list filters them apart from syncs.
 OPERATION_TAGS = {"visibility/kind": "operation"}
-AUDIT_ASSET_KEY = AssetKey("audit_reports")
 #: The ops' progress lines also go to this logger, so the command line can print them as they happen.
 PROGRESS_LOGGER = "visibility.operations"
 
@@ -149,7 +147,7 @@ def _landed(
         ) from exc
     context.log.info(f"{outcome.describe()}; landed in audit_reports (rows written: {written})")
     return AssetMaterialization(
-        asset_key=AUDIT_ASSET_KEY,
+        asset_key=audit_reports.key,
         description=f"one-off audit ({AUDIT_URL_JOB} job)",
         metadata={**_metadata(outcome.metadata()), "rows_landed": written},
     )

@@ -1,11 +1,9 @@
 """Runs whose process is gone: fail them, so they neither stay STARTED nor hold their pool slots.
 
-A run recorded in ``DAGSTER_HOME`` whose process is killed never writes its end, and Dagster's
-default run launcher cannot tell. So the process records itself in its run's tags
-(:func:`process_tags`), and whoever looks next on the same host ends the runs whose process is gone
-(:func:`fail_orphaned_runs`): the next ``visibility-sync`` command and :data:`orphaned_runs_sensor`.
-The tags name the run they were written for: a re-executed run copies its parent's tags, and is
-left alone.
+A killed run never writes its end, and Dagster's default run launcher cannot tell. So the process
+records itself in its run's tags (:func:`process_tags`, naming the run: a re-execution copies them),
+and the next ``visibility-sync`` command or :data:`orphaned_runs_sensor` on that host ends the runs
+whose process is gone.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ instance is read: command-line runs too); the runs of one backfill refresh it on
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass, field
 
 from dagster import (
@@ -24,6 +23,7 @@ from dagster import (
     define_asset_job,
     sensor,
 )
+from pydantic import TypeAdapter
 
 from assets.dagster_tags import BACKFILL_ENDED_STATUSES, BACKFILL_ID_TAG
 from assets.visibility_report import REPORT_JOB, visibility_report
@@ -52,16 +52,16 @@ class ReportCursor:
 
     @classmethod
     def parse(cls, raw: str | None) -> ReportCursor | None:
-        if not raw:
-            return None
         try:
-            data = json.loads(raw)
-            return cls(after=float(data["after"]), backfills=[str(b) for b in data.get("backfills", [])])
-        except (ValueError, KeyError, TypeError):
-            return None  # a cursor in another shape: start from now
+            return _CURSOR.validate_json(raw) if raw else None
+        except ValueError:  # a cursor in another shape: start from now
+            return None
 
     def dump(self) -> str:
-        return json.dumps({"after": self.after, "backfills": self.backfills})
+        return _CURSOR.dump_json(self).decode()
+
+
+_CURSOR = TypeAdapter(ReportCursor)
 
 
 def landed_daily_tables(instance: DagsterInstance, run_id: str) -> bool:

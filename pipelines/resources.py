@@ -1,17 +1,7 @@
-"""The resources of a sync built from the :class:`~settings.Settings`, in two forms.
-
-* :func:`build_resources`, for the code location (``dagster dev``, the daemon, the schedule's runs).
-  Dagster stores a resource's configured values in each run's job snapshot, so the secrets are
-  passed as ``EnvVar`` (stored by name, resolved from the run's environment): the API key always,
-  the warehouse URL when it holds a password.
-* :func:`process_resources`, for the runs a command executes in its own process (``visibility-sync
-  run``, ``demo``): the resource objects themselves, secrets included, as Dagster's hardcoded
-  resources. They have no config, so nothing of them is stored and nothing is read from (or written
-  to) ``os.environ``. Dagster neither copies nor sets them up: one ``api`` object is one request
-  budget for all the runs of a sync.
-
-Kept apart from :mod:`pipelines.definitions` so the command line builds them without loading the
-code location's schedules and sensors (whose ``VISIBILITY_AUDIT_*`` mistakes must not stop a sync).
+"""The resources of a sync, from the :class:`~settings.Settings`: for the code location, secrets as
+``EnvVar`` (Dagster stores configured values in each run's snapshot); for the runs a command executes
+itself, the objects as hardcoded resources (nothing stored; one ``api`` object, one request budget).
+Apart from :mod:`pipelines.definitions`: a bad ``VISIBILITY_AUDIT_*`` must not stop a sync.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """``sync_now``: a sync of a window of days and engines, launched from the launchpad in one step.
 
-A launchpad run of the partitioned ``visibility_sync`` takes one partition, so a window chosen in
-config cannot ride on it. ``sync_now`` is a small unpartitioned job instead: its config mapping checks
-the window when the run is launched (a wrong field is refused, named, before any run is created) and
-its op records it; on its success the ``visibility_sync_now`` sensor requests the ``visibility_sync``
-run(s) with the schedule's range tags (``pipelines/schedules.py`` ``sync_runs``). "Today" is the day
-the ``sync_now`` run was created (UTC).
+A launchpad run of the partitioned ``visibility_sync`` takes one partition, so the window rides on a
+small unpartitioned job whose config mapping checks it at launch; on its success the
+``visibility_sync_now`` sensor requests the ``visibility_sync`` run(s) with the schedule's range tags.
+"Today" is the day the ``sync_now`` run was created (UTC).
 
 (No ``from __future__ import annotations`` here: Dagster reads the op's ``Config`` annotations as classes.)
 """

@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from dagster import (
-    AssetKey,
     AssetObservation,
     ConfigurableResource,
     DefaultSensorStatus,
@@ -27,6 +26,7 @@ from assets.audits import (
     TAG_AUDIT_STATUS,
     AuditLandingConfig,
     audit_landing_job,
+    audit_reports,
 )
 from pipelines.sensors.audit_cursor import (
     AuditState,
@@ -75,7 +75,6 @@ T = TypeVar("T")
 AUDIT_SENSOR_NAME = "audit_sensor"
 #: The budget key of the audit endpoint (the client names endpoints "METHOD template").
 AUDIT_ENDPOINT = CREATE_AUDIT.key
-AUDIT_ASSET_KEY = AssetKey("audit_reports")
 #: When the service refuses with endpoint_rate_limited and gives no reset time.
 DEFAULT_ENDPOINT_BACKOFF = dt.timedelta(minutes=5)
 #: After 403 (e.g. a trialing workspace may not order audits): try again this much later.
@@ -177,7 +176,7 @@ def landing_request(audit: PendingAudit, verdict: Verdict, at: dt.datetime, repo
 
 def _observation(audit: PendingAudit, status: str, at: dt.datetime) -> AssetObservation:
     return AssetObservation(
-        asset_key=AUDIT_ASSET_KEY,
+        asset_key=audit_reports.key,
         metadata={
             "audit_id": audit.id,
             "url": audit.url,

@@ -1,10 +1,8 @@
 """The competitor history sensor: refetch trend partitions once a competitor's backfill finishes.
 
-After a competitor is tracked, the service backfills its history and ``history_from`` stays null
-until that ends; then the trend partitions from that date onward (computed without it) are fetched
-again, once per tracking episode. The first tick only takes a baseline. The decisions
-(:func:`advance`) are pure; docs/SENSORS.md has the rules and the cursor. Without
-``VISIBILITY_API_URL``/``KEY`` each tick skips, naming the variable.
+``history_from`` stays null while the service backfills a newly tracked competitor; when it turns
+to a date, the trend partitions from then on are fetched again, once per tracking episode (the first
+tick only takes a baseline). Rules and cursor: docs/SENSORS.md.
 """
 
 import datetime as dt
