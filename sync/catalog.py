@@ -145,11 +145,6 @@ LANDED_BY_SENSORS: dict[str, tuple[TableSpec, api.Endpoint]] = {
 }
 
 
-def group_of(name: str) -> str:
-    """The asset group of a synced table (``KeyError`` for a table no sync lands)."""
-    return DAILY_GROUP if isinstance(BY_NAME[name], PartitionedTable) else SNAPSHOT_GROUP
-
-
 class _AllTables(Mapping[str, TableSpec]):
     """Every landed table's spec by name: the snapshot tables, those landed by sensors, then the date x
     engine tables (in the catalog's order). Read from :data:`BY_NAME` on each lookup."""

@@ -158,7 +158,6 @@ def in_catalog(monkeypatch: pytest.MonkeyPatch) -> PartitionedTable:
 
 def test_everything_else_is_derived_from_the_entry(in_catalog: PartitionedTable) -> None:
     assert catalog.ALL_TABLES[NAME] is ANSWER_POSITIONS_SPEC
-    assert catalog.group_of(NAME) == catalog.DAILY_GROUP
     assert [c.name for c in checks_of([NAME])] == ["keys_unique", "no_empty_partitions"]
     assert f"name: {NAME}" in render_dbt_sources(list(catalog.ALL_TABLES.values()))
     dictionary = render_dictionary(list(catalog.ALL_TABLES.values()))

@@ -26,13 +26,10 @@ def test_every_catalog_table_is_an_asset_in_the_jobs_of_its_group() -> None:
     assert _job_assets(SYNC_JOB) == snapshots | daily
 
 
-def test_every_entry_is_in_its_group_and_its_declared_checks_exist() -> None:
+def test_every_entrys_declared_checks_exist() -> None:
     from assets.checks import DECLARED_CHECKS, checks_of
 
     for name, entry in catalog.BY_NAME.items():
-        assert catalog.group_of(name) == (
-            catalog.DAILY_GROUP if entry in catalog.DAILY else catalog.SNAPSHOT_GROUP
-        )
         assert set(entry.checks) <= set(DECLARED_CHECKS), name
         assert [c.name for c in checks_of([name])] == ["keys_unique", *entry.checks]
 
