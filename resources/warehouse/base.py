@@ -260,9 +260,10 @@ class Warehouse(ABC):
 
     # --- engine hooks --------------------------------------------------------------------------------
 
-    @abstractmethod
     def _ensure_table(self, spec: TableSpec) -> list[str]:
-        """Create or evolve ``spec``'s table to its own schema; the columns added."""
+        """Create or evolve ``spec``'s table to its own schema, as a write would; the columns added."""
+        with self._write_transaction(spec) as tx:
+            return self._prepare_table(tx, spec, spec.arrow_schema).columns_added
 
     @abstractmethod
     def _ensure_view(self, view: ViewSpec) -> None:

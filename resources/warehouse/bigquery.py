@@ -516,9 +516,9 @@ class BigQueryWarehouse(Warehouse):
         except NotFound:
             return None
 
-    def _ensure(self, spec: TableSpec, rows_schema: pa.Schema) -> tuple[LoadPlan, dict[str, SqlType]]:
+    def _prepare_table(self, landing: _Landing, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
         """Create or evolve the table (and the snapshot view); raise SchemaMismatchError first.
-        Returns the plan and the table's column types (the parameters' types)."""
+        The table's column types go to ``landing`` (the parameters' types)."""
         from google.cloud import bigquery
 
         self._ensure_dataset()
@@ -557,7 +557,8 @@ class BigQueryWarehouse(Warehouse):
                 refresh=table is None or bool(plan.columns),
             )
             self._describe_columns(view, dict(column_descriptions(spec, [f.name for f in view.schema])))
-        return plan, types
+        landing.types = types
+        return plan
 
     def _evolve(
         self,
@@ -651,9 +652,6 @@ class BigQueryWarehouse(Warehouse):
 
     view_errors = (GoogleAPIError,)
 
-    def _ensure_table(self, spec: TableSpec) -> list[str]:
-        return self._ensure(spec, spec.arrow_schema)[0].columns_added
-
     def _ensure_view(self, view: ViewSpec) -> None:
         if any(self._get_table(source) is None for source in view.sources):
             return
@@ -677,10 +675,6 @@ class BigQueryWarehouse(Warehouse):
         finally:
             for table_id in landing.staging:
                 self._drop(table_id)
-
-    def _prepare_table(self, landing: _Landing, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
-        plan, landing.types = self._ensure(spec, rows_schema)
-        return plan
 
     def _stage(self, landing: _Landing, spec: TableSpec, plan: LoadPlan, data: pa.Table) -> str:
         """One staging table and Parquet load per write (one chunk in memory at a time)."""

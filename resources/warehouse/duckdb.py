@@ -319,11 +319,14 @@ class DuckDBWarehouse(Warehouse):
         columns = [ExistingColumn(n, t, from_duckdb_type(t), c) for _, n, t, c, _ in found]
         return _Existing(columns, found[0][0], keyed=bool(found[0][4]))
 
-    def _ensure(self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
+    def _prepare_table(
+        self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows_schema: pa.Schema
+    ) -> LoadPlan:
         """Create or evolve the table (and a snapshot's ``_current`` view) inside the caller's
-        transaction; returns the plan."""
+        transaction; returns the plan. A partitioned table with a key index is refused
+        (:class:`KeyIndexedTableError`) before anything changes."""
         _exec(con, f"CREATE SCHEMA IF NOT EXISTS {quoted(self.catalog)}.{quoted(self.schema)}")
-        existing, comment, _ = self._existing(con, spec.name)
+        existing, comment, keyed = self._existing(con, spec.name)
         plan = plan_load(
             spec,
             rows_schema,
@@ -332,6 +335,8 @@ class DuckDBWarehouse(Warehouse):
             type_name=duckdb_type,
             table_comment=None if comment == spec.description else spec.description,
         )
+        if spec.kind == "partitioned" and keyed:
+            raise KeyIndexedTableError.of(self.schema, spec.name, self.table_ref(spec.name))
         for statement in table_statements(DIALECT, spec, plan, self.table_ref(spec.name)):
             _exec(con, statement)
         if spec.kind == "snapshot":
@@ -376,10 +381,6 @@ class DuckDBWarehouse(Warehouse):
 
     # --- Warehouse hooks (the procedure: Warehouse in base.py) -------------------------------------
 
-    def _ensure_table(self, spec: TableSpec) -> list[str]:
-        with self._transaction() as con:
-            return self._ensure(con, spec, spec.arrow_schema).columns_added
-
     def _ensure_view(self, view: ViewSpec) -> None:
         with self._transaction() as con:
             if any(self._existing(con, source).columns is None for source in view.sources):
@@ -399,16 +400,6 @@ class DuckDBWarehouse(Warehouse):
     def _write_transaction(self, spec: TableSpec) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         """One transaction on one connection: a landing of many writes commits whole or not at all."""
         return self._transaction()
-
-    def _prepare_table(
-        self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows_schema: pa.Schema
-    ) -> LoadPlan:
-        """Create or evolve the table; a partitioned table with a key index is refused
-        (:class:`KeyIndexedTableError`; raising rolls the landing back)."""
-        plan = self._ensure(con, spec, rows_schema)
-        if spec.kind == "partitioned" and self._existing(con, spec.name).keyed:
-            raise KeyIndexedTableError.of(self.schema, spec.name, self.table_ref(spec.name))
-        return plan
 
     def _may_repeat_a_key(self, con: duckdb.DuckDBPyConnection, spec: TableSpec, data: pa.Table) -> bool:
         """Whether two rows share a key: DuckDB counts on every core, several times faster than

@@ -242,7 +242,7 @@ class PostgresWarehouse(Warehouse):
             table_comment=None if comment == spec.description else spec.description,
         )
 
-    def _ensure(self, cur: psycopg.Cursor[Any], spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
+    def _prepare_table(self, cur: psycopg.Cursor[Any], spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
         """Create or evolve the table (and a snapshot's ``_current`` view) inside the caller's
         transaction; returns the plan. Only a write that changes the catalog takes the DDL lock."""
         for name in [spec.name, current_view_name(spec), *rows_schema.names, *(c.name for c in spec.columns)]:
@@ -302,10 +302,6 @@ class PostgresWarehouse(Warehouse):
 
     view_errors = (psycopg.Error, SQLAlchemyError)
 
-    def _ensure_table(self, spec: TableSpec) -> list[str]:
-        with self._transaction() as cur:
-            return self._ensure(cur, spec, spec.arrow_schema).columns_added
-
     def _ensure_view(self, view: ViewSpec) -> None:
         for name in (view.name, *view.sources, *view.column_names):
             check_identifier(name, "identifier")
@@ -326,9 +322,6 @@ class PostgresWarehouse(Warehouse):
         with self._transaction() as cur:
             self._lock_table(cur, spec.name)
             yield cur
-
-    def _prepare_table(self, cur: psycopg.Cursor[Any], spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
-        return self._ensure(cur, spec, rows_schema)
 
     def _stage(self, cur: psycopg.Cursor[Any], spec: TableSpec, plan: LoadPlan, data: pa.Table) -> str:
         """COPY ``data`` into a temp table shaped like the target's load columns; returns its name."""

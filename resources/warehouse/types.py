@@ -88,26 +88,10 @@ _BIGQUERY: dict[Kind, str] = {
     Kind.JSON: "JSON",
 }
 
-# Names the engines report back for the types above (and common spellings of them).
-_DUCKDB_NAMES: dict[str, Kind] = {
-    **{k.value: k for k in Kind},  # DuckDB's names are the kinds' own
-    "TIMESTAMP WITH TIME ZONE": Kind.TIMESTAMPTZ,
-    "BOOL": Kind.BOOLEAN,
-    "INT64": Kind.BIGINT,
-    "INT8": Kind.BIGINT,
-    "LONG": Kind.BIGINT,
-    "FLOAT8": Kind.DOUBLE,
-    "TEXT": Kind.VARCHAR,
-    "STRING": Kind.VARCHAR,
-}
-_POSTGRES_NAMES: dict[str, Kind] = {
-    **{v: k for k, v in _POSTGRES.items()},
-    "timestamp": Kind.TIMESTAMP,
-    "timestamptz": Kind.TIMESTAMPTZ,
-    "int8": Kind.BIGINT,
-    "float8": Kind.DOUBLE,
-    "bool": Kind.BOOLEAN,
-}
+# Names the engines' catalogs report for the types above: DuckDB's canonical names (whatever alias
+# created the column), Postgres' format_type(), and BigQuery's, legacy spellings included.
+_DUCKDB_NAMES: dict[str, Kind] = {k.value: k for k in Kind} | {"TIMESTAMP WITH TIME ZONE": Kind.TIMESTAMPTZ}
+_POSTGRES_NAMES: dict[str, Kind] = {v: k for k, v in _POSTGRES.items()}
 _BIGQUERY_NAMES: dict[str, Kind] = {
     **{v: k for k, v in _BIGQUERY.items()},
     "BOOLEAN": Kind.BOOLEAN,
