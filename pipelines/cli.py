@@ -26,7 +26,7 @@ from rich.markup import escape  # server texts ("[endpoint ...]") are not markup
 from rich.table import Column, Table
 
 from pipelines.cli_operations import add_operation_commands
-from pipelines.cli_output import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, console, err
+from pipelines.cli_output import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, console, err, printing_log
 from pipelines.cli_report import add_report_parser
 from pipelines.cli_setup import (
     check_warehouse,
@@ -296,22 +296,16 @@ def _status_lines(budget: Any, bar: Any) -> Iterator[None]:
             last[cause] = now
             target.print(f"[yellow]waiting:[/yellow] {escape(message)}", soft_wrap=True, highlight=False)
 
-    class Handler(logging.Handler):
-        """The warehouse's waits become status lines; the API's come through ``on_wait``."""
+    def warehouse_wait(record: logging.LogRecord) -> None:
+        say(record.name, record.getMessage())
 
-        def emit(self, record: logging.LogRecord) -> None:
-            say(record.name, record.getMessage())
-
-    handler = Handler(level=logging.WARNING)
-    warehouse_log = logging.getLogger("visibility.warehouse")
-    warehouse_log.addHandler(handler)
     previous = budget.on_wait
     budget.on_wait = lambda cause, seconds, message: say(cause, message)
     try:
-        yield
+        with printing_log("visibility.warehouse", logging.WARNING, warehouse_wait):
+            yield
     finally:
         budget.on_wait = previous
-        warehouse_log.removeHandler(handler)
 
 
 def _table_counts(settings: Settings) -> dict[str, int | None]:
@@ -491,6 +485,7 @@ def _without_password(url: str) -> str:
 def query_hint(settings: Settings) -> str:
     """How to read the landed rows back, for the warehouse in use: a command that runs as printed
     (this environment's Python and its drivers), with no password in it."""
+    from pipelines.downstream import duckdb_catalog
     from pipelines.resources import _holds_password  # the one rule: unparseable counts as holding one
     from resources.warehouse.urls import POSTGRES_SCHEMES, bigquery_target, duckdb_path, url_scheme
 
@@ -500,8 +495,7 @@ def query_hint(settings: Settings) -> str:
     note = ""
     if scheme == "duckdb":
         path = duckdb_path(url)
-        catalog = path.name.split(".", 1)[0]  # DuckDB names it after the file (DuckDBWarehouse.catalog)
-        sql = HINT_SQL.format(table=_sql_name(catalog, schema, HINT_TABLE))
+        sql = HINT_SQL.format(table=_sql_name(duckdb_catalog(settings), schema, HINT_TABLE))
         code = (
             f"import duckdb; duckdb.connect({json.dumps(str(path))}, read_only=True)"
             f".sql({json.dumps(sql)}).show()"

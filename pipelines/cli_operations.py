@@ -11,13 +11,12 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from rich.markup import escape
 
-from pipelines.cli_output import EXIT_OK, EXIT_PARTIAL, console, err
+from pipelines.cli_output import EXIT_OK, EXIT_PARTIAL, console, err, printing_log
 from pipelines.cli_setup import check_warehouse, recording_instance
 from resources.api import write_operations
 from resources.api.client import VisibilityClient
@@ -40,33 +39,12 @@ def confirmed(args: argparse.Namespace, plan: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-@contextmanager
-def _progress_lines() -> Iterator[None]:
-    """Print the job's progress lines (an audit's id and poll path while it waits) as they come."""
-    from pipelines.operation_jobs import PROGRESS_LOGGER
-
-    class Handler(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            console.print(escape(write_operations.visible(record.getMessage())), soft_wrap=True)
-
-    logger = logging.getLogger(PROGRESS_LOGGER)
-    handler = Handler(level=logging.INFO)
-    previous = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
-
-
 def run_operation(settings: Settings, job_name: str, config: dict[str, Any]) -> Any:
     """Run one operation job in this process and return its op's outcome; an error is raised as the
     op raised it (the API's ``code`` and ``X-Request-Id`` included), for ``main``'s exit codes."""
     from dagster import DagsterInstance, Definitions
 
-    from pipelines.operation_jobs import OPERATION_TAGS, op_name, operation_jobs
+    from pipelines.operation_jobs import OPERATION_TAGS, PROGRESS_LOGGER, op_name, operation_jobs
     from pipelines.orphans import process_tags
     from pipelines.resources import build_resources
 
@@ -79,8 +57,12 @@ def run_operation(settings: Settings, job_name: str, config: dict[str, Any]) -> 
         "ops": {op_name(job_name): {"config": config}},
         "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},  # the progress lines say it
     }
+
+    def show(record: logging.LogRecord) -> None:  # an audit's id and poll path while it waits
+        console.print(escape(write_operations.visible(record.getMessage())), soft_wrap=True)
+
     with (
-        _progress_lines(),
+        printing_log(PROGRESS_LOGGER, logging.INFO, show),
         recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
     ):
         result = definitions.resolve_job_def(job_name).execute_in_process(

@@ -5,6 +5,10 @@ partial, 2 configuration, 3 key refused, 4 service unavailable or broken, 130 in
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 from rich.console import Console
 
 from resources.failures import FailureKind
@@ -20,3 +24,24 @@ EXIT_INTERRUPTED = FailureKind.CANCELLED.exit_code
 console = Console(stderr=False, highlight=False)
 #: Errors, warnings and progress; one error, one line, even in a pipe.
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def printing_log(name: str, level: int, say: Callable[[logging.LogRecord], object]) -> Iterator[None]:
+    """Hand ``say`` the records of logger ``name`` at ``level`` and above while the block runs."""
+
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            say(record)
+
+    logger = logging.getLogger(name)
+    handler = Handler(level=level)
+    previous = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > level:
+        logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)

@@ -216,17 +216,11 @@ class SyncProgress:
             self._say(f"{item.name}: fetched ({item.done}/{item.total} requests), landing")
         elif item.state == "failed":
             self._say(f"{item.name}: failed")
-        elif item.total and self._passed_milestone(item):
-            self._say(f"{item.name}: {item.done}/{item.total} requests")
-
-    @staticmethod
-    def _passed_milestone(item: TableProgress) -> bool:
-        """Whether the fetch passed a further milestone (counted once, however many it passed)."""
-        passed = False
-        while item.milestone < len(MILESTONES) and item.done / item.total >= MILESTONES[item.milestone]:
-            item.milestone += 1
-            passed = True
-        return passed
+        elif item.total:
+            passed = sum(item.done / item.total >= milestone for milestone in MILESTONES)
+            if passed > item.milestone:  # one line, however many milestones the fetch passed
+                item.milestone = passed
+                self._say(f"{item.name}: {item.done}/{item.total} requests")
 
     def _elapsed(self) -> str:
         seconds = int(time.monotonic() - self.started)
