@@ -93,7 +93,7 @@ def table_asset_spec(entry: PartitionedTable | SnapshotTable, group_name: str, k
     }
     if spec.kind == "partitioned":
         metadata["partition_expr"] = {DATE_DIM: spec.date_column, ENGINE_DIM: spec.engine_column}
-    text = entry.description or spec.description
+    text = spec.description
     if upstream:
         text += (
             f"\n\nUpstream `{upstream}` is lineage only: the rows come from the API, so a backfill "
@@ -106,7 +106,7 @@ def table_asset_spec(entry: PartitionedTable | SnapshotTable, group_name: str, k
         description=text,
         metadata=metadata,
         group_name=group_name,
-        tags={"visibility/kind": kind, **getattr(entry, "tags", {})},  # a snapshot entry has no tags
+        tags={"visibility/kind": kind},
         kinds={"duckdb", "python"},
     )
 

@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -67,10 +67,8 @@ class PartitionedTable:
     needs_competitors: bool = False
     #: upstream asset, for lineage only (its rows are read from the API, not from the warehouse)
     upstream: str | None = None
-    description: str = ""
     #: metadata from the fetched rows beyond the counts (e.g. capped responses)
     notes: Callable[[DateSpool], dict[str, Any]] | None = None
-    tags: dict[str, str] = field(default_factory=dict)
     #: citation trends: plans a call per tracked page and topic (the run's ``CitationTargets``)
     needs_targets: bool = False
     #: checks of the table beyond those every table gets from its spec (``keys_unique``), by name
@@ -197,7 +195,7 @@ def _resumed(
         return plan, {}
     done, tables, points = journal.load({call_key(c) for c in plan.calls})
     for part in tables:  # the journal's files become the spool's, unless of other buckets
-        if part.bucket is not None and part.days == spool.days_per_bucket and part.path is not None:
+        if part.bucket is not None and part.days == spool.days_per_bucket:
             spool.adopt(part.bucket, part.path, part.num_rows)
         else:
             spool.append(part.read())
@@ -238,7 +236,6 @@ class SnapshotTable:
     fetch_rows: SnapshotFetch
     per_brand: bool
     upstream: str | None = None
-    description: str = ""
     #: checks of the table beyond those every table gets from its spec (``keys_unique``), by name
     #: (``assets/checks.py``, ``DECLARED_CHECKS``)
     checks: tuple[str, ...] = ()
@@ -324,8 +321,7 @@ class _CallBatch:
             return
         tables, self._tables, self._rows = self._tables, [], 0
         keys, self._keys, parts, self._parts = self._keys, [], self._parts, {}
-        assert self._spec.date_column is not None
-        rows = filter_cells(concat(self._spec, tables), self._spec.date_column, self._cells)
+        rows = self.filtered(tables)
         journal = self._journal
         if journal is None or not keys:
             self._spool.append(rows)
@@ -344,7 +340,7 @@ class _CallBatch:
             self._spool.append(rows)
             return
         for part in written:
-            assert part.path is not None and part.bucket is not None
+            assert part.bucket is not None
             self._spool.adopt(part.bucket, part.path, part.num_rows)
 
     def filtered(self, tables: list[pa.Table]) -> pa.Table:

@@ -194,23 +194,6 @@ def _paged_calls(
     return calls
 
 
-def _plan(
-    cells: Iterable[Cell],
-    brands: Iterable[BrandInput],
-    *,
-    with_rollup: bool,
-    calls: list[Call],
-    engine_order: Iterable[str],
-) -> Plan:
-    frozen = frozenset(cells)
-    return Plan(
-        cells=frozen,
-        calls=tuple(calls),
-        boxes=boxes(frozen, engine_order),
-        skipped=tuple(_skipped(frozen, brands, with_rollup=with_rollup)),
-    )
-
-
 class Planner(Protocol):
     """``(cells, brands, engine_order) -> Plan``: what a catalog entry's ``planner`` is."""
 
@@ -219,8 +202,23 @@ class Planner(Protocol):
     ) -> Plan: ...
 
 
-def _shape(name: str, doc: str, plan: Planner) -> Planner:
-    plan.__name__ = plan.__qualname__ = name  # type: ignore[attr-defined]
+#: ``(cells, brands) -> calls``: what a planner asks for the brands' cells.
+PlanCalls = Callable[[frozenset[Cell], list[BrandInput]], list[Call]]
+
+
+def _planner(name: str, doc: str | None, plan_calls: PlanCalls, *, with_rollup: bool) -> Planner:
+    """A :class:`Planner` named ``name`` that asks ``plan_calls`` and writes the cells' boxes."""
+
+    def plan(cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()) -> Plan:
+        frozen, brand_list = frozenset(cells), list(brands)
+        return Plan(
+            cells=frozen,
+            calls=tuple(plan_calls(frozen, brand_list)),
+            boxes=boxes(frozen, engine_order),
+            skipped=tuple(_skipped(frozen, brand_list, with_rollup=with_rollup)),
+        )
+
+    plan.__name__ = plan.__qualname__ = name
     plan.__doc__ = doc
     return plan
 
@@ -229,29 +227,28 @@ def paged_per_brand(endpoint: api.Endpoint) -> Planner:
     """A paged row endpoint per brand (``/v1/brands/{id}/...`` with ``engine``, ``from``, ``to``):
     widest date runs, engine filter only where the run is partial. No rollup."""
 
-    def plan(cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()) -> Plan:
-        frozen, brand_list = frozenset(cells), list(brands)
-        calls = [c for b in brand_list for c in _paged_calls(endpoint.key, b, frozen, None)]
-        return _plan(frozen, brand_list, with_rollup=False, calls=calls, engine_order=engine_order)
+    def plan_calls(cells: frozenset[Cell], brands: list[BrandInput]) -> list[Call]:
+        return [c for b in brands for c in _paged_calls(endpoint.key, b, cells, None)]
 
-    return _shape(f"paged_per_brand({endpoint.key})", paged_per_brand.__doc__ or "", plan)
+    return _planner(
+        f"paged_per_brand({endpoint.key})", paged_per_brand.__doc__, plan_calls, with_rollup=False
+    )
 
 
 def paged_per_prompt(endpoint: api.Endpoint) -> Planner:
     """A paged row endpoint per prompt (``/v1/prompts/{id}/...``): as :func:`paged_per_brand`, once per
     prompt of each brand (the entry sets ``needs_prompts``). No rollup."""
 
-    def plan(cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()) -> Plan:
-        frozen, brand_list = frozenset(cells), list(brands)
-        calls = [
+    def plan_calls(cells: frozenset[Cell], brands: list[BrandInput]) -> list[Call]:
+        return [
             call
-            for brand in brand_list
+            for brand in brands
             for prompt_id in brand.prompt_ids
-            for call in _paged_calls(endpoint.key, brand, frozen, prompt_id)
+            for call in _paged_calls(endpoint.key, brand, cells, prompt_id)
         ]
-        return _plan(frozen, brand_list, with_rollup=False, calls=calls, engine_order=engine_order)
 
-    return _shape(f"paged_per_prompt({endpoint.key})", paged_per_prompt.__doc__ or "", plan)
+    name = f"paged_per_prompt({endpoint.key})"
+    return _planner(name, paged_per_prompt.__doc__, plan_calls, with_rollup=False)
 
 
 @dataclass(frozen=True)
@@ -342,41 +339,38 @@ def hull_per_engine(
     ask ``granularity=day``, plus one ``granularity=week`` call per brand and engine whose dates
     include a Sunday, over the whole ISO weeks of those Sundays (competitor trends)."""
 
-    def plan(cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()) -> Plan:
-        frozen, brand_list = frozenset(cells), list(brands)
+    def plan_calls(cells: frozenset[Cell], brands: list[BrandInput]) -> list[Call]:
         calls = [
             c
-            for b in brand_list
+            for b in brands
             for target in (targets(b) if targets else [None])
-            for c in _hull_calls_per_engine(endpoint.key, b, frozen, target)
+            for c in _hull_calls_per_engine(endpoint.key, b, cells, target)
         ]
         if weeks:
             calls = [dataclasses.replace(c, granularity="day") for c in calls]
-            calls += [c for b in brand_list for c in _week_calls(endpoint.key, b, frozen)]
-        return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
+            calls += [c for b in brands for c in _week_calls(endpoint.key, b, cells)]
+        return calls
 
-    return _shape(f"hull_per_engine({endpoint.key})", hull_per_engine.__doc__ or "", plan)
+    return _planner(f"hull_per_engine({endpoint.key})", hull_per_engine.__doc__, plan_calls, with_rollup=True)
 
 
 def per_day(endpoint: api.Endpoint) -> Planner:
     """An endpoint aggregated over its request window, with an all-engine rollup: one call per brand,
     engine (``all``: engine omitted) and day."""
 
-    def plan(cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()) -> Plan:
-        frozen, brand_list = frozenset(cells), list(brands)
-        calls = [
+    def plan_calls(cells: frozenset[Cell], brands: list[BrandInput]) -> list[Call]:
+        return [
             Call(
                 endpoint.key,
                 b.brand_id,
                 Window(day, day + dt.timedelta(days=1)),
                 engine=None if engine == ALL else engine,
             )
-            for b in brand_list
-            for day, engine in sorted(_brand_cells(frozen, b, with_rollup=True))
+            for b in brands
+            for day, engine in sorted(_brand_cells(cells, b, with_rollup=True))
         ]
-        return _plan(frozen, brand_list, with_rollup=True, calls=calls, engine_order=engine_order)
 
-    return _shape(f"per_day({endpoint.key})", per_day.__doc__ or "", plan)
+    return _planner(f"per_day({endpoint.key})", per_day.__doc__, plan_calls, with_rollup=True)
 
 
 # ---------------------------------------------------------------------------------------------

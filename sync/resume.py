@@ -129,14 +129,13 @@ Rows = pa.Table | Sequence[tuple[int, pa.Table]]
 class JournalPart:
     """One checked file of kept rows, read when it is spooled (a resume holds one file at a time)."""
 
-    path: Path | None
+    path: Path
     num_rows: int
     #: the spool bucket all its rows fall in, ``days`` days a bucket (None: not split by bucket)
     bucket: int | None = None
     days: int | None = None
 
     def read(self) -> pa.Table:
-        assert self.path is not None
         with pa.OSFile(str(self.path), "rb") as source:
             return ipc.open_file(source).read_all()
 

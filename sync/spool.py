@@ -130,10 +130,6 @@ class Spool:
     segments: list[str] = field(default_factory=list)
     rows: int = 0
 
-    @classmethod
-    def create(cls, prefix: str = SPOOL_PREFIX) -> Spool:
-        return cls(directory=tempfile.mkdtemp(prefix=prefix))
-
     def __post_init__(self) -> None:
         self._buffer: list[pa.Table] = []
         self._buffered = 0
@@ -148,7 +144,7 @@ class Spool:
         self._buffered += table.num_rows
         self.rows += table.num_rows
         if self._buffered >= FLUSH_ROWS:
-            self._flush()
+            self.flush()
 
     @property
     def buffered(self) -> int:
@@ -156,9 +152,6 @@ class Spool:
         return self._buffered
 
     def flush(self) -> None:
-        self._flush()
-
-    def _flush(self) -> None:
         if not self._buffer:
             return
         # one record batch per flush: reading back filters a few large batches, not thousands of calls
@@ -192,7 +185,7 @@ class Spool:
 
     def close(self) -> None:
         """Flush and close; required before reading."""
-        self._flush()
+        self.flush()
         self._close_segment()
 
     def adopt(self, path: str | Path, rows: int) -> None:
@@ -221,9 +214,6 @@ class Spool:
                     part = predicate(pa.Table.from_batches([reader.get_batch(i)]))
                     if part.num_rows:
                         yield part
-
-    def exists(self) -> bool:
-        return all(Path(p).exists() for p in self.segments) and Path(self.directory).exists()
 
     def remove(self) -> None:
         self._close_segment()
@@ -341,9 +331,6 @@ class DateSpool:
             }
         for key in sorted(wanted):
             yield from self.buckets[key].read(predicate)
-
-    def exists(self) -> bool:
-        return Path(self.directory).exists() and all(s.exists() for s in self.buckets.values())
 
     def remove(self) -> None:
         for spool in self.buckets.values():

@@ -60,7 +60,7 @@ def test_a_step_takes_each_fetch_made_for_its_selection_and_asks_the_api_nothing
     # the brands listed once for the three tables, the prompts once (mentions), nothing after the takes
     assert asked["GET /v1/brands"] == 1 and served(sandbox) == asked
     for outcome in outcomes.values():  # taken: the step lands them, the head start removed none
-        assert outcome is not None and outcome.spool.exists()
+        assert outcome is not None and Path(outcome.spool.directory).exists()
         outcome.spool.remove()
     # the journals were handed to the step's store: the step's finish removes them
     assert any(tmp_path.iterdir())
@@ -83,10 +83,10 @@ def test_a_step_asking_for_other_cells_brands_or_journal_fetches_for_itself(
         assert ahead.take("answers", selection, None, never_stops()) is None  # not a table it fetches
         ahead._thread.join(timeout=120)
         fetched = ahead._slots["cited_pages"].outcome
-        assert fetched is not None and fetched.spool.exists()
+        assert fetched is not None and Path(fetched.spool.directory).exists()
     finally:
         ahead.close()
-    assert not fetched.spool.exists()  # nobody took it: removed with the head start
+    assert not Path(fetched.spool.directory).exists()  # nobody took it: removed with the head start
     assert ahead.take("cited_pages", selection, None, STEP) is None  # nor handed out after
 
 

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from sync import spool as spool_module
-from sync.spool import DateSpool, Spool, bucket_of, bucket_pieces, bucket_windows
+from sync.spool import SPOOL_PREFIX, DateSpool, Spool, bucket_of, bucket_pieces, bucket_windows
 from tests.fixtures_spool import tmpfs
 
 
@@ -26,7 +27,7 @@ def part(ids: list[int], **extra: list[object]) -> pa.Table:
 
 def test_rows_come_back_filtered(monkeypatch) -> None:
     monkeypatch.setattr(spool_module, "FLUSH_ROWS", 3)
-    spool = Spool.create()
+    spool = Spool(tempfile.mkdtemp(prefix=SPOOL_PREFIX))
     try:
         for start in range(0, 10, 2):
             spool.append(part([start, start + 1]))
@@ -39,7 +40,7 @@ def test_rows_come_back_filtered(monkeypatch) -> None:
 
 def test_parts_with_new_or_missing_extra_columns_are_all_kept(monkeypatch) -> None:
     monkeypatch.setattr(spool_module, "FLUSH_ROWS", 1)
-    spool = Spool.create()
+    spool = Spool(tempfile.mkdtemp(prefix=SPOOL_PREFIX))
     try:
         spool.append(part([1], x=["a"]))
         spool.append(part([2]))  # x missing: conformed with a null
@@ -56,7 +57,7 @@ def test_parts_with_new_or_missing_extra_columns_are_all_kept(monkeypatch) -> No
 
 
 def test_remove_deletes_the_spooled_files() -> None:
-    spool = Spool.create()
+    spool = Spool(tempfile.mkdtemp(prefix=SPOOL_PREFIX))
     spool.append(part([1]))
     spool.close()
     spool.remove()
