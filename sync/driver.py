@@ -28,9 +28,8 @@ from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import SnapshotScope, TableSpec
 from resources.warehouse.handoffs import Handoff
 from resources.warehouse.urls import warehouse_for
-from sync import transforms
+from sync import catalog, transforms
 from sync.allocator import return_freed_memory
-from sync.catalog import SNAPSHOTS
 from sync.discovery import BrandScope, CitationTargets, Discovery
 from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned, naming_source
 from sync.handoff import BackfillHandoff
@@ -40,7 +39,6 @@ from sync.planning import ALL, Cell, Plan, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
 from sync.resume import ResumeStore
 from sync.summary import TableSummary
-from sync.tables import BRANDS, PROMPTS, TRACKED_COMPETITORS
 from sync.transforms import check_new_columns
 
 
@@ -295,21 +293,20 @@ class _DailyFetch:
         return outcome
 
     def _fetch_own(self, table: PartitionedTable, stop: StopSignal, cells: set[Cell]) -> FetchOutcome:
-        name, request = table.spec.name, self.request
-        on_progress = self.on_progress
+        request = self.request
         with self.api.get_client() as client:  # own counters; the rate budget is shared
             outcome = fetch_partitioned(
                 client,
                 table,
                 cells,
                 request.only,
-                (lambda done, total: on_progress(name, done, total)) if on_progress else None,
+                self.on_progress,
                 stop,
                 request.discovery,
                 request.citation_targets,
                 resume=request.resume,
             )
-        _log_fetch(self.log, name, outcome)
+        _log_fetch(self.log, table.spec.name, outcome)
         return outcome
 
 
@@ -519,17 +516,10 @@ def listed_snapshots(
     scope, listings = discovery.listed(only)
     if scope is None:
         return []
-    by_name = {table.spec.name: table for table in SNAPSHOTS}
-    with naming_source(by_name[BRANDS.name]):
-        out = [(by_name[BRANDS.name], scope, transforms.brands_table(scope.brands))]
-    builders = {
-        PROMPTS.name: (PROMPTS, transforms.prompts_table),
-        TRACKED_COMPETITORS.name: (TRACKED_COMPETITORS, transforms.tracked_competitors_table),
-    }
-    for table in SNAPSHOTS:
-        if table.spec.name in builders and table.spec.name in listings:
-            spec, build = builders[table.spec.name]
-            rows = listings[table.spec.name]
+    with naming_source(catalog.BRANDS):
+        out = [(catalog.BRANDS, scope, transforms.brands_table(scope.brands))]
+    for table in (catalog.PROMPTS, catalog.TRACKED_COMPETITORS):
+        if table.spec.name in listings:
             with naming_source(table):
-                out.append((table, scope, transforms.concat(spec, [build(r, b) for b, r in rows.items()])))
+                out.append((table, scope, transforms.per_brand_table(table.spec, listings[table.spec.name])))
     return out

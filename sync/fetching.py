@@ -95,7 +95,7 @@ def fetch_partitioned(
     asset: PartitionedTable,
     cells: set[Cell],
     only: Sequence[str],
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: Callable[[str, int, int], None] | None = None,
     stop: StopSignal | None = None,
     discovery: Discovery | None = None,
     targets: CitationTargets | None = None,
@@ -354,7 +354,7 @@ def fetch_to_spool(
     plan: Plan,
     fetch_one: FetchOne,
     spool: DateSpool,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: Callable[[str, int, int], None] | None = None,
     prompts_not_found: set[str] | None = None,
     stop: StopSignal | None = None,
     journal: CallJournal | None = None,
@@ -418,7 +418,7 @@ def fetch_to_spool(
             else:
                 prompt_misses[call.brand_id].add(call.prompt_id)
         if on_progress is not None:
-            on_progress(done, len(plan.calls))
+            on_progress(spec.name, done, len(plan.calls))
     batch.flush()
     _resolve_prompt_misses(client, prompt_misses, not_found, prompts_not_found)
     return not_found

@@ -90,14 +90,13 @@ class HeadStart:
                 slot.done.set()
 
     def _fetch(self, table: PartitionedTable, slot: _Slot) -> FetchOutcome:
-        name, on_progress = table.spec.name, self._on_progress
         with self._api.get_client() as client:
             return fetch_partitioned(
                 client,
                 table,
                 set(self.selection.cells),
                 self.selection.only,
-                (lambda done, total: on_progress(name, done, total)) if on_progress else None,
+                self._on_progress,
                 StopSignal(self._stop),
                 self._discovery,
                 self.selection.targets,

@@ -67,7 +67,6 @@ def discovered(
 
 def per_brand_listing(spec: TableSpec, rows_of: BrandRows) -> SnapshotFetch:
     """Each brand's rows of the scope (``rows_of``), with the brand they were listed for, as one table."""
-    transform = transforms.brand_rows(spec)
 
     def fetch(
         client: VisibilityClient,
@@ -76,8 +75,7 @@ def per_brand_listing(spec: TableSpec, rows_of: BrandRows) -> SnapshotFetch:
         tags: Mapping[str, str],
         discovery: Discovery,
     ) -> pa.Table:
-        rows = rows_of(client, scope, discovery)
-        return transforms.concat(spec, [transform(r, b) for b, r in rows.items()])
+        return transforms.per_brand_table(spec, rows_of(client, scope, discovery))
 
     return fetch
 
@@ -96,6 +94,4 @@ def list_generations(
     capped = {b: {"rows": len(s.rows), "total_count": s.total_count} for b, s in sets.items() if s.capped}
     notes["capped"] = capped  # {brand id: {rows, total_count}}: read by the generations_not_capped check
     notes["capped_responses"] = len(capped)
-    return transforms.concat(
-        tables.GENERATIONS, [transforms.generations_table(s.rows, b) for b, s in sets.items()]
-    )
+    return transforms.per_brand_table(tables.GENERATIONS, {b: s.rows for b, s in sets.items()})

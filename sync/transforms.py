@@ -504,11 +504,13 @@ def brand_rows(
     return transform
 
 
-#: The per-brand listings and paged row endpoints: each row plus the brand it was fetched for.
-topics_table = brand_rows(tables.TOPICS)
-prompts_table = brand_rows(tables.PROMPTS)
-tracked_competitors_table = brand_rows(tables.TRACKED_COMPETITORS)
-generations_table = brand_rows(tables.GENERATIONS)
+def per_brand_table(spec: TableSpec, rows_by_brand: Mapping[str, Iterable[Row]]) -> pa.Table:
+    """A per-brand listing as one table: each brand's rows plus the brand they were listed for."""
+    transform = brand_rows(spec)
+    return concat(spec, [transform(rows, brand_id) for brand_id, rows in rows_by_brand.items()])
+
+
+#: The paged row endpoints: each row plus the brand it was fetched for.
 mentions_table = brand_rows(tables.PROMPT_MENTIONS)
 answers_table = brand_rows(tables.ANSWERS)
 
