@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,36 +251,30 @@ class SyncProgress:
         :meth:`on_fetch`."""
         return FetchProgress(self.on_fetch)
 
-    @contextmanager
-    def shown(self) -> Iterator[SyncProgress]:
-        """Display while the block runs; the heartbeat when piped."""
-        stop = threading.Event()
-        beat: threading.Thread | None = None
-        if self._bar is None:
-
-            def beat_until_stopped() -> None:
-                while not stop.wait(1.0):
-                    self.heartbeat()
-
-            beat = threading.Thread(target=beat_until_stopped, name="progress-heartbeat", daemon=True)
-            beat.start()
-        try:
-            with self._bar if self._bar is not None else nullcontext():
-                yield self
-        finally:
-            stop.set()
-            if beat is not None:
-                beat.join(timeout=2.0)
-
 
 @contextmanager
 def sync_progress(enabled: bool, console: Console, err: Console) -> Iterator[SyncProgress | None]:
-    """The progress of a sync: live bars on ``console`` when it is a terminal, else lines on ``err``;
-    None when not ``enabled`` (``--quiet``)."""
+    """The progress of a sync: live bars on ``console`` when it is a terminal, else lines on ``err``
+    with a heartbeat; None when not ``enabled`` (``--quiet``)."""
     if not enabled:
         yield None
         return
     live = console.is_terminal
     view = SyncProgress(console if live else err, live=live)
-    with view.shown():
+    if view._bar is not None:
+        with view._bar:
+            yield view
+        return
+    stop = threading.Event()
+
+    def beat_until_stopped() -> None:
+        while not stop.wait(1.0):
+            view.heartbeat()
+
+    beat = threading.Thread(target=beat_until_stopped, name="progress-heartbeat", daemon=True)
+    beat.start()
+    try:
         yield view
+    finally:
+        stop.set()
+        beat.join(timeout=2.0)
