@@ -4,18 +4,16 @@
 
 Tables come from the :class:`~resources.warehouse.base.TableSpec` list given (``sync.tables`` for
 the file; read at the command line only, so this module stays below the assets layer), views from
-:mod:`resources.warehouse.views`, and the hand-written text, example queries included
-(:data:`EXAMPLES` reads them back), from ``sync/dictionary.md``. A test renders it again and fails
-when the file differs (tests/warehouse/test_dictionary.py), and runs every example on a synced
-DuckDB file and Postgres schema.
+:mod:`resources.warehouse.views`, and the hand-written text, example queries included, from
+``sync/dictionary.md``. A test renders it again and fails when the file differs
+(tests/warehouse/test_dictionary.py), and runs every example on a synced DuckDB file and Postgres
+schema.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,24 +24,6 @@ from resources.warehouse.views import ANALYST_VIEWS, ViewSpec, current_view_name
 from sync.catalog import ALL_TABLES
 
 COMMAND = "python -m sync.dictionary > docs/TABLES.md"
-
-
-@dataclass(frozen=True)
-class Example:
-    """An example query; ``postgres`` or ``bigquery`` None: the DuckDB SQL runs there as it is."""
-
-    title: str
-    duckdb: str
-    postgres: str | None = None
-    bigquery: str | None = None
-
-    def sql(self, engine: str) -> str:
-        """The query for ``engine`` (``duckdb``, ``postgres``, ``bigquery``)."""
-        own = {"postgres": self.postgres, "bigquery": self.bigquery}.get(engine)
-        return (own or self.duckdb).strip()
-
-
-ENGINE_NAMES = {"duckdb": "DuckDB", "postgres": "Postgres", "bigquery": "BigQuery"}
 
 
 #: The dictionary's hand-written text, around what :func:`render` derives from the specs.
@@ -117,24 +97,6 @@ def render(tables: Sequence[TableSpec], views: Sequence[ViewSpec] = ANALYST_VIEW
         .replace("{tables}", "\n".join(["## Tables\n", _index(tables), *(_table(t) for t in tables)]))
         .replace("{views}", "\n".join(_view(v) for v in views))
     )
-
-
-def examples(text: str) -> tuple[Example, ...]:
-    """The example queries of the dictionary's text: each ``###`` section after ``## Example
-    queries``, its SQL blocks each headed by the engines it runs on as written."""
-    by_name = {name: engine for engine, name in ENGINE_NAMES.items()}
-    found = []
-    for section in text.split("## Example queries", 1)[1].split("\n### ")[1:]:
-        title = section.split("\n", 1)[0]
-        sql: dict[str, str] = {}
-        for names, query in re.findall(r"^([^\n]+):\n\n```sql\n(.*?);\n```", section, flags=re.M | re.S):
-            sql.update((by_name[name], query) for name in re.split(r", | and ", names))
-        found.append(Example(title, sql["duckdb"], sql.get("postgres"), sql.get("bigquery")))
-    return tuple(found)
-
-
-#: The example queries, as the dictionary shows them (the tests run each).
-EXAMPLES = examples(TEMPLATE.read_text())
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from resources.warehouse.views import ANALYST_VIEWS, current_view_description
 from sandbox.testing import SandboxHandle
 from sync import tables
 from sync.catalog import ALL_TABLES
-from sync.dictionary import COMMAND, EXAMPLES, render
+from sync.dictionary import COMMAND, TEMPLATE, render
 from sync.progress import NO_PROGRESS
 from sync.transforms import rows_to_table
 from tests.assets.conftest import QUIET, selecting
@@ -47,6 +47,42 @@ _FILE = re.compile(
     r"(?<![\w/.-])(?:(?:assets|resources|pipelines|sandbox|tests|bench|deploy|docs|report)/[\w./-]*\w"
     r"|[\w-]+\.(?:md|py|toml|ya?ml|json|cfg|ini|txt))"
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """An example query; ``postgres`` or ``bigquery`` None: the DuckDB SQL runs there as it is."""
+
+    title: str
+    duckdb: str
+    postgres: str | None = None
+    bigquery: str | None = None
+
+    def sql(self, engine: str) -> str:
+        """The query for ``engine`` (``duckdb``, ``postgres``, ``bigquery``)."""
+        own = {"postgres": self.postgres, "bigquery": self.bigquery}.get(engine)
+        return (own or self.duckdb).strip()
+
+
+ENGINE_NAMES = {"duckdb": "DuckDB", "postgres": "Postgres", "bigquery": "BigQuery"}
+
+
+def examples(text: str) -> tuple[Example, ...]:
+    """The example queries of the dictionary's text: each ``###`` section after ``## Example
+    queries``, its SQL blocks each headed by the engines it runs on as written."""
+    by_name = {name: engine for engine, name in ENGINE_NAMES.items()}
+    found = []
+    for section in text.split("## Example queries", 1)[1].split("\n### ")[1:]:
+        title = section.split("\n", 1)[0]
+        sql: dict[str, str] = {}
+        for names, query in re.findall(r"^([^\n]+):\n\n```sql\n(.*?);\n```", section, flags=re.M | re.S):
+            sql.update((by_name[name], query) for name in re.split(r", | and ", names))
+        found.append(Example(title, sql["duckdb"], sql.get("postgres"), sql.get("bigquery")))
+    return tuple(found)
+
+
+#: The example queries, as the dictionary shows them (each runs below).
+EXAMPLES = examples(TEMPLATE.read_text())
 
 
 def all_descriptions() -> list[str]:
