@@ -46,48 +46,35 @@ def _freshness() -> dict[str, Any]:
     }
 
 
-def _column(name: str, description: str, key: Sequence[str] = ()) -> dict[str, Any]:
-    column: dict[str, Any] = {"name": name, "description": description}
-    if name in key:
-        column["data_tests"] = ["not_null"]
-    return column
+def _source(name: str, description: str, columns: Sequence[Any], key: Sequence[str] = ()) -> dict[str, Any]:
+    """One table or view; key columns get dbt's ``not_null`` test."""
+    described = [{"name": c.name, "description": c.description} for c in columns]
+    for column in described:
+        if column["name"] in key:
+            column["data_tests"] = ["not_null"]
+    return {"name": name, "description": description, "columns": described}
 
 
 def _table(spec: TableSpec) -> dict[str, Any]:
     system = [*LOAD_COLUMNS, *(SNAPSHOT_COLUMNS if spec.kind == "snapshot" else ())]
-    table: dict[str, Any] = {
-        "name": spec.name,
-        "description": spec.description,
-        "columns": [_column(c.name, c.description, spec.key) for c in (*spec.columns, *system)],
-    }
+    table = _source(spec.name, spec.description, [*spec.columns, *system], spec.key)
     if spec.kind == "partitioned":
         table["loaded_at_field"] = "_loaded_at"
         table["freshness"] = _freshness()
     return table
 
 
-def _current_view(spec: TableSpec) -> dict[str, Any]:
-    columns = (*spec.columns, *LOAD_COLUMNS, *SNAPSHOT_COLUMNS)
-    return {
-        "name": current_view_name(spec),
-        "description": current_view_description(spec),
-        "columns": [_column(c.name, c.description) for c in columns],
-    }
-
-
-def _view(view: ViewSpec) -> dict[str, Any]:
-    return {
-        "name": view.name,
-        "description": view.description,
-        "columns": [_column(c.name, c.description) for c in view.columns],
-    }
-
-
 def render(tables: Sequence[TableSpec], views: Sequence[ViewSpec] = ANALYST_VIEWS) -> str:
     """The sources file as YAML (stable order: the specs')."""
     entries = [_table(t) for t in tables]
-    entries += [_current_view(t) for t in tables if t.kind == "snapshot"]
-    entries += [_view(v) for v in views]
+    entries += [
+        _source(
+            current_view_name(t), current_view_description(t), [*t.columns, *LOAD_COLUMNS, *SNAPSHOT_COLUMNS]
+        )
+        for t in tables
+        if t.kind == "snapshot"
+    ]
+    entries += [_source(v.name, v.description, v.columns) for v in views]
     document = {
         "version": 2,
         "sources": [
