@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,20 +28,9 @@ Row = Mapping[str, Any]
 Transform = Callable[[list[dict[str, Any]], str], pa.Table]
 
 
-class ReadRows(Protocol):
-    """Rows of one call: ``owner_id`` is the brand, or the prompt of a per-prompt endpoint."""
-
-    def __call__(
-        self,
-        client: VisibilityClient,
-        owner_id: str,
-        /,
-        *,
-        engine: Any,
-        start: Any,
-        end: Any,
-        walk: WalkPosition | None,
-    ) -> Iterable[Row]: ...
+#: ``read(client, owner_id, *, engine, start, end, walk) -> rows``: the rows of one call, ``owner_id``
+#: the brand, or the prompt of a per-prompt endpoint (a client method, or :class:`pages_of`).
+ReadRows = Callable[..., Iterable[Row]]
 
 
 @dataclass(frozen=True)

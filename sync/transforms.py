@@ -73,13 +73,8 @@ def check_new_columns(spec: TableSpec, names: Iterable[str], limit: int) -> None
         )
 
 
-def _quote(value: Any) -> str:
-    """A short, safe excerpt of a server-provided value for an error message."""
-    return excerpt(value)
-
-
 def _wrong(value: Any, expected: str) -> TypeError:
-    return TypeError(f"{json_kind(value)} {_quote(value)} where {expected} was expected")
+    return TypeError(f"{json_kind(value)} {excerpt(value)} where {expected} was expected")
 
 
 def _parse_timestamp(text: str) -> dt.datetime:
@@ -100,7 +95,7 @@ def _to_date(value: Any) -> dt.date | None:
             _parse_timestamp(value)
         return dt.date.fromisoformat(value[:10])
     except ValueError:
-        raise ValueError(f"{_quote(value)} is not a date (YYYY-MM-DD)") from None
+        raise ValueError(f"{excerpt(value)} is not a date (YYYY-MM-DD)") from None
 
 
 def _to_timestamp(value: Any) -> dt.datetime | None:
@@ -114,7 +109,7 @@ def _to_timestamp(value: Any) -> dt.datetime | None:
         try:
             parsed = _parse_timestamp(value)
         except ValueError:
-            raise ValueError(f"{_quote(value)} is not an ISO 8601 date-time") from None
+            raise ValueError(f"{excerpt(value)} is not an ISO 8601 date-time") from None
     else:
         raise _wrong(value, "an ISO 8601 date-time")
     if parsed.tzinfo is None:
@@ -129,7 +124,7 @@ def _to_int(value: Any) -> int | None:
         raise _wrong(value, "an integer")
     if isinstance(value, float):
         if not value.is_integer():
-            raise TypeError(f"non-integral number {_quote(value)} where an integer was expected")
+            raise TypeError(f"non-integral number {excerpt(value)} where an integer was expected")
         value = int(value)
     if not INT64_MIN <= value <= INT64_MAX:
         raise TypeError(f"integer {sanitize(value, 40)} is outside the 64-bit range")
@@ -276,7 +271,7 @@ def _object(spec: TableSpec, name: str, value: Any) -> Mapping[str, Any]:
     """``value``, a JSON object, or the TransformError saying it is not."""
     if not isinstance(value, Mapping):
         raise TransformError(
-            f"{spec.name}: `{name}` of {json_kind(value)} {_quote(value)} where an object was expected; "
+            f"{spec.name}: `{name}` of {json_kind(value)} {excerpt(value)} where an object was expected; "
             "nothing was written",
             table=spec.name,
         )
