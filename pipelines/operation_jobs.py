@@ -10,7 +10,7 @@ as the audit is accepted (it is charged), then the ``complete`` row with its rep
 
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Any
 
 from dagster import (
     AssetMaterialization,
@@ -23,7 +23,7 @@ from dagster import (
     job,
     op,
 )
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field
 
 from assets.audits import AuditLandingConfig, audit_reports, upsert_audit
 from resources.api import write_operations
@@ -49,6 +49,8 @@ def op_name(job_name: str) -> str:
     return f"{job_name}_op"
 
 
+#: A topic name, refused when blank (the same check as the command line's).
+TopicName = Annotated[str, AfterValidator(write_operations.validate_topic_name)]
 _BRAND_FIELD = "Brand id, or its exact name (case-insensitive), among the brands the key reaches."
 
 
@@ -56,7 +58,9 @@ class AuditUrlConfig(Config):
     """One URL to audit now."""
 
     brand: str = Field(description=_BRAND_FIELD)
-    url: str = Field(description="Absolute http(s) URL of the page to audit.")
+    url: Annotated[str, AfterValidator(write_operations.validate_audit_url)] = Field(
+        description="Absolute http(s) URL of the page to audit."
+    )
     wait: bool = Field(default=True, description="Poll until the report is complete (else land it pending).")
     timeout_seconds: float = Field(
         default=write_operations.DEFAULT_AUDIT_TIMEOUT_SECONDS,
@@ -71,11 +75,6 @@ class AuditUrlConfig(Config):
         description="Seconds between two polls.",
     )
 
-    @field_validator("url")
-    @classmethod
-    def _absolute_url(cls, value: str) -> str:
-        return write_operations.validate_audit_url(value)
-
 
 class UntrackCompetitorConfig(Config):
     """One tracked competitor to untrack (its mentions are kept)."""
@@ -88,12 +87,7 @@ class CreateTopicConfig(Config):
     """A topic to create; none is created when the brand already has one so named."""
 
     brand: str = Field(description=_BRAND_FIELD)
-    name: str = Field(description="Name of the new topic.")
-
-    @field_validator("name")
-    @classmethod
-    def _not_empty(cls, value: str) -> str:
-        return write_operations.validate_topic_name(value)
+    name: TopicName = Field(description="Name of the new topic.")
 
 
 class RenameTopicConfig(Config):
@@ -101,12 +95,7 @@ class RenameTopicConfig(Config):
 
     brand: str = Field(description=_BRAND_FIELD)
     topic: str = Field(description="Topic id, or its current exact name (case-insensitive).")
-    new_name: str = Field(description="The topic's new name.")
-
-    @field_validator("new_name")
-    @classmethod
-    def _not_empty(cls, value: str) -> str:
-        return write_operations.validate_topic_name(value)
+    new_name: TopicName = Field(description="The topic's new name.")
 
 
 def _metadata(values: write_operations.Metadata) -> dict[str, Any]:
