@@ -98,29 +98,6 @@ def _size_and_crc(path: Path, chunk: int = 1 << 20) -> tuple[int, int]:
     return size, crc
 
 
-class _Checksummed:
-    """A file written through this keeps the size and CRC-32 of the bytes written (none read back)."""
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        self._raw = raw
-        self.size, self.crc = 0, 0
-
-    def write(self, data: Any) -> int:
-        self.size += memoryview(data).nbytes
-        self.crc = zlib.crc32(data, self.crc)
-        return self._raw.write(data)
-
-    def flush(self) -> None:
-        self._raw.flush()
-
-    def close(self) -> None:  # the caller closes the file
-        pass
-
-    @property
-    def closed(self) -> bool:
-        return self._raw.closed
-
-
 #: Rows to keep: one table, or pieces each of one spool bucket (``(bucket, rows)``).
 Rows = pa.Table | Sequence[tuple[int, pa.Table]]
 
@@ -285,19 +262,21 @@ class CallJournal:
                 name = f"part-{os.getpid()}-{self._written:06d}.arrow"
                 self._written += 1
                 tmp, path = self.directory / f".{name}.tmp", self.directory / name
+                sink = pa.BufferOutputStream()  # one piece of a batch: checksummed before it is written
+                with ipc.new_file(sink, table.schema) as writer:
+                    writer.write_table(table)
+                data = sink.getvalue()
                 try:
-                    with open_private(tmp, "wb") as raw:
-                        out = _Checksummed(raw)
-                        with ipc.new_file(pa.PythonFile(out, mode="w"), table.schema) as writer:
-                            writer.write_table(table)
+                    with open_private(tmp, "wb") as out:
+                        out.write(data)
                     tmp.replace(path)
                 except BaseException:
                     tmp.unlink(missing_ok=True)
                     raise
                 split = {"bucket": bucket, "days": days} if bucket is not None else {}
-                rows_in = table.num_rows
-                files.append({"file": name, "size": out.size, "crc32": out.crc, "rows": rows_in} | split)
-                written.append(JournalPart(path, rows_in, bucket, split.get("days")))
+                record = {"file": name, "size": data.size, "crc32": zlib.crc32(data), "rows": table.num_rows}
+                files.append(record | split)
+                written.append(JournalPart(path, table.num_rows, bucket, split.get("days")))
             entry.update(rows=sum(p.num_rows for p in written), files=files)
             with open_private(self.directory / MANIFEST, "ab") as manifest:
                 manifest.write(json.dumps(entry).encode() + b"\n")
