@@ -35,9 +35,6 @@ class Window:
     def days(self) -> int:
         return (self.end - self.start).days
 
-    def dates(self) -> list[dt.date]:
-        return [self.start + dt.timedelta(days=i) for i in range(self.days)]
-
 
 @dataclass(frozen=True, order=True)
 class Box:

@@ -123,7 +123,7 @@ def spooled(tmp_path: Path) -> Iterator[FetchOutcome]:
     outcome = FetchOutcome(
         table=MENTIONS.name,
         plan=Plan(
-            cells=frozenset((d, e) for d in window.dates() for e in ENGINES),
+            cells=frozenset((d, e) for d in DAYS for e in ENGINES),
             calls=(),
             boxes=(Box(window, ENGINES),),
         ),
