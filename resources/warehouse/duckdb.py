@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -131,16 +131,6 @@ class KeyIndexedTableError(SchemaMismatchError):
         )
 
 
-class _Existing(NamedTuple):
-    """A table as the catalog shows it."""
-
-    #: None: no such table
-    columns: list[ExistingColumn] | None
-    comment: str | None
-    #: it carries a primary-key index
-    keyed: bool
-
-
 class DuckDBWarehouse(Warehouse):
     """A DuckDB file; every write (or landing of many writes) is one transaction on a connection
     opened for it."""
@@ -184,10 +174,6 @@ class DuckDBWarehouse(Warehouse):
     def memory_limit(self) -> str | None:
         """DuckDB's memory budget for this handle's connections (``64MB``); None: DuckDB's default."""
         return self._budget.limit
-
-    @memory_limit.setter
-    def memory_limit(self, limit: str | None) -> None:
-        self._budget.limit = limit
 
     def __repr__(self) -> str:
         mode = "read-only" if self.read_only else "read-write"
@@ -302,7 +288,10 @@ class DuckDBWarehouse(Warehouse):
     def table_ref(self, table: str) -> str:
         return f"{quoted(self.catalog)}.{quoted(self.schema)}.{quoted(table)}"
 
-    def _existing(self, con: duckdb.DuckDBPyConnection, table: str) -> _Existing:
+    def _existing(
+        self, con: duckdb.DuckDBPyConnection, table: str
+    ) -> tuple[list[ExistingColumn] | None, str | None, bool]:
+        """The table's columns (None: no such table), its comment, and whether it carries a key index."""
         found = _exec(
             con,
             "SELECT t.comment, c.column_name, c.data_type, c.comment, "
@@ -315,9 +304,9 @@ class DuckDBWarehouse(Warehouse):
             {"schema": self.schema, "table": table},
         )
         if not found:
-            return _Existing(None, None, keyed=False)
+            return None, None, False
         columns = [ExistingColumn(n, t, from_duckdb_type(t), c) for _, n, t, c, _ in found]
-        return _Existing(columns, found[0][0], keyed=bool(found[0][4]))
+        return columns, found[0][0], bool(found[0][4])
 
     def _prepare_table(
         self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows_schema: pa.Schema
@@ -383,7 +372,7 @@ class DuckDBWarehouse(Warehouse):
 
     def _ensure_view(self, view: ViewSpec) -> None:
         with self._transaction() as con:
-            if any(self._existing(con, source).columns is None for source in view.sources):
+            if any(self._existing(con, source)[0] is None for source in view.sources):
                 return
             columns = [(c.name, c.description) for c in view.columns]
             work = view_work(self._view_shape(con, view.name), view.description, columns)

@@ -67,7 +67,7 @@ def test_a_write_beyond_the_budget_is_retried_without_it_and_lands(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     warehouse = DuckDBWarehouse(tmp_path / "w.duckdb", memory_limit="32MB")
-    warehouse.memory_limit = "16KB"  # below what validation accepts: DuckDB fails every statement
+    warehouse._budget.limit = "16KB"  # below what validation accepts: DuckDB fails every statement
     first, second = mention_rows("b1", [D1], per_cell=50), mention_rows("b2", [D2], per_cell=30)
     with caplog.at_level(logging.WARNING):
         with warehouse.session():  # the session goes on after the retry
@@ -243,7 +243,7 @@ def test_a_one_shot_landing_beyond_the_budget_is_rolled_back_not_retried(
     DuckDBWarehouse(path).replace_partitions_together(MENTIONS, _big_text_writes("Old", per_cell=1), "run-1")
     before = _landed(path)
     warehouse = DuckDBWarehouse(path, memory_limit="32MB")
-    warehouse.memory_limit = "16KB"  # below what validation accepts: DuckDB fails every statement
+    warehouse._budget.limit = "16KB"  # below what validation accepts: DuckDB fails every statement
     with caplog.at_level(logging.WARNING, logger=LOGGER_NAME), pytest.raises(duckdb.Error) as raised:
         warehouse.replace_partitions_together(MENTIONS, iter(_big_text_writes("New", per_cell=1)), "run-2")
     assert is_out_of_memory(raised.value)
