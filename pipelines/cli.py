@@ -413,8 +413,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 # check
 
 
-def check(settings: Settings) -> str:
-    """One ``GET /v1/brands`` (first page only); raises the typed error that says what is wrong."""
+def cmd_check(args: argparse.Namespace) -> int:
+    """One ``GET /v1/brands`` (first page only); the typed error it raises says what is wrong."""
+    settings = load_settings()
     # a check answers quickly: a few seconds of retries, not a sync's patience, unless the user set
     # VISIBILITY_RETRY_DEADLINE_SECONDS: then that deadline holds for the check too
     chosen = "retry_deadline_seconds" in settings.model_fields_set
@@ -422,22 +423,15 @@ def check(settings: Settings) -> str:
     access = settings.api_access().model_copy(
         update={"timeout_seconds": min(10.0, deadline), "retry_deadline_seconds": deadline}
     )
-    url = access.api_url
     with access.client(access.new_budget()) as client:
         first = next(iter(client.list_brands()), None)
     check_warehouse(settings)
-    landing = f"; the warehouse {redact_url(settings.warehouse_url)} takes writes"
     if first is None:
-        return (
-            f"OK: {url} accepted the key and the subscription is active, but the key reaches no brand"
-            + landing
-        )
-    return f"OK: {url} accepted the key; the subscription is active and brands are reachable" + landing
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    console.print(check(settings), markup=False)
+        reached = "accepted the key and the subscription is active, but the key reaches no brand"
+    else:
+        reached = "accepted the key; the subscription is active and brands are reachable"
+    landing = f"the warehouse {redact_url(settings.warehouse_url)} takes writes"
+    console.print(f"OK: {access.api_url} {reached}; {landing}", markup=False)
     return EXIT_OK
 
 
