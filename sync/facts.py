@@ -72,10 +72,6 @@ def paged_rows(read: ReadRows, transform: Transform, *, per_prompt: bool = False
     return fetch
 
 
-#: Most pages the citation URLs endpoint returns (its maximum ``limit``).
-CITATION_URLS_LIMIT = MAX_LIMIT_CITATION_URLS
-
-
 def fetch_cited_pages(
     client: VisibilityClient, call: Call, walk: WalkPosition | None = None
 ) -> Iterator[pa.Table]:
@@ -84,7 +80,7 @@ def fetch_cited_pages(
         engine=call.engine,
         start=call.window.start,
         end=call.window.end,
-        limit=CITATION_URLS_LIMIT,
+        limit=MAX_LIMIT_CITATION_URLS,  # the most pages it returns
     )
     yield transforms.cited_pages_table(
         result.rows,

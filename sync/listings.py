@@ -23,19 +23,18 @@ Row = Mapping[str, Any]
 #: values exist for tests and for trimming a slow first sync; a brand with more generations than
 #: the limit is then capped, and its older rows are kept (never retired).
 GENERATIONS_LIMIT_TAG = "visibility/generations_limit"
-GENERATIONS_LIMIT = MAX_LIMIT_PAGING
 
 
 def generations_limit(tags: Mapping[str, str]) -> int:
     """The run's generations ``limit`` tag, clamped to ``1..999`` (the default when absent)."""
     raw = str(tags.get(GENERATIONS_LIMIT_TAG, "") or "").strip()
     if not raw:
-        return GENERATIONS_LIMIT
+        return MAX_LIMIT_PAGING
     try:
         value = int(raw)
     except ValueError:
         raise ValueError(f"run tag {GENERATIONS_LIMIT_TAG} must be an integer, got {raw!r}") from None
-    return max(1, min(GENERATIONS_LIMIT, value))
+    return max(1, min(MAX_LIMIT_PAGING, value))
 
 
 def list_brands(

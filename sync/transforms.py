@@ -172,20 +172,19 @@ def _to_string(value: Any) -> str | None:
     return str(value)
 
 
-def _converter(arrow_type: pa.DataType) -> Any:
-    if pa.types.is_date(arrow_type):
-        return _to_date
-    if pa.types.is_timestamp(arrow_type):
-        return _to_timestamp
-    if pa.types.is_integer(arrow_type):
-        return _to_int
-    if pa.types.is_floating(arrow_type):
-        return _to_float
-    if pa.types.is_boolean(arrow_type):
-        return _to_bool
-    if pa.types.is_list(arrow_type):
-        return _to_strings
-    return _to_text
+#: The strict converter of each kind of declared column; a string column's otherwise (``_to_text``).
+_CONVERTERS: tuple[tuple[Callable[[pa.DataType], bool], Callable[[Any], Any]], ...] = (
+    (pa.types.is_date, _to_date),
+    (pa.types.is_timestamp, _to_timestamp),
+    (pa.types.is_integer, _to_int),
+    (pa.types.is_floating, _to_float),
+    (pa.types.is_boolean, _to_bool),
+    (pa.types.is_list, _to_strings),
+)
+
+
+def _converter(arrow_type: pa.DataType) -> Callable[[Any], Any]:
+    return next((convert for is_kind, convert in _CONVERTERS if is_kind(arrow_type)), _to_text)
 
 
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
