@@ -308,18 +308,12 @@ def _status_lines(budget: Any, bar: Any) -> Iterator[None]:
         budget.on_wait = previous
 
 
-def _table_counts(settings: Settings) -> dict[str, int | None]:
-    """Rows per landed table, read back from the warehouse (None: table absent)."""
+def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: dt.date) -> None:
+    """What landed, read back from the warehouse; on failure, what failed and what was kept."""
     from resources.warehouse.queries import row_count
     from resources.warehouse.urls import warehouse_from_url
     from sync.catalog import ALL_TABLES
 
-    with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse, warehouse.session():
-        return {name: row_count(warehouse, name) for name in ALL_TABLES}
-
-
-def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: dt.date) -> None:
-    """What landed, read back from the warehouse; on failure, what failed and what was kept."""
     where = f"{start} .. {end} (end exclusive) into {redact_url(settings.warehouse_url)}"
     if summary.failures:
         title = (
@@ -330,8 +324,10 @@ def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: 
         title = f"Landed {where}"
     right = ("rows landed this run", "rows in table", "API requests")
     table = Table("table", *(Column(header, justify="right") for header in right), title=title)
-    try:
-        counts = _table_counts(settings)
+    try:  # rows per landed table (None: table absent)
+        warehouse = warehouse_from_url(settings.warehouse_url, settings.schema_name)
+        with warehouse, warehouse.session():
+            counts = {name: row_count(warehouse, name) for name in ALL_TABLES}
     except Exception as exc:  # the summary must not hide the run's own result
         err.print(f"[yellow]could not read table sizes back: {type(exc).__name__}[/yellow]")
         counts = {}

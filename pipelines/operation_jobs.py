@@ -107,8 +107,10 @@ def _metadata(values: write_operations.Metadata) -> dict[str, Any]:
     }
 
 
-def land_audit(warehouse: WarehouseResource, outcome: write_operations.AuditOutcome, run_id: str) -> int:
-    """Upsert the audit's row in ``audit_reports`` as the audit sensor's landing does; rows written."""
+def _landed(
+    context: OpExecutionContext, warehouse: WarehouseResource, outcome: write_operations.AuditOutcome
+) -> AssetMaterialization:
+    """Upsert the audit's row in ``audit_reports`` as the audit sensor's landing does."""
     config = AuditLandingConfig(
         audit_id=outcome.audit_id,
         brand_id=outcome.brand.id,
@@ -119,15 +121,9 @@ def land_audit(warehouse: WarehouseResource, outcome: write_operations.AuditOutc
         completed_at=outcome.completed_at.isoformat() if outcome.complete and outcome.completed_at else None,
         report_json=outcome.report_json() if outcome.complete else None,
     )
-    with warehouse.get_warehouse() as wh:
-        return upsert_audit(wh, config, run_id)
-
-
-def _landed(
-    context: OpExecutionContext, warehouse: WarehouseResource, outcome: write_operations.AuditOutcome
-) -> AssetMaterialization:
     try:
-        written = land_audit(warehouse, outcome, context.run_id)
+        with warehouse.get_warehouse() as wh:
+            written = upsert_audit(wh, config, context.run_id)
     except Exception as exc:
         raise RuntimeError(
             f"audit {outcome.audit_id} of {outcome.url} is {outcome.status} on the service, but landing it "
