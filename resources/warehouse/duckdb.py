@@ -68,7 +68,6 @@ from resources.warehouse.urls import DEFAULT_LOCK_TIMEOUT_SECONDS, parse_memory_
 from resources.warehouse.views import (
     ViewShape,
     ViewSpec,
-    ViewWork,
     column_descriptions,
     current_view_description,
     current_view_name,
@@ -329,12 +328,14 @@ class DuckDBWarehouse(Warehouse):
         for statement in table_statements(DIALECT, spec, plan, self.table_ref(spec.name)):
             _exec(con, statement)
         if spec.kind == "snapshot":
-            view = current_view_name(spec)
-            description = current_view_description(spec)
-            columns = column_descriptions(spec, plan.table_columns)
-            shape = None if plan.create or plan.columns else self._view_shape(con, view)
-            body = f"SELECT * FROM {self._relative_ref(spec.name)} WHERE {quoted(IS_CURRENT)}"
-            self._write_view(con, view, body, view_work(shape, description, columns), description, columns)
+            self._write_view(
+                con,
+                current_view_name(spec),
+                f"SELECT * FROM {self._relative_ref(spec.name)} WHERE {quoted(IS_CURRENT)}",
+                current_view_description(spec),
+                column_descriptions(spec, plan.table_columns),
+                recreate=plan.create or bool(plan.columns),
+            )
         return plan
 
     def _relative_ref(self, table: str) -> str:
@@ -361,10 +362,14 @@ class DuckDBWarehouse(Warehouse):
         con: duckdb.DuckDBPyConnection,
         view: str,
         body: str,
-        work: ViewWork,
         description: str,
-        columns: Iterable[tuple[str, str]],
+        columns: Sequence[tuple[str, str]],
+        *,
+        recreate: bool = False,
     ) -> None:
+        """Create, re-create or comment the view as the catalog shows it needs (``recreate``: its
+        table's columns changed, so its stored column list is stale)."""
+        work = view_work(None if recreate else self._view_shape(con, view), description, columns)
         for statement in view_statements(DIALECT, self.table_ref(view), body, work, description, columns):
             _exec(con, statement)
 
@@ -375,9 +380,7 @@ class DuckDBWarehouse(Warehouse):
             if any(self._existing(con, source)[0] is None for source in view.sources):
                 return
             columns = [(c.name, c.description) for c in view.columns]
-            work = view_work(self._view_shape(con, view.name), view.description, columns)
-            body = view.select(self._relative_ref)
-            self._write_view(con, view.name, body, work, view.description, columns)
+            self._write_view(con, view.name, view.select(self._relative_ref), view.description, columns)
 
     def _run_landing(
         self, spec: TableSpec, writes: Iterable[PartitionWrite], land: Callable[[], list[WriteResult]]
