@@ -43,41 +43,35 @@ class BrandScope:
 
     def drop(self, brand_ids: set[str]) -> None:
         """Move brands that answered 404 mid-run out of scope."""
-        for brand_id in self.brand_ids:
-            if brand_id in brand_ids:
-                self.out_of_scope.append(brand_id)
+        self.out_of_scope += [b for b in self.brand_ids if b in brand_ids]
         self.brands = [b for b in self.brands if str(b["id"]) not in brand_ids]
 
 
-def _or_not_found(fn: Callable[[], T]) -> T | None:
-    try:
-        return fn()
-    except NotFoundError:
-        return None
+def _each(client: VisibilityClient, ids: Sequence[str], fetch: Callable[[str], T]) -> dict[str, T | None]:
+    """``fetch(brand_id)`` for each brand, concurrently, by brand id: None for a brand that answered 404."""
+
+    def one(brand_id: str) -> T | None:
+        try:
+            return fetch(brand_id)
+        except NotFoundError:
+            return None
+
+    return dict(zip(ids, client.map_concurrent(one, ids), strict=True))
 
 
 def discover_brands(client: VisibilityClient, only: Sequence[str] = ()) -> BrandScope:
     """Every brand the key reaches (one listing), or the ``only`` brands fetched one by one."""
     if not only:
         return BrandScope(brands=list(client.list_brands()))
-    scope = BrandScope()
-    for brand_id, row in zip(
-        only, client.map_concurrent(lambda b: _or_not_found(lambda: client.get_brand(b)), only), strict=True
-    ):
-        if row is None:
-            scope.out_of_scope.append(brand_id)
-        else:
-            scope.brands.append(row)
-    return scope
+    rows = _each(client, only, client.get_brand)
+    return BrandScope([r for r in rows.values() if r is not None], [b for b, r in rows.items() if r is None])
 
 
 def per_brand(client: VisibilityClient, scope: BrandScope, fetch: Callable[[str], T]) -> dict[str, T]:
     """``fetch(brand_id)`` for each brand in scope, concurrently; 404 brands leave the scope."""
-    ids = scope.brand_ids
-    results = list(client.map_concurrent(lambda b: _or_not_found(lambda: fetch(b)), ids))
-    gone = {b for b, r in zip(ids, results, strict=True) if r is None}
-    scope.drop(gone)
-    return {b: r for b, r in zip(ids, results, strict=True) if r is not None}
+    results = _each(client, scope.brand_ids, fetch)
+    scope.drop({b for b, r in results.items() if r is None})
+    return {b: r for b, r in results.items() if r is not None}
 
 
 class Discovery:
@@ -120,8 +114,7 @@ class Discovery:
             known = self._listings.setdefault(name, {})
             missing = [b for b in scope.brand_ids if b not in known]
             if missing:
-                fetched = list(client.map_concurrent(lambda b: _or_not_found(lambda: fetch(b)), missing))
-                known.update(zip(missing, fetched, strict=True))
+                known.update(_each(client, missing, fetch))
             rows = {b: known[b] for b in scope.brand_ids}
         scope.drop({b for b, r in rows.items() if r is None})
         return {b: r for b, r in rows.items() if r is not None}
