@@ -26,6 +26,8 @@ from sync.progress import FetchProgress
 HEARTBEAT_SECONDS = 10.0
 #: A piped output reports a fetch at these fractions of its planned requests.
 MILESTONES = (0.25, 0.5, 0.75)
+#: A table's status on its bar, but once landed (its rows).
+BAR_STATUS = {"fetching": "fetching", "landing": "fetched, landing", "failed": "[red]failed[/red]"}
 
 
 def _step_texts() -> dict[str, str]:
@@ -185,25 +187,17 @@ class SyncProgress:
             item.rows, item.state = rows, "landed"
             self._show(item)
 
-    def _status(self, item: TableProgress) -> str:
-        if item.state == "landed":
-            return f"landed {_plural(item.rows or 0, 'row')}"
-        if item.state == "landing":
-            return "fetched, landing"
-        if item.state == "failed":
-            return "[red]failed[/red]"
-        return "fetching"
-
     def _show(self, item: TableProgress) -> None:
         """Called under the lock."""
         if self._bar is not None:
             if item.name not in self._tasks:
                 self._tasks[item.name] = self._bar.add_task(item.name, status="", requests=0)
+            landed = f"landed {_plural(item.rows or 0, 'row')}"
             self._bar.update(
                 self._tasks[item.name],
                 completed=item.done,
                 total=max(item.total, 1),
-                status=self._status(item),
+                status=landed if item.state == "landed" else BAR_STATUS[item.state],
                 requests=item.total,  # a table listed by another's requests made none
             )
             return

@@ -66,12 +66,8 @@ _CURSOR = TypeAdapter(ReportCursor)
 
 def landed_daily_tables(instance: DagsterInstance, run_id: str) -> bool:
     records = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
-    return any(
-        r.event_log_entry.dagster_event is not None
-        and r.event_log_entry.dagster_event.asset_key is not None
-        and r.event_log_entry.dagster_event.asset_key.path[-1] in DAILY_TABLES
-        for r in records
-    )
+    materialized = (r.event_log_entry.asset_materialization for r in records)
+    return any(m is not None and m.asset_key.path[-1] in DAILY_TABLES for m in materialized)
 
 
 def report_requests(instance: DagsterInstance, cursor: ReportCursor) -> tuple[list[RunRequest], ReportCursor]:
