@@ -525,15 +525,14 @@ def dagster_hint(cwd: Path | None = None) -> str:
             f"materializations show in the UI. Open it with\n  {ui}    # http://127.0.0.1:3000"
         )
     again = _shell_path(_tool("visibility-sync"), cwd)
-    project_home = PROJECT_ROOT  # the project's dagster.yaml, in a checkout: DAGSTER_HOME as it is
-    if (project_home / "dagster.yaml").exists():
+    if (PROJECT_ROOT / "dagster.yaml").exists():  # in a checkout: DAGSTER_HOME as it is
         where = cwd or Path.cwd()  # Dagster wants an absolute DAGSTER_HOME
-        if project_home == where:
+        if where == PROJECT_ROOT:
             shown = "$PWD"
-        elif project_home.is_relative_to(where):
-            shown = f"$PWD/{_shell_path(project_home, cwd)}"
+        elif PROJECT_ROOT.is_relative_to(where):
+            shown = f"$PWD/{_shell_path(PROJECT_ROOT, cwd)}"
         else:
-            shown = shlex.quote(str(project_home))
+            shown = shlex.quote(str(PROJECT_ROOT))
         export = f"export DAGSTER_HOME={shown}"
     else:
         export = "export DAGSTER_HOME=$PWD/.dagster_home && mkdir -p $DAGSTER_HOME"
@@ -560,13 +559,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         # the sandbox's URL and key win over the environment's; the warehouse is the environment's
         demo = {URL_SETTING: sandbox.url, KEY_SETTING: sandbox.keys["workspace"]}
         settings = load_settings(overrides=demo)
-        warehouse = settings.warehouse_url
-        if warehouse.startswith("duckdb:///") and not warehouse.startswith("duckdb:////"):
-            os.makedirs(os.path.dirname(warehouse.removeprefix("duckdb:///")) or ".", exist_ok=True)
         start, end = today - dt.timedelta(days=args.days), today
         console.print(
             f"Sandbox ready at {sandbox.url}. Syncing {start} .. {end} (end exclusive), every engine and "
-            f"the `all` rollup, into {redact_url(warehouse)}",
+            f"the `all` rollup, into {redact_url(settings.warehouse_url)}",
             soft_wrap=True,
         )
         check_warehouse(settings)
