@@ -11,7 +11,8 @@ from pipelines.operation_jobs import operation_jobs
 from pipelines.orphans import orphaned_runs_sensor
 from pipelines.report_sensor import report_after_sync, report_job
 from pipelines.schedules import daily_sync_schedule
-from pipelines.sensors import all_sensors, sensor_resources
+from pipelines.sensors.audits import AuditSensorSettings, audit_sensor
+from pipelines.sensors.competitor_history import competitor_history_sensor
 from pipelines.sync_now import sync_now_definitions
 from pipelines.syncs import all_assets, sync_definitions, with_warehouse_kind
 from settings import Settings, load_settings
@@ -30,8 +31,14 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
             asset_checks=audit_checks,
             jobs=[audit_landing_job, report_job, *operation_jobs, sync_now_job],
             schedules=[daily_sync_schedule(settings)],
-            sensors=[*all_sensors, report_after_sync, orphaned_runs_sensor, sync_now_sensor],
-            resources=sensor_resources(),
+            sensors=[
+                audit_sensor,
+                competitor_history_sensor,
+                report_after_sync,
+                orphaned_runs_sensor,
+                sync_now_sensor,
+            ],
+            resources={"audit_settings": AuditSensorSettings.from_env()},  # VISIBILITY_AUDIT_*
         ),
     )
 

@@ -6,7 +6,6 @@ import datetime as dt
 
 import pytest
 
-from pipelines.sensors import sensor_resources
 from pipelines.sensors.audits import AuditSensorSettings, configured_candidates
 
 DOMAINS = {"b-acme": "acme.com", "b-www": "www.zeta.io"}
@@ -30,9 +29,15 @@ def test_malformed_setting_names_the_variable() -> None:
         AuditSensorSettings.from_env({"VISIBILITY_AUDITS_PER_DAY": "ten"})
 
 
-def test_sensor_resources_provide_the_audit_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_code_location_reads_the_audit_settings_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pipelines.definitions import build_definitions
+    from settings import load_settings
+
     monkeypatch.setenv("VISIBILITY_AUDIT_URLS", "https://acme.com/x")
-    assert sensor_resources()["audit_settings"].urls == ["https://acme.com/x"]
+    resources = build_definitions(load_settings(env={})).resources or {}
+    assert resources["audit_settings"].urls == ["https://acme.com/x"]
 
 
 def test_configured_url_belongs_to_the_brand_whose_domain_hosts_it() -> None:
