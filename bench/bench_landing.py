@@ -72,7 +72,7 @@ def build_outcome(rows: int, days: int) -> Any:
         spool.append(part)
     spool.close()
     window = Window(START, START + dt.timedelta(days=days))
-    cells = frozenset((d, e) for d in window.dates() for e in ENGINES)
+    cells = frozenset((START + dt.timedelta(days=i), e) for i in range(days) for e in ENGINES)
     plan = Plan(cells=cells, calls=(), boxes=(Box(window, ENGINES),))
     return FetchOutcome(
         table="prompt_mentions",
