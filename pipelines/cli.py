@@ -15,6 +15,7 @@ import re
 import shlex
 import sys
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, closing, contextmanager, suppress
@@ -154,8 +155,6 @@ def sync(
     schedule does. Engines that are not one contiguous range take one run per range (the others re-run
     ``visibility_daily``), sharing one budget and one ``sync_session`` (listings; the head start, which
     fetches the first run's date x engine tables while Dagster loads). Dagster stores no secret."""
-    import uuid
-
     from pipelines.cli_progress import sync_progress  # bars on a terminal, else lines on stderr
     from resources.api.access import SyncApi
     from resources.api.endpoints import ENGINES_WITH_ALL, engine_groups
@@ -230,8 +229,6 @@ def _execute(
     """One run of the sync in this process. Given ``runs`` (``DAGSTER_HOME`` set), it is recorded as a
     run of the code location, tagged with this process for whoever finds it killed, and ended as
     canceled by a Ctrl+C or SIGTERM."""
-    import uuid
-
     from assets.dagster_tags import MAX_RETRIES_TAG
     from pipelines.orphans import process_tags
 
