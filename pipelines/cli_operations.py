@@ -178,13 +178,21 @@ def cmd_topic_rename(args: argparse.Namespace) -> int:
 # parser
 
 
-def _seconds(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
-    if not 0 < seconds <= 86_400:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 86400 seconds, got {value!r}")
+def _seconds_up_to(most: float) -> Callable[[str], float]:
+    """An argparse type: seconds in (0, ``most``], the bound the job's field has, so a flag the job
+    would refuse is refused here, before any prompt or request (argparse names the flag; exit 2)."""
+
+    def seconds(value: str) -> float:
+        try:
+            parsed = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+        if not 0 < parsed <= most:
+            raise argparse.ArgumentTypeError(
+                f"must be more than 0 and at most {most:g} seconds, got {value!r}"
+            )
+        return parsed
+
     return seconds
 
 
@@ -210,17 +218,18 @@ def add_operation_commands(sub: Any) -> None:
     )
     audit.add_argument(
         "--timeout",
-        type=_seconds,
+        type=_seconds_up_to(write_operations.MAX_AUDIT_TIMEOUT_SECONDS),
         default=write_operations.DEFAULT_AUDIT_TIMEOUT_SECONDS,
         metavar="S",
-        help="longest wait for the report (default 300); past it: exit 1, the audit stays pending",
+        help="longest wait for the report (default 300, at most "
+        f"{write_operations.MAX_AUDIT_TIMEOUT_SECONDS:g}); past it: exit 1, the audit stays pending",
     )
     audit.add_argument(
         "--poll-interval",
-        type=_seconds,
+        type=_seconds_up_to(write_operations.MAX_POLL_INTERVAL_SECONDS),
         default=write_operations.DEFAULT_POLL_INTERVAL_SECONDS,
         metavar="S",
-        help="seconds between two polls (default 2)",
+        help=f"seconds between two polls (default 2, at most {write_operations.MAX_POLL_INTERVAL_SECONDS:g})",
     )
     audit.set_defaults(handler=cmd_audit)
 

@@ -65,13 +65,13 @@ class AuditUrlConfig(Config):
     timeout_seconds: float = Field(
         default=write_operations.DEFAULT_AUDIT_TIMEOUT_SECONDS,
         gt=0,
-        le=86_400,
+        le=write_operations.MAX_AUDIT_TIMEOUT_SECONDS,
         description="Longest wait for the report; past it the run fails and the audit stays pending.",
     )
     poll_interval_seconds: float = Field(
         default=write_operations.DEFAULT_POLL_INTERVAL_SECONDS,
         gt=0,
-        le=600,
+        le=write_operations.MAX_POLL_INTERVAL_SECONDS,
         description="Seconds between two polls.",
     )
 

@@ -30,6 +30,10 @@ _LISTED_NAMES = 10
 _MAX_NAME_CHARS = 200
 DEFAULT_AUDIT_TIMEOUT_SECONDS = 300.0
 DEFAULT_POLL_INTERVAL_SECONDS = 2.0
+#: Longest audit wait and poll interval: the ``audit`` command's flags and the ``audit_url`` job's
+#: fields both read these, so a value one refuses the other refuses too.
+MAX_AUDIT_TIMEOUT_SECONDS = 86_400.0
+MAX_POLL_INTERVAL_SECONDS = 600.0
 
 Metadata = dict[str, str | int | float | bool | None]
 

@@ -10,11 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
+import pydantic
 import pytest
 from dagster import DagsterInstance, RunsFilter
 
-from pipelines.cli import main
+from pipelines.cli import build_parser, main
 from pipelines.cli_output import EXIT_CONFIG, EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED, EXIT_UNAVAILABLE
+from pipelines.operation_jobs import AuditUrlConfig
+from resources.api import write_operations
 from resources.api.client import VisibilityClient
 from sandbox.testing import SandboxHandle
 from tests.operations.helpers import changes, first_brand, topic_names, tracked_names
@@ -173,6 +176,35 @@ def test_a_malformed_url_is_a_usage_error_before_any_request(
     assert main(["audit", "example.com/page", "--brand", "x", "-y"]) == EXIT_CONFIG
     assert "absolute http(s) URL" in capsys.readouterr().err
     assert sandbox.stats() == {}
+
+
+WAIT_FLAGS = [
+    ("--poll-interval", "poll_interval_seconds", write_operations.MAX_POLL_INTERVAL_SECONDS),
+    ("--timeout", "timeout_seconds", write_operations.MAX_AUDIT_TIMEOUT_SECONDS),
+]
+
+
+@pytest.mark.parametrize(("flag", "field", "most"), WAIT_FLAGS)
+def test_an_audit_wait_flag_the_job_would_refuse_is_a_usage_error_naming_the_flag_before_any_request(
+    env: Path, sandbox: SandboxHandle, capsys: pytest.CaptureFixture[str], flag: str, field: str, most: float
+) -> None:
+    over = f"{most + 1:g}"
+    with pytest.raises(pydantic.ValidationError, match=field):  # the job refuses it ...
+        AuditUrlConfig(brand="b", url="https://example.com/page", **{field: most + 1})
+    sandbox.reset_stats()
+    with pytest.raises(SystemExit) as exited:  # ... so the command refuses it, before prompt or request
+        main(["audit", "https://example.com/page", "--brand", "x", "-y", flag, over])
+    assert exited.value.code == EXIT_CONFIG
+    err = one_line(capsys.readouterr().err)
+    assert f"argument {flag}: must be more than 0 and at most {most:g} seconds, got '{over}'" in err
+    assert sandbox.stats() == {}
+
+
+@pytest.mark.parametrize(("flag", "field", "most"), WAIT_FLAGS)
+def test_an_audit_wait_flag_at_the_job_s_bound_is_taken_by_both(flag: str, field: str, most: float) -> None:
+    args = build_parser().parse_args(["audit", "https://example.com/page", "--brand", "x", flag, f"{most:g}"])
+    assert getattr(args, field.removesuffix("_seconds")) == most
+    assert getattr(AuditUrlConfig(brand="b", url="https://example.com/page", **{field: most}), field) == most
 
 
 def test_a_refused_audit_quotes_the_code_and_the_request_id(
