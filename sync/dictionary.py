@@ -2,8 +2,8 @@
 
     python -m sync.dictionary > docs/TABLES.md
 
-Tables come from the :class:`~resources.warehouse.base.TableSpec` list given (``sync.tables`` for
-the file; read at the command line only, so this module stays below the assets layer), views from
+Tables come from the :class:`~resources.warehouse.contract.TableSpec` list given
+(``sync.catalog.ALL_TABLES`` for the file), views from
 :mod:`resources.warehouse.views`, and the hand-written text, example queries included, from
 ``sync/dictionary.md``. A test renders it again and fails when the file differs
 (tests/warehouse/test_dictionary.py), and runs every example on a synced DuckDB file and Postgres
