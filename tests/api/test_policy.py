@@ -42,7 +42,7 @@ def test_answers_are_classified_by_status_and_code(status: int, code: str | None
 
 def test_only_reads_repeat_after_an_ambiguous_failure() -> None:
     assert may_retry_after_ambiguous_failure("GET")
-    assert not may_retry_after_ambiguous_failure("patch")  # read back instead (operations.py)
+    assert not may_retry_after_ambiguous_failure("patch")  # read back instead (write_operations.py)
     assert not may_retry_after_ambiguous_failure("DELETE")
     assert not may_retry_after_ambiguous_failure("POST")
 
