@@ -24,7 +24,7 @@ from sync.facts import (
     paged_rows,
 )
 from sync.fetching import PartitionedTable, SnapshotTable
-from sync.listings import discovered, each_brand, list_brands, list_generations, per_brand_listing
+from sync.listings import discovered, list_brands, list_generations, per_brand_listing
 from sync.planning import citation_targets, hull_per_engine, paged_per_brand, paged_per_prompt, per_day
 
 #: Asset groups: the jobs select tables by group, so a new entry is in its jobs without a list to keep.
@@ -42,7 +42,7 @@ BRANDS = SnapshotTable(
 TOPICS = SnapshotTable(
     tables.TOPICS,
     (api.LIST_TOPICS,),
-    per_brand_listing(tables.TOPICS, each_brand(VisibilityClient.list_topics)),
+    per_brand_listing(tables.TOPICS, discovered(Discovery.topics)),
     per_brand=True,
     upstream="brands",
 )

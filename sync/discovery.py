@@ -75,8 +75,8 @@ def per_brand(client: VisibilityClient, scope: BrandScope, fetch: Callable[[str]
 
 
 class Discovery:
-    """What a sync lists once and every step of it reuses: brands, prompts, tracked competitors
-    (each listing costs rate budget and a round trip). A brand that answered 404 once is out of
+    """What a sync lists once and every step of it reuses: brands, prompts, topics, tracked
+    competitors (each listing costs rate budget and a round trip). A brand that answered 404 once is out of
     scope for the rest of the sync. Thread-safe; each caller gets its own ``BrandScope``."""
 
     def __init__(self) -> None:

@@ -1,5 +1,5 @@
 """Listings of the snapshot tables by shape (one whole listing per sync), chosen by catalog entries:
-one request per brand (:func:`each_brand`), or what the sync's discovery already listed
+the brands, the generations, or what the sync's discovery lists once for every step
 (:func:`discovered`). Rows that vanish stay in the table with ``is_current = false``.
 """
 
@@ -50,11 +50,6 @@ def list_brands(
 
 #: ``(client, scope, discovery) -> {brand id: rows}``: where a per-brand listing's rows come from.
 BrandRows = Callable[[VisibilityClient, BrandScope, Discovery], Mapping[str, Iterable[Row]]]
-
-
-def each_brand(read: Callable[[VisibilityClient, str], Iterable[Row]]) -> BrandRows:
-    """One request (or walk) per brand of the scope: ``read(client, brand_id)``."""
-    return lambda client, scope, discovery: per_brand(client, scope, lambda b: list(read(client, b)))
 
 
 def discovered(

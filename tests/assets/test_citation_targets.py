@@ -187,3 +187,33 @@ def test_the_command_lines_head_start_asks_for_the_targets_its_runs_ask_for(tmp_
     runs = DailySyncConfig().citation_targets(resource_targets(api_resource(settings)))
     assert selection.targets == runs
     assert runs.urls == ("https://a.io/x", "https://b.io/") and runs.topics == ("Pricing", "t1")
+
+
+def test_a_sync_resolving_citation_topics_lists_each_brands_topics_once(
+    sync: Sync, sandbox: SandboxHandle
+) -> None:
+    """The topics table and the citation targets read one listing of the sync (``Discovery.topics``)."""
+    from pipelines.resources import api_resource
+
+    resource = VisibilityAPIResource(api_url=sandbox.url, api_key=sandbox.keys["workspace"])
+    with resource.get_client() as client:
+        brands = [str(b["id"]) for b in client.list_brands()]
+        listed = {b: list(client.list_topics(b)) for b in brands}
+    topic_name = next(t["name"] for rows in listed.values() for t in rows)
+    settings = load_settings(
+        {
+            "VISIBILITY_API_URL": sandbox.url,
+            "VISIBILITY_API_KEY": sandbox.keys["workspace"],
+            "VISIBILITY_CITATION_TOPICS": topic_name,
+        }
+    )
+    sandbox.reset_stats()
+
+    result = run_with_config(sync, D, D, {}, ("topics",), api=api_resource(settings))
+
+    assert result.success  # type: ignore[attr-defined]
+    topics_requests = sandbox.stats()["GET /v1/brands/{id}/topics"]
+    assert topics_requests == {"200": len(brands)}  # one page per brand: each lists a few topics
+    landed = sync.query("SELECT brand_id, id, name FROM topics ORDER BY ALL")
+    assert landed == sorted((b, str(t["id"]), t["name"]) for b, rows in listed.items() for t in rows)
+    assert sync.query("SELECT COUNT(*) FROM citation_trends WHERE topic_id <> 'all'")[0][0] > 0
