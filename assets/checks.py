@@ -305,10 +305,6 @@ def checks_of(tables: Iterable[str]) -> list[TableCheck]:
     return out
 
 
-def check_by_key(key: AssetCheckKey) -> TableCheck:
-    return next(check for check in checks_of(catalog.BY_NAME) if check.key == key)
-
-
 @asset_check(
     asset=AUDIT_REPORTS.name, name="keys_unique", description=_keys_unique_description(AUDIT_REPORTS)
 )

@@ -52,9 +52,9 @@ class pages_of:  # used like a function: ``pages_of(endpoint)``
         end: Any,
         walk: WalkPosition | None = None,
     ) -> Iterable[Row]:
-        params = {"engine": engine, "limit": self.limit, "from": start.isoformat(), "to": end.isoformat()}
-        query = {k: v for k, v in params.items() if v is not None}
-        return client.pages(self.endpoint, self.endpoint.path(id=owner_id), query, walk=walk)
+        return client.list_window(
+            self.endpoint, owner_id, engine=engine, start=start, end=end, limit=self.limit, walk=walk
+        )
 
 
 def paged_rows(read: ReadRows, transform: Transform, *, per_prompt: bool = False) -> FetchOne:

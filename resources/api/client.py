@@ -237,8 +237,9 @@ class VisibilityClient:
         limit: int = ep.MAX_LIMIT_ANSWERS,
         walk: WalkPosition | None = None,
     ) -> Iterator[Row]:
-        params = _query(start, end, engine=engine, limit=limit)
-        return self.pages(ep.LIST_ANSWERS, ep.LIST_ANSWERS.path(id=brand_id), params, walk=walk)
+        return self.list_window(
+            ep.LIST_ANSWERS, brand_id, engine=engine, start=start, end=end, limit=limit, walk=walk
+        )
 
     def list_prompt_mentions(
         self,
@@ -250,9 +251,25 @@ class VisibilityClient:
         limit: int = ep.MAX_LIMIT_PAGING,
         walk: WalkPosition | None = None,
     ) -> Iterator[Row]:
+        return self.list_window(
+            ep.LIST_PROMPT_MENTIONS, prompt_id, engine=engine, start=start, end=end, limit=limit, walk=walk
+        )
+
+    def list_window(
+        self,
+        endpoint: ep.Endpoint,
+        owner_id: str,
+        *,
+        engine: str | None = None,
+        start: dt.date | None = None,
+        end: dt.date | None = None,  # exclusive
+        limit: int = ep.MAX_LIMIT_PAGING,
+        walk: WalkPosition | None = None,
+    ) -> Iterator[Row]:
+        """Every row of a date-windowed paged endpoint of one brand or prompt (``/v1/.../{id}/...``):
+        a new table's endpoint reads through this without a typed method of its own."""
         params = _query(start, end, engine=engine, limit=limit)
-        path = ep.LIST_PROMPT_MENTIONS.path(id=prompt_id)
-        return self.pages(ep.LIST_PROMPT_MENTIONS, path, params, walk=walk)
+        return self.pages(endpoint, endpoint.path(id=owner_id), params, walk=walk)
 
     def list_generations(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> CompleteSet:
         path = ep.LIST_GENERATIONS.path(id=brand_id)

@@ -45,10 +45,6 @@ class RequestStats:
     def total_retries(self) -> int:
         return sum(self.retries_by_cause.values())
 
-    @property
-    def total_unknown_engine_rows(self) -> int:
-        return sum(self.unknown_engine_rows.values())
-
     def to_metadata(self) -> dict[str, Any]:
         """A JSON-ready view with string keys, for Dagster metadata (server texts sanitized)."""
         return {

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from dagster import AssetCheckKey, AssetCheckResult, AssetKey, DagsterInstance, instance_for_test
 
-from assets.checks import CheckInputs, check_by_key
+from assets.checks import CheckInputs, checks_of
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.contract import PartitionScope, TableSpec
 from resources.warehouse.resource import WarehouseResource
@@ -77,7 +77,8 @@ def evaluate(
     metadata: dict[str, Any] | None = None,
 ) -> AssetCheckResult:
     """Evaluate one check of a synced table as its sync step does after the table lands."""
-    check = check_by_key(AssetCheckKey(AssetKey(table), name))
+    key = AssetCheckKey(AssetKey(table), name)
+    check = next(c for c in checks_of([table]) if c.key == key)
     with warehouse.get_warehouse() as wh:
         inputs = CheckInputs(wh, instance or DagsterInstance.ephemeral(), tags or {}, api, metadata)
         return check.run(inputs)
