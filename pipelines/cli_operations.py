@@ -12,7 +12,8 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import fields
+from typing import Any
 
 from rich.markup import escape
 
@@ -23,8 +24,6 @@ from resources.api.client import VisibilityClient
 from settings import ConfigError, Settings, load_settings
 
 PROMPT = "Proceed? [y/N] "
-
-PlanT = TypeVar("PlanT", bound=write_operations.Plan)
 
 
 def confirmed(args: argparse.Namespace, plan: str) -> bool:
@@ -71,25 +70,31 @@ def run_operation(settings: Settings, job_name: str, config: dict[str, Any]) -> 
         return result.output_for_node(op_name(job_name))
 
 
+def job_config(plan: write_operations.Plan) -> dict[str, Any]:
+    """The operation job's config from a confirmed plan: its fields (a record by its id) are the
+    job's, so the job resolves what the user confirmed; a field left unset is left out."""
+    values = {field.name: getattr(plan, field.name) for field in fields(plan)}  # type: ignore[arg-type]
+    return {
+        name: value.id if isinstance(value, write_operations.Named) else value
+        for name, value in values.items()
+        if value is not None
+    }
+
+
 def carry_out(
     args: argparse.Namespace,
-    validate: Callable[[], object],
-    plan_with: Callable[[VisibilityClient], PlanT],
     job_name: str,
-    job_config: Callable[[PlanT], dict[str, Any]],
+    plan_with: Callable[[VisibilityClient], write_operations.Plan],
     *,
     note: str = "",
     lands: bool = False,
 ) -> int:
-    """Check the configuration, the arguments (``validate``) and that the change can be confirmed, all
-    before any request, each a usage error (exit 2) naming what to fix; given ``lands``, prove the
-    warehouse takes writes. Then resolve the plan, confirm it, run the job and print the outcome."""
+    """Check the configuration and that the change can be confirmed, before any request, each a
+    usage error (exit 2) naming what to fix; given ``lands``, prove the warehouse takes writes. Then
+    resolve the plan (a malformed argument is refused before its first request), confirm it, run the
+    job and print the outcome."""
     settings = load_settings()
     settings.require_api()
-    try:
-        validate()
-    except write_operations.InvalidInputError as exc:
-        raise ConfigError(str(exc)) from None
     if not args.yes and not sys.stdin.isatty():
         command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
         raise ConfigError(
@@ -102,7 +107,7 @@ def carry_out(
     with access.client(access.new_budget()) as client:  # resolves names; the job opens its own
         try:
             plan = plan_with(client)
-        except write_operations.InvalidInputError as exc:  # an empty --brand: a usage error, like a bad URL
+        except write_operations.InvalidInputError as exc:  # a malformed URL, an empty --brand
             raise ConfigError(str(exc)) from None
     if not plan.changes:
         console.print(escape(write_operations.visible(plan.describe())), soft_wrap=True)
@@ -120,57 +125,39 @@ def carry_out(
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    return carry_out(
-        args,
-        lambda: write_operations.validate_audit_url(args.url),
-        lambda client: write_operations.plan_audit(
+    def plan(client: VisibilityClient) -> write_operations.Plan:
+        return write_operations.plan_audit(
             client,
             args.brand,
             args.url,
             wait=args.wait,
             timeout_seconds=args.timeout,
             poll_interval_seconds=args.poll_interval,
-        ),
-        "audit_url",
-        lambda plan: {
-            "brand": plan.brand.id,
-            "url": plan.url,
-            "wait": plan.wait,
-            "timeout_seconds": plan.timeout_seconds,
-            "poll_interval_seconds": plan.poll_interval_seconds,
-        },
-        note="; landed in audit_reports",
-        lands=True,  # prove the warehouse takes writes before paying for the audit
-    )
+        )
+
+    # lands: prove the warehouse takes writes before paying for the audit
+    return carry_out(args, "audit_url", plan, note="; landed in audit_reports", lands=True)
 
 
 def cmd_untrack_competitor(args: argparse.Namespace) -> int:
     return carry_out(
         args,
-        lambda: None,
-        lambda client: write_operations.plan_untrack(client, args.brand, args.competitor),
         "untrack_competitor",
-        lambda plan: {"brand": plan.brand.id, "competitor": plan.competitor.id},
+        lambda client: write_operations.plan_untrack(client, args.brand, args.competitor),
     )
 
 
 def cmd_topic_create(args: argparse.Namespace) -> int:
     return carry_out(
-        args,
-        lambda: write_operations.validate_topic_name(args.name),
-        lambda client: write_operations.plan_create_topic(client, args.brand, args.name),
-        "create_topic",
-        lambda plan: {"brand": plan.brand.id, "name": plan.name},
+        args, "create_topic", lambda client: write_operations.plan_create_topic(client, args.brand, args.name)
     )
 
 
 def cmd_topic_rename(args: argparse.Namespace) -> int:
     return carry_out(
         args,
-        lambda: write_operations.validate_topic_name(args.name),
-        lambda client: write_operations.plan_rename_topic(client, args.brand, args.topic, args.name),
         "rename_topic",
-        lambda plan: {"brand": plan.brand.id, "topic": plan.topic.id, "new_name": plan.new_name},
+        lambda client: write_operations.plan_rename_topic(client, args.brand, args.topic, args.name),
     )
 
 

@@ -24,23 +24,10 @@ from sync.progress import FetchProgress
 
 #: Longest a piped output stays silent while the sync runs.
 HEARTBEAT_SECONDS = 10.0
-#: A piped output reports a fetch at these fractions of its planned requests.
-MILESTONES = (0.25, 0.5, 0.75)
 #: A table's status on its bar, but once landed (its rows).
 BAR_STATUS = {"fetching": "fetching", "landing": "fetched, landing", "failed": "[red]failed[/red]"}
-
-
-def _step_texts() -> dict[str, str]:
-    """What each step of a sync does first, by step key (the op of each of the sync's assets)."""
-    from pipelines.jobs import SNAPSHOT_GROUP
-    from pipelines.syncs import all_assets
-
-    return {
-        definition.op.name: "listing brands, snapshot tables"
-        if SNAPSHOT_GROUP in definition.group_names_by_key.values()
-        else "listing prompts, planning"
-        for definition in all_assets
-    }
+#: What each step of a sync does first, by step key (the two ops of ``assets/builders.py``).
+STEP_TEXTS = {"sync_snapshots": "listing brands, snapshot tables", "sync_daily": "listing prompts, planning"}
 
 
 def _plural(count: int, word: str) -> str:
@@ -55,10 +42,7 @@ class TableProgress:
     done: int = 0
     total: int = 0
     state: str = "fetching"  # fetching | landing | landed | failed
-    rows: int | None = None
-    milestone: int = 0  # MILESTONES reported so far (piped output)
-    planned: int = 0  # the plan's requests (one per call), before further pages and retries
-    run: int = 0  # the run of the sync it belongs to (a sync of non-adjacent engines has several)
+    rows: int = 0
 
 
 class _Requests(ProgressColumn):
@@ -80,14 +64,12 @@ class SyncProgress:
         self.live = live
         self.started = time.monotonic()
         self._lock = threading.Lock()
-        self._tables: dict[str, TableProgress] = {}
+        self._tables: dict[str, TableProgress] = {}  # the current run's
+        self._requests = 0  # made by the tables landed so far, every run
         self._stage = ""
-        self._run = 0
         self._last_line = time.monotonic()
-        self._steps = _step_texts()
         self._bar: Progress | None = None
         self._tasks: dict[str, Any] = {}
-        self._stage_task: Any = None
         if live:
             self._bar = Progress(
                 TextColumn("{task.description:<20}"),
@@ -103,26 +85,21 @@ class SyncProgress:
     def stage(self, text: str) -> None:
         """What the sync does now, when no table says more (starting Dagster, listing brands)."""
         with self._lock:
-            self._stage = text
-            if self._bar is not None:
-                self._bar.update(self._stage_task, status=escape(text))
-            else:
-                self._say(text)
+            self._set_stage(text)
 
     def on_fetch(self, table: str, done: int, total: int) -> None:
         """The progress channel: ``done`` of the ``total`` planned requests of ``table``."""
         with self._lock:
             item = self._tables.get(table)
-            if item is None or item.run != self._run:
-                item = self._tables[table] = TableProgress(table, total=total, run=self._run)
+            if item is None:
+                item = self._tables[table] = TableProgress(table)
                 if self._bar is None:
                     self._say(f"{table}: fetching, {_plural(total, 'request')} planned")
                 else:  # each table lands while the next one is fetched
-                    self._stage = f"fetching {table}"
-                    self._bar.update(self._stage_task, status=escape(self._stage))
+                    self._set_stage(f"fetching {table}")
             if item.state != "fetching":
                 return
-            item.done, item.total, item.planned = done, total, total
+            item.done, item.total = done, total
             if done >= total:
                 item.state = "landing"
             self._show(item)
@@ -140,8 +117,8 @@ class SyncProgress:
         with self._lock:
             self._stage = ""
             if self._bar is not None:
-                requests = sum(t.total for t in self._tables.values() if t.state == "landed")
-                self._bar.update(self._stage_task, total=requests, completed=requests, status=escape(text))
+                done = self._requests
+                self._bar.update(self._stage_task, total=done, completed=done, status=escape(text))
 
     def _on_dagster_event(self, event: Any) -> None:
         from dagster import DagsterEventType
@@ -151,24 +128,17 @@ class SyncProgress:
             return
         kind = dagster_event.event_type
         if kind == DagsterEventType.RUN_START:
-            with self._lock:
-                self._run += 1
-                if self._run == 1:  # the head start's fetches, begun before any run, are the first run's
-                    for item in self._tables.values():
-                        item.run = 1
+            with self._lock:  # a later run of the sync fetches its tables anew; the head start's stay
+                self._tables = {n: t for n, t in self._tables.items() if t.state in ("fetching", "landing")}
         elif kind == DagsterEventType.STEP_START:
             step = dagster_event.step_key or ""
-            self.stage(self._steps.get(step, f"running {step}"))
+            self.stage(STEP_TEXTS.get(step, f"running {step}"))
         elif kind == DagsterEventType.ASSET_MATERIALIZATION:
             materialization = dagster_event.event_specific_data.materialization
             meta = {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
-            if "rows_landed" not in meta:
-                return  # not a table this display follows
-            self._landed(
-                materialization.asset_key.to_user_string(),
-                int(meta.get("rows_landed") or 0),
-                int(meta.get("requests_total") or 0),
-            )
+            if "rows_landed" in meta:  # a table this display follows
+                table = materialization.asset_key.to_user_string()
+                self._landed(table, int(meta["rows_landed"] or 0), int(meta.get("requests_total") or 0))
         elif kind == DagsterEventType.STEP_FAILURE:
             with self._lock:
                 for item in self._tables.values():
@@ -178,21 +148,28 @@ class SyncProgress:
 
     def _landed(self, table: str, rows: int, requests: int) -> None:
         with self._lock:
-            item = self._tables.get(table)
-            if item is None or item.run != self._run:  # a snapshot table: no progress reports
-                item = self._tables[table] = TableProgress(table, run=self._run)
-            elif item.state == "landed":  # a run over a range: one event per partition, same figures
+            item = self._tables.setdefault(table, TableProgress(table))  # a snapshot table: no reports
+            if item.state == "landed":  # a run over a range: one event per partition, same figures
                 return
             item.done = item.total = requests
             item.rows, item.state = rows, "landed"
+            self._requests += requests
             self._show(item)
+
+    def _set_stage(self, text: str) -> None:
+        """Called under the lock."""
+        self._stage = text
+        if self._bar is not None:
+            self._bar.update(self._stage_task, status=escape(text))
+        else:
+            self._say(text)
 
     def _show(self, item: TableProgress) -> None:
         """Called under the lock."""
+        landed = f"landed {_plural(item.rows, 'row')}"
         if self._bar is not None:
             if item.name not in self._tasks:
                 self._tasks[item.name] = self._bar.add_task(item.name, status="", requests=0)
-            landed = f"landed {_plural(item.rows or 0, 'row')}"
             self._bar.update(
                 self._tasks[item.name],
                 completed=item.done,
@@ -200,49 +177,37 @@ class SyncProgress:
                 status=landed if item.state == "landed" else BAR_STATUS[item.state],
                 requests=item.total,  # a table listed by another's requests made none
             )
-            return
-        if item.state == "landed":
-            requests = _plural(item.total, "request")
-            if 0 < item.planned < item.total:
-                requests += f": {item.planned} planned + {item.total - item.planned} further pages or retries"
-            self._say(f"{item.name}: landed {_plural(item.rows or 0, 'row')} ({requests})")
+        elif item.state == "landed":
+            self._say(f"{item.name}: {landed} ({_plural(item.total, 'request')})")
         elif item.state == "landing":
             self._say(f"{item.name}: fetched ({item.done}/{item.total} requests), landing")
         elif item.state == "failed":
             self._say(f"{item.name}: failed")
-        elif item.total:
-            passed = sum(item.done / item.total >= milestone for milestone in MILESTONES)
-            if passed > item.milestone:  # one line, however many milestones the fetch passed
-                item.milestone = passed
-                self._say(f"{item.name}: {item.done}/{item.total} requests")
-
-    def _elapsed(self) -> str:
-        seconds = int(time.monotonic() - self.started)
-        return f"{seconds // 60}:{seconds % 60:02d}"
 
     def _say(self, text: str) -> None:
         """One line of the piped output (called under the lock)."""
         self._last_line = time.monotonic()
-        self.console.print(f"[{self._elapsed()}] {escape(text)}", soft_wrap=True, highlight=False)
+        seconds = int(self._last_line - self.started)
+        elapsed = f"{seconds // 60}:{seconds % 60:02d}"
+        self.console.print(f"[{elapsed}] {escape(text)}", soft_wrap=True, highlight=False)
 
     def heartbeat(self) -> None:
         """Say what runs when the piped output has been silent for :data:`HEARTBEAT_SECONDS`."""
         with self._lock:
             if self._bar is not None or time.monotonic() - self._last_line < HEARTBEAT_SECONDS:
                 return
-            busy = [t for t in self._tables.values() if t.state in ("fetching", "landing")]
+            busy = [
+                f"{t.name} {t.done}/{t.total} requests" if t.state == "fetching" else f"{t.name} landing"
+                for t in self._tables.values()
+                if t.state in ("fetching", "landing")
+            ]
             if busy:
-                parts = [
-                    f"{t.name} {t.done}/{t.total} requests" if t.state == "fetching" else f"{t.name} landing"
-                    for t in busy
-                ]
-                self._say("still running: " + ", ".join(parts))
+                self._say("still running: " + ", ".join(busy))
             elif self._stage:
                 self._say(f"still {self._stage}")
 
     def channel(self) -> FetchProgress:
-        """The progress channel to give the sync's runs (their ``progress`` resource): it feeds
-        :meth:`on_fetch`."""
+        """The progress channel to give the sync's runs (their ``progress`` resource)."""
         return FetchProgress(self.on_fetch)
 
 

@@ -236,7 +236,7 @@ def test_run_help_lists_every_variable_of_the_settings_with_its_default(
 def test_a_piped_sync_says_what_still_runs_when_nothing_else_was_said_for_a_while(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A long fetch between milestones (a slow rate limit) still shows on the piped output."""
+    """A long fetch (a slow rate limit) still shows on the piped output."""
     import io
 
     from rich.console import Console
@@ -249,7 +249,7 @@ def test_a_piped_sync_says_what_still_runs_when_nothing_else_was_said_for_a_whil
     with cli_progress.sync_progress(True, piped, err) as view:
         assert view is not None and not view.live
         view.stage("listing prompts, planning")
-        view.channel().report("cited_pages", 5, 100)  # 5 %: below the first milestone
+        view.channel().report("cited_pages", 5, 100)
         time.sleep(1.5)
     shown = lines.getvalue()
 
