@@ -43,7 +43,6 @@ from resources.warehouse.contract import (
     first_line,
 )
 from resources.warehouse.duckdb_lock import (
-    OnWait,
     connect_with_lock_wait,
     hold_process_lock,
     is_lock_error,
@@ -145,7 +144,6 @@ class DuckDBWarehouse(Warehouse):
         lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
         memory_limit: str | None = None,
         query_memory_limit: str | None = None,
-        on_wait: OnWait | None = None,
     ) -> None:
         path = Path(path)
         if str(path) in ("", ":memory:"):
@@ -163,8 +161,6 @@ class DuckDBWarehouse(Warehouse):
         self.query_memory_limit = query_memory_limit
         if query_memory_limit is not None:
             parse_memory_limit(query_memory_limit)
-        #: called while a connection waits for the file lock, and once when the wait ends
-        self.on_wait = on_wait
         #: test-only fault hook, called inside the transaction after the delete, before the insert
         self._between_delete_and_insert: Callable[[], None] | None = None
         self._local = threading.local()  # .con: this thread's open session's connection, if any
@@ -213,7 +209,7 @@ class DuckDBWarehouse(Warehouse):
             raise FileNotFoundError(f"DuckDB file {self.path} does not exist (nothing landed yet)")
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        with hold_process_lock(self.path, timeout=self.lock_timeout_seconds, on_wait=self.on_wait):
+        with hold_process_lock(self.path, timeout=self.lock_timeout_seconds):
             con = self._open(read_only=read_only)
             try:
                 yield con
@@ -221,15 +217,15 @@ class DuckDBWarehouse(Warehouse):
                 con.close()
 
     def _open(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-        wait = {"timeout": self.lock_timeout_seconds, "on_wait": self.on_wait}
+        timeout = self.lock_timeout_seconds
         try:
-            con = connect_with_lock_wait(self.path, read_only=read_only, **wait)
+            con = connect_with_lock_wait(self.path, read_only=read_only, timeout=timeout)
         except duckdb.ConnectionException as exc:
             # this process already holds the file read-write elsewhere (DuckDB shares one instance
             # per file and process): reading through that instance takes no new lock
             if not read_only or "different configuration" not in str(exc):
                 raise
-            con = connect_with_lock_wait(self.path, read_only=False, **wait)
+            con = connect_with_lock_wait(self.path, read_only=False, timeout=timeout)
         _exec(con, "SET enable_progress_bar = false")  # no progress bars in run logs
         if self._budget.limit is not None:
             _exec(con, f"SET threads = {LANDING_THREADS}")

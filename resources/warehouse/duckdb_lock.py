@@ -3,8 +3,7 @@
 A second writer waits for DuckDB's file lock instead of failing (:func:`connect_with_lock_wait`),
 threads of one process take turns the same way (:func:`hold_process_lock`), both up to
 ``lock_timeout_seconds`` (then :class:`~resources.warehouse.contract.WarehouseLockTimeout`). A wait
-is reported while it lasts: a WARNING on ``visibility.warehouse`` naming the file and its holder,
-and the handle's ``on_wait`` callback (:class:`LockWait`).
+is reported while it lasts: a WARNING on ``visibility.warehouse`` naming the file and its holder.
 """
 
 from __future__ import annotations
@@ -14,9 +13,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -29,8 +27,8 @@ from resources.warehouse.contract import LOGGER_NAME, WarehouseLockTimeout, firs
 log = logging.getLogger(LOGGER_NAME)
 
 #: A wait for the file lock is first reported after this long, then about this often.
-LOCK_WAIT_NOTICE_SECONDS = 5.0
 LOCK_WAIT_FIRST_NOTICE_SECONDS = 1.0
+LOCK_WAIT_NOTICE_SECONDS = 5.0
 #: Attempts to open a locked file are this far apart at first, doubling up to the most (jittered).
 LOCK_RETRY_FIRST_SECONDS = 0.02
 LOCK_RETRY_MOST_SECONDS = 0.25
@@ -73,79 +71,39 @@ def lock_holder(message: str) -> str:
     return f"{holder}, user {match['user']}" if match["user"] else holder
 
 
-@dataclass(frozen=True)
-class LockWait:
-    """A wait for a DuckDB file, as reported to ``on_wait``: about every
-    :data:`LOCK_WAIT_NOTICE_SECONDS`, and once with ``done=True`` when it ends."""
+class _WaitNotices:
+    """The WARNING lines of one wait: the first after a second, then every few seconds."""
 
-    path: Path
-    #: what holds it: DuckDB's words for another process (``/usr/bin/python3 (PID 4242)``), or
-    #: ``another write of this process``
-    holder: str
-    waited_seconds: float
-    remaining_seconds: float
-    done: bool = False
-
-    @property
-    def message(self) -> str:
-        if self.done:
-            return f"stopped waiting for the DuckDB lock on {self.path} after {self.waited_seconds:.0f} s"
-        return (
-            f"waiting for the DuckDB lock on {self.path} held by {self.holder}, "
-            f"up to {self.remaining_seconds:.0f} more s"
-        )
-
-
-OnWait = Callable[[LockWait], None]
-
-
-class _WaitReporter:
-    """Reports one wait: a log line and the callback, first after a second, then every few seconds."""
-
-    def __init__(self, path: Path, timeout: float, on_wait: OnWait | None) -> None:
+    def __init__(self, path: Path, timeout: float) -> None:
         self.path = path
         self.timeout = timeout
-        self.on_wait = on_wait
         self.started = time.monotonic()
         self.next_notice = self.started + LOCK_WAIT_FIRST_NOTICE_SECONDS
-        self.reported = False
 
     def waiting(self, holder: str) -> None:
         now = time.monotonic()
         if now < self.next_notice:
             return
         self.next_notice = now + LOCK_WAIT_NOTICE_SECONDS
-        waited = now - self.started
-        wait = LockWait(self.path, holder, waited, max(self.timeout - waited, 0.0))
-        log.warning("%s (lock_timeout_seconds=%g)", wait.message, self.timeout)
-        self._call(wait)
-        self.reported = True
-
-    def done(self) -> None:
-        if self.reported:
-            waited = time.monotonic() - self.started
-            self._call(LockWait(self.path, "", waited, max(self.timeout - waited, 0.0), done=True))
-
-    def _call(self, wait: LockWait) -> None:
-        if self.on_wait is not None:
-            try:
-                self.on_wait(wait)
-            except Exception:  # a status line must never fail a write
-                log.exception("the on_wait callback failed")
+        log.warning(
+            "waiting for the DuckDB lock on %s held by %s, up to %.0f more s (lock_timeout_seconds=%g)",
+            self.path,
+            holder,
+            max(self.timeout - (now - self.started), 0.0),
+            self.timeout,
+        )
 
 
-def connect_with_lock_wait(
-    path: Path, *, read_only: bool, timeout: float, on_wait: OnWait | None = None
-) -> duckdb.DuckDBPyConnection:
+def connect_with_lock_wait(path: Path, *, read_only: bool, timeout: float) -> duckdb.DuckDBPyConnection:
     """Open ``path``, retrying while another process holds the file lock, up to ``timeout`` seconds."""
-    reporter = _WaitReporter(path, timeout, on_wait)
+    notices = _WaitNotices(path, timeout)
     backoff = jittered_backoff(LOCK_RETRY_FIRST_SECONDS, LOCK_RETRY_MOST_SECONDS)
 
     def wait(state: RetryCallState) -> float:  # never past the deadline: the last attempt is at it
         return min(backoff(state), max(timeout - (state.seconds_since_start or 0.0), 0.0))
 
     def say_who_holds_it(state: RetryCallState) -> None:
-        reporter.waiting(lock_holder(str(_failure(state))))
+        notices.waiting(lock_holder(str(_failure(state))))
 
     def give_up(state: RetryCallState) -> NoReturn:
         exc = _failure(state)
@@ -165,10 +123,7 @@ def connect_with_lock_wait(
         before_sleep=say_who_holds_it,
         retry_error_callback=give_up,
     )
-    try:
-        return retrying(duckdb.connect, str(path), read_only=read_only)
-    finally:
-        reporter.done()
+    return retrying(duckdb.connect, str(path), read_only=read_only)
 
 
 def _failure(state: RetryCallState) -> BaseException:
@@ -186,33 +141,27 @@ _PROCESS_LOCKS_GUARD = threading.Lock()
 
 
 @contextmanager
-def hold_process_lock(path: Path, *, timeout: float, on_wait: OnWait | None = None) -> Iterator[None]:
+def hold_process_lock(path: Path, *, timeout: float) -> Iterator[None]:
     """Hold this process's lock on ``path`` (another thread's write or session holds it meanwhile),
     waiting up to ``timeout`` seconds and saying so while waiting, like the wait for another process."""
     with _PROCESS_LOCKS_GUARD:
         lock = _PROCESS_LOCKS.setdefault(str(path), threading.RLock())
-    _acquire(lock, path, timeout, on_wait)
+    _acquire(lock, path, timeout)
     try:
         yield
     finally:
         lock.release()
 
 
-def _acquire(lock: threading.RLock, path: Path, timeout: float, on_wait: OnWait | None) -> None:
+def _acquire(lock: threading.RLock, path: Path, timeout: float) -> None:
     if lock.acquire(blocking=False):
         return
-    reporter = _WaitReporter(path, timeout, on_wait)
-    deadline = reporter.started + timeout
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise WarehouseLockTimeout(
-                    f"DuckDB file {path} stayed busy with another write of this process "
-                    f"(PID {os.getpid()}) for {timeout:g}s (lock_timeout_seconds)"
-                )
-            if lock.acquire(timeout=min(remaining, 0.5)):
-                return
-            reporter.waiting(f"another write of this process (PID {os.getpid()})")
-    finally:
-        reporter.done()
+    notices = _WaitNotices(path, timeout)
+    holder = f"another write of this process (PID {os.getpid()})"
+    deadline = notices.started + timeout
+    while not lock.acquire(timeout=max(min(deadline - time.monotonic(), 0.5), 0.0)):
+        if time.monotonic() >= deadline:
+            raise WarehouseLockTimeout(
+                f"DuckDB file {path} stayed busy with {holder} for {timeout:g}s (lock_timeout_seconds)"
+            )
+        notices.waiting(holder)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from dagster import ConfigurableResource
@@ -65,12 +64,10 @@ class WarehouseResource(ConfigurableResource):
             "duckdb_landing_memory_limit": self.duckdb_landing_memory_limit,
         }
 
-    def get_warehouse(
-        self, *, landing: bool = False, on_wait: Callable[[Any], None] | None = None
-    ) -> Warehouse:
-        """A new warehouse handle; close it (or use it as a context manager) when done. ``landing``
-        and ``on_wait``: :func:`~resources.warehouse.urls.warehouse_for`."""
-        return warehouse_for(self.settings(), landing=landing, on_wait=on_wait)
+    def get_warehouse(self, *, landing: bool = False) -> Warehouse:
+        """A new warehouse handle; close it (or use it as a context manager) when done. ``landing``:
+        :func:`~resources.warehouse.urls.warehouse_for`."""
+        return warehouse_for(self.settings(), landing=landing)
 
     def __repr__(self) -> str:
         return f"WarehouseResource(url={redact_url(self.url)!r}, schema_name={self.schema_name!r})"

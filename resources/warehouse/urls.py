@@ -8,7 +8,7 @@ engine's module is imported only when a URL names it: a DuckDB user never loads 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -179,21 +179,17 @@ def warehouse_from_url(url: str, schema: str = DEFAULT_SCHEMA, **options: Any) -
     return BigQueryWarehouse(project=project, dataset=dataset, **options)
 
 
-def warehouse_for(
-    settings: Mapping[str, Any], *, landing: bool = False, on_wait: Callable[[Any], None] | None = None
-) -> Warehouse:
+def warehouse_for(settings: Mapping[str, Any], *, landing: bool = False) -> Warehouse:
     """The handle ``WarehouseResource(**settings).get_warehouse(...)`` opens.
 
     ``landing``: DuckDB's connections get ``duckdb_landing_memory_limit``; other handles' queries
     run within it too (``query_memory_limit``: a check groups a whole table's keys), their writes
     without it (a snapshot upsert's key index needs memory in proportion to its rows).
-    ``on_wait`` (DuckDB only): called while a connection waits for the file lock.
     """
     url = settings["url"]
     options: dict[str, Any] = {}
     if isinstance(url, str) and url_scheme(url.strip()) == "duckdb":
         options["lock_timeout_seconds"] = settings.get("lock_timeout_seconds", DEFAULT_LOCK_TIMEOUT_SECONDS)
-        options["on_wait"] = on_wait
         limit = settings.get("duckdb_landing_memory_limit", DEFAULT_LANDING_MEMORY_LIMIT)
         budget = validate_memory_limit(limit, "duckdb_landing_memory_limit")
         options["memory_limit" if landing else "query_memory_limit"] = budget

@@ -116,16 +116,3 @@ def test_bigquery_urls_name_project_and_dataset() -> None:
     assert (wh.project, wh.dataset) == ("my-project", "my_dataset")
     with pytest.raises(WarehouseConfigError, match="VISIBILITY_WAREHOUSE"):
         warehouse_from_url("bigquery://my-project/a/b")
-
-
-def test_the_resource_hands_the_lock_wait_hook_to_duckdb_handles_only(tmp_path) -> None:
-    from resources.warehouse.duckdb import DuckDBWarehouse
-    from resources.warehouse.resource import WarehouseResource
-
-    seen: list[object] = []
-    duck = WarehouseResource(url=f"duckdb:///{tmp_path}/w.duckdb").get_warehouse(
-        landing=True, on_wait=seen.append
-    )
-    assert isinstance(duck, DuckDBWarehouse) and duck.on_wait == seen.append
-    postgres = WarehouseResource(url="postgresql://u@127.0.0.1:1/db").get_warehouse(on_wait=seen.append)
-    assert not hasattr(postgres, "on_wait")
