@@ -121,7 +121,7 @@ def fetch_partitioned(
         to_ask, points = plan, {}
         if resume is not None:
             journal = resume.journal(
-                selection_id(asset.spec, cells, only, run_targets, client.base_url, client.key_fingerprint)
+                selection_id(asset.spec, cells, only, run_targets, client, spool.days_per_bucket)
             )
             to_ask, points = _resumed(journal, plan, spool, notes)
         client.budget.allow_planned_calls(len(to_ask.calls), asset.spec.name)
@@ -194,11 +194,8 @@ def _resumed(
     if journal is None:
         return plan, {}
     done, tables, points = journal.load({call_key(c) for c in plan.calls})
-    for part in tables:  # the journal's files become the spool's, unless of other buckets
-        if part.bucket is not None and part.days == spool.days_per_bucket:
-            spool.adopt(part.bucket, part.path, part.num_rows)
-        else:
-            spool.append(part.read())
+    for part in tables:  # the journal's files become the spool's
+        spool.adopt(part.bucket, part.path, part.num_rows)
     to_ask = dataclasses.replace(plan, calls=remaining_calls(plan.calls, done))
     resumed = {
         "calls": len(plan.calls) - len(to_ask.calls),
@@ -250,8 +247,8 @@ BATCH_ROWS = 20_000
 JOURNAL_SECONDS = 1.0
 
 
-#: Journals rows split by spool bucket (``days`` days a bucket); returns the files written.
-_Record = Callable[[list[tuple[int, pa.Table]], int], list[JournalPart]]
+#: Journals rows split by spool bucket; returns the files written.
+_Record = Callable[[list[tuple[int, pa.Table]]], list[JournalPart]]
 
 
 class _CallBatch:
@@ -309,7 +306,7 @@ class _CallBatch:
             if journal is None:
                 self._spool.append(rows)
                 return
-            self._keep(rows, lambda pieces, d: journal.record_part(key, seq, pieces, start, cursor, days=d))
+            self._keep(rows, lambda pieces: journal.record_part(key, seq, pieces, start, cursor))
 
     def flush(self) -> None:
         with self._lock:
@@ -326,21 +323,20 @@ class _CallBatch:
         if journal is None or not keys:
             self._spool.append(rows)
             return
-        self._keep(rows, lambda pieces, days: journal.record(pieces, keys, parts, days=days))
+        self._keep(rows, lambda pieces: journal.record(pieces, keys, parts))
 
     def _keep(self, rows: pa.Table, record: _Record) -> None:
         """Journal ``rows`` (``record``) and spool the journal's files; the rows themselves when the
         journal cannot write (it is then dropped for the rest of the fetch)."""
         assert self._journal is not None
         try:
-            written = record(self._spool.split(rows), self._spool.days_per_bucket)
+            written = record(self._spool.split(rows))
         except OSError as exc:
             self._journal.write_error = str(exc)
             self._journal = None
             self._spool.append(rows)
             return
         for part in written:
-            assert part.bucket is not None
             self._spool.adopt(part.bucket, part.path, part.num_rows)
 
     def filtered(self, tables: list[pa.Table]) -> pa.Table:

@@ -1,12 +1,13 @@
 """Resume a killed or failed sync: the calls already answered stay on disk and are not asked again.
 
 A fetch journals the rows of its completed calls in a directory named after its *selection* (table,
-columns, cells, brand filter, citation targets, API URL and a keyed hash of the key), under the
-instance's storage (``visibility_resume``) or ``TMPDIR``, in a folder private to this user. A re-run
-plans the same calls, reloads the journalled ones and asks only the rest; the journal's files are
-also the fetch's spool (hard links). A manifest line is trusted only whole, its files only when
-their sizes, CRC-32s and row counts match; a journal older than ``KEEP_SECONDS`` is dropped, and a
-step that landed every table removes its own (:meth:`ResumeStore.finish`).
+columns, cells, brand filter, citation targets, API URL, new-column cap, spool bucket and a keyed
+hash of the key), under the instance's storage (``visibility_resume``) or ``TMPDIR``, in a folder
+private to this user. A re-run plans the same calls, reloads the journalled ones and asks only the
+rest; the journal's files are also the fetch's spool (hard links). A manifest line is trusted only
+whole, its files only when their sizes, CRC-32s and row counts match; a journal older than
+``KEEP_SECONDS`` is dropped, and a step that landed every table removes its own
+(:meth:`ResumeStore.finish`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -28,12 +28,13 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from resources.api.client import VisibilityClient
 from resources.warehouse.contract import TableSpec
 from sync.planning import Call, Cell
 from sync.private_dir import lock_file, open_private, own_folder, private_folder, unlock
 
 #: Bumped when what a journal holds changes: older journals are then never read.
-FORMAT = 2
+FORMAT = 3
 #: A journal is used for this long after its fetch started (the rows are that old at most).
 KEEP_SECONDS = 24 * 3600
 #: Under a recorded Dagster instance's storage directory.
@@ -72,10 +73,11 @@ def selection_id(
     cells: Iterable[Cell],
     only: Sequence[str],
     targets: Any,
-    base_url: str,
-    key_fingerprint: str,
+    client: VisibilityClient,
+    days_per_bucket: int,
 ) -> str:
-    """The name of one selection's journal: a hash of everything that decides its rows."""
+    """The name of one selection's journal: a hash of everything that decides its rows (a lowered
+    new-column cap asks again, so its check sees every row) and the spool buckets of its files."""
     parts = {
         "format": FORMAT,
         "table": spec.name,
@@ -83,8 +85,10 @@ def selection_id(
         "cells": sorted([d.isoformat(), e] for d, e in cells),
         "only": sorted(only),
         "targets": repr(targets),
-        "api": base_url,
-        "key": key_fingerprint,
+        "api": client.base_url,
+        "key": client.key_fingerprint,
+        "max_new_columns": client.max_new_columns,
+        "days_per_bucket": days_per_bucket,
     }
     text = json.dumps(parts, sort_keys=True)
     return f"{spec.name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
@@ -98,23 +102,17 @@ def _size_and_crc(path: Path, chunk: int = 1 << 20) -> tuple[int, int]:
     return size, crc
 
 
-#: Rows to keep: one table, or pieces each of one spool bucket (``(bucket, rows)``).
-Rows = pa.Table | Sequence[tuple[int, pa.Table]]
+#: Rows to keep, split by spool bucket: ``(bucket, rows)`` (:meth:`sync.spool.DateSpool.split`).
+Pieces = Sequence[tuple[int, pa.Table]]
 
 
 @dataclass(frozen=True)
 class JournalPart:
-    """One checked file of kept rows, read when it is spooled (a resume holds one file at a time)."""
+    """One checked file of kept rows, all in one spool bucket: the spool takes the file itself."""
 
     path: Path
     num_rows: int
-    #: the spool bucket all its rows fall in, ``days`` days a bucket (None: not split by bucket)
-    bucket: int | None = None
-    days: int | None = None
-
-    def read(self) -> pa.Table:
-        with pa.OSFile(str(self.path), "rb") as source:
-            return ipc.open_file(source).read_all()
+    bucket: int
 
 
 @dataclass(frozen=True)
@@ -132,14 +130,14 @@ class CallJournal:
     A complete entry holds the rows of whole calls (``calls``), the last rows of a call whose
     earlier rows are in its ``parts`` partial entries. A partial entry holds the rows of one paged
     call from cursor ``from`` to cursor ``cursor`` (its ``seq``-th part). An entry's rows are in its
-    ``files``, one per spool bucket when the writer split them so: the fetch's spool then takes
-    the files themselves (:meth:`sync.spool.DateSpool.adopt`) instead of writing the rows again.
+    ``files``, one per spool bucket: the fetch's spool takes the files themselves
+    (:meth:`sync.spool.DateSpool.adopt`) instead of writing the rows again. One writer at a time
+    (the fetch's batch holds its lock while it records).
     """
 
     def __init__(self, directory: Path, lock: IO[bytes]) -> None:
         self.directory = directory
         self._lock = lock
-        self._write_lock = threading.Lock()
         self._written = len(list(directory.glob("part-*.arrow")))
         #: what :meth:`load` found unusable (for the log)
         self.dropped = 0
@@ -163,8 +161,8 @@ class CallJournal:
         return entries
 
     def load(self, wanted: set[str]) -> tuple[set[str], list[JournalPart], dict[str, ResumePoint]]:
-        """The calls already answered (of ``wanted``), the files of the rows kept (read one at a time:
-        :meth:`JournalPart.read`), and where to resume partly read calls: only entries that check out."""
+        """The calls already answered (of ``wanted``), the files of the rows kept, and where to resume
+        partly read calls: only entries that check out."""
         partials: dict[str, dict[int, dict[str, Any]]] = {}
         completes: list[dict[str, Any]] = []
         for entry in self._entries():
@@ -226,60 +224,61 @@ class CallJournal:
                 return None
             with pa.OSFile(str(path), "rb") as source:
                 rows = ipc.open_file(source).count_rows()
-            bucket, days = record.get("bucket"), record.get("days")
-            if rows != record["rows"] or not all(v is None or isinstance(v, int) for v in (bucket, days)):
+            if rows != record["rows"] or not isinstance(record["bucket"], int):
                 return None
         except (OSError, KeyError, TypeError, pa.ArrowInvalid):
             return None
-        return JournalPart(path, rows, bucket, days)
+        return JournalPart(path, rows, record["bucket"])
 
     def record(
-        self, rows: Rows, keys: Sequence[str], parts: dict[str, int] | None = None, *, days: int | None = None
+        self, pieces: Pieces, keys: Sequence[str], parts: dict[str, int] | None = None
     ) -> list[JournalPart]:
-        """Keep ``rows``, the (last) rows of the completed calls ``keys``, files first, then their line.
-
-        ``rows`` split by spool bucket (``days`` days a bucket) are kept one file a bucket; the files
-        written are returned, for the spool to take (:meth:`sync.spool.DateSpool.adopt`)."""
+        """Keep ``pieces``, the (last) rows of the completed calls ``keys``, files first, then their
+        line; the files written are returned, for the spool to take."""
         if not keys:
             return []
         entry = {"calls": list(keys), "parts": {k: n for k, n in (parts or {}).items() if n}}
-        return self._write(rows, days, entry)
+        return self._write(pieces, entry)
 
     def record_part(
-        self, key: str, seq: int, rows: Rows, start: str | None, cursor: str, *, days: int | None = None
+        self, key: str, seq: int, pieces: Pieces, start: str | None, cursor: str
     ) -> list[JournalPart]:
         """Keep the rows one paged call read from cursor ``start`` (None: its first page) to ``cursor``."""
-        return self._write(rows, days, {"partial": key, "seq": seq, "from": start, "cursor": cursor})
+        return self._write(pieces, {"partial": key, "seq": seq, "from": start, "cursor": cursor})
 
-    def _write(self, rows: Rows, days: int | None, entry: dict[str, Any]) -> list[JournalPart]:
-        pieces: list[tuple[int | None, pa.Table]] = [(None, rows)] if isinstance(rows, pa.Table) else [*rows]
+    def _write(self, pieces: Pieces, entry: dict[str, Any]) -> list[JournalPart]:
         written: list[JournalPart] = []
         files: list[dict[str, Any]] = []
-        with self._write_lock:
-            for bucket, table in pieces:
-                if not table.num_rows:
-                    continue
-                name = f"part-{os.getpid()}-{self._written:06d}.arrow"
-                self._written += 1
-                tmp, path = self.directory / f".{name}.tmp", self.directory / name
-                sink = pa.BufferOutputStream()  # one piece of a batch: checksummed before it is written
-                with ipc.new_file(sink, table.schema) as writer:
-                    writer.write_table(table)
-                data = sink.getvalue()
-                try:
-                    with open_private(tmp, "wb") as out:
-                        out.write(data)
-                    tmp.replace(path)
-                except BaseException:
-                    tmp.unlink(missing_ok=True)
-                    raise
-                split = {"bucket": bucket, "days": days} if bucket is not None else {}
-                record = {"file": name, "size": data.size, "crc32": zlib.crc32(data), "rows": table.num_rows}
-                files.append(record | split)
-                written.append(JournalPart(path, table.num_rows, bucket, split.get("days")))
-            entry.update(rows=sum(p.num_rows for p in written), files=files)
-            with open_private(self.directory / MANIFEST, "ab") as manifest:
-                manifest.write(json.dumps(entry).encode() + b"\n")
+        for bucket, table in pieces:
+            if not table.num_rows:
+                continue
+            name = f"part-{os.getpid()}-{self._written:06d}.arrow"
+            self._written += 1
+            tmp, path = self.directory / f".{name}.tmp", self.directory / name
+            sink = pa.BufferOutputStream()  # one piece of a batch: checksummed before it is written
+            with ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+            data = sink.getvalue()
+            try:
+                with open_private(tmp, "wb") as out:
+                    out.write(data)
+                tmp.replace(path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            files.append(
+                {
+                    "file": name,
+                    "size": data.size,
+                    "crc32": zlib.crc32(data),
+                    "rows": table.num_rows,
+                    "bucket": bucket,
+                }
+            )
+            written.append(JournalPart(path, table.num_rows, bucket))
+        entry.update(rows=sum(p.num_rows for p in written), files=files)
+        with open_private(self.directory / MANIFEST, "ab") as manifest:
+            manifest.write(json.dumps(entry).encode() + b"\n")
         return written
 
     def close(self) -> None:

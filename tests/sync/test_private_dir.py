@@ -111,7 +111,7 @@ def test_a_link_planted_for_a_journals_file_receives_nothing(
     journal = ResumeStore(tmp_path / "root").journal("answers-1")
     assert journal is not None
     with pytest.raises(OSError):  # the fetch then goes on without journalling (write_error)
-        journal.record(pa.table({"n": [1]}), ["call-1"])
+        journal.record([(0, pa.table({"n": [1]}))], ["call-1"])
     journal.close()
     assert victim.read_bytes() == b"this user's own file"
 

@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.ipc as ipc
 import pytest
 
 from resources.api.client import VisibilityClient
 from sandbox.testing import SandboxHandle
-from sync import fetching as fetching_module
 from sync import resume as resume_module
 from sync.catalog import PROMPT_MENTIONS
 from sync.fetching import fetch_partitioned
 from sync.landing import FetchOutcome
 from sync.planning import Call, Window
-from sync.resume import MANIFEST, SELECTION, ResumeStore, call_key, resume_root, selection_id
+from sync.resume import MANIFEST, SELECTION, JournalPart, ResumeStore, call_key, resume_root, selection_id
 from tests.endpoint_keys import Endpoint
 from tests.fixtures_spool import tmpfs
 from tests.sync.conftest import D
@@ -42,10 +42,15 @@ def journalled(root: Path) -> ResumeStore:
     store = ResumeStore(root)
     journal = store.journal("sel")
     assert journal is not None
-    journal.record(rows(3), KEYS[:2])
-    journal.record(rows(0), KEYS[2:3])
+    journal.record([(0, rows(3))], KEYS[:2])
+    journal.record([(0, rows(0))], KEYS[2:3])
     journal.close()
     return store
+
+
+def read(part: JournalPart) -> pa.Table:
+    with pa.OSFile(str(part.path), "rb") as source:
+        return ipc.open_file(source).read_all()
 
 
 def load(root: Path) -> tuple[set[str], list[pa.Table], int]:
@@ -54,7 +59,7 @@ def load(root: Path) -> tuple[set[str], list[pa.Table], int]:
     assert journal is not None
     done, parts, _ = journal.load(set(KEYS))
     journal.close()
-    return done, [p.read() for p in parts], journal.dropped
+    return done, [read(p) for p in parts], journal.dropped
 
 
 def test_the_calls_a_journal_holds_come_back_with_their_rows(tmp_path: Path) -> None:
@@ -114,13 +119,13 @@ def test_a_partly_read_call_resumes_from_the_cursor_of_its_last_whole_part(tmp_p
     store = ResumeStore(tmp_path)
     journal = store.journal("sel")
     assert journal is not None
-    journal.record_part(KEYS[3], 0, rows(2), None, "c1")
-    journal.record_part(KEYS[3], 1, rows(2, 2), "c1", "c2")
-    journal.record_part(KEYS[3], 2, rows(2, 4), "elsewhere", "c3")  # not the continuation of part 1
+    journal.record_part(KEYS[3], 0, [(0, rows(2))], None, "c1")
+    journal.record_part(KEYS[3], 1, [(0, rows(2, 2))], "c1", "c2")
+    journal.record_part(KEYS[3], 2, [(0, rows(2, 4))], "elsewhere", "c3")  # not the continuation of part 1
     journal.close()
 
     done, parts, points = journal.load(set(KEYS))
-    tables = [p.read() for p in parts]
+    tables = [read(p) for p in parts]
 
     assert done == set() and points[KEYS[3]].cursor == "c2" and points[KEYS[3]].parts == 2
     assert pa.concat_tables(tables).equals(rows(4))
@@ -130,12 +135,12 @@ def test_a_completed_call_keeps_exactly_the_parts_its_entry_names(tmp_path: Path
     store = ResumeStore(tmp_path)
     journal = store.journal("sel")
     assert journal is not None
-    journal.record_part(KEYS[3], 0, rows(2), None, "c1")
-    journal.record_part(KEYS[3], 1, rows(2, 2), "c1", "c2")  # a killed attempt's part, not used below
-    journal.record(rows(3, 2), [KEYS[3]], {KEYS[3]: 1})  # resumed at c1: its last rows
+    journal.record_part(KEYS[3], 0, [(0, rows(2))], None, "c1")
+    journal.record_part(KEYS[3], 1, [(0, rows(2, 2))], "c1", "c2")  # a killed attempt's part, not used below
+    journal.record([(0, rows(3, 2))], [KEYS[3]], {KEYS[3]: 1})  # resumed at c1: its last rows
 
     done, parts, points = journal.load(set(KEYS))
-    tables = [p.read() for p in parts]
+    tables = [read(p) for p in parts]
     journal.close()
 
     assert done == {KEYS[3]} and points == {}
@@ -148,9 +153,9 @@ def test_a_completed_call_whose_parts_are_broken_is_asked_again_not_landed_witho
     """The entry's last rows need its earlier parts: without part 1 (its file lost) they are half a call."""
     journal = ResumeStore(tmp_path).journal("sel")
     assert journal is not None
-    journal.record_part(KEYS[3], 0, rows(2), None, "c1")
-    (lost,) = journal.record_part(KEYS[3], 1, rows(2, 2), "c1", "c2")
-    journal.record(rows(3, 4), [KEYS[3]], {KEYS[3]: 2})
+    journal.record_part(KEYS[3], 0, [(0, rows(2))], None, "c1")
+    (lost,) = journal.record_part(KEYS[3], 1, [(0, rows(2, 2))], "c1", "c2")
+    journal.record([(0, rows(3, 4))], [KEYS[3]], {KEYS[3]: 2})
     assert lost.path is not None
     lost.path.unlink()
 
@@ -159,7 +164,7 @@ def test_a_completed_call_whose_parts_are_broken_is_asked_again_not_landed_witho
 
     assert done == set() and journal.dropped == 1
     assert points[KEYS[3]].cursor == "c1"  # resumed after the last part that checks out
-    assert pa.concat_tables([p.read() for p in parts]).equals(rows(2))
+    assert pa.concat_tables([read(p) for p in parts]).equals(rows(2))
 
 
 def test_calls_that_differ_only_in_granularity_are_journalled_apart() -> None:
@@ -212,16 +217,21 @@ def test_the_selection_names_the_key_by_a_hash_only_and_changes_with_what_decide
     sandbox: SandboxHandle,
 ) -> None:
     key = sandbox.keys["workspace"]
-    with VisibilityClient(sandbox.url, key) as client:
-        fingerprint = client.key_fingerprint
     cells = {(D, "chatgpt")}
-    base = selection_id(SPEC, cells, [], None, sandbox.url, fingerprint)
+    with (
+        VisibilityClient(sandbox.url, key) as client,
+        VisibilityClient(sandbox.url, sandbox.keys["scoped"]) as other_key,
+        VisibilityClient(sandbox.url, key, max_new_columns=0) as lower_cap,
+    ):
+        base = selection_id(SPEC, cells, [], None, client, 3)
 
-    assert key not in fingerprint and key not in base
-    assert base != selection_id(SPEC, cells, [], None, sandbox.url, "other-key")
-    assert base != selection_id(SPEC, cells, ["b1"], None, sandbox.url, fingerprint)
-    assert base != selection_id(SPEC, {(D, "claude")}, [], None, sandbox.url, fingerprint)
-    assert base == selection_id(SPEC, set(cells), [], None, sandbox.url, fingerprint)
+        assert key not in client.key_fingerprint and key not in base
+        assert base != selection_id(SPEC, cells, [], None, other_key, 3)
+        assert base != selection_id(SPEC, cells, [], None, lower_cap, 3)  # its check sees every row
+        assert base != selection_id(SPEC, cells, [], None, client, 5)  # files of other spool buckets
+        assert base != selection_id(SPEC, cells, ["b1"], None, client, 3)
+        assert base != selection_id(SPEC, {(D, "claude")}, [], None, client, 3)
+        assert base == selection_id(SPEC, set(cells), [], None, client, 3)
 
 
 def test_the_command_lines_journals_live_under_tmpdir_and_a_recorded_instances_in_its_storage(
@@ -301,22 +311,6 @@ def test_a_resumed_fetch_takes_the_journalled_files_without_writing_them_again(
         journal_files = {p.stat().st_ino for p in tmp_path.rglob("part-*.arrow")}
         assert asked == 0 and spooled(second) == spooled(first)
         assert {p.stat().st_ino for p in segments(second)} == journal_files
-    finally:
-        first.spool.remove()
-        second.spool.remove()
-
-
-def test_journalled_files_of_other_spool_buckets_are_spooled_again_by_rows(
-    sandbox: SandboxHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    first, _ = fetch(sandbox, ResumeStore(tmp_path))
-    monkeypatch.setattr(fetching_module, "DEFAULT_DAYS_PER_WRITE", 5)  # buckets of 5 days now
-    second, asked = fetch(sandbox, ResumeStore(tmp_path))
-    try:
-        assert asked == 0 and second.spool.days_per_bucket == 5
-        assert spooled(second) == spooled(first)
-        journal_files = {p.stat().st_ino for p in tmp_path.rglob("part-*.arrow")}
-        assert not {p.stat().st_ino for p in segments(second)} & journal_files  # rewritten in its buckets
     finally:
         first.spool.remove()
         second.spool.remove()
