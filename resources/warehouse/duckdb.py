@@ -75,9 +75,6 @@ from resources.warehouse.views import (
 
 quoted = quote_identifier
 
-#: rows per ON CONFLICT statement (DuckDB's row-group size): DuckDB holds a whole ON CONFLICT input
-#: in memory, several times its Arrow size
-UPSERT_BATCH_ROWS = 122_880
 #: DuckDB threads of a landing handle (one with a ``memory_limit``): half the cores, at least one;
 #: a landing runs beside the fetch of the next table (bench/RESULTS.md, *Landing memory*).
 LANDING_THREADS = max(1, (os.cpu_count() or 2) // 2)
@@ -389,19 +386,6 @@ class DuckDBWarehouse(Warehouse):
         """One transaction on one connection: a landing of many writes commits whole or not at all."""
         return self._transaction()
 
-    def _may_repeat_a_key(self, con: duckdb.DuckDBPyConnection, spec: TableSpec, data: pa.Table) -> bool:
-        """Whether two rows share a key: DuckDB counts on every core, several times faster than
-        Arrow's single-threaded hash (the rows are then deduplicated, which is rare)."""
-        if data.num_rows < 2:
-            return False
-        keys = ", ".join(quoted(k) for k in spec.key)
-        found = _exec_on_rows(
-            con,
-            f"SELECT count(*) FROM (SELECT 1 FROM {ROWS} GROUP BY {keys} HAVING count(*) > 1)",
-            rows=data.select(list(spec.key)),
-        )
-        return bool(found[0][0])
-
     def _stage(
         self, con: duckdb.DuckDBPyConnection, spec: TableSpec, plan: LoadPlan, data: pa.Table
     ) -> pa.Table:
@@ -441,12 +425,9 @@ class DuckDBWarehouse(Warehouse):
         staged: StagedWrite,
         retire: SnapshotScope | None,
     ) -> int:
-        """The upsert, in slices of :data:`UPSERT_BATCH_ROWS` (keys are unique across slices), then
-        the retirement."""
-        ref, data, stamp = self.table_ref(spec.name), staged.stage, staged.stamp
+        ref, stamp = self.table_ref(spec.name), staged.stamp
         upsert = upsert_statement(ref, spec, staged.plan, ROWS)
-        for offset in range(0, data.num_rows, UPSERT_BATCH_ROWS):
-            self._write(con, upsert, stamp_parameters(stamp), data.slice(offset, UPSERT_BATCH_ROWS))
+        self._write(con, upsert, stamp_parameters(stamp), staged.stage)
         if retire is None:
             return 0
         return self._write(con, retire_statement(ref, retire), stamp_parameters(stamp, retire))

@@ -17,8 +17,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from resources.warehouse import duckdb as duckdb_module
-from resources.warehouse.contract import LOGGER_NAME, SnapshotScope, WarehouseLockTimeout
+from resources.warehouse.contract import LOGGER_NAME, WarehouseLockTimeout
 from resources.warehouse.duckdb import KEY_INDEX_MIGRATION_DOC, DuckDBWarehouse, KeyIndexedTableError
 from resources.warehouse.duckdb_lock import connect_with_lock_wait, lock_holder
 from tests.warehouse import _workers
@@ -113,26 +112,6 @@ def test_read_only_handle_reads_and_refuses_writes(tmp_path: Path) -> None:
         reader.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-2")
     with pytest.raises(FileNotFoundError):
         DuckDBWarehouse(tmp_path / "missing.duckdb", read_only=True).query("SELECT 1")
-
-
-def test_snapshot_upserts_in_slices_give_the_same_table(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A snapshot re-run upserts in slices of UPSERT_BATCH_ROWS: every row once, the unsent retired."""
-    monkeypatch.setattr(duckdb_module, "UPSERT_BATCH_ROWS", 3)
-    wh = DuckDBWarehouse(tmp_path / "wh.duckdb", "vis")
-
-    def competitors(count: int, name: str) -> pa.Table:
-        rows = [{"brand_id": "b1", "id": f"c{i}", "name": name, "domain": f"c{i}.com"} for i in range(count)]
-        return pa.Table.from_pylist(rows, schema=COMPETITORS.arrow_schema)
-
-    wh.upsert_snapshot(COMPETITORS, competitors(10, "Old"), "run-1", None)
-    result = wh.upsert_snapshot(COMPETITORS, competitors(8, "Again"), "run-2", SnapshotScope())
-    assert (result.rows_written, result.rows_deleted) == (8, 2)
-    landed = wh.query('SELECT id, name, is_current FROM "vis"."competitors" ORDER BY id').to_pylist()
-    assert landed == [
-        {"id": f"c{i}", "name": "Again" if i < 8 else "Old", "is_current": i < 8} for i in range(10)
-    ]
 
 
 def test_a_schema_named_like_the_file_is_not_ambiguous(tmp_path: Path) -> None:
