@@ -173,24 +173,10 @@ class Transport:
             verify=tls_context(),
             transport=transport,
         )
-        base = self.http.base_url  # httpx's form: its path ends with "/"
-        self._base = f"{base.scheme}://{base.netloc.decode('ascii')}{base.raw_path.decode('ascii')}"
-        # absolute URLs of query-less paths, built once
-        self._absolute = functools.lru_cache(maxsize=256)(lambda path: httpx.URL(self._base + path[1:]))
 
     def close(self) -> None:
         self.closed = True
         self.http.close()
-
-    def url(self, path: str, params: Mapping[str, Any] | None) -> httpx.URL | None:
-        """The URL httpx builds from the base URL, ``path`` and ``params``, parsed once instead of
-        three times; None for a path it does not cover (a query, a fragment, a dot segment, no
-        leading "/"), which httpx merges itself."""
-        if path[:1] != "/" or path[:2] == "//" or "?" in path or "#" in path or "/." in path:
-            return None
-        if params:
-            return httpx.URL(f"{self._base}{path[1:]}?{httpx.QueryParams(params)}")
-        return self._absolute(path)
 
     def exchange(
         self,
@@ -205,12 +191,8 @@ class Transport:
         after it starts for the last try at the deadline."""
         started = time.monotonic()
         give_up_at = max(give_up_at, started + self._timeout_seconds)
-        url = self.url(path, params)
         try:
-            if url is None:
-                request = self.http.build_request(endpoint.method, path, params=params, json=body)
-            else:
-                request = self.http.build_request(endpoint.method, url, json=body)
+            request = self.http.build_request(endpoint.method, path, params=params, json=body)
             response = self.http.send(request, stream=True)
             try:
                 headers = dict(response.headers.items())
