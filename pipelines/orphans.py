@@ -1,4 +1,10 @@
-"""Runs whose process is gone: fail them, so they neither stay STARTED nor hold their pool slots.
+"""A command's runs in Dagster's instance: recorded as runs of the code location, ended when the
+command is stopped, and failed once their process is gone.
+
+A run executed in this process is recorded without a code location, and the UI re-executes a run
+only through its location; so :class:`CodeLocationRuns` records :data:`CODE_LOCATION` on it, as
+``dagster run migrate-repository`` does. No public API creates that origin, so it is given in
+Dagster's serialized form (``deserialize_value``), naming the location alone.
 
 A killed run never writes its end, and Dagster's default run launcher cannot tell. So the process
 records itself in its run's tags (:func:`process_tags`, naming the run: a re-execution copies them),
@@ -8,9 +14,12 @@ whose process is gone.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from dagster import (
     DagsterInstance,
@@ -19,11 +28,19 @@ from dagster import (
     RunsFilter,
     SensorEvaluationContext,
     SkipReason,
+    deserialize_value,
     sensor,
 )
 
 from sync.processes import alive as _alive
 from sync.processes import started as _started
+
+#: ``location_name`` of workspace.yaml and deploy/ (tests/pipelines/test_cli_runs.py holds them to it).
+CODE_LOCATION = "visibility"
+#: The repository a ``Definitions`` object makes.
+REPOSITORY = "__repository__"
+
+log = logging.getLogger("visibility.cli")
 
 PID_TAG = "visibility/pid"
 HOST_TAG = "visibility/host"
@@ -108,3 +125,63 @@ def orphaned_runs_sensor(context: SensorEvaluationContext) -> SkipReason:
     ended = fail_orphaned_runs(context.instance, context.log.info)
     said = f"ended {len(ended)} run(s) whose process is gone" if ended else "no run lost its process"
     return SkipReason(said)
+
+
+def code_location_origin(job_name: str) -> Any:
+    """``job_name`` of :data:`CODE_LOCATION`, as a run records where it comes from."""
+    return deserialize_value(
+        json.dumps(
+            {
+                "__class__": "ExternalPipelineOrigin",
+                "external_repository_origin": {
+                    "__class__": "ExternalRepositoryOrigin",
+                    "repository_location_origin": {
+                        "__class__": "RegisteredRepositoryLocationOrigin",
+                        "location_name": CODE_LOCATION,
+                    },
+                    "repository_name": REPOSITORY,
+                },
+                "pipeline_name": job_name,
+            }
+        )
+    )
+
+
+class CodeLocationRuns:
+    """The runs one command executes in ``instance``, each recorded as a run of the code location."""
+
+    def __init__(self, instance: DagsterInstance) -> None:
+        self.instance = instance
+
+    def watch(self, run_id: str) -> None:
+        """Record the code location on run ``run_id`` as soon as Dagster has stored it (its first
+        event), so a run killed mid-way can be re-executed too."""
+        done = False
+
+        def adopt(_: object) -> None:
+            nonlocal done
+            run = None if done else self.instance.get_run_by_id(run_id)
+            if run is None:
+                return
+            done = True
+            if run.remote_job_origin is not None:
+                return
+            try:
+                self.instance.run_storage.replace_job_origin(run, code_location_origin(run.job_name))
+            except Exception as exc:  # a run storage without it: the sync goes on, re-execution won't
+                log.warning("run %s not recorded as a run of the code location: %r", run_id, exc)
+
+        self.instance.add_event_listener(run_id, adopt)
+
+    def interrupted(self, run_id: str) -> None:
+        """End run ``run_id`` as canceled unless Dagster recorded its end, freeing its pool slots."""
+        run = self.instance.get_run_by_id(run_id)
+        if run is None or run.is_finished:
+            return
+        self.instance.report_run_canceled(
+            run,
+            f"visibility-sync was stopped (Ctrl+C or SIGTERM) while the run was {run.status.value}; "
+            "tables whose landing had not committed keep their previous rows. Re-execute the run, or "
+            "re-run the command, to complete it",
+        )
+        free_pool_slots(self.instance, run_id)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.cli_runs import CODE_LOCATION, REPOSITORY, code_location_origin
 from pipelines.definitions import defs
+from pipelines.orphans import CODE_LOCATION, REPOSITORY, code_location_origin
 
 ROOT = Path(__file__).resolve().parents[2]
 

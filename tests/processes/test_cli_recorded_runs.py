@@ -20,8 +20,7 @@ import psutil
 import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, build_sensor_context
 
-from pipelines.cli_runs import CODE_LOCATION
-from pipelines.orphans import PID_TAG, RUN_TAG, orphaned_runs_sensor
+from pipelines.orphans import CODE_LOCATION, PID_TAG, RUN_TAG, orphaned_runs_sensor
 from sandbox.testing import SandboxHandle
 from tests.processes.helpers import END, ROOT, start, stop_when, sync_env, wait_for_landing
 
