@@ -209,7 +209,8 @@ class Calls:
                 budget.note_unreachable(f"HTTP {answer.status} not JSON")
             else:
                 budget.note_unreachable(f"HTTP {answer.status}" + (f" {code}" if code else ""))
-            self._counters.response(answer.status, code)
+            if code is not None:
+                self._counters.error_code(code)
             outcome = self._judge(call, answer, code, permit)
             if isinstance(outcome, dict):
                 budget.note_success()

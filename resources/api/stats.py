@@ -24,7 +24,6 @@ class RequestStats:
     """Counters of one client instance; assets put them in their materialization metadata."""
 
     requests_by_endpoint: dict[str, int] = field(default_factory=dict)  # endpoint template -> count
-    responses_by_status: dict[int, int] = field(default_factory=dict)
     retries_by_cause: dict[str, int] = field(default_factory=dict)  # e.g. rate_limited, 5xx, timeout
     #: seconds waited by why: ``pacing`` (a window), ``concurrency`` (no free slot), ``backoff``
     wait_seconds_by_cause: dict[str, float] = field(default_factory=dict)
@@ -50,7 +49,6 @@ class RequestStats:
         return {
             "total_requests": self.total_requests,
             "requests_by_endpoint": dict(sorted(self.requests_by_endpoint.items())),
-            "responses_by_status": {str(k): v for k, v in sorted(self.responses_by_status.items())},
             "retries_by_cause": dict(sorted(self.retries_by_cause.items())),
             "wait_seconds": round(self.wait_seconds, 3),
             "wait_seconds_by_cause": {k: round(v, 3) for k, v in sorted(self.wait_seconds_by_cause.items())},
@@ -72,11 +70,9 @@ class Counters:
         with self._lock:
             _add(self._stats.requests_by_endpoint, endpoint)
 
-    def response(self, status: int, code: str | None) -> None:
+    def error_code(self, code: str) -> None:
         with self._lock:
-            _add(self._stats.responses_by_status, status)
-            if code is not None:
-                _add(self._stats.errors_by_code, code)
+            _add(self._stats.errors_by_code, code)
 
     def retry(self, cause: str) -> None:
         with self._lock:
