@@ -3,9 +3,8 @@
 Wherever a text the service (or a proxy) chose is quoted (a request id, an error ``code`` or
 ``message``, a header, a body excerpt), ``scrub`` replaces every registered key, whole (also in
 base64 at any offset), any run of ``MIN_FRAGMENT_CHARS`` or more characters of its secret part
-(plain or escaped) and any ``Bearer <token>``; ``sanitize`` also makes it printable and bounded,
-so a hostile answer cannot forge log lines. A log filter (``install``) scrubs the HTTP libraries'
-records and ``visibility.api``'s.
+(plain or escaped) and any ``Bearer <token>``; ``sanitize`` also makes it printable and bounded, so a hostile answer cannot
+forge log lines. A log filter (``install``) scrubs the HTTP libraries' records and ``visibility.api``'s.
 """
 
 from __future__ import annotations
