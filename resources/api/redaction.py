@@ -1,9 +1,10 @@
 """Keeping the key out of every text the client produces: messages, log records, metadata.
 
 Wherever a text the service (or a proxy) chose is quoted (a request id, an error ``code`` or
-``message``, a header, a body excerpt), ``scrub`` replaces every registered key, whole (also in
-base64 at any offset), any run of ``MIN_FRAGMENT_CHARS`` or more characters of its secret part
-(plain or escaped) and any ``Bearer <token>``; ``sanitize`` also makes it printable and bounded, so a hostile answer cannot
+``message``, a header, a body excerpt), ``scrub`` replaces every registered key, whole (also
+reversed, hex, base64 at any offset, spaced out by dashes or blanks), any run of
+``MIN_FRAGMENT_CHARS`` or more characters of its secret part (plain or escaped) and any
+``Bearer <token>``; ``sanitize`` also makes it printable and bounded, so a hostile answer cannot
 forge log lines. A log filter (``install``) scrubs the HTTP libraries' records and ``visibility.api``'s.
 """
 
@@ -52,12 +53,16 @@ _lock = threading.Lock()
 #: Keys of every client of this process and their whole-key forms (``key_forms``), longest first (a
 #: key that contains another is replaced whole).
 _secrets: tuple[str, ...] = ()
-#: The same forms as bytes, what a raw body is searched for (``holds_secret``).
+#: What a raw body is searched for (``holds_secret``): each key as is and in base64.
 _secret_probes: tuple[bytes, ...] = ()
+#: Each key's secret part with a dash or a blank allowed between any two characters.
+_spaced_pattern: re.Pattern[str] | None = None
 #: Every ``MIN_FRAGMENT_CHARS``-long run of the registered keys' secret parts, lower-cased.
 _fragments: frozenset[str] = frozenset()
 #: Finds any of ``_fragments`` holding a digit (case-insensitive) in one pass; None until a key is.
 _fragment_pattern: re.Pattern[str] | None = None
+#: Registered keys, in order (``_spaced_pattern`` is built from them).
+_spaced_keys: list[str] = []
 
 
 def secret_part(key: str) -> str:
@@ -68,8 +73,9 @@ def secret_part(key: str) -> str:
 
 
 def key_forms(key: str) -> set[str]:
-    """The whole key as a service may copy it: as is, and in base64 (``_base64_forms``)."""
-    forms = {key, *_base64_forms(key.encode())}
+    """The whole key as a service may copy it: as is, reversed, in hex, and in base64 (``_base64_forms``)."""
+    raw = key.encode()
+    forms = {key, key[::-1], raw.hex(), raw.hex().upper(), *_base64_forms(raw)}
     return {form for form in forms if len(form) >= MIN_FRAGMENT_CHARS}
 
 
@@ -89,11 +95,15 @@ _URL_SAFE = str.maketrans("+/", "-_")
 
 def register_secret(value: str) -> None:
     """Remember a key so that ``scrub`` removes it from any text (thread-safe, idempotent)."""
-    global _secrets, _secret_probes, _fragments, _fragment_pattern
+    global _secrets, _secret_probes, _spaced_pattern, _fragments, _fragment_pattern
     with _lock:
         if value and value not in _secrets:
             _secrets = tuple(sorted({*_secrets, *key_forms(value)}, key=len, reverse=True))
-            _secret_probes = tuple(secret.encode() for secret in _secrets)
+            probes = {value, *_base64_forms(value.encode())}
+            _secret_probes = tuple(sorted({*_secret_probes, *(form.encode() for form in probes)}))
+            spaced = [r"[-\s]?".join(map(re.escape, secret_part(key))) for key in (value, *_spaced_keys)]
+            _spaced_keys.append(value)
+            _spaced_pattern = re.compile("|".join(spaced))
             body = secret_part(value).lower()
             runs = {body[i : i + MIN_FRAGMENT_CHARS] for i in range(len(body) - MIN_FRAGMENT_CHARS + 1)}
             _fragments = _fragments | runs
@@ -169,14 +179,18 @@ def _scrub_whole(text: str) -> str:
 
 
 def scrub(text: str) -> str:
-    """``text`` without any registered key (wherever it occurs, whole, in part, escaped or in base64)
-    or bearer token."""
+    """``text`` without any registered key (wherever it occurs, whole, in part, escaped, encoded or
+    spaced out) or bearer token."""
     text = _scrub_whole(text)
+    spaced = _spaced_pattern
+    if spaced is not None and ("-" in text or " " in text):
+        text = spaced.sub(REDACTED, text)
     return _BEARER.sub(r"\1" + REDACTED, _scrub_fragments(text))
 
 
 def holds_secret(body: bytes | bytearray) -> bool:
-    """Whether a raw body holds a registered key as is or in base64 (one pass a form, in C)."""
+    """Whether a raw body holds a registered key as is or in base64 (one pass a form, in C; hex and
+    reversed forms are left to the texts ``scrub`` cleans, each pass costing as much again)."""
     return any(probe in body for probe in _secret_probes)
 
 

@@ -1,4 +1,4 @@
-"""The key in the forms a service may copy it in (as is, base64 at any offset) stays
+"""The key in the forms a service may copy it in (base64 at any offset, hex, reversed, dashed) stays
 out of every error text, and the whole key (plain or base64) out of every row; names are looked up
 as the service spells them, scrubbed only where they are printed or stored. Against a real HTTP
 server on loopback (``proxies.fake_service``)."""
@@ -31,6 +31,11 @@ QUOTED_FORMS = {
     "base64 after one character": _b64("x" + KEY)[2:],
     "base64 after two characters": _b64("xy" + KEY)[3:],
     "url-safe base64": base64.urlsafe_b64encode(("?>" + KEY).encode()).decode(),
+    "hex": KEY.encode().hex(),
+    "HEX": KEY.encode().hex().upper(),
+    "reversed": KEY[::-1],
+    "dashed": "-".join(SECRET[i : i + 4] for i in range(0, len(SECRET), 4)),
+    "spaced": " ".join(SECRET[i : i + 2] for i in range(0, len(SECRET), 2)),
 }
 
 
