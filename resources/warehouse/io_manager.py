@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dagster import ConfigurableIOManager, InputContext, MultiPartitionKey, OutputContext
+from dagster import ConfigurableIOManager, InputContext, OutputContext
 
 from resources.warehouse.base import Warehouse
 from resources.warehouse.resource import WarehouseResource
@@ -96,12 +96,6 @@ def partition_columns(table: str, context: InputContext) -> Mapping[str, str]:
 
 
 def partition_cells(keys: Any) -> set[tuple[dt.date, str]]:
-    """``date|engine`` partition keys -> {(date, engine)}."""
-    cells: set[tuple[dt.date, str]] = set()
-    for key in keys:
-        if isinstance(key, MultiPartitionKey):
-            day, engine = key.keys_by_dimension["date"], key.keys_by_dimension["engine"]
-        else:
-            day, _, engine = str(key).partition("|")
-        cells.add((dt.date.fromisoformat(day), engine))
-    return cells
+    """``date|engine`` partition keys (a ``MultiPartitionKey`` is that string) -> {(date, engine)}."""
+    parts = (str(key).partition("|") for key in keys)
+    return {(dt.date.fromisoformat(day), engine) for day, _, engine in parts}

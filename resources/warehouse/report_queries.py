@@ -15,7 +15,7 @@ from typing import Any
 
 from resources.api.endpoints import ALL
 from resources.warehouse.base import Warehouse
-from resources.warehouse.queries import _date, _rows
+from resources.warehouse.queries import _rows
 
 
 @dataclass(frozen=True)
@@ -160,9 +160,9 @@ def top_cited_page_days(
         GROUP BY c.brand_id, c.url, r.page_rank, c.date
         ORDER BY c.brand_id, r.page_rank, c.date
     """
-    return [PageDay(**r) for r in _rows(warehouse, sql, **_window(start, end), per_brand=int(per_brand))]
+    return [PageDay(**r) for r in _rows(warehouse, sql, **_window(start, end), per_brand=per_brand)]
 
 
 def _window(start: dt.date, end: dt.date) -> dict[str, Any]:
     """The parameters of a window ``[start, end)`` of the all-engine rollup."""
-    return {"rollup": ALL, "start_day": _date(start), "end_day": _date(end)}
+    return {"rollup": ALL, "start_day": start, "end_day": end}
