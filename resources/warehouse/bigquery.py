@@ -69,7 +69,7 @@ STAGING_EXPIRATION = dt.timedelta(hours=6)
 STAGING_PREFIX = "_visibility_staging_"
 #: Script variable holding the partition replace's deleted-row count.
 _DELETED_VAR = "_visibility_rows_deleted"
-#: Column types BigQuery can cluster by (FLOAT64, JSON and arrays cannot).
+#: Column types BigQuery can cluster by (FLOAT64 and arrays cannot).
 _CLUSTERABLE = frozenset(
     {Kind.BOOLEAN, Kind.BIGINT, Kind.VARCHAR, Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ}
 )
@@ -156,16 +156,13 @@ def _described(f: bigquery.SchemaField, description: str | None) -> bigquery.Sch
 
 
 def staging_schema(plan: LoadPlan) -> list[bigquery.SchemaField]:
-    """The staging table: the rows' columns as loaded from Parquet (JSON travels as STRING text)."""
-    return [
-        schema_field(name, SqlType(Kind.VARCHAR) if st.kind is Kind.JSON else st)
-        for name, st in zip(plan.load_columns, plan.load_types, strict=True)
-    ]
+    """The staging table: the rows' columns as loaded from Parquet."""
+    return [schema_field(name, st) for name, st in zip(plan.load_columns, plan.load_types, strict=True)]
 
 
 def clustering_fields(spec: TableSpec, types: Mapping[str, SqlType]) -> list[str] | None:
     """The columns of ``spec.cluster_by`` the table has (the default names columns some tables lack);
-    one BigQuery cannot cluster by (FLOAT64, JSON, arrays) is a spec error."""
+    one BigQuery cannot cluster by (FLOAT64, arrays) is a spec error."""
     present = [name for name in spec.cluster_by if name in types]
     if len(present) > _MAX_CLUSTER_COLUMNS:
         raise ValueError(f"table {spec.name}: BigQuery clusters by at most 4 columns, got {present}")
@@ -179,10 +176,9 @@ def clustering_fields(spec: TableSpec, types: Mapping[str, SqlType]) -> list[str
 # --- SQL (pure) ----------------------------------------------------------------------------------
 
 
-def _source(alias: str, name: str, st: SqlType) -> str:
-    """How a staged column is read: JSON is staged as text and parsed on the way in."""
-    ref = f"{alias}.{quote_identifier(name)}" if alias else quote_identifier(name)
-    return f"PARSE_JSON({ref})" if st.kind is Kind.JSON else ref
+def _source(alias: str, name: str) -> str:
+    """A staged column, as the statements read it."""
+    return f"{alias}.{quote_identifier(name)}" if alias else quote_identifier(name)
 
 
 def scope_predicate(spec: TableSpec, suffix: str = "") -> str:
@@ -216,7 +212,7 @@ def replace_script(
     for i, (staging, plan) in enumerate(staged):
         where = scope_predicate(spec, f"_{i}")
         cols = ", ".join(quoted(c) for c in plan.load_columns)
-        values = ", ".join(_source("", c, t) for c, t in zip(plan.load_columns, plan.load_types, strict=True))
+        values = ", ".join(_source("", c) for c in plan.load_columns)
         lines += [
             f"SET {_deleted_var(i)} = (SELECT COUNT(*) FROM {target} WHERE {where});",
             f"DELETE FROM {target} WHERE {where};",
@@ -240,7 +236,7 @@ def merge_statement(
     quoted = quote_identifier
     on = " AND ".join(f"tgt.{quoted(k)} = src.{quoted(k)}" for k in spec.key)
     typed = list(zip(plan.load_columns, plan.load_types, strict=True))
-    sets = [f"{quoted(c)} = {_source('src', c, t)}" for c, t in typed if c not in spec.key]
+    sets = [f"{quoted(c)} = {_source('src', c)}" for c, _ in typed if c not in spec.key]
     sets += [f"{quoted(c)} = NULL" for c in plan.null_columns]
     sets += [
         f"{quoted(LOADED_AT)} = @loaded_at",
@@ -251,7 +247,7 @@ def merge_statement(
     insert_cols = [quoted(c) for c, _ in typed] + [
         quoted(c) for c in (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
     ]
-    insert_vals = [_source("src", c, t) for c, t in typed] + [
+    insert_vals = [_source("src", c) for c, _ in typed] + [
         "@loaded_at",
         "@run_id",
         "TRUE",

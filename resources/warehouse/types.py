@@ -2,11 +2,12 @@
 DuckDB, Postgres and BigQuery, and the rules for changing a column's type.
 
 Integers land as BIGINT, floats as DOUBLE, timestamps with a zone as TIMESTAMPTZ (BigQuery's
-TIMESTAMP), lists of a scalar as arrays (BigQuery: REPEATED), structs, maps and lists of them as
-JSON, an all-null column as VARCHAR. An incoming column fits an existing one of the same type, an
-integer fits a DOUBLE column, an all-null column fits any; anything else raises
-``SchemaMismatchError``: incompatible changes need a deliberate migration, never a silent cast.
-uint64, decimal, binary, time and duration are not landed (:class:`UnsupportedTypeError`).
+TIMESTAMP), lists of a scalar as arrays (BigQuery: REPEATED), an all-null column as VARCHAR. An
+incoming column fits an existing one of the same type, an integer fits a DOUBLE column, an all-null
+column fits any; anything else raises ``SchemaMismatchError``: incompatible changes need a
+deliberate migration, never a silent cast. Nested values arrive as JSON text (the transforms write
+them); structs, maps, uint64, decimal, binary, time and duration are not landed
+(:class:`UnsupportedTypeError`).
 """
 
 from __future__ import annotations
@@ -29,19 +30,14 @@ class Kind(enum.StrEnum):
     DATE = "DATE"
     TIMESTAMP = "TIMESTAMP"
     TIMESTAMPTZ = "TIMESTAMPTZ"
-    JSON = "JSON"
 
 
 @dataclass(frozen=True)
 class SqlType:
-    """An engine-independent column type: a scalar kind, or a list of one (never a list of JSON)."""
+    """An engine-independent column type: a scalar kind, or a list of one."""
 
     kind: Kind
     is_list: bool = False
-
-    def __post_init__(self) -> None:
-        if self.is_list and self.kind is Kind.JSON:
-            raise ValueError("a list of JSON is landed as JSON, not as a list")
 
     def __str__(self) -> str:
         return f"{self.kind.value}[]" if self.is_list else self.kind.value
@@ -63,7 +59,6 @@ _SCALAR_ARROW: dict[Kind, pa.DataType] = {
     Kind.DATE: pa.date32(),
     Kind.TIMESTAMP: pa.timestamp("us"),
     Kind.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
-    Kind.JSON: pa.string(),  # JSON travels as its text
 }
 
 _POSTGRES: dict[Kind, str] = {
@@ -74,7 +69,6 @@ _POSTGRES: dict[Kind, str] = {
     Kind.DATE: "date",
     Kind.TIMESTAMP: "timestamp without time zone",
     Kind.TIMESTAMPTZ: "timestamp with time zone",
-    Kind.JSON: "jsonb",
 }
 
 _BIGQUERY: dict[Kind, str] = {
@@ -85,7 +79,6 @@ _BIGQUERY: dict[Kind, str] = {
     Kind.DATE: "DATE",
     Kind.TIMESTAMP: "DATETIME",
     Kind.TIMESTAMPTZ: "TIMESTAMP",
-    Kind.JSON: "JSON",
 }
 
 # Names the engines' catalogs report for the types above: DuckDB's canonical names (whatever alias
@@ -119,10 +112,6 @@ def _scalar_kind(t: pa.DataType) -> Kind | None:
     return None
 
 
-def _is_json_extension(t: pa.DataType) -> bool:
-    return isinstance(t, pa.BaseExtensionType) and t.extension_name == "arrow.json"
-
-
 def _is_list(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t)
 
@@ -137,14 +126,13 @@ def sql_type(t: pa.DataType) -> SqlType | None:
     kind = _scalar_kind(t)
     if kind is not None:
         return SqlType(kind)
-    if _is_json_extension(t) or pa.types.is_struct(t) or pa.types.is_map(t):
-        return SqlType(Kind.JSON)
     if _is_list(t) or pa.types.is_fixed_size_list(t):
         item = t.value_type
         if pa.types.is_null(item):
             return SqlType(Kind.VARCHAR, is_list=True)
         item_kind = _scalar_kind(item)
-        return SqlType(item_kind, is_list=True) if item_kind is not None else SqlType(Kind.JSON)
+        if item_kind is not None:
+            return SqlType(item_kind, is_list=True)
     raise UnsupportedTypeError(f"Arrow type {t} is not landed (see resources/warehouse/types.py)")
 
 
@@ -153,18 +141,8 @@ def sql_type_or_default(t: pa.DataType) -> SqlType:
     return sql_type(t) or SqlType(Kind.VARCHAR)
 
 
-def needs_json_encoding(t: pa.DataType) -> bool:
-    """Whether values of ``t`` must be serialised to JSON text before loading (structs, maps, ...)."""
-    st = sql_type(t)
-    return (
-        st is not None
-        and st.kind is Kind.JSON
-        and not (_is_json_extension(t) or pa.types.is_string(t) or pa.types.is_large_string(t))
-    )
-
-
 def arrow_type(st: SqlType) -> pa.DataType:
-    """The Arrow type values of ``st`` are loaded as (JSON as text)."""
+    """The Arrow type values of ``st`` are loaded as."""
     scalar = _SCALAR_ARROW[st.kind]
     return pa.list_(scalar) if st.is_list else scalar
 
@@ -201,9 +179,7 @@ def _parse(name: str, names: dict[str, Kind], *, upper: bool) -> SqlType | None:
     if is_list:
         n = n[:-2].strip()
     kind = names.get(n)
-    if kind is None or (is_list and kind is Kind.JSON):
-        return None
-    return SqlType(kind, is_list)
+    return None if kind is None else SqlType(kind, is_list)
 
 
 def from_duckdb_type(name: str) -> SqlType | None:

@@ -105,7 +105,7 @@ def test_ensure_table_creates_typed_partitioned_clustered_described_table(bq: BQ
         "is_top": ("BOOL", "NULLABLE"),
         "observed_at": ("TIMESTAMP", "NULLABLE"),
         "tags": ("STRING", "REPEATED"),
-        "details": ("JSON", "NULLABLE"),
+        "details": ("STRING", "NULLABLE"),
         LOADED_AT: ("TIMESTAMP", "NULLABLE"),
         RUN_ID: ("STRING", "NULLABLE"),
     }

@@ -103,7 +103,6 @@ def test_arrow_types_map_to_bigquery_types_and_modes() -> None:
             Column("local", pa.timestamp("us"), "naive"),
             Column("tags", pa.list_(pa.string()), "list"),
             Column("counts", pa.list_(pa.int64()), "int list"),
-            Column("meta", pa.struct([("a", pa.int64())]), "nested"),
         ),
         key=("id",),
         kind="snapshot",
@@ -119,7 +118,6 @@ def test_arrow_types_map_to_bigquery_types_and_modes() -> None:
         "local": ("DATETIME", "NULLABLE", "naive"),
         "tags": ("STRING", "REPEATED", "list"),
         "counts": ("INT64", "REPEATED", "int list"),
-        "meta": ("JSON", "NULLABLE", "nested"),
         "_loaded_at": ("TIMESTAMP", "NULLABLE", fields["_loaded_at"][2]),
         "_run_id": ("STRING", "NULLABLE", fields["_run_id"][2]),
         "is_current": ("BOOL", "NULLABLE", fields["is_current"][2]),
@@ -130,9 +128,8 @@ def test_arrow_types_map_to_bigquery_types_and_modes() -> None:
     assert type_name(SqlType(Kind.VARCHAR, is_list=True)) == "ARRAY<STRING>"
 
 
-def test_staging_holds_json_as_text_and_everything_else_as_the_target_type() -> None:
+def test_staging_holds_every_column_as_its_target_type() -> None:
     fields = {f.name: (f.field_type, f.mode) for f in staging_schema(_plan(MENTIONS))}
-    assert fields["details"] == ("STRING", "NULLABLE")
     assert fields["tags"] == ("STRING", "REPEATED")
     assert fields["observed_at"] == ("TIMESTAMP", "NULLABLE")
     assert "_loaded_at" not in fields  # written by the statement, not loaded
@@ -196,9 +193,7 @@ def test_clustering_uses_the_spec_columns_the_table_has() -> None:
     assert clustering_fields(COMPETITORS, {"id": SqlType(Kind.VARCHAR)}) is None
 
 
-@pytest.mark.parametrize(
-    "bad", [SqlType(Kind.DOUBLE), SqlType(Kind.JSON), SqlType(Kind.VARCHAR, is_list=True)]
-)
+@pytest.mark.parametrize("bad", [SqlType(Kind.DOUBLE), SqlType(Kind.VARCHAR, is_list=True)])
 def test_clustering_by_a_type_bigquery_cannot_cluster_is_a_spec_error(bad: SqlType) -> None:
     with pytest.raises(ValueError, match="cannot cluster by 'brand_id'"):
         clustering_fields(MENTIONS, {"brand_id": bad, "engine": SqlType(Kind.VARCHAR)})
@@ -221,7 +216,6 @@ def test_replace_is_one_transaction_deleting_the_scope_before_inserting() -> Non
     )
     assert statements[4].startswith("INSERT INTO `p`.`d`.`t` (`id`, `brand_id`, ")
     assert "`_loaded_at`, `_run_id`) SELECT " in statements[4]
-    assert "PARSE_JSON(`details`)" in statements[4]
     assert statements[4].endswith("@loaded_at_0, @run_id FROM `p`.`d`.`s`")
     assert statements[5] == "COMMIT TRANSACTION"
     assert statements[6] == "SELECT _visibility_rows_deleted_0 AS rows_deleted_0;"
@@ -359,24 +353,24 @@ def test_merge_retires_nothing_without_scope_and_everything_absent_for_a_whole_t
     assert "scope_values" not in _params(merge_parameters(scope, STAMP, {}))
 
 
-def test_merge_nulls_vanished_columns_and_parses_json() -> None:
+def test_merge_nulls_vanished_columns() -> None:
     spec = TableSpec(
         name="t",
         description="d",
         columns=(
             Column("id", pa.string(), "k", nullable=False),
             Column("gone", pa.string(), "vanished from the API"),
-            Column("meta", pa.struct([("a", pa.int64())]), "nested"),
+            Column("meta", pa.int64(), "kept"),
         ),
         key=("id",),
         kind="snapshot",
     )
     existing = existing_columns(table_schema(spec, _plan(spec), None))
-    rows_schema = pa.schema([("id", pa.string()), ("meta", pa.struct([("a", pa.int64())]))])
+    rows_schema = pa.schema([("id", pa.string()), ("meta", pa.int64())])
     plan = plan_load(spec, rows_schema, existing, table_label="p.d.t", type_name=type_name)
     sql = merge_statement(TARGET, STAGING, spec, plan, None)
     assert "`gone` = NULL" in sql
-    assert "`meta` = PARSE_JSON(src.`meta`)" in sql
+    assert "`meta` = src.`meta`" in sql
 
 
 def test_merge_scope_values_are_parameters_typed_like_the_column() -> None:

@@ -18,7 +18,6 @@ from resources.warehouse.types import (
     from_duckdb_type,
     from_postgres_type,
     is_compatible,
-    needs_json_encoding,
     postgres_type,
     sql_type,
 )
@@ -44,10 +43,6 @@ S = SqlType
         (pa.timestamp("us", tz="UTC"), S(Kind.TIMESTAMPTZ)),
         (pa.list_(pa.string()), S(Kind.VARCHAR, is_list=True)),
         (pa.large_list(pa.int64()), S(Kind.BIGINT, is_list=True)),
-        (pa.list_(pa.struct([("a", pa.int64())])), S(Kind.JSON)),
-        (pa.struct([("a", pa.int64())]), S(Kind.JSON)),
-        (pa.map_(pa.string(), pa.int64()), S(Kind.JSON)),
-        (pa.json_(), S(Kind.JSON)),
         (pa.null(), None),
     ],
 )
@@ -56,7 +51,17 @@ def test_arrow_types_map_to_one_logical_type(arrow: pa.DataType, expected: SqlTy
 
 
 @pytest.mark.parametrize(
-    "arrow", [pa.uint64(), pa.decimal128(10, 2), pa.binary(), pa.time64("us"), pa.duration("s")]
+    "arrow",
+    [
+        pa.uint64(),
+        pa.decimal128(10, 2),
+        pa.binary(),
+        pa.time64("us"),
+        pa.duration("s"),
+        pa.struct([("a", pa.int64())]),
+        pa.list_(pa.struct([("a", pa.int64())])),
+        pa.map_(pa.string(), pa.int64()),
+    ],
 )
 def test_types_without_a_lossless_landing_are_refused(arrow: pa.DataType) -> None:
     with pytest.raises(UnsupportedTypeError, match=re.escape(str(arrow))):
@@ -64,7 +69,7 @@ def test_types_without_a_lossless_landing_are_refused(arrow: pa.DataType) -> Non
 
 
 def test_engine_names_round_trip_through_the_catalog_spellings() -> None:
-    scalars = [S(k) for k in Kind] + [S(k, is_list=True) for k in Kind if k is not Kind.JSON]
+    scalars = [S(k) for k in Kind] + [S(k, is_list=True) for k in Kind]
     for st in scalars:
         assert from_duckdb_type(duckdb_type(st)) == st
         assert from_postgres_type(postgres_type(st)) == st
@@ -77,7 +82,6 @@ def test_engine_names_round_trip_through_the_catalog_spellings() -> None:
 
 def test_engine_names() -> None:
     assert duckdb_type(S(Kind.VARCHAR, is_list=True)) == "VARCHAR[]"
-    assert postgres_type(S(Kind.JSON)) == "jsonb"
     assert postgres_type(S(Kind.TIMESTAMPTZ)) == "timestamp with time zone"
     assert bigquery_type(S(Kind.TIMESTAMPTZ)) == BigQueryType("TIMESTAMP", "NULLABLE")
     assert bigquery_type(S(Kind.TIMESTAMP)) == BigQueryType("DATETIME", "NULLABLE")
@@ -88,7 +92,7 @@ def test_foreign_engine_types_are_not_claimed() -> None:
     assert from_duckdb_type("INTEGER") is None
     assert from_postgres_type("numeric(10,2)") is None
     assert from_bigquery_type("RECORD") is None
-    assert from_duckdb_type("JSON[]") is None
+    assert from_duckdb_type("JSON") is None
 
 
 @pytest.mark.parametrize(
@@ -99,7 +103,6 @@ def test_foreign_engine_types_are_not_claimed() -> None:
         (S(Kind.BIGINT), S(Kind.DOUBLE), False),  # double into int: lossy
         (S(Kind.BIGINT), S(Kind.VARCHAR), False),
         (S(Kind.VARCHAR), S(Kind.BIGINT), False),
-        (S(Kind.JSON), S(Kind.VARCHAR), False),
         (S(Kind.TIMESTAMPTZ), S(Kind.TIMESTAMP), False),
         (S(Kind.TIMESTAMP), S(Kind.DATE), False),
         (S(Kind.DOUBLE, True), S(Kind.BIGINT, True), True),
@@ -109,11 +112,3 @@ def test_foreign_engine_types_are_not_claimed() -> None:
 )
 def test_type_change_rules(existing: SqlType, incoming: SqlType | None, ok: bool) -> None:
     assert is_compatible(existing, incoming) is ok
-
-
-def test_only_nested_values_need_json_encoding() -> None:
-    assert needs_json_encoding(pa.struct([("a", pa.int64())]))
-    assert needs_json_encoding(pa.list_(pa.struct([("a", pa.int64())])))
-    assert not needs_json_encoding(pa.json_())
-    assert not needs_json_encoding(pa.list_(pa.string()))
-    assert not needs_json_encoding(pa.string())
