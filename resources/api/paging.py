@@ -1,4 +1,4 @@
-"""The two answer envelopes: cursor paging (a small, pure state machine) and complete sets.
+"""The two answer envelopes: cursor paging (``iterate_pages``) and complete sets.
 
 A broken service ends a walk with a ``PagingError`` (endpoint, pages read, request id) instead of an
 endless loop: on a repeated cursor, a page repeating an earlier page's rows (also under invented
@@ -56,96 +56,6 @@ def _content_digest(rows: list[Any]) -> bytes | None:
     return _digest(json_body.canonical(without_ids))
 
 
-class CursorPaginator:
-    """One paging walk: which cursor to send next (``cursor``: the last ``next_cursor``, byte for byte)
-    and whether the walk is over (``done``). ``limit`` (the page size) lets ``total_count`` bound the walk."""
-
-    def __init__(
-        self, endpoint: str, *, limit: int | None = None, max_pages: int = DEFAULT_MAX_PAGES
-    ) -> None:
-        if max_pages < 1:
-            raise ValueError("max_pages must be at least 1")
-        self.endpoint = endpoint
-        self.limit = limit if limit is not None and limit > 0 else None
-        self.max_pages = max_pages
-        self._seen_cursors: set[bytes] = set()
-        #: digests of the pages read (their ids, and their rows without ids) -> page number
-        self._seen_pages: dict[bytes, int] = {}
-        self._seen_contents: dict[bytes, int] = {}
-        self.cursor: str | None = None
-        self.done = False
-        self.pages = 0
-        self.rows = 0
-        #: The most pages the service's own ``total_count`` allows (None until it sends one).
-        self.page_bound: int | None = None
-
-    def _stop(self, why: str, request_id: str | None) -> PagingError:
-        self.done = True
-        return PagingError(
-            f"{why}; stopped after {self.pages} page(s) and {self.rows} row(s) instead of looping",
-            pages=self.pages,
-            endpoint=self.endpoint,
-            request_id=request_id,
-        )
-
-    def _shape_error(self, field: str, message: str, request_id: str | None) -> ResponseShapeError:
-        return ResponseShapeError(message, field=field, endpoint=self.endpoint, request_id=request_id)
-
-    def feed(self, body: Body, *, request_id: str | None = None) -> list[Row]:
-        """Take one page's body; return its rows and move to the next state."""
-        if self.done:
-            raise RuntimeError("the paging walk is over")
-        rows = body.get("data")
-        if not isinstance(rows, list):
-            raise self._shape_error("data", "field 'data' must be an array on a paging endpoint", request_id)
-        has_more = body.get("has_more")
-        if has_more is None:
-            has_more = False
-        elif not isinstance(has_more, bool):
-            message = f"field 'has_more' must be a boolean, got {type(has_more).__name__}"
-            raise self._shape_error("has_more", message, request_id)
-        self.pages += 1
-        self.rows += len(rows)
-        if not has_more:
-            self.done = True
-            return rows
-        next_cursor = body.get("next_cursor")
-        if not isinstance(next_cursor, str) or not next_cursor:
-            raise self._stop(f"page {self.pages} has has_more=true but no usable next_cursor", request_id)
-        if not rows:
-            raise self._stop(f"page {self.pages} is empty but has has_more=true", request_id)
-        cursor_key = _digest(_text(next_cursor))
-        if cursor_key in self._seen_cursors or next_cursor == self.cursor:
-            raise self._stop(f"page {self.pages} returned a cursor already used in this walk", request_id)
-        for seen, digest, how in (
-            (self._seen_pages, _page_digest(rows), "a new cursor"),
-            (self._seen_contents, _content_digest(rows), "new ids and a new cursor"),
-        ):
-            if digest is None:
-                continue
-            earlier = seen.setdefault(digest, self.pages)
-            if earlier != self.pages:
-                raise self._stop(
-                    f"page {self.pages} repeats the rows of page {earlier} under {how}", request_id
-                )
-        total = body.get("total_count")
-        if self.page_bound is None and valid_int64(total) and total >= 0:
-            # the first count bounds the walk: one that grows with every page must not move it
-            self.page_bound = max(1, math.ceil(total / (self.limit or 1))) + TOTAL_COUNT_SLACK_PAGES
-        if self.page_bound is not None and self.pages >= self.page_bound:
-            raise self._stop(
-                f"page {self.pages} still has has_more=true, but the service's total_count allows at most "
-                f"{self.page_bound - TOTAL_COUNT_SLACK_PAGES} page(s) of {self.limit or 1} row(s)",
-                request_id,
-            )
-        if self.pages >= self.max_pages:
-            raise self._stop(f"page {self.pages} still has has_more=true, the cap of a walk", request_id)
-        if self.cursor is not None:
-            self._seen_cursors.add(_digest(_text(self.cursor)))
-        self.cursor = next_cursor
-        return rows
-
-
 @dataclass
 class WalkPosition:
     """Where one walk stands, for a caller that resumes it (``sync.resume``): the walk starts from
@@ -175,31 +85,88 @@ def iterate_pages(
     max_pages: int = DEFAULT_MAX_PAGES,
     walk: WalkPosition | None = None,
 ) -> Iterator[Row]:
-    """Yield every row of a paging endpoint, lazily, one page request at a time; ``on_page``
-    checks and filters each page's rows."""
-    paginator = CursorPaginator(endpoint, limit=limit, max_pages=max_pages)
-    if walk is not None:
-        paginator.cursor = walk.start_cursor  # a walk resumed where a killed one stopped
+    """Yield every row of a paging endpoint, lazily, one page request at a time; ``on_page`` checks
+    and filters each page's rows. The cursor sent is the last ``next_cursor``, byte for byte; ``limit``
+    (the page size) lets the service's ``total_count`` bound the walk."""
+    page_size = limit if limit is not None and limit > 0 else 1
+    cursor = walk.start_cursor if walk is not None else None  # a walk resumed where a killed one stopped
+    seen_cursors: set[bytes] = set()
+    #: digests of the pages read (their ids, and their rows without ids) -> page number
+    seen_pages: dict[bytes, int] = {}
+    seen_contents: dict[bytes, int] = {}
+    pages = rows_read = 0
+    page_bound: int | None = None  # the most pages the first ``total_count`` allows
     request_id: str | None = None
-    while not paginator.done:
+
+    def stop(why: str) -> PagingError:
+        return PagingError(
+            f"{why}; stopped after {pages} page(s) and {rows_read} row(s) instead of looping",
+            pages=pages,
+            endpoint=endpoint,
+            request_id=request_id,
+        )
+
+    def shape_error(field: str, message: str) -> ResponseShapeError:
+        return ResponseShapeError(message, field=field, endpoint=endpoint, request_id=request_id)
+
+    while True:
         try:
-            body, request_id = fetch(paginator.cursor)
+            body, request_id = fetch(cursor)
         except RequestBudgetExceeded as exc:
-            if paginator.pages == 0:
+            if pages == 0:
                 raise
             raise RequestBudgetExceeded(
-                f"{exc.detail}; this walk had read {paginator.pages} page(s) and {paginator.rows} row(s), "
+                f"{exc.detail}; this walk had read {pages} page(s) and {rows_read} row(s), "
                 "the last still with has_more=true",
                 requests=exc.requests,
-                pages=paginator.pages,
+                pages=pages,
                 endpoint=endpoint,
                 request_id=request_id,
             ) from None
-        rows = paginator.feed(body, request_id=request_id)
+        rows = body.get("data")
+        if not isinstance(rows, list):
+            raise shape_error("data", "field 'data' must be an array on a paging endpoint")
+        has_more = body.get("has_more")
+        if has_more is not None and not isinstance(has_more, bool):
+            raise shape_error(
+                "has_more", f"field 'has_more' must be a boolean, got {type(has_more).__name__}"
+            )
+        pages += 1
+        rows_read += len(rows)
+        if has_more:
+            next_cursor = body.get("next_cursor")
+            if not isinstance(next_cursor, str) or not next_cursor:
+                raise stop(f"page {pages} has has_more=true but no usable next_cursor")
+            if not rows:
+                raise stop(f"page {pages} is empty but has has_more=true")
+            if _digest(_text(next_cursor)) in seen_cursors or next_cursor == cursor:
+                raise stop(f"page {pages} returned a cursor already used in this walk")
+            for seen, digest, how in (
+                (seen_pages, _page_digest(rows), "a new cursor"),
+                (seen_contents, _content_digest(rows), "new ids and a new cursor"),
+            ):
+                if digest is not None and (earlier := seen.setdefault(digest, pages)) != pages:
+                    raise stop(f"page {pages} repeats the rows of page {earlier} under {how}")
+            total = body.get("total_count")
+            if page_bound is None and valid_int64(total) and total >= 0:
+                # the first count bounds the walk: one that grows with every page must not move it
+                page_bound = max(1, math.ceil(total / page_size)) + TOTAL_COUNT_SLACK_PAGES
+            if page_bound is not None and pages >= page_bound:
+                raise stop(
+                    f"page {pages} still has has_more=true, but the service's total_count allows at most "
+                    f"{page_bound - TOTAL_COUNT_SLACK_PAGES} page(s) of {page_size} row(s)"
+                )
+            if pages >= max_pages:
+                raise stop(f"page {pages} still has has_more=true, the cap of a walk")
+            if cursor is not None:
+                seen_cursors.add(_digest(_text(cursor)))
+            cursor = next_cursor
         yield from rows if on_page is None else on_page(rows, request_id)
         if walk is not None:
-            walk.cursor = None if paginator.done else paginator.cursor
+            walk.cursor = cursor if has_more else None
             walk.pages += 1
+        if not has_more:
+            return
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from resources.api.errors import PagingError, ResponseShapeError
-from resources.api.paging import CursorPaginator, complete_set, iterate_pages
+from resources.api.paging import complete_set, iterate_pages
 
 EP = "GET /v1/brands"
 
@@ -83,17 +83,8 @@ def test_has_more_without_a_usable_cursor_is_a_paging_error(cursor: Any) -> None
     [({"data": {"id": 1}, "has_more": False}, "data"), ({"data": [], "has_more": "no"}, "has_more")],
 )
 def test_malformed_envelope_is_a_shape_error_naming_the_field(body: dict[str, Any], field: str) -> None:
-    paginator = CursorPaginator(EP)
     with pytest.raises(ResponseShapeError, match=field):
-        paginator.feed(body)
-
-
-def test_finished_walk_refuses_more_pages() -> None:
-    paginator = CursorPaginator(EP)
-    paginator.feed({"data": [], "has_more": False})
-    assert paginator.done
-    with pytest.raises(RuntimeError):
-        paginator.feed({"data": [], "has_more": False})
+        list(iterate_pages(EP, _fetcher({None: body}, [])))
 
 
 def test_rows_are_validated_lazily_one_page_at_a_time() -> None:

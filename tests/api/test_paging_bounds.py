@@ -12,7 +12,7 @@ import pytest
 
 from resources.api.client import VisibilityClient
 from resources.api.errors import PagingError
-from resources.api.paging import TOTAL_COUNT_SLACK_PAGES, CursorPaginator, iterate_pages
+from resources.api.paging import TOTAL_COUNT_SLACK_PAGES, iterate_pages
 from tests.api.conftest import FAST
 from tests.api.proxies import Seen, fake_service
 
@@ -90,25 +90,28 @@ def test_a_page_repeating_an_earlier_one_is_found_even_pages_later() -> None:
         list(iterate_pages(EP, lambda cursor: (next(pages), "r")))
 
 
+def _served(bodies: list[dict[str, Any]], **options: Any) -> list[dict[str, Any]]:
+    """The rows of a walk whose pages are ``bodies``, in order."""
+    pages = iter(bodies)
+    return list(iterate_pages(EP, lambda cursor: (next(pages), "r"), **options))
+
+
 def test_rows_without_ids_are_compared_whole() -> None:
-    paginator = CursorPaginator(EP)
-    paginator.feed({"data": [{"v": 1}], "has_more": True, "next_cursor": "1"})
-    paginator.feed({"data": [{"v": 2}], "has_more": True, "next_cursor": "2"})
-    with pytest.raises(PagingError, match="repeats"):
-        paginator.feed({"data": [{"v": 1}], "has_more": True, "next_cursor": "3"})
+    bodies = [{"data": [{"v": v}], "has_more": True, "next_cursor": str(n)} for n, v in enumerate([1, 2, 1])]
+    with pytest.raises(PagingError, match="page 3 repeats"):
+        _served(bodies)
 
 
 def test_a_walk_within_its_total_count_ends_normally() -> None:
-    paginator = CursorPaginator(EP, limit=2)
-    for page in range(3):
-        rows = [{"id": f"{page}-{i}"} for i in range(2)]
-        paginator.feed({"data": rows, "has_more": True, "next_cursor": f"c{page}", "total_count": 7})
-    paginator.feed({"data": [{"id": "last"}], "has_more": False, "total_count": 7})
-    assert paginator.done and paginator.pages == 4 and paginator.rows == 7
+    bodies = [
+        {"data": [{"id": f"{page}-{i}"} for i in range(2)], "has_more": True, "next_cursor": f"c{page}"}
+        for page in range(3)
+    ]
+    bodies = [{**body, "total_count": 7} for body in bodies]
+    bodies.append({"data": [{"id": "last"}], "has_more": False, "total_count": 7})
+    assert len(_served(bodies, limit=2)) == 7
 
 
-def test_a_paging_error_ends_the_walk() -> None:
-    paginator = CursorPaginator(EP, max_pages=1)
-    with pytest.raises(PagingError):
-        paginator.feed({"data": [{"id": "a"}], "has_more": True, "next_cursor": "1"})
-    assert paginator.done
+def test_a_walk_stops_at_its_page_cap() -> None:
+    with pytest.raises(PagingError, match="the cap of a walk"):
+        _served([{"data": [{"id": "a"}], "has_more": True, "next_cursor": "1"}], max_pages=1)
