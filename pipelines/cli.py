@@ -458,21 +458,54 @@ def _sql_name(*parts: str) -> str:
     return ".".join(p if _PLAIN_NAME.match(p) else '"' + p.replace('"', '""') + '"' for p in parts)
 
 
-def query_hint(settings: Settings) -> str:
-    """How to read the landed rows back. On DuckDB (the demo's warehouse), a command that runs as
-    printed (this environment's Python); elsewhere, the table for the warehouse's own client."""
-    from pipelines.downstream import duckdb_catalog, qualified_table_name
-    from resources.warehouse.urls import duckdb_path, url_scheme
+def _without_password(url: str) -> str:
+    """A Postgres URL for libpq without its password (libpq then reads PGPASSWORD or ~/.pgpass)."""
+    from urllib.parse import urlsplit
 
-    if url_scheme(settings.warehouse_url) != "duckdb":
-        table = qualified_table_name(settings, HINT_TABLE)
-        return f"Query it with the warehouse's own client: the table {table}, and the others beside it"
-    path = duckdb_path(settings.warehouse_url)
-    sql = HINT_SQL.format(table=_sql_name(duckdb_catalog(settings), settings.schema_name, HINT_TABLE))
-    connect = f"duckdb.connect({json.dumps(str(path))}, read_only=True)"
-    code = f"import duckdb; {connect}.sql({json.dumps(sql)}).show()"
-    where = f"DuckDB file {path}, opened read-only so that other readers can share it"
-    return f"Query it ({where}):\n  {_shell_path(Path(sys.executable))} -c {shlex.quote(code)}"
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    user = f"{parts.username}@" if parts.username else ""
+    return parts._replace(scheme="postgresql", netloc=user + host).geturl()
+
+
+def query_hint(settings: Settings) -> str:
+    """How to read the landed rows back, for the warehouse in use: a command that runs as printed
+    (this environment's Python and its drivers), with no password in it."""
+    from pipelines.downstream import duckdb_catalog
+    from pipelines.resources import _holds_password  # the one rule: unparseable counts as holding one
+    from resources.warehouse.urls import POSTGRES_SCHEMES, bigquery_target, duckdb_path, url_scheme
+
+    url, schema = settings.warehouse_url, settings.schema_name
+    python = _shell_path(_tool("python") if _tool("python").is_absolute() else Path(sys.executable))
+    scheme = url_scheme(url)
+    note = ""
+    if scheme == "duckdb":
+        path = duckdb_path(url)
+        sql = HINT_SQL.format(table=_sql_name(duckdb_catalog(settings), schema, HINT_TABLE))
+        code = (
+            f"import duckdb; duckdb.connect({json.dumps(str(path))}, read_only=True)"
+            f".sql({json.dumps(sql)}).show()"
+        )
+        where = f"DuckDB file {path}, opened read-only so that other readers can share it"
+    elif scheme in POSTGRES_SCHEMES:
+        target = _without_password(url)
+        sql = HINT_SQL.format(table=_sql_name(schema, HINT_TABLE))
+        code = (
+            f"import psycopg; [print(*row) for row in psycopg.connect({json.dumps(target)})"
+            f".execute({json.dumps(sql)})]"
+        )
+        where = f"Postgres {target}, schema {schema}"
+        if _holds_password(url):
+            note = "\n  (the password is not printed: psycopg reads it from PGPASSWORD or ~/.pgpass)"
+    else:
+        project, dataset = bigquery_target(url)
+        sql = HINT_SQL.format(table=f"`{project}.{dataset}.{HINT_TABLE}`")
+        code = (
+            f"from google.cloud import bigquery; [print(*row) for row in bigquery.Client("
+            f"project={json.dumps(project)}).query({json.dumps(sql)}).result()]"
+        )
+        where = f"BigQuery dataset {project}.{dataset} (Application Default Credentials)"
+    return f"Query it ({where}):\n  {python} -c {shlex.quote(code)}{note}"
 
 
 def dagster_hint(cwd: Path | None = None) -> str:

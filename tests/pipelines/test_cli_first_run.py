@@ -1,6 +1,6 @@
 """A first run that explains itself: ``visibility-sync demo`` says what it does from its first second
 (sandbox, brands, each snapshot table, each date x engine table fetched and landed, in requests
-throughout), ends with a query that works as printed (DuckDB) and with where to see
+throughout), ends with a query that works as printed for the warehouse in use and with where to see
 the runs in the Dagster UI; ``--version`` and ``run --help`` come from the package and the settings.
 
 The demo runs as a user runs it: its own process, its own sandbox, a fresh working directory.
@@ -154,14 +154,50 @@ def test_without_dagster_home_the_hint_sets_it_with_the_projects_instance_settin
     assert f"-w {ROOT / 'workspace.yaml'}" in elsewhere
 
 
-def test_outside_duckdb_the_query_hint_names_the_table_and_never_the_password() -> None:
+@pytest.mark.postgres
+def test_with_postgres_the_closing_query_works_as_printed_without_the_password(
+    postgres_url: str, pg_schema: str, tmp_path: Path
+) -> None:
+    from urllib.parse import urlsplit
+
+    env = demo_env(VISIBILITY_WAREHOUSE=postgres_url, VISIBILITY_SCHEMA=pg_schema)
+    result = subprocess.run(
+        demo_command("--quiet"),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+    )
+    assert result.returncode == EXIT_OK, result.stdout + result.stderr
+
+    hint = hint_command(result.stdout)
+    assert f"{pg_schema}.prompt_mentions" in hint
+    password = urlsplit(postgres_url).password
+    if password:  # given through libpq's own variable, as the hint says
+        assert password not in result.stdout + result.stderr and "PGPASSWORD" in result.stdout
+        env["PGPASSWORD"] = password
+    queried = subprocess.run(
+        hint, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert queried.returncode == 0, queried.stderr
+    assert "chatgpt" in queried.stdout
+
+
+def test_the_query_hint_never_shows_a_password_and_names_the_bigquery_table() -> None:
     postgres = query_hint(
         load_settings(env={"VISIBILITY_WAREHOUSE": "postgresql+psycopg://ana:s3cret@db.example:5432/wh"})
     )
-    assert "s3cret" not in postgres and "wh.visibility.prompt_mentions" in postgres
+    assert "s3cret" not in postgres and "postgresql://ana@db.example:5432/wh" in postgres
+    assert "PGPASSWORD" in postgres
 
     bigquery = query_hint(load_settings(env={"VISIBILITY_WAREHOUSE": "bigquery://my-project/landing"}))
-    assert "my-project.landing.prompt_mentions" in bigquery
+    code = bigquery.splitlines()[1].split(" -c ", 1)[1]
+    python_code = subprocess.run(
+        ["bash", "-c", f"printf %s {code}"], capture_output=True, text=True, check=True
+    ).stdout  # the argument exactly as the shell passes it
+    compile(python_code, "<hint>", "exec")
+    assert "`my-project.landing.prompt_mentions`" in python_code and 'project="my-project"' in python_code
 
 
 def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:
