@@ -2,7 +2,8 @@
 
 A folder in a shared temp folder is used only when it is this user's own, mode 0700 and not a link
 (another user could otherwise read, swap or redirect what is written there); its files are opened
-with ``O_NOFOLLOW``, and a sweep removes only this user's real folders.
+with ``O_NOFOLLOW``. A process holds its folder's lock file while it uses the folder (the lock goes
+with the process, however it ends), and a sweep removes only this user's real folders no one holds.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import stat
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
@@ -18,6 +21,8 @@ from resources.failures import FailureKind
 
 #: Flags of every file opened in a private folder: never through a link, not inherited by children.
 _NO_LINKS = os.O_NOFOLLOW | os.O_CLOEXEC
+#: The lock file of a folder in use (a journal, a spool).
+LOCK = "lock"
 
 
 class UnsafeFolderError(Exception):
@@ -53,15 +58,6 @@ def private_folder(path: Path, setting: str) -> Path:
     return path
 
 
-def own_folder(path: Path) -> bool:
-    """``path`` is a folder of this user's, not a link to one: what a sweep may go into and remove."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
-
-
 def open_private(path: Path, mode: str) -> IO[bytes]:
     """``path`` opened in binary ``mode`` (``wb``, ``ab``, ``a+b``, ``rb``), created 0600, never
     through a link (``OSError`` when ``path`` is one)."""
@@ -90,7 +86,50 @@ def lock_file(path: Path, *, wait: bool = False) -> IO[bytes] | None:
 
 
 def unlock(lock: IO[bytes]) -> None:
-    """Let go of a :func:`lock_file` lock (also for a child that inherited the file) and close it."""
+    """Let go of a :func:`lock_file` lock (also for a child that inherited the file) and close it;
+    nothing when it is closed already."""
+    if lock.closed:
+        return
     with contextlib.suppress(OSError):
         fcntl.flock(lock, fcntl.LOCK_UN)
     lock.close()
+
+
+def lock_folder(folder: Path) -> IO[bytes] | None:
+    """``folder``'s :data:`LOCK` taken; None when another process holds it, or when another
+    process's sweep removed the folder between its making and this lock (a lock on a removed file
+    is no one's: make the folder again)."""
+    lock = lock_file(folder / LOCK)
+    if lock is not None and os.fstat(lock.fileno()).st_nlink == 0:
+        lock.close()
+        return None
+    return lock
+
+
+def sweep(folders: Iterable[Path], useless: Callable[[Path], bool] | None = None) -> list[Path]:
+    """Remove the ``folders`` no process holds (:data:`LOCK`), of those ``useless`` says (asked again
+    once locked: the folder's process may have kept something between the look and the lock); only
+    this user's folders, never through a link."""
+    removed: list[Path] = []
+    for folder in folders:
+        if not _own_folder(folder) or (useless is not None and not useless(folder)):
+            continue
+        try:
+            lock = lock_file(folder / LOCK)
+        except OSError:
+            continue
+        if lock is None:
+            continue
+        with lock:
+            if useless is None or useless(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
+
+
+def _own_folder(path: Path) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()

@@ -1,6 +1,6 @@
 """Whether a process recorded earlier still runs (Dagster-free, stdlib only): its pid is alive, not a
-zombie, and on Linux started at the recorded time, so a reused pid is not taken for it. Used by the
-spool's sweep and ``pipelines/orphans.py``.
+zombie, and on Linux started at the recorded time, so a reused pid is not taken for it. Used by
+``pipelines/orphans.py``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -31,7 +31,7 @@ import pyarrow.ipc as ipc
 from resources.api.client import VisibilityClient
 from resources.warehouse.contract import TableSpec
 from sync.planning import Call, Cell
-from sync.private_dir import lock_file, open_private, own_folder, private_folder, unlock
+from sync.private_dir import LOCK, lock_folder, open_private, private_folder, sweep, unlock
 
 #: Bumped when what a journal holds changes: older journals are then never read.
 FORMAT = 3
@@ -43,7 +43,6 @@ RESUME_DIR = "visibility_resume"
 TEMP_PREFIX = "visibility-resume-"
 MANIFEST = "manifest.jsonl"
 SELECTION = "selection.json"
-LOCK = "lock"
 
 
 def _setting(root: Path) -> str:
@@ -325,24 +324,20 @@ class ResumeStore:
         return CallJournal(directory, lock)
 
     def _locked(self, directory: Path) -> IO[bytes] | None:
-        """``directory``'s lock file, made if need be and locked; None when another process holds it.
+        """``directory``, made if need be, and its lock; None when another process holds it.
 
         Another process's sweep may remove a folder it finds without a manifest between this
-        process's making it and locking it (runs of one user share the root): a lock taken on the
-        removed file is no one's, so the folder is made again."""
+        process's making it and locking it (runs of one user share the root): it is made again."""
         for _ in range(3):
             try:
                 private_folder(self.root, _setting(self.root))
                 sweep_expired(self.root)
                 private_folder(directory, _setting(self.root))
-                lock = lock_file(directory / LOCK)
+                lock = lock_folder(directory)
             except OSError:
                 return None
-            if lock is None:
-                return None
-            if os.fstat(lock.fileno()).st_nlink > 0:
+            if lock is not None:
                 return lock
-            lock.close()
         return None
 
     def take_over(self, other: ResumeStore) -> None:
@@ -357,52 +352,26 @@ class ResumeStore:
 
     def finish(self) -> None:
         """Remove the journals opened here (their rows have landed), unless a fetch holds one now."""
-        for directory in self._opened:
-            _remove_unless_held(directory)
+        sweep(self._opened)
         self._opened.clear()
         with contextlib.suppress(OSError):
             self.root.rmdir()  # only when empty
 
 
-def _remove_unless_held(directory: Path, still: Callable[[], bool] | None = None) -> bool:
-    """Remove ``directory`` unless a process holds its lock (or, once it is locked, ``still()`` is
-    no longer true: its fetch may have ended, keeping a manifest, between the look and the lock)."""
-    try:
-        lock = lock_file(directory / LOCK)
-    except OSError:
-        return False
-    if lock is None:
-        return False
-    with lock:
-        if still is not None and not still():
-            return False
-        shutil.rmtree(directory, ignore_errors=True)
-        return True
-
-
-def _expired(directory: Path, now: float | None = None) -> bool:
-    now = time.time() if now is None else now
+def _expired(directory: Path) -> bool:
     try:
         selection = json.loads((directory / SELECTION).read_text())
-        return now - float(selection["created"]) > KEEP_SECONDS or selection["format"] != FORMAT
+        return time.time() - float(selection["created"]) > KEEP_SECONDS or selection["format"] != FORMAT
     except FileNotFoundError:
         return False
     except (OSError, ValueError, KeyError, TypeError):
         return True
 
 
-def sweep_expired(root: Path, now: float | None = None) -> list[Path]:
+def sweep_expired(root: Path) -> list[Path]:
     """Remove the journals older than ``KEEP_SECONDS``, and those that kept nothing (a fetch killed
-    before its first call ended), that no process holds; never through a link."""
-    removed: list[Path] = []
-    for path in root.iterdir():
-
-        def useless(path: Path = path) -> bool:
-            return _expired(path, now) or not (path / MANIFEST).exists()
-
-        if own_folder(path) and useless() and _remove_unless_held(path, still=useless):
-            removed.append(path)
-    return removed
+    before its first call ended), that no process holds."""
+    return sweep(root.iterdir(), lambda path: _expired(path) or not (path / MANIFEST).exists())
 
 
 def remaining_calls(calls: Sequence[Call], done: set[str]) -> tuple[Call, ...]:

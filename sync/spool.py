@@ -1,9 +1,9 @@
 """A disk spool of fetched rows, so a run's memory does not grow with its number of days.
 
 Fetched rows (filtered to the run's cells) are appended to Arrow IPC files by date bucket; landing
-reads them back one write scope at a time. A spool is removed once its table landed or failed; one
-whose process was killed names its owner (``OWNER_FILE``) and is swept by the next spool on the
-host once that process is gone. A full disk is one ``SpoolDiskFullError`` naming ``TMPDIR``.
+reads them back one write scope at a time. A spool is removed once its table landed or failed; its
+process holds its lock meanwhile, so one whose process was killed is swept by the next spool. A
+full disk is one ``SpoolDiskFullError`` naming ``TMPDIR``.
 """
 
 from __future__ import annotations
@@ -13,26 +13,20 @@ import datetime as dt
 import errno
 import os
 import shutil
-import socket
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from sync.private_dir import own_folder
-from sync.processes import alive, started
+from sync.private_dir import lock_folder, sweep, unlock
 
 #: Temp-directory prefix of every spool, so stale ones can be found and swept.
 SPOOL_PREFIX = "visibility-spool-"
-#: A spool left behind without an owner file is swept after this long.
-STALE_SECONDS = 24 * 3600
-#: ``<host>\n<pid>\n<start time>`` of the process that created a spool.
-OWNER_FILE = "owner"
 #: The setting that moves the spool (Python's ``tempfile`` reads it).
 SPOOL_SETTING = "TMPDIR"
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -68,45 +62,13 @@ def disk_full_named(directory: str | Path) -> Iterator[None]:
         ) from None
 
 
-def _write_owner(directory: str) -> None:
-    pid = os.getpid()
-    Path(directory, OWNER_FILE).write_text(f"{socket.gethostname()}\n{pid}\n{started(pid) or ''}\n")
-
-
-def _owner_gone(directory: Path) -> bool | None:
-    """True when the spool's owner process (on this host) is gone; None when it cannot be told."""
-    try:
-        host, pid, start = (directory / OWNER_FILE).read_text().split("\n")[:3]
-        number = int(pid)
-    except (OSError, ValueError):
-        return None
-    if host != socket.gethostname() or number <= 0:
-        return None
-    if number == os.getpid():
-        return start not in ("", started(number))  # this process: gone only if the pid was reused
-    return not alive(number, start or None)
-
-
 #: Rows buffered in memory before a batch is written to disk.
 FLUSH_ROWS = 50_000
 
 
-def sweep_stale(now: float | None = None) -> list[str]:
-    """Remove this user's spools of processes that are gone (killed before removing them), at once
-    when the spool names its owner, after ``STALE_SECONDS`` otherwise."""
-    now = time.time() if now is None else now
-    removed: list[str] = []
-    for path in Path(tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*"):
-        try:
-            if not own_folder(path):
-                continue
-            gone = _owner_gone(path)
-            if gone or (gone is None and now - path.stat().st_mtime > STALE_SECONDS):
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(str(path))
-        except OSError:
-            continue
-    return removed
+def sweep_stale() -> list[Path]:
+    """Remove this user's spools no process holds (their process was killed before removing them)."""
+    return sweep(Path(tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*"))
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
@@ -261,23 +223,30 @@ class DateSpool:
     directory: str
     date_column: str
     days_per_bucket: int
+    #: the spool's lock, held until it is removed (:func:`sync.private_dir.lock_folder`)
+    lock: IO[bytes]
     buckets: dict[int, Spool] = field(default_factory=dict)
 
     @classmethod
     def create(
         cls, date_column: str, days_per_bucket: int, name: str = "rows", parent: str | Path | None = None
     ) -> DateSpool:
-        """A new spool in the temp directory, or in ``parent``."""
+        """A new spool in the temp directory, or in ``parent``, locked by this process."""
         sweep_stale()
         folder = parent if parent is not None else tempfile.gettempdir()
         with disk_full_named(folder):
-            directory = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{name}-", dir=parent)
-            try:
-                _write_owner(directory)
-            except BaseException:
-                shutil.rmtree(directory, ignore_errors=True)
-                raise
-        return cls(directory, date_column, days_per_bucket)
+            for _ in range(3):
+                directory = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{name}-", dir=parent)
+                try:
+                    lock = lock_folder(Path(directory))
+                except FileNotFoundError:
+                    continue  # another spool's sweep removed it before it was locked: make another
+                except BaseException:
+                    shutil.rmtree(directory, ignore_errors=True)
+                    raise
+                if lock is not None:
+                    return cls(directory, date_column, days_per_bucket, lock)
+        raise OSError(errno.EAGAIN, f"no spool folder could be locked in {folder}")
 
     @property
     def rows(self) -> int:
@@ -337,3 +306,4 @@ class DateSpool:
             with contextlib.suppress(OSError):  # a full disk may fail the last write: remove anyway
                 spool._close_segment()
         shutil.rmtree(self.directory, ignore_errors=True)
+        unlock(self.lock)

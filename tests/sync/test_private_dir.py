@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,8 +14,8 @@ import pytest
 
 from resources.failures import FailureKind, failure_kind
 from sync import spool as spool_module
-from sync.private_dir import UnsafeFolderError, lock_file, unlock
-from sync.resume import FORMAT, LOCK, MANIFEST, SELECTION, ResumeStore, resume_root
+from sync.private_dir import LOCK, UnsafeFolderError, lock_file, unlock
+from sync.resume import FORMAT, MANIFEST, SELECTION, ResumeStore, resume_root
 
 OTHER_UID = 54321
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
@@ -127,47 +124,20 @@ def test_the_journal_sweep_never_follows_a_link(tmp_path: Path) -> None:
     assert sorted(target.iterdir()) == [target / "data"] and (root / "answers-old").is_symlink()
 
 
-def _dead_pid() -> int:
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid
-
-
-def _spool_folder(path: Path, host: str, pid: int) -> Path:
-    path.mkdir()
-    (path / spool_module.OWNER_FILE).write_text(f"{host}\n{pid}\n\n")
-    return path
-
-
 @as_root
 def test_the_spool_sweep_removes_only_this_users_folders_and_never_through_a_link(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(spool_module.tempfile, "gettempdir", lambda: str(tmp_path))
-    host, dead = socket.gethostname(), _dead_pid()
     prefix = spool_module.SPOOL_PREFIX
-    mine = _spool_folder(tmp_path / f"{prefix}mine", host, dead)
-    theirs = _spool_folder(tmp_path / f"{prefix}theirs", host, dead)
+    mine, theirs, target = (tmp_path / f"{prefix}mine", tmp_path / f"{prefix}theirs", tmp_path / "elsewhere")
+    for folder in (mine, theirs, target):
+        folder.mkdir()  # no process holds any of them
     os.chown(theirs, OTHER_UID, OTHER_UID)
-    target = _spool_folder(tmp_path / "elsewhere", host, dead)
     (target / "data").write_text("kept")
     (tmp_path / f"{prefix}link").symlink_to(target)
-    assert spool_module.sweep_stale() == [str(mine)]
+    assert spool_module.sweep_stale() == [mine]
     assert theirs.is_dir() and (target / "data").read_text() == "kept"
-
-
-def test_a_spool_owned_on_another_host_is_left_to_the_age_rule(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A pid names a process of its own host only: a spool another host made (a shared TMPDIR) is not
-    removed because a process of that number is gone here, only once it is a day old."""
-    monkeypatch.setattr(spool_module.tempfile, "gettempdir", lambda: str(tmp_path))
-    prefix = spool_module.SPOOL_PREFIX
-    other = _spool_folder(tmp_path / f"{prefix}other-host", f"not-{socket.gethostname()}", _dead_pid())
-    assert spool_module.sweep_stale() == []
-    day_ago = time.time() - spool_module.STALE_SECONDS - 60
-    os.utime(other, (day_ago, day_ago))
-    assert spool_module.sweep_stale() == [str(other)]
 
 
 def test_a_lock_file_is_refused_while_held_and_taken_once_let_go(tmp_path: Path) -> None:

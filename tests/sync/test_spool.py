@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -144,20 +143,6 @@ def test_a_file_on_another_file_system_is_copied_into_the_spool(tmp_path: Path) 
             assert pa.concat_tables(list(spool.read(lambda t: t))).column("n").to_pylist() == [1, 2]
         finally:
             spool.remove()
-
-
-def test_spools_left_by_failed_lands_are_swept_after_a_day(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(spool_module.tempfile, "gettempdir", lambda: str(tmp_path))
-    old = tmp_path / f"{spool_module.SPOOL_PREFIX}answers-old"
-    fresh = tmp_path / f"{spool_module.SPOOL_PREFIX}answers-fresh"
-    other = tmp_path / "visibility-something-else"
-    for path in (old, fresh, other):
-        path.mkdir()
-    day_ago = time.time() - spool_module.STALE_SECONDS - 60
-    os.utime(old, (day_ago, day_ago))
-    os.utime(other, (day_ago, day_ago))
-    assert spool_module.sweep_stale() == [str(old)]
-    assert fresh.exists() and other.exists() and not old.exists()
 
 
 _SPOOL_THEN_WAIT = """
