@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from resources.api.config import MAX_NEW_COLUMNS_SETTING
-from resources.api.endpoints import DICT_ROWS, INT64_MAX, INT64_MIN, INT64_VALUE, json_kind, rows_type
+from resources.api.endpoints import INT64_MAX, INT64_MIN, json_kind
 from resources.api.errors import ResponseShapeError
 from resources.api.redaction import excerpt, sanitize
 from resources.warehouse.contract import TableSpec
@@ -291,75 +289,7 @@ def _converted(spec: TableSpec, column: Any, raw: list[Any]) -> pa.Array:
         ) from None
 
 
-def _plain_reading(arrow_type: pa.DataType) -> tuple[pa.DataType, Any] | None:
-    """How a declared column is read without Arrow's type inference: the type Arrow converts its
-    values to, and the Python type msgspec checks them against first (Arrow's conversion is lax
-    where the converters are strict; msgspec is not); None for other columns (lists of strings)."""
-    if arrow_type == pa.string() or arrow_type == pa.date32() or pa.types.is_timestamp(arrow_type):
-        return pa.string(), str
-    if arrow_type == pa.int64():
-        return pa.int64(), INT64_VALUE
-    if arrow_type == pa.float64():
-        return pa.float64(), float
-    if arrow_type == pa.bool_():
-        return pa.bool_(), bool
-    return None
-
-
-class _PlainColumns:
-    """A spec's columns that can be read without inference: their Arrow fields, and msgspec's type
-    of a batch of rows whose values all fit them."""
-
-    def __init__(self, spec: TableSpec) -> None:
-        readings = {c.name: _plain_reading(c.type) for c in spec.columns}
-        plain = [(name, reading) for name, reading in readings.items() if reading is not None]
-        self.fields = {name: pa.field(name, arrow_type) for name, (arrow_type, _) in plain}
-        self.rows_type: Any = rows_type([(name, python_type, False) for name, (_, python_type) in plain])
-        self._structs: dict[frozenset[str], pa.StructType] = {}
-
-    def struct(self, keys: frozenset[str]) -> pa.StructType:
-        """The struct of the fields a batch holds (in the spec's order)."""
-        struct = self._structs.get(keys)
-        if struct is None:
-            struct = pa.struct([f for name, f in self.fields.items() if name in keys])
-            self._structs[keys] = struct
-        return struct
-
-
-#: By identity: hashing a spec walks every column and description (microseconds, on every page).
-_plain_columns_of: dict[int, tuple[TableSpec, _PlainColumns]] = {}
-_plain_columns_lock = threading.Lock()
-
-
-def _plain_columns(spec: TableSpec) -> _PlainColumns:
-    """The spec's plain columns, made by one thread (their msgspec type is built as it is made:
-    ``resources.api.endpoints.rows_type``)."""
-    cached = _plain_columns_of.get(id(spec))
-    if cached is None or cached[0] is not spec:
-        with _plain_columns_lock:
-            cached = _plain_columns_of.get(id(spec))
-            if cached is None or cached[0] is not spec:
-                cached = _plain_columns_of[id(spec)] = (spec, _PlainColumns(spec))
-    return cached[1]
-
-
-def _declared_pivot(spec: TableSpec, rows: Sequence[Row]) -> pa.StructArray | None:
-    """``_inferred_pivot``'s columns without type inference, when every field of every row is a
-    plain declared column whose value msgspec (in C) finds of an accepted type; else None."""
-    if not DICT_ROWS.issuperset(map(type, rows)):  # a Mapping, a None...: Arrow converts those otherwise
-        return None
-    plain = _plain_columns(spec)
-    keys = frozenset().union(*rows)
-    if not keys <= plain.fields.keys():
-        return None
-    try:
-        msgspec.convert(rows, plain.rows_type)
-        return pa.array(rows, type=plain.struct(keys))
-    except (msgspec.MsgspecError, *_ARROW_ERRORS, TypeError, ValueError):
-        return None
-
-
-def _inferred_pivot(rows: Sequence[Row]) -> pa.StructArray | None:
+def _pivot(rows: Sequence[Row]) -> pa.StructArray | None:
     """Every row's fields as typed columns in one pass of Arrow's C++ (types inferred), or None
     when a field mixes types (or holds an integer beyond 64 bits): then each column is read alone."""
     try:
@@ -367,11 +297,6 @@ def _inferred_pivot(rows: Sequence[Row]) -> pa.StructArray | None:
     except (*_ARROW_ERRORS, TypeError, ValueError):
         return None
     return pivoted if pa.types.is_struct(pivoted.type) else None
-
-
-def _pivot(spec: TableSpec, rows: Sequence[Row]) -> pa.StructArray | None:
-    pivoted = _declared_pivot(spec, rows)
-    return pivoted if pivoted is not None else _inferred_pivot(rows)
 
 
 def _plain_extra(array: pa.Array) -> bool:
@@ -416,7 +341,7 @@ def rows_to_table(
     constants = constants or {}
     overrides = overrides or {}
     known = {c.name for c in spec.columns}
-    pivoted = _pivot(spec, rows) if rows else None
+    pivoted = _pivot(rows) if rows else None
     present: dict[str, pa.Array] = {}
     if pivoted is not None:
         present = {field.name: pivoted.field(i) for i, field in enumerate(pivoted.type)}

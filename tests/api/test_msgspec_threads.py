@@ -1,8 +1,7 @@
 """msgspec builds a struct type's information on its first use, and two threads using a new type at
 once can crash the process (a segmentation fault in ``msgspec._core``). The page checks
-(``Endpoint.validate_rows``) and the declared pivot (``sync/transforms.py``) run in the client's
-fetch threads, each on types made for an endpoint or a table: each type is used once, in one thread,
-before any page. Run in a fresh interpreter with the GIL handed over as often as it can be, many
+(``Endpoint.validate_rows``) run in the client's fetch threads, each on types made for an endpoint:
+each type is used once, in one thread, before any page. Run in a fresh interpreter with the GIL handed over as often as it can be, many
 times over, new types each time: without the warm-up this crashed within seconds."""
 
 from __future__ import annotations
@@ -19,28 +18,16 @@ PROGRAM = textwrap.dedent(
     import sys, threading
     sys.setswitchinterval(1e-6)
     from resources.api.endpoints import Endpoint
-    from resources.warehouse.contract import Column, TableSpec
-    from sync import tables, transforms
 
     rows = [{"id": "r1", "n": 1, "x": 0.5, "t": "a", "b": True}] * 4
-    columns = (
-        Column("id", tables.STRING, "id", nullable=False),
-        Column("brand_id", tables.STRING, "brand", nullable=False),
-        Column("n", tables.INT, "n"),
-        Column("x", tables.FLOAT, "x"),
-        Column("t", tables.STRING, "t"),
-        Column("b", tables.BOOL, "b"),
-    )
     fields = {"id": "string", "n": "integer", "x": "number", "t": "string", "b": "boolean"}
     for round in range(int(sys.argv[1])):
-        spec = TableSpec(f"probe{round}", "probe", columns, key=("id",), kind="snapshot")
         endpoint = Endpoint("GET", f"/v1/probe{round}", fields, rows=True)
         start = threading.Barrier(8)
 
         def page() -> None:
             start.wait()
             endpoint.validate_rows(rows)
-            transforms.rows_to_table(spec, rows, {"brand_id": "b"})
 
         threads = [threading.Thread(target=page) for _ in range(8)]
         for thread in threads:
