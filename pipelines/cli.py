@@ -91,18 +91,17 @@ def _collect(result: Any, summary: RunSummary, label: str) -> None:
     A single-run range emits one event per partition with the same metadata, so within a run each
     asset counts once (the max); a sync split into several runs (non-adjacent engines) adds them up.
     """
-    from sync.summary import TableSummary
-
     rows: dict[str, int] = {}
     requests: dict[str, int] = {}
     for event in result.all_events:
         if event.event_type_value == "ASSET_MATERIALIZATION":
             mat = event.event_specific_data.materialization
             name = mat.asset_key.to_user_string()
-            table = TableSummary.from_metadata({k: getattr(v, "value", v) for k, v in mat.metadata.items()})
-            rows[name] = max(rows.get(name, 0), table.rows_landed)
-            requests[name] = max(requests.get(name, 0), table.requests_total)
-            summary.out_of_scope.update(table.brands_out_of_scope)
+            # what sync.driver.landed_metadata wrote; a materialization without it counts nothing
+            meta = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+            rows[name] = max(rows.get(name, 0), int(meta.get("rows_landed") or 0))
+            requests[name] = max(requests.get(name, 0), int(meta.get("requests_total") or 0))
+            summary.out_of_scope.update(meta.get("brands_out_of_scope") or ())
     summary.rows.update(rows)
     summary.requests.update(requests)
     if result.success:

@@ -11,12 +11,12 @@ daily tables listed when a run has no snapshot step.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing, suppress
 from dataclasses import dataclass, field
+from logging import Logger
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -25,7 +25,7 @@ from resources.api.client import VisibilityClient
 from resources.api.stats import RequestStats
 from resources.failures import failure_kind
 from resources.warehouse.base import Warehouse
-from resources.warehouse.contract import SnapshotScope, TableSpec
+from resources.warehouse.contract import SnapshotScope, TableSpec, WriteResult
 from resources.warehouse.handoffs import Handoff
 from resources.warehouse.urls import warehouse_for
 from sync import catalog, transforms
@@ -38,16 +38,7 @@ from sync.landing import FetchOutcome, land, requests_beyond_plan
 from sync.planning import ALL, Cell, Plan, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
 from sync.resume import ResumeStore
-from sync.summary import TableSummary
 from sync.transforms import check_new_columns
-
-
-class Log(Protocol):
-    """Where the driver says what it does: a ``logging.Logger`` or Dagster's ``context.log``."""
-
-    def info(self, msg: str) -> Any: ...
-    def warning(self, msg: str) -> Any: ...
-    def error(self, msg: str) -> Any: ...
 
 
 class Api(Protocol):
@@ -155,7 +146,7 @@ def sync_daily(
     request: DailyRequest,
     api: Api,
     warehouse_config: Mapping[str, Any],
-    log: Log,
+    log: Logger,
     on_progress: OnProgress | None = None,
 ) -> Iterator[SyncEvent]:
     """Fetch the tables in order while landing the one fetched before; one event per table.
@@ -186,7 +177,7 @@ def _land_daily(
     item: _Fetched,
     request: DailyRequest,
     warehouse_config: Mapping[str, Any],
-    log: Log,
+    log: Logger,
 ) -> SyncEvent:
     name = table.spec.name
     if item.landed_by is not None:
@@ -203,18 +194,44 @@ def _land_daily(
         log.error(f"{name}: landing failed ({exc}); the table keeps its previous rows")
         item.release(None)
         return TableFailed(name, exc)
-    summary = TableSummary.of(results, item.outcome.stats, item.outcome.out_of_scope)
-    metadata = daily_metadata(item.outcome, summary, time.monotonic() - started)
+    metadata = daily_metadata(item.outcome, results, time.monotonic() - started)
     item.release(metadata)
     return TableLanded(name, metadata, frozenset(request.cells))
 
 
+def landed_metadata(
+    results: Sequence[WriteResult], requests: RequestStats, out_of_scope: Sequence[str] = ()
+) -> dict[str, Any]:
+    """What a sync did to one table, as its materialization says (JSON-ready values): the rows written
+    and the requests made. The command line's summary reads them back (``pipelines/cli.py``)."""
+    return {
+        "rows_landed": sum(r.rows_written for r in results),
+        "rows_replaced": sum(r.rows_deleted for r in results),
+        "writes": len(results),
+        "columns_added": sorted({c for r in results for c in r.columns_added}),
+        **_request_metadata(requests),
+        "brands_out_of_scope": sorted(out_of_scope),
+    }
+
+
+def _request_metadata(requests: RequestStats) -> dict[str, Any]:
+    stats = requests.to_metadata()
+    return {
+        "requests_total": requests.total_requests,
+        "requests_by_endpoint": stats["requests_by_endpoint"],
+        "retries": requests.total_retries,
+        "retries_by_cause": stats["retries_by_cause"],
+        "wait_seconds": stats["wait_seconds"],
+        "errors_by_code": stats["errors_by_code"],
+        "unknown_engine_rows": stats["unknown_engine_rows"],
+    }
+
+
 def recorded_metadata(landed: Handoff, cells: set[Cell]) -> dict[str, Any]:
     """A table another run of the backfill landed: its landing's summary, and 0 requests of this run."""
-    summary = dataclasses.replace(TableSummary.from_metadata(landed.metadata), requests=RequestStats())
     return {
         **landed.metadata,
-        **summary.metadata(),
+        **_request_metadata(RequestStats()),
         "fetch_seconds": 0.0,
         "land_seconds": 0.0,
         "requests_beyond_plan": 0,
@@ -230,7 +247,7 @@ class _DailyFetch:
     to the landing side as the table's failure, and the next table is fetched.
     """
 
-    def __init__(self, request: DailyRequest, api: Api, log: Log, on_progress: OnProgress | None) -> None:
+    def __init__(self, request: DailyRequest, api: Api, log: Logger, on_progress: OnProgress | None) -> None:
         self.request, self.api, self.log, self.on_progress = request, api, log, on_progress
 
     def __call__(self, table: PartitionedTable, stop: StopSignal) -> _Fetched:
@@ -310,7 +327,7 @@ class _DailyFetch:
         return outcome
 
 
-def _log_fetch(log: Log, name: str, outcome: FetchOutcome) -> None:
+def _log_fetch(log: Logger, name: str, outcome: FetchOutcome) -> None:
     for brand_id in outcome.out_of_scope:
         log.warning(f"{name}: brand {brand_id} is out of this key's scope (404); skipped, its rows untouched")
     for prompt_id in outcome.notes.get("prompts_not_found", []):
@@ -335,13 +352,15 @@ def skipped_engines(plan: Plan) -> dict[str, list[str]]:
     return out
 
 
-def daily_metadata(outcome: FetchOutcome, summary: TableSummary, land_seconds: float) -> dict[str, Any]:
+def daily_metadata(
+    outcome: FetchOutcome, results: Sequence[WriteResult], land_seconds: float
+) -> dict[str, Any]:
     """What a date x engine table's materialization says (JSON-ready values)."""
     window = outcome.plan.window
     return {
         "fetch_seconds": round(outcome.fetch_seconds, 2),
         "land_seconds": round(land_seconds, 2),
-        **summary.metadata(),
+        **landed_metadata(results, outcome.stats, outcome.out_of_scope),
         "calls_planned": expected_requests(outcome.plan),
         "requests_beyond_plan": requests_beyond_plan(outcome.plan, outcome.stats),
         "window_start": window.start.isoformat() if window else "",
@@ -376,7 +395,7 @@ def sync_snapshots(
     discovery: Discovery,
     api: Api,
     open_warehouse: OpenWarehouse,
-    log: Log,
+    log: Logger,
     empty_tables: Sequence[TableSpec] = (),
 ) -> Iterator[SyncEvent]:
     """List each table (the next while this one lands) and upsert it; one event per table.
@@ -418,7 +437,7 @@ def sync_snapshots(
 
 
 def _upsert_listing(
-    table: SnapshotTable, listing: _Listing, run_id: str, warehouse: Warehouse, log: Log
+    table: SnapshotTable, listing: _Listing, run_id: str, warehouse: Warehouse, log: Logger
 ) -> Iterator[SyncEvent]:
     spec = table.spec
     if listing.error is not None:
@@ -440,11 +459,10 @@ def _upsert_listing(
             log.error(f"{spec.name}: sync failed ({exc}); the table keeps its previous rows")
             yield TableFailed(spec.name, exc)
             return
-        summary = TableSummary.of([result], listing.stats, listing.scope.out_of_scope)
         yield TableLanded(
             spec.name,
             {
-                **summary.metadata(),
+                **landed_metadata([result], listing.stats, listing.scope.out_of_scope),
                 "rows_retired": result.rows_deleted,
                 "snapshot_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 "dagster/row_count": listing.rows.num_rows,
@@ -455,7 +473,7 @@ def _upsert_listing(
 
 
 def retire_scope(
-    table: SnapshotTable, scope: BrandScope, notes: dict[str, Any], log: Log
+    table: SnapshotTable, scope: BrandScope, notes: dict[str, Any], log: Logger
 ) -> SnapshotScope | None:
     """The brands whose vanished rows a listing retires: none for a truncated (capped) listing."""
     if not table.per_brand:
@@ -476,7 +494,7 @@ def land_listed(
     only: Sequence[str],
     run_id: str,
     open_warehouse: OpenWarehouse,
-    log: Log,
+    log: Logger,
     empty_tables: Sequence[TableSpec] = (),
 ) -> Iterator[TableLanded]:
     """Upsert the brands, prompts and competitors the daily tables listed (no request), and create
