@@ -1,8 +1,9 @@
 """msgspec builds a struct type's information on its first use, and two threads using a new type at
 once can crash the process (a segmentation fault in ``msgspec._core``). The page checks
 (``Endpoint.validate_rows``) run in the client's fetch threads, each on types made for an endpoint:
-each type is used once, in one thread, before any page. Run in a fresh interpreter with the GIL handed over as often as it can be, many
-times over, new types each time: without the warm-up this crashed within seconds."""
+each type is used once, in one thread, before any page. Run in a fresh interpreter with the GIL
+handed over as often as it can be, many times over, new types each time: without the warm-up this
+crashed within seconds."""
 
 from __future__ import annotations
 
