@@ -1,5 +1,5 @@
-"""``visibility-sync``: run, demo, check, sandbox (DESIGN.md's command line), and the commands of
-``pipelines/cli_report.py`` and ``pipelines/cli_operations.py``.
+"""``visibility-sync``: run, demo, check, sandbox (DESIGN.md's command line), report, and the write
+commands of ``pipelines/cli_operations.py``.
 
 Exit codes: ``pipelines/cli_output.py``, the kind of the failure (``resources/failures.py``).
 """
@@ -28,13 +28,13 @@ from rich.table import Column, Table
 
 from pipelines.cli_operations import add_operation_commands
 from pipelines.cli_output import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, console, err, printing_log
-from pipelines.cli_report import add_report_parser
 from pipelines.cli_setup import (
     check_warehouse,
     dagster_home_full,
     event_log_writes_unprinted,
     recording_instance,
 )
+from report import DEFAULT_DAYS, MAX_DAYS
 from resources.api.config import is_loopback_host
 from resources.failures import FailureKind, classified_error, failure_kind, failure_kind_by_name
 from resources.warehouse.urls import redact_url
@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # imported inside the functions that use them: the command st
 
 DEMO_DAYS = 14
 CHECK_DEADLINE_SECONDS = 3.0
+DEFAULT_REPORT = Path("data/reports/visibility_report.html")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,12 +388,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--end {end} is after today: the newest partition is yesterday, so --end is at most {today}"
         )
-    engines = args.engine or list(ENGINES_WITH_ALL)
-    unknown = sorted(set(engines) - set(ENGINES_WITH_ALL))
-    if unknown:
-        raise ConfigError(f"--engine {', '.join(unknown)} unknown; use {', '.join(ENGINES_WITH_ALL)}")
     check_warehouse(settings)
     brands = brand_ids(settings, args.brand or ())
+    engines = args.engine or ENGINES_WITH_ALL
     summary = sync(settings, start, end, engines, brands, show_progress=not args.quiet, verbose=args.verbose)
     if summary.exit_code == EXIT_INTERRUPTED:
         raise KeyboardInterrupt
@@ -423,6 +421,39 @@ def cmd_check(args: argparse.Namespace) -> int:
         reached = "accepted the key; the subscription is active and brands are reachable"
     landing = f"the warehouse {redact_url(settings.warehouse_url)} takes writes"
     console.print(f"OK: {access.api_url} {reached}; {landing}", markup=False)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """The visual report of the configured warehouse, as HTML or PNG (``report/``, loaded here)."""
+    from report.data import ReportDataMissing, load_report_data
+    from report.files import is_report_path, write_report
+    from resources.warehouse.urls import warehouse_from_url
+
+    output: Path = args.output
+    if not is_report_path(output):
+        raise ConfigError(f"--output {output} must end in .html or .png")
+    if not 1 <= args.days <= MAX_DAYS:
+        raise ConfigError(f"--days must be between 1 and {MAX_DAYS}, got {args.days}")
+    settings = load_settings()
+    try:
+        with warehouse_from_url(settings.warehouse_url, settings.schema_name) as warehouse:
+            data = load_report_data(warehouse, days=args.days)
+    except ReportDataMissing as exc:
+        raise ConfigError(f"VISIBILITY_WAREHOUSE {redact_url(settings.warehouse_url)}: {exc}") from None
+    size = write_report(output, data)
+    console.print(
+        f"Wrote the report of {len(data.sections)} brand(s), {data.start} .. {data.last_day}, "
+        f"to {output} ({size // 1024} KB)",
+        markup=False,
+        soft_wrap=True,
+    )
+    if data.brands_left_out:
+        console.print(f"{data.brands_left_out} more brand(s) not shown", markup=False)
     return EXIT_OK
 
 
@@ -613,6 +644,7 @@ def environment_help(leave_out: Sequence[str] = ()) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from resources.api.config import KEY_SETTING, URL_SETTING
+    from resources.api.endpoints import ENGINES_WITH_ALL
 
     parser = argparse.ArgumentParser(
         prog="visibility-sync",
@@ -637,7 +669,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--start", type=_parse_date, help="first date, YYYY-MM-DD (inclusive)")
     run.add_argument("--end", type=_parse_date, help="end date, YYYY-MM-DD (exclusive)")
     run.add_argument(
-        "--engine", action="append", metavar="E", help="engine to sync (repeatable; `all` = rollup)"
+        "--engine",
+        action="append",
+        choices=ENGINES_WITH_ALL,
+        metavar="E",
+        help="engine to sync (repeatable; `all` = rollup)",
     )
     run.add_argument(
         "--brand", action="append", metavar="BRAND", help="only this brand, by id or name (repeatable)"
@@ -670,7 +706,23 @@ def build_parser() -> argparse.ArgumentParser:
     sb.set_defaults(handler=cmd_sandbox)
 
     add_operation_commands(sub)
-    add_report_parser(sub)
+    report = sub.add_parser(
+        "report", help="draw share of voice, visibility by engine and top cited pages (HTML or PNG)"
+    )
+    report.add_argument(
+        "--output",
+        type=Path,
+        default=DEFAULT_REPORT,
+        metavar="PATH",
+        help=f"file to write; .html (self-contained, PNG embedded) or .png (default {DEFAULT_REPORT})",
+    )
+    report.add_argument(
+        "--days",
+        type=int,
+        default=DEFAULT_DAYS,
+        help=f"days covered, ending at the newest landed day (default {DEFAULT_DAYS})",
+    )
+    report.set_defaults(handler=cmd_report)
     return parser
 
 

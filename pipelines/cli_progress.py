@@ -104,14 +104,6 @@ class SyncProgress:
                 item.state = "landing"
             self._show(item)
 
-    def on_dagster_event(self, event: Any) -> None:
-        """A Dagster event of one of the sync's runs (``instance.add_event_listener``); never raises,
-        since it runs inside the run."""
-        try:
-            self._on_dagster_event(event)
-        except Exception as exc:  # pragma: no cover - a display problem must not fail the sync
-            self.console.print(f"[yellow]progress display: {escape(type(exc).__name__)}[/yellow]")
-
     def finish(self, text: str = "done") -> None:
         """The sync ended: the top row shows every request the tables made."""
         with self._lock:
@@ -120,7 +112,8 @@ class SyncProgress:
                 done = self._requests
                 self._bar.update(self._stage_task, total=done, completed=done, status=escape(text))
 
-    def _on_dagster_event(self, event: Any) -> None:
+    def on_dagster_event(self, event: Any) -> None:
+        """A Dagster event of one of the sync's runs (``instance.add_event_listener``)."""
         from dagster import DagsterEventType
 
         dagster_event = getattr(event, "dagster_event", None)
