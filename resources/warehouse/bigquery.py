@@ -6,7 +6,7 @@
   (upsert and retire-in-scope). A client crash leaves the previous rows; only staging tables can
   remain, and they expire by themselves.
 * The one retry: BigQuery cancels one of two jobs changing a table at once, so that step (never the
-  staging) is run up to 5 times in all, with jittered backoff from 1 s (:func:`retry_concurrent`).
+  staging) is run up to 5 times in all, with jittered backoff (:func:`retry_concurrent`).
 * Every value is a query parameter; descriptions are set through the API (DDL ``OPTIONS`` take no
   parameters), so no value is ever string-built into SQL.
 
@@ -21,31 +21,28 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from google.api_core.exceptions import GoogleAPIError, NotFound
-from tenacity import Retrying, retry_if_exception, stop_after_attempt
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from resources.warehouse.backoff import jittered_backoff
-from resources.warehouse.base import StagedWrite, Warehouse, WriteStamp
+from resources.warehouse.base import StagedWrite, Warehouse
 from resources.warehouse.contract import (
     FIRST_SEEN_AT,
     IS_CURRENT,
     LAST_SEEN_AT,
     LOADED_AT,
     RUN_ID,
-    PartitionScope,
     SnapshotScope,
     TableSpec,
     system_columns,
 )
 from resources.warehouse.handoffs import HandoffDialect
 from resources.warehouse.schema_evolution import ExistingColumn, LoadPlan, plan_load
-from resources.warehouse.sql import added_column_default
+from resources.warehouse.sql import added_column_default, scope_parameters, stamp_parameters
 from resources.warehouse.types import (
     Kind,
     SqlType,
@@ -119,13 +116,6 @@ def existing_columns(schema: Sequence[bigquery.SchemaField]) -> list[ExistingCol
         )
         for f in schema
     ]
-
-
-def _column_types(plan: LoadPlan, existing: Sequence[ExistingColumn] | None) -> dict[str, SqlType]:
-    types = {c.name: c.type for c in existing or () if c.type is not None}
-    types |= {c.name: c.type for c in plan.columns}
-    types |= dict(zip(plan.load_columns, plan.load_types, strict=True))
-    return types
 
 
 def table_schema(
@@ -221,7 +211,7 @@ def replace_script(
             lines.append(fault_sql.rstrip(";") + ";")
         lines.append(
             f"INSERT INTO {target} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "
-            f"SELECT {values}, @loaded_at_{i}, @run_id FROM {staging};"
+            f"SELECT {values}, @ts_{i}, @run_id FROM {staging};"
         )
     deleted = ", ".join(f"{_deleted_var(i)} AS rows_deleted_{i}" for i in range(len(staged)))
     lines += ["COMMIT TRANSACTION;", f"SELECT {deleted};"]
@@ -239,21 +229,15 @@ def merge_statement(
     sets = [f"{quoted(c)} = {_source('src', c)}" for c, _ in typed if c not in spec.key]
     sets += [f"{quoted(c)} = NULL" for c in plan.null_columns]
     sets += [
-        f"{quoted(LOADED_AT)} = @loaded_at",
+        f"{quoted(LOADED_AT)} = @ts",
         f"{quoted(RUN_ID)} = @run_id",
         f"{quoted(IS_CURRENT)} = TRUE",
-        f"{quoted(LAST_SEEN_AT)} = @loaded_at",
+        f"{quoted(LAST_SEEN_AT)} = @ts",
     ]
     insert_cols = [quoted(c) for c, _ in typed] + [
         quoted(c) for c in (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
     ]
-    insert_vals = [_source("src", c) for c, _ in typed] + [
-        "@loaded_at",
-        "@run_id",
-        "TRUE",
-        "@loaded_at",
-        "@loaded_at",
-    ]
+    insert_vals = [_source("src", c) for c, _ in typed] + ["@ts", "@run_id", "TRUE", "@ts", "@ts"]
     sql = (
         f"MERGE {target} AS tgt USING {staging} AS src ON {on}\n"
         f"WHEN MATCHED THEN UPDATE SET {', '.join(sets)}\n"
@@ -263,10 +247,10 @@ def merge_statement(
         assert scope is not None
         condition = f"tgt.{quoted(IS_CURRENT)}"
         if scope.column is not None:
-            condition += f" AND tgt.{quoted(scope.column)} IN UNNEST(@scope_values)"
+            condition += f" AND tgt.{quoted(scope.column)} IN UNNEST(@values)"
         sql += (
             f"\nWHEN NOT MATCHED BY SOURCE AND {condition} THEN UPDATE SET "
-            f"{quoted(IS_CURRENT)} = FALSE, {quoted(LOADED_AT)} = @loaded_at, {quoted(RUN_ID)} = @run_id"
+            f"{quoted(IS_CURRENT)} = FALSE, {quoted(LOADED_AT)} = @ts, {quoted(RUN_ID)} = @run_id"
         )
     return sql
 
@@ -309,59 +293,34 @@ def query_parameter(name: str, value: Any, field_type: str | None = None) -> Any
     return bigquery.ScalarQueryParameter(name, field_type or _param_type(value), value)
 
 
-def _column_param_type(types: Mapping[str, SqlType], column: str) -> str:
-    st = types.get(column)
-    return "STRING" if st is None else bigquery_type(SqlType(st.kind)).field_type
+def _job_config(params: Mapping[str, Any]) -> bigquery.QueryJobConfig:
+    """A query job whose parameters are ``params``, each typed by its Python value."""
+    from google.cloud import bigquery
+
+    return bigquery.QueryJobConfig(query_parameters=[query_parameter(k, v) for k, v in params.items()])
 
 
-def fill_added_column(
-    ref: str, spec: TableSpec, column: str, types: Mapping[str, SqlType]
-) -> tuple[str, list[Any]] | None:
-    """The ``UPDATE`` giving the rows landed before ``column`` existed its default, the value a typed
-    parameter (BigQuery's string literals escape with backslashes, not the standard's doubled quote);
-    None when the column has no default."""
+def fill_added_column(ref: str, spec: TableSpec, column: str, st: SqlType) -> tuple[str, list[Any]] | None:
+    """The ``UPDATE`` giving the rows landed before ``column`` (of type ``st``) existed its default,
+    the value a typed parameter (BigQuery's string literals escape with backslashes, not the
+    standard's doubled quote); None when the column has no default."""
     default = added_column_default(spec, column, literal=str)  # the raw value, never spliced into SQL
     if default is None:
         return None
     name = quote_identifier(column)
-    param = query_parameter("added_default", default, _column_param_type(types, column))
+    param = query_parameter("added_default", default, bigquery_type(SqlType(st.kind)).field_type)
     return f"UPDATE {ref} SET {name} = @added_default WHERE {name} IS NULL", [param]
 
 
-def replace_parameters(
-    spec: TableSpec, writes: Sequence[tuple[PartitionScope, WriteStamp]], types: Mapping[str, SqlType]
-) -> list[Any]:
-    """The parameters of :func:`replace_script`: each write's scope and stamp (suffixed ``_i``)."""
-    brand_type = _column_param_type(types, spec.brand_column)
-    engine_type = _column_param_type(types, spec.engine_column)
-    params = []
-    for i, (scope, stamp) in enumerate(writes):
-        params += [
-            query_parameter(f"brands_{i}", list(scope.brand_ids), brand_type),
-            query_parameter(f"start_{i}", scope.start, "DATE"),
-            query_parameter(f"end_{i}", scope.end, "DATE"),
-            query_parameter(f"engines_{i}", list(scope.engines), engine_type),
-            query_parameter(f"loaded_at_{i}", stamp.loaded_at, "TIMESTAMP"),
-        ]
-    run_ids = {stamp.run_id for _, stamp in writes}
-    if len(run_ids) != 1:
-        raise ValueError(f"the writes of one replace script come from one run, not {sorted(run_ids)}")
-    params.append(query_parameter("run_id", run_ids.pop(), "STRING"))
-    return params
-
-
-def merge_parameters(
-    scope: SnapshotScope | None, stamp: WriteStamp, types: Mapping[str, SqlType]
-) -> list[Any]:
-    params = [
-        query_parameter("loaded_at", stamp.loaded_at, "TIMESTAMP"),
-        query_parameter("run_id", stamp.run_id, "STRING"),
-    ]
-    if retires(scope) and scope is not None and scope.column is not None:
-        params.append(
-            query_parameter("scope_values", list(scope.values), _column_param_type(types, scope.column))
-        )
-    return params
+def replace_parameters(writes: Sequence[StagedWrite]) -> dict[str, Any]:
+    """The values of :func:`replace_script`'s parameters: each write's scope and stamp (suffixed
+    ``_i``), and the landing's run."""
+    values: dict[str, Any] = {"run_id": writes[0].stamp.run_id}
+    for i, write in enumerate(writes):
+        assert write.scope is not None
+        each = {**scope_parameters(write.scope), "ts": write.stamp.loaded_at}
+        values |= {f"{name}_{i}": value for name, value in each.items()}
+    return values
 
 
 # --- load encoding and retries (pure) ------------------------------------------------------------
@@ -393,20 +352,14 @@ def is_concurrent_update(exc: BaseException) -> bool:
     return any(marker in text for marker in _CONCURRENT_MARKERS)
 
 
-def retry_concurrent(
-    run: Callable[[], T],
-    *,
-    attempts: int = 5,
-    base_delay: float = 1.0,
-    sleep: Callable[[float], None] = time.sleep,
-) -> T:
-    """Run ``run`` again while it fails on a concurrent update, up to ``attempts`` times in all,
-    ``base_delay`` seconds apart at first, doubling, jittered; then the last failure is raised. Safe:
-    each attempt is a whole statement or transaction, and a cancelled one changed nothing."""
+def retry_concurrent(run: Callable[[], T], *, sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run ``run`` again while it fails on a concurrent update, up to 5 times in all, up to 1 s apart
+    at first, doubling (full jitter); then the last failure is raised. Safe: each attempt is a whole
+    statement or transaction, and a cancelled one changed nothing."""
     retrying = Retrying(
         retry=retry_if_exception(is_concurrent_update),
-        stop=stop_after_attempt(attempts),
-        wait=jittered_backoff(base_delay),
+        stop=stop_after_attempt(5),
+        wait=wait_random_exponential(multiplier=1.0),
         sleep=sleep,
         reraise=True,
     )
@@ -428,15 +381,6 @@ def write_parquet(data: pa.Table, sink: IO[bytes]) -> None:
 
 
 # --- the engine ----------------------------------------------------------------------------------
-
-
-@dataclass
-class _Landing:
-    """The staging tables of one write or landing (dropped at its end), and the table's column types
-    as its last write planned them (the parameters' types)."""
-
-    staging: list[str] = field(default_factory=list)
-    types: dict[str, SqlType] = field(default_factory=dict)
 
 
 class BigQueryWarehouse(Warehouse):
@@ -512,9 +456,8 @@ class BigQueryWarehouse(Warehouse):
         except NotFound:
             return None
 
-    def _prepare_table(self, landing: _Landing, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
-        """Create or evolve the table (and the snapshot view); raise SchemaMismatchError first.
-        The table's column types go to ``landing`` (the parameters' types)."""
+    def _prepare_table(self, staging: list[str], spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
+        """Create or evolve the table (and the snapshot view); raise SchemaMismatchError first."""
         from google.cloud import bigquery
 
         self._ensure_dataset()
@@ -530,9 +473,6 @@ class BigQueryWarehouse(Warehouse):
             if table is not None and table.description == spec.description
             else spec.description,
         )
-        types = _column_types(plan, existing)
-        for c in system_columns(spec):
-            types[c.name] = sql_type_or_default(c.type)
         if table is None:
             new = bigquery.Table(self._table_id(spec.name), schema=table_schema(spec, plan, None))
             new.description = spec.description
@@ -540,11 +480,11 @@ class BigQueryWarehouse(Warehouse):
                 new.time_partitioning = bigquery.TimePartitioning(
                     type_=bigquery.TimePartitioningType.DAY, field=spec.date_column
                 )
-            new.clustering_fields = clustering_fields(spec, types)
+            new.clustering_fields = clustering_fields(spec, {c.name: c.type for c in plan.columns})
             # a concurrent first write may create it meanwhile: from the same spec, so the same table
             self.client.create_table(new, exists_ok=True)
         elif plan.columns or plan.comments:
-            self._evolve(spec, plan, types, table.schema)
+            self._evolve(spec, plan, table.schema)
         if spec.kind == "snapshot":  # re-issued when columns change, so its schema follows the table
             view = self._put_view(
                 current_view_name(spec),
@@ -553,16 +493,9 @@ class BigQueryWarehouse(Warehouse):
                 refresh=table is None or bool(plan.columns),
             )
             self._describe_columns(view, dict(column_descriptions(spec, [f.name for f in view.schema])))
-        landing.types = types
         return plan
 
-    def _evolve(
-        self,
-        spec: TableSpec,
-        plan: LoadPlan,
-        types: Mapping[str, SqlType],
-        schema: Sequence[bigquery.SchemaField],
-    ) -> None:
+    def _evolve(self, spec: TableSpec, plan: LoadPlan, schema: Sequence[bigquery.SchemaField]) -> None:
         """Add the plan's columns (DDL, one per statement, then a fill of their default), then patch
         the schema's descriptions through the API (DDL OPTIONS would need the text spliced into SQL)."""
         from google.cloud import bigquery
@@ -571,7 +504,7 @@ class BigQueryWarehouse(Warehouse):
         for c in plan.columns:
             column = f"{quote_identifier(c.name)} {type_name(c.type)}"
             self.client.query(f"ALTER TABLE {ref} ADD COLUMN IF NOT EXISTS {column}").result()
-            fill = fill_added_column(ref, spec, c.name, types)
+            fill = fill_added_column(ref, spec, c.name, c.type)
             if fill is not None:  # BigQuery leaves the existing rows NULL: a key column needs a value
                 sql, params = fill
                 self.client.query(sql, job_config=bigquery.QueryJobConfig(query_parameters=params)).result()
@@ -661,37 +594,33 @@ class BigQueryWarehouse(Warehouse):
     applies_landing_at_once = True
 
     @contextmanager
-    def _write_transaction(self, spec: TableSpec) -> Iterator[_Landing]:
+    def _write_transaction(self, spec: TableSpec) -> Iterator[list[str]]:
         """The staging tables of one write or landing, dropped afterwards whatever happened (the
         transaction is the script of :meth:`_apply_replace`, or the one ``MERGE``). A new column is
         DDL, outside transactions: a failed landing may leave it, empty (never rows)."""
-        landing = _Landing()
+        staging: list[str] = []
         try:
-            yield landing
+            yield staging
         finally:
-            for table_id in landing.staging:
+            for table_id in staging:
                 self._drop(table_id)
 
-    def _stage(self, landing: _Landing, spec: TableSpec, plan: LoadPlan, data: pa.Table) -> str:
+    def _stage(self, staging: list[str], spec: TableSpec, plan: LoadPlan, data: pa.Table) -> str:
         """One staging table and Parquet load per write (one chunk in memory at a time)."""
         table_id = self._load_staging(spec, data, plan)
-        landing.staging.append(table_id)
+        staging.append(table_id)
         return table_id
 
-    def _apply_replace(self, landing: _Landing, spec: TableSpec, staged: Sequence[StagedWrite]) -> list[int]:
+    def _apply_replace(self, staging: list[str], spec: TableSpec, staged: Sequence[StagedWrite]) -> list[int]:
         """Every staged write in ONE multi-statement transaction (:func:`replace_script`), retried on
         a concurrent update: the landing commits whole or not at all."""
-        from google.cloud import bigquery
-
         script = replace_script(
             self.table_ref(spec.name),
             [(self._staged_ref(s.stage), s.plan) for s in staged],
             spec,
             fault_sql=self._between_delete_and_insert_sql,
         )
-        scopes = [(s.scope, s.stamp) for s in staged if s.scope is not None]
-        params = replace_parameters(spec, scopes, landing.types)
-        config = bigquery.QueryJobConfig(query_parameters=params)
+        config = _job_config(replace_parameters(staged))
         result = retry_concurrent(lambda: list(self.client.query(script, job_config=config).result()))
         deleted = result[0] if result else None
         return [
@@ -699,14 +628,14 @@ class BigQueryWarehouse(Warehouse):
         ]
 
     def _apply_merge(
-        self, landing: _Landing, spec: TableSpec, staged: StagedWrite, retire: SnapshotScope | None
+        self, staging: list[str], spec: TableSpec, staged: StagedWrite, retire: SnapshotScope | None
     ) -> int:
         """One ``MERGE`` (upsert and retire-in-scope), retried on a concurrent update. Every source row
         touches exactly one target row, so the rows retired are the rows affected beyond those."""
         sql = merge_statement(
             self.table_ref(spec.name), self._staged_ref(staged.stage), spec, staged.plan, retire
         )
-        affected = self._dml(sql, merge_parameters(retire, staged.stamp, landing.types))
+        affected = self._dml(sql, stamp_parameters(staged.stamp, retire))
         return max(affected - staged.rows, 0)
 
     def _create_handoffs(self, ddl: str) -> None:
@@ -715,13 +644,11 @@ class BigQueryWarehouse(Warehouse):
 
     def _run_statement(self, sql: str, params: dict[str, Any]) -> int:
         """A retry re-reads the row: still a compare-and-set."""
-        return self._dml(sql, [query_parameter(k, v) for k, v in params.items()])
+        return self._dml(sql, params)
 
-    def _dml(self, sql: str, params: list[Any]) -> int:
+    def _dml(self, sql: str, params: Mapping[str, Any]) -> int:
         """One DML statement, retried on a concurrent update; the rows it changed."""
-        from google.cloud import bigquery
-
-        config = bigquery.QueryJobConfig(query_parameters=params)
+        config = _job_config(params)
 
         def run() -> int:
             job = self.client.query(sql, job_config=config)
@@ -737,10 +664,7 @@ class BigQueryWarehouse(Warehouse):
 
     def _run_query(self, sql: str, params: dict[str, Any]) -> pa.Table:
         """Each value a typed parameter (:func:`query_parameter`; lists become ARRAY parameters)."""
-        from google.cloud import bigquery
-
-        config = bigquery.QueryJobConfig(query_parameters=[query_parameter(k, v) for k, v in params.items()])
-        return self.client.query(sql, job_config=config).to_arrow(create_bqstorage_client=False)
+        return self.client.query(sql, job_config=_job_config(params)).to_arrow(create_bqstorage_client=False)
 
     def close(self) -> None:
         if self._client is not None:

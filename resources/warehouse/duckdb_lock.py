@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import duckdb
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from resources.warehouse.backoff import jittered_backoff
 from resources.warehouse.contract import LOGGER_NAME, WarehouseLockTimeout, first_line
 
 log = logging.getLogger(LOGGER_NAME)
@@ -29,7 +28,7 @@ log = logging.getLogger(LOGGER_NAME)
 #: A wait for the file lock is first reported after this long, then about this often.
 LOCK_WAIT_FIRST_NOTICE_SECONDS = 1.0
 LOCK_WAIT_NOTICE_SECONDS = 5.0
-#: Attempts to open a locked file are this far apart at first, doubling up to the most (jittered).
+#: Attempts to open a locked file are up to this far apart at first, doubling up to the most (full jitter).
 LOCK_RETRY_FIRST_SECONDS = 0.02
 LOCK_RETRY_MOST_SECONDS = 0.25
 
@@ -97,7 +96,7 @@ class _WaitNotices:
 def connect_with_lock_wait(path: Path, *, read_only: bool, timeout: float) -> duckdb.DuckDBPyConnection:
     """Open ``path``, retrying while another process holds the file lock, up to ``timeout`` seconds."""
     notices = _WaitNotices(path, timeout)
-    backoff = jittered_backoff(LOCK_RETRY_FIRST_SECONDS, LOCK_RETRY_MOST_SECONDS)
+    backoff = wait_random_exponential(multiplier=LOCK_RETRY_FIRST_SECONDS, max=LOCK_RETRY_MOST_SECONDS)
 
     def wait(state: RetryCallState) -> float:  # never past the deadline: the last attempt is at it
         return min(backoff(state), max(timeout - (state.seconds_since_start or 0.0), 0.0))
