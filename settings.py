@@ -1,14 +1,10 @@
-"""The settings: every ``VISIBILITY_*`` variable, declared, defaulted and validated once, here.
+"""The settings: every ``VISIBILITY_*`` variable, read and validated once, here (Dagster-free).
 
-Dagster-free. Each value is checked before the first request or write by its rule: the API URL and
-key by ``resources/api/config.py`` (which the client applies too), the warehouse URL, schema and
-memory budget by ``resources/warehouse/urls.py``, numbers by their bounds. A bad value is ONE
-:class:`ConfigError` whose one-line message names the variable; pydantic's report (which quotes the
-input, perhaps the key) never reaches the user.
-
-Three models, read separately so a mistake in one does not stop what needs only another:
-:class:`PartitionSettings` (what declaring the date partitions needs), :class:`Settings` (those plus
-what a sync needs) and :class:`AuditSettings` (the audit sensor's budget, which must not stop a sync).
+A bad value is ONE :class:`ConfigError` whose one-line message names the variable; pydantic's report
+(which quotes the input, perhaps the key) never reaches the user. Three models, read separately so a
+mistake in one does not stop what needs only another: :class:`PartitionSettings` (the date
+partitions), :class:`Settings` (those plus what a sync needs) and :class:`AuditSettings` (the audit
+sensor's budget).
 """
 
 from __future__ import annotations
@@ -17,14 +13,22 @@ import datetime as dt
 import re
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import AliasGenerator, Field, SecretStr, ValidationError, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import (
+    AliasGenerator,
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resources.api import config as api
-from resources.api.access import ApiAccess
+from resources.api.access import ApiAccess, ApiTuning
 from resources.api.errors import ConfigurationError
 from resources.failures import FailureKind
 from resources.warehouse import urls as warehouse
@@ -43,10 +47,6 @@ MAX_START_DAYS_AHEAD = 366
 DEFAULT_LOOKBACK_DAYS = 3
 #: The service restates recent days, not years.
 MAX_LOOKBACK_DAYS = 365
-DEFAULT_AUDITS_PER_DAY = 10
-DEFAULT_REAUDIT_DAYS = 30.0
-DEFAULT_AUDIT_DEADLINE_MINUTES = 30.0
-DEFAULT_NEW_PAGE_DAYS = 7
 #: A number as a setting takes it: ASCII digits, an optional sign and (decimals) one point; Python's
 #: ``int``/``float`` also take ``1_000``, ``1e3``, ``inf`` and other scripts' digits (``١٢``).
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -130,11 +130,12 @@ class _EnvironmentSettings(BaseSettings):
     """``VISIBILITY_*`` variables only (each field's alias names its variable); frozen once read."""
 
     #: extra="forbid": a field's name where its variable's is expected (``warehouse_url=`` for
-    #: ``VISIBILITY_WAREHOUSE=``) is refused, not silently ignored
+    #: ``VISIBILITY_WAREHOUSE=``) is refused, not silently ignored; lists are text, split by their rule
     model_config = SettingsConfigDict(
         alias_generator=AliasGenerator(validation_alias=lambda name: f"{ENV_PREFIX}{name.upper()}"),
         frozen=True,
         extra="forbid",
+        enable_decoding=False,
     )
     #: each field's rule, (text, variable) -> value; a blank or unset variable takes the default
     RULES: ClassVar[dict[str, Callable[[str, str], Any]]] = {}
@@ -204,8 +205,9 @@ class PartitionSettings(_EnvironmentSettings):
     lookback_days: int = DEFAULT_LOOKBACK_DAYS
 
 
-class Settings(PartitionSettings):
-    """What a sync needs. ``repr`` shows neither the key nor a password in a URL."""
+class Settings(ApiTuning, PartitionSettings):
+    """What a sync needs: the partitions, the API's URL, key and tuning (fields of the ``api`` resource
+    too), the warehouse. ``repr`` shows neither the key nor a password in a URL."""
 
     RULES: ClassVar[dict[str, Callable[[str, str], Any]]] = {
         **PartitionSettings.RULES,
@@ -233,14 +235,6 @@ class Settings(PartitionSettings):
     schema_name: str = Field(default=warehouse.DEFAULT_SCHEMA, validation_alias=warehouse.SCHEMA_SETTING)
     #: the DuckDB memory budget of the landing's connections (``64MB``, ``1GiB``)
     duckdb_memory_limit: str = warehouse.DEFAULT_LANDING_MEMORY_LIMIT
-    # The rest reach the ``api`` resource under the same names (docs there: resources/api/access.py).
-    retry_deadline_seconds: float = api.DEFAULT_RETRY_DEADLINE_SECONDS
-    request_budget_floor: int = api.DEFAULT_REQUEST_FLOOR
-    request_budget_factor: int = api.DEFAULT_REQUESTS_PER_CALL
-    max_response_bytes: int = api.DEFAULT_MAX_RESPONSE_BYTES
-    max_new_columns: int = api.DEFAULT_MAX_NEW_COLUMNS
-    citation_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    citation_topics: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     def require_api(self) -> tuple[str, str]:
         """The URL and key, or a ConfigError naming the missing variable."""
@@ -252,8 +246,7 @@ class Settings(PartitionSettings):
 
     def api_values(self) -> dict[str, Any]:
         """The ``api`` resource's values these settings hold, besides its URL and key."""
-        shared = (ApiAccess.model_fields.keys() & type(self).model_fields.keys()) - {"api_url", "api_key"}
-        return {name: getattr(self, name) for name in shared}
+        return self.model_dump(include=set(ApiTuning.model_fields))
 
     def api_access(self) -> ApiAccess:
         """What a sync's clients are opened with, or a ConfigError naming a missing variable."""
@@ -276,9 +269,43 @@ def _audit_number(kind: type[int] | type[float], minimum: float) -> Callable[[st
     return checked
 
 
-class AuditSettings(_EnvironmentSettings):
-    """The audit sensor's budget (``VISIBILITY_AUDIT_*``; docs/SENSORS.md)."""
+class AuditPolicy(BaseModel):
+    """The audit sensor's budget (docs/SENSORS.md): :class:`AuditSettings` reads it from the
+    environment, the sensor's ``audit_settings`` resource holds it."""
 
+    #: pages to audit besides newly cited ones; each belongs to the brand whose domain it is on
+    urls: list[str] = Field(default_factory=list)
+    audits_per_day: int = 10
+    reaudit_interval_days: float = 30.0
+    deadline_minutes: float = 30.0
+    new_page_window_days: int = 7
+
+    @property
+    def reaudit_interval(self) -> dt.timedelta:
+        return dt.timedelta(days=self.reaudit_interval_days)
+
+    @property
+    def deadline(self) -> dt.timedelta:
+        return dt.timedelta(minutes=self.deadline_minutes)
+
+
+#: The audit settings' variables where they are not ``VISIBILITY_`` and the field's name.
+_AUDIT_VARIABLES = {
+    "urls": "VISIBILITY_AUDIT_URLS",
+    "reaudit_interval_days": "VISIBILITY_AUDIT_REAUDIT_DAYS",
+    "deadline_minutes": "VISIBILITY_AUDIT_DEADLINE_MINUTES",
+    "new_page_window_days": "VISIBILITY_AUDIT_NEW_PAGE_DAYS",
+}
+
+
+class AuditSettings(_EnvironmentSettings, AuditPolicy):
+    """The audit sensor's budget from ``VISIBILITY_AUDIT_*`` and ``VISIBILITY_AUDITS_PER_DAY``."""
+
+    model_config = SettingsConfigDict(
+        alias_generator=AliasGenerator(
+            validation_alias=lambda name: _AUDIT_VARIABLES.get(name, f"{ENV_PREFIX}{name.upper()}")
+        )
+    )
     RULES: ClassVar[dict[str, Callable[[str, str], Any]]] = {
         "urls": lambda text, setting: text.replace(",", " ").split(),
         "audits_per_day": _audit_number(int, 0),
@@ -286,21 +313,6 @@ class AuditSettings(_EnvironmentSettings):
         "deadline_minutes": _audit_number(float, 1),  # 0 would time every audit out at once
         "new_page_window_days": _audit_number(int, 0),
     }
-
-    #: pages to audit besides newly cited ones (space or comma separated)
-    urls: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, validation_alias="VISIBILITY_AUDIT_URLS"
-    )
-    audits_per_day: int = DEFAULT_AUDITS_PER_DAY
-    reaudit_interval_days: float = Field(
-        default=DEFAULT_REAUDIT_DAYS, validation_alias="VISIBILITY_AUDIT_REAUDIT_DAYS"
-    )
-    deadline_minutes: float = Field(
-        default=DEFAULT_AUDIT_DEADLINE_MINUTES, validation_alias="VISIBILITY_AUDIT_DEADLINE_MINUTES"
-    )
-    new_page_window_days: int = Field(
-        default=DEFAULT_NEW_PAGE_DAYS, validation_alias="VISIBILITY_AUDIT_NEW_PAGE_DAYS"
-    )
 
 
 _Model = TypeVar("_Model", bound=_EnvironmentSettings)

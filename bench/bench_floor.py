@@ -238,7 +238,7 @@ def measure_parts(sandbox: P.SandboxService, days: int, rounds: int, landing_row
     paths = [f"{r.path}?{urlencode(r.params)}" for r in requests]
     bodies: list[bytes] = []
     # with the budget a sync's clients share, as the resource gives it
-    budget = ApiAccess(api_url=sandbox.url, api_key=sandbox.key).new_budget()
+    budget = ApiAccess(api_url=sandbox.url, api_key=sandbox.key).get_budget()
     client = VisibilityClient(sandbox.url, sandbox.key, budget=budget)
     # the client's own httpx client (its headers, timeouts, pool, no cookie jar), without the layers
     # the client puts around it (budget, decode, validation)
@@ -331,7 +331,6 @@ def fetch_alone(start: dt.date, end: dt.date) -> None:
     import tempfile
 
     from pipelines.cli import first_run_selection
-    from resources.api.access import SyncApi
     from resources.api.endpoints import ENGINES_WITH_ALL
     from settings import load_settings
     from sync.catalog import DAILY
@@ -343,7 +342,7 @@ def fetch_alone(start: dt.date, end: dt.date) -> None:
 
     keep_pandas_out("the fetch alone")
     settings = load_settings()
-    api = SyncApi(settings.api_access())
+    api = settings.api_access()
     with tempfile.TemporaryDirectory(prefix="bench-floor-journal-") as journal:
         span = (ENGINES_WITH_ALL[0], ENGINES_WITH_ALL[-1])
         tags = {SYNC_TAG: "bench-floor"}

@@ -156,7 +156,6 @@ def sync(
     ``visibility_daily``), sharing one budget and one ``sync_session`` (listings; the head start, which
     fetches the first run's date x engine tables while Dagster loads). Dagster stores no secret."""
     from pipelines.cli_progress import sync_progress  # bars on a terminal, else lines on stderr
-    from resources.api.access import SyncApi
     from resources.api.endpoints import ENGINES_WITH_ALL, engine_groups
     from sync.catalog import DAILY
     from sync.discovery import BRANDS_TAG, SYNC_TAG
@@ -164,7 +163,7 @@ def sync(
     from sync.progress import NO_PROGRESS
     from sync.resume import resume_root
 
-    api = SyncApi(settings.api_access())  # one request budget for every run of the sync
+    api = settings.api_access()  # one request budget for every run of the sync
     base_tags = {SYNC_TAG: uuid.uuid4().hex, "visibility/launched_by": "visibility-sync"}
     if brands:
         base_tags[BRANDS_TAG] = ",".join(brands)
@@ -175,7 +174,7 @@ def sync(
     summary = RunSummary()
     with (
         sync_progress(show_progress, console, err) as bar,
-        _status_lines(api.budget, bar),
+        _status_lines(api.get_budget(), bar),
         ExitStack() as ahead,
     ):
         progress = bar.channel() if bar is not None else NO_PROGRESS
@@ -203,13 +202,13 @@ def sync(
                 fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))
                 start_fetching(instance.storage_directory())
             resource = api_resource(settings)
-            resource.share_budget(api.budget)  # the runs' clients and the head start's: one budget
+            resource.share_budget(api.get_budget())  # the runs' clients and the head start's: one budget
             resources = process_resources(settings, resource, progress, session)
             for (first, final), (job_name, range_) in zip(spans, sync_runs(start, last, spans), strict=True):
                 job = definitions.resolve_job_def(job_name)
                 result = _execute(job, instance, runs, bar, {**base_tags, **range_}, resources, verbose)
                 _collect(result, summary, f"{job_name} {first}..{final}")
-                if summary.stops or api.budget.cancelled:
+                if summary.stops or api.get_budget().cancelled:
                     break
         if bar is not None:
             bar.finish("failed" if summary.failures else "done")
@@ -364,7 +363,7 @@ def brand_ids(settings: Settings, refs: Sequence[str]) -> list[str]:
     from resources.api.write_operations import resolve_brand
 
     access = settings.api_access()
-    with access.client(access.new_budget()) as client:
+    with access.get_client() as client:
         return [ref if _UUID.fullmatch(ref) else resolve_brand(client, ref).id for ref in wanted]
 
 
@@ -412,7 +411,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     access = settings.api_access().model_copy(
         update={"timeout_seconds": min(10.0, deadline), "retry_deadline_seconds": deadline}
     )
-    with access.client(access.new_budget()) as client:
+    with access.get_client() as client:
         first = next(iter(client.list_brands()), None)
     check_warehouse(settings)
     if first is None:
@@ -629,15 +628,12 @@ def environment_help(leave_out: Sequence[str] = ()) -> str:
     ``DAGSTER_HOME``, which the command reads."""
     defaults = load_settings(env={})  # every default, whatever this environment holds
     lines = ["environment (read before the first request; a bad value stops the command naming it):"]
-    for name, field_info in Settings.model_fields.items():
+    for name in Settings.model_fields:
         variable = Settings.variable(name)
         if variable in leave_out:
             continue
         default = getattr(defaults, name)
-        text = "required" if default is None else f"default {default}"
-        if field_info.description:
-            text += f"; {field_info.description}"
-        lines.append(f"  {variable:<35} {text}")
+        lines.append(f"  {variable:<35} {'required' if default is None else f'default {default}'}")
     lines.append(f"  {'DAGSTER_HOME':<35} when set, the runs are recorded there and show in the Dagster UI")
     return "\n".join(lines)
 

@@ -104,7 +104,7 @@ def carry_out(
     if lands:
         check_warehouse(settings)
     access = settings.api_access()
-    with access.client(access.new_budget()) as client:  # resolves names; the job opens its own
+    with access.get_client() as client:  # resolves names; the job opens its own
         try:
             plan = plan_with(client)
         except write_operations.InvalidInputError as exc:  # a malformed URL, an empty --brand

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from resources.api.access import SyncApi
+from resources.api.access import ApiAccess
 from resources.failures import failure_kind
 from sync.discovery import CitationTargets, Discovery
 from sync.fetching import PartitionedTable, fetch_partitioned
@@ -59,7 +59,7 @@ class HeadStart:
         self,
         tables: Sequence[PartitionedTable],
         selection: Selection,
-        api: SyncApi,
+        api: ApiAccess,
         discovery: Discovery,
         on_progress: Callable[[str, int, int], None] | None = None,
     ) -> None:

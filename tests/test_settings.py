@@ -394,7 +394,7 @@ def test_the_body_cap_setting_bounds_what_the_sync_s_clients_read() -> None:
     with fake_service(lambda seen: (200, {}, page)) as service:
         environment = {"VISIBILITY_API_URL": service.url, "VISIBILITY_API_KEY": "vsk_" + "a1" * 16}
         access = load_settings(environment).api_access()
-        with access.client(access.new_budget()) as api:
+        with access.get_client() as api:
             assert len(list(api.list_brands())) == 1  # the default, 32 MiB
         capped = load_settings({**environment, "VISIBILITY_MAX_RESPONSE_BYTES": "1048576"})
         resource = api_resource(capped)

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.resource import WarehouseResource
 from resources.warehouse.urls import WAREHOUSE_SCHEMES
-from settings import AuditSettings, Settings
+from settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Layers below pipelines/.
@@ -156,25 +155,12 @@ def test_the_warehouse_schemes_are_listed_once() -> None:
             WarehouseResource.model_fields["duckdb_landing_memory_limit"].default,
             Settings.model_fields["duckdb_memory_limit"].default,
         ),
-        (
-            VisibilityAPIResource.model_fields["retry_deadline_seconds"].default,
-            Settings.model_fields["retry_deadline_seconds"].default,
-        ),
     ],
 )
 def test_the_resources_default_to_the_settings_defaults(
     resource_default: object, settings_default: object
 ) -> None:
     assert resource_default == settings_default
-
-
-def test_the_audit_resource_defaults_to_the_audit_settings() -> None:
-    from pipelines.sensors.audits import AuditSensorSettings
-
-    for name, field in AuditSettings.model_fields.items():
-        assert AuditSensorSettings.model_fields[name].get_default(
-            call_default_factory=True
-        ) == field.get_default(call_default_factory=True), name
 
 
 def test_the_sync_core_imports_neither_dagster_nor_the_layers_above_it() -> None:

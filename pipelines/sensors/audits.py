@@ -62,13 +62,7 @@ from resources.failures import FailureKind, failure_kind
 from resources.warehouse import queries
 from resources.warehouse.base import Warehouse
 from resources.warehouse.resource import WarehouseResource
-from settings import (
-    DEFAULT_AUDIT_DEADLINE_MINUTES,
-    DEFAULT_AUDITS_PER_DAY,
-    DEFAULT_NEW_PAGE_DAYS,
-    DEFAULT_REAUDIT_DAYS,
-    load_audit_settings,
-)
+from settings import AuditPolicy, load_audit_settings
 
 T = TypeVar("T")
 
@@ -86,28 +80,14 @@ SERVICE_UNAVAILABLE = (ServerError, TransportError)
 POLLING_STOPPERS = frozenset({FailureKind.TRANSIENT, FailureKind.UNREACHABLE})
 
 
-class AuditSensorSettings(ConfigurableResource):
+class AuditSensorSettings(ConfigurableResource, AuditPolicy):
     """Which pages the audit sensor audits and how many audits it may request a day (the
-    VISIBILITY_AUDIT_* variables, read and validated with the other settings)."""
+    ``VISIBILITY_AUDIT_*`` settings), and how much one tick does."""
 
-    audits_per_day: int = DEFAULT_AUDITS_PER_DAY
-    reaudit_interval_days: float = DEFAULT_REAUDIT_DAYS
-    deadline_minutes: float = DEFAULT_AUDIT_DEADLINE_MINUTES
     max_polls_per_tick: int = 20
     max_submissions_per_tick: int = 5
-    new_page_window_days: int = DEFAULT_NEW_PAGE_DAYS
-    #: Pages to audit besides newly cited ones; each belongs to the brand whose domain it is on.
-    urls: list[str] = []
     #: Longest a tick waits on the rate-limit budget or retries before giving up for this tick.
     tick_request_deadline_seconds: float = 20.0
-
-    @property
-    def reaudit_interval(self) -> dt.timedelta:
-        return dt.timedelta(days=self.reaudit_interval_days)
-
-    @property
-    def deadline(self) -> dt.timedelta:
-        return dt.timedelta(minutes=self.deadline_minutes)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "AuditSensorSettings":

@@ -7,9 +7,10 @@ starts its fetches while Dagster imports (``sync/head_start.py``), then hands th
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
@@ -22,30 +23,16 @@ from resources.api.config import (
 )
 
 
-class ApiAccess(BaseModel):
-    """What every client of a sync is opened with; ``repr`` hides the key. Out-of-range numbers are
-    refused when it is built (a launchpad edit fails the run's start naming the field); the client
-    validates the URL and key (``resources/api/config.py``) before its first request."""
+class ApiTuning(BaseModel):
+    """The API fields a ``VISIBILITY_*`` variable of the same name sets: ``settings.Settings`` reads
+    them from the environment (with the variables' bounds), :class:`ApiAccess` hands them to clients."""
 
-    api_url: str = Field(
-        description="Base URL of the service (VISIBILITY_API_URL); https:// unless the host is loopback."
-    )
-    api_key: str = Field(
-        description="Bearer key (VISIBILITY_API_KEY), read from the environment; never logged or stored."
-    )
-    max_concurrency: int = Field(
-        default=8, ge=1, description="Most requests in flight; lowered at run time on concurrency_limited."
-    )
-    timeout_seconds: float = Field(default=30.0, gt=0, description="Timeout of one HTTP exchange.")
     retry_deadline_seconds: float = Field(
         default=DEFAULT_RETRY_DEADLINE_SECONDS,
         gt=0,
         description="VISIBILITY_RETRY_DEADLINE_SECONDS: how long the sync keeps retrying an unreachable "
         "service (transport faults, 5xx), counted from the first failure and shared by every client "
         "of this resource; also how long one call waits out 429s.",
-    )
-    backoff_base_seconds: float = Field(
-        default=0.5, description="First backoff step of the jittered exponential backoff."
     )
     request_budget_floor: int = Field(
         default=DEFAULT_REQUEST_FLOOR,
@@ -78,24 +65,62 @@ class ApiAccess(BaseModel):
         "domain is trended; a run's sync_daily config may pick others.",
     )
 
+
+class ApiAccess(ApiTuning):
+    """What every client of a sync is opened with, and the one request budget they share (outage
+    clock, cancel switch, wait hook, request allowance), made on first use; ``repr`` hides the key.
+    Out-of-range numbers are refused when it is built (a launchpad edit fails the run's start naming
+    the field); the client validates the URL and key (``resources/api/config.py``)."""
+
+    api_url: str = Field(
+        description="Base URL of the service (VISIBILITY_API_URL); https:// unless the host is loopback."
+    )
+    api_key: str = Field(
+        description="Bearer key (VISIBILITY_API_KEY), read from the environment; never logged or stored."
+    )
+    max_concurrency: int = Field(
+        default=8, ge=1, description="Most requests in flight; lowered at run time on concurrency_limited."
+    )
+    timeout_seconds: float = Field(default=30.0, gt=0, description="Timeout of one HTTP exchange.")
+    backoff_base_seconds: float = Field(
+        default=0.5, description="First backoff step of the jittered exponential backoff."
+    )
+
+    _budget: RequestBudget | None = PrivateAttr(default=None)
+    _budget_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
             yield name, ("[hidden]" if name == "api_key" else value)
 
-    def new_budget(self) -> RequestBudget:
-        """A sync's one budget: its outage clock, cancel switch, wait hook and request allowance."""
-        return RequestBudget(
-            self.max_concurrency,
-            retry_deadline_seconds=self.retry_deadline_seconds,
-            request_floor=self.request_budget_floor,
-            requests_per_call=self.request_budget_factor,
-        )
+    def get_budget(self) -> RequestBudget:
+        """The budget every client of this object shares, made on first use."""
+        with self._budget_lock:
+            if self._budget is None:
+                self._budget = RequestBudget(
+                    self.max_concurrency,
+                    retry_deadline_seconds=self.retry_deadline_seconds,
+                    request_floor=self.request_budget_floor,
+                    requests_per_call=self.request_budget_factor,
+                )
+            return self._budget
 
-    def client(
-        self, budget: RequestBudget, *, retry_deadline_seconds: float | None = None
-    ) -> VisibilityClient:
-        """A new client on ``budget`` (use it in a ``with`` block); a shorter ``retry_deadline_seconds``
-        (the timeout with it) is for callers that must stay short, such as sensor ticks."""
+    def share_budget(self, budget: RequestBudget) -> None:
+        """Use ``budget``, made by another :class:`ApiAccess` before this one, so the command line's
+        early fetches and its runs share one."""
+        with self._budget_lock:
+            if self._budget is not None and self._budget is not budget:
+                raise RuntimeError("this api access already has a budget of its own")
+            self._budget = budget
+
+    def cancel(self) -> None:
+        """Cancel the sync: every client of this budget stops at once with ``SyncCancelled``."""
+        self.get_budget().cancel()
+
+    def get_client(self, *, retry_deadline_seconds: float | None = None) -> VisibilityClient:
+        """A new client on this object's budget (use it in a ``with`` block); a shorter
+        ``retry_deadline_seconds`` (the timeout with it) is for callers that must stay short, such as
+        sensor ticks."""
         deadline = self.retry_deadline_seconds if retry_deadline_seconds is None else retry_deadline_seconds
         return VisibilityClient(
             self.api_url,
@@ -104,22 +129,7 @@ class ApiAccess(BaseModel):
             timeout_seconds=min(self.timeout_seconds, deadline),
             retry_deadline_seconds=deadline,
             backoff_base_seconds=self.backoff_base_seconds,
-            budget=budget,
+            budget=self.get_budget(),
             max_response_bytes=self.max_response_bytes,
             max_new_columns=self.max_new_columns,
         )
-
-
-class SyncApi:
-    """One budget and the clients on it, for a process that fetches before its ``api`` resource
-    exists (the driver's ``Api``: ``get_client``, ``cancel``)."""
-
-    def __init__(self, access: ApiAccess) -> None:
-        self.access = access
-        self.budget = access.new_budget()
-
-    def get_client(self) -> VisibilityClient:
-        return self.access.client(self.budget)
-
-    def cancel(self) -> None:
-        self.budget.cancel()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from resources.api.access import ApiAccess, SyncApi
+from resources.api.access import ApiAccess
 from resources.api.errors import AuthenticationError
 from sandbox.limits import LimitsConfig
 from sandbox.testing import SandboxHandle
@@ -31,8 +31,8 @@ CELLS = frozenset((D, engine) for engine in ("chatgpt", "perplexity", "all"))
 TABLES = (CITED_PAGES, PROMPT_MENTIONS, ANSWERS)
 
 
-def api_for(sandbox: SandboxHandle, role: str = "workspace") -> SyncApi:
-    return SyncApi(ApiAccess(api_url=sandbox.url, api_key=sandbox.keys[role]))
+def api_for(sandbox: SandboxHandle, role: str = "workspace") -> ApiAccess:
+    return ApiAccess(api_url=sandbox.url, api_key=sandbox.keys[role])
 
 
 def never_stops() -> StopSignal:

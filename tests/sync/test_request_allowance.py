@@ -16,7 +16,7 @@ def test_the_factor_setting_is_what_each_planned_call_adds() -> None:
     access = ApiAccess(
         api_url="http://127.0.0.1:9", api_key="vsk_allowance0123456789abcdef01", request_budget_floor=100
     )
-    budget = access.model_copy(update={"request_budget_factor": 3}).new_budget()
+    budget = access.model_copy(update={"request_budget_factor": 3}).get_budget()
     budget.allow_planned_calls(10, "prompt_mentions")
     assert budget.request_allowance == 100 + 10 * 3
 
