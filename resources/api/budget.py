@@ -1,16 +1,7 @@
-"""The one request budget of a sync: rate-limit windows, AIMD concurrency, clocks and cancellation.
-
-Every request of every client of a sync, on every thread, waits in ``RequestBudget.acquire`` until
-the key's window (``X-RateLimit-*``), its endpoint's window (``X-Endpoint-*``) and the concurrency
-limit allow it. A spent window waits for its Reset, then one request probes it (another client of the
-key may have spent it); below ``SPREAD_BELOW`` of its limit the key's window spreads its last
-requests evenly until the Reset, so runs of one key that see nothing of each other but its headers
-keep it from empty. No Reset or Retry-After holds a sync back longer than a ``PROBES_PER_DEADLINE``-th
-of its retry deadline.
-
-The budget also carries what the clients of one sync share: the outage and refusal clocks (a dead
-service costs a sync one retry deadline, not one per call), cancellation, the request allowance, and
-the announcement of long waits (a log line on ``visibility.api`` and the ``on_wait`` hook).
+"""The one request budget of a sync: every request of every client, on every thread, waits in
+``RequestBudget.acquire`` until the key's window (``X-RateLimit-*``), its endpoint's window
+(``X-Endpoint-*``) and the concurrency limit allow it. It also carries what a sync's clients share:
+the outage clock, cancellation, the request allowance and the announcement of long waits.
 """
 
 from __future__ import annotations
@@ -71,9 +62,7 @@ class RateWindow:
         self.limit: int | None = None
         self.remaining: int | None = None
         self.reset_at: float | None = None
-        self.reset_from_header = False
         self.blocked_until = 0.0
-        self.block_reason = "Retry-After"
         self.last_sent = 0.0
         #: send number and send time of the request whose answer the estimate rests on
         self.newest_seq = 0
@@ -95,7 +84,7 @@ class RateWindow:
             return 0.0
         if self.remaining <= 0:
             if self.reset_at is None:
-                self.reset_at, self.reset_from_header = now + UNKNOWN_RESET_SECONDS, False
+                self.reset_at = now + UNKNOWN_RESET_SECONDS
             return self.reset_at - now
         if not self.spreads or not self.limit or self.reset_at is None:
             return 0.0
@@ -107,9 +96,7 @@ class RateWindow:
 
     def reason(self, now: float) -> str:
         """What holds requests back, in the words of the headers (for announcements)."""
-        if now < self.blocked_until:
-            return self.block_reason
-        return self.reset_header if self.reset_from_header else "window spent, no reset header"
+        return "Retry-After" if now < self.blocked_until else self.reset_header
 
     def take(self, now: float = 0.0) -> None:
         """One request sent at ``now``."""
@@ -131,12 +118,10 @@ class RateWindow:
             self.remaining = window.remaining - unseen
         if window.reset_seconds is not None:
             self.reset_at = now + min(window.reset_seconds, self.max_wait)
-            self.reset_from_header = True
 
-    def block(self, until: float, reason: str = "Retry-After") -> None:
+    def block(self, until: float) -> None:
         """Hold every request back until ``until`` (a 429's wait; callers cut it to ``max_wait``)."""
-        if until >= self.blocked_until:
-            self.blocked_until, self.block_reason = until, reason
+        self.blocked_until = max(self.blocked_until, until)
 
 
 class AIMDLimit:
@@ -222,10 +207,16 @@ class BudgetSnapshot:
 
 @dataclass(frozen=True)
 class Outage:
-    """The service has failed every attempt (transport errors, 5xx) since ``since`` (a clock value)."""
+    """No attempt has succeeded since ``since`` (a clock value): transport errors, 5xx, 429s; ``cause``
+    is the last one's."""
 
     since: float
     cause: str
+
+    @property
+    def refused(self) -> bool:
+        """The last failure was a 429: the service answers, but will not serve."""
+        return self.cause.startswith("HTTP 429")
 
 
 class RequestBudget:
@@ -275,8 +266,6 @@ class RequestBudget:
         self.answered = False
         #: the current outage (``None`` while the service answers)
         self.outage: Outage | None = None
-        #: since when every answer has been a 429 (``None`` once a request succeeds)
-        self.refused_since: float | None = None
         self._announce_lock = threading.Lock()
         self._announced_at: dict[str, float] = {}
 
@@ -345,31 +334,19 @@ class RequestBudget:
                 )
             self.requests_taken += 1
 
-    # -- the outage and refusal clocks: one retry deadline for the whole sync -------------------
+    # -- the outage clock: one retry deadline for the whole sync -----------------------------------
 
     def note_unreachable(self, cause: str) -> None:
-        """An attempt failed without a usable answer: start or continue the outage clock."""
+        """An attempt failed without an answer to use (or with a 429): start or continue the clock."""
         with self._cond:
             since = self.outage.since if self.outage is not None else self._clock()
             self.outage = Outage(since, cause)
 
     def note_reachable(self) -> None:
-        """An answer below 500: the outage clock stops."""
+        """A success or a typed refusal (4xx but 429): the outage clock stops."""
         if self.outage is not None:  # unlocked read: the common case costs nothing
             with self._cond:
                 self.outage = None
-
-    def note_refused(self) -> None:
-        """A 429 that asks to wait: start the refusal clock unless it runs."""
-        with self._cond:
-            if self.refused_since is None:
-                self.refused_since = self._clock()
-
-    def note_success(self) -> None:
-        """A success: the refusal clock stops."""
-        if self.refused_since is not None:
-            with self._cond:
-                self.refused_since = None
 
     def announce(self, cause: str, seconds: float, message: str, *, warning: bool = False) -> None:
         """Say what a wait waits for: a log line (throttled per cause) and the ``on_wait`` hook.
@@ -491,12 +468,12 @@ class RequestBudget:
         with self._cond:
             return self._aimd.on_refused(permit.generation)
 
-    def block(self, seconds: float, endpoint: str | None = None, *, reason: str = "Retry-After") -> None:
+    def block(self, seconds: float, endpoint: str | None = None) -> None:
         """After a 429: hold back every request (or every request to ``endpoint``) for ``seconds``
-        (at most a quarter of the retry deadline); ``reason`` is what announcements name."""
+        (at most a quarter of the retry deadline)."""
         with self._cond:
             window = self._global if endpoint is None else self._endpoint(endpoint)
-            window.block(self._clock() + min(seconds, self._max_wait), reason)
+            window.block(self._clock() + min(seconds, self._max_wait))
 
     def snapshot(self) -> BudgetSnapshot:
         with self._cond:

@@ -114,31 +114,27 @@ class Calls:
         return deadline if self._budget.answered else min(deadline, NEVER_REACHED_SECONDS)
 
     def _call_deadline(self, call: _Call) -> float:
-        """The call's own deadline, or the sync's if an outage or a run of 429s started earlier."""
-        outage, refused = self._budget.outage, self._budget.refused_since
-        starts = [t for t in (outage.since if outage is not None else None, refused) if t is not None]
-        return min(call.deadline, min(starts) + self._sync_deadline()) if starts else call.deadline
+        """The call's own deadline, or the sync's if an outage (or a run of 429s) started earlier."""
+        outage = self._budget.outage
+        return call.deadline if outage is None else min(call.deadline, outage.since + self._sync_deadline())
 
     def _fail_fast(self, endpoint: ep.Endpoint) -> None:
-        """Once the sync's run of 429s or its outage outlived the retry deadline, fail at once."""
-        now, deadline = self._budget.now(), self._sync_deadline()
-        refused, outage = self._budget.refused_since, self._budget.outage
-        if refused is not None and now - refused >= deadline:
-            raise RateLimitError(
-                f"not sent: the service at {self._origin} has answered every request with 429 for "
-                f"{now - refused:.0f}s, past the {deadline:g}s retry deadline the calls of this sync "
-                "share; run again later",
-                endpoint=endpoint.key,
-                status=429,
-            )
+        """Once the sync's outage (or run of 429s) outlived the retry deadline, fail at once."""
+        now, deadline, outage = self._budget.now(), self._sync_deadline(), self._budget.outage
         # the same rule as a call's give-up: a deadline with less than one last try left is spent
-        if outage is not None and now - outage.since >= deadline - _LAST_TRY_MIN_SECONDS:
-            raise ServiceUnreachableError(
-                f"not sent: the service at {self._origin} has failed every attempt for "
-                f"{now - outage.since:.0f}s (last: {outage.cause}), past the {deadline:g}s retry deadline "
-                "the calls of this sync share; check that the service is up and reachable, then run again",
-                endpoint=endpoint.key,
-            )
+        if outage is None or now - outage.since < deadline - _LAST_TRY_MIN_SECONDS:
+            return
+        advice = "check that the service is up and reachable, then run again"
+        error_type: type[VisibilityAPIError] = ServiceUnreachableError
+        if outage.refused:
+            advice, error_type = "run again later", RateLimitError
+        raise error_type(
+            f"not sent: the service at {self._origin} has failed every attempt for "
+            f"{now - outage.since:.0f}s (last: {outage.cause}), past the {deadline:g}s retry deadline "
+            f"the calls of this sync share; {advice}",
+            endpoint=endpoint.key,
+            status=429 if outage.refused else None,
+        )
 
     def request(
         self,
@@ -203,7 +199,7 @@ class Calls:
         else:
             budget.observe(permit, answer.headers)
             code = _error_code(answer.body)
-            if answer.usable:
+            if answer.usable and answer.status != 429:
                 budget.note_reachable()
             elif answer.status < 300:
                 budget.note_unreachable(f"HTTP {answer.status} not JSON")
@@ -213,10 +209,7 @@ class Calls:
                 self._counters.error_code(code)
             outcome = self._judge(call, answer, code, permit)
             if isinstance(outcome, dict):
-                budget.note_success()
                 return outcome, answer.request_id
-            if answer.status == 429:
-                budget.note_refused()
             failure, delay = outcome
         call.last = failure
         call.ambiguous = call.ambiguous or failure.cause in _AMBIGUOUS_CAUSES
@@ -319,12 +312,7 @@ class Calls:
         wait = retry_after if retry_after is not None else self._backoff(call.attempts)
         if decision.action in (Action.WAIT_GLOBAL, Action.WAIT_ENDPOINT):
             scope = endpoint.key if decision.action is Action.WAIT_ENDPOINT else None
-            reason = (
-                "Retry-After"
-                if retry_after is not None
-                else f"backoff after 429 {code or 'rate_limited'}, no Retry-After"
-            )
-            self._budget.block(wait, scope, reason=reason)
+            self._budget.block(wait, scope)
             return failure, 0.0  # the budget holds back every request it concerns; acquire() waits
         if decision.action is Action.SHED_CONCURRENCY:
             if self._budget.concurrency_refused(permit):
@@ -355,7 +343,7 @@ class Calls:
         elif last.status is not None and last.status >= 500:
             error_type = ServerError
         now, outage = self._budget.now(), self._budget.outage
-        if last.unreachable and outage is not None:
+        if last.unreachable and outage is not None and not outage.refused:
             # the service and how long it has been failing: the clock is the sync's, not the call's
             deadline = min(self._retry_deadline, self._sync_deadline())
             detail = (
