@@ -7,8 +7,7 @@ while writing, and a second writer waits for it (:mod:`resources.warehouse.duckd
 Partitioned tables carry no primary-key index: DuckDB's key index lives in memory and grows with
 the table, so a landing process would grow with the days of a backfill. Keys stay unique because
 every write is deduplicated and refuses a key that exists outside its scope (the ``keys_unique``
-checks verify it too). A partitioned table that carries the index is refused
-(:class:`KeyIndexedTableError`), naming the statement that drops it.
+checks verify it too).
 
 The one retry of a write: a partition landing within ``memory_limit`` that ran out of memory is
 rolled back whole and run once more without the budget (:mod:`resources.warehouse.duckdb_memory`).
@@ -35,7 +34,6 @@ from resources.warehouse.contract import (
     LOGGER_NAME,
     WAREHOUSE_SETTING,
     PartitionWrite,
-    SchemaMismatchError,
     SnapshotScope,
     TableSpec,
     WarehouseConfigError,
@@ -84,8 +82,6 @@ log = logging.getLogger(LOGGER_NAME)
 DIALECT = SqlDialect(duckdb_type, key_index_on_partitioned=False)
 #: The name :func:`_exec_on_rows` gives its Arrow table in SQL.
 ROWS = quoted("_visibility_rows")
-#: Where the migration of a :class:`KeyIndexedTableError` is documented.
-KEY_INDEX_MIGRATION_DOC = "docs/OPERATIONS.md#duckdb-tables-with-a-key-index"
 
 
 def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
@@ -109,21 +105,6 @@ def _exec_on_rows(
 def _is_fatal(exc: BaseException) -> bool:
     """DuckDB ended the database instance: it must be closed and opened again."""
     return isinstance(exc, duckdb.FatalException) or "database has been invalidated" in str(exc)
-
-
-class KeyIndexedTableError(SchemaMismatchError):
-    """A partitioned table that carries a primary-key index (module doc). Nothing was written."""
-
-    @classmethod
-    def of(cls, schema: str, table: str, table_ref: str) -> KeyIndexedTableError:
-        return cls(
-            f"DuckDB table {schema}.{table} carries a primary-key index; this writer keeps partitioned "
-            "tables without it, so nothing was written. "
-            "With no sync running, recreate it without the index (its rows are kept): "
-            f"CREATE OR REPLACE TABLE {table_ref} AS SELECT * FROM {table_ref}; "
-            f"see {KEY_INDEX_MIGRATION_DOC}",
-            table=table,
-        )
 
 
 class DuckDBWarehouse(Warehouse):
@@ -236,29 +217,13 @@ class DuckDBWarehouse(Warehouse):
             con.begin()
             try:
                 yield con
+                con.commit()
             except BaseException as exc:
                 with contextlib.suppress(duckdb.Error):  # keep the original error
                     con.rollback()
                 if _is_fatal(exc):
                     self._reopen_session(con)
                 raise
-            try:
-                con.commit()
-            except duckdb.Error as exc:
-                if not _is_fatal(exc):
-                    with contextlib.suppress(duckdb.Error):
-                        con.rollback()
-                    raise
-                self._reopen_session(con)
-                if "COMMIT succeeded" not in str(exc):
-                    raise
-                # durable: the WAL holds it, and the next open of the file folds it in
-                log.warning(
-                    "DuckDB committed a write to %s but its automatic checkpoint failed (%s); the "
-                    "database was reopened, the write is in the WAL file until the next checkpoint",
-                    self.path,
-                    first_line(exc),
-                )
 
     def _reopen_session(self, con: duckdb.DuckDBPyConnection) -> None:
         """After a fatal error DuckDB's instance must be closed before the file can be used again:
@@ -282,32 +247,28 @@ class DuckDBWarehouse(Warehouse):
 
     def _existing(
         self, con: duckdb.DuckDBPyConnection, table: str
-    ) -> tuple[list[ExistingColumn] | None, str | None, bool]:
-        """The table's columns (None: no such table), its comment, and whether it carries a key index."""
+    ) -> tuple[list[ExistingColumn] | None, str | None]:
+        """The table's columns (None: no such table) and its comment."""
         found = _exec(
             con,
-            "SELECT t.comment, c.column_name, c.data_type, c.comment, "
-            "EXISTS (SELECT 1 FROM duckdb_constraints() k WHERE k.database_name = t.database_name "
-            "AND k.schema_name = t.schema_name "
-            "AND k.table_name = t.table_name AND k.constraint_type = 'PRIMARY KEY') "
+            "SELECT t.comment, c.column_name, c.data_type, c.comment "
             "FROM duckdb_tables() t JOIN duckdb_columns() c USING (database_name, schema_name, table_name) "
             "WHERE t.database_name = current_database() AND t.schema_name = $schema "
             "AND t.table_name = $table ORDER BY c.column_index",
             {"schema": self.schema, "table": table},
         )
         if not found:
-            return None, None, False
-        columns = [ExistingColumn(n, t, from_duckdb_type(t), c) for _, n, t, c, _ in found]
-        return columns, found[0][0], bool(found[0][4])
+            return None, None
+        columns = [ExistingColumn(n, t, from_duckdb_type(t), c) for _, n, t, c in found]
+        return columns, found[0][0]
 
     def _prepare_table(
         self, con: duckdb.DuckDBPyConnection, spec: TableSpec, rows_schema: pa.Schema
     ) -> LoadPlan:
         """Create or evolve the table (and a snapshot's ``_current`` view) inside the caller's
-        transaction; returns the plan. A partitioned table with a key index is refused
-        (:class:`KeyIndexedTableError`) before anything changes."""
+        transaction; returns the plan."""
         _exec(con, f"CREATE SCHEMA IF NOT EXISTS {quoted(self.catalog)}.{quoted(self.schema)}")
-        existing, comment, keyed = self._existing(con, spec.name)
+        existing, comment = self._existing(con, spec.name)
         plan = plan_load(
             spec,
             rows_schema,
@@ -316,8 +277,6 @@ class DuckDBWarehouse(Warehouse):
             type_name=duckdb_type,
             table_comment=None if comment == spec.description else spec.description,
         )
-        if spec.kind == "partitioned" and keyed:
-            raise KeyIndexedTableError.of(self.schema, spec.name, self.table_ref(spec.name))
         for statement in table_statements(DIALECT, spec, plan, self.table_ref(spec.name)):
             _exec(con, statement)
         if spec.kind == "snapshot":

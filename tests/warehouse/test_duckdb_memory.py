@@ -271,25 +271,3 @@ def test_a_one_shot_landing_beyond_the_budget_is_rolled_back_not_retried(
 )
 def test_every_form_of_duckdb_running_out_of_memory_is_recognised(error: Exception, expected: bool) -> None:
     assert is_out_of_memory(error) is expected
-
-
-def test_a_commit_whose_automatic_checkpoint_fails_keeps_the_write_and_the_session_goes_on(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """DuckDB ends its instance when the checkpoint after a durable commit does not fit the budget.
-
-    Budgeted connections leave the checkpoint to their close; this provokes the automatic one anyway
-    (DuckDB's default threshold on a session's connection) to prove the write is kept and the
-    session is reopened."""
-    path = tmp_path / "w.duckdb"
-    warehouse = DuckDBWarehouse(path, memory_limit="64MB")
-    writes = _big_text_writes("New", weeks=10, per_cell=11)
-    with caplog.at_level(logging.WARNING, logger=LOGGER_NAME), warehouse.session():
-        con = warehouse._session()
-        assert con is not None
-        con.execute("RESET checkpoint_threshold").fetchall()
-        for write in writes:
-            warehouse.replace_partitions_together(MENTIONS, [write], "run-1")
-    if "automatic checkpoint failed" not in caplog.text:
-        pytest.skip("this DuckDB's automatic checkpoints fit the budget: nothing to prove")
-    assert _landed(path) == [{"_run_id": "run-1", "brand_name": "New", "n": 1540, "shortest": 100_006}]

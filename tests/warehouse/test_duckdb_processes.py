@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import re
 import signal
 import threading
 import time
@@ -18,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from resources.warehouse.contract import LOGGER_NAME, WarehouseLockTimeout
-from resources.warehouse.duckdb import KEY_INDEX_MIGRATION_DOC, DuckDBWarehouse, KeyIndexedTableError
+from resources.warehouse.duckdb import DuckDBWarehouse
 from resources.warehouse.duckdb_lock import connect_with_lock_wait, lock_holder
 from tests.warehouse import _workers
 from tests.warehouse.helpers import COMPETITORS, D1, D2, MENTIONS, mention_rows, scope
@@ -132,55 +131,6 @@ def test_the_current_view_works_when_the_schema_is_named_like_the_file(tmp_path:
     warehouse.upsert_snapshot(COMPETITORS, rows, "run-1", None)
     view = warehouse.table_ref("competitors_current")
     assert warehouse.query(f"SELECT id FROM {view}").to_pylist() == [{"id": "x"}]
-
-
-def _operations_md_migration(table: str) -> str:
-    """The statement docs/OPERATIONS.md gives to drop a table's key index, for ``table``."""
-    doc = (Path(__file__).parents[2] / "docs" / "OPERATIONS.md").read_text()
-    heading = "## DuckDB tables with a key index"
-    assert heading.lower().replace(" ", "-").lstrip("#-") == KEY_INDEX_MIGRATION_DOC.split("#")[1]
-    section = doc.split(heading, 1)[1].split("\n## ", 1)[0]
-    statement = re.search(r"```sql\n(.+?)\n```", section, re.DOTALL)
-    assert statement is not None, "the section shows the statement in a sql block"
-    return statement[1].replace("prompt_mentions", table)
-
-
-def test_a_partitioned_table_with_a_key_index_is_refused_until_migrated_as_operations_md_says(
-    tmp_path: Path,
-) -> None:
-    """A partitioned table with a primary key is refused, naming the table and the migration, and
-    nothing is written; the documented statement moves it over."""
-    path = tmp_path / "visibility.duckdb"  # the default: schema and file share a name
-    wh = DuckDBWarehouse(path, "visibility")
-    wh.replace_partitions(MENTIONS, mention_rows("b1", [D1]), scope(("b1",), D1, D2), "run-1")
-    with duckdb.connect(str(path)) as con:  # a key index on a partitioned table
-        con.execute(f"ALTER TABLE {wh.table_ref('mentions')} ADD PRIMARY KEY (id)").fetchall()
-    before = wh.query(f"SELECT * FROM {wh.table_ref('mentions')} ORDER BY id").to_pylist()
-
-    again = mention_rows("b1", [D1], name="Again")
-    with pytest.raises(KeyIndexedTableError) as refused:
-        wh.replace_partitions(MENTIONS, again, scope(("b1",), D1, D2), "run-2")
-    message = str(refused.value)
-    assert "visibility.mentions carries a primary-key index" in message
-    assert KEY_INDEX_MIGRATION_DOC in message and refused.value.table == "mentions"
-    assert wh.query(f"SELECT * FROM {wh.table_ref('mentions')} ORDER BY id").to_pylist() == before
-
-    migration = _operations_md_migration("mentions")
-    assert migration.rstrip(";") in message  # the error quotes the documented statement
-    with duckdb.connect(str(path)) as con:
-        con.execute(migration).fetchall()
-    assert wh.query(f"SELECT * FROM {wh.table_ref('mentions')} ORDER BY id").to_pylist() == before
-    result = wh.replace_partitions(MENTIONS, again, scope(("b1",), D1, D2), "run-2")
-    assert (result.rows_written, result.rows_deleted) == (4, 4)
-    keys = wh.query(
-        "SELECT count(*) AS n FROM duckdb_constraints() WHERE table_name = 'mentions' "
-        "AND constraint_type = 'PRIMARY KEY'"
-    ).to_pylist()
-    assert keys == [{"n": 0}]
-    landed = wh.query(f"SELECT DISTINCT brand_name FROM {wh.table_ref('mentions')}").to_pylist()
-    assert landed == [{"brand_name": "Again"}]
-    comment = wh.query("SELECT comment FROM duckdb_tables() WHERE table_name = 'mentions'").to_pylist()
-    assert comment == [{"comment": MENTIONS.description}]  # put back by the write, as the doc says
 
 
 @pytest.fixture

@@ -1,8 +1,7 @@
 """Nothing half-landed: every chunk of one table's landing commits together, or none does.
 
-On DuckDB (a fresh file; and tables that carry a key index) and on
-Postgres, through ``replace_partitions_together`` and through ``sync.landing.land`` reading a real
-spool chunk by chunk. BigQuery's equivalent is in test_bigquery.py.
+On DuckDB and on Postgres, through ``replace_partitions_together`` and through
+``sync.landing.land`` reading a real spool chunk by chunk. BigQuery's equivalent is in test_bigquery.py.
 """
 
 from __future__ import annotations
