@@ -18,8 +18,7 @@ import pyarrow as pa
 
 from resources.warehouse.contract import (
     EVOLVED_COLUMN_DESCRIPTION,
-    LOADED_AT,
-    RUN_ID,
+    LOAD_COLUMNS,
     Column,
     TableSpec,
     system_columns,
@@ -30,7 +29,6 @@ INT = pa.int64()
 FLOAT = pa.float64()
 BOOL = pa.bool_()
 DATE = pa.date32()
-TIMESTAMP = pa.timestamp("us", tz="UTC")
 STRINGS = pa.list_(pa.string())
 
 
@@ -57,16 +55,23 @@ class ViewSpec:
 
 # the naming rule of every view (docs/TABLES.md): `brand_id` / `brand` is the owning brand, whose
 # answers were measured; `entity_name` / `competitor_id` / `is_your_brand` is the entity measured
-_BRAND_ID = Column("brand_id", STRING, "The owning brand (uuid): the brand whose answers were measured.")
-_BRAND = Column("brand", STRING, "Name of the owning brand (brands.name; null if the brand never landed).")
-_ENGINE = Column("engine", STRING, "Answer engine, or `all` for the service's all-engine rollup.")
-_ENTITY = Column(
-    "entity_name",
-    STRING,
-    "The entity measured: the owning brand itself or one of its tracked competitors (the API's brand_name).",
+_OWNER = (
+    Column("brand_id", STRING, "The owning brand (uuid): the brand whose answers were measured."),
+    Column("brand", STRING, "Name of the owning brand (brands.name; null if the brand never landed)."),
+    Column("engine", STRING, "Answer engine, or `all` for the service's all-engine rollup."),
 )
-_COMPETITOR_ID = Column("competitor_id", STRING, "Tracked competitor id (uuid); null for the brand itself.")
-_IS_YOUR_BRAND = Column("is_your_brand", BOOL, "True for the caller's brand.")
+_ENTITY = (
+    Column(
+        "entity_name",
+        STRING,
+        "The entity measured: the owning brand itself or one of its tracked competitors (the API's "
+        "brand_name).",
+    ),
+    Column("competitor_id", STRING, "Tracked competitor id (uuid); null for the brand itself."),
+    Column("is_your_brand", BOOL, "True for the caller's brand."),
+)
+_ENTITY_SQL = "t.brand_name AS entity_name, t.competitor_id, t.is_your_brand"
+_DAY = Column("date", DATE, "The day.")
 _BRAND_SHARE_OF_VOICE = Column(
     "brand_share_of_voice",
     FLOAT,
@@ -78,8 +83,6 @@ _BRAND_SHARE_OF_VOICE_SQL = (
     "MAX(CASE WHEN t.is_your_brand THEN t.share_of_voice END) "
     "OVER (PARTITION BY t.brand_id, t.engine, t.date) AS brand_share_of_voice"
 )
-_LOADED = Column(LOADED_AT, TIMESTAMP, "When the row was last written (UTC).")
-_RUN = Column(RUN_ID, STRING, "The Dagster run that last wrote the row.")
 
 #: The metrics of a competitor trend row (any granularity): columns of ``competitor_trends``
 #: (sync/tables.py takes them from here) that the views pass through with the same description.
@@ -103,38 +106,52 @@ TREND_METRICS: tuple[Column, ...] = (
 _METRIC_LIST = ", ".join(f"t.{c.name}" for c in TREND_METRICS)
 
 
+def _trend_view(
+    name: str,
+    description: str,
+    columns: tuple[Column, ...],
+    select: str,
+    *,
+    granularity: str = "day",
+    join: str = "",
+) -> ViewSpec:
+    """The ``competitor_trends`` rows of one granularity (``t``), with the owning brand's name;
+    ``columns`` and ``select`` follow the owner's."""
+    return ViewSpec(
+        name=name,
+        description=description,
+        columns=(*_OWNER, *columns),
+        sources=("competitor_trends", "brands"),
+        query=f"""
+SELECT t.brand_id, b.name AS brand, t.engine, {select}
+FROM {{competitor_trends}} AS t{join}
+LEFT JOIN {{brands}} AS b ON b.id = t.brand_id
+WHERE t.granularity = '{granularity}'
+""",
+    )
+
+
 def _trend_period_view(
     name: str, granularity: str, start: Column, last: Column, description: str
 ) -> ViewSpec:
     """The rows of one granularity of ``competitor_trends``, their period named for what it is."""
-    return ViewSpec(
-        name=name,
-        description=description,
-        columns=(
-            _BRAND_ID,
-            _BRAND,
-            _ENGINE,
-            _ENTITY,
-            _COMPETITOR_ID,
-            _IS_YOUR_BRAND,
+    return _trend_view(
+        name,
+        description,
+        (
+            *_ENTITY,
             Column("domains", STRINGS, "The entity's website domains."),
             Column("history_from", DATE, "Earliest date with complete history for the entity."),
             start,
             last,
             *TREND_METRICS,
             _BRAND_SHARE_OF_VOICE,
-            _LOADED,
-            _RUN,
+            *LOAD_COLUMNS,
         ),
-        sources=("competitor_trends", "brands"),
-        query=f"""
-SELECT t.brand_id, b.name AS brand, t.engine, t.brand_name AS entity_name, t.competitor_id, t.is_your_brand,
+        f"""{_ENTITY_SQL},
        t.domains, t.history_from, t.period_start AS {start.name}, t.date AS {last.name}, {_METRIC_LIST},
-       {_BRAND_SHARE_OF_VOICE_SQL}, t._loaded_at, t._run_id
-FROM {{competitor_trends}} AS t
-LEFT JOIN {{brands}} AS b ON b.id = t.brand_id
-WHERE t.granularity = '{granularity}'
-""",
+       {_BRAND_SHARE_OF_VOICE_SQL}, t._loaded_at, t._run_id""",
+        granularity=granularity,
     )
 
 
@@ -163,18 +180,13 @@ COMPETITOR_TREND_TOTALS = _trend_period_view(
     "day: the window of the latest sync whose newest day it was.",
 )
 
-SHARE_OF_VOICE_DAILY = ViewSpec(
-    name="share_of_voice_daily",
-    description="Share of voice of each brand and its tracked competitors, per brand, engine and day "
+SHARE_OF_VOICE_DAILY = _trend_view(
+    "share_of_voice_daily",
+    "Share of voice of each brand and its tracked competitors, per brand, engine and day "
     "(competitor_trends rows of granularity `day`, with the brand's name).",
-    columns=(
-        _BRAND_ID,
-        _BRAND,
-        _ENGINE,
-        Column("date", DATE, "The day."),
-        _ENTITY,
-        _COMPETITOR_ID,
-        _IS_YOUR_BRAND,
+    (
+        _DAY,
+        *_ENTITY,
         Column("mention_count", INT, "Mentions of this entity that day."),
         Column(
             "share_of_voice",
@@ -184,42 +196,20 @@ SHARE_OF_VOICE_DAILY = ViewSpec(
         ),
         _BRAND_SHARE_OF_VOICE,
     ),
-    sources=("competitor_trends", "brands"),
-    query=f"""
-SELECT t.brand_id, b.name AS brand, t.engine, t.date, t.brand_name AS entity_name, t.competitor_id,
-       t.is_your_brand, t.mention_count, t.share_of_voice, {_BRAND_SHARE_OF_VOICE_SQL}
-FROM {{competitor_trends}} AS t
-LEFT JOIN {{brands}} AS b ON b.id = t.brand_id
-WHERE t.granularity = 'day'
-""",
+    f"t.date, {_ENTITY_SQL}, t.mention_count, t.share_of_voice, {_BRAND_SHARE_OF_VOICE_SQL}",
 )
 
-LATEST_DAY_PER_BRAND = ViewSpec(
-    name="latest_day_per_brand",
-    description="Each brand's newest landed day, per engine: the metrics of the brand and of each "
+LATEST_DAY_PER_BRAND = _trend_view(
+    "latest_day_per_brand",
+    "Each brand's newest landed day, per engine: the metrics of the brand and of each "
     "tracked competitor that day (competitor_trends rows of granularity `day`).",
-    columns=(
-        _BRAND_ID,
-        _BRAND,
-        _ENGINE,
-        Column("date", DATE, "The newest day landed for this brand and engine."),
-        _ENTITY,
-        _COMPETITOR_ID,
-        _IS_YOUR_BRAND,
-        *TREND_METRICS,
-    ),
-    sources=("competitor_trends", "brands"),
-    query=f"""
-SELECT t.brand_id, b.name AS brand, t.engine, t.date, t.brand_name AS entity_name, t.competitor_id,
-       t.is_your_brand, {_METRIC_LIST}
-FROM {{competitor_trends}} AS t
+    (Column("date", DATE, "The newest day landed for this brand and engine."), *_ENTITY, *TREND_METRICS),
+    f"t.date, {_ENTITY_SQL}, {_METRIC_LIST}",
+    join="""
 JOIN (
-    SELECT brand_id, engine, MAX(date) AS newest FROM {{competitor_trends}}
+    SELECT brand_id, engine, MAX(date) AS newest FROM {competitor_trends}
     WHERE granularity = 'day' GROUP BY brand_id, engine
-) AS n ON n.brand_id = t.brand_id AND n.engine = t.engine AND n.newest = t.date
-LEFT JOIN {{brands}} AS b ON b.id = t.brand_id
-WHERE t.granularity = 'day'
-""",
+) AS n ON n.brand_id = t.brand_id AND n.engine = t.engine AND n.newest = t.date""",
 )
 
 _CITED_PAGE_COLUMNS = (
@@ -256,7 +246,7 @@ TOP_CITED_PAGES = ViewSpec(
     "domain, ranked by citations (cited_pages summed). A day's list is top-N: capped_days says how "
     "many of the page's days were truncated, so its citations may be undercounted. For a recent window: "
     "top_cited_pages_7d and top_cited_pages_28d.",
-    columns=(_BRAND_ID, _BRAND, _ENGINE, *_CITED_PAGE_COLUMNS, *_cited_page_sums("the landed days")),
+    columns=(*_OWNER, *_CITED_PAGE_COLUMNS, *_cited_page_sums("the landed days")),
     sources=("cited_pages", "brands"),
     query=f"""
 SELECT c.brand_id, b.name AS brand, c.engine, {_CITED_PAGE_SUMS}
@@ -277,9 +267,7 @@ def _top_cited_pages_of_recent_days(days: int) -> ViewSpec:
         "(window_start to window_end; days without a landing, e.g. not synced yet, are skipped, not "
         "counted), ranked by citations. Otherwise as top_cited_pages.",
         columns=(
-            _BRAND_ID,
-            _BRAND,
-            _ENGINE,
+            *_OWNER,
             Column("window_start", DATE, f"First day of {window}."),
             Column("window_end", DATE, f"Last day of {window} (its newest landed day)."),
             Column("days_landed", INT, f"Days in the window: {days}, or fewer when fewer have landed."),
@@ -314,7 +302,6 @@ GROUP BY c.brand_id, b.name, b.domain, c.engine, s.window_start, s.window_end, s
 TOP_CITED_PAGES_7D = _top_cited_pages_of_recent_days(7)
 TOP_CITED_PAGES_28D = _top_cited_pages_of_recent_days(28)
 
-_DAY = Column("date", DATE, "The day.")
 _TOPIC = Column(
     "topic",
     STRING,
@@ -326,9 +313,7 @@ CITATION_TRENDS_DAILY = ViewSpec(
     description="Daily citations of each tracked domain or page in each brand's answers, per engine, "
     "with the brand's and the topic's names (citation_trends rows of granularity `day`).",
     columns=(
-        _BRAND_ID,
-        _BRAND,
-        _ENGINE,
+        *_OWNER,
         _DAY,
         Column("target_type", STRING, "What is trended: `domain` or `url`."),
         Column("target_value", STRING, "The domain or page trended."),
@@ -341,8 +326,7 @@ CITATION_TRENDS_DAILY = ViewSpec(
         Column("avg_position", FLOAT, "Average position of those citations."),
         Column("brand_total_citations", INT, "All citations in the brand's answers that day."),
         Column("share", FLOAT, "citations over brand_total_citations (scale as the API gives it)."),
-        _LOADED,
-        _RUN,
+        *LOAD_COLUMNS,
     ),
     sources=("citation_trends", "brands", "topics"),
     query="""
@@ -361,9 +345,7 @@ CITED_PAGES_DAILY = ViewSpec(
     description="The pages cited in each brand's answers, per day and engine, ranked, with the brand's "
     "name and whether the page is on its own site (cited_pages). Top-N: check capped.",
     columns=(
-        _BRAND_ID,
-        _BRAND,
-        _ENGINE,
+        *_OWNER,
         _DAY,
         Column("rank", INT, "1-based rank by citation count within brand, day and engine."),
         *_CITED_PAGE_COLUMNS,
@@ -373,8 +355,7 @@ CITED_PAGES_DAILY = ViewSpec(
             "citation_share", FLOAT, "citation_count over the day's citations (scale as the API gives it)."
         ),
         Column("capped", BOOL, "True when more pages matched that day than were listed."),
-        _LOADED,
-        _RUN,
+        *LOAD_COLUMNS,
     ),
     sources=("cited_pages", "brands"),
     query="""
