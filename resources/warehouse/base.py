@@ -51,7 +51,6 @@ from resources.warehouse.handoffs import TABLE as HANDOFFS_TABLE
 from resources.warehouse.schema_evolution import LoadPlan
 from resources.warehouse.views import ViewSpec, views_reading
 from resources.warehouse.write_checks import (
-    check_run_id,
     check_snapshot_write,
     partition_writes,
     retires,
@@ -73,7 +72,6 @@ class WriteStamp:
         """A stamp strictly later than every earlier one of this process (it tells this write's rows
         from older ones)."""
         global _last_stamp
-        check_run_id(run_id)
         with _stamp_lock:
             now = dt.datetime.now(dt.UTC)
             if _last_stamp is not None and now <= _last_stamp:
@@ -236,7 +234,7 @@ class Warehouse(ABC):
     ) -> WriteResult:
         """Upsert ``rows`` by key with ``is_current = true``; retire rows in ``scope`` that are absent
         (``None``, or a column scope without values, retires nothing)."""
-        check_snapshot_write(spec, rows, scope, run_id)  # before any I/O
+        check_snapshot_write(spec, rows, run_id)  # before any I/O
         retire = clean_snapshot_scope(scope) if retires(scope) else None
         with self._write_transaction(spec) as tx:
             staged = self._stage_write(tx, spec, rows, run_id)

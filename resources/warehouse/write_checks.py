@@ -18,7 +18,6 @@ from resources.warehouse.contract import (
     system_columns,
 )
 from resources.warehouse.encoding import NUL, clean_scope
-from resources.warehouse.types import sql_type
 
 
 def _check_names(names: Sequence[str], what: str) -> None:
@@ -66,7 +65,7 @@ def validate_spec(spec: TableSpec) -> None:
 
 
 def validate_rows(spec: TableSpec, rows: pa.Table) -> None:
-    """Rows must carry the key (non-null), no writer-owned columns and only types the writers land."""
+    """Rows must carry the key (non-null) and no writer-owned columns (types: ``plan_load``)."""
     names = rows.column_names
     _check_names(names, f"rows for {spec.name}")
     reserved = {c.name.casefold() for c in system_columns(spec)}
@@ -80,8 +79,6 @@ def validate_rows(spec: TableSpec, rows: pa.Table) -> None:
             raise ValueError(f"rows for {spec.name}: key column {k!r} is missing")
         if rows[k].null_count:
             raise ValueError(f"rows for {spec.name}: key column {k!r} has {rows[k].null_count} null(s)")
-    for f in rows.schema:
-        sql_type(f.type)  # raises UnsupportedTypeError early
 
 
 def check_run_id(run_id: str) -> None:
@@ -133,15 +130,12 @@ def retires(scope: SnapshotScope | None) -> bool:
     return scope is not None and (scope.column is None or bool(scope.values))
 
 
-def check_snapshot_write(spec: TableSpec, rows: pa.Table, scope: SnapshotScope | None, run_id: str) -> None:
+def check_snapshot_write(spec: TableSpec, rows: pa.Table, run_id: str) -> None:
     """Every check of a snapshot upsert that needs no I/O."""
     validate_spec(spec)
     validate_rows(spec, rows)
     if spec.kind != "snapshot":
         raise ValueError(f"table {spec.name} is a partitioned table: use replace_partitions")
-    columns = [c.name for c in spec.columns] + rows.column_names
-    if scope is not None and scope.column is not None and scope.column not in columns:
-        raise ValueError(f"snapshot scope column {scope.column!r} is not a column of {spec.name}")
     check_run_id(run_id)
 
 
