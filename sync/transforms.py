@@ -217,18 +217,6 @@ def _typed(inferred: pa.Array, arrow_type: pa.DataType) -> pa.Array | None:
         return None
 
 
-def _fast_array(values: list[Any], arrow_type: pa.DataType) -> pa.Array | None:
-    """The common case converted by Arrow itself (C++, no Python call per value); None when the
-    values are not exactly what the Python converters accept (they then decide, and raise)."""
-    try:
-        if pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type):
-            return pc.cast(pa.array(values, type=pa.string()), arrow_type)
-        inferred = pa.array(values)
-    except _ARROW_ERRORS:
-        return None
-    return _typed(inferred, arrow_type)
-
-
 def _is_nested(value: Any) -> bool:
     if isinstance(value, dict):
         return True
@@ -276,10 +264,8 @@ def _object(spec: TableSpec, name: str, value: Any) -> Mapping[str, Any]:
 
 
 def _converted(spec: TableSpec, column: Any, raw: list[Any]) -> pa.Array:
-    """One declared column from its Python values: Arrow's conversion, else the strict converters."""
-    array = _fast_array(raw, column.type)
-    if array is not None:
-        return array
+    """One declared column from its Python values, by the strict converters (a page Arrow could not
+    pivot, a value the connector sets, a column Arrow typed otherwise)."""
     convert = _converter(column.type)
     try:
         return pa.array([convert(v) for v in raw], type=column.type)
