@@ -45,7 +45,7 @@ from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import TableSpec
 from resources.warehouse.resource import WarehouseResource
 from sync import catalog
-from sync.catalog import LANDED_BY_SENSORS, SNAPSHOTS
+from sync.catalog import SENSOR_TABLES, SNAPSHOTS
 from sync.discovery import CitationTargets, brand_filter
 from sync.driver import (
     DailyRequest,
@@ -432,7 +432,7 @@ def _with_listed(
             request.run_id,
             warehouse.get_warehouse,
             context.log,
-            empty_tables=[t.spec for t in SNAPSHOTS] + [spec for spec, _ in LANDED_BY_SENSORS.values()],
+            empty_tables=[*(t.spec for t in SNAPSHOTS), *SENSOR_TABLES],
         )
     except SyncCancelled:
         raise
@@ -484,7 +484,7 @@ def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_n
             api,
             warehouse.get_warehouse,
             context.log,
-            empty_tables=[spec for spec, _ in LANDED_BY_SENSORS.values()],
+            empty_tables=SENSOR_TABLES,
         )
         yield from _translated(events, on_landed)
 

@@ -139,10 +139,8 @@ DAILY: tuple[PartitionedTable, ...] = (
 #: is known everywhere as soon as it is an entry here.
 BY_NAME: dict[str, SnapshotTable | PartitionedTable] = {t.spec.name: t for t in (*SNAPSHOTS, *DAILY)}
 
-#: Tables landed by a sensor, not by a sync step: their spec, and the endpoint their rows come from.
-LANDED_BY_SENSORS: dict[str, tuple[TableSpec, api.Endpoint]] = {
-    tables.AUDIT_REPORTS.name: (tables.AUDIT_REPORTS, api.POLL_AUDIT),
-}
+#: Tables landed by a sensor, not by a sync step (a sync creates them empty).
+SENSOR_TABLES: tuple[TableSpec, ...] = (tables.AUDIT_REPORTS,)
 
 
 class _AllTables(Mapping[str, TableSpec]):
@@ -151,7 +149,7 @@ class _AllTables(Mapping[str, TableSpec]):
 
     def _specs(self) -> dict[str, TableSpec]:
         snapshots = {n: e.spec for n, e in BY_NAME.items() if isinstance(e, SnapshotTable)}
-        sensors = {n: spec for n, (spec, _) in LANDED_BY_SENSORS.items()}
+        sensors = {spec.name: spec for spec in SENSOR_TABLES}
         daily = {n: e.spec for n, e in BY_NAME.items() if isinstance(e, PartitionedTable)}
         return {**snapshots, **sensors, **daily}
 

@@ -37,6 +37,7 @@ from sync.head_start import HeadStart, Selection
 from sync.landing import FetchOutcome, land, requests_beyond_plan
 from sync.planning import ALL, Cell, Plan, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
+from sync.progress import Listener
 from sync.resume import ResumeStore
 from sync.transforms import check_new_columns
 
@@ -49,8 +50,6 @@ class Api(Protocol):
 
 
 OpenWarehouse = Callable[[], AbstractContextManager[Warehouse]]
-#: ``(table, planned calls done, planned calls)``
-OnProgress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ def sync_daily(
     api: Api,
     warehouse_config: Mapping[str, Any],
     log: Logger,
-    on_progress: OnProgress | None = None,
+    on_progress: Listener | None = None,
 ) -> Iterator[SyncEvent]:
     """Fetch the tables in order while landing the one fetched before; one event per table.
 
@@ -247,7 +246,7 @@ class _DailyFetch:
     to the landing side as the table's failure, and the next table is fetched.
     """
 
-    def __init__(self, request: DailyRequest, api: Api, log: Logger, on_progress: OnProgress | None) -> None:
+    def __init__(self, request: DailyRequest, api: Api, log: Logger, on_progress: Listener | None) -> None:
         self.request, self.api, self.log, self.on_progress = request, api, log, on_progress
 
     def __call__(self, table: PartitionedTable, stop: StopSignal) -> _Fetched:
@@ -497,20 +496,26 @@ def land_listed(
     log: Logger,
     empty_tables: Sequence[TableSpec] = (),
 ) -> Iterator[TableLanded]:
-    """Upsert the brands, prompts and competitors the daily tables listed (no request), and create
-    ``empty_tables`` (the snapshot tables no daily table lists) if missing.
+    """Upsert the brands, and the prompts and tracked competitors, the daily tables listed (no request),
+    and create ``empty_tables`` (the snapshot tables no daily table lists) if missing.
 
     For a run with no snapshot step: a backfill of the daily group alone would otherwise leave a
     fresh warehouse without the tables the views, the report and dbt's sources join to
     (docs/OPERATIONS.md, "Backfilling the daily group alone").
     """
-    listed = listed_snapshots(discovery, only)
-    if not listed:
+    scope, listings = discovery.listed(only)
+    if scope is None:
         return
+    with naming_source(catalog.BRANDS):
+        listed = [(catalog.BRANDS, transforms.brands_table(scope.brands))]
+    for table in (catalog.PROMPTS, catalog.TRACKED_COMPETITORS):
+        if table.spec.name in listings:
+            with naming_source(table):
+                listed.append((table, transforms.per_brand_table(table.spec, listings[table.spec.name])))
     with open_warehouse() as warehouse, warehouse.session():
         for spec in empty_tables:
             warehouse.ensure_table(spec)
-        for table, scope, rows in listed:
+        for table, rows in listed:
             warehouse.ensure_table(table.spec)
             result = warehouse.upsert_snapshot(table.spec, rows, run_id, retire_scope(table, scope, {}, log))
             log.info(f"{table.spec.name}: {rows.num_rows} rows as listed by this sync's daily tables")
@@ -524,20 +529,3 @@ def land_listed(
                     "its daily tables made (no extra request)",
                 },
             )
-
-
-def listed_snapshots(
-    discovery: Discovery, only: Sequence[str] = ()
-) -> list[tuple[SnapshotTable, BrandScope, pa.Table]]:
-    """The snapshot tables the daily tables already listed (brands, and the prompts or tracked
-    competitors they need), as rows to upsert without a request of their own."""
-    scope, listings = discovery.listed(only)
-    if scope is None:
-        return []
-    with naming_source(catalog.BRANDS):
-        out = [(catalog.BRANDS, scope, transforms.brands_table(scope.brands))]
-    for table in (catalog.PROMPTS, catalog.TRACKED_COMPETITORS):
-        if table.spec.name in listings:
-            with naming_source(table):
-                out.append((table, scope, transforms.per_brand_table(table.spec, listings[table.spec.name])))
-    return out

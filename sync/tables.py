@@ -32,6 +32,7 @@ _ENGINE = Column(
     "`all` for the service's all-engine rollup (fetched, never summed from engines).",
     nullable=False,
 )
+_CHECKED_ON = Column("checked_on", DATE, "Day the prompt was run on the engine.", nullable=False)
 
 
 BRANDS = TableSpec(
@@ -179,7 +180,7 @@ PROMPT_MENTIONS = TableSpec(
         ),
         Column("sentiment", FLOAT, "Sentiment towards the brand in the answer (scale not specified)."),
         _ENGINE,
-        Column("checked_on", DATE, "Day the prompt was run on the engine.", nullable=False),
+        _CHECKED_ON,
     ),
     key=("id",),
     kind="partitioned",
@@ -196,7 +197,7 @@ ANSWERS = TableSpec(
         _BRAND_ID,
         Column("prompt_id", STRING, "Prompt (uuid) the answer responds to."),
         _ENGINE,
-        Column("checked_on", DATE, "Day the prompt was run on the engine.", nullable=False),
+        _CHECKED_ON,
         Column("brand_mentioned", BOOL, "True when the answer names the brand itself (assumed field)."),
         Column(
             "brand_position",
