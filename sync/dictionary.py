@@ -1,13 +1,9 @@
-"""The data dictionary, docs/TABLES.md, generated from the specs the writers use.
+"""The data dictionary, docs/TABLES.md, rendered from the table and view specs the writers use
+around the hand-written text (example queries included) of ``sync/dictionary.md``::
 
     python -m sync.dictionary > docs/TABLES.md
 
-Tables come from the :class:`~resources.warehouse.contract.TableSpec` list given
-(``sync.catalog.ALL_TABLES`` for the file), views from
-:mod:`resources.warehouse.views`, and the hand-written text, example queries included, from
-``sync/dictionary.md``. A test renders it again and fails when the file differs
-(tests/warehouse/test_dictionary.py), and runs every example on a synced DuckDB file and Postgres
-schema.
+tests/warehouse/test_dictionary.py fails when the file drifts, and runs every example query.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A sync's orchestration, whoever runs it (Dagster-free): fetch each table, land it, say what happened.
 
-One event per table: :class:`TableLanded` (JSON-ready metadata) or :class:`TableFailed`; the Dagster
-steps (``assets/builders.py``) translate them. A failure every later table would repeat (its
-``failure_kind``: a refused key, an unreachable service, a stop) ends the sync; any other fails its
-table only. :func:`sync_daily` fetches the date x engine tables back to back, each landed while the
-next is fetched (from the command line's head start, or a backfill's handoff, when there is one);
-:func:`sync_snapshots` lists and upserts the snapshot tables; :func:`land_listed` upserts what the
-daily tables listed when a run has no snapshot step.
+One event per table, :class:`TableLanded` or :class:`TableFailed`, which the Dagster steps
+(``assets/builders.py``) translate. A failure every later table would repeat (its ``failure_kind``:
+a refused key, an unreachable service, a stop) ends the sync; any other fails its table only.
 """
 
 from __future__ import annotations

@@ -31,18 +31,10 @@ class TransformError(ResponseShapeError, ValueError):
     """A value of the API does not fit its column's declared type; names table, column, endpoint.
     A ``ResponseShapeError`` (the CLI maps it like any invalid answer) and a ``ValueError``."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        table: str | None = None,
-        column: str | None = None,
-        endpoint: str | None = None,
-        request_id: str | None = None,
-    ) -> None:
+    def __init__(self, message: str, *, table: str | None = None, column: str | None = None) -> None:
         self.table = table
         self.column = column
-        super().__init__(message, field=column, endpoint=endpoint, request_id=request_id)
+        super().__init__(message, field=column)
 
     def name_endpoint(self, endpoint: str) -> None:
         """Name the endpoint the rows came from: the fetch knows it, the transform does not."""
