@@ -166,11 +166,6 @@ def clustering_fields(spec: TableSpec, types: Mapping[str, SqlType]) -> list[str
 # --- SQL (pure) ----------------------------------------------------------------------------------
 
 
-def _source(alias: str, name: str) -> str:
-    """A staged column, as the statements read it."""
-    return f"{alias}.{quote_identifier(name)}" if alias else quote_identifier(name)
-
-
 def scope_predicate(spec: TableSpec, suffix: str = "") -> str:
     """Rows of the partition scope (the date bounds prune partitions); ``suffix`` names the
     parameters of one write of several (``@brands_0``, ...)."""
@@ -194,15 +189,12 @@ def replace_script(
     plan; parameters suffixed ``_i``), count and delete its scope's rows, then insert its rows. The
     result is one row, ``rows_deleted_<i>`` per write. ``fault_sql`` (tests only) runs after the last
     write's DELETE, before its INSERT."""
-    if not staged:
-        raise ValueError("a replace script needs at least one staged write")
     quoted = quote_identifier
     lines = [f"DECLARE {_deleted_var(i)} INT64 DEFAULT 0;" for i in range(len(staged))]
     lines.append("BEGIN TRANSACTION;")
     for i, (staging, plan) in enumerate(staged):
         where = scope_predicate(spec, f"_{i}")
         cols = ", ".join(quoted(c) for c in plan.load_columns)
-        values = ", ".join(_source("", c) for c in plan.load_columns)
         lines += [
             f"SET {_deleted_var(i)} = (SELECT COUNT(*) FROM {target} WHERE {where});",
             f"DELETE FROM {target} WHERE {where};",
@@ -211,7 +203,7 @@ def replace_script(
             lines.append(fault_sql.rstrip(";") + ";")
         lines.append(
             f"INSERT INTO {target} ({cols}, {quoted(LOADED_AT)}, {quoted(RUN_ID)}) "
-            f"SELECT {values}, @ts_{i}, @run_id FROM {staging};"
+            f"SELECT {cols}, @ts_{i}, @run_id FROM {staging};"
         )
     deleted = ", ".join(f"{_deleted_var(i)} AS rows_deleted_{i}" for i in range(len(staged)))
     lines += ["COMMIT TRANSACTION;", f"SELECT {deleted};"]
@@ -225,8 +217,8 @@ def merge_statement(
     statement, atomic by itself."""
     quoted = quote_identifier
     on = " AND ".join(f"tgt.{quoted(k)} = src.{quoted(k)}" for k in spec.key)
-    typed = list(zip(plan.load_columns, plan.load_types, strict=True))
-    sets = [f"{quoted(c)} = {_source('src', c)}" for c, _ in typed if c not in spec.key]
+    cols = plan.load_columns
+    sets = [f"{quoted(c)} = src.{quoted(c)}" for c in cols if c not in spec.key]
     sets += [f"{quoted(c)} = NULL" for c in plan.null_columns]
     sets += [
         f"{quoted(LOADED_AT)} = @ts",
@@ -234,10 +226,8 @@ def merge_statement(
         f"{quoted(IS_CURRENT)} = TRUE",
         f"{quoted(LAST_SEEN_AT)} = @ts",
     ]
-    insert_cols = [quoted(c) for c, _ in typed] + [
-        quoted(c) for c in (LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)
-    ]
-    insert_vals = [_source("src", c) for c, _ in typed] + ["@ts", "@run_id", "TRUE", "@ts", "@ts"]
+    insert_cols = [quoted(c) for c in (*cols, LOADED_AT, RUN_ID, IS_CURRENT, FIRST_SEEN_AT, LAST_SEEN_AT)]
+    insert_vals = [f"src.{quoted(c)}" for c in cols] + ["@ts", "@run_id", "TRUE", "@ts", "@ts"]
     sql = (
         f"MERGE {target} AS tgt USING {staging} AS src ON {on}\n"
         f"WHEN MATCHED THEN UPDATE SET {', '.join(sets)}\n"
@@ -386,7 +376,7 @@ def write_parquet(data: pa.Table, sink: IO[bytes]) -> None:
 class BigQueryWarehouse(Warehouse):
     """Tables in ``project.dataset``; partitioned by ``spec.date_column`` (DAY), clustered by
     ``cluster_by``. Without a ``client``, one is created on first use (Application Default
-    Credentials unless ``credentials``)."""
+    Credentials)."""
 
     def __init__(
         self,
@@ -394,18 +384,12 @@ class BigQueryWarehouse(Warehouse):
         dataset: str,
         *,
         client: bigquery.Client | None = None,
-        credentials: Any = None,
-        location: str | None = None,
-        api_endpoint: str | None = None,
     ) -> None:
         quote_identifier(project)
         quote_identifier(dataset)
         self.project = project
         self.dataset = dataset
-        self.location = location
         self._client = client
-        self._credentials = credentials
-        self._api_endpoint = api_endpoint
         self._dataset_ready = False
         #: test-only fault hook: one SQL statement run inside the transaction after the DELETE
         self._between_delete_and_insert_sql: str | None = None
@@ -416,16 +400,9 @@ class BigQueryWarehouse(Warehouse):
     @property
     def client(self) -> bigquery.Client:
         if self._client is None:
-            from google.api_core.client_options import ClientOptions
             from google.cloud import bigquery
 
-            options = ClientOptions(api_endpoint=self._api_endpoint) if self._api_endpoint else None
-            self._client = bigquery.Client(
-                project=self.project,
-                credentials=self._credentials,
-                location=self.location,
-                client_options=options,
-            )
+            self._client = bigquery.Client(project=self.project)
         return self._client
 
     def table_ref(self, table: str) -> str:
@@ -444,10 +421,7 @@ class BigQueryWarehouse(Warehouse):
         try:
             self.client.get_dataset(f"{self.project}.{self.dataset}")
         except NotFound:
-            ds = bigquery.Dataset(f"{self.project}.{self.dataset}")
-            if self.location:
-                ds.location = self.location
-            self.client.create_dataset(ds, exists_ok=True)
+            self.client.create_dataset(bigquery.Dataset(f"{self.project}.{self.dataset}"), exists_ok=True)
         self._dataset_ready = True
 
     def _get_table(self, table: str) -> bigquery.Table | None:

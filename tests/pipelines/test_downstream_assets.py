@@ -237,15 +237,20 @@ class EmulatorTablesIOManager(LandedTablesIOManager):
     endpoint: str
 
     def open_warehouse(self) -> Warehouse:
+        from google.api_core.client_options import ClientOptions
         from google.auth.credentials import AnonymousCredentials
+        from google.cloud import bigquery
 
         from resources.warehouse.bigquery import BigQueryWarehouse
         from resources.warehouse.urls import bigquery_target
 
         project, dataset = bigquery_target(self.warehouse.url)
-        return BigQueryWarehouse(
-            project, dataset, credentials=AnonymousCredentials(), api_endpoint=self.endpoint
+        client = bigquery.Client(
+            project=project,
+            credentials=AnonymousCredentials(),
+            client_options=ClientOptions(api_endpoint=self.endpoint),
         )
+        return BigQueryWarehouse(project, dataset, client=client)
 
 
 @pytest.fixture
