@@ -61,7 +61,7 @@ from resources.warehouse.sql import (
     view_statements,
 )
 from resources.warehouse.types import duckdb_type, from_duckdb_type
-from resources.warehouse.urls import DEFAULT_LOCK_TIMEOUT_SECONDS, parse_memory_limit
+from resources.warehouse.urls import DEFAULT_LOCK_TIMEOUT_SECONDS
 from resources.warehouse.views import (
     ViewShape,
     ViewSpec,
@@ -137,8 +137,6 @@ class DuckDBWarehouse(Warehouse):
         self._budget = MemoryBudget(memory_limit)
         #: the budget of a query on a connection outside ``memory_limit`` (``read_within``)
         self.query_memory_limit = query_memory_limit
-        if query_memory_limit is not None:
-            parse_memory_limit(query_memory_limit)
         #: test-only fault hook, called inside the transaction after the delete, before the insert
         self._between_delete_and_insert: Callable[[], None] | None = None
         self._local = threading.local()  # .con: this thread's open session's connection, if any

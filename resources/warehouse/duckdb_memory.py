@@ -24,7 +24,6 @@ import duckdb
 
 from resources.warehouse.contract import LOGGER_NAME, PartitionWrite, WriteResult, first_line
 from resources.warehouse.sql import quote_literal
-from resources.warehouse.urls import parse_memory_limit
 from resources.warehouse.write_checks import is_one_shot
 
 log = logging.getLogger(LOGGER_NAME)
@@ -60,8 +59,6 @@ class MemoryBudget:
     lifts while it retries a landing."""
 
     def __init__(self, limit: str | None) -> None:
-        if limit is not None:
-            parse_memory_limit(limit)
         self.limit = limit
         self._local = threading.local()  # .lifted: this thread runs without the budget now
 
@@ -107,15 +104,7 @@ class MemoryBudget:
         try:
             return land()
         except duckdb.Error as exc:  # rolled back: nothing of this landing was written
-            if not (self.active and is_out_of_memory(exc)):
-                raise
-            if is_one_shot(writes):
-                log.warning(
-                    "DuckDB landing of %s exceeded memory_limit=%s and was rolled back; not retried "
-                    "because its writes were a one-shot iterator",
-                    table,
-                    self.limit,
-                )
+            if not (self.active and is_out_of_memory(exc)) or is_one_shot(writes):
                 raise
             log.warning(
                 "DuckDB landing of %s exceeded memory_limit=%s (%s: %s); rolled back whole, retrying "
