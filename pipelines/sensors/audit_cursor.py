@@ -10,9 +10,9 @@ import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -77,16 +77,6 @@ class AuditState:
     pending: tuple[PendingAudit, ...] = ()
     submissions: tuple[Submission, ...] = ()
     endpoint_blocked_until: dt.datetime | None = None
-
-
-@dataclass(frozen=True)
-class PollDecision:
-    """The outcome of one poll: the verdict and the audit as it stood (with the poll counted)."""
-
-    verdict: Verdict
-    audit: PendingAudit
-    decided_at: dt.datetime
-    report: dict[str, Any] | None = field(default=None, compare=False)
 
 
 # --- cursor (de)serialisation -------------------------------------------------------------------
@@ -156,22 +146,22 @@ def apply_poll(
     status: str | None,
     now: dt.datetime,
     policy: AuditSensorSettings,
-    report: dict[str, Any] | None = None,
     error: str | None = None,
-) -> tuple[AuditState, PollDecision]:
-    """Fold one poll result into the state: ``complete`` finishes the audit; anything else (``None``:
-    the poll failed, ``error`` says why) keeps it pending until the deadline, then times it out."""
+) -> tuple[AuditState, Verdict, PendingAudit]:
+    """Fold one poll result into the state, with the verdict and the audit as polled: ``complete``
+    finishes the audit; anything else (``None``: the poll failed, ``error`` says why) keeps it
+    pending until the deadline, then times it out."""
     audit = next((p for p in state.pending if p.id == audit_id), None)
     if audit is None:
         raise KeyError(f"audit {audit_id} is not pending")
     polled = replace(audit, polls=audit.polls + 1, last_polled_at=now, last_error=error)
     rest = tuple(p for p in state.pending if p.id != audit_id)
     if status == Verdict.COMPLETE:
-        return replace(state, pending=rest), PollDecision(Verdict.COMPLETE, polled, now, report)
+        return replace(state, pending=rest), Verdict.COMPLETE, polled
     if is_overdue(polled, now, policy):
-        return replace(state, pending=rest), PollDecision(Verdict.TIMED_OUT, polled, now, report)
+        return replace(state, pending=rest), Verdict.TIMED_OUT, polled
     pending = tuple(polled if p.id == audit_id else p for p in state.pending)
-    return replace(state, pending=pending), PollDecision(Verdict.PENDING, polled, now, report)
+    return replace(state, pending=pending), Verdict.PENDING, polled
 
 
 # --- submitting ---------------------------------------------------------------------------------
@@ -185,14 +175,6 @@ def prune(state: AuditState, now: dt.datetime, policy: AuditSensorSettings) -> A
     blocked = state.endpoint_blocked_until
     return replace(
         state, submissions=kept, endpoint_blocked_until=blocked if blocked and blocked > now else None
-    )
-
-
-def submitted_today(state: AuditState, now: dt.datetime) -> Counter[str]:
-    """Submissions per brand on ``now``'s UTC day that may have cost money (refusals cost nothing)."""
-    day = now.astimezone(dt.UTC).date()
-    return Counter(
-        s.brand_id for s in state.submissions if s.charged and s.submitted_at.astimezone(dt.UTC).date() == day
     )
 
 
@@ -215,7 +197,11 @@ def choose_submissions(
     recent_cutoff = now - policy.reaudit_interval
     busy = {p.url for p in state.pending}
     busy |= {s.url for s in state.submissions if s.submitted_at > recent_cutoff}
-    used = submitted_today(state, now)
+    day = now.astimezone(dt.UTC).date()
+    # refusals cost nothing; an unanswered submission may have been charged
+    used = Counter(
+        s.brand_id for s in state.submissions if s.charged and s.submitted_at.astimezone(dt.UTC).date() == day
+    )
     chosen: list[Candidate] = []
     for candidate in candidates:
         if len(chosen) >= cap:

@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from dagster import (
-    AssetObservation,
     ConfigurableResource,
     DefaultSensorStatus,
     RunRequest,
@@ -26,13 +25,11 @@ from assets.audits import (
     TAG_AUDIT_STATUS,
     AuditLandingConfig,
     audit_landing_job,
-    audit_reports,
 )
 from pipelines.sensors.audit_cursor import (
     AuditState,
     Candidate,
     PendingAudit,
-    PollDecision,
     Verdict,
     apply_poll,
     block_endpoint,
@@ -102,7 +99,6 @@ class TickLog:
 
     lines: list[str] = field(default_factory=list)
     run_requests: list[RunRequest] = field(default_factory=list)
-    events: list[AssetObservation] = field(default_factory=list)
 
     def summary(self) -> str:
         return "; ".join(self.lines) or "nothing to do"
@@ -154,21 +150,6 @@ def landing_request(audit: PendingAudit, verdict: Verdict, at: dt.datetime, repo
     )
 
 
-def _observation(audit: PendingAudit, status: str, at: dt.datetime) -> AssetObservation:
-    return AssetObservation(
-        asset_key=audit_reports.key,
-        metadata={
-            "audit_id": audit.id,
-            "url": audit.url,
-            "brand_id": audit.brand_id,
-            "status": status,
-            "requested_at": _iso(audit.requested_at),
-            "at": _iso(at),
-            "polls": audit.polls,
-        },
-    )
-
-
 def _error_text(exc: VisibilityAPIError) -> str:
     return f"{type(exc).__name__} {exc.status or ''} {exc.code or ''}".strip()
 
@@ -189,27 +170,21 @@ def poll_pending(
                 log.lines.append(f"polling stopped for this tick: {_error_text(exc)}")
                 break
             error = _error_text(exc)  # this audit's poll failed (404, bad shape): keep going
-        state, decision = apply_poll(
-            state, audit.id, status=status, now=now, policy=settings, report=report, error=error
+        state, verdict, polled = apply_poll(
+            state, audit.id, status=status, now=now, policy=settings, error=error
         )
-        _record_decision(decision, log)
+        if verdict is Verdict.PENDING:
+            continue
+        log.run_requests.append(landing_request(polled, verdict, now, report))
+        if verdict is Verdict.COMPLETE:
+            log.lines.append(f"audit {polled.id} of {polled.url} complete after {polled.polls} polls")
+        else:
+            why = f" (last poll: {polled.last_error})" if polled.last_error else ""
+            log.lines.append(
+                f"audit {polled.id} of {polled.url} TIMED OUT: pending {now - polled.requested_at} "
+                f"past the deadline{why}"
+            )
     return state
-
-
-def _record_decision(decision: PollDecision, log: TickLog) -> None:
-    audit = decision.audit
-    if decision.verdict is Verdict.PENDING:
-        return
-    log.run_requests.append(landing_request(audit, decision.verdict, decision.decided_at, decision.report))
-    log.events.append(_observation(audit, decision.verdict.value, decision.decided_at))
-    if decision.verdict is Verdict.COMPLETE:
-        log.lines.append(f"audit {audit.id} of {audit.url} complete after {audit.polls} polls")
-    else:
-        waited = decision.decided_at - audit.requested_at
-        why = f" (last poll: {audit.last_error})" if audit.last_error else ""
-        log.lines.append(
-            f"audit {audit.id} of {audit.url} TIMED OUT: pending {waited} past the deadline{why}"
-        )
 
 
 def _read(
@@ -294,7 +269,6 @@ def submit(
         )
         submitted += 1
         log.run_requests.append(landing_request(pending, Verdict.PENDING, now))
-        log.events.append(_observation(pending, "pending", now))
     if submitted:
         log.lines.append(f"submitted {submitted} audit(s)")
     return state
@@ -346,5 +320,5 @@ def audit_sensor(
     context.log.info(log.summary())
     cursor = dump_cursor(state)
     if not log.run_requests:
-        return SensorResult(skip_reason=log.summary(), cursor=cursor, asset_events=log.events)
-    return SensorResult(run_requests=log.run_requests, cursor=cursor, asset_events=log.events)
+        return SensorResult(skip_reason=log.summary(), cursor=cursor)
+    return SensorResult(run_requests=log.run_requests, cursor=cursor)

@@ -48,7 +48,7 @@ def submitted(state: AuditState, url: str, audit_id: str, at: dt.datetime, brand
 
 def test_cursor_round_trips_every_field() -> None:
     state = submitted(AuditState(), "https://a.example/x", "a1", T0)
-    state, _ = apply_poll(
+    state, _, _ = apply_poll(
         state, "a1", status="pending", now=T0 + dt.timedelta(minutes=1), policy=POLICY, error="x"
     )
     state = block_endpoint(
@@ -78,42 +78,42 @@ def test_dump_is_deterministic() -> None:
 
 def test_complete_poll_finishes_the_audit() -> None:
     state = submitted(AuditState(), "https://a.example/x", "a1", T0)
-    state, decision = apply_poll(
+    state, verdict, audit = apply_poll(
         state, "a1", status="complete", now=T0 + dt.timedelta(minutes=2), policy=POLICY
     )
-    assert decision.verdict is Verdict.COMPLETE
-    assert decision.audit.polls == 1
+    assert verdict is Verdict.COMPLETE
+    assert audit.polls == 1
     assert state.pending == ()
 
 
 def test_pending_poll_before_deadline_keeps_polling() -> None:
     state = submitted(AuditState(), "https://a.example/x", "a1", T0)
     later = T0 + dt.timedelta(minutes=3)
-    state, decision = apply_poll(state, "a1", status="pending", now=later, policy=POLICY)
-    assert decision.verdict is Verdict.PENDING
+    state, verdict, _ = apply_poll(state, "a1", status="pending", now=later, policy=POLICY)
+    assert verdict is Verdict.PENDING
     assert [(p.id, p.polls, p.last_polled_at) for p in state.pending] == [("a1", 1, later)]
 
 
 def test_pending_past_deadline_times_out() -> None:
     state = submitted(AuditState(), "https://a.example/x", "a1", T0)
-    state, decision = apply_poll(state, "a1", status="pending", now=T0 + POLICY.deadline, policy=POLICY)
-    assert decision.verdict is Verdict.TIMED_OUT
+    state, verdict, _ = apply_poll(state, "a1", status="pending", now=T0 + POLICY.deadline, policy=POLICY)
+    assert verdict is Verdict.TIMED_OUT
     assert state.pending == ()
 
 
 def test_failed_poll_past_deadline_times_out_with_the_error() -> None:
     state = submitted(AuditState(), "https://a.example/x", "a1", T0)
-    state, decision = apply_poll(
+    state, verdict, audit = apply_poll(
         state, "a1", status=None, error="ServerError 503", now=T0 + dt.timedelta(hours=1), policy=POLICY
     )
-    assert decision.verdict is Verdict.TIMED_OUT
-    assert decision.audit.last_error == "ServerError 503"
+    assert verdict is Verdict.TIMED_OUT
+    assert audit.last_error == "ServerError 503"
 
 
 def test_complete_at_the_last_poll_wins_over_the_deadline() -> None:
     state = submitted(AuditState(), "https://a.example/x", "a1", T0)
-    _, decision = apply_poll(state, "a1", status="complete", now=T0 + dt.timedelta(hours=5), policy=POLICY)
-    assert decision.verdict is Verdict.COMPLETE
+    _, verdict, _ = apply_poll(state, "a1", status="complete", now=T0 + dt.timedelta(hours=5), policy=POLICY)
+    assert verdict is Verdict.COMPLETE
 
 
 def test_unknown_audit_cannot_be_polled() -> None:
@@ -126,17 +126,17 @@ def test_polls_are_bounded_per_tick_overdue_first_then_least_recently_polled() -
     state = submitted(state, "https://a.example/1", "a1", T0)
     state = submitted(state, "https://a.example/2", "a2", T0 + dt.timedelta(minutes=1))
     state = submitted(state, "https://a.example/3", "a3", T0 + dt.timedelta(minutes=2))
-    state, _ = apply_poll(state, "a2", status="pending", now=T0 + dt.timedelta(minutes=3), policy=POLICY)
+    state, _, _ = apply_poll(state, "a2", status="pending", now=T0 + dt.timedelta(minutes=3), policy=POLICY)
     now = T0 + dt.timedelta(minutes=4)
     assert [p.id for p in polls_due(state, now, POLICY)] == ["a1", "a3"]
     overdue_now = T0 + dt.timedelta(minutes=10, seconds=30)  # only a1 is past its deadline
-    state, _ = apply_poll(state, "a1", status="pending", now=T0 + dt.timedelta(minutes=9), policy=POLICY)
+    state, _, _ = apply_poll(state, "a1", status="pending", now=T0 + dt.timedelta(minutes=9), policy=POLICY)
     assert next(p.id for p in polls_due(state, overdue_now, POLICY)) == "a1"
 
 
 def test_same_url_is_not_submitted_twice_within_the_reaudit_interval() -> None:
     state = submitted(AuditState(), "https://a.example/x", "a1", T0)
-    state, _ = apply_poll(state, "a1", status="complete", now=T0 + dt.timedelta(minutes=2), policy=POLICY)
+    state, _, _ = apply_poll(state, "a1", status="complete", now=T0 + dt.timedelta(minutes=2), policy=POLICY)
     day_later = T0 + dt.timedelta(days=1)
     assert choose_submissions(state, [cand("https://a.example/x")], now=day_later, policy=POLICY) == []
     after = T0 + POLICY.reaudit_interval + dt.timedelta(seconds=1)
