@@ -18,14 +18,12 @@ from dagster import (
     DagsterInvalidConfigError,
     DagsterRunStatus,
     DefaultSensorStatus,
-    Failure,
     JobDefinition,
     OpExecutionContext,
     RunConfig,
     RunRequest,
     RunStatusSensorContext,
     SensorDefinition,
-    SkipReason,
     config_mapping,
     job,
     op,
@@ -119,10 +117,7 @@ def sync_now_definitions(settings: PartitionSettings) -> tuple[JobDefinition, Se
 
     @op(name=SYNC_NOW_OP, description="Checks the window and records the sync runs it asks for.")
     def check_window(context: OpExecutionContext, config: SyncNowConfig) -> None:
-        try:
-            window = sync_now_window(config, run_day(context.instance, context.run_id), settings)
-        except ConfigError as exc:
-            raise Failure(description=str(exc)) from None
+        window = sync_now_window(config, run_day(context.instance, context.run_id), settings)
         runs = sync_runs(window.first, window.last, window.spans)
         context.log.info(f"sync {window.first}..{window.last}: {len(runs)} run(s), requested on success")
         context.add_output_metadata(
@@ -161,13 +156,10 @@ def sync_now_definitions(settings: PartitionSettings) -> tuple[JobDefinition, Se
         default_status=DefaultSensorStatus.RUNNING,
         description=f"Launches the sync run(s) of each successful `{SYNC_NOW_JOB}` run's window.",
     )
-    def sync_now_runs(context: RunStatusSensorContext) -> list[RunRequest] | SkipReason:
+    def sync_now_runs(context: RunStatusSensorContext) -> list[RunRequest]:
         run = context.dagster_run
-        try:
-            config = SyncNowConfig(**run.run_config)  # the launch's config, before its mapping
-            window = sync_now_window(config, run_day(context.instance, run.run_id), settings)
-        except ConfigError as exc:
-            return SkipReason(str(exc))
+        config = SyncNowConfig(**run.run_config)  # the launch's config, before its mapping
+        window = sync_now_window(config, run_day(context.instance, run.run_id), settings)
         window_tag = {SYNC_NOW_TAG: run.run_id, "visibility/window": f"{window.first}..{window.last}"}
         return [  # keyed by the sync_now run: requested once
             RunRequest(run_key=f"{run.run_id}-{index}", job_name=job_name, tags={**tags, **window_tag})
