@@ -184,16 +184,13 @@ def choose_submissions(
     *,
     now: dt.datetime,
     policy: AuditSensorSettings,
-    endpoint_remaining: int | None = None,
 ) -> list[Candidate]:
     """Candidates to submit this tick, in the given order: none pending or submitted within the
     re-audit interval, none of a brand whose daily budget is spent, none while the endpoint is
-    blocked, at most ``endpoint_remaining`` (``X-Endpoint-Remaining``) and ``max_submissions_per_tick``."""
+    blocked, at most ``max_submissions_per_tick`` (the submitting loop also stops at
+    ``X-Endpoint-Remaining`` 0)."""
     if state.endpoint_blocked_until is not None and state.endpoint_blocked_until > now:
         return []
-    cap = policy.max_submissions_per_tick
-    if endpoint_remaining is not None:
-        cap = min(cap, max(endpoint_remaining, 0))
     recent_cutoff = now - policy.reaudit_interval
     busy = {p.url for p in state.pending}
     busy |= {s.url for s in state.submissions if s.submitted_at > recent_cutoff}
@@ -204,7 +201,7 @@ def choose_submissions(
     )
     chosen: list[Candidate] = []
     for candidate in candidates:
-        if len(chosen) >= cap:
+        if len(chosen) >= policy.max_submissions_per_tick:
             break
         if candidate.url in busy or used[candidate.brand_id] >= policy.audits_per_day:
             continue

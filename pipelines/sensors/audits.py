@@ -219,11 +219,6 @@ def gather_candidates(
     return rank_candidates(configured, cited)
 
 
-def endpoint_remaining(client: VisibilityClient) -> int | None:
-    """``X-Endpoint-Remaining`` of the audit endpoint as the client's budget last saw it."""
-    return client.budget.snapshot().endpoint_remaining.get(AUDIT_ENDPOINT)
-
-
 def submit(
     client: VisibilityClient,
     state: AuditState,
@@ -234,10 +229,8 @@ def submit(
 ) -> AuditState:
     """Submit what the budget allows; every accepted audit goes into the state at once."""
     submitted = 0
-    for candidate in choose_submissions(
-        state, candidates, now=now, policy=settings, endpoint_remaining=endpoint_remaining(client)
-    ):
-        remaining = endpoint_remaining(client)
+    for candidate in choose_submissions(state, candidates, now=now, policy=settings):
+        remaining = client.budget.snapshot().endpoint_remaining.get(AUDIT_ENDPOINT)
         if remaining is not None and remaining <= 0:
             log.lines.append("audit endpoint budget spent (X-Endpoint-Remaining 0); submitting next tick")
             break

@@ -171,11 +171,9 @@ def test_refused_urls_cost_no_budget_but_are_not_retried() -> None:
     assert choose_submissions(state, wanted, now=T0, policy=POLICY) == wanted[1:]
 
 
-def test_endpoint_remaining_and_per_tick_cap_bound_submissions() -> None:
+def test_the_per_tick_cap_bounds_submissions() -> None:
     wanted = [cand(f"https://a.example/{i}", f"b{i}") for i in range(5)]
     assert len(choose_submissions(AuditState(), wanted, now=T0, policy=POLICY)) == 3
-    assert len(choose_submissions(AuditState(), wanted, now=T0, policy=POLICY, endpoint_remaining=1)) == 1
-    assert choose_submissions(AuditState(), wanted, now=T0, policy=POLICY, endpoint_remaining=0) == []
 
 
 def test_blocked_endpoint_submits_nothing_until_the_block_passes() -> None:
