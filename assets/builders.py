@@ -21,7 +21,6 @@ from dagster import (
     Config,
     MaterializeResult,
     MetadataValue,
-    MultiPartitionsDefinition,
     ResourceParam,
     TableColumn,
     TableSchema,
@@ -294,7 +293,7 @@ def check_daily_config(run_config: Mapping[str, Any]) -> None:
         DailySyncConfig(**raw).citation_targets(CitationTargets())
 
 
-def run_cells(context: AssetExecutionContext, partitions_def: MultiPartitionsDefinition) -> set[Cell]:
+def run_cells(context: AssetExecutionContext) -> set[Cell]:
     """The cells this run was asked for (:func:`assets.partitions.requested_cells`), given the
     partitions of the job backfill it belongs to. Not Dagster's ``context.partition_keys``: in a job
     backfill's run it reads one partition of the range."""
@@ -302,7 +301,7 @@ def run_cells(context: AssetExecutionContext, partitions_def: MultiPartitionsDef
     backfill_id = tags.get(BACKFILL_ID_TAG) if PARTITION_SET_TAG in tags else None  # job backfills only
     backfill = context.instance.get_backfill(backfill_id) if backfill_id else None
     partitions = (backfill.partition_names or ()) if backfill is not None else ()
-    return requested_cells(tags, partitions_def, frozenset(partitions))
+    return requested_cells(tags, DAILY_PARTITIONS, frozenset(partitions))
 
 
 def landed_events(
@@ -318,41 +317,36 @@ def landed_events(
         yield AssetMaterialization(asset_key=table, partition=key, metadata=metadata if ends else lean)
 
 
-def backfill_handoff(context: AssetExecutionContext, warehouse: WarehouseResource) -> BackfillHandoff | None:
-    """The run's side of its backfill's handoffs (None: not a backfill's run). A claimant is alive
-    while its run has not ended (run monitoring fails a killed one)."""
-    backfill_id = context.run.tags.get(BACKFILL_ID_TAG)
-    if not backfill_id:
-        return None
+def backfill_handoff(context: AssetExecutionContext, warehouse: WarehouseResource) -> BackfillHandoff:
+    """The run's side of its backfill's handoffs. A claimant is alive while its run has not ended
+    (run monitoring fails a killed one)."""
     instance = context.instance
 
     def is_alive(run_id: str) -> bool:
         run = instance.get_run_by_id(run_id)
         return run is not None and not run.is_finished
 
-    return BackfillHandoff(backfill_id, context.run_id, warehouse.get_warehouse, is_alive)
+    return BackfillHandoff(
+        context.run.tags[BACKFILL_ID_TAG], context.run_id, warehouse.get_warehouse, is_alive
+    )
 
 
-def build_partitioned_assets(
-    name: str,
-    assets: Sequence[PartitionedTable],
-    *,
-    partitions_def: MultiPartitionsDefinition,
-    group_name: str,
-    description: str,
-) -> AssetsDefinition:
-    """One step syncing the tables of a partitions definition (:func:`sync.driver.sync_daily`), each
+def build_daily_step(assets: Sequence[PartitionedTable]) -> AssetsDefinition:
+    """The ``sync_daily`` step: one run per launch for every date x engine table, so the UI's group
+    "Materialize" picks one date range for all of them (:func:`sync.driver.sync_daily`). Each table is
     its own asset (``can_subset``); a failed table fails the step at the end, naming it. Each table's
     checks run right after it lands, while the next is fetched."""
 
     @_sync_step(
-        name,
+        DAILY_STEP,
         assets,
-        group_name,
+        catalog.DAILY_GROUP,
         "partitioned",
-        partitions_def=partitions_def,
+        partitions_def=DAILY_PARTITIONS,
         backfill_policy=BackfillPolicy.single_run(),
-        description=description,
+        description="Every date x engine table (engines plus the `all` rollup): fetched back to back, "
+        "each landed while the next is fetched; of a backfill's runs, the first to reach a table "
+        "fetches and lands it for all of them.",
     )
     def sync(
         context: AssetExecutionContext,
@@ -367,7 +361,7 @@ def build_partitioned_assets(
         if not selected:
             return
         targets = config.citation_targets(resource_targets(api))
-        request = daily_request(context, partitions_def, targets, selected, warehouse, sync_session)
+        request = daily_request(context, targets, selected, warehouse, sync_session)
         asks_api = api if request.compares_totals() else None
         spec_of = {a.spec.name: a.spec for a in selected}
 
@@ -390,7 +384,6 @@ def build_partitioned_assets(
 
 def daily_request(
     context: AssetExecutionContext,
-    partitions_def: MultiPartitionsDefinition,
     citation_targets: CitationTargets | None,
     tables: Sequence[PartitionedTable],
     warehouse: WarehouseResource,
@@ -400,7 +393,7 @@ def daily_request(
     backfill_cells = backfill_targets(context, [t.spec.name for t in tables])
     return DailyRequest(
         run_id=context.run_id,
-        cells=run_cells(context, partitions_def),
+        cells=run_cells(context),
         only=brand_filter(context.run.tags),
         discovery=session.discovery,
         citation_targets=citation_targets,
@@ -441,70 +434,47 @@ def _with_listed(
         yield TableFailed("listed snapshots", exc)
 
 
-def build_snapshot_assets(name: str, tables: Sequence[SnapshotTable], *, group_name: str) -> AssetsDefinition:
-    """One step listing and upserting every selected snapshot table (:func:`sync.driver.sync_snapshots`)."""
+@_sync_step(
+    "sync_snapshots",
+    catalog.SNAPSHOTS,
+    catalog.SNAPSHOT_GROUP,
+    "snapshot",
+    description="Snapshot tables: each listed whole and upserted; rows gone from the API stay "
+    "with is_current = false.",
+)
+def snapshot_step(
+    context: AssetExecutionContext,
+    api: VisibilityAPIResource,
+    warehouse: WarehouseResource,
+    sync_session: ResourceParam[SyncSession],
+) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
+    """Lists and upserts every selected snapshot table (:func:`sync.driver.sync_snapshots`)."""
+    check_daily_config(context.run_config)
+    alone, selected = _selection(context, catalog.SNAPSHOTS)
+    yield from _run_checks(context, alone, warehouse, api)
+    spec_of = {t.spec.name: t.spec for t in selected}
 
-    @_sync_step(
-        name,
-        tables,
-        group_name,
-        "snapshot",
-        description="Snapshot tables: each listed whole and upserted; rows gone from the API stay "
-        "with is_current = false.",
+    def on_landed(event: TableLanded) -> Iterator[MaterializeResult | AssetCheckResult]:
+        assert event.warehouse is not None  # the upsert's session, still open
+        # evaluated before the materialization is recorded, in the upsert's session
+        checked = list(_run_checks(context, checks_of([event.table]), event.warehouse, api, event.metadata))
+        yield MaterializeResult(asset_key=event.table, metadata=_landed_metadata(event, spec_of[event.table]))
+        yield from checked
+
+    only = brand_filter(context.run.tags)
+    events = sync_snapshots(
+        selected,
+        context.run_id,
+        only,
+        context.run.tags,
+        sync_session.discovery,
+        api,
+        warehouse.get_warehouse,
+        context.log,
+        empty_tables=SENSOR_TABLES,
     )
-    def sync(
-        context: AssetExecutionContext,
-        api: VisibilityAPIResource,
-        warehouse: WarehouseResource,
-        sync_session: ResourceParam[SyncSession],
-    ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
-        check_daily_config(context.run_config)
-        alone, selected = _selection(context, tables)
-        yield from _run_checks(context, alone, warehouse, api)
-        spec_of = {t.spec.name: t.spec for t in selected}
-
-        def on_landed(event: TableLanded) -> Iterator[MaterializeResult | AssetCheckResult]:
-            assert event.warehouse is not None  # the upsert's session, still open
-            # evaluated before the materialization is recorded, in the upsert's session
-            checked = list(
-                _run_checks(context, checks_of([event.table]), event.warehouse, api, event.metadata)
-            )
-            yield MaterializeResult(
-                asset_key=event.table, metadata=_landed_metadata(event, spec_of[event.table])
-            )
-            yield from checked
-
-        only = brand_filter(context.run.tags)
-        events = sync_snapshots(
-            selected,
-            context.run_id,
-            only,
-            context.run.tags,
-            sync_session.discovery,
-            api,
-            warehouse.get_warehouse,
-            context.log,
-            empty_tables=SENSOR_TABLES,
-        )
-        yield from _translated(events, on_landed)
-
-    return sync
+    yield from _translated(events, on_landed)
 
 
-snapshot_assets: list[AssetsDefinition] = [
-    build_snapshot_assets("sync_snapshots", catalog.SNAPSHOTS, group_name=catalog.SNAPSHOT_GROUP)
-]
-
-#: One step (one run per launch) for every date x engine table, so the UI's group "Materialize" picks
-#: one date range for all of them and a sync fetches them back to back, in the catalog's order.
-daily_assets: list[AssetsDefinition] = [
-    build_partitioned_assets(
-        DAILY_STEP,
-        catalog.DAILY,
-        partitions_def=DAILY_PARTITIONS,
-        group_name=catalog.DAILY_GROUP,
-        description="Every date x engine table (engines plus the `all` rollup): fetched back to back, "
-        "each landed while the next is fetched; of a backfill's runs, the first to reach a table "
-        "fetches and lands it for all of them.",
-    )
-]
+snapshot_assets: list[AssetsDefinition] = [snapshot_step]
+daily_assets: list[AssetsDefinition] = [build_daily_step(catalog.DAILY)]

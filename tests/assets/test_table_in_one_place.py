@@ -33,9 +33,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from assets.builders import DAILY_STEP, build_partitioned_assets, snapshot_assets
+from assets.builders import build_daily_step, snapshot_assets
 from assets.checks import checks_of
-from assets.partitions import DAILY_PARTITIONS
 from pipelines.dbt_sources import render as render_dbt_sources
 from pipelines.resources import session_per_run
 from pipelines.schedules import range_tags
@@ -208,13 +207,7 @@ def served_rows(url: str, key: str) -> set[tuple[Any, ...]]:
 def sync_positions(served: PositionsSandbox, db: Path) -> tuple[ExecuteInProcessResult, set[str]]:
     """Materialize the table (and its evidence) in the ``sync_daily`` step built from the catalog, as
     assets/builders.py builds it; the run's result and the table's materialized partitions."""
-    step = build_partitioned_assets(
-        DAILY_STEP,
-        catalog.DAILY,
-        partitions_def=DAILY_PARTITIONS,
-        group_name=catalog.DAILY_GROUP,
-        description="Every date x engine table.",
-    )
+    step = build_daily_step(catalog.DAILY)
     resources = {
         "api": VisibilityAPIResource(api_url=served.url, api_key=served.key),
         "warehouse": WarehouseResource(url=f"duckdb:///{db}", schema_name=SCHEMA),
