@@ -513,44 +513,6 @@ class BigQueryWarehouse(Warehouse):
         view.schema = [_described(f, wanted.get(f.name, f.description)) for f in fields]
         self.client.update_table(view, ["schema"])
 
-    # --- staging ----------------------------------------------------------------------------------
-
-    def _load_staging(self, spec: TableSpec, data: pa.Table, plan: LoadPlan) -> str:
-        """Load ``data`` into a new staging table (one Parquet load job); returns its table id."""
-        from google.cloud import bigquery
-
-        table_id = self._table_id(f"{STAGING_PREFIX}{spec.name}_{uuid.uuid4().hex}")
-        schema = staging_schema(plan)
-        staging = bigquery.Table(table_id, schema=schema)
-        staging.expires = dt.datetime.now(dt.UTC) + STAGING_EXPIRATION
-        staging.description = f"Staging for one write to {spec.name}; dropped after the write."
-        self.client.create_table(staging)
-        config = bigquery.LoadJobConfig(
-            source_format=bigquery.SourceFormat.PARQUET,
-            schema=schema,
-            # append into the table just created: keeps its expiration (a truncate may reset it)
-            write_disposition=bigquery.WriteDisposition.WRITE_APPEND,
-            create_disposition=bigquery.CreateDisposition.CREATE_NEVER,
-        )
-        parquet_options = bigquery.ParquetOptions()
-        parquet_options.enable_list_inference = True
-        config.parquet_options = parquet_options
-        try:
-            with tempfile.TemporaryFile(prefix="visibility-bq-") as f:
-                write_parquet(drop_null_list_items(data), f)
-                f.seek(0)
-                self.client.load_table_from_file(f, table_id, job_config=config, rewind=True).result()
-        except BaseException:
-            self._drop(table_id)
-            raise
-        return table_id
-
-    def _drop(self, table_id: str) -> None:
-        self.client.delete_table(table_id, not_found_ok=True)
-
-    def _staged_ref(self, table_id: str) -> str:
-        return self.table_ref(table_id.rsplit(".", 1)[1])
-
     # --- Warehouse hooks (the procedure: Warehouse in base.py) -------------------------------------
 
     view_errors = (GoogleAPIError,)
@@ -569,28 +531,50 @@ class BigQueryWarehouse(Warehouse):
 
     @contextmanager
     def _write_transaction(self, spec: TableSpec) -> Iterator[list[str]]:
-        """The staging tables of one write or landing, dropped afterwards whatever happened (the
-        transaction is the script of :meth:`_apply_replace`, or the one ``MERGE``). A new column is
-        DDL, outside transactions: a failed landing may leave it, empty (never rows)."""
+        """The staging tables (their names) of one write or landing, dropped afterwards whatever
+        happened (the transaction is the script of :meth:`_apply_replace`, or the one ``MERGE``). A
+        new column is DDL, outside transactions: a failed landing may leave it, empty (never rows)."""
         staging: list[str] = []
         try:
             yield staging
         finally:
-            for table_id in staging:
-                self._drop(table_id)
+            for name in staging:
+                self.client.delete_table(self._table_id(name), not_found_ok=True)
 
     def _stage(self, staging: list[str], spec: TableSpec, plan: LoadPlan, data: pa.Table) -> str:
-        """One staging table and Parquet load per write (one chunk in memory at a time)."""
-        table_id = self._load_staging(spec, data, plan)
-        staging.append(table_id)
-        return table_id
+        """A new staging table loaded with ``data`` (one Parquet load job per write, one chunk in
+        memory at a time); returns its name."""
+        from google.cloud import bigquery
+
+        name = f"{STAGING_PREFIX}{spec.name}_{uuid.uuid4().hex}"
+        schema = staging_schema(plan)
+        table = bigquery.Table(self._table_id(name), schema=schema)
+        table.expires = dt.datetime.now(dt.UTC) + STAGING_EXPIRATION
+        table.description = f"Staging for one write to {spec.name}; dropped after the write."
+        self.client.create_table(table)
+        staging.append(name)  # dropped at the end of the write, loaded or not
+        config = bigquery.LoadJobConfig(
+            source_format=bigquery.SourceFormat.PARQUET,
+            schema=schema,
+            # append into the table just created: keeps its expiration (a truncate may reset it)
+            write_disposition=bigquery.WriteDisposition.WRITE_APPEND,
+            create_disposition=bigquery.CreateDisposition.CREATE_NEVER,
+        )
+        parquet_options = bigquery.ParquetOptions()
+        parquet_options.enable_list_inference = True
+        config.parquet_options = parquet_options
+        with tempfile.TemporaryFile(prefix="visibility-bq-") as f:
+            write_parquet(drop_null_list_items(data), f)
+            f.seek(0)
+            self.client.load_table_from_file(f, self._table_id(name), job_config=config, rewind=True).result()
+        return name
 
     def _apply_replace(self, staging: list[str], spec: TableSpec, staged: Sequence[StagedWrite]) -> list[int]:
         """Every staged write in ONE multi-statement transaction (:func:`replace_script`), retried on
         a concurrent update: the landing commits whole or not at all."""
         script = replace_script(
             self.table_ref(spec.name),
-            [(self._staged_ref(s.stage), s.plan) for s in staged],
+            [(self.table_ref(s.stage), s.plan) for s in staged],
             spec,
             fault_sql=self._between_delete_and_insert_sql,
         )
@@ -607,7 +591,7 @@ class BigQueryWarehouse(Warehouse):
         """One ``MERGE`` (upsert and retire-in-scope), retried on a concurrent update. Every source row
         touches exactly one target row, so the rows retired are the rows affected beyond those."""
         sql = merge_statement(
-            self.table_ref(spec.name), self._staged_ref(staged.stage), spec, staged.plan, retire
+            self.table_ref(spec.name), self.table_ref(staged.stage), spec, staged.plan, retire
         )
         affected = self._dml(sql, stamp_parameters(staged.stamp, retire))
         return max(affected - staged.rows, 0)
