@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from dagster import (
+    AssetObservation,
     ConfigurableResource,
     DefaultSensorStatus,
     RunRequest,
@@ -25,6 +26,7 @@ from assets.audits import (
     TAG_AUDIT_STATUS,
     AuditLandingConfig,
     audit_landing_job,
+    audit_reports,
 )
 from pipelines.sensors.audit_cursor import (
     AuditState,
@@ -99,6 +101,7 @@ class TickLog:
 
     lines: list[str] = field(default_factory=list)
     run_requests: list[RunRequest] = field(default_factory=list)
+    events: list[AssetObservation] = field(default_factory=list)
 
     def summary(self) -> str:
         return "; ".join(self.lines) or "nothing to do"
@@ -106,6 +109,23 @@ class TickLog:
 
 def _iso(value: dt.datetime) -> str:
     return value.astimezone(dt.UTC).isoformat()
+
+
+def _observation(audit: PendingAudit, status: str, at: dt.datetime) -> AssetObservation:
+    """The audit's state on ``audit_reports`` at the tick that saw it (a timed-out audit shows here
+    even before its landing run ends)."""
+    return AssetObservation(
+        asset_key=audit_reports.key,
+        metadata={
+            "audit_id": audit.id,
+            "url": audit.url,
+            "brand_id": audit.brand_id,
+            "status": status,
+            "requested_at": _iso(audit.requested_at),
+            "at": _iso(at),
+            "polls": audit.polls,
+        },
+    )
 
 
 def _host_matches(url: str, domain: str) -> bool:
@@ -176,6 +196,7 @@ def poll_pending(
         if verdict is Verdict.PENDING:
             continue
         log.run_requests.append(landing_request(polled, verdict, now, report))
+        log.events.append(_observation(polled, verdict.value, now))
         if verdict is Verdict.COMPLETE:
             log.lines.append(f"audit {polled.id} of {polled.url} complete after {polled.polls} polls")
         else:
@@ -262,6 +283,7 @@ def submit(
         )
         submitted += 1
         log.run_requests.append(landing_request(pending, Verdict.PENDING, now))
+        log.events.append(_observation(pending, "pending", now))
     if submitted:
         log.lines.append(f"submitted {submitted} audit(s)")
     return state
@@ -313,5 +335,5 @@ def audit_sensor(
     context.log.info(log.summary())
     cursor = dump_cursor(state)
     if not log.run_requests:
-        return SensorResult(skip_reason=log.summary(), cursor=cursor)
-    return SensorResult(run_requests=log.run_requests, cursor=cursor)
+        return SensorResult(skip_reason=log.summary(), cursor=cursor, asset_events=log.events)
+    return SensorResult(run_requests=log.run_requests, cursor=cursor, asset_events=log.events)

@@ -118,6 +118,8 @@ def test_audit_pending_past_the_deadline_lands_as_timed_out(
 
     second = evaluate(audit_sensor, instance, first.cursor, res)
     assert [(r.run_key, r.tags[TAG_AUDIT_STATUS]) for r in second.run_requests] == [(audit_id, "timed_out")]
+    observed = [e.metadata["status"].value for e in second.asset_events]
+    assert observed == ["timed_out"]
     assert parse_cursor(second.cursor).pending == ()
     third = evaluate(audit_sensor, instance, second.cursor, res)
     assert third.run_requests == []  # neither polled again nor resubmitted
