@@ -59,7 +59,7 @@ def _rows(n: int, days: int, seed: int) -> Any:
 
 def build_outcome(rows: int, days: int) -> Any:
     """A FetchOutcome whose spool holds ``rows`` rows over ``days`` days (written 100k rows at a time)."""
-    from resources.api.client import RequestStats
+    from resources.api.stats import RequestStats
     from sync.landing import DEFAULT_DAYS_PER_WRITE, FetchOutcome
     from sync.planning import Box, Plan, Window
     from sync.spool import DateSpool

@@ -1,11 +1,8 @@
 """What a user changes on the service: audit one URL, untrack a competitor, create or rename a topic.
 
-Dagster-free, shared by the jobs (``pipelines/operation_jobs.py``) and the command line. Each
-operation is a *plan* (``plan_*``: names resolved with read-only calls, shown for confirmation) and
-the change, whose outcome gives the line a user reads (``describe()``) and Dagster metadata. A POST
-is never repeated (no idempotency key): ``create_topic`` creates none when the name exists, an audit
-is never resubmitted. A rename or untrack whose answer was lost is read back and sent again only if
-it was not applied (``_send_and_confirm``).
+Each operation is a *plan* (``plan_*``: names resolved with read-only calls, shown for confirmation)
+and the change, whose outcome gives the line a user reads (``describe()``) and Dagster metadata. A
+POST is never repeated (no idempotency key); a PATCH or DELETE whose answer was lost is read back.
 """
 
 from __future__ import annotations
@@ -21,8 +18,7 @@ from resources.api.client import VisibilityClient
 from resources.api.errors import NotFoundError, VisibilityAPIError
 from resources.api.redaction import sanitize
 
-#: Most sends of one rename or untrack: the first, then one more each time a read-back after a lost
-#: answer shows it was not applied.
+#: Most sends of one rename or untrack (a read-back after each lost answer decides on the next).
 MAX_WRITE_SENDS = 3
 #: Most candidate names an "unknown name" message lists.
 _LISTED_NAMES = 10
@@ -30,8 +26,7 @@ _LISTED_NAMES = 10
 _MAX_NAME_CHARS = 200
 DEFAULT_AUDIT_TIMEOUT_SECONDS = 300.0
 DEFAULT_POLL_INTERVAL_SECONDS = 2.0
-#: Longest audit wait and poll interval: the ``audit`` command's flags and the ``audit_url`` job's
-#: fields both read these, so a value one refuses the other refuses too.
+#: Longest audit wait and poll interval, for the ``audit`` command's flags and the job's fields alike.
 MAX_AUDIT_TIMEOUT_SECONDS = 86_400.0
 MAX_POLL_INTERVAL_SECONDS = 600.0
 
@@ -58,8 +53,7 @@ class Outcome:
         raise NotImplementedError
 
     def metadata(self) -> Metadata:
-        """The fields, in their order: a named record as ``<field>_id`` and ``<field>_name`` (as
-        shown), a time in ISO 8601; a report stays out."""
+        """The fields: a named record as ``<field>_id`` and ``<field>_name``, a time in ISO 8601."""
         values: Metadata = {}
         for name in (field.name for field in fields(self)):  # type: ignore[arg-type]
             value = getattr(self, name)
@@ -73,8 +67,7 @@ class Outcome:
 
 
 class OperationError(ValueError):
-    """An operation cannot be carried out as asked (no record has the name given, several do); the
-    message says what to pass instead."""
+    """An operation cannot be carried out as asked (no record or several have the name given)."""
 
 
 class InvalidInputError(OperationError):
@@ -94,8 +87,8 @@ class AuditStillPendingError(TimeoutError):
 
 @dataclass(frozen=True)
 class Named:
-    """A record the user named, as the service knows it: ``name`` as the service spells it (what
-    look-ups compare), ``shown`` scrubbed and bounded (what is printed or stored)."""
+    """A record the user named: ``name`` as the service spells it (look-ups compare it), ``shown``
+    scrubbed and bounded (printed or stored)."""
 
     id: str
     name: str
@@ -152,7 +145,7 @@ def resolve_topic(client: VisibilityClient, brand: Named, ref: str) -> Named:
 
 
 def validate_audit_url(url: str) -> str:
-    """An absolute http(s) URL, as the audit endpoint needs; refused before any request."""
+    """An absolute http(s) URL, as the audit endpoint needs."""
     candidate = url.strip()
     parts = urlsplit(candidate)
     if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in candidate):
@@ -164,16 +157,14 @@ def validate_audit_url(url: str) -> str:
 
 
 def visible(text: str) -> str:
-    """``text`` with control and format characters escaped (``\\x1b``, ``\\r``): safe to print
-    on a terminal, whoever chose it (a user's argument, a name the service returned)."""
+    """``text`` with control and format characters escaped (``\\x1b``): safe to print on a terminal."""
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 def validate_topic_name(name: str) -> str:
-    """A topic name without surrounding blanks; an empty one, or one holding control characters (an
-    escape sequence pasted by mistake), is refused before any request."""
+    """A topic name without surrounding blanks; refused empty or with control characters."""
     cleaned = name.strip()
     if not cleaned:
         raise InvalidInputError("the topic name is empty")
@@ -300,8 +291,7 @@ def plan_audit(
     timeout_seconds: float = DEFAULT_AUDIT_TIMEOUT_SECONDS,
     poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS,
 ) -> AuditPlan:
-    """Validate the URL first (no request on a typo), then resolve the brand. The wait's bounds are
-    checked where it is given: the command's flags and the job's fields (``MAX_*_SECONDS`` above)."""
+    """Validate the URL first (no request on a typo), then resolve the brand."""
     checked = validate_audit_url(url)
     return AuditPlan(resolve_brand(client, brand), checked, wait, timeout_seconds, poll_interval_seconds)
 
