@@ -145,8 +145,6 @@ class Calls:
         body: Any = None,
     ) -> tuple[dict[str, Any], str | None]:
         """Send until a success, a typed failure, or the retry deadline; return (body, request id)."""
-        if self._transport.closed:
-            raise VisibilityAPIError("the client is closed", endpoint=endpoint.key)
         self._budget.check_cancelled(endpoint.key)
         if self._quota_error is not None:
             raise self._quota_stop(endpoint)

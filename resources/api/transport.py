@@ -155,7 +155,6 @@ class Transport:
         self._budget = budget
         self._timeout_seconds = timeout_seconds
         self._max_response_bytes = max_response_bytes
-        self.closed = False
         # httpx masks the Authorization value in its Headers repr; it never logs request headers.
         self.http = httpx.Client(
             base_url=base_url,
@@ -175,7 +174,6 @@ class Transport:
         )
 
     def close(self) -> None:
-        self.closed = True
         self.http.close()
 
     def exchange(
