@@ -30,9 +30,9 @@ from pipelines.cli_operations import add_operation_commands
 from pipelines.cli_output import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, console, err, printing_log
 from pipelines.cli_setup import (
     check_warehouse,
+    command_instance,
     dagster_home_full,
     event_log_writes_unprinted,
-    recording_instance,
 )
 from report import DEFAULT_DAYS, MAX_DAYS
 from resources.api.config import is_loopback_host
@@ -188,15 +188,13 @@ def sync(
         if not recorded:  # an ephemeral instance journals in the temp folder: known before Dagster is
             start_fetching(None)
 
-        from dagster import DagsterInstance
-
         from pipelines.orphans import CodeLocationRuns, fail_orphaned_runs
         from pipelines.resources import api_resource, process_resources
         from pipelines.schedules import sync_runs
         from pipelines.syncs import sync_definitions
 
         definitions = sync_definitions(settings)
-        with recording_instance() if recorded else DagsterInstance.ephemeral() as instance:
+        with command_instance() as instance:
             runs = CodeLocationRuns(instance) if recorded else None
             if recorded:
                 fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))

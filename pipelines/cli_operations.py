@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import fields
@@ -18,7 +17,7 @@ from typing import Any
 from rich.markup import escape
 
 from pipelines.cli_output import EXIT_OK, EXIT_PARTIAL, console, err, printing_log
-from pipelines.cli_setup import check_warehouse, recording_instance
+from pipelines.cli_setup import check_warehouse, command_instance
 from resources.api import write_operations
 from resources.api.client import VisibilityClient
 from settings import ConfigError, Settings, load_settings
@@ -41,17 +40,15 @@ def confirmed(args: argparse.Namespace, plan: str) -> bool:
 def run_operation(settings: Settings, job_name: str, config: dict[str, Any]) -> Any:
     """Run one operation job in this process and return its op's outcome; an error is raised as the
     op raised it (the API's ``code`` and ``X-Request-Id`` included), for ``main``'s exit codes."""
-    from dagster import DagsterInstance, Definitions
+    from dagster import Definitions
 
     from pipelines.operation_jobs import OPERATION_TAGS, PROGRESS_LOGGER, op_name, operation_jobs
     from pipelines.orphans import process_tags
     from pipelines.resources import build_resources
 
     definitions = Definitions(jobs=operation_jobs, resources=build_resources(settings))
-    recorded = bool(os.environ.get("DAGSTER_HOME"))
-    tags = {**OPERATION_TAGS, "visibility/launched_by": "visibility-sync"}
-    if recorded:
-        tags.update(process_tags())
+    # a run recorded in DAGSTER_HOME names its process, for whoever finds it killed
+    tags = {**OPERATION_TAGS, "visibility/launched_by": "visibility-sync", **process_tags()}
     run_config = {
         "ops": {op_name(job_name): {"config": config}},
         "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},  # the progress lines say it
@@ -60,10 +57,7 @@ def run_operation(settings: Settings, job_name: str, config: dict[str, Any]) -> 
     def show(record: logging.LogRecord) -> None:  # an audit's id and poll path while it waits
         console.print(escape(write_operations.visible(record.getMessage())), soft_wrap=True)
 
-    with (
-        printing_log(PROGRESS_LOGGER, logging.INFO, show),
-        recording_instance() if recorded else DagsterInstance.ephemeral() as instance,
-    ):
+    with printing_log(PROGRESS_LOGGER, logging.INFO, show), command_instance() as instance:
         result = definitions.resolve_job_def(job_name).execute_in_process(
             run_config=run_config, instance=instance, tags=tags
         )

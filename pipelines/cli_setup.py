@@ -73,13 +73,16 @@ def event_log_writes_unprinted() -> Iterator[None]:
         sys.stderr = stream
 
 
-def recording_instance() -> Any:
-    """``DAGSTER_HOME``'s instance, created under a file lock: two commands started together on a
-    new home would otherwise race to create Dagster's SQLite tables ("table ... already exists")."""
+def command_instance() -> Any:
+    """The instance of a command's runs: ``DAGSTER_HOME``'s, created under a file lock (two commands
+    started together on a new home would otherwise race to create Dagster's SQLite tables), else an
+    ephemeral one."""
     from dagster import DagsterInstance
 
     from sync.private_dir import lock_file, unlock
 
+    if not os.environ.get("DAGSTER_HOME"):
+        return DagsterInstance.ephemeral()
     home = Path(os.environ["DAGSTER_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     lock = lock_file(home / ".visibility-sync.lock", wait=True)

@@ -1,15 +1,11 @@
 """A command's runs in Dagster's instance: recorded as runs of the code location, ended when the
 command is stopped, and failed once their process is gone.
 
-A run executed in this process is recorded without a code location, and the UI re-executes a run
-only through its location; so :class:`CodeLocationRuns` records :data:`CODE_LOCATION` on it, as
-``dagster run migrate-repository`` does. No public API creates that origin, so it is given in
-Dagster's serialized form (``deserialize_value``), naming the location alone.
-
-A killed run never writes its end, and Dagster's default run launcher cannot tell. So the process
-records itself in its run's tags (:func:`process_tags`, naming the run: a re-execution copies them),
-and the next ``visibility-sync`` command or :data:`orphaned_runs_sensor` on that host ends the runs
-whose process is gone.
+A run executed in process has no code location, and the UI re-executes a run only through one: no
+public API creates that origin, so :func:`code_location_origin` gives it in Dagster's serialized
+form, as ``dagster run migrate-repository`` does. A killed run never writes its end: its process is
+recorded in its tags (:func:`process_tags`), and the next command or :data:`orphaned_runs_sensor` on
+that host ends the runs whose process is gone.
 """
 
 from __future__ import annotations
