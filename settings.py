@@ -35,8 +35,6 @@ from resources.warehouse import urls as warehouse
 from resources.warehouse.contract import WAREHOUSE_SETTING, WarehouseConfigError
 
 ENV_PREFIX = "VISIBILITY_"
-START_DATE_SETTING = "VISIBILITY_START_DATE"
-CITATION_URLS_SETTING = "VISIBILITY_CITATION_URLS"
 #: Without VISIBILITY_START_DATE the first partition is this many days before today.
 DEFAULT_HISTORY_DAYS = 90
 #: The earliest first partition: ChatGPT's public launch. None of the engines the service measures
@@ -66,33 +64,26 @@ def _blank(value: Any) -> bool:
     return value is None or value == []
 
 
-def _parse(pattern: re.Pattern[str], kind: type[int] | type[float], text: str) -> Any:
-    if not pattern.fullmatch(text):
-        raise ValueError(text)
-    return kind(text)
-
-
-def _whole_number(text: str, setting: str, low: int, high: int, what: str = "a whole number") -> int:
-    try:
-        number = _parse(_INTEGER, int, text)
-    except ValueError:
-        raise ConfigError(f"{setting} must be {what}, got {text[:40]!r}") from None
-    if not low <= number <= high:
-        raise ConfigError(f"{setting} must be between {low} and {high}, got {text[:40]!r}")
+def _number(
+    text: str,
+    setting: str,
+    *,
+    low: int,
+    high: int | None = None,
+    kind: type[int] | type[float] = int,
+    what: str = "a whole number",
+    unit: str = "",
+) -> int | float:
+    """``text`` as an ASCII number of ``kind`` from ``low`` to ``high`` (None: no upper bound)."""
+    at_least = f" (at least {low})" if high is None else ""
+    if not (_INTEGER if kind is int else _DECIMAL).fullmatch(text):
+        raise ConfigError(f"{setting} must be {what}{at_least}, got {text[:40]!r}")
+    number = kind(text)
+    if high is None and number < low:
+        raise ConfigError(f"{setting} must be {what} of at least {low}, got {text[:40]!r}")
+    if high is not None and not low <= number <= high:
+        raise ConfigError(f"{setting} must be between {low} and {high}{unit}, got {text[:40]!r}")
     return number
-
-
-def _seconds(text: str, setting: str) -> float:
-    try:
-        seconds = _parse(_DECIMAL, float, text)
-    except ValueError:
-        raise ConfigError(f"{setting} must be a number of seconds, got {text[:40]!r}") from None
-    if not api.MIN_RETRY_DEADLINE_SECONDS <= seconds <= api.MAX_RETRY_DEADLINE_SECONDS:
-        raise ConfigError(
-            f"{setting} must be between {api.MIN_RETRY_DEADLINE_SECONDS:g} and "
-            f"{api.MAX_RETRY_DEADLINE_SECONDS:g} seconds, got {text[:40]!r}"
-        )
-    return seconds
 
 
 def _start_date(text: str, setting: str) -> dt.date:
@@ -160,8 +151,6 @@ class _EnvironmentSettings(BaseSettings):
     @classmethod
     def _by_rule(cls, value: Any, info: ValidationInfo) -> Any:
         assert info.field_name is not None
-        if isinstance(value, SecretStr):
-            value = value.get_secret_value()
         if _blank(value):
             return cls.model_fields[info.field_name].get_default(call_default_factory=True)
         rule = cls.RULES.get(info.field_name)
@@ -195,7 +184,7 @@ class PartitionSettings(_EnvironmentSettings):
 
     RULES: ClassVar[dict[str, Callable[[str, str], Any]]] = {
         "start_date": _start_date,
-        "lookback_days": partial(_whole_number, low=0, high=MAX_LOOKBACK_DAYS, what="an integer"),
+        "lookback_days": partial(_number, low=0, high=MAX_LOOKBACK_DAYS, what="an integer"),
     }
 
     start_date: dt.date = Field(
@@ -216,15 +205,22 @@ class Settings(ApiTuning, PartitionSettings):
         "warehouse_url": lambda text, _: warehouse.validate_warehouse_url(text),
         "schema_name": lambda text, _: warehouse.validate_schema_name(text),
         "duckdb_memory_limit": warehouse.validate_memory_limit,
-        "retry_deadline_seconds": _seconds,
-        "request_budget_floor": partial(_whole_number, low=api.MIN_REQUEST_FLOOR, high=api.MAX_REQUEST_FLOOR),
+        "retry_deadline_seconds": partial(
+            _number,
+            low=api.MIN_RETRY_DEADLINE_SECONDS,
+            high=api.MAX_RETRY_DEADLINE_SECONDS,
+            kind=float,
+            what="a number of seconds",
+            unit=" seconds",
+        ),
+        "request_budget_floor": partial(_number, low=api.MIN_REQUEST_FLOOR, high=api.MAX_REQUEST_FLOOR),
         "request_budget_factor": partial(
-            _whole_number, low=api.MIN_REQUESTS_PER_CALL, high=api.MAX_REQUESTS_PER_CALL
+            _number, low=api.MIN_REQUESTS_PER_CALL, high=api.MAX_REQUESTS_PER_CALL
         ),
         "max_response_bytes": partial(
-            _whole_number, low=api.MIN_MAX_RESPONSE_BYTES, high=api.MAX_MAX_RESPONSE_BYTES
+            _number, low=api.MIN_MAX_RESPONSE_BYTES, high=api.MAX_MAX_RESPONSE_BYTES
         ),
-        "max_new_columns": partial(_whole_number, low=api.MIN_MAX_NEW_COLUMNS, high=api.MAX_MAX_NEW_COLUMNS),
+        "max_new_columns": partial(_number, low=api.MIN_MAX_NEW_COLUMNS, high=api.MAX_MAX_NEW_COLUMNS),
         "citation_urls": lambda text, setting: citation_pages(text, setting),
         "citation_topics": lambda text, setting: citation_topics(text),
     }
@@ -252,21 +248,6 @@ class Settings(ApiTuning, PartitionSettings):
         """What a sync's clients are opened with, or a ConfigError naming a missing variable."""
         url, key = self.require_api()
         return ApiAccess(api_url=url, api_key=key, **self.api_values())
-
-
-def _audit_number(kind: type[int] | type[float], minimum: float) -> Callable[[str, str], int | float]:
-    what = "a whole number" if kind is int else "a number"
-
-    def checked(text: str, setting: str) -> int | float:
-        try:
-            number = _parse(_INTEGER if kind is int else _DECIMAL, kind, text)
-        except ValueError:
-            raise ConfigError(f"{setting} must be {what} (at least {minimum:g}), got {text!r}") from None
-        if number < minimum:
-            raise ConfigError(f"{setting} must be {what} of at least {minimum:g}, got {text!r}")
-        return number
-
-    return checked
 
 
 class AuditPolicy(BaseModel):
@@ -308,10 +289,10 @@ class AuditSettings(_EnvironmentSettings, AuditPolicy):
     )
     RULES: ClassVar[dict[str, Callable[[str, str], Any]]] = {
         "urls": lambda text, setting: text.replace(",", " ").split(),
-        "audits_per_day": _audit_number(int, 0),
-        "reaudit_interval_days": _audit_number(float, 0),
-        "deadline_minutes": _audit_number(float, 1),  # 0 would time every audit out at once
-        "new_page_window_days": _audit_number(int, 0),
+        "audits_per_day": partial(_number, low=0),
+        "reaudit_interval_days": partial(_number, low=0, kind=float, what="a number"),
+        "deadline_minutes": partial(_number, low=1, kind=float, what="a number"),  # 0: every audit times out
+        "new_page_window_days": partial(_number, low=0),
     }
 
 

@@ -499,8 +499,13 @@ def query_hint(settings: Settings) -> str:
     """How to read the landed rows back, for the warehouse in use: a command that runs as printed
     (this environment's Python and its drivers), with no password in it."""
     from pipelines.downstream import duckdb_catalog
-    from pipelines.resources import _holds_password  # the one rule: unparseable counts as holding one
-    from resources.warehouse.urls import POSTGRES_SCHEMES, bigquery_target, duckdb_path, url_scheme
+    from resources.warehouse.urls import (
+        POSTGRES_SCHEMES,
+        bigquery_target,
+        duckdb_path,
+        redact_url,
+        url_scheme,
+    )
 
     url, schema = settings.warehouse_url, settings.schema_name
     python = _shell_path(_tool("python") if _tool("python").is_absolute() else Path(sys.executable))
@@ -522,7 +527,7 @@ def query_hint(settings: Settings) -> str:
             f".execute({json.dumps(sql)})]"
         )
         where = f"Postgres {target}, schema {schema}"
-        if _holds_password(url):
+        if redact_url(url) != url:  # a password (an unparseable URL counts as holding one)
             note = "\n  (the password is not printed: psycopg reads it from PGPASSWORD or ~/.pgpass)"
     else:
         project, dataset = bigquery_target(url)

@@ -7,7 +7,6 @@ Apart from :mod:`pipelines.definitions`: a bad ``VISIBILITY_AUDIT_*`` must not s
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from dagster import EnvVar, IOManagerDefinition, ResourceDefinition
 
@@ -17,6 +16,7 @@ from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.contract import WAREHOUSE_SETTING
 from resources.warehouse.io_manager import LandedTablesIOManager
 from resources.warehouse.resource import WarehouseResource
+from resources.warehouse.urls import redact_url
 from settings import Settings
 from sync.head_start import SyncSession
 from sync.progress import NO_PROGRESS, FetchProgress
@@ -25,13 +25,6 @@ from sync.progress import NO_PROGRESS, FetchProgress
 PROGRESS_RESOURCE = "progress"
 #: The resource key of what the runs of a sync share (:class:`sync.head_start.SyncSession`).
 SESSION_RESOURCE = "sync_session"
-
-
-def _holds_password(url: str) -> bool:
-    try:
-        return urlsplit(url).password is not None
-    except ValueError:
-        return True  # unparseable: treat as secret
 
 
 def _progress_resource(progress: FetchProgress) -> ResourceDefinition:
@@ -57,7 +50,7 @@ def build_resources(settings: Settings) -> dict[str, Any]:
     none: a sensor tick skips naming the missing variable, a run fails naming it before its first
     request."""
     url = settings.warehouse_url
-    warehouse = _warehouse(settings, EnvVar(WAREHOUSE_SETTING) if _holds_password(url) else url)
+    warehouse = _warehouse(settings, EnvVar(WAREHOUSE_SETTING) if redact_url(url) != url else url)
     api = VisibilityAPIResource(
         api_url=settings.api_url or "",  # no secret in an API URL (validated)
         api_key="" if settings.api_key is None else EnvVar(KEY_SETTING),

@@ -106,11 +106,9 @@ class ApiAccess(ApiTuning):
             return self._budget
 
     def share_budget(self, budget: RequestBudget) -> None:
-        """Use ``budget``, made by another :class:`ApiAccess` before this one, so the command line's
-        early fetches and its runs share one."""
+        """Use ``budget``, made by another :class:`ApiAccess` before this one's first client, so the
+        command line's early fetches and its runs share one."""
         with self._budget_lock:
-            if self._budget is not None and self._budget is not budget:
-                raise RuntimeError("this api access already has a budget of its own")
             self._budget = budget
 
     def cancel(self) -> None:

@@ -33,8 +33,7 @@ DEFAULT_MAX_NEW_COLUMNS = 50
 MIN_MAX_NEW_COLUMNS, MAX_MAX_NEW_COLUMNS = 0, 1000
 #: Default and bounds of the retry deadline one sync shares (seconds).
 DEFAULT_RETRY_DEADLINE_SECONDS = 300.0
-MIN_RETRY_DEADLINE_SECONDS = 1.0
-MAX_RETRY_DEADLINE_SECONDS = 86_400.0
+MIN_RETRY_DEADLINE_SECONDS, MAX_RETRY_DEADLINE_SECONDS = 1, 86_400
 #: The shortest key accepted (the spec gives no format; the sandbox's are 36 characters): refuses a
 #: placeholder or a fragment, and keeps a secret part of at least 8, the shortest run redaction scrubs.
 MIN_KEY_CHARS = 16

@@ -13,9 +13,6 @@ class VisibilityAPIResource(dg.ConfigurableResource, ApiAccess):
     pages and topics it trends. The defaults suit every key: the sync slows down by itself when the
     service asks it to."""
 
-    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """Dagster gives each run and sensor tick its own copy: it starts with no budget, and its first
-        client makes the run's one. An instance handed to Dagster as is (``hardcoded_resource``, the
-        command line) is not set up: it keeps one budget for all its runs."""
-        with self._budget_lock:
-            self._budget = None
+    # Each run and sensor tick builds its own instance from the configuration, so its own budget; an
+    # instance handed to Dagster as is (``hardcoded_resource``, the command line) keeps one for all its
+    # runs.

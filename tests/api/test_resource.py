@@ -80,7 +80,7 @@ def test_runs_given_one_resource_object_share_its_budget_and_configured_runs_get
     sandbox: SandboxHandle,
 ) -> None:
     """The command line hands Dagster its resource as is, so its runs share one budget; a configured
-    resource (the code location's) gets a new one per run from ``setup_for_execution``."""
+    resource (the code location's) is built anew for each run, with a budget of its own."""
     key = sandbox.keys["workspace"]
     budgets: list[object] = []
 
