@@ -67,9 +67,7 @@ STAGING_PREFIX = "_visibility_staging_"
 #: Script variable holding the partition replace's deleted-row count.
 _DELETED_VAR = "_visibility_rows_deleted"
 #: Column types BigQuery can cluster by (FLOAT64 and arrays cannot).
-_CLUSTERABLE = frozenset(
-    {Kind.BOOLEAN, Kind.BIGINT, Kind.VARCHAR, Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ}
-)
+_CLUSTERABLE = frozenset({Kind.BOOLEAN, Kind.BIGINT, Kind.VARCHAR, Kind.DATE, Kind.TIMESTAMPTZ})
 _MAX_CLUSTER_COLUMNS = 4
 
 # --- names and types (pure) ----------------------------------------------------------------------

@@ -51,11 +51,9 @@ def _clean_strings(array: pa.Array) -> pa.Array:
 def _clean_array(array: pa.Array) -> pa.Array:
     """Strings, and the string items of lists, without NUL; other arrays as they are."""
     t = array.type
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_string(t):
         return _clean_strings(array)
-    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and (
-        pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)
-    ):
+    if pa.types.is_list(t) and pa.types.is_string(t.value_type):
         if not may_hold_nul(array.values):  # the whole child array: a cheap, safe over-estimate
             return array
         # rare: rebuilt through Python, which handles slices and null lists without special cases
@@ -102,14 +100,10 @@ def encode_rows(rows: pa.Table, plan: LoadPlan) -> pa.Table:
     arrays: list[pa.ChunkedArray | pa.Array] = []
     for name, target in zip(plan.load_columns, plan.load_types, strict=True):
         col = rows[name]
-        t = col.type
-        if pa.types.is_null(t):
-            col = pa.nulls(len(col), type=arrow_type(target))
-        elif pa.types.is_dictionary(t):
-            col = pc.cast(col, t.value_type)
-        if isinstance(col, pa.ChunkedArray):
-            col = clean_column(col)
-        arrays.append(col)
+        if pa.types.is_null(col.type):
+            arrays.append(pa.nulls(len(col), type=arrow_type(target)))
+        else:
+            arrays.append(clean_column(col))
     return pa.table(arrays, names=list(plan.load_columns))
 
 

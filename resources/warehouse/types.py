@@ -1,13 +1,13 @@
 """Arrow types -> the logical column types every engine lands (:class:`Kind`), their names in
 DuckDB, Postgres and BigQuery, and the rules for changing a column's type.
 
-Integers land as BIGINT, floats as DOUBLE, timestamps with a zone as TIMESTAMPTZ (BigQuery's
-TIMESTAMP), lists of a scalar as arrays (BigQuery: REPEATED), an all-null column as VARCHAR. An
-incoming column fits an existing one of the same type, an integer fits a DOUBLE column, an all-null
-column fits any; anything else raises ``SchemaMismatchError``: incompatible changes need a
-deliberate migration, never a silent cast. Nested values arrive as JSON text (the transforms write
-them); structs, maps, uint64, decimal, binary, time and duration are not landed
-(:class:`UnsupportedTypeError`).
+The writers land exactly the Arrow types the transforms produce: ``bool``, ``int64`` (BIGINT),
+``float64`` (DOUBLE), ``string`` (VARCHAR; nested API values arrive as JSON text), ``date32``, UTC
+``timestamp[us]`` (TIMESTAMPTZ; BigQuery's TIMESTAMP), lists of those (arrays; BigQuery: REPEATED)
+and an all-null column (VARCHAR); any other type is an :class:`UnsupportedTypeError`. An incoming
+column fits an existing one of the same type, a BIGINT fits a DOUBLE column, an all-null column fits
+any; anything else raises ``SchemaMismatchError``: incompatible changes need a deliberate
+migration, never a silent cast.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ class Kind(enum.StrEnum):
     DOUBLE = "DOUBLE"
     VARCHAR = "VARCHAR"
     DATE = "DATE"
-    TIMESTAMP = "TIMESTAMP"
     TIMESTAMPTZ = "TIMESTAMPTZ"
 
 
@@ -51,13 +50,13 @@ class BigQueryType:
     mode: str  # "NULLABLE" or "REPEATED"
 
 
+#: The Arrow type of each kind: what the transforms produce and the writers load.
 _SCALAR_ARROW: dict[Kind, pa.DataType] = {
     Kind.BOOLEAN: pa.bool_(),
     Kind.BIGINT: pa.int64(),
     Kind.DOUBLE: pa.float64(),
     Kind.VARCHAR: pa.string(),
     Kind.DATE: pa.date32(),
-    Kind.TIMESTAMP: pa.timestamp("us"),
     Kind.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
 }
 
@@ -67,7 +66,6 @@ _POSTGRES: dict[Kind, str] = {
     Kind.DOUBLE: "double precision",
     Kind.VARCHAR: "text",
     Kind.DATE: "date",
-    Kind.TIMESTAMP: "timestamp without time zone",
     Kind.TIMESTAMPTZ: "timestamp with time zone",
 }
 
@@ -77,7 +75,6 @@ _BIGQUERY: dict[Kind, str] = {
     Kind.DOUBLE: "FLOAT64",
     Kind.VARCHAR: "STRING",
     Kind.DATE: "DATE",
-    Kind.TIMESTAMP: "DATETIME",
     Kind.TIMESTAMPTZ: "TIMESTAMP",
 }
 
@@ -93,27 +90,7 @@ _BIGQUERY_NAMES: dict[str, Kind] = {
 }
 
 
-def _scalar_kind(t: pa.DataType) -> Kind | None:
-    """The kind of a non-nested Arrow type; None when it is not a landed scalar."""
-    if pa.types.is_dictionary(t):
-        return _scalar_kind(t.value_type)
-    if pa.types.is_boolean(t):
-        return Kind.BOOLEAN
-    if pa.types.is_signed_integer(t) or t in (pa.uint8(), pa.uint16(), pa.uint32()):
-        return Kind.BIGINT
-    if pa.types.is_floating(t):
-        return Kind.DOUBLE
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return Kind.VARCHAR
-    if pa.types.is_date(t):
-        return Kind.DATE
-    if pa.types.is_timestamp(t):
-        return Kind.TIMESTAMPTZ if t.tz is not None else Kind.TIMESTAMP
-    return None
-
-
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t)
+_KIND_OF_ARROW: dict[pa.DataType, Kind] = {t: k for k, t in _SCALAR_ARROW.items()}
 
 
 def sql_type(t: pa.DataType) -> SqlType | None:
@@ -123,16 +100,13 @@ def sql_type(t: pa.DataType) -> SqlType | None:
     """
     if pa.types.is_null(t):
         return None
-    kind = _scalar_kind(t)
-    if kind is not None:
-        return SqlType(kind)
-    if _is_list(t) or pa.types.is_fixed_size_list(t):
-        item = t.value_type
-        if pa.types.is_null(item):
+    if t in _KIND_OF_ARROW:
+        return SqlType(_KIND_OF_ARROW[t])
+    if pa.types.is_list(t):
+        if pa.types.is_null(t.value_type):
             return SqlType(Kind.VARCHAR, is_list=True)
-        item_kind = _scalar_kind(item)
-        if item_kind is not None:
-            return SqlType(item_kind, is_list=True)
+        if t.value_type in _KIND_OF_ARROW:
+            return SqlType(_KIND_OF_ARROW[t.value_type], is_list=True)
     raise UnsupportedTypeError(f"Arrow type {t} is not landed (see resources/warehouse/types.py)")
 
 
