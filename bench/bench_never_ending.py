@@ -60,7 +60,7 @@ class InventingTransport(httpx.HTTPTransport):
             for k, v in response.headers.items()
             if k.lower() not in ("content-length", "content-encoding")
         }
-        return httpx.Response(200, headers=headers, content=json.dumps(body).encode())
+        return httpx.Response(200, headers=headers, stream=httpx.ByteStream(json.dumps(body).encode()))
 
 
 def main(argv: list[str] | None = None) -> int:

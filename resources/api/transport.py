@@ -260,10 +260,6 @@ class Transport:
             error.may_have_applied = endpoint.method != "GET"
             return error
 
-        if response.is_stream_consumed:  # a transport that built its answer in memory, decoded
-            if len(response.content) > cap:
-                raise too_large(f"{len(response.content)} bytes")
-            return response.content
         if decoder is None:
             raise ResponseShapeError(
                 f"the answer is encoded as {excerpt(encoding, 40)}, which the client did not ask for "

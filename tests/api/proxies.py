@@ -59,7 +59,20 @@ class RewritingProxy(httpx.HTTPTransport):
         response = super().handle_request(request)
         response.read()
         response.close()
-        return self._rewrite(request, response)
+        return streamed(self._rewrite(request, response))
+
+
+def streamed(response: httpx.Response) -> httpx.Response:
+    """A read answer delivered again as a stream of its decoded bytes, as the wire delivers one."""
+    headers = [
+        (k, v) for k, v in response.headers.items() if k.lower() not in ("content-encoding", "content-length")
+    ]
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        stream=httpx.ByteStream(response.content),
+        extensions=response.extensions,
+    )
 
 
 @dataclass
