@@ -1,9 +1,8 @@
 """One call to the service: sent through the budget, judged by ``retry``'s policy, retried by tenacity.
 
-Each attempt passes the shared budget, sends one exchange (``transport``) and returns the success,
-raises a typed error, or raises ``_Retry`` with the wait the policy gives. Tenacity stops when that
-wait passes the call's deadline (or the sync's, once an outage or a run of 429s started) and sleeps
-through the budget, so a cancel ends the wait.
+Each attempt returns the success, raises a typed error, or raises ``_Retry`` with the policy's wait;
+tenacity stops when that wait passes the call's deadline and sleeps through the budget (a cancel
+ends the wait).
 """
 
 from __future__ import annotations

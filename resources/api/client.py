@@ -1,9 +1,5 @@
-"""The Dagster-free HTTP client of the visibility API: ``VisibilityClient``, a typed method per endpoint.
-
-It wires the modules that do the work: ``transport`` (one bounded exchange), ``calls`` (retries and
-the judgement of answers), ``budget`` (pacing, deadline, cancellation), ``paging`` (walks and
-complete sets), ``endpoints`` (shapes), ``redaction`` (the key out of every text).
-"""
+"""The Dagster-free HTTP client of the visibility API: ``VisibilityClient``, a typed method per endpoint,
+wiring ``transport``, ``calls``, ``budget``, ``paging``, ``endpoints`` and ``redaction``."""
 
 from __future__ import annotations
 
@@ -119,7 +115,7 @@ class VisibilityClient:
         return f"VisibilityClient(base_url={self.base_url!r}, max_concurrency={self._max_concurrency})"
 
     def close(self) -> None:
-        self._transport.close()
+        self._transport.http.close()
 
     def __enter__(self) -> VisibilityClient:
         return self

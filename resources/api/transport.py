@@ -173,9 +173,6 @@ class Transport:
             transport=transport,
         )
 
-    def close(self) -> None:
-        self.http.close()
-
     def exchange(
         self,
         endpoint: ep.Endpoint,
