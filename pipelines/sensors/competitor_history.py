@@ -40,7 +40,8 @@ _UNSEEN = object()
 
 @dataclass(frozen=True)
 class ObservedCompetitor:
-    """One tracked competitor as the API lists it now."""
+    """One tracked competitor as the API lists it now; once due, its trend partitions from
+    ``history_from`` on are fetched again."""
 
     brand_id: str
     competitor_id: str
@@ -66,14 +67,6 @@ class HistoryState:
     requested: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class HistoryBackfill:
-    """Refetch the trend partitions of every engine from ``start`` onward, for this competitor."""
-
-    competitor: ObservedCompetitor
-    start: dt.date
-
-
 _STATE = TypeAdapter(HistoryState)
 
 
@@ -90,8 +83,8 @@ def advance(
     observed: Iterable[ObservedCompetitor],
     *,
     listed_brands: Iterable[str],
-) -> tuple[HistoryState, list[HistoryBackfill]]:
-    """Fold one listing into the state; return the backfills that are due now.
+) -> tuple[HistoryState, list[ObservedCompetitor]]:
+    """Fold one listing into the state; return the competitors whose history backfill is due now.
 
     ``listed_brands`` are the brands whose competitors were listed successfully this tick: only their
     entries are replaced, so a brand that failed to list keeps its memory.
@@ -99,7 +92,7 @@ def advance(
     listed = set(listed_brands)
     seen = {k: v for k, v in state.seen.items() if k.split(":", 1)[0] not in listed}
     requested = dict(state.requested)
-    due: list[HistoryBackfill] = []
+    due: list[ObservedCompetitor] = []
     for competitor in observed:
         before = state.seen.get(competitor.key, _UNSEEN)
         now_from = competitor.history_from
@@ -109,7 +102,7 @@ def advance(
         transitioned = before is None or (before is _UNSEEN and state.initialized)
         if transitioned:
             requested[competitor.episode] = now_from.isoformat()
-            due.append(HistoryBackfill(competitor=competitor, start=now_from))
+            due.append(competitor)
     return HistoryState(initialized=True, seen=seen, requested=requested), due
 
 
@@ -148,13 +141,14 @@ def observe(client: VisibilityClient) -> tuple[list[ObservedCompetitor], list[st
     return observed, listed
 
 
-def backfill_request(due: Sequence[HistoryBackfill], partition_keys: Sequence[str]) -> RunRequest | None:
-    """One run over every engine from the earliest due date to the newest partition (None if empty)."""
-    start = min(d.start for d in due)
+def backfill_request(due: Sequence[ObservedCompetitor], partition_keys: Sequence[str]) -> RunRequest | None:
+    """One run over every engine from the earliest ``history_from`` to the newest partition (None if
+    empty)."""
+    start = min(d.history_from for d in due if d.history_from is not None)
     keys = partition_keys_from(start, partition_keys)
     if not keys:
         return None
-    episodes = sorted(d.competitor.episode for d in due)
+    episodes = sorted(d.episode for d in due)
     digest = hashlib.sha256("\n".join(episodes).encode()).hexdigest()[:16]
     return RunRequest(
         run_key=f"competitor-history:{digest}",
@@ -163,17 +157,15 @@ def backfill_request(due: Sequence[HistoryBackfill], partition_keys: Sequence[st
             ASSET_PARTITION_RANGE_START_TAG: str(keys[0]),
             ASSET_PARTITION_RANGE_END_TAG: str(keys[-1]),
             # only the brands whose competitors were backfilled: others' trends did not change
-            BRANDS_TAG: ",".join(sorted({d.competitor.brand_id for d in due})),
-            TAG_COMPETITORS: ",".join(sorted({d.competitor.competitor_id for d in due})),
+            BRANDS_TAG: ",".join(sorted({d.brand_id for d in due})),
+            TAG_COMPETITORS: ",".join(sorted({d.competitor_id for d in due})),
             TAG_HISTORY_FROM: start.isoformat(),
         },
     )
 
 
-def _describe(due: Iterable[HistoryBackfill]) -> str:
-    return ", ".join(
-        f"{d.competitor.competitor_id} (brand {d.competitor.brand_id}) from {d.start}" for d in due
-    )
+def _describe(due: Iterable[ObservedCompetitor]) -> str:
+    return ", ".join(f"{d.competitor_id} (brand {d.brand_id}) from {d.history_from}" for d in due)
 
 
 @sensor(

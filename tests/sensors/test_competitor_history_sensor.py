@@ -10,7 +10,6 @@ from assets.partitions import DAILY_PARTITIONS
 from pipelines.sensors.competitor_history import (
     TAG_COMPETITORS,
     TREND_ASSET_KEYS,
-    HistoryBackfill,
     ObservedCompetitor,
     backfill_request,
     competitor_history_sensor,
@@ -92,11 +91,8 @@ def test_history_run_request_launches_one_run_over_every_engine_from_the_date(
     keys = DAILY_PARTITIONS.get_partition_keys()
     start = dt.date.fromisoformat(keys[-8 * 5].split("|")[0])  # five days before the newest partition
     due = [
-        HistoryBackfill(
-            ObservedCompetitor("brand-b", "c2", start + dt.timedelta(days=2), "t"),
-            start + dt.timedelta(days=2),
-        ),
-        HistoryBackfill(ObservedCompetitor("brand-a", "c1", start, "t"), start),
+        ObservedCompetitor("brand-b", "c2", start + dt.timedelta(days=2), "t"),
+        ObservedCompetitor("brand-a", "c1", start, "t"),
     ]
     request = backfill_request(due, keys)
     assert request is not None

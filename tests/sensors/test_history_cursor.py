@@ -37,7 +37,7 @@ def test_first_tick_takes_a_baseline_and_fires_nothing() -> None:
 def test_null_to_date_fires_once() -> None:
     state, _ = advance(HistoryState(), [comp("c2", None)], listed_brands=["b1"])
     state, due = advance(state, [comp("c2", D1)], listed_brands=["b1"])
-    assert [(d.competitor.competitor_id, d.start) for d in due] == [("c2", D1)]
+    assert [(d.competitor_id, d.history_from) for d in due] == [("c2", D1)]
     state, again = advance(state, [comp("c2", D1)], listed_brands=["b1"])
     assert again == []
 
@@ -51,7 +51,7 @@ def test_still_null_fires_nothing() -> None:
 def test_competitor_tracked_and_backfilled_between_ticks_fires() -> None:
     state, _ = advance(HistoryState(), [comp("c1", D1)], listed_brands=["b1"])
     _, due = advance(state, [comp("c1", D1), comp("c3", D1)], listed_brands=["b1"])
-    assert [d.competitor.competitor_id for d in due] == ["c3"]
+    assert [d.competitor_id for d in due] == ["c3"]
 
 
 def test_retracking_is_a_new_episode_that_fires_again() -> None:
@@ -67,7 +67,7 @@ def test_brand_that_failed_to_list_keeps_its_memory() -> None:
     state, _ = advance(HistoryState(), [comp("c2", None, brand="b2")], listed_brands=["b2"])
     state, _ = advance(state, [], listed_brands=["b1"])  # b2 not listed this tick
     _, due = advance(state, [comp("c2", D1, brand="b2")], listed_brands=["b2"])
-    assert [d.competitor.competitor_id for d in due] == ["c2"]
+    assert [d.competitor_id for d in due] == ["c2"]
 
 
 def test_cursor_round_trips_and_refuses_other_versions() -> None:
