@@ -465,8 +465,6 @@ class DuckDBWarehouse(Warehouse):
             return
         if path.is_dir():
             raise self.config_error("is a folder, not a DuckDB database file")
-        if not path.is_file():
-            raise self.config_error("is not a regular file")
         try:
             with path.open("rb") as f:
                 header = f.read(12)

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 from psycopg import sql as pgsql
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from resources.warehouse.base import StagedWrite, Warehouse, outside_scope_error
@@ -143,12 +143,12 @@ def copy_arrow(cur: psycopg.Cursor[Any], table_sql: str, data: pa.Table) -> None
 class PostgresWarehouse(Warehouse):
     """A Postgres schema; each write is one transaction (COPY into a temp stage, then SQL)."""
 
-    def __init__(self, url: str | URL, schema: str = "visibility", *, engine: Engine | None = None) -> None:
+    def __init__(self, url: str | URL, schema: str = "visibility") -> None:
         self._url = postgres_sqlalchemy_url(url)
         quoted(schema)
         check_identifier(schema, "schema name")
         self.schema = schema
-        self._engine = engine or create_engine(self._url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+        self._engine = create_engine(self._url, pool_pre_ping=True, pool_size=2, max_overflow=2)
         #: test-only fault hook, called inside the transaction after the delete, before the insert
         self._between_delete_and_insert: Callable[[], None] | None = None
 
@@ -179,24 +179,18 @@ class PostgresWarehouse(Warehouse):
     def _existing(
         self, cur: psycopg.Cursor[Any], table: str
     ) -> tuple[list[ExistingColumn] | None, str | None]:
+        """The table's columns (None: no such table) and its comment."""
         cur.execute(
-            "SELECT c.oid, obj_description(c.oid, 'pg_class') FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')",
+            "SELECT obj_description(c.oid, 'pg_class'), a.attname, format_type(a.atttypid, a.atttypmod), "
+            "col_description(c.oid, a.attnum) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
+            "WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p') ORDER BY a.attnum",
             (self.schema, table),
         )
-        found = cur.fetchone()
-        if found is None:
+        found = cur.fetchall()
+        if not found:
             return None, None
-        oid, comment = found
-        cur.execute(
-            "SELECT a.attname, format_type(a.atttypid, a.atttypmod), col_description(a.attrelid, a.attnum) "
-            "FROM pg_attribute a WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped "
-            "ORDER BY a.attnum",
-            (oid,),
-        )
-        existing = [ExistingColumn(n, t, from_postgres_type(t), c) for n, t, c in cur.fetchall()]
-        return existing, comment
+        return [ExistingColumn(n, t, from_postgres_type(t), c) for _, n, t, c in found], found[0][0]
 
     def _view_shape(self, cur: psycopg.Cursor[Any], view: str) -> ViewShape | None:
         cur.execute(
