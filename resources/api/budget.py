@@ -192,7 +192,6 @@ class Permit:
     sent_at: float
     waited_for_rate: float = 0.0
     waited_for_slot: float = 0.0
-    released: bool = False
 
 
 @dataclass(frozen=True)
@@ -452,11 +451,8 @@ class RequestBudget:
                 )
 
     def release(self, permit: Permit, *, success: bool = True) -> None:
-        """Give the slot back; a success may grow the concurrency limit."""
+        """Give the slot back (once per permit); a success may grow the concurrency limit."""
         with self._cond:
-            if permit.released:
-                return
-            permit.released = True
             saturated = len(self._in_flight) >= self._aimd.slots
             self._in_flight.pop(permit.seq, None)
             if success:
