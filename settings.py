@@ -128,7 +128,8 @@ class _EnvironmentSettings(BaseSettings):
         extra="forbid",
         enable_decoding=False,
     )
-    #: each field's rule, (text, variable) -> value; a blank or unset variable takes the default
+    #: each field's rule, (text, variable) -> value; a blank or unset variable takes the default, a
+    #: whole number without a rule is checked against its declared bounds (``Field(ge=..., le=...)``)
     RULES: ClassVar[dict[str, Callable[[str, str], Any]]] = {}
 
     def __init__(self, **values: Any) -> None:
@@ -153,7 +154,12 @@ class _EnvironmentSettings(BaseSettings):
         assert info.field_name is not None
         if _blank(value):
             return cls.model_fields[info.field_name].get_default(call_default_factory=True)
+        field = cls.model_fields[info.field_name]
         rule = cls.RULES.get(info.field_name)
+        if rule is None and field.annotation is int:
+            low = next(bound.ge for bound in field.metadata if hasattr(bound, "ge"))
+            high = next(bound.le for bound in field.metadata if hasattr(bound, "le"))
+            rule = partial(_number, low=low, high=high)
         text = value if isinstance(value, list) else str(value).strip()
         return value if rule is None else rule(text, cls.variable(info.field_name))
 
@@ -213,15 +219,7 @@ class Settings(ApiTuning, PartitionSettings):
             what="a number of seconds",
             unit=" seconds",
         ),
-        "request_budget_floor": partial(_number, low=api.MIN_REQUEST_FLOOR, high=api.MAX_REQUEST_FLOOR),
-        "request_budget_factor": partial(
-            _number, low=api.MIN_REQUESTS_PER_CALL, high=api.MAX_REQUESTS_PER_CALL
-        ),
-        "max_response_bytes": partial(
-            _number, low=api.MIN_MAX_RESPONSE_BYTES, high=api.MAX_MAX_RESPONSE_BYTES
-        ),
-        "max_new_columns": partial(_number, low=api.MIN_MAX_NEW_COLUMNS, high=api.MAX_MAX_NEW_COLUMNS),
-        "citation_urls": lambda text, setting: citation_pages(text, setting),
+        "citation_urls": citation_pages,
         "citation_topics": lambda text, setting: citation_topics(text),
     }
 

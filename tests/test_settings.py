@@ -400,3 +400,19 @@ def test_the_body_cap_setting_bounds_what_the_sync_s_clients_read() -> None:
         resource = api_resource(capped)
         with resource.get_client() as api, pytest.raises(ResponseShapeError, match="larger than 1048576"):
             list(api.list_brands())
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("request_budget_floor", 99),
+        ("request_budget_factor", 0),
+        ("max_response_bytes", 2**32 + 1),
+        ("max_new_columns", -1),
+    ],
+)
+def test_the_api_resource_refuses_a_number_out_of_the_bounds_its_variable_has(field: str, value: int) -> None:
+    from resources.api.resource import VisibilityAPIResource
+
+    with pytest.raises(ValidationError, match=field):
+        VisibilityAPIResource(api_url="https://api.example.com", api_key=KEY, **{field: value})

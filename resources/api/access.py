@@ -12,45 +12,47 @@ from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr
 
+from resources.api import config
 from resources.api.budget import RequestBudget
 from resources.api.client import VisibilityClient
-from resources.api.config import (
-    DEFAULT_MAX_NEW_COLUMNS,
-    DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_REQUEST_FLOOR,
-    DEFAULT_REQUESTS_PER_CALL,
-    DEFAULT_RETRY_DEADLINE_SECONDS,
-)
 
 
 class ApiTuning(BaseModel):
-    """The API fields a ``VISIBILITY_*`` variable of the same name sets: ``settings.Settings`` reads
-    them from the environment (with the variables' bounds), :class:`ApiAccess` hands them to clients."""
+    """The API fields a ``VISIBILITY_*`` variable of the same name sets, with their bounds:
+    ``settings.Settings`` reads them from the environment, :class:`ApiAccess` hands them to clients."""
 
     retry_deadline_seconds: float = Field(
-        default=DEFAULT_RETRY_DEADLINE_SECONDS,
+        default=config.DEFAULT_RETRY_DEADLINE_SECONDS,
         gt=0,
         description="VISIBILITY_RETRY_DEADLINE_SECONDS: how long the sync keeps retrying an unreachable "
         "service (transport faults, 5xx), counted from the first failure and shared by every client "
         "of this resource; also how long one call waits out 429s.",
     )
     request_budget_floor: int = Field(
-        default=DEFAULT_REQUEST_FLOOR,
+        default=config.DEFAULT_REQUEST_FLOOR,
+        ge=config.MIN_REQUEST_FLOOR,
+        le=config.MAX_REQUEST_FLOOR,
         description="VISIBILITY_REQUEST_BUDGET_FLOOR: requests a run may make before its plans add to "
         "its request budget (listings, discovery).",
     )
     request_budget_factor: int = Field(
-        default=DEFAULT_REQUESTS_PER_CALL,
+        default=config.DEFAULT_REQUESTS_PER_CALL,
+        ge=config.MIN_REQUESTS_PER_CALL,
+        le=config.MAX_REQUESTS_PER_CALL,
         description="VISIBILITY_REQUEST_BUDGET_FACTOR: requests a run may make per planned call "
         "(further pages and retries included); a service that never ends a walk stops there.",
     )
     max_response_bytes: int = Field(
-        default=DEFAULT_MAX_RESPONSE_BYTES,
+        default=config.DEFAULT_MAX_RESPONSE_BYTES,
+        ge=config.MIN_MAX_RESPONSE_BYTES,
+        le=config.MAX_MAX_RESPONSE_BYTES,
         description="VISIBILITY_MAX_RESPONSE_BYTES: the largest body of one answer read, raw or "
         "decoded; a larger one fails its table.",
     )
     max_new_columns: int = Field(
-        default=DEFAULT_MAX_NEW_COLUMNS,
+        default=config.DEFAULT_MAX_NEW_COLUMNS,
+        ge=config.MIN_MAX_NEW_COLUMNS,
+        le=config.MAX_MAX_NEW_COLUMNS,
         description="VISIBILITY_MAX_NEW_COLUMNS: the most unknown fields one table's fetch lands as new "
         "columns; more fail the table, the warehouse as it was.",
     )
