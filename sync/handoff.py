@@ -38,8 +38,6 @@ class BackfillHandoff:
     open_warehouse: Callable[[], AbstractContextManager[Warehouse]]
     #: whether the run of this id may still land (not ended); the orchestrator's answer
     is_alive: Callable[[str], bool]
-    #: how often to look again while another run holds the claim (None: the warehouse's own pace)
-    poll_seconds: float | None = None
 
     def take(self, table: str, own: Set[Cell], stop: StopSignal) -> Handoff | None:
         """Wait until this run may go on with ``table``.
@@ -62,7 +60,7 @@ class BackfillHandoff:
                 if claimable and warehouse.claim_handoff(self.backfill_id, table, self.run_id, current):
                     return None
                 if not claimable:
-                    stop.wait(self.poll_seconds or warehouse.handoff_poll_seconds)
+                    stop.wait(warehouse.handoff_poll_seconds)
 
     def landed(self, table: str, cells: Set[Cell], metadata: dict[str, Any]) -> bool:
         """Mark ``table`` landed by this run: ``cells`` and the landing's JSON-ready summary."""

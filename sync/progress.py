@@ -7,26 +7,22 @@ display; deployments give :data:`NO_PROGRESS` (the UI shows the step logs instea
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 Listener = Callable[[str, int, int], None]  # (table, planned requests done, planned requests)
 
 
+@dataclass(frozen=True)
 class FetchProgress:
-    """A sync's progress channel: ``report`` passes each table's figures to the listener, if any.
+    """A sync's progress channel: ``report`` passes each table's figures to the listener, if any,
+    from the fetching threads (so it must be thread-safe)."""
 
-    The listener is called from the fetching threads, so it must be thread-safe.
-    """
-
-    def __init__(self, listener: Listener | None = None) -> None:
-        self._listener = listener
+    listener: Listener | None = field(default=None, repr=False)
 
     def report(self, table: str, done: int, total: int) -> None:
         """``done`` of the ``total`` planned requests of ``table`` have completed."""
-        if self._listener is not None:
-            self._listener(table, done, total)
-
-    def __repr__(self) -> str:
-        return "FetchProgress()" if self._listener is None else "FetchProgress(listener)"
+        if self.listener is not None:
+            self.listener(table, done, total)
 
 
 #: The channel nobody listens to: a sync outside the command line.

@@ -28,6 +28,14 @@ from tests.sync.conftest import served
 from tests.sync.test_driver import _Api, _config
 
 LOG = logging.getLogger("tests.handoff")
+
+
+@pytest.fixture(autouse=True)
+def quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run waiting on another's claim looks again every 50 ms, not every second."""
+    monkeypatch.setattr(Warehouse, "handoff_poll_seconds", 0.05)
+
+
 D1, D2 = SANDBOX_TODAY - dt.timedelta(days=3), SANDBOX_TODAY - dt.timedelta(days=2)
 CHATGPT: set[Cell] = {(D1, "chatgpt"), (D2, "chatgpt")}
 PERPLEXITY: set[Cell] = {(D1, "perplexity"), (D2, "perplexity")}
@@ -40,7 +48,6 @@ def handoff(path: Path, run_id: str, alive: set[str] | None = None, backfill: st
         run_id,
         lambda: DuckDBWarehouse(path, "visibility", lock_timeout_seconds=30),
         lambda other: alive is None or other in alive,
-        poll_seconds=0.05,
     )
 
 
@@ -67,7 +74,7 @@ def test_one_run_of_a_backfill_fetches_and_lands_every_cell_and_the_others_only_
         return warehouse_from_url(warehouse_config["url"], warehouse_config["schema_name"])
 
     def run(run_id: str, cells: set[Cell]) -> list[TableLanded]:
-        handoff = BackfillHandoff("b1", run_id, open_warehouse, lambda other: True, poll_seconds=0.05)
+        handoff = BackfillHandoff("b1", run_id, open_warehouse, lambda other: True)
         request = DailyRequest(run_id, set(cells), (), Discovery(), handoff=handoff, backfill_cells=targets)
         return list(sync_daily(DAILY, request, api, warehouse_config, LOG))  # type: ignore[arg-type]
 
