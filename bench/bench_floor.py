@@ -278,7 +278,7 @@ def measure_parts(sandbox: P.SandboxService, days: int, rounds: int, landing_row
             else:
                 start = dt.date.fromisoformat(r.params["from"])
                 rows = client.list_prompt_mentions(r.path.split("/")[3], start=start, end=P.SANDBOX_TODAY)
-                transforms.mentions_table(rows, r.brand)
+                transforms.mentions_table(list(rows), r.brand)
         return len(requests)
 
     with_httpx(), with_stdlib(), ours()  # warm: connections, the sandbox's pages, msgspec's types

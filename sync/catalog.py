@@ -24,7 +24,7 @@ from sync.facts import (
     paged_rows,
 )
 from sync.fetching import PartitionedTable, SnapshotTable
-from sync.listings import discovered, list_brands, list_generations, per_brand_listing
+from sync.listings import BrandRows, discovered, list_brands, list_generations, per_brand_listing
 from sync.planning import citation_targets, hull_per_engine, paged_per_brand, paged_per_prompt, per_day
 
 #: Asset groups: the jobs select tables by group, so a new entry is in its jobs without a list to keep.
@@ -33,32 +33,24 @@ DAILY_GROUP = "visibility_daily"
 
 # --- snapshot tables: listed whole by one step, brands first (every other table is per brand) -------
 
+
+def _brand_listing(spec: TableSpec, endpoint: api.Endpoint, rows_of: BrandRows) -> SnapshotTable:
+    """A table of each brand's rows of one listing (the standard transform, ``transforms.brand_rows``)."""
+    return SnapshotTable(
+        spec, (endpoint,), per_brand_listing(spec, rows_of), per_brand=True, upstream="brands"
+    )
+
+
 BRANDS = SnapshotTable(
     tables.BRANDS,
     (api.LIST_BRANDS, api.GET_BRAND),
     list_brands,
     per_brand=False,
 )
-TOPICS = SnapshotTable(
-    tables.TOPICS,
-    (api.LIST_TOPICS,),
-    per_brand_listing(tables.TOPICS, discovered(Discovery.topics)),
-    per_brand=True,
-    upstream="brands",
-)
-PROMPTS = SnapshotTable(
-    tables.PROMPTS,
-    (api.LIST_PROMPTS,),
-    per_brand_listing(tables.PROMPTS, discovered(Discovery.prompts)),
-    per_brand=True,
-    upstream="brands",
-)
-TRACKED_COMPETITORS = SnapshotTable(
-    tables.TRACKED_COMPETITORS,
-    (api.LIST_TRACKED_COMPETITORS,),
-    per_brand_listing(tables.TRACKED_COMPETITORS, discovered(Discovery.competitors)),
-    per_brand=True,
-    upstream="brands",
+TOPICS = _brand_listing(tables.TOPICS, api.LIST_TOPICS, discovered(Discovery.topics))
+PROMPTS = _brand_listing(tables.PROMPTS, api.LIST_PROMPTS, discovered(Discovery.prompts))
+TRACKED_COMPETITORS = _brand_listing(
+    tables.TRACKED_COMPETITORS, api.LIST_TRACKED_COMPETITORS, discovered(Discovery.competitors)
 )
 GENERATIONS = SnapshotTable(
     tables.GENERATIONS,
@@ -123,7 +115,6 @@ ANSWERS = PartitionedTable(
     evidence="answered_responses",
 )
 
-#: Listed in one step, brands first (every other table is per brand).
 SNAPSHOTS: tuple[SnapshotTable, ...] = (BRANDS, TOPICS, PROMPTS, TRACKED_COMPETITORS, GENERATIONS)
 #: Fetched back to back in one step, each landed while the next is fetched: the longest fetches last
 #: (rollups first, then mentions, one call per prompt, then answers, paged per brand).

@@ -5,7 +5,7 @@ the brands, the generations, or what the sync's discovery lists once for every s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -49,7 +49,7 @@ def list_brands(
 
 
 #: ``(client, scope, discovery) -> {brand id: rows}``: where a per-brand listing's rows come from.
-BrandRows = Callable[[VisibilityClient, BrandScope, Discovery], Mapping[str, Iterable[Row]]]
+BrandRows = Callable[[VisibilityClient, BrandScope, Discovery], Mapping[str, Sequence[Row]]]
 
 
 def discovered(

@@ -346,12 +346,9 @@ def rows_to_table(
             raise _column_error(spec, name, "required value missing in an API row")
         arrays.append(array)
         fields.append(pa.field(name, column.type, nullable=column.nullable))
-    if pivoted is not None:
-        extras = sorted(set(present) - known)
-    else:
-        extras = sorted(set().union(*rows) - known) if rows else []
-    for name in extras:
-        array = present.get(name) if pivoted is not None else None
+    seen = set(present) if pivoted is not None else set().union(*rows)
+    for name in sorted(seen - known):
+        array = present.get(name)  # None without a pivot
         if array is None or not _plain_extra(array):
             array = _extra_array([row.get(name) for row in rows], table=spec.name, name=name)
         arrays.append(array)
@@ -378,30 +375,25 @@ def concat(spec: TableSpec, parts: Iterable[pa.Table]) -> pa.Table:
 # snapshots
 
 
-def _listed(rows: Iterable[Row]) -> Sequence[Row]:
-    return rows if isinstance(rows, list | tuple) else list(rows)
-
-
 def brands_table(rows: Sequence[Row]) -> pa.Table:
     return rows_to_table(tables.BRANDS, rows)
 
 
 def brand_rows(
     spec: TableSpec, fields: Sequence[str] | None = None
-) -> Callable[[Iterable[Row], str], pa.Table]:
+) -> Callable[[Sequence[Row], str], pa.Table]:
     """The transform of a plain row endpoint: each row (only ``fields`` of it, if given) plus the
     ``brand_id`` it was fetched for, typed by ``spec`` (what the answers' and mentions' are)."""
 
-    def transform(rows: Iterable[Row], brand_id: str) -> pa.Table:
-        listed = _listed(rows)
+    def transform(rows: Sequence[Row], brand_id: str) -> pa.Table:
         if fields is not None:
-            listed = [{name: row.get(name) for name in fields} for row in listed]
-        return rows_to_table(spec, listed, {"brand_id": brand_id})
+            rows = [{name: row.get(name) for name in fields} for row in rows]
+        return rows_to_table(spec, rows, {"brand_id": brand_id})
 
     return transform
 
 
-def per_brand_table(spec: TableSpec, rows_by_brand: Mapping[str, Iterable[Row]]) -> pa.Table:
+def per_brand_table(spec: TableSpec, rows_by_brand: Mapping[str, Sequence[Row]]) -> pa.Table:
     """A per-brand listing as one table: each brand's rows plus the brand they were listed for."""
     transform = brand_rows(spec)
     return concat(spec, [transform(rows, brand_id) for brand_id, rows in rows_by_brand.items()])
@@ -432,7 +424,7 @@ def cited_pages_table(
         "total_citations": total_citations,
         "capped": capped,
     }
-    return rows_to_table(tables.CITED_PAGES, _listed(rows), overrides=given)
+    return rows_to_table(tables.CITED_PAGES, rows, overrides=given)
 
 
 def citation_trend_table(
