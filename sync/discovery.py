@@ -59,10 +59,7 @@ def _each(client: VisibilityClient, ids: Sequence[str], fetch: Callable[[str], T
     return dict(zip(ids, client.map_concurrent(one, ids), strict=True))
 
 
-def discover_brands(client: VisibilityClient, only: Sequence[str] = ()) -> BrandScope:
-    """Every brand the key reaches (one listing), or the ``only`` brands fetched one by one."""
-    if not only:
-        return BrandScope(brands=list(client.list_brands()))
+def _per_brand(client: VisibilityClient, only: Sequence[str]) -> BrandScope:
     rows = _each(client, only, client.get_brand)
     return BrandScope([r for r in rows.values() if r is not None], [b for b, r in rows.items() if r is None])
 
@@ -87,13 +84,16 @@ class Discovery:
         self._listings: dict[str, dict[str, list[Row] | None]] = {}
 
     def scope(self, client: VisibilityClient, only: Sequence[str] = ()) -> BrandScope:
+        """Every brand the key reaches (one listing), or the ``only`` brands fetched one by one."""
         key = tuple(only)
         with self._lock:
             if key in self._refused:  # asked again, it would be refused again: no second request
                 raise self._refused[key]
             if key not in self._scopes:
                 try:
-                    self._scopes[key] = discover_brands(client, only)
+                    self._scopes[key] = (
+                        _per_brand(client, only) if only else BrandScope(list(client.list_brands()))
+                    )
                 except Exception as exc:
                     if failure_kind(exc).stops_the_sync:
                         self._refused[key] = exc

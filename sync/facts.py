@@ -9,7 +9,6 @@ have their own: cited pages, citation trends, competitor trends (docs/TABLES.md)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -29,52 +28,36 @@ Transform = Callable[[list[dict[str, Any]], str], pa.Table]
 
 
 #: ``read(client, owner_id, *, engine, start, end, walk) -> rows``: the rows of one call, ``owner_id``
-#: the brand, or the prompt of a per-prompt endpoint (a client method, or :class:`pages_of`).
+#: the brand, or the prompt of a per-prompt endpoint (a client method, or :func:`pages_of`).
 ReadRows = Callable[..., Iterable[Row]]
 
 
-@dataclass(frozen=True)
-class pages_of:  # used like a function: ``pages_of(endpoint)``
+def pages_of(endpoint: Endpoint, limit: int = MAX_LIMIT_PAGING) -> ReadRows:
     """Every row of a paged endpoint whose path takes one id (``/v1/brands/{id}/...``), filtered by
     ``engine`` (None: no filter) and the window ``from``/``to``; validated as ``endpoint`` declares."""
 
-    endpoint: Endpoint
-    limit: int = MAX_LIMIT_PAGING
+    def read(client: VisibilityClient, owner_id: str, /, **window: Any) -> Iterable[Row]:
+        return client.list_window(endpoint, owner_id, limit=limit, **window)
 
-    def __call__(
-        self,
-        client: VisibilityClient,
-        owner_id: str,
-        /,
-        *,
-        engine: Any,
-        start: Any,
-        end: Any,
-        walk: WalkPosition | None = None,
-    ) -> Iterable[Row]:
-        return client.list_window(
-            self.endpoint, owner_id, engine=engine, start=start, end=end, limit=self.limit, walk=walk
-        )
+    return read
 
 
 def paged_rows(read: ReadRows, transform: Transform, *, per_prompt: bool = False) -> FetchOne:
     """One call's rows, read by ``read`` (per brand, or per prompt), in slices through ``transform``
     (whose errors name the endpoint of the table's catalog entry)."""
 
-    def fetch(client: VisibilityClient, call: Call, walk: WalkPosition | None = None) -> Iterator[pa.Table]:
+    def fetch(client: VisibilityClient, call: Call, walk: WalkPosition) -> Iterator[pa.Table]:
         owner = call.prompt_id if per_prompt else call.brand_id
         assert owner is not None, "a per-prompt endpoint needs a planner that plans per prompt"
         window = call.window
         rows = read(client, owner, engine=call.engine, start=window.start, end=window.end, walk=walk)
-        for batch in slices(rows, walk=walk):
+        for batch in slices(rows, walk):
             yield transform(batch, call.brand_id)
 
     return fetch
 
 
-def fetch_cited_pages(
-    client: VisibilityClient, call: Call, walk: WalkPosition | None = None
-) -> Iterator[pa.Table]:
+def fetch_cited_pages(client: VisibilityClient, call: Call, walk: WalkPosition) -> Iterator[pa.Table]:
     result = client.citation_urls(
         call.brand_id,
         engine=call.engine,
@@ -93,9 +76,7 @@ def fetch_cited_pages(
     )
 
 
-def fetch_citation_trends(
-    client: VisibilityClient, call: Call, walk: WalkPosition | None = None
-) -> Iterator[pa.Table]:
+def fetch_citation_trends(client: VisibilityClient, call: Call, walk: WalkPosition) -> Iterator[pa.Table]:
     """One target's day series and its summary over the call's window (one request)."""
     data = client.citation_trends(
         call.brand_id,
@@ -111,9 +92,7 @@ def fetch_citation_trends(
     )
 
 
-def fetch_competitor_trends(
-    client: VisibilityClient, call: Call, walk: WalkPosition | None = None
-) -> Iterator[pa.Table]:
+def fetch_competitor_trends(client: VisibilityClient, call: Call, walk: WalkPosition) -> Iterator[pa.Table]:
     """A ``day`` call lands its series and its window totals (one request); a ``week`` call its weeks."""
     granularity = call.granularity or tables.DAY
     data = client.competitor_trends(

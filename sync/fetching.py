@@ -46,9 +46,9 @@ from sync.transforms import TransformError, check_new_columns, concat, filter_ce
 #: Arrow form).
 SLICE_ROWS = 1_000
 
-#: ``fetch_one(client, call, walk)``: one call's rows as Arrow tables, in slices. ``walk`` (a
-#: resumable fetch's): where a paged fetch starts, kept current; a fetch of one answer ignores it.
-FetchOne = Callable[[VisibilityClient, Call, WalkPosition | None], Iterator[pa.Table]]
+#: ``fetch_one(client, call, walk)``: one call's rows as Arrow tables, in slices. ``walk``: where a
+#: paged fetch starts, kept current (for the journal); a fetch of one answer ignores it.
+FetchOne = Callable[[VisibilityClient, Call, WalkPosition], Iterator[pa.Table]]
 
 
 @dataclass(frozen=True)
@@ -278,17 +278,8 @@ class _CallBatch:
         self._rows = 0
         self._flushed_at = time.monotonic()
 
-    def add(self, table: pa.Table) -> None:
-        if table.num_rows == 0:
-            return
-        with self._lock:
-            self._tables.append(table)
-            self._rows += table.num_rows
-            if self._rows >= BATCH_ROWS:
-                self._flush_locked()
-
     def add_call(self, key: str, tables: list[pa.Table], parts: int = 0) -> None:
-        """The (last) rows of one completed call (journalled fetch), ``parts`` partial entries before."""
+        """The (last) rows of one completed call, ``parts`` partial entries before."""
         with self._lock:
             self._tables.extend(t for t in tables if t.num_rows)
             self._rows += sum(t.num_rows for t in tables)
@@ -368,23 +359,19 @@ def fetch_to_spool(
     columns: set[str] = set()
     columns_lock = threading.Lock()
 
-    def fetch_bounded(call: Call, walk: WalkPosition | None = None) -> Iterator[pa.Table]:
-        for table in fetch_one(client, call, walk):
-            with columns_lock:
-                columns.update(table.column_names)
-                check_new_columns(spec, columns, client.max_new_columns)
-            yield table
-
-    def journalled(call: Call) -> None:
-        """One call, its rows kept in ``journal``: a paged call's every ``JOURNAL_SECONDS`` too."""
-        assert journal is not None
+    def fetch_call(call: Call) -> None:
+        """One call's rows, from where an earlier fetch stopped; a paged call's rows so far are
+        handed on (journalled) every ``JOURNAL_SECONDS`` too, so memory holds about a second's."""
         key = call_key(call)
         point = (resume_points or {}).get(key)
         position = WalkPosition(start_cursor=point.cursor if point else None)
         parts, start = (point.parts, point.cursor) if point else (0, None)
         tables: list[pa.Table] = []
         since = time.monotonic()
-        for table in fetch_bounded(call, position):
+        for table in fetch_one(client, call, position):
+            with columns_lock:
+                columns.update(table.column_names)
+                check_new_columns(spec, columns, client.max_new_columns)
             tables.append(table)
             cursor, position.emitted = position.emitted, None
             if cursor is not None and time.monotonic() - since >= JOURNAL_SECONDS:
@@ -396,11 +383,7 @@ def fetch_to_spool(
         if stop is not None:  # the run stopped: start no further call (the running ones end)
             stop.raise_if_set()
         try:
-            if journal is None:
-                for table in fetch_bounded(call):
-                    batch.add(table)
-            else:
-                journalled(call)
+            fetch_call(call)
         except NotFoundError:
             return call, False
         return call, True
@@ -441,43 +424,26 @@ def _resolve_prompt_misses(
 
 
 def slices(
-    rows: Iterable[dict[str, Any]], size: int = SLICE_ROWS, *, walk: WalkPosition | None = None
+    rows: Iterable[dict[str, Any]], walk: WalkPosition, size: int = SLICE_ROWS
 ) -> Iterator[list[dict[str, Any]]]:
-    """A paged iterator's rows in lists of at most ``size`` (the last may be shorter, never empty).
-    Under a resumable fetch (``walk``) a list ends where a page ends and records that page's cursor
-    as ``emitted``, so the rows before it can be journalled with where the walk continues."""
-    if walk is not None:
-        yield from _page_slices(rows, size, walk)
-        return
+    """A paged iterator's rows in lists of about ``size``, never empty. A list ends where a page
+    ends and records that page's cursor as ``walk.emitted``, so the rows before it can be
+    journalled with where the walk continues."""
     batch: list[dict[str, Any]] = []
+    pages = walk.pages
     for row in rows:
-        batch.append(row)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _page_slices(
-    rows: Iterable[dict[str, Any]], size: int, position: WalkPosition
-) -> Iterator[list[dict[str, Any]]]:
-    batch: list[dict[str, Any]] = []
-    pages = position.pages
-    for row in rows:
-        if position.pages != pages:  # the rows so far end a page: cut here if enough are held
-            pages = position.pages
+        if walk.pages != pages:  # the rows so far end a page: cut here if enough are held
+            pages = walk.pages
             if len(batch) >= size // 2:
-                position.emitted, position.emitted_pages = position.cursor, pages
+                walk.emitted = walk.cursor
                 yield batch
                 batch = []
         batch.append(row)
         if len(batch) >= 4 * size:  # a page larger than this: cut mid-page (not resumable there)
-            position.emitted_pages = -1
             yield batch
             batch = []
     if batch:
-        position.emitted, position.emitted_pages = None, -1  # the call's last rows: completed with it
+        walk.emitted = None  # the call's last rows: completed with it
         yield batch
 
 

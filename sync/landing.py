@@ -44,12 +44,6 @@ class FetchOutcome:
     fetch_seconds: float = 0.0
 
 
-def write_chunks(box: Box, days_per_write: int) -> Iterator[Box]:
-    """Split a box at the spool's bucket boundaries (at most ``days_per_write`` days each)."""
-    for start, end in bucket_windows(box.window.start, box.window.end, days_per_write):
-        yield Box(Window(start, end), box.engines)
-
-
 def _scopes_of_box(box: Box, brand_engines: dict[str, tuple[str, ...]]) -> list[PartitionScope]:
     """Brands grouped by the engines of the box they are measured on: a brand's rows on an engine
     it is no longer measured on (history) are never deleted by a run that did not fetch them."""
@@ -89,8 +83,9 @@ class SpooledWrites:
         spec, spool = self.spec, self.outcome.spool
         assert spec.date_column is not None
         date_column = spec.date_column
-        for box in self.outcome.plan.boxes:
-            for chunk in write_chunks(box, spool.days_per_bucket):
+        for box in self.outcome.plan.boxes:  # cut at the spool's bucket boundaries
+            for start, end in bucket_windows(box.window.start, box.window.end, spool.days_per_bucket):
+                chunk = Box(Window(start, end), box.engines)
                 rows = concat(
                     spec,
                     spool.read(

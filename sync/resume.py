@@ -31,7 +31,7 @@ import pyarrow.ipc as ipc
 from resources.api.client import VisibilityClient
 from resources.warehouse.contract import TableSpec
 from sync.planning import Call, Cell
-from sync.private_dir import LOCK, lock_folder, open_private, private_folder, sweep, unlock
+from sync.private_dir import lock_folder, open_private, private_folder, sweep, unlock
 
 #: Bumped when what a journal holds changes: older journals are then never read.
 FORMAT = 3
@@ -91,14 +91,6 @@ def selection_id(
     }
     text = json.dumps(parts, sort_keys=True)
     return f"{spec.name}-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
-
-
-def _size_and_crc(path: Path, chunk: int = 1 << 20) -> tuple[int, int]:
-    size, crc = 0, 0
-    with open_private(path, "rb") as source:
-        while block := source.read(chunk):
-            size, crc = size + len(block), zlib.crc32(block, crc)
-    return size, crc
 
 
 #: Rows to keep, split by spool bucket: ``(bucket, rows)`` (:meth:`sync.spool.DateSpool.split`).
@@ -219,10 +211,11 @@ class CallJournal:
     def _read_file(self, record: dict[str, Any]) -> JournalPart | None:
         try:
             path = self.directory / Path(record["file"]).name
-            if _size_and_crc(path) != (record["size"], record["crc32"]):
+            with open_private(path, "rb") as source:
+                data = source.read()  # one spool bucket's piece of one batch
+            if (len(data), zlib.crc32(data)) != (record["size"], record["crc32"]):
                 return None
-            with pa.OSFile(str(path), "rb") as source:
-                rows = ipc.open_file(source).count_rows()
+            rows = ipc.open_file(pa.py_buffer(data)).count_rows()
             if rows != record["rows"] or not isinstance(record["bucket"], int):
                 return None
         except (OSError, KeyError, TypeError, pa.ArrowInvalid):
@@ -308,12 +301,7 @@ class ResumeStore:
         lock = self._locked(directory)
         if lock is None:
             return None
-        try:
-            if _expired(directory):
-                for leftover in directory.iterdir():
-                    if leftover.name != LOCK:
-                        with contextlib.suppress(OSError):
-                            leftover.unlink()
+        try:  # an expired journal no one held was swept before it was locked (_locked)
             if not (directory / SELECTION).exists():
                 with open_private(directory / SELECTION, "wb") as selection:
                     selection.write(json.dumps({"format": FORMAT, "created": time.time()}).encode())

@@ -67,7 +67,6 @@ class WalkPosition:
     pages: int = 0
     #: set by the consumer: the position its last yielded batch ended at (None: mid-page)
     emitted: str | None = None
-    emitted_pages: int = -1
 
 
 #: Fetches one page: takes the cursor (None first) and returns (body, request id).

@@ -174,7 +174,7 @@ def test_calls_that_differ_only_in_granularity_are_journalled_apart() -> None:
     assert call_key(daily) != call_key(weekly)
 
 
-def test_an_expired_journal_is_emptied_before_use_and_swept_by_the_next_store(tmp_path: Path) -> None:
+def test_an_expired_journal_is_never_used_and_swept_by_the_next_store(tmp_path: Path) -> None:
     journalled(tmp_path)
     selection = tmp_path / "sel" / SELECTION
     old = {"format": resume_module.FORMAT, "created": time.time() - resume_module.KEEP_SECONDS - 60}

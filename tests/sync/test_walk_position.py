@@ -57,11 +57,11 @@ def test_slices_of_a_walk_end_at_a_page_end_naming_the_cursor_that_continues_it(
     with VisibilityClient(sandbox.url, sandbox.keys["workspace"]) as client:
         brand_id = next(iter(client.list_brands()))["id"]
         walk = WalkPosition()
-        batches = slices(_walk(client, brand_id, walk), 2 * PAGE, walk=walk)
+        batches = slices(_walk(client, brand_id, walk), walk, 2 * PAGE)
         first = next(batches)
-        cursor, pages = walk.emitted, walk.emitted_pages
+        cursor = walk.emitted
         # half of the slice size is held at the first page end: cut there
-        assert len(first) == PAGE and pages == 1 and cursor is not None
+        assert len(first) == PAGE and walk.pages == 1 and cursor is not None
         rest = [row["id"] for batch in batches for row in batch]
         assert walk.emitted is None  # the last rows complete the call
         again = [row["id"] for row in _walk(client, brand_id, WalkPosition(start_cursor=cursor))]
