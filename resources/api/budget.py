@@ -63,6 +63,7 @@ class RateWindow:
         self.remaining: int | None = None
         self.reset_at: float | None = None
         self.blocked_until = 0.0
+        self.block_reason = "Retry-After"
         self.last_sent = 0.0
         #: send number and send time of the request whose answer the estimate rests on
         self.newest_seq = 0
@@ -96,7 +97,7 @@ class RateWindow:
 
     def reason(self, now: float) -> str:
         """What holds requests back, in the words of the headers (for announcements)."""
-        return "Retry-After" if now < self.blocked_until else self.reset_header
+        return self.block_reason if now < self.blocked_until else self.reset_header
 
     def take(self, now: float = 0.0) -> None:
         """One request sent at ``now``."""
@@ -119,9 +120,10 @@ class RateWindow:
         if window.reset_seconds is not None:
             self.reset_at = now + min(window.reset_seconds, self.max_wait)
 
-    def block(self, until: float) -> None:
+    def block(self, until: float, reason: str = "Retry-After") -> None:
         """Hold every request back until ``until`` (a 429's wait; callers cut it to ``max_wait``)."""
-        self.blocked_until = max(self.blocked_until, until)
+        if until >= self.blocked_until:
+            self.blocked_until, self.block_reason = until, reason
 
 
 class AIMDLimit:
@@ -464,12 +466,12 @@ class RequestBudget:
         with self._cond:
             return self._aimd.on_refused(permit.generation)
 
-    def block(self, seconds: float, endpoint: str | None = None) -> None:
+    def block(self, seconds: float, endpoint: str | None = None, *, reason: str = "Retry-After") -> None:
         """After a 429: hold back every request (or every request to ``endpoint``) for ``seconds``
-        (at most a quarter of the retry deadline)."""
+        (at most a quarter of the retry deadline); ``reason`` is what announcements name."""
         with self._cond:
             window = self._global if endpoint is None else self._endpoint(endpoint)
-            window.block(self._clock() + min(seconds, self._max_wait))
+            window.block(self._clock() + min(seconds, self._max_wait), reason)
 
     def snapshot(self) -> BudgetSnapshot:
         with self._cond:

@@ -309,7 +309,8 @@ class Calls:
         wait = retry_after if retry_after is not None else self._backoff(call.attempts)
         if decision.action in (Action.WAIT_GLOBAL, Action.WAIT_ENDPOINT):
             scope = endpoint.key if decision.action is Action.WAIT_ENDPOINT else None
-            self._budget.block(wait, scope)
+            reason = "Retry-After" if retry_after is not None else "backoff after a 429 without Retry-After"
+            self._budget.block(wait, scope, reason=reason)
             return failure, 0.0  # the budget holds back every request it concerns; acquire() waits
         if decision.action is Action.SHED_CONCURRENCY:
             if self._budget.concurrency_refused(permit):
