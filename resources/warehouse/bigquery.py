@@ -591,19 +591,16 @@ class BigQueryWarehouse(Warehouse):
         sql = merge_statement(
             self.table_ref(spec.name), self.table_ref(staged.stage), spec, staged.plan, retire
         )
-        affected = self._dml(sql, stamp_parameters(staged.stamp, retire))
+        affected = self._run_statement(sql, stamp_parameters(staged.stamp, retire))
         return max(affected - staged.rows, 0)
 
     def _create_handoffs(self, ddl: str) -> None:
         self._ensure_dataset()
         self.client.query(ddl).result()
 
-    def _run_statement(self, sql: str, params: dict[str, Any]) -> int:
-        """A retry re-reads the row: still a compare-and-set."""
-        return self._dml(sql, params)
-
-    def _dml(self, sql: str, params: Mapping[str, Any]) -> int:
-        """One DML statement, retried on a concurrent update; the rows it changed."""
+    def _run_statement(self, sql: str, params: Mapping[str, Any]) -> int:
+        """One DML statement, retried on a concurrent update (a handoff's retry re-reads the row:
+        still a compare-and-set); the rows it changed."""
         config = _job_config(params)
 
         def run() -> int:

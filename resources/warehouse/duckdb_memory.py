@@ -44,14 +44,10 @@ _OUT_OF_MEMORY_MARKERS = (
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether DuckDB failed for want of memory: ``OutOfMemoryException``, or another of its errors
-    (``TransactionException`` at commit, a fatal error, ...) whose message says so."""
-    if isinstance(exc, duckdb.OutOfMemoryException):
-        return True
-    if not isinstance(exc, duckdb.Error):
-        return False
+    """Whether DuckDB failed for want of memory, whatever the error's class (``OutOfMemoryException``,
+    ``TransactionException`` at commit, a fatal error, ...): its message says so."""
     text = str(exc).lower()
-    return any(marker in text for marker in _OUT_OF_MEMORY_MARKERS)
+    return isinstance(exc, duckdb.Error) and any(marker in text for marker in _OUT_OF_MEMORY_MARKERS)
 
 
 class MemoryBudget:
