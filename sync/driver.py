@@ -76,11 +76,6 @@ SyncEvent = TableLanded | TableFailed
 class SyncFailed(Exception):
     """Tables of a sync that could not be synced (the others were, and are reported)."""
 
-    def __init__(self, failures: Mapping[str, BaseException]) -> None:
-        self.failures = dict(failures)
-        detail = "; ".join(f"{table}: {type(exc).__name__}: {exc}" for table, exc in self.failures.items())
-        super().__init__(f"sync failed for {', '.join(self.failures)} ({detail})")
-
 
 def raise_failures(events: Sequence[SyncEvent]) -> None:
     """Fail with the one failure of the events (its own class, for its exit code), or all of them,
@@ -91,7 +86,8 @@ def raise_failures(events: Sequence[SyncEvent]) -> None:
         raise next(iter(failures.values()))
     if failures:
         worst = max(failures.values(), key=lambda error: failure_kind(error).exit_code)
-        raise SyncFailed(failures) from worst
+        detail = "; ".join(f"{table}: {type(exc).__name__}: {exc}" for table, exc in failures.items())
+        raise SyncFailed(f"sync failed for {', '.join(failures)} ({detail})") from worst
 
 
 # ---------------------------------------------------------------------------------------------

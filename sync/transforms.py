@@ -372,7 +372,7 @@ def concat(spec: TableSpec, parts: Iterable[pa.Table]) -> pa.Table:
 
 
 # ---------------------------------------------------------------------------------------------
-# snapshots
+# the endpoints' transforms
 
 
 def brands_table(rows: Sequence[Row]) -> pa.Table:
