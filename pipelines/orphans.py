@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dagster import (
@@ -27,9 +28,6 @@ from dagster import (
     deserialize_value,
     sensor,
 )
-
-from sync.processes import alive as _alive
-from sync.processes import started as _started
 
 #: ``location_name`` of workspace.yaml and deploy/ (tests/pipelines/test_cli_runs.py holds them to it).
 CODE_LOCATION = "visibility"
@@ -181,3 +179,42 @@ class CodeLocationRuns:
             "re-run the command, to complete it",
         )
         free_pool_slots(self.instance, run_id)
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """State and start time (clock ticks) of ``pid`` from ``/proc`` (None where there is none)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # the name (field 2) may hold spaces and parens
+    return fields[0], fields[19]  # fields 3 and 22 of proc(5)
+
+
+def _started(pid: int) -> str | None:
+    """``<boot id>/<start ticks>`` of ``pid`` on Linux; None elsewhere."""
+    stat = _proc_stat(pid)
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    return None if stat is None else f"{boot}/{stat[1]}"
+
+
+def _alive(pid: int, recorded_start: str | None) -> bool:
+    """Whether ``pid`` still runs, not a zombie, and (when recorded) started at ``recorded_start``:
+    a reused pid is not taken for it."""
+    if os.name != "posix":
+        return True  # os.kill would end the process there: never guess
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True
+    if stat[0] in ("Z", "X"):  # killed, waiting for its parent to reap it
+        return False
+    return recorded_start is None or _started(pid) in (None, recorded_start)
