@@ -36,7 +36,6 @@ from sync.resume import (
     ResumePoint,
     ResumeStore,
     call_key,
-    remaining_calls,
     selection_id,
 )
 from sync.spool import DateSpool
@@ -111,7 +110,17 @@ def fetch_partitioned(
     started = time.monotonic()
     return_freed_memory()
     run_targets = targets if asset.needs_targets else None
-    scope, plan = _planned(client, asset, cells, only, discovery or Discovery(), run_targets)
+    discovery = discovery or Discovery()
+    scope = discovery.scope(client, only)  # the brands in scope, listed once per sync
+    inputs = brand_inputs(
+        client,
+        scope,
+        prompts=asset.needs_prompts,
+        competitors=asset.needs_competitors,
+        discovery=discovery,
+        targets=run_targets,
+    )
+    plan = asset.planner(cells, inputs, asset.engine_order)
     assert asset.spec.date_column is not None
     spool = DateSpool.create(asset.spec.date_column, DEFAULT_DAYS_PER_WRITE, name=asset.spec.name)
     notes: dict[str, Any] = {}
@@ -165,27 +174,6 @@ def fetch_partitioned(
     )
 
 
-def _planned(
-    client: VisibilityClient,
-    asset: PartitionedTable,
-    cells: set[Cell],
-    only: Sequence[str],
-    discovery: Discovery,
-    targets: CitationTargets | None,
-) -> tuple[BrandScope, Plan]:
-    """The brands in scope (listed once per sync), and the calls that fetch ``cells`` for them."""
-    scope = discovery.scope(client, only)
-    inputs = brand_inputs(
-        client,
-        scope,
-        prompts=asset.needs_prompts,
-        competitors=asset.needs_competitors,
-        discovery=discovery,
-        targets=targets,
-    )
-    return scope, asset.planner(cells, inputs, asset.engine_order)
-
-
 def _resumed(
     journal: CallJournal | None, plan: Plan, spool: DateSpool, notes: dict[str, Any]
 ) -> tuple[Plan, dict[str, ResumePoint]]:
@@ -196,7 +184,7 @@ def _resumed(
     done, tables, points = journal.load({call_key(c) for c in plan.calls})
     for part in tables:  # the journal's files become the spool's
         spool.adopt(part.bucket, part.path, part.num_rows)
-    to_ask = dataclasses.replace(plan, calls=remaining_calls(plan.calls, done))
+    to_ask = dataclasses.replace(plan, calls=tuple(c for c in plan.calls if call_key(c) not in done))
     resumed = {
         "calls": len(plan.calls) - len(to_ask.calls),
         "calls_partly": len(points),
@@ -311,7 +299,7 @@ class _CallBatch:
         keys, self._keys, parts, self._parts = self._keys, [], self._parts, {}
         rows = self.filtered(tables)
         journal = self._journal
-        if journal is None or not keys:
+        if journal is None:
             self._spool.append(rows)
             return
         self._keep(rows, lambda pieces: journal.record(pieces, keys, parts))

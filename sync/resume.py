@@ -360,7 +360,3 @@ def sweep_expired(root: Path) -> list[Path]:
     """Remove the journals older than ``KEEP_SECONDS``, and those that kept nothing (a fetch killed
     before its first call ended), that no process holds."""
     return sweep(root.iterdir(), lambda path: _expired(path) or not (path / MANIFEST).exists())
-
-
-def remaining_calls(calls: Sequence[Call], done: set[str]) -> tuple[Call, ...]:
-    return tuple(c for c in calls if call_key(c) not in done)
