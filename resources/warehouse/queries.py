@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from resources.warehouse.base import Warehouse
@@ -40,7 +39,7 @@ def own_pages_first_cited_since(warehouse: Warehouse, since: dt.date, *, limit: 
     brands = warehouse.table_ref("brands")
     sql = f"""
         SELECT c.brand_id AS brand_id, c.url AS url, MIN(c.date) AS first_cited,
-               SUM(c.citation_count) AS citations
+               CAST(COALESCE(SUM(c.citation_count), 0) AS BIGINT) AS citations
         FROM {cited} AS c
         JOIN {brands} AS b ON b.id = c.brand_id
         WHERE b.is_current AND b.domain IS NOT NULL
@@ -50,15 +49,7 @@ def own_pages_first_cited_since(warehouse: Warehouse, since: dt.date, *, limit: 
         ORDER BY citations DESC, url
         LIMIT :max_rows
     """
-    return [
-        CitedPage(
-            brand_id=str(r["brand_id"]),
-            url=str(r["url"]),
-            first_cited=r["first_cited"],
-            citations=int(r["citations"] or 0),
-        )
-        for r in _rows(warehouse, sql, since=since, max_rows=limit)
-    ]
+    return [CitedPage(**r) for r in _rows(warehouse, sql, since=since, max_rows=limit)]
 
 
 def brand_domains(warehouse: Warehouse) -> dict[str, str]:
@@ -87,9 +78,7 @@ def audit_status(warehouse: Warehouse, audit_id: str) -> str | None:
 # --- asset checks -------------------------------------------------------------------------------
 
 
-def duplicate_keys(
-    warehouse: Warehouse, table: str, key: tuple[str, ...], *, sample: int = 5
-) -> tuple[int, list]:
+def duplicate_keys(warehouse: Warehouse, table: str, key: tuple[str, ...]) -> tuple[int, list]:
     """How many key values occur more than once, and a few of them."""
     ref = warehouse.table_ref(table)
     cols = ", ".join(key)
@@ -98,10 +87,10 @@ def duplicate_keys(
         GROUP BY {cols} HAVING COUNT(*) > 1
         ORDER BY n DESC
     """
-    return _counted(_rows(warehouse, sql), sample)
+    return _counted(_rows(warehouse, sql))
 
 
-def capped_cited_page_days(warehouse: Warehouse, *, sample: int = 5) -> tuple[int, list[dict[str, Any]]]:
+def capped_cited_page_days(warehouse: Warehouse) -> tuple[int, list[dict[str, Any]]]:
     """Brand x date x engine slices of ``cited_pages`` whose response was truncated (capped)."""
     ref = warehouse.table_ref("cited_pages")
     sql = f"""
@@ -110,12 +99,10 @@ def capped_cited_page_days(warehouse: Warehouse, *, sample: int = 5) -> tuple[in
         GROUP BY brand_id, date, engine
         ORDER BY date DESC, brand_id, engine
     """
-    return _counted(_rows(warehouse, sql), sample)
+    return _counted(_rows(warehouse, sql))
 
 
-def share_of_voice_off(
-    warehouse: Warehouse, *, tolerance: float, sample: int = 5
-) -> tuple[int, list[dict[str, Any]]]:
+def share_of_voice_off(warehouse: Warehouse, *, tolerance: float) -> tuple[int, list[dict[str, Any]]]:
     """Brand x engine x granularity x date groups with mentions whose share of voice is not 100.
 
     Share of voice is over the brand plus its tracked competitors, so every day, week and request
@@ -124,13 +111,13 @@ def share_of_voice_off(
     ref = warehouse.table_ref("competitor_trends")
     sql = f"""
         SELECT brand_id, engine, granularity, date, SUM(share_of_voice) AS total,
-               SUM(mention_count) AS mentions
+               CAST(SUM(mention_count) AS BIGINT) AS mentions
         FROM {ref}
         GROUP BY brand_id, engine, granularity, date
         HAVING SUM(mention_count) > 0 AND ABS(SUM(share_of_voice) - 100) > :tolerance
         ORDER BY date DESC, brand_id, engine, granularity
     """
-    return _counted(_rows(warehouse, sql, tolerance=tolerance), sample)
+    return _counted(_rows(warehouse, sql, tolerance=tolerance))
 
 
 def competitor_series_totals(
@@ -162,24 +149,20 @@ def audits_timed_out_since(warehouse: Warehouse, since: dt.datetime) -> list[dic
         WHERE status = 'timed_out' AND timed_out_at >= :since
         ORDER BY timed_out_at DESC
     """
-    return _counted(_rows(warehouse, sql, since=since.astimezone(dt.UTC)))[1]
+    return [_plain(r) for r in _rows(warehouse, sql, since=since)]
 
 
 # --- helpers ------------------------------------------------------------------------------------
 
 
-def _counted(rows: list[dict[str, Any]], sample: int | None = None) -> tuple[int, list[dict[str, Any]]]:
-    """How many rows, and the first ``sample`` of them (all: None) with JSON-friendly values."""
-    return len(rows), [{k: _plain(v) for k, v in r.items()} for r in rows[:sample]]
+def _counted(rows: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
+    """How many rows, and the first few of them (check metadata's sample)."""
+    return len(rows), [_plain(r) for r in rows[:5]]
 
 
-def _plain(value: Any) -> Any:
-    """JSON-friendly values for check metadata."""
-    if isinstance(value, dt.datetime | dt.date):
-        return value.isoformat()
-    if isinstance(value, Decimal):  # SUM of integers is a DECIMAL/HUGEINT in some engines
-        return int(value) if value == value.to_integral_value() else float(value)
-    return value
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with JSON-friendly values (dates as ISO text) for check metadata."""
+    return {k: v.isoformat() if isinstance(v, dt.date) else v for k, v in row.items()}
 
 
 @dataclass(frozen=True)
