@@ -107,7 +107,8 @@ def visibility_by_engine(warehouse: Warehouse, start: dt.date, end: dt.date) -> 
     answered responses it rests on, so a quiet day moves it less than a busy one."""
     ref = warehouse.table_ref("competitor_trends")
     sql = f"""
-        SELECT brand_id, brand_name, COALESCE(is_your_brand, competitor_id IS NULL) AS is_own_brand, engine,
+        SELECT brand_id, brand_name AS entity, COALESCE(is_your_brand, competitor_id IS NULL) AS is_own_brand,
+               engine,
                COALESCE(
                    SUM(visibility_score * responses_answered)
                    / NULLIF(SUM(CASE WHEN visibility_score IS NOT NULL THEN responses_answered END), 0),
@@ -119,17 +120,8 @@ def visibility_by_engine(warehouse: Warehouse, start: dt.date, end: dt.date) -> 
         GROUP BY brand_id, brand_name, COALESCE(is_your_brand, competitor_id IS NULL), engine
         ORDER BY brand_id, brand_name, engine
     """
-    return [
-        EngineVisibility(
-            brand_id=str(r["brand_id"]),
-            entity=str(r["brand_name"]),
-            is_own_brand=bool(r["is_own_brand"]),
-            engine=str(r["engine"]),
-            visibility=float(r["visibility"]),
-        )
-        for r in _rows(warehouse, sql, **_window(start, end))
-        if r["visibility"] is not None
-    ]
+    rows = _rows(warehouse, sql, **_window(start, end))
+    return [EngineVisibility(**r) for r in rows if r["visibility"] is not None]
 
 
 def top_cited_page_days(
