@@ -50,7 +50,7 @@ class LandedTablesIOManager(ConfigurableIOManager):
         if not context.has_asset_partitions:
             return frame
         cells = partition_cells(context.asset_partition_keys)
-        return rows_in_cells(frame, partition_columns(table, context), cells)
+        return rows_in_cells(frame, partition_columns(context), cells)
 
 
 def rows_in_cells(
@@ -69,7 +69,7 @@ def select_statement(warehouse: Warehouse, table: str, context: InputContext) ->
     sql = f"SELECT * FROM {warehouse.table_ref(table)}"
     if not context.has_asset_partitions:
         return sql, {}
-    columns = partition_columns(table, context)
+    columns = partition_columns(context)
     cells = partition_cells(context.asset_partition_keys)
     days, engines = {d for d, _ in cells}, {e for _, e in cells}
     if not cells:
@@ -82,17 +82,11 @@ def select_statement(warehouse: Warehouse, table: str, context: InputContext) ->
     return f"{sql} WHERE {where}", {"first_day": min(days), "last_day": max(days)}
 
 
-def partition_columns(table: str, context: InputContext) -> Mapping[str, str]:
-    """The upstream asset's ``partition_expr``: the column of each partition dimension."""
-    upstream = context.upstream_output.definition_metadata if context.upstream_output else {}
-    columns = (upstream or {}).get(PARTITION_EXPR)
-    columns = getattr(columns, "value", columns)  # a JSON metadata value, or the raw mapping
-    if not isinstance(columns, Mapping) or not {"date", "engine"} <= set(columns):
-        raise ValueError(
-            f"asset {table!r} is partitioned but its definition metadata has no {PARTITION_EXPR!r} "
-            "mapping of the date and engine dimensions to columns"
-        )
-    return columns
+def partition_columns(context: InputContext) -> Mapping[str, str]:
+    """The upstream asset's ``partition_expr`` (every partitioned table asset declares it,
+    ``assets/builders.py``): the column of each partition dimension."""
+    columns = context.upstream_output.definition_metadata[PARTITION_EXPR]  # type: ignore[union-attr]
+    return getattr(columns, "value", columns)  # a JSON metadata value, or the raw mapping
 
 
 def partition_cells(keys: Any) -> set[tuple[dt.date, str]]:
