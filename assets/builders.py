@@ -43,6 +43,7 @@ from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.base import Warehouse
 from resources.warehouse.contract import TableSpec
 from resources.warehouse.resource import WarehouseResource
+from settings import citation_pages, citation_topics
 from sync import catalog
 from sync.catalog import SENSOR_TABLES, SNAPSHOTS
 from sync.discovery import CitationTargets, brand_filter
@@ -256,28 +257,17 @@ class DailySyncConfig(Config):
         "run, instead of VISIBILITY_CITATION_TOPICS. Leave unset to use the setting; [] for none.",
     )
 
-    def citation_targets(self, default: CitationTargets) -> CitationTargets:
-        """The targets this run asks for: its own, else ``default`` (the ``api`` resource's, from
-        ``VISIBILITY_CITATION_*``); a bad URL fails naming the field."""
-        from settings import citation_pages, citation_topics
-
-        urls = (
-            default.urls
-            if self.citation_urls is None
-            else tuple(citation_pages(self.citation_urls, "config citation_urls"))
+    def citation_targets(self, api: VisibilityAPIResource) -> CitationTargets:
+        """The targets this run asks for: its own, else the ``api`` resource's (the settings'
+        ``VISIBILITY_CITATION_*`` in the code location); a bad URL fails naming the field."""
+        if self.citation_urls is None:
+            urls = citation_pages(api.citation_urls, "api citation_urls")
+        else:
+            urls = citation_pages(self.citation_urls, "config citation_urls")
+        topics = citation_topics(
+            api.citation_topics if self.citation_topics is None else self.citation_topics
         )
-        topics = (
-            default.topics if self.citation_topics is None else tuple(citation_topics(self.citation_topics))
-        )
-        return CitationTargets(urls=urls, topics=topics)
-
-
-def resource_targets(api: VisibilityAPIResource) -> CitationTargets:
-    """The ``api`` resource's tracked pages and topics (the settings' in the code location)."""
-    from settings import citation_pages, citation_topics
-
-    urls = citation_pages(api.citation_urls, "api citation_urls")
-    return CitationTargets(urls=tuple(urls), topics=tuple(citation_topics(api.citation_topics)))
+        return CitationTargets(urls=tuple(urls), topics=tuple(topics))
 
 
 #: The date x engine step (:data:`sync_daily`): the step whose config (:class:`DailySyncConfig`) the
@@ -285,12 +275,12 @@ def resource_targets(api: VisibilityAPIResource) -> CitationTargets:
 DAILY_STEP = "sync_daily"
 
 
-def check_daily_config(run_config: Mapping[str, Any]) -> None:
+def check_daily_config(run_config: Mapping[str, Any], api: VisibilityAPIResource) -> None:
     """Fail on a bad value of the daily step's config (a page that is not a URL) naming the field,
     before the run makes its first request, whichever of its steps runs first."""
     raw = ((run_config.get("ops") or {}).get(DAILY_STEP) or {}).get("config")
     if raw:
-        DailySyncConfig(**raw).citation_targets(CitationTargets())
+        DailySyncConfig(**raw).citation_targets(api)
 
 
 def run_cells(context: AssetExecutionContext) -> set[Cell]:
@@ -360,7 +350,7 @@ def build_daily_step(assets: Sequence[PartitionedTable]) -> AssetsDefinition:
         yield from _run_checks(context, alone, warehouse, api)
         if not selected:
             return
-        targets = config.citation_targets(resource_targets(api))
+        targets = config.citation_targets(api)
         request = daily_request(context, targets, selected, warehouse, sync_session)
         asks_api = api if request.compares_totals() else None
         spec_of = {a.spec.name: a.spec for a in selected}
@@ -449,7 +439,7 @@ def snapshot_step(
     sync_session: ResourceParam[SyncSession],
 ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
     """Lists and upserts every selected snapshot table (:func:`sync.driver.sync_snapshots`)."""
-    check_daily_config(context.run_config)
+    check_daily_config(context.run_config, api)
     alone, selected = _selection(context, catalog.SNAPSHOTS)
     yield from _run_checks(context, alone, warehouse, api)
     spec_of = {t.spec.name: t.spec for t in selected}

@@ -170,7 +170,7 @@ def test_a_bad_page_in_a_runs_config_fails_naming_the_field_before_any_request(
 
 def test_the_command_lines_head_start_asks_for_the_targets_its_runs_ask_for(tmp_path: Path) -> None:
     """The head start is taken only by a run asking for the same selection, targets included."""
-    from assets.builders import DailySyncConfig, resource_targets
+    from assets.builders import DailySyncConfig
     from pipelines.cli import first_run_selection
     from pipelines.resources import api_resource
 
@@ -184,7 +184,7 @@ def test_the_command_lines_head_start_asks_for_the_targets_its_runs_ask_for(tmp_
     )
     one_day = (D, D + dt.timedelta(days=1))
     selection = first_run_selection(*one_day, ("chatgpt", "chatgpt"), {}, tmp_path, settings)
-    runs = DailySyncConfig().citation_targets(resource_targets(api_resource(settings)))
+    runs = DailySyncConfig().citation_targets(api_resource(settings))
     assert selection.targets == runs
     assert runs.urls == ("https://a.io/x", "https://b.io/") and runs.topics == ("Pricing", "t1")
 
