@@ -7,7 +7,6 @@ instance is read: command-line runs too); the runs of one backfill refresh it on
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
 
 from dagster import (
     AssetSelection,
@@ -23,7 +22,7 @@ from dagster import (
     define_asset_job,
     sensor,
 )
-from pydantic import TypeAdapter
+from pydantic import BaseModel
 
 from assets.dagster_tags import BACKFILL_ENDED_STATUSES, BACKFILL_ID_TAG
 from assets.visibility_report import REPORT_JOB, visibility_report
@@ -42,26 +41,12 @@ report_job = define_asset_job(
 )
 
 
-@dataclass
-class ReportCursor:
+class ReportCursor(BaseModel):
     """Where the sensor is: runs updated after ``after`` (a timestamp) not yet read; backfills whose
     runs landed daily tables, waiting for their end."""
 
     after: float
-    backfills: list[str] = field(default_factory=list)
-
-    @classmethod
-    def parse(cls, raw: str | None) -> ReportCursor | None:
-        try:
-            return _CURSOR.validate_json(raw) if raw else None
-        except ValueError:  # a cursor in another shape: start from now
-            return None
-
-    def dump(self) -> str:
-        return _CURSOR.dump_json(self).decode()
-
-
-_CURSOR = TypeAdapter(ReportCursor)
+    backfills: list[str] = []
 
 
 def landed_daily_tables(instance: DagsterInstance, run_id: str) -> bool:
@@ -120,12 +105,15 @@ def report_requests(instance: DagsterInstance, cursor: ReportCursor) -> tuple[li
     "UI, job page, `visibility-sync run` recorded in DAGSTER_HOME); once per backfill, after its last run.",
 )
 def report_after_sync(context: SensorEvaluationContext) -> SensorResult | SkipReason:
-    cursor = ReportCursor.parse(context.cursor)
-    if cursor is None:  # first tick: from now on (no report for runs that predate the sensor)
-        context.update_cursor(ReportCursor(after=dt.datetime.now(dt.UTC).timestamp()).dump())
+    try:
+        cursor = ReportCursor.model_validate_json(context.cursor or "")
+    except ValueError:  # first tick, or a cursor in another shape: from now on
+        context.update_cursor(ReportCursor(after=dt.datetime.now(dt.UTC).timestamp()).model_dump_json())
         return SkipReason("started: watching runs from now on")
     requests, cursor = report_requests(context.instance, cursor)
     waiting = f"; waiting for backfills {', '.join(cursor.backfills)} to end" if cursor.backfills else ""
     if not requests:
-        return SensorResult(skip_reason=f"no new run landed daily tables{waiting}", cursor=cursor.dump())
-    return SensorResult(run_requests=requests, cursor=cursor.dump())
+        return SensorResult(
+            skip_reason=f"no new run landed daily tables{waiting}", cursor=cursor.model_dump_json()
+        )
+    return SensorResult(run_requests=requests, cursor=cursor.model_dump_json())
