@@ -66,8 +66,6 @@ class CheckInputs:
     api: VisibilityAPIResource | None = None
     #: metadata of the table's materialization in this step; None: read its latest from the instance
     metadata: Mapping[str, Any] | None = None
-    #: days the service may still restate (the settings' lookback): points before them are final
-    lookback_days: int = PARTITION_SETTINGS.lookback_days
 
 
 @dataclass(frozen=True)
@@ -182,7 +180,7 @@ def window_totals_match_series(inputs: CheckInputs) -> AssetCheckResult:
             metadata={"brands_checked": 0},
         )
     # points before the lookback are settled: the service no longer restates them
-    end_before = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=inputs.lookback_days)
+    end_before = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=PARTITION_SETTINGS.lookback_days)
     windows = queries.trend_windows(inputs.warehouse, end_before=end_before, days=TOTALS_WINDOW_DAYS)
     mismatches: list[dict[str, Any]] = []
     with inputs.api.get_client() as client:
