@@ -6,10 +6,10 @@ the caller in order; the caller lands it while the next fetch goes on.
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Generic, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -38,13 +38,6 @@ class StopSignal:
             self.raise_if_set()
 
 
-class _Fetched(Generic[T, R]):
-    __slots__ = ("error", "item", "result")
-
-    def __init__(self, item: T, result: R | None, error: BaseException | None) -> None:
-        self.item, self.result, self.error = item, result, error
-
-
 def fetch_ahead(
     items: Sequence[T],
     fetch: Callable[[T, StopSignal], R],
@@ -60,35 +53,30 @@ def fetch_ahead(
     caller stops while a fetch still runs, before waiting for it: a fetch sleeping in a retry or a
     rate-limit wait checks no stop signal, so the caller cancels it there (an interrupted run).
     """
-    fetched: queue.Queue[_Fetched[T, R]] = queue.Queue()
     stop = threading.Event()
     signal = StopSignal(stop)
 
-    def produce() -> None:
-        for item in items:
-            if stop.is_set():
-                return
-            try:
-                fetched.put(_Fetched(item, fetch(item, signal), None))
-            except BaseException as exc:  # handed to the consumer, raised in its thread
-                fetched.put(_Fetched(item, None, exc))
-                return
+    def run(item: T) -> R:
+        signal.raise_if_set()
+        try:
+            return fetch(item, signal)
+        except BaseException:
+            stop.set()  # no later item is fetched
+            raise
 
-    thread = threading.Thread(target=produce, name="visibility-fetch-ahead", daemon=True)
-    thread.start()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="visibility-fetch-ahead")
+    futures = [pool.submit(run, item) for item in items]
+    yielded = 0
     try:
-        for _ in items:
-            entry = fetched.get()
-            if entry.error is not None:
-                raise entry.error
-            assert entry.result is not None
-            yield entry.item, entry.result
+        for item, future in zip(items, futures, strict=True):
+            result = future.result()
+            yielded += 1
+            yield item, result
     finally:
         stop.set()
-        if on_stop is not None and thread.is_alive():
+        if on_stop is not None and any(f.running() for f in futures):
             on_stop()
-        thread.join()
-        while not fetched.empty():
-            left = fetched.get_nowait()
-            if left.result is not None:
-                discard(left.result)
+        pool.shutdown(cancel_futures=True)
+        for future in futures[yielded:]:
+            if not future.cancelled() and future.exception() is None:
+                discard(future.result())
