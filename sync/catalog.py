@@ -24,7 +24,7 @@ from sync.facts import (
     paged_rows,
 )
 from sync.fetching import PartitionedTable, SnapshotTable
-from sync.listings import BrandRows, discovered, list_brands, list_generations, per_brand_listing
+from sync.listings import BrandRows, list_brands, list_generations, per_brand_listing
 from sync.planning import citation_targets, hull_per_engine, paged_per_brand, paged_per_prompt, per_day
 
 #: Asset groups: the jobs select tables by group, so a new entry is in its jobs without a list to keep.
@@ -47,10 +47,10 @@ BRANDS = SnapshotTable(
     list_brands,
     per_brand=False,
 )
-TOPICS = _brand_listing(tables.TOPICS, api.LIST_TOPICS, discovered(Discovery.topics))
-PROMPTS = _brand_listing(tables.PROMPTS, api.LIST_PROMPTS, discovered(Discovery.prompts))
+TOPICS = _brand_listing(tables.TOPICS, api.LIST_TOPICS, Discovery.topics)
+PROMPTS = _brand_listing(tables.PROMPTS, api.LIST_PROMPTS, Discovery.prompts)
 TRACKED_COMPETITORS = _brand_listing(
-    tables.TRACKED_COMPETITORS, api.LIST_TRACKED_COMPETITORS, discovered(Discovery.competitors)
+    tables.TRACKED_COMPETITORS, api.LIST_TRACKED_COMPETITORS, Discovery.competitors
 )
 GENERATIONS = SnapshotTable(
     tables.GENERATIONS,

@@ -1,11 +1,11 @@
 """Listings of the snapshot tables by shape (one whole listing per sync), chosen by catalog entries:
 the brands, the generations, or what the sync's discovery lists once for every step
-(:func:`discovered`). Rows that vanish stay in the table with ``is_current = false``.
+(:data:`BrandRows`). Rows that vanish stay in the table with ``is_current = false``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -48,15 +48,9 @@ def list_brands(
     return transforms.brands_table(scope.brands)
 
 
-#: ``(client, scope, discovery) -> {brand id: rows}``: where a per-brand listing's rows come from.
-BrandRows = Callable[[VisibilityClient, BrandScope, Discovery], Mapping[str, Sequence[Row]]]
-
-
-def discovered(
-    listed: Callable[[Discovery, VisibilityClient, BrandScope], Mapping[str, list[Row]]],
-) -> BrandRows:
-    """A listing the sync's discovery makes once for every table (``Discovery.prompts``, ...)."""
-    return lambda client, scope, discovery: listed(discovery, client, scope)
+#: ``(discovery, client, scope) -> {brand id: rows}``: where a per-brand listing's rows come from, a
+#: listing the sync's discovery makes once for every table (``Discovery.prompts``, ...).
+BrandRows = Callable[[Discovery, VisibilityClient, BrandScope], Mapping[str, Iterable[Row]]]
 
 
 def per_brand_listing(spec: TableSpec, rows_of: BrandRows) -> SnapshotFetch:
@@ -69,7 +63,7 @@ def per_brand_listing(spec: TableSpec, rows_of: BrandRows) -> SnapshotFetch:
         tags: Mapping[str, str],
         discovery: Discovery,
     ) -> pa.Table:
-        return transforms.per_brand_table(spec, rows_of(client, scope, discovery))
+        return transforms.per_brand_table(spec, rows_of(discovery, client, scope))
 
     return fetch
 
