@@ -83,10 +83,9 @@ def carry_out(
     note: str = "",
     lands: bool = False,
 ) -> int:
-    """Check the configuration and that the change can be confirmed, before any request, each a
-    usage error (exit 2) naming what to fix; given ``lands``, prove the warehouse takes writes. Then
-    resolve the plan (a malformed argument is refused before its first request), confirm it, run the
-    job and print the outcome."""
+    """Refuse what cannot go ahead before any request, as a usage error (exit 2): the settings, a
+    change nobody can confirm, a warehouse that takes no writes (given ``lands``), a malformed
+    argument. Then confirm the plan, run the job and print the outcome."""
     settings = load_settings()
     settings.require_api()
     if not args.yes and not sys.stdin.isatty():

@@ -1,9 +1,6 @@
-"""What ``visibility-sync run`` and ``demo`` show while a sync runs: the command's stages, the Dagster
-events of its runs (steps starting, tables landed) and the progress channel of the fetches.
-
-One unit throughout: API requests (planned while a table is fetched, made once it landed). On a
-terminal, live bars (rich); otherwise plain lines on stderr, so stdout keeps the summary alone, with
-one line at least every :data:`HEARTBEAT_SECONDS`.
+"""What ``visibility-sync run`` and ``demo`` show while a sync runs, in API requests (planned while a
+table is fetched, made once it landed): on a terminal, live bars; otherwise plain lines on stderr (so
+stdout keeps the summary alone), one at least every :data:`HEARTBEAT_SECONDS`.
 """
 
 from __future__ import annotations
