@@ -9,8 +9,7 @@ the table, so a landing process would grow with the days of a backfill. Keys sta
 every write is deduplicated and refuses a key that exists outside its scope (the ``keys_unique``
 checks verify it too).
 
-The one retry of a write: a partition landing within ``memory_limit`` that ran out of memory is
-rolled back whole and run once more without the budget (:mod:`resources.warehouse.duckdb_memory`).
+A landing beyond ``memory_limit`` is retried once without it (:mod:`resources.warehouse.duckdb_memory`).
 """
 
 from __future__ import annotations

@@ -58,7 +58,6 @@ quoted = quote_identifier
 #: Postgres silently truncates longer identifiers, which could merge two columns: refuse them.
 MAX_IDENTIFIER_BYTES = 63
 COPY_BATCH_ROWS = 65_536
-_SCHEMES = frozenset(POSTGRES_SCHEMES)
 
 
 def dialect(cur: psycopg.Cursor[Any]) -> SqlDialect:
@@ -75,11 +74,11 @@ def postgres_sqlalchemy_url(url: str | URL) -> URL:
     parsed: URL | None
     try:
         parsed = make_url(url) if isinstance(url, str) else url
-    except Exception:  # sqlalchemy's error quotes the raw URL (and password): drop it entirely
+    except Exception:  # sqlalchemy's error quotes the raw URL (and password): not even as a context
         parsed = None
     if parsed is None:
         raise ValueError("not a valid Postgres URL (postgresql://user:pass@host:port/db)")
-    if parsed.drivername not in _SCHEMES:
+    if parsed.drivername not in POSTGRES_SCHEMES:
         raise ValueError(f"unsupported Postgres URL scheme {parsed.drivername!r} (expected postgresql://)")
     if not parsed.database:
         raise ValueError(f"Postgres URL {parsed.render_as_string(hide_password=True)} names no database")
@@ -391,7 +390,6 @@ class PostgresWarehouse(Warehouse):
             result = conn.exec_driver_sql(sql, params or None)  # type: ignore[arg-type]
             names = list(result.keys())
             rows = result.fetchall()
-            conn.rollback()
         arrays = [pa.array([r[i] for r in rows]) for i in range(len(names))]
         return pa.Table.from_arrays(arrays, names=names)
 
@@ -411,7 +409,6 @@ class PostgresWarehouse(Warehouse):
                     ),
                     {"schema": self.schema},
                 ).one()
-                conn.rollback()
         except Exception as exc:
             detail = first_line(exc)
             if self._url.password:
