@@ -134,8 +134,6 @@ class AIMDLimit:
     """
 
     def __init__(self, maximum: int) -> None:
-        if maximum < 1:
-            raise ValueError("max_concurrency must be at least 1")
         self.maximum = self.value = float(maximum)
         self.generation = 0
 
