@@ -61,7 +61,7 @@ from sync.fetching import PartitionedTable, SnapshotTable
 from sync.handoff import BackfillHandoff
 from sync.head_start import SyncSession
 from sync.planning import Cell
-from sync.progress import FetchProgress
+from sync.progress import Listener
 from sync.resume import ResumeStore, resume_root
 from sync.tables import BRANDS
 
@@ -141,7 +141,7 @@ def _json_values(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v for k, v in values.items()}
 
 
-def _progress(context: AssetExecutionContext, progress: FetchProgress) -> Callable[[str, int, int], None]:
+def _progress(context: AssetExecutionContext, progress: Listener) -> Listener:
     """Each table's planned calls: to the command line's display, and to the run's log each further
     tenth, at most every PROGRESS_LOG_SECONDS: each line is an event Dagster writes to its storage in
     the fetching thread, so a table fetched in seconds logs only its summary."""
@@ -149,7 +149,7 @@ def _progress(context: AssetExecutionContext, progress: FetchProgress) -> Callab
     logged_at: dict[str, float] = {}
 
     def on_progress(name: str, done: int, total: int) -> None:
-        progress.report(name, done, total)
+        progress(name, done, total)
         now = time.monotonic()
         if not total or done / total < next_step.get(name, 0.1):
             return
@@ -343,7 +343,7 @@ def build_daily_step(assets: Sequence[PartitionedTable]) -> AssetsDefinition:
         config: DailySyncConfig,
         api: VisibilityAPIResource,
         warehouse: WarehouseResource,
-        progress: ResourceParam[FetchProgress],
+        progress: ResourceParam[Listener],
         sync_session: ResourceParam[SyncSession],
     ) -> Iterator[AssetMaterialization | MaterializeResult | AssetCheckResult]:
         alone, selected = _selection(context, assets)

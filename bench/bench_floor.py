@@ -348,7 +348,7 @@ def fetch_alone(start: dt.date, end: dt.date) -> None:
         tags = {SYNC_TAG: "bench-floor"}
         selection = first_run_selection(start, end, span, tags, Path(journal), settings)
         started = time.monotonic()
-        fetches = HeadStart(DAILY, selection, api, SyncSession().discovery, NO_PROGRESS.report)
+        fetches = HeadStart(DAILY, selection, api, SyncSession().discovery, NO_PROGRESS)
         with contextlib.closing(fetches.start()) as ahead:
             never = StopSignal(threading.Event())
             outcomes = [ahead.take(t.spec.name, ahead.selection, None, never) for t in DAILY]

@@ -177,12 +177,12 @@ def sync(
         _status_lines(api.get_budget(), bar),
         ExitStack() as ahead,
     ):
-        progress = bar.channel() if bar is not None else NO_PROGRESS
+        progress = bar.on_fetch if bar is not None else NO_PROGRESS
 
         def start_fetching(journals: str | None) -> None:
             """The first run's date x engine tables, fetched while Dagster still imports and plans."""
             selection = first_run_selection(start, end, spans[0], base_tags, resume_root(journals), settings)
-            fetches = HeadStart(DAILY, selection, api, session.discovery, progress.report)
+            fetches = HeadStart(DAILY, selection, api, session.discovery, progress)
             session.head_start = ahead.enter_context(closing(fetches.start()))
 
         if not recorded:  # an ephemeral instance journals in the temp folder: known before Dagster is

@@ -17,8 +17,6 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from sync.progress import FetchProgress
-
 #: Longest a piped output stays silent while the sync runs.
 HEARTBEAT_SECONDS = 10.0
 #: A table's status on its bar, but once landed (its rows).
@@ -195,10 +193,6 @@ class SyncProgress:
                 self._say("still running: " + ", ".join(busy))
             elif self._stage:
                 self._say(f"still {self._stage}")
-
-    def channel(self) -> FetchProgress:
-        """The progress channel to give the sync's runs (their ``progress`` resource)."""
-        return FetchProgress(self.on_fetch)
 
 
 @contextmanager

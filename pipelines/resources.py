@@ -19,15 +19,15 @@ from resources.warehouse.resource import WarehouseResource
 from resources.warehouse.urls import redact_url
 from settings import Settings
 from sync.head_start import SyncSession
-from sync.progress import NO_PROGRESS, FetchProgress
+from sync.progress import NO_PROGRESS, Listener
 
-#: The resource key of the sync's progress channel (:class:`sync.progress.FetchProgress`).
+#: The resource key of the sync's progress listener (:data:`sync.progress.Listener`).
 PROGRESS_RESOURCE = "progress"
 #: The resource key of what the runs of a sync share (:class:`sync.head_start.SyncSession`).
 SESSION_RESOURCE = "sync_session"
 
 
-def _progress_resource(progress: FetchProgress) -> ResourceDefinition:
+def _progress_resource(progress: Listener) -> ResourceDefinition:
     return ResourceDefinition.hardcoded_resource(
         progress, "How far each table's fetch got, for the command line's display (elsewhere: nowhere)."
     )
@@ -74,7 +74,7 @@ def api_resource(settings: Settings) -> VisibilityAPIResource:
 def process_resources(
     settings: Settings,
     api: VisibilityAPIResource,
-    progress: FetchProgress = NO_PROGRESS,
+    progress: Listener = NO_PROGRESS,
     session: SyncSession | None = None,
 ) -> dict[str, ResourceDefinition]:
     """The resources of the runs this process executes itself, secrets held by the objects; give them

@@ -11,7 +11,7 @@ import pytest
 from dagster import AssetExecutionContext, asset, instance_for_test, materialize
 
 from assets import builders
-from sync.progress import FetchProgress
+from sync.progress import NO_PROGRESS
 
 
 def progress_lines(tmp_path: Path, seconds_per_call: float, calls: int = 100) -> list[str]:
@@ -22,7 +22,7 @@ def progress_lines(tmp_path: Path, seconds_per_call: float, calls: int = 100) ->
         clock = SimpleNamespace(now=0.0)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(builders, "time", SimpleNamespace(monotonic=lambda: clock.now))
-            on_progress = builders._progress(context, FetchProgress())
+            on_progress = builders._progress(context, NO_PROGRESS)
             for done in range(1, calls + 1):
                 clock.now += seconds_per_call
                 on_progress("prompt_mentions", done, calls)

@@ -248,7 +248,7 @@ def test_a_piped_sync_says_what_still_runs_when_nothing_else_was_said_for_a_whil
     with cli_progress.sync_progress(True, piped, err) as view:
         assert view is not None and not view.live
         view.stage("listing prompts, planning")
-        view.channel().report("cited_pages", 5, 100)
+        view.on_fetch("cited_pages", 5, 100)
         time.sleep(1.5)
     shown = lines.getvalue()
 
