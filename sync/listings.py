@@ -5,7 +5,7 @@ the brands, the generations, or what the sync's discovery lists once for every s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -50,7 +50,7 @@ def list_brands(
 
 #: ``(discovery, client, scope) -> {brand id: rows}``: where a per-brand listing's rows come from, a
 #: listing the sync's discovery makes once for every table (``Discovery.prompts``, ...).
-BrandRows = Callable[[Discovery, VisibilityClient, BrandScope], Mapping[str, Iterable[Row]]]
+BrandRows = Callable[[Discovery, VisibilityClient, BrandScope], Mapping[str, Sequence[Row]]]
 
 
 def per_brand_listing(spec: TableSpec, rows_of: BrandRows) -> SnapshotFetch:
