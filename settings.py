@@ -152,9 +152,9 @@ class _EnvironmentSettings(BaseSettings):
     @classmethod
     def _by_rule(cls, value: Any, info: ValidationInfo) -> Any:
         assert info.field_name is not None
-        if _blank(value):
-            return cls.model_fields[info.field_name].get_default(call_default_factory=True)
         field = cls.model_fields[info.field_name]
+        if _blank(value):
+            return field.get_default(call_default_factory=True)
         rule = cls.RULES.get(info.field_name)
         if rule is None and field.annotation is int:
             low = next(bound.ge for bound in field.metadata if hasattr(bound, "ge"))
