@@ -1,10 +1,8 @@
 """Fetching a table, whoever runs it (Dagster-free).
 
-A date x engine table is a :class:`PartitionedTable`: a planner that turns the cells to land into
-the fewest API calls, and the fetch of one call; :func:`fetch_partitioned` discovers the brands,
-plans, and spools the rows to disk (:mod:`sync.landing` lands them). A snapshot table is a
-:class:`SnapshotTable`: one listing of the whole set. :mod:`sync.catalog` lists every table;
-``assets/`` turns them into Dagster assets.
+A date x engine table is a :class:`PartitionedTable` (a planner and the fetch of one call):
+:func:`fetch_partitioned` discovers the brands, plans, and spools the rows to disk (:mod:`sync.landing`
+lands them). A snapshot table is a :class:`SnapshotTable`: one listing of the whole set.
 """
 
 from __future__ import annotations
@@ -101,12 +99,11 @@ def fetch_partitioned(
     *,
     resume: ResumeStore | None = None,
 ) -> FetchOutcome:
-    """Discover the brands, plan the run, and spool its rows (no Dagster: reusable in benchmarks).
+    """Discover the brands, plan the run, and spool its rows.
 
-    ``targets``: the run's tracked pages and topics (``VISIBILITY_CITATION_*`` or the run's config),
-    used by a table that ``needs_targets``. ``resume``: where the fetch journals its completed calls,
-    and finds those of an earlier, killed or failed, fetch of the same selection (:mod:`sync.resume`):
-    only the other calls are asked."""
+    ``targets``: the run's tracked pages and topics, used by a table that ``needs_targets``.
+    ``resume``: where the fetch journals its completed calls, and finds those of an earlier fetch of
+    the same selection (:mod:`sync.resume`): only the other calls are asked."""
     started = time.monotonic()
     return_freed_memory()
     run_targets = targets if asset.needs_targets else None
@@ -242,9 +239,8 @@ _Record = Callable[[list[tuple[int, pa.Table]]], list[JournalPart]]
 class _CallBatch:
     """Tables of many calls, filtered to the run's cells and spooled once ``BATCH_ROWS`` are held.
 
-    With a ``journal``, each flush records the completed calls' rows there, one file a spool bucket,
-    and the spool takes those files (:meth:`DateSpool.adopt`): the rows are written once. A journal
-    that fails to write (a full disk) is dropped and the fetch goes on.
+    With a ``journal``, a flush writes the rows there, one file a spool bucket, and the spool links
+    those files: the rows are written once. A journal that fails to write (a full disk) is dropped.
     """
 
     def __init__(
@@ -335,45 +331,40 @@ def fetch_to_spool(
     journal: CallJournal | None = None,
     resume_points: dict[str, ResumePoint] | None = None,
 ) -> set[str]:
-    """Run the plan's calls concurrently, spooling the rows of the run's cells as they arrive.
+    """Run the plan's calls concurrently, spooling (and journalling) the rows of the run's cells.
 
     Returns the brands whose calls answered 404 (landing writes none of their rows). A prompt that
-    answered 404 is skipped alone (``prompts_not_found``) unless its brand answers 404 too.
-    ``journal``: each completed call's rows are kept there too, for a re-run (:mod:`sync.resume`).
-    More unknown fields than ``client.max_new_columns`` stop the fetch (``TooManyFieldsError``).
-    """
+    answered 404 is skipped alone (``prompts_not_found``) unless its brand answers 404 too. More
+    unknown fields than ``client.max_new_columns`` stop the fetch (``TooManyFieldsError``)."""
     assert spec.date_column is not None
     batch = _CallBatch(spec, spool, plan.cells, journal)
     columns: set[str] = set()
     columns_lock = threading.Lock()
 
-    def fetch_call(call: Call) -> None:
+    def work(call: Call) -> tuple[Call, bool]:
         """One call's rows, from where an earlier fetch stopped; a paged call's rows so far are
         handed on (journalled) every ``JOURNAL_SECONDS`` too, so memory holds about a second's."""
+        if stop is not None:  # the run stopped: start no further call (the running ones end)
+            stop.raise_if_set()
         key = call_key(call)
         point = (resume_points or {}).get(key)
         position = WalkPosition(start_cursor=point.cursor if point else None)
         parts, start = (point.parts, point.cursor) if point else (0, None)
         tables: list[pa.Table] = []
         since = time.monotonic()
-        for table in fetch_one(client, call, position):
-            with columns_lock:
-                columns.update(table.column_names)
-                check_new_columns(spec, columns, client.max_new_columns)
-            tables.append(table)
-            cursor, position.emitted = position.emitted, None
-            if cursor is not None and time.monotonic() - since >= JOURNAL_SECONDS:
-                batch.add_part(key, parts, tables, start, cursor)
-                tables, parts, start, since = [], parts + 1, cursor, time.monotonic()
-        batch.add_call(key, tables, parts)
-
-    def work(call: Call) -> tuple[Call, bool]:
-        if stop is not None:  # the run stopped: start no further call (the running ones end)
-            stop.raise_if_set()
         try:
-            fetch_call(call)
+            for table in fetch_one(client, call, position):
+                with columns_lock:
+                    columns.update(table.column_names)
+                    check_new_columns(spec, columns, client.max_new_columns)
+                tables.append(table)
+                cursor, position.emitted = position.emitted, None
+                if cursor is not None and time.monotonic() - since >= JOURNAL_SECONDS:
+                    batch.add_part(key, parts, tables, start, cursor)
+                    tables, parts, start, since = [], parts + 1, cursor, time.monotonic()
         except NotFoundError:
             return call, False
+        batch.add_call(key, tables, parts)
         return call, True
 
     not_found: set[str] = set()

@@ -157,21 +157,21 @@ class CallJournal:
         partials: dict[str, dict[int, dict[str, Any]]] = {}
         completes: list[dict[str, Any]] = []
         for entry in self._entries():
-            if "partial" in entry:
-                partials.setdefault(str(entry["partial"]), {})[int(entry.get("seq", -1))] = entry  # last wins
-            else:
+            if "partial" not in entry:
                 completes.append(entry)
-        chains: dict[str, list[tuple[dict[str, Any], list[JournalPart]]]] = {}
+            elif isinstance(entry.get("seq"), int):
+                partials.setdefault(str(entry["partial"]), {})[entry["seq"]] = entry  # last wins
+        #: per partly read call, its parts that check out and continue each other: (cursor, files)
+        chains: dict[str, list[tuple[str, list[JournalPart]]]] = {}
         for key, parts in partials.items():
-            chain: list[tuple[dict[str, Any], list[JournalPart]]] = []
-            previous: str | None = None
+            chain: list[tuple[str, list[JournalPart]]] = []
             while key in wanted and len(chain) in parts:
                 entry = parts[len(chain)]
                 files = self._read(entry)
+                previous = chain[-1][0] if chain else None
                 if files is None or entry.get("from") != previous or not isinstance(entry.get("cursor"), str):
                     break
-                chain.append((entry, files))
-                previous = entry["cursor"]
+                chain.append((entry["cursor"], files))
             chains[key] = chain
         done: set[str] = set()
         tables: list[JournalPart] = []
@@ -195,32 +195,27 @@ class CallJournal:
             if key in done or not chain:
                 continue
             tables.extend(p for _, ps in chain for p in ps)
-            points[key] = ResumePoint(chain[-1][0]["cursor"], len(chain))
+            points[key] = ResumePoint(chain[-1][0], len(chain))
         return done, [t for t in tables if t.num_rows], points
 
     def _read(self, entry: dict[str, Any]) -> list[JournalPart] | None:
-        """The entry's files, when every one checks out and they hold the entry's rows; else None."""
+        """The entry's files, when each has its recorded size, CRC-32, rows and bucket and they hold
+        the entry's rows; else None."""
+        parts: list[JournalPart] = []
         try:
-            parts = [self._read_file(f) for f in entry["files"]]
-            if any(p is None for p in parts) or sum(p.num_rows for p in parts if p) != entry["rows"]:
-                return None
-        except (KeyError, TypeError, ValueError):
+            for record in entry["files"]:
+                path = self.directory / Path(record["file"]).name
+                with open_private(path, "rb") as source:
+                    data = source.read()  # one spool bucket's piece of one batch
+                if (len(data), zlib.crc32(data)) != (record["size"], record["crc32"]):
+                    return None
+                rows = ipc.open_file(pa.py_buffer(data)).count_rows()
+                if rows != record["rows"] or not isinstance(record["bucket"], int):
+                    return None
+                parts.append(JournalPart(path, rows, record["bucket"]))
+        except (OSError, KeyError, TypeError, ValueError, pa.ArrowInvalid):
             return None
-        return [p for p in parts if p is not None]
-
-    def _read_file(self, record: dict[str, Any]) -> JournalPart | None:
-        try:
-            path = self.directory / Path(record["file"]).name
-            with open_private(path, "rb") as source:
-                data = source.read()  # one spool bucket's piece of one batch
-            if (len(data), zlib.crc32(data)) != (record["size"], record["crc32"]):
-                return None
-            rows = ipc.open_file(pa.py_buffer(data)).count_rows()
-            if rows != record["rows"] or not isinstance(record["bucket"], int):
-                return None
-        except (OSError, KeyError, TypeError, pa.ArrowInvalid):
-            return None
-        return JournalPart(path, rows, record["bucket"])
+        return parts if sum(p.num_rows for p in parts) == entry.get("rows") else None
 
     def record(
         self, pieces: Pieces, keys: Sequence[str], parts: dict[str, int] | None = None
