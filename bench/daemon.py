@@ -887,7 +887,7 @@ def planner_minimum(
         plan = entry.planner(cells, world.brands, order)
         for endpoint, n in planning.expected_requests(plan).items():
             add(endpoint, n)
-        if entry.planner.__name__.startswith("paged_"):  # a paged row endpoint: its further pages too
+        if entry.planner.name.startswith("paged_"):  # a paged row endpoint: its further pages too
             endpoint = entry.endpoints[0]
             page = MAX_LIMIT_ANSWERS if endpoint == LIST_ANSWERS else MAX_LIMIT_PAGING
             owner = "prompt_id" if entry.needs_prompts else "brand_id"

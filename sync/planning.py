@@ -1,12 +1,8 @@
 """Pure request planning: the partitions of a run -> the fewest API calls, widest windows first.
 
-A run is a set of *cells* ``(date, engine)``, not necessarily contiguous or rectangular. A planner,
-chosen by the endpoint's shape (a catalog entry names one), turns it into calls: paged endpoints
-(:func:`paged_per_brand`, :func:`paged_per_prompt`) ask maximal date runs, unfiltered where the run
-covers every engine the brand is measured on; one-response series (:func:`hull_per_engine`) one
-call per brand and engine over the hull of its dates, per citation target, plus whole ISO weeks for
-competitor trends; window aggregates (:func:`per_day`) one call per brand, engine and day. Engines a
-brand is not measured on are skipped. Landing writes the :func:`boxes` of the cells.
+A run is a set of *cells* ``(date, engine)``, not necessarily contiguous or rectangular. A
+:class:`Planner`, made by the endpoint's shape (a catalog entry names one), turns it into calls;
+engines a brand is not measured on are skipped. Landing writes the :func:`boxes` of the cells.
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from resources.api import endpoints as api
 from resources.api.endpoints import ALL
@@ -191,33 +186,27 @@ def _paged_calls(
     return calls
 
 
-class Planner(Protocol):
-    """``(cells, brands, engine_order) -> Plan``: what a catalog entry's ``planner`` is."""
+@dataclass(frozen=True)
+class Planner:
+    """``planner(cells, brands, engine_order) -> Plan``: a catalog entry's planner, made for its
+    endpoint by a shape below."""
+
+    #: the shape and endpoint, e.g. ``per_day(GET /v1/brands/{id}/citation-urls)``
+    name: str
+    #: ``(cells, brands) -> calls``: what it asks for the brands' cells
+    plan_calls: Callable[[frozenset[Cell], list[BrandInput]], list[Call]]
+    with_rollup: bool
 
     def __call__(
         self, cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()
-    ) -> Plan: ...
-
-
-#: ``(cells, brands) -> calls``: what a planner asks for the brands' cells.
-PlanCalls = Callable[[frozenset[Cell], list[BrandInput]], list[Call]]
-
-
-def _planner(name: str, doc: str | None, plan_calls: PlanCalls, *, with_rollup: bool) -> Planner:
-    """A :class:`Planner` named ``name`` that asks ``plan_calls`` and writes the cells' boxes."""
-
-    def plan(cells: Iterable[Cell], brands: Iterable[BrandInput], engine_order: Iterable[str] = ()) -> Plan:
+    ) -> Plan:
         frozen, brand_list = frozenset(cells), list(brands)
         return Plan(
             cells=frozen,
-            calls=tuple(plan_calls(frozen, brand_list)),
+            calls=tuple(self.plan_calls(frozen, brand_list)),
             boxes=boxes(frozen, engine_order),
-            skipped=tuple(_skipped(frozen, brand_list, with_rollup=with_rollup)),
+            skipped=tuple(_skipped(frozen, brand_list, with_rollup=self.with_rollup)),
         )
-
-    plan.__name__ = plan.__qualname__ = name
-    plan.__doc__ = doc
-    return plan
 
 
 def paged_per_brand(endpoint: api.Endpoint) -> Planner:
@@ -227,9 +216,7 @@ def paged_per_brand(endpoint: api.Endpoint) -> Planner:
     def plan_calls(cells: frozenset[Cell], brands: list[BrandInput]) -> list[Call]:
         return [c for b in brands for c in _paged_calls(endpoint.key, b, cells, None)]
 
-    return _planner(
-        f"paged_per_brand({endpoint.key})", paged_per_brand.__doc__, plan_calls, with_rollup=False
-    )
+    return Planner(f"paged_per_brand({endpoint.key})", plan_calls, with_rollup=False)
 
 
 def paged_per_prompt(endpoint: api.Endpoint) -> Planner:
@@ -244,8 +231,7 @@ def paged_per_prompt(endpoint: api.Endpoint) -> Planner:
             for call in _paged_calls(endpoint.key, brand, cells, prompt_id)
         ]
 
-    name = f"paged_per_prompt({endpoint.key})"
-    return _planner(name, paged_per_prompt.__doc__, plan_calls, with_rollup=False)
+    return Planner(f"paged_per_prompt({endpoint.key})", plan_calls, with_rollup=False)
 
 
 @dataclass(frozen=True)
@@ -348,7 +334,7 @@ def hull_per_engine(
             calls += [c for b in brands for c in _week_calls(endpoint.key, b, cells)]
         return calls
 
-    return _planner(f"hull_per_engine({endpoint.key})", hull_per_engine.__doc__, plan_calls, with_rollup=True)
+    return Planner(f"hull_per_engine({endpoint.key})", plan_calls, with_rollup=True)
 
 
 def per_day(endpoint: api.Endpoint) -> Planner:
@@ -367,7 +353,7 @@ def per_day(endpoint: api.Endpoint) -> Planner:
             for day, engine in sorted(_brand_cells(cells, b, with_rollup=True))
         ]
 
-    return _planner(f"per_day({endpoint.key})", per_day.__doc__, plan_calls, with_rollup=True)
+    return Planner(f"per_day({endpoint.key})", plan_calls, with_rollup=True)
 
 
 # ---------------------------------------------------------------------------------------------
