@@ -211,7 +211,7 @@ class Warehouse(ABC):
         self, spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
     ) -> list[WriteResult]:
         """One attempt at a landing: every write staged and applied in one write transaction."""
-        checked = partition_writes(spec, writes, run_id)  # the spec and first write: before any I/O
+        checked = partition_writes(spec, writes, run_id)  # the spec and run id: before any I/O
         results: list[WriteResult] = []
         pending: list[StagedWrite] = []
         with self._write_transaction(spec) as tx:

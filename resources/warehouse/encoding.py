@@ -42,17 +42,11 @@ def may_hold_nul(array: pa.Array) -> bool:
     return data is not None and data.size > 0 and int(np.frombuffer(data, dtype=np.uint8).min()) == 0
 
 
-def _clean_strings(array: pa.Array) -> pa.Array:
-    if not may_hold_nul(array):
-        return array
-    return pc.replace_substring(array, NUL, NUL_REPLACEMENT)
-
-
 def _clean_array(array: pa.Array) -> pa.Array:
     """Strings, and the string items of lists, without NUL; other arrays as they are."""
     t = array.type
     if pa.types.is_string(t):
-        return _clean_strings(array)
+        return pc.replace_substring(array, NUL, NUL_REPLACEMENT) if may_hold_nul(array) else array
     if pa.types.is_list(t) and pa.types.is_string(t.value_type):
         if not may_hold_nul(array.values):  # the whole child array: a cheap, safe over-estimate
             return array

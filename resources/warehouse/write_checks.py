@@ -142,38 +142,20 @@ def check_snapshot_write(spec: TableSpec, rows: pa.Table, run_id: str) -> None:
 def partition_writes(
     spec: TableSpec, writes: Iterable[PartitionWrite], run_id: str
 ) -> Iterator[PartitionWrite]:
-    """The writes of one landing, each checked, with its scope as the rows land (NUL-free).
-
-    The spec, the run id and the first write are checked at this call, before the engine opens
-    anything; the others as the engine asks for them (one chunk in memory at a time).
-    """
+    """The writes of one landing, each checked as the engine asks for it (one chunk in memory at a
+    time), with its scope as the rows land (NUL-free). The spec and the run id are checked at this
+    call, before the engine opens anything."""
     validate_spec(spec)
     check_run_id(run_id)
-    source = iter(writes)
-    first = next(source, None)
-    checked = None if first is None else _checked(spec, *first)
-    del first
-    return _the_rest(spec, checked, source)
+    return _checked(spec, writes)
 
 
-def _checked(spec: TableSpec, rows: pa.Table, scope: PartitionScope) -> PartitionWrite:
-    validate_rows(spec, rows)
-    check_rows_in_scope(spec, rows, scope)
-    return PartitionWrite(rows, clean_scope(scope))
-
-
-def _the_rest(
-    spec: TableSpec, first: PartitionWrite | None, source: Iterator[PartitionWrite]
-) -> Iterator[PartitionWrite]:
-    if first is None:
-        return
-    yield first
-    del first  # before the next chunk is read
-    for write in source:
-        rows, scope = write
-        del write
-        yield _checked(spec, rows, scope)
-        del rows, scope
+def _checked(spec: TableSpec, writes: Iterable[PartitionWrite]) -> Iterator[PartitionWrite]:
+    for rows, scope in writes:
+        validate_rows(spec, rows)
+        check_rows_in_scope(spec, rows, scope)
+        yield PartitionWrite(rows, clean_scope(scope))
+        del rows, scope  # before the next chunk is read
 
 
 def is_one_shot(writes: Iterable[PartitionWrite]) -> bool:
