@@ -122,14 +122,12 @@ class DailyRequest:
 
 @dataclass
 class _Fetched:
-    """A fetch ready to land, and what to do once it landed (its metadata) or was discarded (None).
-
-    ``landed_by``: nothing to fetch or land, another run of the backfill landed the table."""
+    """A fetch ready to land, and what to do once it landed (its metadata) or was discarded (None);
+    or, with nothing to land, the table's event (its fetch failed, or another run landed it)."""
 
     outcome: FetchOutcome | None
-    release: Callable[[dict[str, Any] | None], None]
-    error: BaseException | None = None
-    landed_by: Handoff | None = None
+    release: Callable[[dict[str, Any] | None], None] = lambda metadata: None
+    event: SyncEvent | None = None
 
 
 def sync_daily(
@@ -171,12 +169,9 @@ def _land_daily(
     log: Logger,
 ) -> SyncEvent:
     name = table.spec.name
-    if item.landed_by is not None:
-        return TableLanded(name, recorded_metadata(item.landed_by, request.cells), frozenset(request.cells))
     if item.outcome is None:
-        assert item.error is not None
-        log.error(f"{name}: sync failed ({item.error}); the table keeps its previous rows")
-        return TableFailed(name, item.error)
+        assert item.event is not None
+        return item.event
     started = time.monotonic()
     try:
         with warehouse_for(warehouse_config, landing=True) as warehouse:
@@ -247,7 +242,8 @@ class _DailyFetch:
         except Exception as exc:
             if failure_kind(exc).stops_the_sync:
                 raise
-            return _Fetched(None, lambda landed: None, exc)
+            self.log.error(f"{table.spec.name}: sync failed ({exc}); the table keeps its previous rows")
+            return _Fetched(None, event=TableFailed(table.spec.name, exc))
 
     def _fetch(self, table: PartitionedTable, stop: StopSignal) -> _Fetched:
         name, request, handoff = table.spec.name, self.request, self.request.handoff
@@ -258,7 +254,8 @@ class _DailyFetch:
         landed = handoff.take(name, request.cells, stop)
         if landed is not None:
             self.log.info(f"{name}: landed by run {landed.claimant} of this backfill; no request")
-            return _Fetched(None, lambda metadata: None, landed_by=landed)
+            recorded = recorded_metadata(landed, request.cells)
+            return _Fetched(None, event=TableLanded(name, recorded, frozenset(request.cells)))
         cells = request.cells | backfill
         try:
             outcome = self._fetch_own(table, stop, cells)
@@ -369,13 +366,12 @@ def daily_metadata(
 
 @dataclass
 class _Listing:
-    """One snapshot table as listed, or the error that stopped its listing."""
+    """One snapshot table as listed."""
 
-    rows: pa.Table | None = None
-    scope: BrandScope | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
-    stats: RequestStats | None = None
-    error: Exception | None = None
+    rows: pa.Table
+    scope: BrandScope
+    notes: dict[str, Any]
+    stats: RequestStats
 
 
 def sync_snapshots(
@@ -397,7 +393,7 @@ def sync_snapshots(
     """
     return_freed_memory()  # before the listings' first Arrow buffer (mimalloc would keep it)
 
-    def fetch(table: SnapshotTable, stop: StopSignal) -> _Listing:
+    def fetch(table: SnapshotTable, stop: StopSignal) -> _Listing | TableFailed:
         notes: dict[str, Any] = {}
         try:
             with api.get_client() as client:
@@ -409,7 +405,7 @@ def sync_snapshots(
         except Exception as exc:
             if failure_kind(exc).stops_the_sync:
                 raise
-            return _Listing(error=exc)
+            return TableFailed(table.spec.name, exc)
 
     # a stop while a listing waits on the API (a retry, the rate limit) cancels the wait
     fetched = fetch_ahead(tables, fetch, discard=lambda _: None, on_stop=api.cancel)
@@ -428,14 +424,13 @@ def sync_snapshots(
 
 
 def _upsert_listing(
-    table: SnapshotTable, listing: _Listing, run_id: str, warehouse: Warehouse, log: Logger
+    table: SnapshotTable, listing: _Listing | TableFailed, run_id: str, warehouse: Warehouse, log: Logger
 ) -> Iterator[SyncEvent]:
     spec = table.spec
-    if listing.error is not None:
+    if isinstance(listing, TableFailed):
         log.error(f"{spec.name}: sync failed ({listing.error}); the table keeps its previous rows")
-        yield TableFailed(spec.name, listing.error)
+        yield listing
         return
-    assert listing.scope is not None and listing.rows is not None and listing.stats is not None
     for brand_id in listing.scope.out_of_scope:
         log.warning(f"{spec.name}: brand {brand_id} is out of this key's scope (404); skipped")
     retire = retire_scope(table, listing.scope, listing.notes, log)
