@@ -266,19 +266,19 @@ def _param_type(value: Any) -> str:
     raise TypeError(f"no BigQuery parameter type for {type(value).__name__}")
 
 
-def query_parameter(name: str, value: Any, field_type: str | None = None) -> Any:
-    """A named query parameter, typed by ``field_type`` or the Python value; a sequence is an ARRAY
-    parameter (typed by its first non-null item, or STRING)."""
+def query_parameter(name: str, value: Any) -> Any:
+    """A named query parameter, typed by the Python value; a sequence is an ARRAY parameter (typed by
+    its first non-null item, or STRING)."""
     from google.cloud import bigquery
 
     if isinstance(value, list | tuple):
-        if field_type is None:
-            first = next((v for v in value if v is not None), None)
-            field_type = "STRING" if first is None else _param_type(first)
-        return bigquery.ArrayQueryParameter(name, field_type, list(value))
+        first = next((v for v in value if v is not None), None)
+        return bigquery.ArrayQueryParameter(
+            name, "STRING" if first is None else _param_type(first), list(value)
+        )
     if value is None:
-        return bigquery.ScalarQueryParameter(name, field_type or "STRING", None)
-    return bigquery.ScalarQueryParameter(name, field_type or _param_type(value), value)
+        return bigquery.ScalarQueryParameter(name, "STRING", None)
+    return bigquery.ScalarQueryParameter(name, _param_type(value), value)
 
 
 def _job_config(params: Mapping[str, Any]) -> bigquery.QueryJobConfig:
@@ -288,16 +288,18 @@ def _job_config(params: Mapping[str, Any]) -> bigquery.QueryJobConfig:
     return bigquery.QueryJobConfig(query_parameters=[query_parameter(k, v) for k, v in params.items()])
 
 
-def fill_added_column(ref: str, spec: TableSpec, column: str, st: SqlType) -> tuple[str, list[Any]] | None:
+def fill_added_column(
+    ref: str, spec: TableSpec, column: str, st: SqlType
+) -> tuple[str, dict[str, Any]] | None:
     """The ``UPDATE`` giving the rows landed before ``column`` (of type ``st``) existed its default,
-    the value a typed parameter (BigQuery's string literals escape with backslashes, not the
-    standard's doubled quote); None when the column has no default."""
+    the value a parameter (BigQuery's string literals escape with backslashes, not the standard's
+    doubled quote); None when the column has no default."""
     default = added_column_default(spec, column, literal=str)  # the raw value, never spliced into SQL
     if default is None:
         return None
     name = quote_identifier(column)
-    param = query_parameter("added_default", default, bigquery_type(SqlType(st.kind)).field_type)
-    return f"UPDATE {ref} SET {name} = @added_default WHERE {name} IS NULL", [param]
+    sql = f"UPDATE {ref} SET {name} = CAST(@added_default AS {type_name(st)}) WHERE {name} IS NULL"
+    return sql, {"added_default": default}
 
 
 def replace_parameters(writes: Sequence[StagedWrite]) -> dict[str, Any]:
@@ -470,16 +472,13 @@ class BigQueryWarehouse(Warehouse):
     def _evolve(self, spec: TableSpec, plan: LoadPlan, schema: Sequence[bigquery.SchemaField]) -> None:
         """Add the plan's columns (DDL, one per statement, then a fill of their default), then patch
         the schema's descriptions through the API (DDL OPTIONS would need the text spliced into SQL)."""
-        from google.cloud import bigquery
-
         ref = self.table_ref(spec.name)
         for c in plan.columns:
             column = f"{quote_identifier(c.name)} {type_name(c.type)}"
             self.client.query(f"ALTER TABLE {ref} ADD COLUMN IF NOT EXISTS {column}").result()
             fill = fill_added_column(ref, spec, c.name, c.type)
             if fill is not None:  # BigQuery leaves the existing rows NULL: a key column needs a value
-                sql, params = fill
-                self.client.query(sql, job_config=bigquery.QueryJobConfig(query_parameters=params)).result()
+                self._run_statement(*fill)
         fresh = self.client.get_table(self._table_id(spec.name))
         fresh.schema = table_schema(spec, plan, schema)
         fresh.description = spec.description
