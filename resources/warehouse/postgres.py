@@ -204,20 +204,6 @@ class PostgresWarehouse(Warehouse):
             return None
         return ViewShape(found[0][0], tuple((n, c) for _, n, c in found if n is not None))
 
-    def _write_view(
-        self,
-        cur: psycopg.Cursor[Any],
-        view: str,
-        body: str,
-        work: ViewWork,
-        description: str,
-        columns: Sequence[tuple[str, str]],
-    ) -> None:
-        for statement in view_statements(
-            dialect(cur), self.table_ref(view), body, work, description, columns
-        ):
-            cur.execute(statement)  # type: ignore[arg-type]
-
     def _lock_ddl(self, cur: psycopg.Cursor[Any]) -> None:
         """Serialise the DDL of this schema's writers (then decide again on what is now committed)."""
         cur.execute(
@@ -248,15 +234,18 @@ class PostgresWarehouse(Warehouse):
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(self.schema)}")
         plan = self._plan(cur, spec, rows_schema)
         ref = self.table_ref(spec.name)
-        for statement in table_statements(dialect(cur), spec, plan, ref):
+        statements = table_statements(dialect(cur), spec, plan, ref) + view_statements(
+            dialect(cur),
+            self.table_ref(current_view_name(spec)),
+            f"SELECT * FROM {ref} WHERE {quoted(IS_CURRENT)}",
+            self._current_view_work(cur, spec, plan),
+            current_view_description(spec),
+            column_descriptions(spec, plan.table_columns),
+        )
+        for statement in statements:
             cur.execute(statement)  # type: ignore[arg-type]
         if not plan.create and {c.name for c in plan.columns} & set(spec.key):
             self._rekey(cur, spec)
-        body = f"SELECT * FROM {ref} WHERE {quoted(IS_CURRENT)}"
-        description = current_view_description(spec)
-        columns = column_descriptions(spec, plan.table_columns)
-        work = self._current_view_work(cur, spec, plan)
-        self._write_view(cur, current_view_name(spec), body, work, description, columns)
         return plan
 
     def _current_view_work(self, cur: psycopg.Cursor[Any], spec: TableSpec, plan: LoadPlan) -> ViewWork:
@@ -306,7 +295,10 @@ class PostgresWarehouse(Warehouse):
                 return
             self._lock_ddl(cur)
             work = view_work(self._view_shape(cur, view.name), view.description, columns)
-            self._write_view(cur, view.name, view.select(self.table_ref), work, view.description, columns)
+            body = view.select(self.table_ref)
+            ref = self.table_ref(view.name)
+            for statement in view_statements(dialect(cur), ref, body, work, view.description, columns):
+                cur.execute(statement)  # type: ignore[arg-type]
 
     @contextmanager
     def _write_transaction(self, spec: TableSpec) -> Iterator[psycopg.Cursor[Any]]:
