@@ -100,13 +100,7 @@ class ReportData:
         return self.end - dt.timedelta(days=1)
 
 
-def load_report_data(
-    warehouse: Warehouse,
-    *,
-    days: int = DEFAULT_DAYS,
-    top_pages: int = TOP_PAGES,
-    max_brands: int = MAX_BRANDS,
-) -> ReportData:
+def load_report_data(warehouse: Warehouse, *, days: int = DEFAULT_DAYS) -> ReportData:
     """The last ``days`` days up to the newest landed one (fewer if fewer landed), for every current
     brand with data in them; :class:`ReportDataMissing` when nothing has landed yet."""
     if not 1 <= days <= MAX_DAYS:
@@ -126,7 +120,7 @@ def load_report_data(
 
     shares = _by_brand(points)
     scores = _by_brand(report_queries.visibility_by_engine(warehouse, start, end))
-    pages = _by_brand(report_queries.top_cited_page_days(warehouse, start, end, per_brand=top_pages))
+    pages = _by_brand(report_queries.top_cited_page_days(warehouse, start, end, per_brand=TOP_PAGES))
     brands = report_queries.current_brands(warehouse)
     domains = _entity_domains(brands, report_queries.current_competitors(warehouse))
 
@@ -156,8 +150,8 @@ def load_report_data(
     return ReportData(
         start=start,
         end=end,
-        sections=tuple(sections[:max_brands]),
-        brands_left_out=max(0, len(sections) - max_brands),
+        sections=tuple(sections[:MAX_BRANDS]),
+        brands_left_out=max(0, len(sections) - MAX_BRANDS),
     )
 
 
