@@ -35,11 +35,15 @@ DATE_DIM = "date"
 ENGINE_DIM = "engine"
 
 
+def daily_partitions(start: dt.date) -> DailyPartitionsDefinition:
+    """Days from ``start`` (``VISIBILITY_START_DATE``, default 90 days ago) to yesterday; users'
+    date-only assets take it too (docs/DOWNSTREAM.md)."""
+    return DailyPartitionsDefinition(start_date=start.isoformat())
+
+
 def date_engine_partitions(start: dt.date) -> MultiPartitionsDefinition:
-    """Days from ``start`` (``VISIBILITY_START_DATE``, default 90 days ago) to yesterday x engines."""
-    days = DailyPartitionsDefinition(start_date=start.isoformat())
     return MultiPartitionsDefinition(
-        {DATE_DIM: days, ENGINE_DIM: StaticPartitionsDefinition(list(ENGINES_WITH_ALL))}
+        {DATE_DIM: daily_partitions(start), ENGINE_DIM: StaticPartitionsDefinition(list(ENGINES_WITH_ALL))}
     )
 
 
