@@ -1,11 +1,9 @@
 """A sync's date x engine tables fetched while the process is still importing Dagster (Dagster-free).
 
-``visibility-sync run`` spends its first seconds importing Dagster and building its run before a
-step asks the API anything. The fetch needs none of that, so the command starts it first, in a
-background thread, for the cells, brands and citation targets its daily step will be asked for; the
-step takes each fetch (:meth:`HeadStart.take`) instead of making it: the same budget, listings and
-resume journal, so the same rows, requests and errors. A step asked for anything else fetches for
-itself; what no step took is removed when the head start closes.
+``visibility-sync run`` starts the fetches of its daily step first, in a background thread; the step
+takes each (:meth:`HeadStart.take`) instead of making it: the same budget, listings and resume
+journal, so the same rows, requests and errors. A step asked for anything else fetches for itself;
+what no step took is removed when the head start closes.
 """
 
 from __future__ import annotations

@@ -98,12 +98,8 @@ class SpooledWrites:
 
 
 def land(warehouse: Warehouse, spec: TableSpec, outcome: FetchOutcome, run_id: str) -> list[WriteResult]:
-    """Replace every fetched cell's rows, all in one transaction; cells with no rows are emptied.
-
-    The writes (one per chunk and group of brands sharing engines) stream from the spool
-    (:class:`SpooledWrites`) into one :meth:`~resources.warehouse.base.Warehouse.replace_partitions_together`:
-    the table's landing commits whole or not at all, and holds one chunk's rows at a time.
-    """
+    """Replace every fetched cell's rows in one transaction (cells with no rows are emptied): the
+    writes stream from the spool, one chunk's rows at a time (:class:`SpooledWrites`)."""
     assert spec.date_column is not None
     with warehouse.session():  # one connection (DuckDB: one open of the file) for both
         warehouse.ensure_table(spec)

@@ -71,22 +71,9 @@ def sweep_stale() -> list[Path]:
     return sweep(Path(tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*"))
 
 
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
-    """``table`` in ``schema`` (missing columns as nulls), or None when it has new or clashing columns."""
-    if not set(table.column_names) <= set(schema.names):
-        return None
-    columns = [
-        table[f.name] if f.name in table.column_names else pa.nulls(table.num_rows, f.type) for f in schema
-    ]
-    try:
-        return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-        return None
-
-
 @dataclass
 class Spool:
-    """Append tables (their extra columns may differ); read back filtered."""
+    """Append tables (their extra columns may differ: a segment per schema); read back filtered."""
 
     directory: str
     segments: list[str] = field(default_factory=list)
@@ -119,12 +106,8 @@ class Spool:
         # one record batch per flush: reading back filters a few large batches, not thousands of calls
         table = pa.concat_tables(self._buffer, promote_options="permissive").combine_chunks()
         self._buffer, self._buffered = [], 0
-        if self._writer is not None and self._schema is not None and not table.schema.equals(self._schema):
-            conformed = _conform(table, self._schema)
-            if conformed is None:
-                self._close_segment()
-            else:
-                table = conformed
+        if self._schema is not None and not table.schema.equals(self._schema):
+            self._close_segment()  # other extra columns: a segment of their own
         if self._writer is None:
             path = str(Path(self.directory) / f"segment-{len(self.segments):05d}.arrow")
             self._sink = pa.OSFile(path, "wb")

@@ -42,15 +42,15 @@ def test_parts_with_new_or_missing_extra_columns_are_all_kept(monkeypatch) -> No
     spool = Spool(tempfile.mkdtemp(prefix=SPOOL_PREFIX))
     try:
         spool.append(part([1], x=["a"]))
-        spool.append(part([2]))  # x missing: conformed with a null
-        spool.append(part([3], y=[1.5]))  # y new: a new segment
+        spool.append(part([2]))  # x missing: a segment of its own
+        spool.append(part([3], y=[1.5]))  # y new: another
         rows = pa.concat_tables(list(spool.read(lambda t: t)), promote_options="permissive").to_pylist()
         assert sorted(rows, key=lambda r: r["id"]) == [
             {"id": 1, "x": "a", "y": None},
             {"id": 2, "x": None, "y": None},
             {"id": 3, "x": None, "y": 1.5},
         ]
-        assert len(spool.segments) == 2
+        assert len(spool.segments) == 3
     finally:
         spool.remove()
 
