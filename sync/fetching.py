@@ -31,6 +31,7 @@ from sync.prefetch import StopSignal
 from sync.resume import (
     CallJournal,
     JournalPart,
+    Pieces,
     ResumePoint,
     ResumeStore,
     call_key,
@@ -232,10 +233,6 @@ BATCH_ROWS = 20_000
 JOURNAL_SECONDS = 1.0
 
 
-#: Journals rows split by spool bucket; returns the files written.
-_Record = Callable[[list[tuple[int, pa.Table]]], list[JournalPart]]
-
-
 class _CallBatch:
     """Tables of many calls, filtered to the run's cells and spooled once ``BATCH_ROWS`` are held.
 
@@ -300,9 +297,9 @@ class _CallBatch:
             return
         self._keep(rows, lambda pieces: journal.record(pieces, keys, parts))
 
-    def _keep(self, rows: pa.Table, record: _Record) -> None:
-        """Journal ``rows`` (``record``) and spool the journal's files; the rows themselves when the
-        journal cannot write (it is then dropped for the rest of the fetch)."""
+    def _keep(self, rows: pa.Table, record: Callable[[Pieces], list[JournalPart]]) -> None:
+        """Journal ``rows`` split by spool bucket (``record``) and spool the journal's files; the rows
+        themselves when the journal cannot write (it is then dropped for the rest of the fetch)."""
         assert self._journal is not None
         try:
             written = record(self._spool.split(rows))

@@ -45,11 +45,6 @@ MANIFEST = "manifest.jsonl"
 SELECTION = "selection.json"
 
 
-def _setting(root: Path) -> str:
-    """The variable that moves ``root``."""
-    return "DAGSTER_HOME" if root.name == RESUME_DIR else "TMPDIR"
-
-
 def resume_root(storage_directory: str | None) -> Path:
     """The root of the resumable fetches: the instance's storage, or the temp folder without one."""
     if storage_directory:
@@ -311,11 +306,12 @@ class ResumeStore:
 
         Another process's sweep may remove a folder it finds without a manifest between this
         process's making it and locking it (runs of one user share the root): it is made again."""
+        setting = "DAGSTER_HOME" if self.root.name == RESUME_DIR else "TMPDIR"  # what moves the root
         for _ in range(3):
             try:
-                private_folder(self.root, _setting(self.root))
+                private_folder(self.root, setting)
                 sweep_expired(self.root)
-                private_folder(directory, _setting(self.root))
+                private_folder(directory, setting)
                 lock = lock_folder(directory)
             except OSError:
                 return None
