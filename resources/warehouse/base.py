@@ -1,11 +1,6 @@
-"""The one writer interface every warehouse engine implements, and the write procedure, once.
-
-Engines own all SQL: assets never build SQL themselves. :class:`Warehouse` runs every write the same
-way (docs/ARCHITECTURE.md, *Warehouse*): check without I/O (:mod:`~resources.warehouse.write_checks`),
-then inside the engine's write transaction plan the table (create or evolve it), encode the rows,
-deduplicate them by key, stage them, and apply them: a replace of partition scopes or a merge with
-retirement. Engines implement only the hooks; the steps and their order live here.
-"""
+"""The one writer interface every warehouse engine implements, and the write procedure, once: its
+steps and their order live here (docs/ARCHITECTURE.md, *Warehouse*), engines implement only the
+hooks, so every engine writes the same way."""
 
 from __future__ import annotations
 
