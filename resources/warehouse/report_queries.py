@@ -69,11 +69,11 @@ def newest_trend_date(warehouse: Warehouse) -> dt.date | None:
 
 def current_brands(warehouse: Warehouse) -> list[BrandRow]:
     ref = warehouse.table_ref("brands")
-    sql = f"SELECT id, name, domain FROM {ref} WHERE is_current ORDER BY name, id"
-    return [
-        BrandRow(id=str(r["id"]), name=str(r["name"] or r["id"]), domain=r["domain"])
-        for r in _rows(warehouse, sql)
-    ]
+    sql = f"""
+        SELECT id, COALESCE(name, id) AS name, domain FROM {ref} AS b
+        WHERE is_current ORDER BY b.name, b.id
+    """
+    return [BrandRow(**r) for r in _rows(warehouse, sql)]
 
 
 def current_competitors(warehouse: Warehouse) -> list[CompetitorRow]:
