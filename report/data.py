@@ -1,4 +1,4 @@
-"""What the report shows, read through :mod:`resources.warehouse.report_queries` and shaped for
+"""What the report shows, read through :mod:`resources.warehouse.queries` and shaped for
 drawing (:mod:`report.render` does no arithmetic on rows). The window ends at the newest landed day,
 not today: a warehouse synced last week still shows a full window.
 """
@@ -13,9 +13,8 @@ from typing import TypeVar
 
 from report import DEFAULT_DAYS, MAX_DAYS
 from resources.api.endpoints import ENGINES
-from resources.warehouse import report_queries
+from resources.warehouse import queries
 from resources.warehouse.base import Warehouse
-from resources.warehouse.queries import table_exists
 
 TOP_PAGES = 5
 #: A workspace with more brands gets the first ones by name; the report says how many it left out.
@@ -24,7 +23,7 @@ MAX_BRANDS = 12
 REQUIRED_TABLES = ("brands", "tracked_competitors", "competitor_trends", "cited_pages")
 RUN_FIRST = "run `visibility-sync run` first"
 
-Row = TypeVar("Row", report_queries.SharePoint, report_queries.EngineVisibility, report_queries.PageDay)
+Row = TypeVar("Row", queries.SharePoint, queries.EngineVisibility, queries.PageDay)
 
 
 class ReportDataMissing(Exception):
@@ -105,24 +104,24 @@ def load_report_data(warehouse: Warehouse, *, days: int = DEFAULT_DAYS) -> Repor
     brand with data in them; :class:`ReportDataMissing` when nothing has landed yet."""
     if not 1 <= days <= MAX_DAYS:
         raise ValueError(f"days must be between 1 and {MAX_DAYS}, got {days}")
-    missing = [t for t in REQUIRED_TABLES if not table_exists(warehouse, t)]
+    missing = [t for t in REQUIRED_TABLES if not queries.table_exists(warehouse, t)]
     if missing:
         raise ReportDataMissing(f"the warehouse has no {', '.join(missing)} table yet: {RUN_FIRST}")
-    newest = report_queries.newest_trend_date(warehouse)
+    newest = queries.newest_trend_date(warehouse)
     if newest is None:
         raise ReportDataMissing(f"no daily competitor_trends rows have landed yet: {RUN_FIRST}")
     end = newest + dt.timedelta(days=1)
     start = end - dt.timedelta(days=days)
-    points = report_queries.share_of_voice_points(warehouse, start, end)
+    points = queries.share_of_voice_points(warehouse, start, end)
     # a warehouse synced for fewer days than asked: the window is the days that landed, so the charts
     # are not mostly empty and the page change compares halves of real data
     start = max(start, min((p.date for p in points), default=start))
 
     shares = _by_brand(points)
-    scores = _by_brand(report_queries.visibility_by_engine(warehouse, start, end))
-    pages = _by_brand(report_queries.top_cited_page_days(warehouse, start, end, per_brand=TOP_PAGES))
-    brands = report_queries.current_brands(warehouse)
-    domains = _entity_domains(brands, report_queries.current_competitors(warehouse))
+    scores = _by_brand(queries.visibility_by_engine(warehouse, start, end))
+    pages = _by_brand(queries.top_cited_page_days(warehouse, start, end, per_brand=TOP_PAGES))
+    brands = queries.current_brands(warehouse)
+    domains = _entity_domains(brands, queries.current_competitors(warehouse))
 
     sections: list[BrandSection] = []
     for brand in brands:
@@ -162,8 +161,8 @@ def _by_brand(rows: Iterable[Row]) -> dict[str, list[Row]]:
     return grouped
 
 
-def _share_series(points: list[report_queries.SharePoint]) -> tuple[ShareSeries, ...]:
-    by_entity: dict[tuple[str, bool], list[report_queries.SharePoint]] = defaultdict(list)
+def _share_series(points: list[queries.SharePoint]) -> tuple[ShareSeries, ...]:
+    by_entity: dict[tuple[str, bool], list[queries.SharePoint]] = defaultdict(list)
     for p in points:
         by_entity[(p.entity, p.is_own_brand)].append(p)
     series = [
@@ -178,7 +177,7 @@ def _share_series(points: list[report_queries.SharePoint]) -> tuple[ShareSeries,
     return tuple(sorted(series, key=lambda s: (not s.is_own_brand, -s.mean, s.entity)))
 
 
-def _engine_grid(rows: list[report_queries.EngineVisibility], order: list[str]) -> EngineGrid:
+def _engine_grid(rows: list[queries.EngineVisibility], order: list[str]) -> EngineGrid:
     """Rows in the share-of-voice chart's order (``order``), then any entity it lacks by name."""
     own = sorted({r.entity for r in rows if r.is_own_brand} - set(order))
     others = sorted({r.entity for r in rows if not r.is_own_brand} - set(order))
@@ -195,7 +194,7 @@ def _engine_grid(rows: list[report_queries.EngineVisibility], order: list[str]) 
 
 
 def _entity_domains(
-    brands: list[report_queries.BrandRow], competitors: list[report_queries.CompetitorRow]
+    brands: list[queries.BrandRow], competitors: list[queries.CompetitorRow]
 ) -> dict[str, dict[str, str]]:
     """Per brand id: lower-cased domain -> the entity (the brand or a tracked competitor) it belongs to."""
     out: dict[str, dict[str, str]] = defaultdict(dict)
@@ -217,11 +216,11 @@ def _owner(root_domain: str | None, domains: dict[str, str]) -> str | None:
 
 
 def _page_trends(
-    days: list[report_queries.PageDay], domains: dict[str, str], earlier: set[dt.date], later: set[dt.date]
+    days: list[queries.PageDay], domains: dict[str, str], earlier: set[dt.date], later: set[dt.date]
 ) -> tuple[PageTrend, ...]:
     """The pages with their citations over the window, and over the earlier and the later half of
     the brand's measured days (equal numbers of days, so a gap in the data is no fall)."""
-    by_url: dict[str, list[report_queries.PageDay]] = defaultdict(list)
+    by_url: dict[str, list[queries.PageDay]] = defaultdict(list)
     for d in days:
         by_url[d.url].append(d)
     ranked = sorted(by_url.values(), key=lambda rows: rows[0].page_rank)
