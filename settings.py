@@ -200,6 +200,14 @@ class PartitionSettings(_EnvironmentSettings):
     lookback_days: int = DEFAULT_LOOKBACK_DAYS
 
 
+def sync_window(today: dt.date, lookback_days: int, first_day: dt.date) -> tuple[dt.date, dt.date] | None:
+    """Dates to (re)fetch, inclusive: yesterday and ``lookback_days`` before it, from ``first_day``
+    (the daily schedule's window, and ``visibility-sync run``'s default: here, so it needs no Dagster)."""
+    newest = today - dt.timedelta(days=1)
+    oldest = max(first_day, newest - dt.timedelta(days=lookback_days))
+    return (oldest, newest) if oldest <= newest else None
+
+
 class Settings(ApiTuning, PartitionSettings):
     """What a sync needs: the partitions, the API's URL, key and tuning (fields of the ``api`` resource
     too), the warehouse. ``repr`` shows neither the key nor a password in a URL."""

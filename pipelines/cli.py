@@ -38,7 +38,7 @@ from report import DEFAULT_DAYS, MAX_DAYS
 from resources.api.config import is_loopback_host
 from resources.failures import FailureKind, classified_error, failure_kind, failure_kind_by_name
 from resources.warehouse.urls import redact_url
-from settings import ConfigError, Settings, load_settings
+from settings import ConfigError, Settings, load_settings, sync_window
 
 if TYPE_CHECKING:  # imported inside the functions that use them: the command starts light
     from sync.head_start import Selection
@@ -79,11 +79,6 @@ def _parse_date(value: str) -> dt.date:
         return dt.date.fromisoformat(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date YYYY-MM-DD: {value!r}") from None
-
-
-def default_window(today: dt.date, lookback_days: int) -> tuple[dt.date, dt.date]:
-    """Yesterday and the lookback days before it, as ``[start, end)``."""
-    return today - dt.timedelta(days=1 + lookback_days), today
 
 
 def _collect(result: Any, summary: RunSummary, label: str) -> None:
@@ -371,9 +366,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings()
     settings.require_api()
     today = dt.datetime.now(dt.UTC).date()
-    start, end = default_window(today, settings.lookback_days)
-    start = args.start or start
-    end = args.end or end
+    end = args.end or today
+    if args.start is not None:
+        start = args.start
+    elif window := sync_window(today, settings.lookback_days, settings.start_date):
+        start = window[0]  # the daily schedule's window: yesterday and the lookback, from the first day
+    else:
+        raise ConfigError(f"no partition yet: VISIBILITY_START_DATE {settings.start_date} is today or later")
     if start >= end:
         raise ConfigError(f"--start {start} must be before --end {end} (end is exclusive)")
     if start < settings.start_date:

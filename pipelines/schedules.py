@@ -14,16 +14,9 @@ from assets.dagster_tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_R
 from assets.partitions import partition_key
 from pipelines.jobs import DAILY_JOB, SYNC_JOB, sync_job
 from resources.api.endpoints import ENGINES_WITH_ALL
-from settings import PartitionSettings
+from settings import PartitionSettings, sync_window
 
 DAILY_CRON = "0 3 * * *"
-
-
-def sync_window(today: dt.date, lookback_days: int, first_day: dt.date) -> tuple[dt.date, dt.date] | None:
-    """Dates to (re)fetch, inclusive: yesterday and ``lookback_days`` before it, from ``first_day``."""
-    newest = today - dt.timedelta(days=1)
-    oldest = max(first_day, newest - dt.timedelta(days=lookback_days))
-    return (oldest, newest) if oldest <= newest else None
 
 
 def range_tags(first: dt.date, last: dt.date, engines: tuple[str, ...]) -> dict[str, str]:

@@ -32,9 +32,9 @@ from dagster import (
 from pydantic import Field
 
 from pipelines.jobs import daily_job, sync_job
-from pipelines.schedules import sync_runs, sync_window
+from pipelines.schedules import sync_runs
 from resources.api.endpoints import ENGINES_WITH_ALL, engine_groups
-from settings import ConfigError, PartitionSettings
+from settings import ConfigError, PartitionSettings, sync_window
 
 SYNC_NOW_JOB = "sync_now"
 SYNC_NOW_OP = "sync_now_window"

@@ -1,19 +1,13 @@
-"""Pure parts of the command line: default window, engine spans, settings and usage errors."""
+"""Pure parts of the command line: engine spans, settings and usage errors."""
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 
-from pipelines.cli import default_window, main
+from pipelines.cli import main
 from pipelines.cli_output import EXIT_CONFIG
 from resources.api.endpoints import ENGINES_WITH_ALL, engine_groups
 from settings import ConfigError, load_settings
-
-
-def test_the_default_window_is_yesterday_and_the_lookback_days() -> None:
-    assert default_window(dt.date(2026, 5, 10), 3) == (dt.date(2026, 5, 6), dt.date(2026, 5, 10))
 
 
 def test_engines_become_contiguous_spans_of_the_partition_order() -> None:
