@@ -58,9 +58,7 @@ def own_pages_first_cited_since(warehouse: Warehouse, since: dt.date, *, limit: 
 
 def brand_domains(warehouse: Warehouse) -> dict[str, str]:
     """Current brands' ids -> their own domain, to tell which brand a configured URL belongs to."""
-    brands = warehouse.table_ref("brands")
-    sql = f"SELECT id, domain FROM {brands} WHERE is_current AND domain IS NOT NULL ORDER BY id"
-    return {str(r["id"]): str(r["domain"]) for r in _rows(warehouse, sql)}
+    return {b.id: b.domain for b in current_brands(warehouse) if b.domain is not None}
 
 
 def row_count(warehouse: Warehouse, table: str) -> int | None:
@@ -303,8 +301,7 @@ class PageDay:
 def newest_trend_date(warehouse: Warehouse) -> dt.date | None:
     """The newest day with a daily competitor-trend point: where the report's window ends."""
     ref = warehouse.table_ref("competitor_trends")
-    rows = _rows(warehouse, f"SELECT MAX(date) AS newest FROM {ref} WHERE granularity = 'day'")
-    return rows[0]["newest"] if rows else None
+    return _rows(warehouse, f"SELECT MAX(date) AS newest FROM {ref} WHERE granularity = 'day'")[0]["newest"]
 
 
 def current_brands(warehouse: Warehouse) -> list[BrandRow]:
