@@ -349,15 +349,16 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 def brand_ids(settings: Settings, refs: Sequence[str]) -> list[str]:
     """``--brand`` values as brand ids, like the write commands take them: an id as given (a brand
     out of the key's scope is then reported by the sync), a name resolved among the brands the key
-    reaches (one ``GET /v1/brands`` per name; an unknown or ambiguous name stops the run before it)."""
+    reaches (one ``GET /v1/brands`` for them all; an unknown or ambiguous name stops the run before it)."""
     wanted = [ref.strip() for ref in refs]
-    if all(_UUID.fullmatch(ref) for ref in wanted):
+    names = [ref for ref in wanted if not _UUID.fullmatch(ref)]
+    if not names:
         return wanted
-    from resources.api.write_operations import resolve_brand
+    from resources.api.write_operations import resolve_brands
 
-    access = settings.api_access()
-    with access.get_client() as client:
-        return [ref if _UUID.fullmatch(ref) else resolve_brand(client, ref).id for ref in wanted]
+    with settings.api_access().get_client() as client:
+        ids = {name: brand.id for name, brand in zip(names, resolve_brands(client, names), strict=True)}
+    return [ids.get(ref, ref) for ref in wanted]
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -130,7 +130,13 @@ def _resolve(kind: str, ref: str, rows: Iterable[Mapping[str, Any]], where: str,
 
 def resolve_brand(client: VisibilityClient, ref: str) -> Named:
     """A brand by id or name, among the brands the key reaches (``GET /v1/brands``)."""
-    return _resolve("brand", ref, client.list_brands(), "reachable with this key", "name")
+    return resolve_brands(client, [ref])[0]
+
+
+def resolve_brands(client: VisibilityClient, refs: Sequence[str]) -> list[Named]:
+    """Brands by id or name, from one listing of the brands the key reaches."""
+    brands = list(client.list_brands())
+    return [_resolve("brand", ref, brands, "reachable with this key", "name") for ref in refs]
 
 
 def resolve_competitor(client: VisibilityClient, brand: Named, ref: str) -> Named:

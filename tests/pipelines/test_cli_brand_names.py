@@ -43,3 +43,13 @@ def test_an_unknown_brand_name_stops_the_run_before_it_naming_the_known_brands(
         with duckdb.connect(str(env), read_only=True) as con:
             tables = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
         assert ("competitor_trends",) not in tables
+
+
+def test_several_brand_names_are_resolved_from_one_listing_of_the_brands(
+    env: Path, sandbox: SandboxHandle
+) -> None:
+    name = sorted(brands(sandbox))[0]
+    sandbox.reset_stats()
+    argv = ["run", *ONE_DAY, "--brand", name, "--brand", name.lower(), "--brand", "No Such Brand"]
+    assert main(argv) == EXIT_PARTIAL  # the unknown third name stops the run before it
+    assert sandbox.stats() == {"GET /v1/brands": {"200": 1}}
