@@ -598,15 +598,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    from sandbox.config import SandboxConfig
-    from sandbox.faults import FaultsConfig
+    from sandbox.__main__ import config_of
     from sandbox.server import PortUnavailableError, serve_forever
 
     if not is_loopback_host(args.host):
         raise ConfigError(f"--host {args.host!r} is not a loopback address: the sandbox serves this machine")
-    faults = FaultsConfig(profile=args.faults, seed=args.seed)
     try:
-        serve_forever(SandboxConfig(seed=args.seed, size=args.size, faults=faults), args.host, args.port)
+        serve_forever(config_of(args), args.host, args.port)
     except PortUnavailableError as exc:  # found before anything is printed
         raise ConfigError(str(exc)) from None
     return EXIT_OK
@@ -644,6 +642,7 @@ def environment_help(leave_out: Sequence[str] = ()) -> str:
 def build_parser() -> argparse.ArgumentParser:
     from resources.api.config import KEY_SETTING, URL_SETTING
     from resources.api.endpoints import ENGINES_WITH_ALL
+    from sandbox.__main__ import add_arguments as add_sandbox_arguments
 
     parser = argparse.ArgumentParser(
         prog="visibility-sync",
@@ -697,11 +696,7 @@ def build_parser() -> argparse.ArgumentParser:
     chk.set_defaults(handler=cmd_check)
 
     sb = sub.add_parser("sandbox", help="serve the local sandbox and print its URL and demo key")
-    sb.add_argument("--host", default="127.0.0.1")
-    sb.add_argument("--port", type=int, default=8765)
-    sb.add_argument("--seed", type=int, default=7)
-    sb.add_argument("--faults", default="none", choices=("none", "flaky", "hostile"), help="fault profile")
-    sb.add_argument("--size", default="demo", choices=("demo", "large"), help="world size")
+    add_sandbox_arguments(sb)  # python -m sandbox's
     sb.set_defaults(handler=cmd_sandbox)
 
     add_operation_commands(sub)

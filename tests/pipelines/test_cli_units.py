@@ -1,12 +1,17 @@
-"""Pure parts of the command line: engine spans, settings and usage errors."""
+"""Pure parts of the command line: engine spans, settings, usage errors and the sandbox's options."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
-from pipelines.cli import main
+from pipelines.cli import build_parser, main
 from pipelines.cli_output import EXIT_CONFIG
 from resources.api.endpoints import ENGINES_WITH_ALL, engine_groups
+from sandbox.__main__ import config_of
+from sandbox.config import SandboxConfig
+from sandbox.faults import PROFILES, FaultsConfig
 from settings import ConfigError, load_settings
 
 
@@ -66,3 +71,15 @@ def test_main_gives_its_caller_back_the_sigterm_handler_it_had(monkeypatch: pyte
         assert signal.getsignal(signal.SIGTERM) is callers_own
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_visibility_sync_sandbox_takes_the_options_and_fault_profiles_of_python_m_sandbox(
+    profile: str,
+) -> None:
+    argv = ["--seed", "3", "--faults", profile, "--size", "large", "--today", "2026-05-10"]
+    args = build_parser().parse_args(["sandbox", *argv])
+    expected = SandboxConfig(
+        seed=3, size="large", today=dt.date(2026, 5, 10), faults=FaultsConfig(profile=profile, seed=3)
+    )
+    assert config_of(args) == expected
