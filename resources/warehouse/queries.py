@@ -216,11 +216,8 @@ def expected_cells(warehouse: Warehouse, rule: ExpectedCells, *, since: dt.date)
 
 def landed_cells(warehouse: Warehouse, table: str, date_column: str, *, since: dt.date) -> set[BrandDay]:
     """(brand, engine, day) cells from ``since`` that have at least one row in ``table``."""
-    sql = f"""
-        SELECT DISTINCT brand_id, engine, {date_column} AS day FROM {warehouse.table_ref(table)}
-        WHERE {date_column} >= :since
-    """
-    return {(str(r["brand_id"]), str(r["engine"]), r["day"]) for r in _rows(warehouse, sql, since=since)}
+    landed = ExpectedCells(table, f"SELECT DISTINCT brand_id, engine, {date_column} AS day FROM {{src}}")
+    return expected_cells(warehouse, landed, since=since)
 
 
 def trend_windows(
