@@ -113,18 +113,20 @@ def _trend_view(
     select: str,
     *,
     granularity: str = "day",
+    source: str = "competitor_trends",
     join: str = "",
+    also_reads: tuple[str, ...] = (),
 ) -> ViewSpec:
-    """The ``competitor_trends`` rows of one granularity (``t``), with the owning brand's name;
-    ``columns`` and ``select`` follow the owner's."""
+    """The rows of one granularity (``t``) of a trend table, with the owning brand's name;
+    ``columns`` and ``select`` follow the owner's, ``join`` the trend table."""
     return ViewSpec(
         name=name,
         description=description,
         columns=(*_OWNER, *columns),
-        sources=("competitor_trends", "brands"),
+        sources=(source, "brands", *also_reads),
         query=f"""
 SELECT t.brand_id, b.name AS brand, t.engine, {select}
-FROM {{competitor_trends}} AS t{join}
+FROM {{{source}}} AS t{join}
 LEFT JOIN {{brands}} AS b ON b.id = t.brand_id
 WHERE t.granularity = '{granularity}'
 """,
@@ -308,12 +310,11 @@ _TOPIC = Column(
     "Name of the topic (topics.name); null for topic_id `all` (every prompt) or a topic that never landed.",
 )
 
-CITATION_TRENDS_DAILY = ViewSpec(
-    name="citation_trends_daily",
-    description="Daily citations of each tracked domain or page in each brand's answers, per engine, "
+CITATION_TRENDS_DAILY = _trend_view(
+    "citation_trends_daily",
+    "Daily citations of each tracked domain or page in each brand's answers, per engine, "
     "with the brand's and the topic's names (citation_trends rows of granularity `day`).",
-    columns=(
-        *_OWNER,
+    (
         _DAY,
         Column("target_type", STRING, "What is trended: `domain` or `url`."),
         Column("target_value", STRING, "The domain or page trended."),
@@ -328,16 +329,11 @@ CITATION_TRENDS_DAILY = ViewSpec(
         Column("share", FLOAT, "citations over brand_total_citations (scale as the API gives it)."),
         *LOAD_COLUMNS,
     ),
-    sources=("citation_trends", "brands", "topics"),
-    query="""
-SELECT t.brand_id, b.name AS brand, t.engine, t.date, t.target_type, t.target_value, t.is_own_domain,
-       t.topic_id, tp.name AS topic, t.citations, t.avg_position, t.brand_total_citations, t.share,
-       t._loaded_at, t._run_id
-FROM {citation_trends} AS t
-LEFT JOIN {brands} AS b ON b.id = t.brand_id
-LEFT JOIN {topics} AS tp ON tp.id = t.topic_id AND tp.brand_id = t.brand_id
-WHERE t.granularity = 'day'
-""",
+    """t.date, t.target_type, t.target_value, t.is_own_domain, t.topic_id, tp.name AS topic,
+       t.citations, t.avg_position, t.brand_total_citations, t.share, t._loaded_at, t._run_id""",
+    source="citation_trends",
+    join="\nLEFT JOIN {topics} AS tp ON tp.id = t.topic_id AND tp.brand_id = t.brand_id",
+    also_reads=("topics",),
 )
 
 CITED_PAGES_DAILY = ViewSpec(
