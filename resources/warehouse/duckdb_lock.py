@@ -32,9 +32,7 @@ LOCK_WAIT_NOTICE_SECONDS = 5.0
 LOCK_RETRY_FIRST_SECONDS = 0.02
 LOCK_RETRY_MOST_SECONDS = 0.25
 
-#: DuckDB's file header: a file shorter than this that DuckDB calls invalid is still being created.
-HEADER_BYTES = 3 * 4096
-#: How long a file shorter than the header may still be another process's creation in progress.
+#: How long after its last change an invalid file may still be another process's creation in progress.
 CREATION_SECONDS = 5.0
 
 
@@ -44,16 +42,15 @@ def is_lock_error(exc: Exception) -> bool:
 
 
 def is_being_created(exc: Exception, path: Path) -> bool:
-    """Another process is creating the file right now: it exists, without its header yet (two
-    processes opening a new file race on its creation). A longer invalid file fails at once."""
+    """Another process may be creating the file right now (two processes opening a new file race on
+    its creation): DuckDB calls it invalid, but it changed moments ago. Its size says nothing: by the
+    time it is looked at, the creation may have finished. An older invalid file fails at once."""
     if "not a valid DuckDB database file" not in str(exc):
         return False
     try:
-        stat = path.stat()
+        return time.time() - path.stat().st_mtime < CREATION_SECONDS
     except OSError:
         return True  # gone again: the next attempt creates it
-    # a creation writes the header within milliseconds: a short file older than that is not DuckDB's
-    return stat.st_size < HEADER_BYTES and time.time() - stat.st_mtime < CREATION_SECONDS
 
 
 _HOLDER_RE = re.compile(
