@@ -41,6 +41,8 @@ from resources.warehouse.urls import redact_url
 from settings import ConfigError, Settings, load_settings, sync_window
 
 if TYPE_CHECKING:  # imported inside the functions that use them: the command starts light
+    from pipelines.cli_progress import SyncProgress
+    from resources.api.budget import RequestBudget
     from sync.head_start import Selection
 
 DEMO_DAYS = 14
@@ -270,27 +272,31 @@ def first_run_selection(
 
 
 @contextmanager
-def _status_lines(budget: Any, bar: Any) -> Iterator[None]:
-    """Say what the sync waits for, as it waits: the rate limit, Retry-After, an unreachable service,
-    the DuckDB file lock (the client's ``on_wait`` hook and the ``visibility.*`` loggers' warnings)."""
+def _status_lines(budget: RequestBudget, bar: SyncProgress | None) -> Iterator[None]:
+    """Say what the sync waits for, as it waits. The budget tells ``on_wait`` of every waiting
+    thread's wait (rate limit, Retry-After, backoff, an unreachable service): one line per cause every
+    few seconds, as the budget logs them. The ``visibility.warehouse`` warnings (the DuckDB file lock)
+    are spaced by their source: each is shown."""
     import time
+
+    from resources.api.budget import ANNOUNCE_EVERY_SECONDS
 
     target = bar.console if bar is not None else err
     last: dict[str, float] = {}
 
-    def say(cause: str, message: str) -> None:
-        now = time.monotonic()
-        if now - last.get(cause, -1e9) >= 5.0:  # one line per cause every few seconds
-            last[cause] = now
-            target.print(f"[yellow]waiting:[/yellow] {escape(message)}", soft_wrap=True, highlight=False)
+    def say(message: str) -> None:
+        target.print(f"[yellow]waiting:[/yellow] {escape(message)}", soft_wrap=True, highlight=False)
 
-    def warehouse_wait(record: logging.LogRecord) -> None:
-        say(record.name, record.getMessage())
+    def api_wait(cause: str, seconds: float, message: str) -> None:
+        now = time.monotonic()
+        if now - last.get(cause, -ANNOUNCE_EVERY_SECONDS) >= ANNOUNCE_EVERY_SECONDS:
+            last[cause] = now
+            say(message)
 
     previous = budget.on_wait
-    budget.on_wait = lambda cause, seconds, message: say(cause, message)
+    budget.on_wait = api_wait
     try:
-        with printing_log("visibility.warehouse", logging.WARNING, warehouse_wait):
+        with printing_log("visibility.warehouse", logging.WARNING, lambda record: say(record.getMessage())):
             yield
     finally:
         budget.on_wait = previous

@@ -6,11 +6,14 @@ shell gives it) and once with its output piped (what cron, CI or ``| tee`` give 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from pipelines.cli_output import EXIT_OK
 from tests.assets.conftest import FACTS, TRENDS
@@ -60,3 +63,27 @@ def test_a_piped_output_holds_the_summary_and_no_progress_bar(env: Path) -> None
     assert "\x1b[" not in result.stdout  # no cursor movement or colour either
     fetching = re.findall(r"\] (\w+): fetching, ", result.stdout + result.stderr)
     assert fetching and len(fetching) == len(set(fetching)), fetching  # once, head start or not
+
+
+def test_status_lines_show_one_api_wait_per_cause_every_few_seconds_and_each_warehouse_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every thread waiting for the rate window announces its wait; a user reads one line of it. The
+    DuckDB lock warnings come spaced by their source, each after the one before."""
+    from pipelines.cli import _status_lines
+    from resources.api.budget import RequestBudget
+
+    budget = RequestBudget(8)
+    warehouse = logging.getLogger("visibility.warehouse")
+    with _status_lines(budget, None):
+        for _ in range(4):  # four fetch threads, the same window
+            budget.announce("rate_limit", 2.0, "rate limit: waiting 2.0 s (X-RateLimit-Reset)")
+        budget.announce("unreachable", 1.0, "service unreachable", warning=True)
+        warehouse.warning("DuckDB file x.duckdb is in use by another process")
+        warehouse.warning("waiting for the DuckDB lock on x.duckdb")
+    assert capsys.readouterr().err.splitlines() == [
+        "waiting: rate limit: waiting 2.0 s (X-RateLimit-Reset)",
+        "waiting: service unreachable",
+        "waiting: DuckDB file x.duckdb is in use by another process",
+        "waiting: waiting for the DuckDB lock on x.duckdb",
+    ]
