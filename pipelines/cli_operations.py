@@ -67,7 +67,7 @@ def run_operation(settings: Settings, job_name: str, config: dict[str, Any]) -> 
 def job_config(plan: write_operations.Plan) -> dict[str, Any]:
     """The operation job's config from a confirmed plan: its fields (a record by its id) are the
     job's, so the job resolves what the user confirmed; a field left unset is left out."""
-    values = {field.name: getattr(plan, field.name) for field in fields(plan)}  # type: ignore[arg-type]
+    values = {field.name: getattr(plan, field.name) for field in fields(plan)}
     return {
         name: value.id if isinstance(value, write_operations.Named) else value
         for name, value in values.items()

@@ -11,7 +11,7 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from resources.api.client import VisibilityClient
@@ -33,21 +33,27 @@ MAX_POLL_INTERVAL_SECONDS = 600.0
 Metadata = dict[str, str | int | float | bool | None]
 
 
+@dataclass(frozen=True)
 class Plan:
-    """What an operation will do, resolved and ready to be confirmed (a dataclass)."""
+    """What an operation will do, resolved and ready to be confirmed."""
 
-    #: False when the change is already there: nothing will be sent
-    changes: ClassVar[bool] = True
+    @property
+    def changes(self) -> bool:
+        """False when the change is already there: nothing will be sent."""
+        return True
 
     def describe(self) -> str:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
 class Outcome:
-    """What an operation did (a dataclass): ``describe()`` is the line a user reads."""
+    """What an operation did: ``describe()`` is the line a user reads."""
 
-    #: False when the service answered but did not do it (untracked: false)
-    ok: ClassVar[bool] = True
+    @property
+    def ok(self) -> bool:
+        """False when the service answered but did not do it (untracked: false)."""
+        return True
 
     def describe(self) -> str:
         raise NotImplementedError
@@ -55,7 +61,7 @@ class Outcome:
     def metadata(self) -> Metadata:
         """The fields: a named record as ``<field>_id`` and ``<field>_name``, a time in ISO 8601."""
         values: Metadata = {}
-        for name in (field.name for field in fields(self)):  # type: ignore[arg-type]
+        for name in (field.name for field in fields(self)):
             value = getattr(self, name)
             if isinstance(value, Named):
                 values |= {f"{name}_id": value.id, f"{name}_name": value.shown}
@@ -351,7 +357,7 @@ class UntrackOutcome(Outcome):
     #: how the outcome was learnt when the first answer was lost (read back, sent again)
     note: str | None = None
 
-    @property  # type: ignore[override]
+    @property
     def ok(self) -> bool:
         return self.untracked
 
@@ -414,7 +420,7 @@ class CreateTopicPlan(Plan):
     #: A topic of the brand already so named (case-insensitively): nothing is created.
     existing: Named | None = None
 
-    @property  # type: ignore[override]
+    @property
     def changes(self) -> bool:
         return self.existing is None
 
@@ -430,7 +436,7 @@ class RenameTopicPlan(Plan):
     topic: Named
     new_name: str
 
-    @property  # type: ignore[override]
+    @property
     def changes(self) -> bool:
         return self.topic.name != self.new_name
 
