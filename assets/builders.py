@@ -28,7 +28,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from assets.checks import CheckInputs, TableCheck, checks_of
+from assets.checks import DAILY_FRESHNESS, CheckInputs, TableCheck, checks_of
 from assets.dagster_tags import BACKFILL_ID_TAG, PARTITION_SET_TAG
 from assets.partitions import (
     DAILY_PARTITIONS,
@@ -108,6 +108,7 @@ def table_asset_spec(entry: PartitionedTable | SnapshotTable, group_name: str, k
         group_name=group_name,
         tags={"visibility/kind": kind},
         kinds={"duckdb", "python"},
+        freshness_policy=DAILY_FRESHNESS,
     )
 
 

@@ -9,7 +9,7 @@ table's checks are ``@asset_check``\\ s of the audit asset.
 """
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,13 +20,9 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetKey,
-    AssetsDefinition,
-    AssetSpec,
     DagsterInstance,
     FreshnessPolicy,
-    apply_freshness_policy,
     asset_check,
-    map_asset_specs,
 )
 
 from assets.dagster_tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG
@@ -324,18 +320,3 @@ def no_timed_out_audits(warehouse: WarehouseResource) -> AssetCheckResult:
 
 
 audit_checks: list[AssetChecksDefinition] = [audit_keys_unique, no_timed_out_audits]
-
-
-def with_freshness_policies(
-    assets: Sequence[AssetsDefinition | AssetSpec], policy: FreshnessPolicy = DAILY_FRESHNESS
-) -> list[AssetsDefinition | AssetSpec]:
-    """The same assets, every synced table carrying ``policy`` (an explicit policy on an asset wins).
-
-    The daemon evaluates freshness when ``dagster.yaml`` has ``freshness: enabled: true``.
-    """
-    daily = {AssetKey(name) for name in catalog.BY_NAME}
-
-    def attach(spec: AssetSpec) -> AssetSpec:
-        return apply_freshness_policy(spec, policy, overwrite_existing=False) if spec.key in daily else spec
-
-    return list(map_asset_specs(attach, assets))

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dagster import AssetsDefinition, AssetSpec, Definitions, map_asset_specs
 
 from assets.builders import daily_assets, snapshot_assets
-from assets.checks import with_freshness_policies
 from pipelines.downstream import for_downstream
 from pipelines.jobs import DEFAULT_EXECUTOR, all_jobs
 from pipelines.resources import build_resources
@@ -38,10 +37,10 @@ def with_warehouse_kind(
 
 
 def sync_definitions(settings: Settings) -> Definitions:
-    """The syncs' assets (with freshness policies, loadable by users' own assets, of the settings'
-    warehouse kind), checks and jobs, with the settings' resources."""
+    """The syncs' assets (loadable by users' own assets, of the settings' warehouse kind), checks and
+    jobs, with the settings' resources."""
     return Definitions(
-        assets=with_warehouse_kind(for_downstream(with_freshness_policies(all_assets), settings), settings),
+        assets=with_warehouse_kind(for_downstream(all_assets, settings), settings),
         jobs=all_jobs,
         resources=build_resources(settings),
         executor=DEFAULT_EXECUTOR,
