@@ -62,10 +62,6 @@ def disk_full_named(directory: str | Path) -> Iterator[None]:
         ) from None
 
 
-#: Rows buffered in memory before a batch is written to disk.
-FLUSH_ROWS = 50_000
-
-
 def sweep_stale() -> list[Path]:
     """Remove this user's spools no process holds (their process was killed before removing them)."""
     return sweep(Path(tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*"))
@@ -73,15 +69,16 @@ def sweep_stale() -> list[Path]:
 
 @dataclass
 class Spool:
-    """Append tables (their extra columns may differ: a segment per schema); read back filtered."""
+    """Append tables (their extra columns may differ: a segment per schema); read back filtered.
+
+    Each append is one write: its callers hand batches of many calls' rows (``sync.fetching``).
+    """
 
     directory: str
     segments: list[str] = field(default_factory=list)
     rows: int = 0
 
     def __post_init__(self) -> None:
-        self._buffer: list[pa.Table] = []
-        self._buffered = 0
         self._writer: ipc.RecordBatchFileWriter | None = None
         self._sink: pa.NativeFile | None = None
         self._schema: pa.Schema | None = None
@@ -89,25 +86,8 @@ class Spool:
     def append(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
-        self._buffer.append(table)
-        self._buffered += table.num_rows
-        self.rows += table.num_rows
-        if self._buffered >= FLUSH_ROWS:
-            self.flush()
-
-    @property
-    def buffered(self) -> int:
-        """Rows held in memory, not yet on disk."""
-        return self._buffered
-
-    def flush(self) -> None:
-        if not self._buffer:
-            return
-        # one record batch per flush: reading back filters a few large batches, not thousands of calls
-        table = pa.concat_tables(self._buffer, promote_options="permissive").combine_chunks()
-        self._buffer, self._buffered = [], 0
         if self._schema is not None and not table.schema.equals(self._schema):
-            self._close_segment()  # other extra columns: a segment of their own
+            self.close()  # other extra columns: a segment of their own
         if self._writer is None:
             path = str(Path(self.directory) / f"segment-{len(self.segments):05d}.arrow")
             self._sink = pa.OSFile(path, "wb")
@@ -115,10 +95,11 @@ class Spool:
             self._writer = ipc.new_file(self._sink, table.schema)
             self._schema = table.schema
         self._writer.write_table(table)
+        self.rows += table.num_rows
 
-    def _close_segment(self) -> None:
-        """Close the open segment; its file is closed even when the last write fails (a full disk),
-        so removing the spool frees its space at once."""
+    def close(self) -> None:
+        """Close the open segment (required before reading); its file is closed even when the last
+        write fails (a full disk), so removing the spool frees its space at once."""
         writer, sink = self._writer, self._sink
         self._writer, self._schema, self._sink = None, None, None
         try:
@@ -127,11 +108,6 @@ class Spool:
         finally:
             if sink is not None:
                 sink.close()
-
-    def close(self) -> None:
-        """Flush and close; required before reading."""
-        self.flush()
-        self._close_segment()
 
     def adopt(self, path: str | Path, rows: int) -> None:
         """Take an Arrow IPC file another writer made (a resume journal's) as a segment, without
@@ -161,7 +137,7 @@ class Spool:
                         yield part
 
     def remove(self) -> None:
-        self._close_segment()
+        self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -256,10 +232,6 @@ class DateSpool:
         with disk_full_named(self.directory):
             for key, piece in self.split(table):
                 self._bucket(key).append(piece)
-            # the memory bound is for the whole spool, however many buckets a long run has
-            if sum(s.buffered for s in self.buckets.values()) >= FLUSH_ROWS:
-                for spool in self.buckets.values():
-                    spool.flush()
 
     def close(self) -> None:
         with disk_full_named(self.directory):
@@ -287,6 +259,6 @@ class DateSpool:
     def remove(self) -> None:
         for spool in self.buckets.values():
             with contextlib.suppress(OSError):  # a full disk may fail the last write: remove anyway
-                spool._close_segment()
+                spool.close()
         shutil.rmtree(self.directory, ignore_errors=True)
         unlock(self.lock)

@@ -24,8 +24,7 @@ def part(ids: list[int], **extra: list[object]) -> pa.Table:
     return pa.table({"id": ids, **extra})
 
 
-def test_rows_come_back_filtered(monkeypatch) -> None:
-    monkeypatch.setattr(spool_module, "FLUSH_ROWS", 3)
+def test_rows_come_back_filtered() -> None:
     spool = Spool(tempfile.mkdtemp(prefix=SPOOL_PREFIX))
     try:
         for start in range(0, 10, 2):
@@ -37,8 +36,7 @@ def test_rows_come_back_filtered(monkeypatch) -> None:
         spool.remove()
 
 
-def test_parts_with_new_or_missing_extra_columns_are_all_kept(monkeypatch) -> None:
-    monkeypatch.setattr(spool_module, "FLUSH_ROWS", 1)
+def test_parts_with_new_or_missing_extra_columns_are_all_kept() -> None:
     spool = Spool(tempfile.mkdtemp(prefix=SPOOL_PREFIX))
     try:
         spool.append(part([1], x=["a"]))
