@@ -58,8 +58,6 @@ class PartitionedTable:
     endpoints: tuple[Endpoint, ...]
     planner: Planner
     fetch_one: FetchOne
-    #: whether the all-engine rollup (``all``) is fetched for this table, or its cells stay empty
-    with_rollup: bool
     engine_order: tuple[str, ...] = ENGINES_WITH_ALL
     needs_prompts: bool = False
     needs_competitors: bool = False
@@ -164,7 +162,7 @@ def fetch_partitioned(
         table=asset.spec.name,
         plan=plan,
         spool=spool,
-        brand_engines=brand_engines(scope.brands, with_rollup=asset.with_rollup),
+        brand_engines=brand_engines(scope.brands, with_rollup=asset.planner.with_rollup),
         out_of_scope=list(scope.out_of_scope),
         stats=client.stats,
         notes=notes,

@@ -92,7 +92,6 @@ ANSWER_POSITIONS = PartitionedTable(
         pages_of(ANSWER_POSITIONS_API, limit=MAX_LIMIT_ANSWERS),
         transforms.brand_rows(ANSWER_POSITIONS_SPEC, FIELDS),  # the standard transform
     ),
-    with_rollup=False,
     upstream="brands",
     checks=("no_empty_partitions",),
     evidence="answered_responses",  # the days the service answered: the rule the answer list uses
