@@ -90,39 +90,27 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
 #: field's check accepts, or less (an integer beyond 64 bits in a number: the loop decides).
 #: msgspec's ``float`` also takes a ``Decimal``, which no check accepts: number fields are first
 #: checked to hold only ``_NUMBER_TYPES``.
-INT64_VALUE = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
-_PAGE_TYPES: dict[str, Any] = {
-    "string": str,
-    "integer": INT64_VALUE,
-    "number": INT64_VALUE | float,
-    "boolean": bool,
-}
+_INT64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
+_PAGE_TYPES: dict[str, Any] = {"string": str, "integer": _INT64, "number": _INT64 | float, "boolean": bool}
 _NUMBER_TYPES = frozenset({int, float, type(None)})
-#: The types of rows msgspec checks as they are (a ``Mapping`` that is not a dict goes to the loop).
-DICT_ROWS = frozenset({dict})
 
 
-def rows_type(fields: Sequence[tuple[str, Any, bool]]) -> Any:
-    """msgspec's type of a list of rows (dicts) whose fields are ``(name, type, required)``; an
-    optional field may be missing or null. Built now, in this thread: two threads using a new struct
-    type at once can crash msgspec (``tests/api/test_msgspec_threads.py``)."""
+def _page_type(flat: list[tuple[str, Kind, bool]]) -> Any | None:
+    """The msgspec type of a page whose rows (dicts) pass every flat field's check (an optional one
+    may be missing or null), or None when a field's kind has no exact msgspec type (arrays, objects,
+    lists of strings: msgspec would take a tuple). Built now, in this thread: two threads using a new
+    struct type at once can crash msgspec (``tests/api/test_msgspec_threads.py``)."""
+    if any(kind not in _PAGE_TYPES for _, kind, _ in flat):
+        return None
     struct_fields = [
-        (f"f{i}", kind) if required else (f"f{i}", kind | None, None)
-        for i, (_, kind, required) in enumerate(fields)
+        (f"f{i}", _PAGE_TYPES[kind]) if required else (f"f{i}", _PAGE_TYPES[kind] | None, None)
+        for i, (_, kind, required) in enumerate(flat)
     ]
-    rename = {f"f{i}": name for i, (name, _, _) in enumerate(fields)}
+    rename = {f"f{i}": name for i, (name, _, _) in enumerate(flat)}
     row = msgspec.defstruct("Row", struct_fields, rename=rename, gc=False)
     page_type = list[row]  # type: ignore[valid-type]
     msgspec.convert([], page_type)
     return page_type
-
-
-def _page_type(flat: list[tuple[str, Kind, bool]]) -> Any | None:
-    """The msgspec type of a page whose rows pass every flat field's check, or None when a field's
-    kind has no exact msgspec type (arrays, objects, lists of strings: msgspec would take a tuple)."""
-    if any(kind not in _PAGE_TYPES for _, kind, _ in flat):
-        return None
-    return rows_type([(name, _PAGE_TYPES[kind], required) for name, kind, required in flat])
 
 
 #: JSON type names by Python type, the first match wins (``bool`` before ``int``).
@@ -240,7 +228,7 @@ class Endpoint:
         :meth:`validate` would refuse: a ``Mapping`` that is not a dict or a ``Decimal`` number
         goes to the loop)."""
         page_type = self._page_type  # type: ignore[attr-defined]
-        if page_type is None or not DICT_ROWS.issuperset(map(type, rows)):
+        if page_type is None or not {dict}.issuperset(map(type, rows)):
             return False
         for name in self._numbers:  # type: ignore[attr-defined]
             if not _NUMBER_TYPES.issuperset(map(type, map(dict.get, rows, repeat(name)))):

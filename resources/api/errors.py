@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from resources.api.redaction import MAX_TEXT_CHARS, sanitize, sanitize_optional, scrub
+from resources.api.redaction import sanitize_optional, scrub
 from resources.failures import FailureKind
 
 
@@ -179,10 +179,10 @@ class SyncCancelled(Exception):
 
     failure_kind = FailureKind.CANCELLED
 
-    def __init__(self, message: str = "the sync was cancelled", *, endpoint: str | None = None) -> None:
+    def __init__(self, *, endpoint: str | None = None) -> None:
         self.endpoint = endpoint
-        text = f"{message} [endpoint {endpoint}]" if endpoint else message
-        super().__init__(sanitize(text, MAX_TEXT_CHARS))
+        text = "the sync was cancelled"
+        super().__init__(f"{text} [endpoint {endpoint}]" if endpoint else text)
 
 
 ERROR_BY_STATUS: dict[int, type[VisibilityAPIError]] = {
