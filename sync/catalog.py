@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from resources.api import endpoints as api
-from resources.api.client import VisibilityClient
 from resources.warehouse.contract import TableSpec
 from sync import tables, transforms
 from sync.discovery import Discovery
@@ -22,6 +21,7 @@ from sync.facts import (
     fetch_cited_pages,
     fetch_competitor_trends,
     paged_rows,
+    pages_of,
 )
 from sync.fetching import PartitionedTable, SnapshotTable
 from sync.listings import BrandRows, list_brands, list_generations, per_brand_listing
@@ -94,7 +94,7 @@ PROMPT_MENTIONS = PartitionedTable(
     spec=tables.PROMPT_MENTIONS,
     endpoints=(api.LIST_PROMPT_MENTIONS,),
     planner=paged_per_prompt(api.LIST_PROMPT_MENTIONS),
-    fetch_one=paged_rows(VisibilityClient.list_prompt_mentions, transforms.mentions_table, per_prompt=True),
+    fetch_one=paged_rows(pages_of(api.LIST_PROMPT_MENTIONS), transforms.mentions_table, per_prompt=True),
     needs_prompts=True,
     upstream="prompts",
     checks=("no_empty_partitions",),
@@ -104,7 +104,7 @@ ANSWERS = PartitionedTable(
     spec=tables.ANSWERS,
     endpoints=(api.LIST_ANSWERS,),
     planner=paged_per_brand(api.LIST_ANSWERS),
-    fetch_one=paged_rows(VisibilityClient.list_answers, transforms.answers_table),
+    fetch_one=paged_rows(pages_of(api.LIST_ANSWERS, api.MAX_LIMIT_ANSWERS), transforms.answers_table),
     upstream="prompts",
     checks=("no_empty_partitions",),
     evidence="answered_responses",
