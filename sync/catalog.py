@@ -9,8 +9,6 @@ data dictionary derive from the entries; docs/ARCHITECTURE.md, "Adding a table",
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-
 from resources.api import endpoints as api
 from resources.warehouse.contract import TableSpec
 from sync import tables, transforms
@@ -121,34 +119,17 @@ DAILY: tuple[PartitionedTable, ...] = (
     ANSWERS,
 )
 
-#: Every synced table's entry by name. The lookups below read it when they are called, so a table
-#: is known everywhere as soon as it is an entry here.
+#: Every synced table's entry by name.
 BY_NAME: dict[str, SnapshotTable | PartitionedTable] = {t.spec.name: t for t in (*SNAPSHOTS, *DAILY)}
 
 #: Tables landed by a sensor, not by a sync step (a sync creates them empty).
 SENSOR_TABLES: tuple[TableSpec, ...] = (tables.AUDIT_REPORTS,)
 
-
-class _AllTables(Mapping[str, TableSpec]):
-    """Every landed table's spec by name: the snapshot tables, those landed by sensors, then the date x
-    engine tables (in the catalog's order). Read from :data:`BY_NAME` on each lookup."""
-
-    def _specs(self) -> dict[str, TableSpec]:
-        snapshots = {n: e.spec for n, e in BY_NAME.items() if isinstance(e, SnapshotTable)}
-        sensors = {spec.name: spec for spec in SENSOR_TABLES}
-        daily = {n: e.spec for n, e in BY_NAME.items() if isinstance(e, PartitionedTable)}
-        return {**snapshots, **sensors, **daily}
-
-    def __getitem__(self, name: str) -> TableSpec:
-        return self._specs()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._specs())
-
-    def __len__(self) -> int:
-        return len(self._specs())
-
-
-#: Every landed table by name: what the dbt sources, the data dictionary, the CLI's
-#: counts and the downstream assets read.
-ALL_TABLES: Mapping[str, TableSpec] = _AllTables()
+#: Every landed table's spec by name (the snapshot tables, those landed by sensors, then the date x
+#: engine tables): what the dbt sources, the data dictionary, the CLI's counts and the downstream
+#: assets read.
+ALL_TABLES: dict[str, TableSpec] = {
+    **{t.spec.name: t.spec for t in SNAPSHOTS},
+    **{spec.name: spec for spec in SENSOR_TABLES},
+    **{t.spec.name: t.spec for t in DAILY},
+}

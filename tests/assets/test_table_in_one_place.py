@@ -151,6 +151,7 @@ def in_catalog(monkeypatch: pytest.MonkeyPatch) -> PartitionedTable:
     """The entry added to the catalog, as its line in ``sync/catalog.py``'s ``DAILY`` adds it."""
     monkeypatch.setattr(catalog, "DAILY", (*catalog.DAILY, ANSWER_POSITIONS))
     monkeypatch.setitem(catalog.BY_NAME, NAME, ANSWER_POSITIONS)
+    monkeypatch.setitem(catalog.ALL_TABLES, NAME, ANSWER_POSITIONS_SPEC)
     return ANSWER_POSITIONS
 
 
