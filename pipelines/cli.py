@@ -18,7 +18,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, closing, contextmanager, suppress
+from contextlib import ExitStack, closing, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -185,14 +185,13 @@ def sync(
         if not recorded:  # an ephemeral instance journals in the temp folder: known before Dagster is
             start_fetching(None)
 
-        from pipelines.orphans import CodeLocationRuns, fail_orphaned_runs
+        from pipelines.orphans import fail_orphaned_runs
         from pipelines.resources import api_resource, process_resources
         from pipelines.schedules import sync_runs
         from pipelines.syncs import sync_definitions
 
         definitions = sync_definitions(settings)
         with command_instance() as instance:
-            runs = CodeLocationRuns(instance) if recorded else None
             if recorded:
                 fail_orphaned_runs(instance, lambda line: err.print(f"[yellow]note:[/yellow] {escape(line)}"))
                 start_fetching(instance.storage_directory())
@@ -201,7 +200,7 @@ def sync(
             resources = process_resources(settings, resource, progress, session)
             for (first, final), (job_name, range_) in zip(spans, sync_runs(start, last, spans), strict=True):
                 job = definitions.resolve_job_def(job_name)
-                result = _execute(job, instance, runs, bar, {**base_tags, **range_}, resources, verbose)
+                result = _execute(job, instance, recorded, bar, {**base_tags, **range_}, resources, verbose)
                 _collect(result, summary, f"{job_name} {first}..{final}")
                 if summary.stops or api.get_budget().cancelled:
                     break
@@ -213,24 +212,24 @@ def sync(
 def _execute(
     job: Any,
     instance: Any,
-    runs: Any,
-    bar: Any,
+    recorded: bool,
+    bar: SyncProgress | None,
     tags: dict[str, str],
     resources: dict[str, Any],
     verbose: bool,
 ) -> Any:
-    """One run of the sync in this process. Given ``runs`` (``DAGSTER_HOME`` set), it is recorded as a
-    run of the code location, tagged with this process for whoever finds it killed, and ended as
-    canceled by a Ctrl+C or SIGTERM."""
+    """One run of the sync in this process. A ``recorded`` one (``DAGSTER_HOME`` set) is a run of the
+    code location, tagged with this process for whoever finds it killed, and ended as canceled by a
+    Ctrl+C or SIGTERM."""
     from assets.dagster_tags import MAX_RETRIES_TAG
-    from pipelines.orphans import process_tags
+    from pipelines.orphans import adopt_when_stored, cancel_interrupted, process_tags
 
     run_id = str(uuid.uuid4())
     log_level = "INFO" if verbose else "CRITICAL"  # step failures log at ERROR with stack traces
-    if runs is not None:
+    if recorded:
         # a killed command is re-run by its user, not the daemon
         tags = {**tags, **process_tags(run_id), MAX_RETRIES_TAG: "0"}
-        runs.watch(run_id)
+        adopt_when_stored(instance, run_id)
     if bar is not None:  # steps starting and tables landing, as they happen
         bar.stage(f"starting job {job.name}")
         instance.add_event_listener(run_id, bar.on_dagster_event)
@@ -244,8 +243,8 @@ def _execute(
             raise_on_error=False,
         )
     except KeyboardInterrupt:
-        if runs is not None:
-            runs.interrupted(run_id)
+        if recorded:
+            cancel_interrupted(instance, run_id)
         raise
 
 
@@ -514,7 +513,7 @@ def query_hint(settings: Settings) -> str:
     )
 
     url, schema = settings.warehouse_url, settings.schema_name
-    python = _shell_path(_tool("python") if _tool("python").is_absolute() else Path(sys.executable))
+    python = _shell_path(Path(sys.executable))
     scheme = url_scheme(url)
     note = ""
     if scheme == "duckdb":
@@ -726,19 +725,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _NoInterruptTraceback(logging.Filter):
-    """Drops a log record that carries a Ctrl+C (SQLAlchemy logs one while closing a connection, then
+def _not_an_interrupt(record: logging.LogRecord) -> bool:
+    """False for a record that carries a Ctrl+C (SQLAlchemy logs one while closing a connection, then
     re-raises it; :func:`main` reports the interruption in one line)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+    return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
 
 
 def quiet_interrupts() -> None:
     """Keep Ctrl+C tracebacks out of the records no handler takes (written by logging's last resort)."""
     last_resort = logging.lastResort
-    if last_resort is not None and not any(isinstance(f, _NoInterruptTraceback) for f in last_resort.filters):
-        last_resort.addFilter(_NoInterruptTraceback())
+    if last_resort is not None and _not_an_interrupt not in last_resort.filters:
+        last_resort.addFilter(_not_an_interrupt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -751,9 +748,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a stop from a supervisor is a Ctrl+C; a caller of main() (a test) gets its own back after
         previous_sigterm = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        if getattr(args, "verbose", False):
-            return int(args.handler(args))
-        with event_log_writes_unprinted():
+        with nullcontext() if getattr(args, "verbose", False) else event_log_writes_unprinted():
             return int(args.handler(args))
     except KeyboardInterrupt:
         err.print(

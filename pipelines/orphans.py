@@ -141,44 +141,39 @@ def code_location_origin(job_name: str) -> Any:
     )
 
 
-class CodeLocationRuns:
-    """The runs one command executes in ``instance``, each recorded as a run of the code location."""
+def adopt_when_stored(instance: DagsterInstance, run_id: str) -> None:
+    """Record the code location on run ``run_id`` as soon as Dagster has stored it (its first event),
+    so that the UI can re-execute it, even killed mid-way."""
+    done = False
 
-    def __init__(self, instance: DagsterInstance) -> None:
-        self.instance = instance
-
-    def watch(self, run_id: str) -> None:
-        """Record the code location on run ``run_id`` as soon as Dagster has stored it (its first
-        event), so a run killed mid-way can be re-executed too."""
-        done = False
-
-        def adopt(_: object) -> None:
-            nonlocal done
-            run = None if done else self.instance.get_run_by_id(run_id)
-            if run is None:
-                return
-            done = True
-            if run.remote_job_origin is not None:
-                return
-            try:
-                self.instance.run_storage.replace_job_origin(run, code_location_origin(run.job_name))
-            except Exception as exc:  # a run storage without it: the sync goes on, re-execution won't
-                log.warning("run %s not recorded as a run of the code location: %r", run_id, exc)
-
-        self.instance.add_event_listener(run_id, adopt)
-
-    def interrupted(self, run_id: str) -> None:
-        """End run ``run_id`` as canceled unless Dagster recorded its end, freeing its pool slots."""
-        run = self.instance.get_run_by_id(run_id)
-        if run is None or run.is_finished:
+    def adopt(_: object) -> None:
+        nonlocal done
+        run = None if done else instance.get_run_by_id(run_id)
+        if run is None:
             return
-        self.instance.report_run_canceled(
-            run,
-            f"visibility-sync was stopped (Ctrl+C or SIGTERM) while the run was {run.status.value}; "
-            "tables whose landing had not committed keep their previous rows. Re-execute the run, or "
-            "re-run the command, to complete it",
-        )
-        free_pool_slots(self.instance, run_id)
+        done = True
+        if run.remote_job_origin is not None:
+            return
+        try:
+            instance.run_storage.replace_job_origin(run, code_location_origin(run.job_name))
+        except Exception as exc:  # a storage that failed the write: the sync goes on, re-execution won't
+            log.warning("run %s not recorded as a run of the code location: %r", run_id, exc)
+
+    instance.add_event_listener(run_id, adopt)
+
+
+def cancel_interrupted(instance: DagsterInstance, run_id: str) -> None:
+    """End run ``run_id`` as canceled unless Dagster recorded its end, freeing its pool slots."""
+    run = instance.get_run_by_id(run_id)
+    if run is None or run.is_finished:
+        return
+    instance.report_run_canceled(
+        run,
+        f"visibility-sync was stopped (Ctrl+C or SIGTERM) while the run was {run.status.value}; "
+        "tables whose landing had not committed keep their previous rows. Re-execute the run, or "
+        "re-run the command, to complete it",
+    )
+    free_pool_slots(instance, run_id)
 
 
 def _proc_stat(pid: int) -> tuple[str, str] | None:
