@@ -292,13 +292,9 @@ def _status_lines(budget: RequestBudget, bar: SyncProgress | None) -> Iterator[N
             last[cause] = now
             say(message)
 
-    previous = budget.on_wait
-    budget.on_wait = api_wait
-    try:
-        with printing_log("visibility.warehouse", logging.WARNING, lambda record: say(record.getMessage())):
-            yield
-    finally:
-        budget.on_wait = previous
+    budget.on_wait = api_wait  # the sync's own budget (``sync`` makes it): nothing to give back
+    with printing_log("visibility.warehouse", logging.WARNING, lambda record: say(record.getMessage())):
+        yield
 
 
 def print_summary(summary: RunSummary, settings: Settings, start: dt.date, end: dt.date) -> None:
