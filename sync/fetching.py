@@ -272,11 +272,7 @@ class _CallBatch:
         as its ``seq``-th part, and spooled."""
         rows = self.filtered(tables)
         with self._lock:
-            journal = self._journal
-            if journal is None:
-                self._spool.append(rows)
-                return
-            self._keep(rows, lambda pieces: journal.record_part(key, seq, pieces, start, cursor))
+            self._keep(rows, lambda journal, pieces: journal.record_part(key, seq, pieces, start, cursor))
 
     def flush(self) -> None:
         with self._lock:
@@ -288,26 +284,24 @@ class _CallBatch:
             return
         tables, self._tables, self._rows = self._tables, [], 0
         keys, self._keys, parts, self._parts = self._keys, [], self._parts, {}
-        rows = self.filtered(tables)
-        journal = self._journal
-        if journal is None:
-            self._spool.append(rows)
-            return
-        self._keep(rows, lambda pieces: journal.record(pieces, keys, parts))
+        self._keep(self.filtered(tables), lambda journal, pieces: journal.record(pieces, keys, parts))
 
-    def _keep(self, rows: pa.Table, record: Callable[[Pieces], list[JournalPart]]) -> None:
+    def _keep(self, rows: pa.Table, record: Callable[[CallJournal, Pieces], list[JournalPart]]) -> None:
         """Journal ``rows`` split by spool bucket (``record``) and spool the journal's files; the rows
-        themselves when the journal cannot write (it is then dropped for the rest of the fetch)."""
-        assert self._journal is not None
-        try:
-            written = record(self._spool.split(rows))
-        except OSError as exc:
-            self._journal.write_error = str(exc)
-            self._journal = None
-            self._spool.append(rows)
-            return
-        for part in written:
-            self._spool.adopt(part.bucket, part.path, part.num_rows)
+        themselves without a journal, or when it cannot write (it is then dropped for the rest of the
+        fetch)."""
+        journal = self._journal
+        if journal is not None:
+            try:
+                written = record(journal, self._spool.split(rows))
+            except OSError as exc:
+                journal.write_error = str(exc)
+                self._journal = None
+            else:
+                for part in written:
+                    self._spool.adopt(part.bucket, part.path, part.num_rows)
+                return
+        self._spool.append(rows)
 
     def filtered(self, tables: list[pa.Table]) -> pa.Table:
         assert self._spec.date_column is not None
