@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -93,10 +93,7 @@ class Plan:
     @property
     def window(self) -> Window | None:
         """The hull of the run's dates (for metadata)."""
-        if not self.cells:
-            return None
-        days = [d for d, _ in self.cells]
-        return Window(min(days), max(days) + dt.timedelta(days=1))
+        return hull(d for d, _ in self.cells)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,10 +113,8 @@ def date_runs(days: Iterable[dt.date]) -> list[Window]:
 
 
 def hull(days: Iterable[dt.date]) -> Window | None:
-    ordered = sorted(set(days))
-    if not ordered:
-        return None
-    return Window(ordered[0], ordered[-1] + dt.timedelta(days=1))
+    ordered = sorted(days)
+    return Window(ordered[0], ordered[-1] + dt.timedelta(days=1)) if ordered else None
 
 
 def boxes(cells: Iterable[Cell], engine_order: Iterable[str] = ()) -> tuple[Box, ...]:
@@ -143,10 +138,13 @@ def _engines_by_day(cells: Iterable[Cell]) -> dict[dt.date, set[str]]:
     return by_day
 
 
+def _measured(brand: BrandInput, *, with_rollup: bool) -> set[str]:
+    """The engines a brand has rows on: its own, and ``all`` for a table with a rollup."""
+    return set(brand.engines) | ({ALL} if with_rollup and brand.engines else set())
+
+
 def _brand_cells(cells: frozenset[Cell], brand: BrandInput, *, with_rollup: bool) -> set[Cell]:
-    measured = set(brand.engines)
-    if with_rollup and measured:
-        measured.add(ALL)
+    measured = _measured(brand, with_rollup=with_rollup)
     return {(d, e) for d, e in cells if e in measured}
 
 
@@ -156,11 +154,11 @@ def _skipped(
     requested = {e for _, e in cells}
     if not with_rollup:
         requested.discard(ALL)  # a table without a rollup has nothing there for any brand
-    out: list[tuple[str, str]] = []
-    for brand in brands:
-        measured = set(brand.engines) | ({ALL} if with_rollup and brand.engines else set())
-        out.extend((brand.brand_id, e) for e in sorted(requested - measured))
-    return out
+    return [
+        (brand.brand_id, e)
+        for brand in brands
+        for e in sorted(requested - _measured(brand, with_rollup=with_rollup))
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,7 +360,4 @@ def per_day(endpoint: api.Endpoint) -> Planner:
 
 def expected_requests(plan: Plan) -> dict[str, int]:
     """Calls per endpoint template: the exact count for unpaged endpoints, the minimum for paged ones."""
-    counts: dict[str, int] = defaultdict(int)
-    for call in plan.calls:
-        counts[str(call.endpoint)] += 1
-    return dict(counts)
+    return dict(Counter(call.endpoint for call in plan.calls))
