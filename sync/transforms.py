@@ -181,9 +181,11 @@ _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError
 
 
 def _accepted_kind(kind: pa.DataType, arrow_type: pa.DataType) -> bool:
-    """Whether Arrow's inferred ``kind`` holds exactly what the Python converters would accept."""
+    """Whether Arrow's inferred ``kind`` holds exactly what the Python converters would accept (dates
+    and date-times: strings, which Arrow's cast parses when they are plain ISO)."""
     return (
         pa.types.is_null(kind)
+        or ((pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type)) and pa.types.is_string(kind))
         or (pa.types.is_integer(arrow_type) and pa.types.is_integer(kind))
         or (pa.types.is_floating(arrow_type) and (pa.types.is_floating(kind) or pa.types.is_integer(kind)))
         or (pa.types.is_boolean(arrow_type) and pa.types.is_boolean(kind))
@@ -193,15 +195,10 @@ def _accepted_kind(kind: pa.DataType, arrow_type: pa.DataType) -> bool:
 
 
 def _typed(inferred: pa.Array, arrow_type: pa.DataType) -> pa.Array | None:
-    """An array Arrow inferred, in ``arrow_type``, or None when the converters must decide (dates
-    and date-times: ISO strings Arrow's cast parses)."""
-    kind = inferred.type
-    if kind == arrow_type:
+    """An array Arrow inferred, in ``arrow_type``, or None when the converters must decide."""
+    if inferred.type == arrow_type:
         return inferred
-    if pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type):
-        if not (pa.types.is_string(kind) or pa.types.is_null(kind)):
-            return None
-    elif not _accepted_kind(kind, arrow_type):
+    if not _accepted_kind(inferred.type, arrow_type):
         return None
     try:
         return inferred.cast(arrow_type)
