@@ -234,14 +234,13 @@ class RequestBudget:
         *,
         clock: Callable[[], float] = time.monotonic,
         on_wait: WaitCallback | None = None,
-        cancel_event: threading.Event | None = None,
         retry_deadline_seconds: float | None = None,
         request_floor: int | None = None,
         requests_per_call: int = 1,
     ) -> None:
         self._clock = clock
         self.on_wait = on_wait
-        self.cancel_event = cancel_event if cancel_event is not None else threading.Event()
+        self.cancel_event = threading.Event()
         self.retry_deadline_seconds = retry_deadline_seconds
         #: requests the sync may send (``None``: no bound): the floor, plus ``requests_per_call`` for
         #: every call a table's plan adds (``allow_planned_calls``)

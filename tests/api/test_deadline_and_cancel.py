@@ -240,14 +240,12 @@ def _one_page_then_spent_window() -> Callable[[Seen], tuple[int, dict[str, str],
 
 
 def test_an_external_cancel_event_stops_a_paging_walk_between_pages(caplog: pytest.LogCaptureFixture) -> None:
-    stop = threading.Event()
     waits: Waits = []
+    budget = RequestBudget(8, on_wait=lambda *w: waits.append(w))
     with (
         fake_service(_one_page_then_spent_window()) as service,
         caplog.at_level(logging.INFO),
-        VisibilityClient(
-            service.url, KEY, budget=RequestBudget(8, on_wait=lambda *w: waits.append(w), cancel_event=stop)
-        ) as api,
+        VisibilityClient(service.url, KEY, budget=budget) as api,
     ):
         rows = api.list_brands(limit=1)
         assert next(rows)["id"] == "b0"  # the first page came; the window is now spent for 30 s
@@ -256,7 +254,7 @@ def test_an_external_cancel_event_stops_a_paging_walk_between_pages(caplog: pyte
         while not waits and time.monotonic() < deadline:
             time.sleep(0.01)
         walk.mark()
-        stop.set()  # not cancel(): a signal handler may only hold the event
+        budget.cancel_event.set()  # not cancel(): a signal handler may find the budget busy
         error, took = walk.result()
     assert isinstance(error, SyncCancelled) and took < 10  # the window it cut resets in 30 s
     assert len(service.seen) == 1
