@@ -1,5 +1,6 @@
 """The Dagster-free HTTP client of the visibility API: ``VisibilityClient``, a typed method per endpoint,
-wiring ``transport``, ``calls``, ``budget``, ``paging``, ``endpoints`` and ``redaction``."""
+wiring ``transport``, ``calls``, ``budget``, ``paging``, ``endpoints`` and ``redaction``, and
+running independent calls on a thread pool (``map_concurrent``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import datetime as dt
 import hashlib
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -17,7 +20,6 @@ import httpx
 from resources.api import endpoints as ep
 from resources.api.budget import RequestBudget
 from resources.api.calls import Calls
-from resources.api.concurrency import map_concurrent
 from resources.api.config import (
     DEFAULT_MAX_NEW_COLUMNS,
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -315,9 +317,36 @@ class VisibilityClient:
             self._counters.wait("audit_poll", interval_seconds)
 
     def map_concurrent(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
-        """Run independent calls concurrently (``concurrency.map_concurrent``); results in input
-        order. The shared budget decides how many requests are really in flight."""
-        return map_concurrent(fn, items, self._max_concurrency)
+        """Run independent calls (mentions of many prompts) concurrently, yielding results in input
+        order. After the first failure no new call starts, and the first error in input order is
+        raised once the calls in flight end. The pool only supplies callers: the shared budget
+        decides how many requests are in flight."""
+        failed = threading.Event()
+
+        def call(item: T) -> R:
+            if failed.is_set():
+                raise _Skipped
+            try:
+                return fn(item)
+            except BaseException:
+                failed.set()
+                raise
+
+        with ThreadPoolExecutor(self._max_concurrency, thread_name_prefix="visibility-api") as pool:
+            futures = [pool.submit(call, item) for item in items]
+            try:
+                for future in futures:
+                    try:
+                        yield future.result()
+                    except _Skipped:
+                        continue
+            finally:  # an error, or the caller stopped early: what has not started never will
+                for future in futures:
+                    future.cancel()
+
+
+class _Skipped(Exception):
+    """A call not started because an earlier one failed."""
 
 
 def _poll_path(poll: str) -> str:
