@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from report import DEFAULT_DAYS, MAX_DAYS
+from report import DEFAULT_DAYS
 from resources.api.endpoints import ENGINES
 from resources.warehouse import queries
 from resources.warehouse.base import Warehouse
@@ -101,9 +101,8 @@ class ReportData:
 
 def load_report_data(warehouse: Warehouse, *, days: int = DEFAULT_DAYS) -> ReportData:
     """The last ``days`` days up to the newest landed one (fewer if fewer landed), for every current
-    brand with data in them; :class:`ReportDataMissing` when nothing has landed yet."""
-    if not 1 <= days <= MAX_DAYS:
-        raise ValueError(f"days must be between 1 and {MAX_DAYS}, got {days}")
+    brand with data in them (1 to ``MAX_DAYS``: the CLI and the asset's config check it);
+    :class:`ReportDataMissing` when nothing has landed yet."""
     missing = [t for t in REQUIRED_TABLES if not queries.table_exists(warehouse, t)]
     if missing:
         raise ReportDataMissing(f"the warehouse has no {', '.join(missing)} table yet: {RUN_FIRST}")

@@ -20,9 +20,8 @@ def is_report_path(path: Path) -> bool:
 
 def write_report(path: Path, data: ReportData, png: bytes | None = None) -> int:
     """Write the report, a self-contained HTML page (PNG embedded) or the PNG alone by ``path``'s
-    suffix, creating the folder; ``png`` reuses an image already rendered. Returns the bytes written."""
-    if not is_report_path(path):
-        raise ValueError(f"{path}: a report is written as .html or .png, not {path.suffix or 'no suffix'!r}")
+    suffix (the CLI checks it), creating the folder; ``png`` reuses an image already rendered.
+    Returns the bytes written."""
     png = png if png is not None else render_png(data)
     content = render_html(data, png).encode("utf-8") if path.suffix.lower() in HTML_SUFFIXES else png
     path.parent.mkdir(parents=True, exist_ok=True)
