@@ -494,7 +494,7 @@ def land_listed(
     if scope is None:
         return
     with naming_source(catalog.BRANDS):
-        listed = [(catalog.BRANDS, transforms.brands_table(scope.brands))]
+        listed = [(catalog.BRANDS, transforms.rows_to_table(catalog.BRANDS.spec, scope.brands))]
     for table in (catalog.PROMPTS, catalog.TRACKED_COMPETITORS):
         if table.spec.name in listings:
             with naming_source(table):

@@ -45,7 +45,7 @@ def list_brands(
     discovery: Discovery,
 ) -> pa.Table:
     """The brands the sync's scope listed (no request of its own)."""
-    return transforms.brands_table(scope.brands)
+    return transforms.rows_to_table(tables.BRANDS, scope.brands)
 
 
 #: ``(discovery, client, scope) -> {brand id: rows}``: where a per-brand listing's rows come from, a

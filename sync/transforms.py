@@ -372,10 +372,6 @@ def concat(spec: TableSpec, parts: Iterable[pa.Table]) -> pa.Table:
 # the endpoints' transforms
 
 
-def brands_table(rows: Sequence[Row]) -> pa.Table:
-    return rows_to_table(tables.BRANDS, rows)
-
-
 def brand_rows(
     spec: TableSpec, fields: Sequence[str] | None = None
 ) -> Callable[[Sequence[Row], str], pa.Table]:

@@ -63,7 +63,7 @@ def sandbox_brands(handle: SandboxHandle) -> list[dict[str, Any]]:
 def seed_brands(warehouse: WarehouseResource, brands: list[dict[str, Any]]) -> None:
     with warehouse.get_warehouse() as wh:
         wh.ensure_table(BRANDS)
-        wh.upsert_snapshot(BRANDS, transforms.brands_table(brands), "seed", SnapshotScope(None))
+        wh.upsert_snapshot(BRANDS, transforms.rows_to_table(BRANDS, brands), "seed", SnapshotScope(None))
 
 
 def seed_cited_pages(warehouse: WarehouseResource, rows: list[dict[str, Any]]) -> None:

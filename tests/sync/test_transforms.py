@@ -14,7 +14,6 @@ from sync.transforms import (
     TooManyFieldsError,
     TransformError,
     _converter,
-    brands_table,
     check_new_columns,
     citation_trend_table,
     cited_pages_table,
@@ -53,7 +52,8 @@ def test_known_fields_get_the_spec_types() -> None:
 
 
 def test_timestamps_are_utc_and_lists_stay_lists() -> None:
-    table = brands_table(
+    table = rows_to_table(
+        tables.BRANDS,
         [
             {
                 "id": "b1",
@@ -62,7 +62,7 @@ def test_timestamps_are_utc_and_lists_stay_lists() -> None:
                 "engines": ["claude"],
                 "created_at": "2024-01-02T03:04:05Z",
             }
-        ]
+        ],
     )
     assert table.column("created_at").to_pylist()[0] == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     assert table.column("aliases").to_pylist() == [["A"]]

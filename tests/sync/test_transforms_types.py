@@ -17,7 +17,7 @@ from resources.warehouse.duckdb import DuckDBWarehouse
 from sync import tables
 from sync.catalog import ANSWERS
 from sync.fetching import naming_source
-from sync.transforms import TransformError, answers_table, brands_table, mentions_table
+from sync.transforms import TransformError, answers_table, mentions_table, rows_to_table
 
 DAY = "2024-03-01"
 
@@ -95,7 +95,7 @@ def test_a_number_column_still_takes_a_large_integer() -> None:
 def test_other_declared_types_are_strict_too(field: str, value: object, expected: str) -> None:
     row = {"id": "b1", "name": "Acme", "aliases": [], "engines": ["claude"], field: value}
     with pytest.raises(TransformError, match=expected):
-        brands_table([row])
+        rows_to_table(tables.BRANDS, [row])
 
 
 def test_a_date_sent_as_a_number_is_refused() -> None:
