@@ -24,6 +24,7 @@ from dagster import (
     RunRequest,
     RunStatusSensorContext,
     SensorDefinition,
+    SkipReason,
     config_mapping,
     job,
     op,
@@ -156,10 +157,13 @@ def sync_now_definitions(settings: PartitionSettings) -> tuple[JobDefinition, Se
         default_status=DefaultSensorStatus.RUNNING,
         description=f"Launches the sync run(s) of each successful `{SYNC_NOW_JOB}` run's window.",
     )
-    def sync_now_runs(context: RunStatusSensorContext) -> list[RunRequest]:
+    def sync_now_runs(context: RunStatusSensorContext) -> list[RunRequest] | SkipReason:
         run = context.dagster_run
         config = SyncNowConfig(**run.run_config)  # the launch's config, before its mapping
-        window = sync_now_window(config, run_day(context.instance, run.run_id), settings)
+        try:  # the default first partition (90 days ago) may have moved past the window since
+            window = sync_now_window(config, run_day(context.instance, run.run_id), settings)
+        except ConfigError as exc:
+            return SkipReason(str(exc))  # raising would stop the sensor on this run for good
         window_tag = {SYNC_NOW_TAG: run.run_id, "visibility/window": f"{window.first}..{window.last}"}
         return [  # keyed by the sync_now run: requested once
             RunRequest(run_key=f"{run.run_id}-{index}", job_name=job_name, tags={**tags, **window_tag})
