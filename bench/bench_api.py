@@ -27,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import processes as P
 from bench.processes import SANDBOX_TODAY, SandboxService, sandbox_service, served, throttled
-from resources.api import endpoints as ep
 from resources.api.client import VisibilityClient
 
 SECTION = "## API client"
@@ -105,9 +104,7 @@ def run(handle: SandboxService, scenario: Scenario, prompt_ids: list[str]) -> Ou
 
         def fetch_one_page(prompt_id: str) -> int:
             try:
-                rows = client.list_window(
-                    ep.LIST_PROMPT_MENTIONS, prompt_id, start=start, end=end, limit=PAGE_ROWS
-                )
+                rows = client.list_prompt_mentions(prompt_id, start=start, end=end, limit=PAGE_ROWS)
                 return len(list(itertools.islice(rows, PAGE_ROWS)))  # exactly one request
             except Exception as exc:  # counted, not raised: the claim is "no fetch fails"
                 failures.append(exc)
@@ -148,9 +145,7 @@ def baseline_ms(handle: SandboxService, prompt_ids: list[str], n: int = 40) -> f
     with VisibilityClient(handle.url, handle.keys["workspace"], max_concurrency=1) as client:
 
         def one_page(prompt_id: str) -> None:
-            rows = client.list_window(
-                ep.LIST_PROMPT_MENTIONS, prompt_id, start=start, end=end, limit=PAGE_ROWS
-            )
+            rows = client.list_prompt_mentions(prompt_id, start=start, end=end, limit=PAGE_ROWS)
             list(itertools.islice(rows, PAGE_ROWS))
 
         for prompt_id in prompt_ids[:3]:  # warm the sandbox's blocks and the connection

@@ -227,7 +227,6 @@ def _per_call_us(fn: Callable[[], int], calls: int) -> float:
 
 
 def measure_parts(sandbox: P.SandboxService, days: int, rounds: int, landing_rows: int) -> Parts:
-    from resources.api import endpoints as ep
     from resources.api.access import ApiAccess
     from resources.api.client import VisibilityClient
     from sync import transforms
@@ -278,9 +277,7 @@ def measure_parts(sandbox: P.SandboxService, days: int, rounds: int, landing_row
                 )
             else:
                 start = dt.date.fromisoformat(r.params["from"])
-                rows = client.list_window(
-                    ep.LIST_PROMPT_MENTIONS, r.path.split("/")[3], start=start, end=P.SANDBOX_TODAY
-                )
+                rows = client.list_prompt_mentions(r.path.split("/")[3], start=start, end=P.SANDBOX_TODAY)
                 transforms.mentions_table(list(rows), r.brand)
         return len(requests)
 

@@ -26,7 +26,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.proxy import ENDLESS_PREFIX, endless_page  # noqa: E402
-from resources.api import endpoints as ep  # noqa: E402
 from resources.api.budget import RequestBudget  # noqa: E402
 from resources.api.client import VisibilityClient  # noqa: E402
 from resources.api.errors import RequestBudgetExceeded  # noqa: E402
@@ -86,12 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         with VisibilityClient(
             sandbox.url, sandbox.keys["workspace"], transport=transport, budget=budget
         ) as api:
-            walk = api.list_window(
-                ep.LIST_PROMPT_MENTIONS,
-                prompt,
-                start=dt.date(2026, 10, 1),
-                end=dt.date(2026, 10, 31),
-                limit=100,
+            walk = api.list_prompt_mentions(
+                prompt, start=dt.date(2026, 10, 1), end=dt.date(2026, 10, 31), limit=100
             )
             try:
                 for row in walk:

@@ -10,6 +10,7 @@ data dictionary derive from the entries; docs/ARCHITECTURE.md, "Adding a table",
 from __future__ import annotations
 
 from resources.api import endpoints as api
+from resources.api.client import VisibilityClient
 from resources.warehouse.contract import TableSpec
 from sync import tables, transforms
 from sync.discovery import Discovery
@@ -19,7 +20,6 @@ from sync.facts import (
     fetch_cited_pages,
     fetch_competitor_trends,
     paged_rows,
-    pages_of,
 )
 from sync.fetching import PartitionedTable, SnapshotTable
 from sync.listings import BrandRows, list_brands, list_generations, per_brand_listing
@@ -92,7 +92,7 @@ PROMPT_MENTIONS = PartitionedTable(
     spec=tables.PROMPT_MENTIONS,
     endpoints=(api.LIST_PROMPT_MENTIONS,),
     planner=paged_per_prompt(api.LIST_PROMPT_MENTIONS),
-    fetch_one=paged_rows(pages_of(api.LIST_PROMPT_MENTIONS), transforms.mentions_table, per_prompt=True),
+    fetch_one=paged_rows(VisibilityClient.list_prompt_mentions, transforms.mentions_table, per_prompt=True),
     needs_prompts=True,
     upstream="prompts",
     checks=("no_empty_partitions",),
@@ -102,7 +102,7 @@ ANSWERS = PartitionedTable(
     spec=tables.ANSWERS,
     endpoints=(api.LIST_ANSWERS,),
     planner=paged_per_brand(api.LIST_ANSWERS),
-    fetch_one=paged_rows(pages_of(api.LIST_ANSWERS, api.MAX_LIMIT_ANSWERS), transforms.answers_table),
+    fetch_one=paged_rows(VisibilityClient.list_answers, transforms.answers_table),
     upstream="prompts",
     checks=("no_empty_partitions",),
     evidence="answered_responses",

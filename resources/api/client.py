@@ -225,6 +225,34 @@ class VisibilityClient:
     def list_prompts(self, brand_id: str, *, limit: int = ep.MAX_LIMIT_PAGING) -> Iterator[Row]:
         return self.pages(ep.LIST_PROMPTS, ep.LIST_PROMPTS.path(id=brand_id), {"limit": limit})
 
+    def list_answers(
+        self,
+        brand_id: str,
+        *,
+        engine: str | None = None,
+        start: dt.date | None = None,
+        end: dt.date | None = None,  # exclusive
+        limit: int = ep.MAX_LIMIT_ANSWERS,
+        walk: WalkPosition | None = None,
+    ) -> Iterator[Row]:
+        return self.list_window(
+            ep.LIST_ANSWERS, brand_id, engine=engine, start=start, end=end, limit=limit, walk=walk
+        )
+
+    def list_prompt_mentions(
+        self,
+        prompt_id: str,
+        *,
+        engine: str | None = None,
+        start: dt.date | None = None,
+        end: dt.date | None = None,  # exclusive
+        limit: int = ep.MAX_LIMIT_PAGING,
+        walk: WalkPosition | None = None,
+    ) -> Iterator[Row]:
+        return self.list_window(
+            ep.LIST_PROMPT_MENTIONS, prompt_id, engine=engine, start=start, end=end, limit=limit, walk=walk
+        )
+
     def list_window(
         self,
         endpoint: ep.Endpoint,
@@ -237,7 +265,7 @@ class VisibilityClient:
         walk: WalkPosition | None = None,
     ) -> Iterator[Row]:
         """Every row of a date-windowed paged endpoint of one brand or prompt (``/v1/.../{id}/...``):
-        answers, a prompt's mentions, or a new table's endpoint."""
+        a new table's endpoint reads through this without a typed method of its own."""
         params = _query(start, end, engine=engine, limit=limit)
         return self.pages(endpoint, endpoint.path(id=owner_id), params, walk=walk)
 

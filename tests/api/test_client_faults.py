@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 import pytest
 
-from resources.api import endpoints as ep
 from resources.api import write_operations as ops
 from resources.api.client import VisibilityClient
 from resources.api.errors import ServerError, TransportError
@@ -37,8 +36,7 @@ def _walk(api: VisibilityClient) -> dict[str, Any]:
     mentions = list(
         api.map_concurrent(
             lambda pid: sorted(
-                m["id"]
-                for m in api.list_window(ep.LIST_PROMPT_MENTIONS, pid, start=START, end=END, limit=200)
+                m["id"] for m in api.list_prompt_mentions(pid, start=START, end=END, limit=200)
             ),
             prompts[:12],
         )
@@ -51,12 +49,7 @@ def _walk(api: VisibilityClient) -> dict[str, Any]:
         "brand": api.get_brand(brand_id)["name"],
         "topics": sorted(row["id"] for row in api.list_topics(brand_id, limit=2)),
         "prompts": prompts,
-        "answers": [
-            row["id"]
-            for row in api.list_window(
-                ep.LIST_ANSWERS, brand_id, start=START, end=END, engine="claude", limit=ep.MAX_LIMIT_ANSWERS
-            )
-        ],
+        "answers": [row["id"] for row in api.list_answers(brand_id, start=START, end=END, engine="claude")],
         "mentions": mentions,
         "generations": (api.list_generations(brand_id, limit=5).total_count),
         "urls": ([r["url"] for r in urls.rows], urls.total_count, urls.capped, urls.total_citations),

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from resources.api import endpoints as ep
 from resources.api.errors import QuotaExceededError
 from sandbox.testing import SandboxHandle, run_sandbox
 from tests.api.conftest import make_client, sandbox_total
@@ -60,11 +59,7 @@ def test_quota_exceeded_midway_through_concurrent_calls_stops_them_all(
     handle = limits(quota=5)
     prompt_ids = [p.id for p in handle.world.brands[0].prompts]
     with make_client(handle, max_concurrency=4) as api, pytest.raises(QuotaExceededError):
-        list(
-            api.map_concurrent(
-                lambda pid: list(api.list_window(ep.LIST_PROMPT_MENTIONS, pid, limit=5)), prompt_ids
-            )
-        )
+        list(api.map_concurrent(lambda pid: list(api.list_prompt_mentions(pid, limit=5)), prompt_ids))
     served, stats = handle.stats(), api.stats
     # Five admitted; then each call already in flight meets the quota once, none is retried, and
     # the calls not yet started never send anything.
@@ -135,9 +130,7 @@ def test_concurrency_limited_lowers_the_requests_in_flight_and_every_call_succee
     prompt_ids = [p.id for p in handle.world.brands[0].prompts][:24]
     with make_client(handle, max_concurrency=8) as api:
         counts = list(
-            api.map_concurrent(
-                lambda pid: len(list(api.list_window(ep.LIST_PROMPT_MENTIONS, pid, limit=999))), prompt_ids
-            )
+            api.map_concurrent(lambda pid: len(list(api.list_prompt_mentions(pid, limit=999))), prompt_ids)
         )
         stats = api.stats
         limit_after = api.budget.snapshot().concurrency_limit

@@ -72,18 +72,16 @@ def test_answers_and_mentions_page_to_the_end_with_the_same_rows_as_one_big_page
 ) -> None:
     brand_id = workspace_brand_ids[0]
     window = {"start": SANDBOX_TODAY - dt.timedelta(days=2), "end": SANDBOX_TODAY}
-    small = list(client.list_window(ep.LIST_ANSWERS, brand_id, engine="chatgpt", limit=7, **window))
-    large = list(client.list_window(ep.LIST_ANSWERS, brand_id, engine="chatgpt", limit=100, **window))
+    small = list(client.list_answers(brand_id, engine="chatgpt", limit=7, **window))
+    large = list(client.list_answers(brand_id, engine="chatgpt", limit=100, **window))
     assert [r["id"] for r in small] == [r["id"] for r in large]
     assert len(small) > 7 and len({r["id"] for r in small}) == len(small)
     assert {r["engine"] for r in small} == {"chatgpt"}
     assert {r["checked_on"] for r in small} <= {"2026-10-30", "2026-10-31"}
 
     prompt_id = next(iter(client.list_prompts(brand_id)))["id"]
-    mentions = list(
-        client.list_window(ep.LIST_PROMPT_MENTIONS, prompt_id, start=WEEK_START, end=SANDBOX_TODAY, limit=5)
-    )
-    whole = list(client.list_window(ep.LIST_PROMPT_MENTIONS, prompt_id, start=WEEK_START, end=SANDBOX_TODAY))
+    mentions = list(client.list_prompt_mentions(prompt_id, start=WEEK_START, end=SANDBOX_TODAY, limit=5))
+    whole = list(client.list_prompt_mentions(prompt_id, start=WEEK_START, end=SANDBOX_TODAY))
     assert [m["id"] for m in mentions] == [m["id"] for m in whole]
     assert len(mentions) > 5 and all(m["prompt_id"] == prompt_id for m in mentions)
 
@@ -150,7 +148,7 @@ def _error_cases(
             "invalid_engine",
             BadRequestError,
             "400",
-            lambda c: list(c.list_window(ep.LIST_ANSWERS, own, engine="bing", limit=ep.MAX_LIMIT_ANSWERS)),
+            lambda c: list(c.list_answers(own, engine="bing")),
         ),
         (
             "workspace",
@@ -308,9 +306,7 @@ def test_key_never_reaches_logs_reprs_or_errors_at_debug_level(
                 try:
                     brand_id = next(iter(api.list_brands()))["id"]
                     api.get_brand(brand_id)
-                    list(
-                        api.list_window(ep.LIST_ANSWERS, brand_id, engine="nope", limit=ep.MAX_LIMIT_ANSWERS)
-                    )
+                    list(api.list_answers(brand_id, engine="nope"))
                 except VisibilityAPIError as exc:
                     texts += [str(exc), repr(exc)]
                 texts.append(repr(api.stats))

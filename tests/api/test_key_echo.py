@@ -12,7 +12,6 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from resources.api import endpoints as ep
 from resources.api.client import VisibilityClient
 from resources.api.errors import BadRequestError, NotFoundError, PagingError, ServerError, VisibilityAPIError
 from resources.api.redaction import MAX_TOKEN_CHARS, sanitize, scrub
@@ -55,7 +54,7 @@ def test_a_key_echoed_in_request_id_message_and_reason_reaches_no_error_log_or_m
             api.get_brand("0000-not-a-brand")
         texts += _texts_of(caught.value)
         with pytest.raises(BadRequestError) as bad:
-            list(api.list_window(ep.LIST_ANSWERS, brand_id, engine="nope", limit=ep.MAX_LIMIT_ANSWERS))
+            list(api.list_answers(brand_id, engine="nope"))
         texts += _texts_of(bad.value)
         metadata = api.stats.to_metadata()
     error = caught.value

@@ -65,7 +65,7 @@ def _client(sandbox: SandboxHandle, proxy: RewritingProxy, budget: RequestBudget
 def test_a_page_served_again_under_new_ids_and_cursor_stops_the_walk_at_once(sandbox: SandboxHandle) -> None:
     prompt_id = sandbox.world.brands[0].prompts[0].id
     with _client(sandbox, never_ending(invent_content=False)) as api, pytest.raises(PagingError) as caught:
-        list(api.list_window(ep.LIST_PROMPT_MENTIONS, prompt_id, start=START, end=END))
+        list(api.list_prompt_mentions(prompt_id, start=START, end=END))
     error = caught.value
     assert error.pages == 2 and "repeats the rows of page 1 under new ids" in str(error)
     assert error.endpoint == ep.LIST_PROMPT_MENTIONS.key and "req-page-1" in str(error)
@@ -77,7 +77,7 @@ def test_a_service_inventing_rows_forever_meets_the_sync_request_budget(sandbox:
     prompt_id = sandbox.world.brands[0].prompts[0].id
     with _client(sandbox, never_ending(invent_content=True), budget) as api:
         with pytest.raises(RequestBudgetExceeded) as caught:
-            list(api.list_window(ep.LIST_PROMPT_MENTIONS, prompt_id, start=START, end=END, limit=5))
+            list(api.list_prompt_mentions(prompt_id, start=START, end=END, limit=5))
         sent = api.stats.total_requests
         with pytest.raises(RequestBudgetExceeded):  # every later call of the sync fails without sending
             api.get_brand(sandbox.world.brands[0].id)
@@ -108,7 +108,7 @@ def test_a_total_count_that_grows_with_every_page_does_not_move_the_walk_bound(
 
     prompt_id = sandbox.world.brands[0].prompts[0].id
     with _client(sandbox, InventingProxy(growing)) as api, pytest.raises(PagingError) as caught:
-        list(api.list_window(ep.LIST_PROMPT_MENTIONS, prompt_id, start=START, end=END, limit=5))
+        list(api.list_prompt_mentions(prompt_id, start=START, end=END, limit=5))
     assert "total_count allows at most 10 page(s)" in str(caught.value) and caught.value.pages == 12
 
 
@@ -135,7 +135,7 @@ def test_a_200_that_is_html_is_a_shape_error_after_one_retry_not_a_retry_deadlin
     ):
         started = time.monotonic()
         with pytest.raises(ResponseShapeError) as caught:
-            list(api.list_window(ep.LIST_PROMPT_MENTIONS, prompt_id, start=START, end=END))
+            list(api.list_prompt_mentions(prompt_id, start=START, end=END))
         took = time.monotonic() - started
         requests = api.stats.total_requests
     error = caught.value

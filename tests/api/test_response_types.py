@@ -62,11 +62,7 @@ def test_a_wrongly_typed_answer_field_names_endpoint_field_and_request_id(
         _client(sandbox, rewriting_rows("/answers", poison)) as api,
         pytest.raises(ResponseShapeError) as caught,
     ):
-        list(
-            api.list_window(
-                ep.LIST_ANSWERS, brand_id, start=START, end=END, engine="chatgpt", limit=ep.MAX_LIMIT_ANSWERS
-            )
-        )
+        list(api.list_answers(brand_id, start=START, end=END, engine="chatgpt"))
     error = caught.value
     assert isinstance(error, VisibilityAPIError) and error.field == field
     assert expected in str(error) and "nothing was written" in str(error)
@@ -82,7 +78,7 @@ def test_a_mention_position_sent_as_text_is_refused_not_converted(sandbox: Sandb
         _client(sandbox, rewriting_rows("/mentions", poison)) as api,
         pytest.raises(ResponseShapeError) as caught,
     ):
-        list(api.list_window(ep.LIST_PROMPT_MENTIONS, prompt_id, start=START, end=END))
+        list(api.list_prompt_mentions(prompt_id, start=START, end=END))
     assert caught.value.field == "position" and ep.LIST_PROMPT_MENTIONS.key in str(caught.value)
 
 
@@ -111,11 +107,7 @@ def test_missing_and_null_optional_fields_and_unknown_fields_pass(sandbox: Sandb
 
     brand_id = sandbox.world.brands[0].id
     with _client(sandbox, rewriting_rows("/answers", loosen)) as api:
-        rows = list(
-            api.list_window(
-                ep.LIST_ANSWERS, brand_id, start=START, end=END, engine="claude", limit=ep.MAX_LIMIT_ANSWERS
-            )
-        )
+        rows = list(api.list_answers(brand_id, start=START, end=END, engine="claude"))
     assert rows and all(r["new_field"] == {"anything": ["goes"]} for r in rows)
 
 
@@ -128,12 +120,12 @@ def test_rows_of_an_unknown_engine_are_dropped_counted_and_warned_about(
 
     prompt_id = sandbox.world.brands[0].prompts[0].id
     with _client(sandbox, rewriting_rows("/mentions", lambda i, r: None)) as api:
-        reference = list(api.list_window(ep.LIST_PROMPT_MENTIONS, prompt_id, start=START, end=END, limit=10))
+        reference = list(api.list_prompt_mentions(prompt_id, start=START, end=END, limit=10))
     with (
         caplog.at_level(logging.WARNING, logger="visibility.api"),
         _client(sandbox, rewriting_rows("/mentions", new_engine)) as api,
     ):
-        rows = list(api.list_window(ep.LIST_PROMPT_MENTIONS, prompt_id, start=START, end=END, limit=10))
+        rows = list(api.list_prompt_mentions(prompt_id, start=START, end=END, limit=10))
         stats = api.stats
     dropped = len(reference) - len(rows)
     assert dropped > 0 and all(r["engine"] in ep.ENGINES for r in rows)

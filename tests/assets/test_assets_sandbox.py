@@ -11,7 +11,6 @@ from dagster import ExecuteInProcessResult, RunRequest, build_schedule_context
 from assets.builders import snapshot_assets
 from assets.partitions import partition_key
 from pipelines.schedules import daily_sync_schedule
-from resources.api import endpoints as ep
 from resources.api.client import VisibilityClient
 from resources.api.endpoints import ENGINES
 from sandbox.testing import SandboxHandle
@@ -46,12 +45,8 @@ def test_one_partition_lands_exactly_that_days_engine_rows(sync: Sync, sandbox: 
         for brand in client.list_brands():
             if "claude" in brand["engines"]:
                 for prompt in client.list_prompts(brand["id"]):
-                    rows = client.list_window(
-                        ep.LIST_PROMPT_MENTIONS,
-                        prompt["id"],
-                        engine="claude",
-                        start=D,
-                        end=D + dt.timedelta(days=1),
+                    rows = client.list_prompt_mentions(
+                        prompt["id"], engine="claude", start=D, end=D + dt.timedelta(days=1)
                     )
                     expected.update(r["id"] for r in rows)
     landed = sync.query("SELECT id, checked_on, engine FROM prompt_mentions")

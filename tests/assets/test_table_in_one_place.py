@@ -39,7 +39,7 @@ from pipelines.dbt_sources import render as render_dbt_sources
 from pipelines.resources import session_per_run
 from pipelines.schedules import range_tags
 from resources.api.client import VisibilityClient
-from resources.api.endpoints import LIST_ANSWERS, MAX_LIMIT_ANSWERS, Endpoint
+from resources.api.endpoints import MAX_LIMIT_ANSWERS, Endpoint
 from resources.api.resource import VisibilityAPIResource
 from resources.warehouse.contract import Column, TableSpec
 from resources.warehouse.resource import WarehouseResource
@@ -188,13 +188,8 @@ def served_rows(url: str, key: str) -> set[tuple[Any, ...]]:
             for engine in ENGINES:
                 if engine not in brand["engines"]:
                     continue
-                for row in client.list_window(
-                    LIST_ANSWERS,
-                    brand["id"],
-                    engine=engine,
-                    start=DAYS[0],
-                    end=DAYS[-1] + dt.timedelta(days=1),
-                    limit=MAX_LIMIT_ANSWERS,
+                for row in client.list_answers(
+                    brand["id"], engine=engine, start=DAYS[0], end=DAYS[-1] + dt.timedelta(days=1)
                 ):
                     rows.add(
                         (
