@@ -301,19 +301,14 @@ def _given(spec: TableSpec, column: Any, value: Any, length: int) -> pa.Array:
 
 
 def rows_to_table(
-    spec: TableSpec,
-    rows: Sequence[Row],
-    constants: Mapping[str, Any] | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    spec: TableSpec, rows: Sequence[Row], overrides: Mapping[str, Any] | None = None
 ) -> pa.Table:
-    """Rows (API field names, plus the keys the connector adds) -> the spec's schema plus extras.
+    """Rows (API field names) -> the spec's schema plus extras.
 
-    ``constants``: values used where a row has no such key (as if each row were ``{**constants,
-    **row}``); ``overrides``: values set whatever the rows hold (``{**row, **overrides}``), one for
-    every row or an Arrow array of one per row. Arrow pivots the rows in one pass; a column it did
-    not type exactly as the strict converters would is read again by them, which raise.
+    ``overrides``: the columns the connector sets, whatever the rows hold (``{**row, **overrides}``),
+    one value for every row or an Arrow array of one per row. Arrow pivots the rows in one pass; a
+    column it did not type exactly as the strict converters would is read again by them, which raise.
     """
-    constants = constants or {}
     overrides = overrides or {}
     known = {c.name for c in spec.columns}
     pivoted = _pivot(rows) if rows else None
@@ -327,18 +322,12 @@ def rows_to_table(
         array: pa.Array | None = None
         if name in overrides:
             array = _given(spec, column, overrides[name], len(rows))
+        elif name in present:
+            array = _typed(present[name], column.type)
         elif pivoted is not None:
-            if name not in present:
-                array = (
-                    _repeated(pa.array([constants[name]], type=column.type), len(rows))
-                    if name in constants
-                    else pa.nulls(len(rows), column.type)
-                )
-            elif name not in constants:
-                array = _typed(present[name], column.type)
+            array = pa.nulls(len(rows), column.type)
         if array is None:
-            default = constants.get(name)
-            array = _converted(spec, column, [row.get(name, default) for row in rows])
+            array = _converted(spec, column, [row.get(name) for row in rows])
         if not column.nullable and array.null_count:
             raise _column_error(spec, name, "required value missing in an API row")
         arrays.append(array)
@@ -375,7 +364,7 @@ def concat(spec: TableSpec, parts: Iterable[pa.Table]) -> pa.Table:
 def brand_rows(
     spec: TableSpec, fields: Sequence[str] | None = None
 ) -> Callable[[Sequence[Row], str], pa.Table]:
-    """The transform of a plain row endpoint: each row (only ``fields`` of it, if given) plus the
+    """The transform of a plain row endpoint: each row (only ``fields`` of it, if given) with the
     ``brand_id`` it was fetched for, typed by ``spec`` (what the answers' and mentions' are)."""
 
     def transform(rows: Sequence[Row], brand_id: str) -> pa.Table:
