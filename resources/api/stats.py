@@ -8,8 +8,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from resources.api.redaction import sanitize
-
 #: Longest service-provided error code kept (codes are also metadata keys).
 MAX_CODE_CHARS = 64
 
@@ -45,16 +43,14 @@ class RequestStats:
         return sum(self.retries_by_cause.values())
 
     def to_metadata(self) -> dict[str, Any]:
-        """A JSON-ready view with string keys, for Dagster metadata (server texts sanitized)."""
+        """A JSON-ready view with string keys, for Dagster metadata."""
         return {
             "total_requests": self.total_requests,
             "requests_by_endpoint": dict(sorted(self.requests_by_endpoint.items())),
             "retries_by_cause": dict(sorted(self.retries_by_cause.items())),
             "wait_seconds": round(self.wait_seconds, 3),
             "wait_seconds_by_cause": {k: round(v, 3) for k, v in sorted(self.wait_seconds_by_cause.items())},
-            "errors_by_code": {
-                sanitize(k, MAX_CODE_CHARS): v for k, v in sorted(self.errors_by_code.items())
-            },
+            "errors_by_code": dict(sorted(self.errors_by_code.items())),
             "unknown_engine_rows": dict(sorted(self.unknown_engine_rows.items())),
         }
 

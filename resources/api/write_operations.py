@@ -145,12 +145,6 @@ def resolve_brands(client: VisibilityClient, refs: Sequence[str]) -> list[Named]
     return [_resolve("brand", ref, brands, "reachable with this key", "name") for ref in refs]
 
 
-def resolve_competitor(client: VisibilityClient, brand: Named, ref: str) -> Named:
-    """A tracked competitor of ``brand`` by id or ``brand_name``."""
-    rows = client.list_tracked_competitors(brand.id)
-    return _resolve("competitor", ref, rows, f"tracked by brand {brand}", "brand_name")
-
-
 def resolve_topic(client: VisibilityClient, brand: Named, ref: str) -> Named:
     """A topic of ``brand`` by id or name."""
     return _resolve("topic", ref, client.list_topics(brand.id), f"of brand {brand}", "name")
@@ -370,7 +364,9 @@ class UntrackOutcome(Outcome):
 
 def plan_untrack(client: VisibilityClient, brand: str, competitor: str) -> UntrackPlan:
     resolved = resolve_brand(client, brand)
-    return UntrackPlan(resolved, resolve_competitor(client, resolved, competitor))
+    rows = client.list_tracked_competitors(resolved.id)
+    where = f"tracked by brand {resolved}"
+    return UntrackPlan(resolved, _resolve("competitor", competitor, rows, where, "brand_name"))
 
 
 def untrack_competitor(client: VisibilityClient, plan: UntrackPlan) -> UntrackOutcome:
