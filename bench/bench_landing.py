@@ -75,7 +75,6 @@ def build_outcome(rows: int, days: int) -> Any:
     cells = frozenset((START + dt.timedelta(days=i), e) for i in range(days) for e in ENGINES)
     plan = Plan(cells=cells, calls=(), boxes=(Box(window, ENGINES),))
     return FetchOutcome(
-        table="prompt_mentions",
         plan=plan,
         spool=spool,
         brand_engines={b: ENGINES for b in BRANDS},

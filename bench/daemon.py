@@ -819,7 +819,7 @@ def read_world(url: str, key: str, code_root: Path = ROOT) -> World:
     discovery = Discovery()
     with VisibilityClient(url, key) as client:
         scope = discovery.scope(client)
-        inputs = brand_inputs(client, scope, prompts=True, competitors=True, discovery=discovery)
+        inputs = brand_inputs(client, scope, discovery, prompts=True, competitors=True)
         discovery.topics(client, scope)
     listed = discovery.listed()[1]
     listing = {BRANDS: pages(scope.brands), GENERATIONS: len(scope.brands)}  # generations: one request

@@ -149,10 +149,10 @@ class Discovery:
 def brand_inputs(
     client: VisibilityClient,
     scope: BrandScope,
+    discovery: Discovery,
     *,
     prompts: bool = False,
     competitors: bool = False,
-    discovery: Discovery | None = None,
     targets: CitationTargets | None = None,
 ) -> list[BrandInput]:
     """The planner's view of each brand, reading prompts, tracked competitors and topics when needed.
@@ -160,23 +160,22 @@ def brand_inputs(
     ``targets``: pages every brand trends, and topics (ids or names) each brand trends its own
     domain within; a brand trends the topics it has (listed once per sync), and skips the others.
     """
-    listings = discovery or Discovery()
     targets = targets or CitationTargets()
     topic_ids: dict[str, tuple[str, ...]] = {}
     if targets.topics:
         topic_ids = {
-            b: matching_topics(rows, targets.topics) for b, rows in listings.topics(client, scope).items()
+            b: matching_topics(rows, targets.topics) for b, rows in discovery.topics(client, scope).items()
         }
     prompt_ids: dict[str, tuple[str, ...]] = {}
     domains: dict[str, tuple[str, ...]] = {}
     if prompts:
         prompt_ids = {
-            b: tuple(str(p["id"]) for p in rows) for b, rows in listings.prompts(client, scope).items()
+            b: tuple(str(p["id"]) for p in rows) for b, rows in discovery.prompts(client, scope).items()
         }
     if competitors:
         domains = {
             b: tuple(d for c in rows for d in (c.get("domains") or ()))
-            for b, rows in listings.competitors(client, scope).items()
+            for b, rows in discovery.competitors(client, scope).items()
         }
     return [
         BrandInput(

@@ -111,9 +111,9 @@ def fetch_partitioned(
     inputs = brand_inputs(
         client,
         scope,
+        discovery,
         prompts=asset.needs_prompts,
         competitors=asset.needs_competitors,
-        discovery=discovery,
         targets=run_targets,
     )
     plan = asset.planner(cells, inputs, asset.engine_order)
@@ -159,7 +159,6 @@ def fetch_partitioned(
     if prompts_not_found:
         notes["prompts_not_found"] = sorted(prompts_not_found)
     return FetchOutcome(
-        table=asset.spec.name,
         plan=plan,
         spool=spool,
         brand_engines=brand_engines(scope.brands, with_rollup=asset.planner.with_rollup),

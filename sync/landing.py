@@ -32,7 +32,6 @@ DEFAULT_DAYS_PER_WRITE = 3
 class FetchOutcome:
     """What a fetch hands its landing."""
 
-    table: str
     plan: Plan
     spool: DateSpool
     #: brand id -> engines its rows land under (measured engines, plus ``all`` for rollups)

@@ -189,8 +189,6 @@ class Planner:
     """``planner(cells, brands, engine_order) -> Plan``: a catalog entry's planner, made for its
     endpoint by a shape below."""
 
-    #: the shape and endpoint, e.g. ``per_day(GET /v1/brands/{id}/citation-urls)``
-    name: str
     #: ``(cells, brands) -> calls``: what it asks for the brands' cells
     plan_calls: Callable[[frozenset[Cell], list[BrandInput]], list[Call]]
     with_rollup: bool
@@ -214,7 +212,7 @@ def paged_per_brand(endpoint: api.Endpoint) -> Planner:
     def plan_calls(cells: frozenset[Cell], brands: list[BrandInput]) -> list[Call]:
         return [c for b in brands for c in _paged_calls(endpoint.key, b, cells, None)]
 
-    return Planner(f"paged_per_brand({endpoint.key})", plan_calls, with_rollup=False)
+    return Planner(plan_calls, with_rollup=False)
 
 
 def paged_per_prompt(endpoint: api.Endpoint) -> Planner:
@@ -229,7 +227,7 @@ def paged_per_prompt(endpoint: api.Endpoint) -> Planner:
             for call in _paged_calls(endpoint.key, brand, cells, prompt_id)
         ]
 
-    return Planner(f"paged_per_prompt({endpoint.key})", plan_calls, with_rollup=False)
+    return Planner(plan_calls, with_rollup=False)
 
 
 @dataclass(frozen=True)
@@ -332,7 +330,7 @@ def hull_per_engine(
             calls += [c for b in brands for c in _week_calls(endpoint.key, b, cells)]
         return calls
 
-    return Planner(f"hull_per_engine({endpoint.key})", plan_calls, with_rollup=True)
+    return Planner(plan_calls, with_rollup=True)
 
 
 def per_day(endpoint: api.Endpoint) -> Planner:
@@ -351,7 +349,7 @@ def per_day(endpoint: api.Endpoint) -> Planner:
             for day, engine in sorted(_brand_cells(cells, b, with_rollup=True))
         ]
 
-    return Planner(f"per_day({endpoint.key})", plan_calls, with_rollup=True)
+    return Planner(plan_calls, with_rollup=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,9 +25,6 @@ class StopSignal:
     def __init__(self, event: threading.Event) -> None:
         self._event = event
 
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
     def raise_if_set(self) -> None:
         if self._event.is_set():
             raise FetchCancelled("the run stopped before this fetch ended")

@@ -27,8 +27,6 @@ from sync.private_dir import lock_folder, sweep, unlock
 
 #: Temp-directory prefix of every spool, so stale ones can be found and swept.
 SPOOL_PREFIX = "visibility-spool-"
-#: The setting that moves the spool (Python's ``tempfile`` reads it).
-SPOOL_SETTING = "TMPDIR"
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -57,7 +55,7 @@ def disk_full_named(directory: str | Path) -> Iterator[None]:
         raise SpoolDiskFullError(
             errno.ENOSPC,
             f"no space left on the device of the spool folder {directory} ({free // 2**20} MiB free): "
-            f"set {SPOOL_SETTING} to a folder on a larger disk; the partial spool was removed and no "
+            "set TMPDIR to a folder on a larger disk; the partial spool was removed and no "
             "table was changed by it",
         ) from None
 

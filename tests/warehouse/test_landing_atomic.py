@@ -120,7 +120,6 @@ def spooled(tmp_path: Path) -> Iterator[FetchOutcome]:
     spool.close()
     window = Window(START, END)
     outcome = FetchOutcome(
-        table=MENTIONS.name,
         plan=Plan(
             cells=frozenset((d, e) for d in DAYS for e in ENGINES),
             calls=(),
