@@ -415,19 +415,13 @@ class RequestBudget:
     def _window_delay(self, endpoint: str, now: float) -> tuple[float, RateWindow]:
         """Seconds until the key's and the endpoint's windows allow a request, and the window that
         holds it back longer."""
+
+        def delay(window: RateWindow, of: str | None) -> float:
+            unseen = _unseen(self._in_flight, window.newest_seq, window.newest_sent_at, of)
+            return window.delay(now, unanswered_since_newest=unseen)
+
         window = self._endpoint(endpoint)
-        endpoint_delay = window.delay(
-            now,
-            unanswered_since_newest=_unseen(
-                self._in_flight, window.newest_seq, window.newest_sent_at, endpoint
-            ),
-        )
-        global_delay = self._global.delay(
-            now,
-            unanswered_since_newest=_unseen(
-                self._in_flight, self._global.newest_seq, self._global.newest_sent_at
-            ),
-        )
+        endpoint_delay, global_delay = delay(window, endpoint), delay(self._global, None)
         return (global_delay, self._global) if global_delay >= endpoint_delay else (endpoint_delay, window)
 
     def observe(self, permit: Permit, headers: Mapping[str, str]) -> None:
@@ -438,16 +432,11 @@ class RequestBudget:
         endpoint_headers = parse_window(headers, ENDPOINT_LIMIT_PREFIX)
         with self._cond:
             self.answered = True
-            if global_headers.present:
-                unseen = _unseen(self._in_flight, permit.seq, permit.sent_at)
-                self._global.observe(
-                    global_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
-                )
-            if endpoint_headers.present:
-                unseen = _unseen(self._in_flight, permit.seq, permit.sent_at, permit.endpoint)
-                self._endpoint(permit.endpoint).observe(
-                    endpoint_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen
-                )
+            for window_headers, of in ((global_headers, None), (endpoint_headers, permit.endpoint)):
+                if window_headers.present:  # a window is made only once its headers are seen
+                    window = self._global if of is None else self._endpoint(of)
+                    unseen = _unseen(self._in_flight, permit.seq, permit.sent_at, of)
+                    window.observe(window_headers, now, seq=permit.seq, sent_at=permit.sent_at, unseen=unseen)
 
     def release(self, permit: Permit, *, success: bool = True) -> None:
         """Give the slot back (once per permit); a success may grow the concurrency limit."""
