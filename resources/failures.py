@@ -91,20 +91,19 @@ def failure_kind(exc: BaseException) -> FailureKind:
     return _declared(type(classified_error(exc))) or FailureKind.FAILED
 
 
+def _subclasses(kind: type[BaseException]) -> Iterator[type[BaseException]]:
+    for subclass in kind.__subclasses__():
+        yield subclass
+        yield from _subclasses(subclass)
+
+
 def _kinds_by_name() -> dict[str, FailureKind]:
     """Every loaded exception class that declares a kind, subclasses included, by class name."""
     kinds = dict(_OTHER_CLASSES)
-    pending: list[type[BaseException]] = [BaseException]
-    seen: set[type[BaseException]] = set()
-    while pending:
-        kind = pending.pop()
-        if kind in seen:
-            continue
-        seen.add(kind)
+    for kind in _subclasses(BaseException):
         declared = getattr(kind, "failure_kind", None)
         if isinstance(declared, FailureKind):
             kinds.setdefault(kind.__name__, declared)
-        pending.extend(kind.__subclasses__())
     return kinds
 
 
