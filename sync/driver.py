@@ -31,7 +31,7 @@ from sync.fetching import PartitionedTable, SnapshotTable, fetch_partitioned, na
 from sync.handoff import BackfillHandoff
 from sync.head_start import HeadStart, Selection
 from sync.landing import FetchOutcome, land, requests_beyond_plan
-from sync.planning import ALL, Cell, Plan, expected_requests
+from sync.planning import ALL, Cell, expected_requests
 from sync.prefetch import StopSignal, fetch_ahead
 from sync.progress import Listener
 from sync.resume import ResumeStore
@@ -323,21 +323,12 @@ def _log_fetch(log: Logger, name: str, outcome: FetchOutcome) -> None:
             f"{name}: prompt {prompt_id} answered 404 (deleted during the run?); skipped, "
             "its brand's other prompts land"
         )
-    skipped = skipped_engines(outcome.plan)
-    if skipped:
-        log.info(f"{name}: not fetched, brand not measured on the engine: {skipped}")
+    if outcome.plan.skipped:
+        log.info(f"{name}: not fetched, brand not measured on the engine: {outcome.plan.skipped}")
     log.info(
         f"{name}: {len(outcome.plan.calls)} calls planned, {outcome.stats.total_requests} requests made, "
         f"{outcome.spool.rows} rows fetched"
     )
-
-
-def skipped_engines(plan: Plan) -> dict[str, list[str]]:
-    """Engines of the run each brand is not measured on (nothing to fetch there)."""
-    out: dict[str, list[str]] = {}
-    for brand_id, engine in plan.skipped:
-        out.setdefault(brand_id, []).append(engine)
-    return out
 
 
 def daily_metadata(
@@ -355,7 +346,7 @@ def daily_metadata(
         "window_end_exclusive": window.end.isoformat() if window else "",
         "partitions": len(outcome.plan.cells),
         "brands_landed": sorted(outcome.brand_engines),
-        "engines_not_measured": skipped_engines(outcome.plan),
+        "engines_not_measured": outcome.plan.skipped,
         **outcome.notes,
     }
 

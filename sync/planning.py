@@ -87,8 +87,8 @@ class Plan:
     cells: frozenset[Cell]
     calls: tuple[Call, ...]
     boxes: tuple[Box, ...]
-    #: (brand_id, engine) pairs of the run that were skipped: the brand is not measured there
-    skipped: tuple[tuple[str, str], ...] = field(default=())
+    #: brand id -> engines of the run it was skipped on: the brand is not measured there
+    skipped: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def window(self) -> Window | None:
@@ -150,15 +150,12 @@ def _brand_cells(cells: frozenset[Cell], brand: BrandInput, *, with_rollup: bool
 
 def _skipped(
     cells: frozenset[Cell], brands: Iterable[BrandInput], *, with_rollup: bool
-) -> list[tuple[str, str]]:
+) -> dict[str, list[str]]:
     requested = {e for _, e in cells}
     if not with_rollup:
         requested.discard(ALL)  # a table without a rollup has nothing there for any brand
-    return [
-        (brand.brand_id, e)
-        for brand in brands
-        for e in sorted(requested - _measured(brand, with_rollup=with_rollup))
-    ]
+    skipped = {b.brand_id: sorted(requested - _measured(b, with_rollup=with_rollup)) for b in brands}
+    return {brand_id: engines for brand_id, engines in skipped.items() if engines}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,7 +198,7 @@ class Planner:
             cells=frozen,
             calls=tuple(self.plan_calls(frozen, brand_list)),
             boxes=boxes(frozen, engine_order),
-            skipped=tuple(_skipped(frozen, brand_list, with_rollup=self.with_rollup)),
+            skipped=_skipped(frozen, brand_list, with_rollup=self.with_rollup),
         )
 
 
