@@ -59,12 +59,11 @@ def private_folder(path: Path, setting: str) -> Path:
 
 
 def open_private(path: Path, mode: str) -> IO[bytes]:
-    """``path`` opened in binary ``mode`` (``wb``, ``ab``, ``a+b``, ``rb``), created 0600, never
+    """``path`` opened in binary ``mode`` (``wb``, ``ab``, ``rb``), created 0600, never
     through a link (``OSError`` when ``path`` is one)."""
     flags = {
         "wb": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
         "ab": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-        "a+b": os.O_RDWR | os.O_CREAT | os.O_APPEND,
         "rb": os.O_RDONLY,
     }[mode]
     return os.fdopen(os.open(path, flags | _NO_LINKS, 0o600), mode)
@@ -74,7 +73,7 @@ def lock_file(path: Path, *, wait: bool = False) -> IO[bytes] | None:
     """``path`` opened as :func:`open_private` does and locked exclusively (``flock``): the lock goes
     with :func:`unlock`, or with the process. None when another process holds it and ``wait`` is
     false; ``OSError`` when ``path`` cannot be opened (or, with ``wait``, locked)."""
-    lock = open_private(path, "a+b")
+    lock = open_private(path, "ab")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -217,8 +217,6 @@ class CallJournal:
     ) -> list[JournalPart]:
         """Keep ``pieces``, the (last) rows of the completed calls ``keys``, files first, then their
         line; the files written are returned, for the spool to take."""
-        if not keys:
-            return []
         entry = {"calls": list(keys), "parts": {k: n for k, n in (parts or {}).items() if n}}
         return self._write(pieces, entry)
 
