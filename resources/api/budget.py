@@ -7,6 +7,7 @@ the outage clock, cancellation, the request allowance and the announcement of lo
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -368,7 +369,7 @@ class RequestBudget:
 
     # -- the budget -----------------------------------------------------------------------------
 
-    def acquire(self, endpoint: str, *, deadline: float | None = None) -> Permit:
+    def acquire(self, endpoint: str, *, deadline: float = math.inf) -> Permit:
         """Block until a slot is free and both windows allow a request; return its ``Permit``.
 
         Raises ``BudgetExhausted`` rather than wait past ``deadline`` (a ``clock()`` value), and
@@ -383,11 +384,7 @@ class RequestBudget:
                 now = self._clock()
                 # until the first answer tells the limits, one request probes alone
                 if len(self._in_flight) >= (self._aimd.slots if self.answered else 1):
-                    wait = (
-                        MAX_WAIT_SLICE_SECONDS
-                        if deadline is None
-                        else min(MAX_WAIT_SLICE_SECONDS, deadline - now)
-                    )
+                    wait = min(MAX_WAIT_SLICE_SECONDS, deadline - now)
                     if wait <= 0.0:
                         raise BudgetExhausted(0.0, "concurrency")
                     self._cond.wait(wait)
@@ -401,7 +398,7 @@ class RequestBudget:
                     self._in_flight[self._seq] = (endpoint, now)
                     return Permit(endpoint, self._aimd.generation, self._seq, now, waited_rate, waited_slot)
                 scope = "global" if window is self._global else f"endpoint {endpoint}"
-                if deadline is not None and now + delay > deadline:
+                if now + delay > deadline:
                     raise BudgetExhausted(delay, scope)
                 if announced or delay < ANNOUNCE_MIN_SECONDS:
                     self._cond.wait(min(delay, MAX_WAIT_SLICE_SECONDS))
