@@ -56,6 +56,7 @@ class SyncProgress:
 
     def __init__(self, console: Console, *, live: bool) -> None:
         self.console = console
+        self.live = live
         self.started = time.monotonic()
         self._lock = threading.Lock()
         self._tables: dict[str, TableProgress] = {}  # the current run's
