@@ -81,7 +81,7 @@ POLLING_STOPPERS = frozenset({FailureKind.TRANSIENT, FailureKind.UNREACHABLE})
 
 class AuditSensorSettings(ConfigurableResource, AuditPolicy):
     """Which pages the audit sensor audits and how many audits it may request a day (the
-    ``VISIBILITY_AUDIT_*`` settings), and how much one tick does."""
+    VISIBILITY_AUDIT_* settings), and how much one tick does."""
 
     max_polls_per_tick: int = 20
     max_submissions_per_tick: int = 5

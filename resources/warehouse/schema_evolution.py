@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from resources.warehouse.contract import (
     EVOLVED_COLUMN_DESCRIPTION,
+    Column,
     SchemaMismatchError,
     TableSpec,
     system_columns,
@@ -64,6 +65,66 @@ class LoadPlan:
         return [] if self.create else [c.name for c in self.columns]
 
 
+def _check_fits(
+    column: str,
+    incoming: dict[str, pa.DataType],
+    target: SqlType,
+    target_name: str,
+    *,
+    table_label: str,
+    type_name: Callable[[SqlType], str],
+) -> None:
+    """Raise SchemaMismatchError if the rows' ``column`` cannot land in a ``target`` column."""
+    t = incoming.get(column)
+    if t is None:
+        return
+    new = sql_type(t)
+    if not is_compatible(target, new):
+        new_name = type_name(new) if new is not None else "NULL"
+        raise SchemaMismatchError(
+            f"incompatible type change in table {table_label}, column {column!r}: "
+            f"existing type {target_name}, new type {new_name} (Arrow {t}); nothing was written",
+            table=table_label,
+            column=column,
+            old_type=target_name,
+            new_type=new_name,
+        )
+
+
+def _check_existing(
+    existing: Sequence[ExistingColumn],
+    incoming: dict[str, pa.DataType],
+    system: Sequence[Column],
+    *,
+    table_label: str,
+    type_name: Callable[[SqlType], str],
+) -> None:
+    """The table's columns take the rows' types, and it has the writer's own columns."""
+    for col in existing:
+        if col.name in incoming and col.type is None:
+            new_name = type_name(sql_type_or_default(incoming[col.name]))
+            raise SchemaMismatchError(
+                f"table {table_label}, column {col.name!r} has type {col.engine_type}, which the writer "
+                f"does not manage; new type {new_name}; nothing was written",
+                table=table_label,
+                column=col.name,
+                old_type=col.engine_type,
+                new_type=new_name,
+            )
+        if col.type is not None:
+            _check_fits(
+                col.name, incoming, col.type, col.engine_type, table_label=table_label, type_name=type_name
+            )
+    names = {c.name for c in existing}
+    missing_system = [c.name for c in system if c.name not in names]
+    if missing_system:
+        raise SchemaMismatchError(
+            f"table {table_label} exists but lacks the writer's columns {missing_system}; "
+            "it was not created by this connector; nothing was written",
+            table=table_label,
+        )
+
+
 def plan_load(
     spec: TableSpec,
     rows_schema: pa.Schema,
@@ -81,44 +142,8 @@ def plan_load(
     incoming = {f.name: f.type for f in rows_schema}
     system = system_columns(spec)
     by_name = {c.name: c for c in existing or ()}
-
-    def check(column: str, target: SqlType, target_name: str) -> None:
-        """Raise SchemaMismatchError if the rows' ``column`` cannot land in a ``target`` column."""
-        t = incoming.get(column)
-        if t is None:
-            return
-        new = sql_type(t)
-        if not is_compatible(target, new):
-            new_name = type_name(new) if new is not None else "NULL"
-            raise SchemaMismatchError(
-                f"incompatible type change in table {table_label}, column {column!r}: "
-                f"existing type {target_name}, new type {new_name} (Arrow {t}); nothing was written",
-                table=table_label,
-                column=column,
-                old_type=target_name,
-                new_type=new_name,
-            )
-
-    for col in by_name.values():
-        if col.name in incoming and col.type is None:
-            new_name = type_name(sql_type_or_default(incoming[col.name]))
-            raise SchemaMismatchError(
-                f"table {table_label}, column {col.name!r} has type {col.engine_type}, which the writer "
-                f"does not manage; new type {new_name}; nothing was written",
-                table=table_label,
-                column=col.name,
-                old_type=col.engine_type,
-                new_type=new_name,
-            )
-        if col.type is not None:
-            check(col.name, col.type, col.engine_type)
-    missing_system = [c.name for c in system if c.name not in by_name]
-    if existing is not None and missing_system:
-        raise SchemaMismatchError(
-            f"table {table_label} exists but lacks the writer's columns {missing_system}; "
-            "it was not created by this connector; nothing was written",
-            table=table_label,
-        )
+    if existing is not None:
+        _check_existing(existing, incoming, system, table_label=table_label, type_name=type_name)
 
     # the spec's columns, then the rows' columns the spec lacks: those the table does not have yet
     spec_names = {c.name for c in spec.columns}
@@ -130,7 +155,7 @@ def plan_load(
     ]
     added = tuple(c for c in candidates if c.name not in by_name)
     for c in added:
-        check(c.name, c.type, type_name(c.type))
+        _check_fits(c.name, incoming, c.type, type_name(c.type), table_label=table_label, type_name=type_name)
 
     comments: list[tuple[str | None, str]]
     if existing is None:
