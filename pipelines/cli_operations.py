@@ -98,10 +98,7 @@ def carry_out(
         check_warehouse(settings)
     access = settings.api_access()
     with access.get_client() as client:  # resolves names; the job opens its own
-        try:
-            plan = plan_with(client)
-        except write_operations.InvalidInputError as exc:  # a malformed URL, an empty --brand
-            raise ConfigError(str(exc)) from None
+        plan = plan_with(client)  # a malformed URL or an empty --brand: InvalidInputError, exit 2
     if not plan.changes:
         console.print(escape(write_operations.visible(plan.describe())), soft_wrap=True)
         return EXIT_OK

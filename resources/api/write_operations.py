@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from resources.api.client import VisibilityClient
 from resources.api.errors import NotFoundError, VisibilityAPIError
 from resources.api.redaction import sanitize
+from resources.failures import FailureKind
 
 #: Most sends of one rename or untrack (a read-back after each lost answer decides on the next).
 MAX_WRITE_SENDS = 3
@@ -77,7 +78,9 @@ class OperationError(ValueError):
 
 
 class InvalidInputError(OperationError):
-    """A malformed argument (URL, name), found before any request."""
+    """A malformed argument (URL, name), found before any request: a usage error (exit 2)."""
+
+    failure_kind = FailureKind.CONFIGURATION
 
 
 class AuditStillPendingError(TimeoutError):
@@ -111,11 +114,17 @@ def _quoted(value: object) -> str:
     return sanitize(value, _MAX_NAME_CHARS)
 
 
-def _resolve(kind: str, ref: str, rows: Iterable[Mapping[str, Any]], where: str, name_field: str) -> Named:
-    """The one row whose id is ``ref``, or whose name is ``ref`` (case-insensitively)."""
+def _wanted(kind: str, ref: str) -> str:
+    """``ref`` without its surrounding blanks; an empty one is refused before any request."""
     wanted = ref.strip()
     if not wanted:
         raise InvalidInputError(f"the {kind} is empty: give its id or its name")
+    return wanted
+
+
+def _resolve(kind: str, ref: str, rows: Iterable[Mapping[str, Any]], where: str, name_field: str) -> Named:
+    """The one row whose id is ``ref``, or whose name is ``ref`` (case-insensitively)."""
+    wanted = _wanted(kind, ref)
     candidates = [Named(row["id"], row[name_field]) for row in rows]  # both validated as strings
     for candidate in candidates:
         if candidate.id.lower() == wanted.lower():
@@ -141,8 +150,9 @@ def resolve_brand(client: VisibilityClient, ref: str) -> Named:
 
 def resolve_brands(client: VisibilityClient, refs: Sequence[str]) -> list[Named]:
     """Brands by id or name, from one listing of the brands the key reaches."""
+    wanted = [_wanted("brand", ref) for ref in refs]
     brands = list(client.list_brands())
-    return [_resolve("brand", ref, brands, "reachable with this key", "name") for ref in refs]
+    return [_resolve("brand", ref, brands, "reachable with this key", "name") for ref in wanted]
 
 
 def resolve_topic(client: VisibilityClient, brand: Named, ref: str) -> Named:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from pipelines.cli import main
-from pipelines.cli_output import EXIT_OK, EXIT_PARTIAL
+from pipelines.cli_output import EXIT_CONFIG, EXIT_OK, EXIT_PARTIAL
 from resources.api.resource import VisibilityAPIResource
 from sandbox.testing import SandboxHandle
 
@@ -53,3 +54,13 @@ def test_several_brand_names_are_resolved_from_one_listing_of_the_brands(
     argv = ["run", *ONE_DAY, "--brand", name, "--brand", name.lower(), "--brand", "No Such Brand"]
     assert main(argv) == EXIT_PARTIAL  # the unknown third name stops the run before it
     assert sandbox.stats() == {"GET /v1/brands": {"200": 1}}
+
+
+def test_an_empty_brand_name_is_a_usage_error_before_any_request(
+    env: Path, sandbox: SandboxHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = sorted(brands(sandbox))[0]
+    sandbox.reset_stats()
+    assert main(["run", *ONE_DAY, "--brand", name, "--brand", " "]) == EXIT_CONFIG
+    assert "configuration error: the brand is empty" in capsys.readouterr().err
+    assert sandbox.stats() == {}
