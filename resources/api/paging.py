@@ -75,6 +75,41 @@ PageFetcher = Callable[[str | None], tuple[Body, str | None]]
 PageHandler = Callable[[list[Row], str | None], list[Row]]
 
 
+def _spent_mid_walk(
+    exc: RequestBudgetExceeded, pages: int, rows_read: int, endpoint: str, request_id: str | None
+) -> RequestBudgetExceeded:
+    """The budget's refusal, saying how far the walk it cut short had got."""
+    return RequestBudgetExceeded(
+        f"{exc.detail}; this walk had read {pages} page(s) and {rows_read} row(s), "
+        "the last still with has_more=true",
+        requests=exc.requests,
+        pages=pages,
+        endpoint=endpoint,
+        request_id=request_id,
+    )
+
+
+def _page_rows(body: Body, endpoint: str, request_id: str | None) -> tuple[list[Row], bool | None]:
+    """A page's ``data`` and ``has_more``, refused when the envelope has the wrong shape."""
+    rows = body.get("data")
+    if not isinstance(rows, list):
+        raise ResponseShapeError(
+            "field 'data' must be an array on a paging endpoint",
+            field="data",
+            endpoint=endpoint,
+            request_id=request_id,
+        )
+    has_more = body.get("has_more")
+    if has_more is not None and not isinstance(has_more, bool):
+        raise ResponseShapeError(
+            f"field 'has_more' must be a boolean, got {type(has_more).__name__}",
+            field="has_more",
+            endpoint=endpoint,
+            request_id=request_id,
+        )
+    return rows, has_more
+
+
 def iterate_pages(
     endpoint: str,
     fetch: PageFetcher,
@@ -105,31 +140,14 @@ def iterate_pages(
             request_id=request_id,
         )
 
-    def shape_error(field: str, message: str) -> ResponseShapeError:
-        return ResponseShapeError(message, field=field, endpoint=endpoint, request_id=request_id)
-
     while True:
         try:
             body, request_id = fetch(cursor)
         except RequestBudgetExceeded as exc:
             if pages == 0:
                 raise
-            raise RequestBudgetExceeded(
-                f"{exc.detail}; this walk had read {pages} page(s) and {rows_read} row(s), "
-                "the last still with has_more=true",
-                requests=exc.requests,
-                pages=pages,
-                endpoint=endpoint,
-                request_id=request_id,
-            ) from None
-        rows = body.get("data")
-        if not isinstance(rows, list):
-            raise shape_error("data", "field 'data' must be an array on a paging endpoint")
-        has_more = body.get("has_more")
-        if has_more is not None and not isinstance(has_more, bool):
-            raise shape_error(
-                "has_more", f"field 'has_more' must be a boolean, got {type(has_more).__name__}"
-            )
+            raise _spent_mid_walk(exc, pages, rows_read, endpoint, request_id) from None
+        rows, has_more = _page_rows(body, endpoint, request_id)
         pages += 1
         rows_read += len(rows)
         if has_more:
