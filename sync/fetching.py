@@ -123,12 +123,11 @@ def fetch_partitioned(
     prompts_not_found: set[str] = set()
     journal = None
     try:
-        to_ask, points = plan, {}
         if resume is not None:
             journal = resume.journal(
                 selection_id(asset.spec, cells, only, run_targets, client, spool.days_per_bucket)
             )
-            to_ask, points = _resumed(journal, plan, spool, notes)
+        to_ask, points = _resumed(journal, plan, spool, notes)
         client.budget.allow_planned_calls(len(to_ask.calls), asset.spec.name)
         with naming_source(asset):
             not_found = fetch_to_spool(
