@@ -871,7 +871,12 @@ def planner_minimum(
     if str(code_root) not in sys.path:
         sys.path.insert(0, str(code_root))
     import sync.planning as planning
-    from resources.api.endpoints import LIST_ANSWERS, MAX_LIMIT_ANSWERS, MAX_LIMIT_PAGING
+    from resources.api.endpoints import (
+        LIST_ANSWERS,
+        LIST_PROMPT_MENTIONS,
+        MAX_LIMIT_ANSWERS,
+        MAX_LIMIT_PAGING,
+    )
     from sync import catalog
 
     cells = {(d, e) for d in dates for e in engines}
@@ -885,10 +890,10 @@ def planner_minimum(
     entries = [catalog.BY_NAME[table] for table in tables]
     for entry in entries:
         plan = entry.planner(cells, world.brands, order)
-        for endpoint, n in planning.expected_requests(plan).items():
-            add(endpoint, n)
-        if entry.planner.name.startswith("paged_"):  # a paged row endpoint: its further pages too
-            endpoint = entry.endpoints[0]
+        for key, n in planning.expected_requests(plan).items():
+            add(key, n)
+        endpoint = entry.endpoints[0]
+        if endpoint in (LIST_ANSWERS, LIST_PROMPT_MENTIONS):  # a paged row endpoint: its further pages too
             page = MAX_LIMIT_ANSWERS if endpoint == LIST_ANSWERS else MAX_LIMIT_PAGING
             owner = "prompt_id" if entry.needs_prompts else "brand_id"
             assert entry.spec.date_column is not None
