@@ -1,16 +1,8 @@
 """BigQuery: Arrow -> Parquet -> a staging table, then one transaction (replace) or one MERGE (snapshot).
 
-* Rows travel as one Parquet load job per write (free, columnar, typed by an explicit schema).
-* The table change is server-side and atomic: a landing stages every write, then applies them all
-  in one multi-statement transaction (:func:`replace_script`); a snapshot write is one ``MERGE``
-  (upsert and retire-in-scope). A client crash leaves the previous rows; only staging tables can
-  remain, and they expire by themselves.
-* The one retry: BigQuery cancels one of two jobs changing a table at once, so that step (never the
-  staging) is run up to 5 times in all, with jittered backoff (:func:`retry_concurrent`).
-* Every value is a query parameter; descriptions are set through the API (DDL ``OPTIONS`` take no
-  parameters), so no value is ever string-built into SQL.
-
-The SQL and schema builders are pure functions, tested without BigQuery (docs/BIGQUERY.md).
+The table change is server-side and atomic, so a client crash leaves the previous rows (staging
+tables expire by themselves). BigQuery cancels one of two jobs changing a table at once, so that
+step alone is retried (:func:`retry_concurrent`). Values are always query parameters, never SQL text.
 """
 
 from __future__ import annotations

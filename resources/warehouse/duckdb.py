@@ -1,15 +1,9 @@
 """DuckDB, the default warehouse: one file, Arrow in, one writer process at a time.
 
-DuckDB lets one process open a file for writing, so a connection is opened per write (or per
-landing, or per :meth:`DuckDBWarehouse.session`) and closed right after: the file lock is held only
-while writing, and a second writer waits for it (:mod:`resources.warehouse.duckdb_lock`).
-
-Partitioned tables carry no primary-key index: DuckDB's key index lives in memory and grows with
-the table, so a landing process would grow with the days of a backfill. Keys stay unique because
-every write is deduplicated and refuses a key that exists outside its scope (the ``keys_unique``
-checks verify it too).
-
-A landing beyond ``memory_limit`` is retried once without it (:mod:`resources.warehouse.duckdb_memory`).
+DuckDB lets one process open a file for writing, so a connection is opened per write (or landing)
+and closed right after; a second writer waits for the file lock (:mod:`resources.warehouse.duckdb_lock`).
+Partitioned tables carry no primary-key index (it lives in memory and grows with the table); every
+write is deduplicated and refuses a key outside its scope instead.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """DuckDB's memory budget for a handle's connections, and the one retry of a landing beyond it.
 
-Without a budget DuckDB keeps what it reads cached up to 80% of RAM, and each write's checkpoint
-grows with the table: a landing process would grow with the days of a backfill. Within a budget
-DuckDB evicts and spills instead (bench/RESULTS.md, *Memory of the process tree*). A landing that
-does not fit is rolled back whole and retried once without the budget, with a warning: the budget
-must never fail a sync, and a rolled-back landing is safe to repeat.
-
-Budgeted connections leave the checkpoint to their close (``checkpoint_threshold``): an automatic
-checkpoint after a commit that does not fit is a fatal error that ends the database instance, while
-one at close that does not fit leaves the committed writes in the WAL for the next checkpoint.
+Without a budget DuckDB caches up to 80% of RAM, so a backfill's landing process would keep growing.
+The budget must never fail a sync: a landing that does not fit is rolled back and retried once
+without it. Budgeted connections checkpoint only at close, because an automatic checkpoint that
+does not fit is fatal to the database instance while one at close leaves the writes in the WAL.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The Arrow table a write actually loads: the plan's columns, all-null columns typed, no NUL
 character in any text, one row per key.
 
-U+0000 cannot be stored in Postgres text: every engine lands it as :data:`NUL_REPLACEMENT`
-(U+FFFD), so the same rows read the same everywhere and the loss stays visible (docs/OPERATIONS.md,
-"Text with NUL characters"). Scopes are cleaned alike, so two keys that differ only by a NUL are one
-key. The writer's own columns (``_loaded_at``, ``_run_id``, ...) are
-never materialised in Arrow: engines write them as one SQL parameter per statement.
+U+0000 cannot be stored in Postgres text, so every engine lands it as :data:`NUL_REPLACEMENT`: the
+same rows read the same everywhere and the loss stays visible. Scopes are cleaned alike.
 """
 
 from __future__ import annotations

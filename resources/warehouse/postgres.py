@@ -1,11 +1,8 @@
 """Postgres: SQLAlchemy 2 engine on psycopg 3; rows go in with COPY.
 
-Every write is one transaction on one connection: rows are COPYed (CSV written by Arrow) into a
-temporary stage table, then the target's scope is deleted and the stage inserted (partitions), or
-the stage is merged with ``INSERT ... ON CONFLICT`` (snapshots). Every write first takes an advisory
-lock per table, so overlapping writes of one table (a daily run and a backfill) run one after the
-other instead of failing on each other's keys; DDL runs in the same transaction under an advisory
-lock per schema, taken only by writes that change the catalog.
+Every write is one transaction through a temporary stage table. An advisory lock per table makes
+overlapping writes of one table (a daily run and a backfill) queue instead of failing on each
+other's keys; DDL takes a second lock per schema.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Read queries of the sensors, the asset checks and the visual report, portable across the three
-engines.
+"""Read queries of the sensors, asset checks and report, in the SQL the three engines share.
 
-Callers never build SQL: they call these functions. The SQL is the common subset of DuckDB,
-Postgres and BigQuery; every value is a ``:name`` query parameter, names go through ``table_ref``.
-The report reads the service's all-engine rollup (``engine = 'all'``) where it shows a total:
-rollup rates are not sums of per-engine rates, and ``visibility-sync run`` lands the rollup by
-default. Windows are ``[start, end)``.
+Totals read the service's all-engine rollup (``engine = 'all'``): rollup rates are not sums of
+per-engine rates. Windows are ``[start, end)``.
 """
 
 from __future__ import annotations

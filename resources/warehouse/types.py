@@ -1,13 +1,9 @@
 """Arrow types -> the logical column types every engine lands (:class:`Kind`), their names in
 DuckDB, Postgres and BigQuery, and the rules for changing a column's type.
 
-The writers land exactly the Arrow types the transforms produce: ``bool``, ``int64`` (BIGINT),
-``float64`` (DOUBLE), ``string`` (VARCHAR; nested API values arrive as JSON text), ``date32``, UTC
-``timestamp[us]`` (TIMESTAMPTZ; BigQuery's TIMESTAMP), lists of those (arrays; BigQuery: REPEATED)
-and an all-null column (VARCHAR); any other type is an :class:`UnsupportedTypeError`. An incoming
-column fits an existing one of the same type, a BIGINT fits a DOUBLE column, an all-null column fits
-any; anything else raises ``SchemaMismatchError``: incompatible changes need a deliberate
-migration, never a silent cast.
+Only the Arrow types the transforms produce are landed; any other is an :class:`UnsupportedTypeError`.
+A column may only widen (BIGINT into DOUBLE, all-null into any): anything else raises
+``SchemaMismatchError``, because an incompatible change needs a deliberate migration, not a silent cast.
 """
 
 from __future__ import annotations

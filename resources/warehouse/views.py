@@ -1,11 +1,8 @@
 """The views analysts read, and how every writer keeps a view as its spec says.
 
-Each :class:`ViewSpec` names its source tables, its typed, described columns and one ``SELECT`` in
-the SQL DuckDB, Postgres and BigQuery share (no engine-specific functions or date arithmetic;
-integer sums cast to ``BIGINT``). Views read base tables only, so a writer may re-create any view
-alone; a view body takes no parameters. A writer creates a view once all its sources exist, when it
-ensures one of them, and re-creates it when its columns or comments differ; a view that cannot be
-created is a warning naming it, never a failed landing.
+A view's ``SELECT`` uses only the SQL the three engines share and reads base tables only, so any
+writer may re-create any view alone. A view that cannot be created is a warning, never a failed
+landing.
 """
 
 from __future__ import annotations
