@@ -21,14 +21,6 @@ from sync.planning import Cell
 from sync.prefetch import StopSignal
 
 
-def cells_to_json(cells: Set[Cell]) -> list[list[str]]:
-    return sorted([day.isoformat(), engine] for day, engine in cells)
-
-
-def cells_from_json(rows: list[list[str]]) -> set[Cell]:
-    return {(dt.date.fromisoformat(day), engine) for day, engine in rows}
-
-
 @dataclass
 class BackfillHandoff:
     """This run's side of its backfill's handoffs."""
@@ -49,7 +41,8 @@ class BackfillHandoff:
         with self.open_warehouse() as warehouse:
             while True:
                 current = warehouse.read_handoff(self.backfill_id, table)
-                if current is not None and current.state == LANDED and own <= cells_from_json(current.cells):
+                landed = current is not None and current.state == LANDED
+                if landed and own <= {(dt.date.fromisoformat(day), engine) for day, engine in current.cells}:
                     return current
                 claimable = (
                     current is None
@@ -65,9 +58,8 @@ class BackfillHandoff:
     def landed(self, table: str, cells: Set[Cell], metadata: dict[str, Any]) -> bool:
         """Mark ``table`` landed by this run: ``cells`` and the landing's JSON-ready summary."""
         with self.open_warehouse() as warehouse:
-            return warehouse.land_handoff(
-                self.backfill_id, table, self.run_id, cells_to_json(cells), metadata
-            )
+            rows = sorted([day.isoformat(), engine] for day, engine in cells)
+            return warehouse.land_handoff(self.backfill_id, table, self.run_id, rows, metadata)
 
     def release(self, table: str) -> bool:
         """Give the claim back (this run's fetch or landing failed): the next run to look claims it."""
