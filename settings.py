@@ -1,10 +1,8 @@
 """The settings: every ``VISIBILITY_*`` variable, read and validated once, here (Dagster-free).
 
-A bad value is ONE :class:`ConfigError` whose one-line message names the variable; pydantic's report
-(which quotes the input, perhaps the key) never reaches the user. Three models, read separately so a
-mistake in one does not stop what needs only another: :class:`PartitionSettings` (the date
-partitions), :class:`Settings` (those plus what a sync needs) and :class:`AuditSettings` (the audit
-sensor's budget).
+A bad value is one :class:`ConfigError` naming the variable; pydantic's report (which may quote the
+key) never reaches the user. The models are read separately, so a mistake in one does not stop what
+needs only another.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Asset checks on the landed tables, and the freshness policy of the daily assets.
 
-Checks read the warehouse through ``resources/warehouse/queries.py`` (no SQL here) and fail with
-metadata saying what broke (counts and a few sample rows). A synced table's checks are
-:class:`TableCheck`\\ s derived from its catalog entry: ``keys_unique`` for every table, plus the
-names the entry declares from :data:`DECLARED_CHECKS`. Its sync step declares them (``check_specs``)
-and evaluates them right after the table lands, so a check costs no step of its own. The audit
-table's checks are ``@asset_check``\\ s of the audit asset.
+A synced table's checks come from its catalog entry and run inside its sync step right after it
+lands, so a check costs no step of its own; a failure's metadata shows counts and sample rows.
 """
 
 import datetime as dt

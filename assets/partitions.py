@@ -1,12 +1,8 @@
 """Partitions: daily ``date`` x static ``engine``, one definition for every partitioned table.
 
-The engine dimension holds the seven engines plus ``all``, the all-engine rollup of the endpoints
-that have one. Tables without a rollup (prompt mentions, answers) leave their ``all`` partitions
-empty but share the definition: Dagster's UI picks one date range for a group only when every root
-asset has the same partitions definition. Keys read ``<date>|<engine>`` (dimensions sort by name).
-
-Dagster needs the definition at import, so :data:`PARTITION_SETTINGS` (first day, lookback) are read
-then, alone: a mistake in the API or warehouse settings does not stop the import.
+``all`` is the all-engine rollup; tables without one leave it empty but share the definition,
+because Dagster's UI picks one date range for a group only when every root asset has the same one.
+:data:`PARTITION_SETTINGS` are read alone at import, so a mistake in other settings does not stop it.
 """
 
 from __future__ import annotations
@@ -130,18 +126,11 @@ def requested_cells(
     partitions_def: MultiPartitionsDefinition,
     job_backfill_partitions: Collection[str] = (),
 ) -> set[tuple[dt.date, str]]:
-    """The ``(date, engine)`` cells a run was asked for, read from its tags by one rule
-    (docs/OPERATIONS.md, "What each launch asks for"):
+    """The ``(date, engine)`` cells a run was asked for (docs/OPERATIONS.md, "What each launch asks for").
 
-    * a range (``dagster/asset_partition_range_start`` / ``_end``): the rectangle between its ends.
-      It wins over the per-dimension tags a job backfill copies next to it (Dagster's run context
-      reads those as one partition); they must name the range's first partition or, in a job
-      backfill's run, one of the backfill's partitions (``job_backfill_partitions``);
-    * one partition (``dagster/partition``, with or without its per-dimension tags);
-    * ``dagster/partition/<dimension>`` tags alone, naming every dimension.
-
-    Anything else raises :class:`PartitionRequestError` naming the tags: a run that cannot tell what
-    it was asked for fails rather than land less.
+    A range wins over the per-dimension tags a job backfill copies next to it, which must agree with
+    it. Tags that do not say what was asked raise :class:`PartitionRequestError`: failing beats
+    landing less.
     """
     run = _RunTags(tags, partitions_def)
     start, end = tags.get(ASSET_PARTITION_RANGE_START_TAG), tags.get(ASSET_PARTITION_RANGE_END_TAG)

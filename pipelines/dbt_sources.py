@@ -2,8 +2,7 @@
 
     python -m pipelines.dbt_sources > dbt/visibility_sources.yml
 
-Freshness is the daily tables' Dagster freshness policy (:data:`assets.checks.DAILY_FRESHNESS`); key
-columns get dbt's ``not_null`` test. ``tests/pipelines/test_dbt_sources.py`` holds the file to it.
+Key columns get dbt's ``not_null`` test; tests/pipelines/test_dbt_sources.py holds the file to it.
 """
 
 from __future__ import annotations

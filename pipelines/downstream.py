@@ -1,9 +1,5 @@
 """The landed tables as inputs of users' own assets: IO manager, table names, a DuckDB resource
 (docs/DOWNSTREAM.md).
-
-A user's asset that names a landed table as a parameter receives the rows of the partitions it
-depends on as a pandas DataFrame (:class:`~resources.warehouse.io_manager.LandedTablesIOManager`).
-On DuckDB, ``duckdb`` is a ``DuckDBResource`` on the warehouse file for users' own SQL.
 """
 
 from __future__ import annotations

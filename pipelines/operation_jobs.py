@@ -1,9 +1,5 @@
-"""The service's write endpoints as Dagster jobs a user launches from the launchpad: one op each
-(``<job>_op``), typed config fields, the work of :mod:`resources.api.write_operations` (the same code
-the ``visibility-sync`` commands run). Launching the job is the confirmation.
-
-``audit_url`` lands the audit in ``audit_reports`` as the audit sensor does: a ``pending`` row as soon
-as the audit is accepted (it is charged), then the ``complete`` row with its report.
+"""The service's write endpoints as launchpad jobs, one op each, running the same code as the CLI
+commands (:mod:`resources.api.write_operations`). Launching the job is the confirmation.
 
 (No ``from __future__ import annotations`` here: Dagster reads the ops' ``Config`` annotations as classes.)
 """

@@ -1,9 +1,7 @@
 """``sync_now``: a sync of a window of days and engines, launched from the launchpad in one step.
 
-A launchpad run of the partitioned ``visibility_sync`` takes one partition, so the window rides on a
-small unpartitioned job whose config mapping checks it at launch; on its success the
-``visibility_sync_now`` sensor requests the ``visibility_sync`` run(s) with the schedule's range tags.
-"Today" is the day the ``sync_now`` run was created (UTC).
+A launchpad run of the partitioned job takes one partition, so the window rides on this small job;
+on its success the ``visibility_sync_now`` sensor requests the ``visibility_sync`` run(s).
 
 (No ``from __future__ import annotations`` here: Dagster reads the op's ``Config`` annotations as classes.)
 """

@@ -298,15 +298,10 @@ class Warehouse(ABC):
     # --- queries -------------------------------------------------------------------------------------
 
     def query(self, sql: str, params: Mapping[str, Any] | None = None) -> pa.Table:
-        """Run a read-only query (checks, sensors, the report, the CLI summary).
+        """Run a read-only query with ``:name`` parameters (identifiers go through :meth:`table_ref`).
 
-        Values go in as ``:name`` parameters on every engine (``WHERE date >= :since``), each a
-        Python value: ``str``, ``int``, ``float``, ``bool``, ``datetime.date``, ``datetime.datetime``,
-        ``None`` or a list of one of these. A NULL needs its type from the SQL around it on Postgres
-        (``CAST(:x AS VARCHAR) IS NULL``, not ``:x IS NULL``). Names must not be SQL keywords on any
-        engine (BigQuery: ``:limit``, ``:end``, ``:all`` are not names). ``::`` casts, and colons
-        inside quotes and comments, are left alone. Identifiers never are parameters: use
-        :meth:`table_ref`.
+        On Postgres a NULL parameter needs its type from the SQL (``CAST(:x AS VARCHAR) IS NULL``),
+        and no name may be an SQL keyword on any engine (BigQuery refuses ``:limit``, ``:end``).
         """
         return self._run_query(*self._bind(sql, params or {}))
 

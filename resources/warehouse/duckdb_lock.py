@@ -1,9 +1,7 @@
 """Waiting for a DuckDB file: one writer process at a time, and one write at a time per process.
 
-A second writer waits for DuckDB's file lock instead of failing (:func:`connect_with_lock_wait`),
-threads of one process take turns the same way (:func:`hold_process_lock`), both up to
-``lock_timeout_seconds`` (then :class:`~resources.warehouse.contract.WarehouseLockTimeout`). A wait
-is reported while it lasts: a WARNING on ``visibility.warehouse`` naming the file and its holder.
+A second writer (process or thread) waits up to ``lock_timeout_seconds`` instead of failing, with a
+WARNING naming the file and its holder while it waits.
 """
 
 from __future__ import annotations

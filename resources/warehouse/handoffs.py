@@ -1,9 +1,8 @@
 """The backfill handoffs table: how the runs of one backfill, which may share no disk, agree in the
 warehouse which of them fetches and lands each date x engine table (docs/ARCHITECTURE.md).
 
-One row per (backfill, table): its claimant run, its state, and once landed the cells it landed and
-a summary. Every change is one conditional statement on the row (a compare-and-set), so two runs
-cannot both claim it. The SQL is the same on every engine but for :class:`HandoffDialect`.
+Every change to a (backfill, table) row is one compare-and-set statement, so two runs cannot both
+claim it.
 """
 
 from __future__ import annotations

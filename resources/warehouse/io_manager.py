@@ -1,9 +1,7 @@
 """Landed tables as pandas DataFrames for users' own assets, on every warehouse (docs/DOWNSTREAM.md).
 
-Reads through the connector's own :class:`WarehouseResource` (same URL, schema and secrets as the
-sync; DuckDB read-only), one query per input. It follows the ``partition_expr`` convention of
-Dagster's database IO managers: an input receives exactly the rows of the date x engine partitions
-it depends on, whatever its partition mapping. It only reads: the sync writes the tables.
+Like Dagster's database IO managers, an input receives exactly the rows of the partitions it depends
+on. It only reads (DuckDB read-only): the sync writes the tables.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Schema evolution: what one write does to its table's shape, decided before anything is written.
 
-:func:`plan_load` compares the incoming Arrow schema with the table's existing columns: it creates the
-table, adds the columns the rows bring, rewrites comments that differ, and raises
-:class:`~resources.warehouse.contract.SchemaMismatchError` on an incompatible type change
-(:func:`~resources.warehouse.types.is_compatible`).
+Columns are only ever added; an incompatible type change raises
+:class:`~resources.warehouse.contract.SchemaMismatchError` before any write.
 """
 
 from __future__ import annotations
