@@ -155,10 +155,8 @@ def sync_daily(
                 yield event
             all_landed = not failed
     finally:
-        if request.resume is not None and all_landed:
+        if request.resume is not None and all_landed:  # else kept on disk for a re-run of the sync
             request.resume.finish()
-        elif request.resume is not None:  # kept for a re-run of the sync
-            request.resume.release()
 
 
 def _land_daily(

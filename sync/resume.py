@@ -323,10 +323,6 @@ class ResumeStore:
         self._opened.extend(d for d in other._opened if d not in self._opened)
         other._opened.clear()
 
-    def release(self) -> None:
-        """Forget the journals opened here, kept on disk (the step did not land everything)."""
-        self._opened.clear()
-
     def finish(self) -> None:
         """Remove the journals opened here (their rows have landed), unless a fetch holds one now."""
         sweep(self._opened)
