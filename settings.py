@@ -315,9 +315,7 @@ def load_settings(
     env: Mapping[str, str] | None = None, *, overrides: Mapping[str, str] | None = None
 ) -> Settings:
     """Read and validate every setting of a sync; raise ConfigError naming the first bad one.
-
-    ``env``: read this mapping instead of ``os.environ``. ``overrides``: variables that win over
-    it (the demo's sandbox URL and key), so nothing is written into the environment to change one.
+    ``overrides`` win over ``env`` (the demo's sandbox URL and key) without touching the environment.
     """
     if env is None:
         return Settings(**(overrides or {}))

@@ -81,10 +81,9 @@ def column_schema(spec: TableSpec) -> TableSchema:
 
 
 def table_asset_spec(entry: PartitionedTable | SnapshotTable, group_name: str, kind: str) -> AssetSpec:
-    """The asset of one table, with what the UI shows and what Dagster's database IO managers read
-    (``partition_expr``; :func:`pipelines.downstream.for_downstream` qualifies the table name).
-    ``upstream`` is lineage only (it orders the steps: snapshots first); the description says so, for
-    Dagster's backfill dialog asks about an upstream not materialized yet."""
+    """The asset of one table, with what the UI shows and the ``partition_expr`` IO managers read.
+    ``upstream`` is lineage only (snapshots first); the description says so for the backfill dialog.
+    """
     spec, upstream = entry.spec, entry.upstream
     metadata: dict[str, Any] = {
         SCHEMA_KEY: column_schema(spec),
@@ -143,9 +142,9 @@ def _json_values(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _progress(context: AssetExecutionContext, progress: Listener) -> Listener:
-    """Each table's planned calls: to the command line's display, and to the run's log each further
-    tenth, at most every PROGRESS_LOG_SECONDS: each line is an event Dagster writes to its storage in
-    the fetching thread, so a table fetched in seconds logs only its summary."""
+    """Each table's planned calls, to the display and to the run's log each further tenth (at most every
+    PROGRESS_LOG_SECONDS): each log line is an event Dagster stores, written in the fetching thread.
+    """
     next_step: dict[str, float] = {}
     logged_at: dict[str, float] = {}
 
@@ -323,10 +322,9 @@ def backfill_handoff(context: AssetExecutionContext, warehouse: WarehouseResourc
 
 
 def build_daily_step(assets: Sequence[PartitionedTable]) -> AssetsDefinition:
-    """The ``sync_daily`` step: one run per launch for every date x engine table, so the UI's group
-    "Materialize" picks one date range for all of them (:func:`sync.driver.sync_daily`). Each table is
-    its own asset (``can_subset``); a failed table fails the step at the end, naming it. Each table's
-    checks run right after it lands, while the next is fetched."""
+    """The ``sync_daily`` step: one step for every date x engine table, so the UI's group "Materialize"
+    picks one date range for all. A failed table fails the step at the end, naming it.
+    """
 
     @_sync_step(
         DAILY_STEP,

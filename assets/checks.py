@@ -152,10 +152,8 @@ def compare_totals(
 
 
 def run_lands_rollup(tags: Mapping[str, str]) -> bool:
-    """Whether a run's partitions include the ``all`` engine (a range ending there, or such a key).
-
-    Ranges are rectangles in Dagster's order, where ``all`` is the last engine; a run with no
-    partition tags (a run of checks alone) counts as landing it.
+    """Whether a run's partitions include the ``all`` engine (last in Dagster's order, so a range ending
+    there); a run with no partition tags (checks alone) counts as landing it.
     """
     keys = [tags.get(t) for t in (ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG) if tags.get(t)]
     return not keys or any(str(k).rpartition("|")[2] == ALL for k in keys)

@@ -47,11 +47,7 @@ def qualified_table_name(settings: Settings, table: str) -> str:
 def for_downstream(
     assets: Sequence[AssetsDefinition | AssetSpec], settings: Settings
 ) -> list[AssetsDefinition | AssetSpec]:
-    """The table assets loadable by :data:`LANDED_TABLES_IO_MANAGER`, with fully qualified table names.
-
-    The sync's steps yield no values, so the IO manager only ever loads (Dagster skips it for a
-    materialization without a value).
-    """
+    """The table assets loadable by :data:`LANDED_TABLES_IO_MANAGER`, with fully qualified table names."""
 
     def qualify(spec: AssetSpec) -> AssetSpec:
         table = spec.key.path[-1]

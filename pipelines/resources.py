@@ -45,10 +45,9 @@ def _warehouse(settings: Settings, url: str | EnvVar) -> WarehouseResource:
 
 
 def build_resources(settings: Settings) -> dict[str, Any]:
-    """``api``, ``warehouse``, ``progress``, ``sync_session`` and the landed tables' IO manager (and
-    ``duckdb`` on DuckDB), secrets as ``EnvVar``. Without an API URL or key the ``api`` resource holds
-    none: a sensor tick skips naming the missing variable, a run fails naming it before its first
-    request."""
+    """The code location's resources, secrets as ``EnvVar``. Without an API URL or key, ``api`` holds none:
+    a sensor tick skips and a run fails before its first request, each naming the missing variable.
+    """
     url = settings.warehouse_url
     warehouse = _warehouse(settings, EnvVar(WAREHOUSE_SETTING) if redact_url(url) != url else url)
     api = VisibilityAPIResource(

@@ -185,10 +185,9 @@ def choose_submissions(
     now: dt.datetime,
     policy: AuditSensorSettings,
 ) -> list[Candidate]:
-    """Candidates to submit this tick, in the given order: none pending or submitted within the
-    re-audit interval, none of a brand whose daily budget is spent, none while the endpoint is
-    blocked, at most ``max_submissions_per_tick`` (the submitting loop also stops at
-    ``X-Endpoint-Remaining`` 0)."""
+    """Candidates to submit this tick, in order, within the re-audit interval, each brand's daily budget,
+    the endpoint's block and ``max_submissions_per_tick``.
+    """
     if state.endpoint_blocked_until is not None and state.endpoint_blocked_until > now:
         return []
     recent_cutoff = now - policy.reaudit_interval

@@ -85,9 +85,7 @@ def advance(
     listed_brands: Iterable[str],
 ) -> tuple[HistoryState, list[ObservedCompetitor]]:
     """Fold one listing into the state; return the competitors whose history backfill is due now.
-
-    ``listed_brands`` are the brands whose competitors were listed successfully this tick: only their
-    entries are replaced, so a brand that failed to list keeps its memory.
+    Only ``listed_brands``' entries are replaced: a brand that failed to list keeps its memory.
     """
     listed = set(listed_brands)
     seen = {k: v for k, v in state.seen.items() if k.split(":", 1)[0] not in listed}

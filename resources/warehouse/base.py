@@ -125,9 +125,8 @@ _SQL_PARAMETER = re.compile(
 def bind_parameters(
     sql: str, params: Mapping[str, Any], placeholder: Callable[[str], str], *, escape_percent: bool = False
 ) -> str:
-    """``sql`` with each ``:name`` written as ``placeholder(name)``; a name without a value in
-    ``params`` raises ``ValueError`` naming it. ``escape_percent`` doubles every other ``%`` (for
-    drivers that read ``%`` as a placeholder once parameters are given), but only when there are any.
+    """``sql`` with each ``:name`` written as ``placeholder(name)``; a name without a value raises.
+    ``escape_percent``: for drivers that read ``%`` as a placeholder once parameters are given.
     """
     escape = escape_percent and bool(params)
 
@@ -184,11 +183,7 @@ class Warehouse(ABC):
     def replace_partitions(
         self, spec: TableSpec, rows: pa.Table, scope: PartitionScope, run_id: str
     ) -> WriteResult:
-        """Delete the rows in ``scope`` and insert ``rows``, in one transaction.
-
-        Every row of ``rows`` must fall inside ``scope`` (a ValueError otherwise, nothing written).
-        Columns of ``rows`` not in the table are added as nullable columns (schema evolution).
-        """
+        """Delete the rows in ``scope`` and insert ``rows`` (all inside it), in one transaction."""
         return self.replace_partitions_together(spec, [PartitionWrite(rows, scope)], run_id)[0]
 
     def replace_partitions_together(
@@ -196,9 +191,8 @@ class Warehouse(ABC):
     ) -> list[WriteResult]:
         """Every write of ``writes`` (one table, one run) in ONE transaction: all land or none does.
 
-        Each write is a :meth:`replace_partitions`, in order; ``writes`` is consumed lazily, one
-        chunk's rows at a time. A retry of the landing (DuckDB beyond its memory budget) iterates it
-        again: pass a list, or an object whose ``__iter__`` starts over.
+        ``writes`` is consumed lazily, one chunk at a time, and iterated again if DuckDB retries the landing
+        beyond its memory budget: pass a list, or an object whose ``__iter__`` starts over.
         """
         return self._run_landing(spec, writes, lambda: self._land_partitions(spec, writes, run_id))
 
@@ -283,9 +277,7 @@ class Warehouse(ABC):
     @abstractmethod
     def _apply_replace(self, tx: Any, spec: TableSpec, staged: Sequence[StagedWrite]) -> list[int]:
         """Delete each write's scope and insert its staged rows, in order; the rows deleted per write.
-
-        ``staged`` is one write, or the whole landing when :attr:`applies_landing_at_once`. A key
-        that exists outside the write's scope raises :func:`outside_scope_error`.
+        A key that exists outside the write's scope raises :func:`outside_scope_error`.
         """
 
     @abstractmethod

@@ -175,10 +175,9 @@ def _deleted_var(i: int) -> str:
 def replace_script(
     target: str, staged: Sequence[tuple[str, LoadPlan]], spec: TableSpec, fault_sql: str | None = None
 ) -> str:
-    """One multi-statement transaction for a whole landing: per staged write (its staging table and
-    plan; parameters suffixed ``_i``), count and delete its scope's rows, then insert its rows. The
-    result is one row, ``rows_deleted_<i>`` per write. ``fault_sql`` (tests only) runs after the last
-    write's DELETE, before its INSERT."""
+    """One multi-statement transaction for a whole landing: per staged write, count and delete its scope's
+    rows, then insert. ``fault_sql`` (tests only) runs between the last write's DELETE and INSERT.
+    """
     quoted = quote_identifier
     lines = [f"DECLARE {_deleted_var(i)} INT64 DEFAULT 0;" for i in range(len(staged))]
     lines.append("BEGIN TRANSACTION;")
@@ -335,9 +334,9 @@ def is_concurrent_update(exc: BaseException) -> bool:
 
 
 def retry_concurrent(run: Callable[[], T], *, sleep: Callable[[float], None] = time.sleep) -> T:
-    """Run ``run`` again while it fails on a concurrent update, up to 5 times in all, up to 1 s apart
-    at first, doubling (full jitter); then the last failure is raised. Safe: each attempt is a whole
-    statement or transaction, and a cancelled one changed nothing."""
+    """Run ``run`` again while it fails on a concurrent update, up to 5 times with jittered backoff. Safe:
+    each attempt is a whole statement or transaction, and a cancelled one changed nothing.
+    """
     retrying = Retrying(
         retry=retry_if_exception(is_concurrent_update),
         stop=stop_after_attempt(5),

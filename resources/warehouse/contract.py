@@ -37,11 +37,8 @@ class Column:
 
 @dataclass(frozen=True)
 class TableSpec:
-    """A landed table: typed columns, key, and how it is written.
-
-    ``kind="partitioned"``: rows are replaced by :class:`PartitionScope` (brand x date range x engine).
-    ``kind="snapshot"``: rows are upserted by key; rows gone from the API are kept with
-    ``is_current = false`` (see :meth:`~resources.warehouse.base.Warehouse.upsert_snapshot`).
+    """A landed table: typed columns, key, and how it is written: ``partitioned`` tables replace a
+    :class:`PartitionScope`; ``snapshot`` tables upsert by key and keep vanished rows as not current.
     """
 
     name: str
@@ -87,10 +84,8 @@ class PartitionWrite(NamedTuple):
 
 @dataclass(frozen=True)
 class SnapshotScope:
-    """Which existing rows a snapshot write may retire (mark ``is_current = false``).
-
-    ``column=None`` means the whole table (for example ``brands`` after a full listing);
-    otherwise rows whose ``column`` is in ``values`` (for example ``brand_id`` of the brands fetched).
+    """Which existing rows a snapshot write may retire: the whole table (``column=None``, e.g. ``brands``
+    after a full listing) or the rows whose ``column`` is in ``values``.
     """
 
     column: str | None = None

@@ -85,11 +85,10 @@ def _exec(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[
 def _exec_on_rows(
     con: duckdb.DuckDBPyConnection, sql: str, params: Any = None, *, rows: pa.Table
 ) -> list[tuple[Any, ...]]:
-    """Execute ``sql``, which reads ``rows`` as the table :data:`ROWS`, and drain.
+    """Execute ``sql``, which reads ``rows`` as :data:`ROWS` (a replacement scan of locals), and drain.
 
-    DuckDB finds the table by its replacement scan of this frame's locals. Not ``con.register``: a
-    registration dropped inside a transaction keeps its Arrow table alive until the commit, so a
-    landing of many chunks would hold every chunk's rows.
+    Not ``con.register``: dropped inside a transaction, a registration keeps its rows until commit, so
+    a landing would hold every chunk's rows.
     """
     _visibility_rows = rows  # read by DuckDB's replacement scan (underscore: not "unused")
     return con.execute(sql, params).fetchall()

@@ -83,11 +83,7 @@ def clean_snapshot_scope(scope: SnapshotScope | None) -> SnapshotScope | None:
 
 
 def encode_rows(rows: pa.Table, plan: LoadPlan) -> pa.Table:
-    """The table to load: the plan's columns, all-null columns typed, and no NUL character in any
-    text (:data:`NUL_REPLACEMENT` instead: text, list items).
-
-    Zero-copy for plain columns: only ``null``-typed columns and text holding a NUL are rebuilt.
-    """
+    """The table to load; zero-copy but for ``null``-typed columns and text holding a NUL."""
     arrays: list[pa.ChunkedArray | pa.Array] = []
     for name, target in zip(plan.load_columns, plan.load_types, strict=True):
         col = rows[name]
@@ -99,10 +95,8 @@ def encode_rows(rows: pa.Table, plan: LoadPlan) -> pa.Table:
 
 
 def _release_if_large(n: int) -> None:
-    """Hand the hash table's memory back to the OS before the engine allocates for the load.
-
-    Arrow's allocator keeps freed memory cached; without this a million-row write would hold the
-    dedupe's memory and the engine's at the same time.
+    """Hand the hash table's memory back to the OS, else Arrow's allocator keeps it cached while the
+    engine allocates for the load.
     """
     if n >= 100_000:
         pa.default_memory_pool().release_unused()

@@ -64,10 +64,7 @@ def dialect(cur: psycopg.Cursor[Any]) -> SqlDialect:
 
 
 def postgres_sqlalchemy_url(url: str | URL) -> URL:
-    """``postgresql://...`` (or ``postgres://``) -> a SQLAlchemy URL on the psycopg 3 driver.
-
-    Errors never echo the password.
-    """
+    """``postgresql://...`` (or ``postgres://``) -> a psycopg 3 SQLAlchemy URL, never echoing the password."""
     parsed: URL | None
     try:
         parsed = make_url(url) if isinstance(url, str) else url

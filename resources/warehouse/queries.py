@@ -30,11 +30,7 @@ class CitedPage:
 
 
 def own_pages_first_cited_since(warehouse: Warehouse, since: dt.date, *, limit: int = 200) -> list[CitedPage]:
-    """The brands' own pages (root domain = the brand's domain) first cited on or after ``since``.
-
-    "First cited" is the earliest date the page appears in ``cited_pages`` for that brand, so a page
-    cited for months is not new again. Most-cited first.
-    """
+    """The brands' own pages first cited (ever, for that brand) on or after ``since``, most-cited first."""
     cited = warehouse.table_ref("cited_pages")
     brands = warehouse.table_ref("brands")
     sql = f"""
@@ -101,10 +97,8 @@ def capped_cited_page_days(warehouse: Warehouse) -> tuple[int, list[dict[str, An
 
 
 def share_of_voice_off(warehouse: Warehouse, *, tolerance: float) -> tuple[int, list[dict[str, Any]]]:
-    """Brand x engine x granularity x date groups with mentions whose share of voice is not 100.
-
-    Share of voice is over the brand plus its tracked competitors, so every day, week and request
-    window that has mentions sums to 100 (within rounding); periods without mentions are skipped.
+    """Brand x engine x granularity x date groups with mentions whose share of voice does not sum to 100
+    (within rounding); periods without mentions are skipped.
     """
     ref = warehouse.table_ref("competitor_trends")
     sql = f"""
@@ -219,10 +213,8 @@ def landed_cells(warehouse: Warehouse, table: str, date_column: str, *, since: d
 def trend_windows(
     warehouse: Warehouse, *, end_before: dt.date, days: int
 ) -> list[tuple[str, dt.date, dt.date]]:
-    """Per brand: the last ``days`` landed days of the ``all`` competitor trend, ending before ``end_before``.
-
-    The window never starts before the brand's first landed day: days before it were never synced, so
-    the service's totals over them cannot match. Returns ``(brand_id, start, end)``, ``end`` exclusive.
+    """Per brand ``(brand_id, start, end)``: the last ``days`` landed days of the ``all`` competitor trend
+    before ``end_before``, never before the first landed day (the service's totals cannot match there).
     """
     ref = warehouse.table_ref("competitor_trends")
     sql = f"""

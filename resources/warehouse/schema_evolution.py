@@ -133,9 +133,7 @@ def plan_load(
     table_comment: str | None = None,
 ) -> LoadPlan:
     """Decide creation, added columns and comments; raise SchemaMismatchError on an incompatible change.
-
-    ``existing=None`` means the table does not exist. ``type_name`` renders types in the engine's
-    words for the error message; ``table_label`` is the schema-qualified name the error shows.
+    ``existing=None``: the table does not exist.
     """
     incoming = {f.name: f.type for f in rows_schema}
     system = system_columns(spec)

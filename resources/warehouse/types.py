@@ -90,10 +90,7 @@ _KIND_OF_ARROW: dict[pa.DataType, Kind] = {t: k for k, t in _SCALAR_ARROW.items(
 
 
 def sql_type(t: pa.DataType) -> SqlType | None:
-    """The column type an Arrow type lands as; None for the ``null`` type (fits any column).
-
-    Raises :class:`UnsupportedTypeError` for types the warehouse does not land.
-    """
+    """The column type an Arrow type lands as; None for the ``null`` type (fits any column)."""
     if pa.types.is_null(t):
         return None
     if t in _KIND_OF_ARROW:

@@ -90,9 +90,8 @@ def bigquery_target(url: str) -> tuple[str, str]:
 
 
 def validate_warehouse_url(url: str) -> str:
-    """The URL stripped, if its scheme is known and a DuckDB or BigQuery URL is well formed.
-
-    A Postgres URL is checked by its engine when the warehouse is built (no connection either way).
+    """The URL stripped, if its scheme is known and a DuckDB or BigQuery URL is well formed (Postgres
+    URLs are checked by their engine, when the warehouse is built).
     """
     url = url.strip()
     scheme = url_scheme(url)
@@ -151,10 +150,7 @@ WAREHOUSE_KINDS = frozenset(warehouse_kind(f"{scheme}:") for scheme in WAREHOUSE
 
 
 def warehouse_from_url(url: str, schema: str = DEFAULT_SCHEMA, **options: Any) -> Warehouse:
-    """The warehouse a URL names. Validates everything first; opens no connection.
-
-    ``options`` go to the engine's constructor (e.g. ``lock_timeout_seconds`` for DuckDB).
-    """
+    """The warehouse a URL names, validated; opens no connection. ``options`` go to its constructor."""
     if not isinstance(url, str) or not url.strip():
         raise WarehouseConfigError(f"{WAREHOUSE_SETTING} is empty (expected {EXPECTED_URLS})")
     url = url.strip()
@@ -180,11 +176,9 @@ def warehouse_from_url(url: str, schema: str = DEFAULT_SCHEMA, **options: Any) -
 
 
 def warehouse_for(settings: Mapping[str, Any], *, landing: bool = False) -> Warehouse:
-    """The handle ``WarehouseResource(**settings).get_warehouse(...)`` opens.
-
-    ``landing``: DuckDB's connections get ``duckdb_landing_memory_limit``; other handles' queries
-    run within it too (``query_memory_limit``: a check groups a whole table's keys), their writes
-    without it (a snapshot upsert's key index needs memory in proportion to its rows).
+    """The handle ``WarehouseResource(**settings).get_warehouse(...)`` opens. On DuckDB a ``landing``
+    handle writes within its memory budget, others only query within one (an upsert's key index needs
+    memory in proportion to its rows).
     """
     url = settings["url"]
     options: dict[str, Any] = {}
