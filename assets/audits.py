@@ -1,8 +1,7 @@
 """The ``audit_reports`` asset: lands one audit's state, as the audit sensor decided it.
 
-The sensor (``pipelines/sensors/audits.py``) submits and polls, then requests one run of this asset
-per state change, the audit in the run config; the run makes no API call, so a re-run lands the
-same row. Rows are upserted by id; a late ``pending`` never overwrites a final state.
+The run makes no API call (the audit is in its config), so a re-run lands the same row; a late
+``pending`` never overwrites a final state.
 """
 
 import datetime as dt

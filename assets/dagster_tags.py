@@ -1,8 +1,6 @@
 """The run tags Dagster sets on the runs it launches, named once: its public API exports no constants
-for them (https://docs.dagster.io/guides/build/assets/metadata-and-tags/tags#run-tags; the range tags
-are the launchpad's and a single-run backfill's). ``dagster/partition/<dimension>`` is undocumented:
-it is read only to refuse a run whose tags disagree. Code reads a public property where one says the
-same (``context.partition_key_range``); these are for what none says.
+for them. Read them only where no public property says the same (``context.partition_key_range``);
+``dagster/partition/<dimension>`` is undocumented and read only to refuse disagreeing tags.
 """
 
 BACKFILL_ID_TAG = "dagster/backfill"

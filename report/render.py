@@ -1,8 +1,7 @@
 """Drawing the report: :class:`~report.data.ReportData` in, a matplotlib figure, PNG bytes or HTML out.
 
-Pure, and matplotlib is imported lazily (``visibility-sync run`` never pays for it). A bare
-:class:`~matplotlib.figure.Figure`, never pyplot: no global backend or figure registry shared by
-Dagster's threads. One row per brand, where an entity keeps one colour (its line, its pages' bars).
+matplotlib is imported lazily (a sync never pays for it), and a bare ``Figure`` is used, never
+pyplot: no global backend or figure registry shared by Dagster's threads.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The competitor history sensor: refetch trend partitions once a competitor's backfill finishes.
 
-``history_from`` stays null while the service backfills a newly tracked competitor; when it turns
-to a date, the trend partitions from then on are fetched again, once per tracking episode (the first
-tick only takes a baseline). Rules and cursor: docs/SENSORS.md.
+``history_from`` stays null while the service backfills a newly tracked competitor; once it is a
+date, the trend partitions from then on are fetched again, once per tracking episode (docs/SENSORS.md).
 """
 
 import datetime as dt

@@ -1,8 +1,6 @@
 """The SQL DuckDB and Postgres share: standard quoting, a landed table's DDL and its writes.
 
-What differs between the two engines' DDL is a :class:`SqlDialect`. BigQuery creates tables and
-writes descriptions through its API, so it takes only :func:`added_column_default` and the write
-parameters from here.
+BigQuery creates tables through its API: it takes only added-column defaults and write parameters here.
 """
 
 from __future__ import annotations

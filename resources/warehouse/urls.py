@@ -1,8 +1,6 @@
-"""The warehouse's configuration, without Dagster: URL shapes, schema names, memory budgets, their
-defaults, and the engine a URL names (:func:`warehouse_from_url`, :func:`warehouse_for`: what the
-sync core lands through; ``settings.py`` validates with the same rules). Everything is validated
-before any I/O; errors are :class:`WarehouseConfigError` naming the setting, never a password. An
-engine's module is imported only when a URL names it: a DuckDB user never loads SQLAlchemy.
+"""The warehouse's configuration, without Dagster: URL shapes, schema names, memory budgets and the
+engine a URL names. Everything is validated before any I/O, and an engine's module is imported only
+when a URL names it (a DuckDB user never loads SQLAlchemy).
 """
 
 from __future__ import annotations
