@@ -239,7 +239,9 @@ class Warehouse(ABC):
         plan = self._prepare_table(tx, spec, rows.schema)
         data = encode_rows(rows, plan)
         del rows
-        data, dropped = dedupe_by_key(data, spec.key)
+        dropped = 0
+        if self._may_repeat_a_key(tx, spec, data):
+            data, dropped = dedupe_by_key(data, spec.key)
         stage = self._stage(tx, spec, plan, data)
         return StagedWrite(plan, stage, stamp, data.num_rows, dropped, scope)
 
@@ -269,6 +271,10 @@ class Warehouse(ABC):
     def _prepare_table(self, tx: Any, spec: TableSpec, rows_schema: pa.Schema) -> LoadPlan:
         """Plan the write of rows shaped ``rows_schema`` (``plan_load``) and create or evolve the
         table to match; raises ``SchemaMismatchError`` before anything is written."""
+
+    def _may_repeat_a_key(self, tx: Any, spec: TableSpec, data: pa.Table) -> bool:
+        """Whether two rows of ``data`` may share a key (then they are deduplicated, last one wins)."""
+        return True
 
     @abstractmethod
     def _stage(self, tx: Any, spec: TableSpec, plan: LoadPlan, data: pa.Table) -> Any:

@@ -55,6 +55,7 @@ HOOKS = (
     "_stage",
     "_apply_replace",
     "_apply_merge",
+    "_may_repeat_a_key",
 )
 
 
@@ -121,7 +122,7 @@ def test_each_write_is_applied_before_the_next_is_staged(case: Case, monkeypatch
     """DuckDB and Postgres hold one chunk's stage at a time, all inside one write transaction."""
     calls = _record(case.warehouse, monkeypatch)
     results = case.warehouse.replace_partitions_together(MENTIONS, _two_day_landing(), "run-1")
-    per_write = ["_prepare_table", "_stage", "_apply_replace"]
+    per_write = ["_prepare_table", "_may_repeat_a_key", "_stage", "_apply_replace"]
     assert calls == ["_write_transaction", *per_write, *per_write]
     assert [r.rows_written for r in results] == [4, 4]
 
@@ -135,7 +136,7 @@ def test_a_snapshot_is_staged_then_merged_with_its_retirement_scope(
     result = case.warehouse.upsert_snapshot(
         COMPETITORS, rows.slice(0, 1), "run-2", SnapshotScope("brand_id", ("b1",))
     )
-    assert calls == ["_write_transaction", "_prepare_table", "_stage", "_apply_merge"]
+    assert calls == ["_write_transaction", "_prepare_table", "_may_repeat_a_key", "_stage", "_apply_merge"]
     assert (result.rows_written, result.rows_deleted) == (1, 1)
 
 
@@ -161,6 +162,6 @@ def test_bigquery_stages_every_write_of_a_landing_then_applies_them_in_one_scrip
     spec = dataclasses.replace(MENTIONS, name=bigquery_target.prefix + MENTIONS.name)
     calls = _record(wh, monkeypatch)
     results = wh.replace_partitions_together(spec, _two_day_landing(), "run-1")
-    per_write = ["_prepare_table", "_stage"]
+    per_write = ["_prepare_table", "_may_repeat_a_key", "_stage"]
     assert calls == ["_write_transaction", *per_write, *per_write, "_apply_replace"]
     assert [r.rows_written for r in results] == [4, 4]
